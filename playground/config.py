@@ -1,0 +1,189 @@
+"""Typed configuration: the model's shape, the training settings, and the server's limits.
+
+Owns validation and the JSON form of each config. Knows nothing about torch modules or the UI.
+Every error names the field and the offending value, e.g.
+``embedding_dim 770 is not divisible by heads_num 12``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field and value."""
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {value}")
+
+
+def _check_finite(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{name} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value}")
+
+
+def _from_dict(cls, data: dict[str, Any]):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{cls.__name__} expects a JSON object, got {type(data).__name__}")
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{cls.__name__} has no field(s) {', '.join(unknown)}")
+    return cls(**data)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The shape of a GPT-style character model.
+
+    ``head_size`` is derived: ``embedding_dim // heads_num`` (128 // 4 -> 32).
+    """
+
+    vocabulary_size: int
+    context_size: int = 64
+    embedding_dim: int = 128
+    heads_num: int = 4
+    layers_num: int = 4
+    dropout_rate: float = 0.0
+    use_bias: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("vocabulary_size", "context_size", "embedding_dim", "heads_num", "layers_num"):
+            _check_positive_int(name, getattr(self, name))
+        if self.embedding_dim % self.heads_num:
+            raise ConfigError(
+                f"embedding_dim {self.embedding_dim} is not divisible by heads_num {self.heads_num}"
+            )
+        _check_finite("dropout_rate", self.dropout_rate)
+        if not 0.0 <= self.dropout_rate < 1.0:
+            raise ConfigError(f"dropout_rate must be in [0, 1), got {self.dropout_rate}")
+        if not isinstance(self.use_bias, bool):
+            raise ConfigError(f"use_bias must be true or false, got {self.use_bias!r}")
+
+    @property
+    def head_size(self) -> int:
+        return self.embedding_dim // self.heads_num
+
+    def parameter_count(self) -> int:
+        """Exact number of parameters of ``playground.model.GPT`` built from this config."""
+        c, v, t, b = self.embedding_dim, self.vocabulary_size, self.context_size, self.use_bias
+        layer_norm = 2 * c if b else c
+        attention = 3 * c * c + c * c + (4 * c if b else 0)
+        mlp = 4 * c * c * 2 + (5 * c if b else 0)
+        block = 2 * layer_norm + attention + mlp
+        return v * c + t * c + self.layers_num * block + layer_norm + c * v + (v if b else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        return _from_dict(cls, data)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to train: optimisation, schedule, evaluation and checkpoint cadence."""
+
+    batch_size: int = 32
+    steps: int = 1000
+    learning_rate: float = 3e-3
+    warmup_steps: int = 50
+    min_learning_rate_ratio: float = 0.1
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    eval_interval: int = 100
+    eval_batches: int = 20
+    checkpoint_interval: int = 500
+    sample_interval: int = 100
+    seed: int = 1337
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "steps", "eval_interval", "eval_batches", "checkpoint_interval",
+                     "sample_interval"):
+            _check_positive_int(name, getattr(self, name))
+        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ConfigError(f"warmup_steps must be a whole number >= 0, got {self.warmup_steps!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed must be a whole number >= 0, got {self.seed!r}")
+        for name in ("learning_rate", "min_learning_rate_ratio", "weight_decay", "grad_clip"):
+            _check_finite(name, getattr(self, name))
+        if not 0 < self.learning_rate <= 1:
+            raise ConfigError(f"learning_rate must be in (0, 1], got {self.learning_rate}")
+        if not 0 <= self.min_learning_rate_ratio <= 1:
+            raise ConfigError(f"min_learning_rate_ratio must be in [0, 1], got {self.min_learning_rate_ratio}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if self.grad_clip < 0:
+            raise ConfigError(f"grad_clip must be >= 0 (0 turns clipping off), got {self.grad_clip}")
+        if self.device not in ("auto", "cpu", "cuda", "mps"):
+            raise ConfigError(f"device must be auto, cpu, cuda or mps, got {self.device!r}")
+
+    def learning_rate_at(self, step: int) -> float:
+        """Linear warm-up, then cosine decay to ``min_learning_rate_ratio * learning_rate``.
+
+        ``step`` counts from 0; with warmup 10 the rate at step 0 is lr/10 and at step 9 it is lr.
+        """
+        if step < self.warmup_steps:
+            return self.learning_rate * (step + 1) / self.warmup_steps
+        decay_steps = max(1, self.steps - self.warmup_steps)
+        progress = min(1.0, (step - self.warmup_steps) / decay_steps)
+        floor = self.learning_rate * self.min_learning_rate_ratio
+        return floor + 0.5 * (1 + math.cos(math.pi * progress)) * (self.learning_rate - floor)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        return _from_dict(cls, data)
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"environment variable {name} must be a whole number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"environment variable {name} must be positive, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps a public deployment sets through environment variables; the server enforces them.
+
+    ``PLAYGROUND_MAX_TEXT_CHARS`` etc.; read when called, never at import time.
+    """
+
+    max_text_chars: int = 2000
+    max_upload_bytes: int = 5_000_000
+    max_parameters: int = 20_000_000
+    max_steps: int = 20_000
+    max_new_tokens: int = 2000
+    max_context_size: int = 1024
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        return cls(
+            max_text_chars=_env_int("PLAYGROUND_MAX_TEXT_CHARS", cls.max_text_chars),
+            max_upload_bytes=_env_int("PLAYGROUND_MAX_UPLOAD_BYTES", cls.max_upload_bytes),
+            max_parameters=_env_int("PLAYGROUND_MAX_PARAMETERS", cls.max_parameters),
+            max_steps=_env_int("PLAYGROUND_MAX_STEPS", cls.max_steps),
+            max_new_tokens=_env_int("PLAYGROUND_MAX_NEW_TOKENS", cls.max_new_tokens),
+            max_context_size=_env_int("PLAYGROUND_MAX_CONTEXT_SIZE", cls.max_context_size),
+        )

@@ -1,0 +1,192 @@
+"""The background training job manager: one run at a time per server, in its own thread.
+
+Owns the thread, the lock and the stop Event; the Train tab only polls ``status()``. A run is
+prepared (and every input checked) before ``start`` returns, so bad input fails at once with a
+message; an error inside the thread is kept in the status and frees the slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+import torch
+
+from playground.train import PreparedRun, RunRequest, StepMetrics, TrainResult, prepare_run, run_training
+
+logger = logging.getLogger(__name__)
+
+PROBE_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
+IDLE, RUNNING, STOPPING, FINISHED, STOPPED, FAILED = "idle", "running", "stopping", "finished", "stopped", "failed"
+
+
+class JobBusyError(RuntimeError):
+    """A second run was asked for while one is in progress."""
+
+
+@dataclass(frozen=True)
+class ProbeSnapshot:
+    step: int
+    tokens: list[str]
+    weights: torch.Tensor  # (layers, heads, T, T) on the CPU
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A consistent copy of the job's state for one poll."""
+
+    state: str = IDLE
+    run_name: str = ""
+    started_at: float | None = None
+    step: int = 0
+    start_step: int = 0
+    steps: int = 0
+    train_loss: tuple = ()
+    val_loss: tuple = ()
+    tokens_per_second: float = 0.0
+    elapsed_seconds: float = 0.0
+    learning_rate: float = 0.0
+    samples: tuple = ()  # (step, text)
+    probes: tuple = ()  # ProbeSnapshot
+    message: str = ""
+    parameter_count: int = 0
+    device: str = ""
+    corpus: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.state in (RUNNING, STOPPING)
+
+    @property
+    def eta_seconds(self) -> float | None:
+        done = self.step - self.start_step
+        if not self.active or done <= 0:
+            return None
+        return (self.steps - self.step) * self.elapsed_seconds / done
+
+    def busy_message(self) -> str:
+        started = datetime.fromtimestamp(self.started_at).strftime("%H:%M:%S") if self.started_at else "?"
+        return f"a run is in progress ({self.run_name}, started {started}, step {self.step} of {self.steps})"
+
+
+@dataclass
+class _Job:
+    status: JobStatus  # scalar fields; the growing histories live in the lists below
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    train_loss: list = field(default_factory=list)
+    val_loss: list = field(default_factory=list)
+    samples: list = field(default_factory=list)
+    probes: list = field(default_factory=list)
+
+    def snapshot(self) -> JobStatus:
+        return replace(self.status, train_loss=tuple(self.train_loss), val_loss=tuple(self.val_loss),
+                       samples=tuple(self.samples), probes=tuple(self.probes))
+
+
+class TrainingJobs:
+    """Start, stop and watch the server's single training run."""
+
+    def __init__(self, prepare: Callable[[RunRequest], PreparedRun] = prepare_run,
+                 execute: Callable[..., TrainResult] = run_training, probe_text: str = PROBE_TEXT):
+        self._prepare = prepare
+        self._execute = execute
+        self._probe_text = probe_text
+        self._lock = threading.Lock()
+        self._job = _Job(JobStatus())
+
+    def status(self) -> JobStatus:
+        with self._lock:
+            return self._job.snapshot()
+
+    def start(self, request: RunRequest) -> JobStatus:
+        """Prepare and launch a run; raises JobBusyError, or the preparation's own clear error."""
+        with self._lock:
+            if self._job.status.active:
+                raise JobBusyError(self._job.status.busy_message())
+            self._job = _Job(JobStatus(state=RUNNING, run_name=request.run_name, started_at=time.time(),
+                                       steps=request.train.steps, message="preparing the corpus and model"))
+            job = self._job
+        try:
+            run = self._prepare(request)
+        except BaseException:
+            with self._lock:
+                self._job = _Job(JobStatus())
+            raise
+        self._update(job, start_step=run.start_step, step=run.start_step,
+                     parameter_count=run.model.parameter_count(), device=str(run.device),
+                     corpus=f"{run.corpus.name} ({len(run.corpus.text):,} characters)",
+                     message=f"training on {run.device}")
+        with self._lock:
+            job.train_loss.extend(tuple(p) for p in run.history.get("train_loss", []))
+            job.val_loss.extend(tuple(p) for p in run.history.get("val_loss", []))
+        self._snapshot_probe(job, run, run.start_step)
+        job.thread = threading.Thread(target=self._work, args=(job, run), name="training-run", daemon=True)
+        job.thread.start()
+        return self.status()
+
+    def stop(self) -> JobStatus:
+        """Ask the run to end after its current step; it saves a checkpoint on the way out."""
+        with self._lock:
+            job = self._job
+            if job.status.state == RUNNING:
+                job.stop_event.set()
+                job.status = replace(job.status, state=STOPPING, message="stopping after the current step")
+            return job.snapshot()
+
+    def wait(self, timeout: float | None = None) -> JobStatus:
+        thread = self._job.thread
+        if thread is not None:
+            thread.join(timeout)
+        return self.status()
+
+    def _update(self, job: _Job, **changes) -> None:
+        with self._lock:
+            job.status = replace(job.status, **changes)
+
+    def _snapshot_probe(self, job: _Job, run: PreparedRun, step: int) -> None:
+        text = "".join(c for c in self._probe_text if not run.tokenizer.find_unknown(c))
+        text = text[: run.model.config.context_size]
+        if not text:
+            return
+        was_training = run.model.training
+        run.model.eval()
+        with torch.no_grad():
+            ids = run.tokenizer.encode(text)[None].to(run.device)
+            weights = run.model(ids, return_attention=True).attention_weights
+        run.model.train(was_training)
+        snapshot = ProbeSnapshot(step, list(text), torch.stack([w[0] for w in weights]).float().cpu())
+        with self._lock:
+            job.probes.append(snapshot)
+
+    def _work(self, job: _Job, run: PreparedRun) -> None:
+        def on_step(step: int, metrics: StepMetrics) -> None:
+            with self._lock:
+                job.train_loss.append((step, metrics.train_loss))
+                if metrics.val_loss is not None:
+                    job.val_loss.append((step, metrics.val_loss))
+                job.status = replace(job.status, step=step, tokens_per_second=metrics.tokens_per_second,
+                                     elapsed_seconds=metrics.elapsed_seconds, learning_rate=metrics.learning_rate)
+            if metrics.val_loss is not None:
+                self._snapshot_probe(job, run, step)
+
+        def on_sample(step: int, text: str) -> None:
+            with self._lock:
+                job.samples.append((step, text))
+
+        try:
+            result = self._execute(run, on_step=on_step, should_stop=job.stop_event.is_set, on_sample=on_sample)
+        except Exception as exc:  # the thread must never die silently: keep the message, free the slot
+            logger.exception("training run %s failed", run.request.run_name)
+            self._update(job, state=FAILED, message=f"training failed: {exc}. The last good checkpoint is kept.")
+            return
+        finally:
+            run.model.eval()
+        state = STOPPED if result.stopped else FINISHED
+        verb = "stopped" if result.stopped else "finished"
+        self._update(job, state=state,
+                     message=f"{verb} at step {result.steps_done}; checkpoint saved as {run.request.run_name}")

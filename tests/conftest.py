@@ -1,0 +1,52 @@
+"""Shared fixtures: offline, seeded, tiny. Tiny Shakespeare comes from ../shared (never from the network)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CORPUS = Path(os.environ.get("PLAYGROUND_TINY_SHAKESPEARE", REPO.parent / "shared" / "data" /
+                                    "tinyshakespeare.txt"))
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ["PLAYGROUND_OFFLINE"] = "1"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path_factory, monkeypatch):
+    """Every test: offline, a private cache, Tiny Shakespeare from ../shared, fixed seeds."""
+    monkeypatch.setenv("PLAYGROUND_OFFLINE", "1")
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("PLAYGROUND_TINY_SHAKESPEARE", str(SHARED_CORPUS))
+    torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def shakespeare_text() -> str:
+    if not SHARED_CORPUS.is_file():
+        pytest.fail(f"Tiny Shakespeare not found at {SHARED_CORPUS}: the tests expect ../shared beside the repo")
+    return SHARED_CORPUS.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def tiny_weights(tmp_path_factory, shakespeare_text) -> Path:
+    """A weights folder with one small checkpoint, 'shakespeare-char', trained for a few steps."""
+    from playground.config import TrainConfig
+    from playground.train import RunRequest, prepare_run, run_training
+
+    folder = tmp_path_factory.mktemp("weights")
+    request = RunRequest(
+        run_name="shakespeare-char",
+        model=dict(layers_num=2, heads_num=2, embedding_dim=32, context_size=32, dropout_rate=0.0, use_bias=False),
+        train=TrainConfig(batch_size=8, steps=30, learning_rate=3e-3, warmup_steps=5, eval_interval=15,
+                          eval_batches=2, checkpoint_interval=100, sample_interval=100, seed=1),
+        corpus_path=str(SHARED_CORPUS), weights_dir=folder,
+    )
+    os.environ["PLAYGROUND_OFFLINE"] = "1"
+    run_training(prepare_run(request))
+    return folder

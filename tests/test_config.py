@@ -1,0 +1,68 @@
+import math
+
+import pytest
+
+from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
+from playground.model import GPT
+
+
+def test_divisibility_message_names_fields_and_values():
+    with pytest.raises(ConfigError, match="embedding_dim 770 is not divisible by heads_num 12"):
+        ModelConfig(vocabulary_size=65, embedding_dim=770, heads_num=12)
+
+
+@pytest.mark.parametrize("field", ["vocabulary_size", "context_size", "embedding_dim", "heads_num", "layers_num"])
+@pytest.mark.parametrize("value", [0, -3])
+def test_non_positive_sizes_are_refused(field, value):
+    with pytest.raises(ConfigError, match=f"{field} must be positive, got {value}"):
+        ModelConfig(**{"vocabulary_size": 65, field: value})
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.0, 1.5, math.nan])
+def test_dropout_outside_unit_interval_is_refused(rate):
+    with pytest.raises(ConfigError, match="dropout_rate"):
+        ModelConfig(vocabulary_size=65, dropout_rate=rate)
+
+
+def test_head_size_is_derived():
+    assert ModelConfig(vocabulary_size=65, embedding_dim=96, heads_num=6).head_size == 16
+
+
+@pytest.mark.parametrize("use_bias", [False, True])
+def test_parameter_count_formula_matches_the_model(use_bias):
+    config = ModelConfig(vocabulary_size=65, context_size=32, embedding_dim=48, heads_num=3, layers_num=3,
+                         use_bias=use_bias)
+    assert config.parameter_count() == GPT(config).parameter_count()
+
+
+def test_json_round_trip_and_unknown_field():
+    config = ModelConfig(vocabulary_size=65, embedding_dim=64, heads_num=4, use_bias=True)
+    assert ModelConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ConfigError, match="no field.*n_embd"):
+        ModelConfig.from_dict({**config.to_dict(), "n_embd": 3})
+
+
+def test_learning_rate_schedule_warms_up_then_decays_to_floor():
+    config = TrainConfig(steps=100, learning_rate=1e-3, warmup_steps=10, min_learning_rate_ratio=0.1)
+    assert config.learning_rate_at(0) == pytest.approx(1e-4)
+    assert config.learning_rate_at(9) == pytest.approx(1e-3)
+    assert config.learning_rate_at(100) == pytest.approx(1e-4)
+    rates = [config.learning_rate_at(s) for s in range(10, 100)]
+    assert all(a >= b for a, b in zip(rates, rates[1:]))
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"learning_rate": 0.0}, "learning_rate"), ({"batch_size": 0}, "batch_size"), ({"device": "tpu"}, "device"),
+    ({"steps": 2.5}, "steps must be a whole number"), ({"learning_rate": math.inf}, "finite"),
+])
+def test_train_config_messages(changes, match):
+    with pytest.raises(ConfigError, match=match):
+        TrainConfig(**changes)
+
+
+def test_limits_read_from_environment(monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_MAX_STEPS", "50")
+    assert Limits.from_env().max_steps == 50
+    monkeypatch.setenv("PLAYGROUND_MAX_STEPS", "lots")
+    with pytest.raises(ConfigError, match="PLAYGROUND_MAX_STEPS"):
+        Limits.from_env()

@@ -1,0 +1,39 @@
+import subprocess
+import sys
+
+from conftest import REPO
+
+CORE = ["playground", "playground.config", "playground.device", "playground.tokenizer", "playground.data",
+        "playground.model", "playground.checkpoints", "playground.train", "playground.jobs", "playground.sampling",
+        "playground.attention", "playground.attention.equivalence", "playground.attention.costs", "playground.hub",
+        "playground.sample"]
+
+
+def test_core_imports_without_gradio_or_plotly():
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('gradio', 'plotly'):\n"
+        "            raise ImportError('blocked ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"for m in {CORE!r}:\n"
+        "    __import__(m)\n"
+        "assert not any(k.split('.')[0] in ('gradio', 'plotly') for k in sys.modules)\n"
+        "print('ok')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_importing_the_core_does_no_work():
+    """No device probing, downloads or model loading at import time: importing takes no network and no files."""
+    code = ("import socket\n"
+            "socket.socket.connect = lambda *a, **k: (_ for _ in ()).throw(AssertionError('network at import'))\n"
+            f"for m in {CORE!r}:\n"
+            "    __import__(m)\n"
+            "import torch; assert not torch.cuda.is_initialized()\n"
+            "print('ok')\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

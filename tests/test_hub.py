@@ -1,0 +1,255 @@
+"""playground.hub against a stub Hub on 127.0.0.1: just enough of the API for ``snapshot_download``.
+
+huggingface_hub 2.x calls, for ``snapshot_download(repo, revision="main")``:
+  GET  /api/models/{repo}/revision/{rev}        -> JSON with "sha" (and "siblings")
+  GET  /api/models/{repo}/tree/{sha}?recursive=  -> JSON list of {"type", "path", "size", "oid"}
+  HEAD /{repo}/resolve/{sha}/{file}              -> X-Repo-Commit, ETag, Content-Length
+  GET  /{repo}/resolve/{sha}/{file}              -> the bytes
+Older versions skip the tree call and read "siblings"; the stub answers both. Errors carry
+``X-Error-Code`` (RepoNotFound, RevisionNotFound, EntryNotFound) as the Hub's do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import torch
+from conftest import REPO
+
+from playground import hub
+from playground.checkpoints import save_checkpoint
+from playground.config import ModelConfig
+from playground.hub import HubError, download_checkpoint, is_hub_id, load_from_hub
+from playground.model import GPT
+from playground.tokenizer import CharTokenizer
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+class StubHub:
+    """repos: {"owner/name": {filename: bytes}}; every request is recorded as (method, path)."""
+
+    def __init__(self, repos: dict[str, dict[str, bytes]]):
+        self.repos = repos
+        self.requests: list[tuple[str, str]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def do_HEAD(self):
+                stub.handle(self, body=False)
+
+            def do_GET(self):
+                stub.handle(self, body=True)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    def requested_files(self) -> list[str]:
+        return [path.rsplit("/", 1)[-1] for method, path in self.requests if "/resolve/" in path]
+
+    @staticmethod
+    def reply(handler, status: int, payload: bytes = b"", headers: dict | None = None, body: bool = True) -> None:
+        handler.send_response(status)
+        for key, value in {"Content-Length": str(len(payload)), "X-Repo-Commit": SHA, **(headers or {})}.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        if body:
+            handler.wfile.write(payload)
+
+    def handle(self, handler, body: bool) -> None:
+        path = unquote(urlsplit(handler.path).path)
+        self.requests.append((handler.command, path))
+        parts = path.strip("/").split("/")
+        if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] in ("revision", "tree"):
+            repo, kind, revision = "/".join(parts[2:4]), parts[4], parts[5]
+        elif len(parts) >= 5 and parts[2] == "resolve":
+            repo, kind, revision = "/".join(parts[:2]), "resolve", parts[3]
+        else:
+            return self.reply(handler, 404, b"not found", body=body)
+        if repo.startswith("gone/"):  # a plain 404, without the Hub's X-Error-Code
+            return self.reply(handler, 404, b"Not Found", body=body)
+        if repo.startswith("down/"):
+            return self.reply(handler, 503, b"Service Unavailable", body=body)
+        files = self.repos.get(repo)
+        if files is None:
+            return self.reply(handler, 401, b'{"error": "Repository not found"}',
+                              {"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"}, body)
+        if revision not in ("main", SHA):
+            return self.reply(handler, 404, b'{"error": "Invalid rev id"}',
+                              {"X-Error-Code": "RevisionNotFound", "X-Error-Message": "Invalid rev id"}, body)
+        if kind == "revision":
+            info = {"id": repo, "sha": SHA, "private": False, "siblings": [{"rfilename": f} for f in files]}
+            return self.reply(handler, 200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
+        if kind == "tree":
+            tree = [{"type": "file", "path": f, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+                    for f, data in files.items()]
+            return self.reply(handler, 200, json.dumps(tree).encode(), {"Content-Type": "application/json"}, body)
+        filename = "/".join(parts[4:])
+        if filename not in files:
+            return self.reply(handler, 404, b"Entry not found", {"X-Error-Code": "EntryNotFound"}, body)
+        data = files[filename]
+        self.reply(handler, 200, data, {"ETag": f'"{hashlib.sha256(data).hexdigest()}"',
+                                        "Content-Type": "application/octet-stream"}, body)
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """A tiny saved checkpoint: (model, tokenizer, {filename: bytes})."""
+    tokenizer = CharTokenizer.train_from_text("to be or not to be\n")
+    torch.manual_seed(3)
+    model = GPT(ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=16, embedding_dim=16,
+                            heads_num=2, layers_num=1)).eval()
+    folder = save_checkpoint(model, tokenizer, "tiny", directory=tmp_path_factory.mktemp("saved"),
+                             training={"steps_done": 7}, card="# tiny\n")
+    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    return model, tokenizer, files
+
+
+@pytest.fixture
+def stub_hub(tiny_checkpoint, tmp_path, monkeypatch):
+    _, _, files = tiny_checkpoint
+    no_weights = {k: v for k, v in files.items() if k != "model.safetensors"}
+    stub = StubHub({
+        "learner/tiny-char": files,
+        "learner/with-pickle": {**files, "pytorch_model.bin": b"\x80\x04 a pickle", "extra.pt": b"\x80\x04"},
+        "learner/no-weights": no_weights,
+    })
+    stub.thread.start()
+    monkeypatch.setenv("HF_ENDPOINT", stub.url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("PLAYGROUND_OFFLINE", raising=False)  # conftest sets it; these tests talk to the stub
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    yield stub
+    stub.server.shutdown()
+    stub.server.server_close()
+
+
+def test_download_then_load_gives_identical_logits(stub_hub, tiny_checkpoint, tmp_path):
+    model, tokenizer, _ = tiny_checkpoint
+    checkpoint = load_from_hub("learner/tiny-char")
+    assert checkpoint.name == "learner/tiny-char" and checkpoint.steps == 7
+    assert checkpoint.path.is_relative_to(tmp_path / "hf-cache")
+    assert checkpoint.tokenizer == tokenizer and checkpoint.config == model.config
+    idx = torch.randint(0, tokenizer.vocabulary_size, (2, 16))
+    assert torch.equal(checkpoint.model(idx).logits, model(idx).logits)
+    assert sorted(stub_hub.requested_files()) == sorted(
+        [f for f in hub.CHECKPOINT_FILES for _ in ("HEAD", "GET")])
+
+
+def test_second_call_offline_uses_the_cache_without_requests(stub_hub, monkeypatch):
+    first = download_checkpoint("learner/tiny-char")
+    seen = len(stub_hub.requests)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert download_checkpoint("learner/tiny-char") == first
+    assert load_from_hub("learner/tiny-char").steps == 7
+    assert len(stub_hub.requests) == seen
+
+
+def test_explicit_cache_dir_and_revision(stub_hub, tmp_path):
+    path = download_checkpoint("learner/tiny-char", revision=SHA, cache_dir=tmp_path / "mine")
+    assert path.is_relative_to(tmp_path / "mine") and path.name == SHA
+
+
+def test_unknown_repo(stub_hub):
+    with pytest.raises(HubError, match="no Hub repo named learner/missing"):
+        download_checkpoint("learner/missing")
+
+
+def test_plain_404_is_an_unknown_repo_and_5xx_says_so(stub_hub):
+    with pytest.raises(HubError, match="no Hub repo named gone/model"):
+        download_checkpoint("gone/model")
+    with pytest.raises(HubError, match="the Hub answered HTTP 503 and down/model is not in the local cache"):
+        download_checkpoint("down/model")
+
+
+def test_unknown_revision(stub_hub):
+    with pytest.raises(HubError, match="has no revision 'v9'"):
+        download_checkpoint("learner/tiny-char", revision="v9")
+
+
+def test_repo_without_weights_is_not_a_checkpoint(stub_hub):
+    with pytest.raises(HubError, match="not an Attention Playground checkpoint: it has no model.safetensors"):
+        load_from_hub("learner/no-weights")
+
+
+def test_pickle_files_are_never_requested(stub_hub):
+    path = download_checkpoint("learner/with-pickle")
+    assert not (path / "pytorch_model.bin").exists() and not (path / "extra.pt").exists()
+    assert "pytorch_model.bin" not in stub_hub.requested_files()
+    assert "extra.pt" not in stub_hub.requested_files()
+    assert load_from_hub("learner/with-pickle").steps == 7
+
+
+def test_a_model_above_the_cap_is_refused_before_its_weights_are_fetched(stub_hub):
+    from playground.checkpoints import CheckpointError
+
+    with pytest.raises(CheckpointError, match="this server's limit is 100"):
+        load_from_hub("learner/tiny-char", max_parameters=100)
+    assert "model.safetensors" not in stub_hub.requested_files()
+    assert load_from_hub("learner/tiny-char", max_parameters=10**9).steps == 7
+
+
+def test_offline_with_nothing_cached(stub_hub, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_OFFLINE", "1")
+    with pytest.raises(HubError, match="cannot reach the Hugging Face Hub \\(offline\\?\\) and learner/tiny-char "
+                                       "is not in the local cache"):
+        download_checkpoint("learner/tiny-char")
+    assert stub_hub.requests == []
+
+
+def test_connection_refused_with_nothing_cached(stub_hub, monkeypatch):
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(HubError, match="cannot reach the Hugging Face Hub .* is not in the local cache"):
+        download_checkpoint("learner/tiny-char")
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/b/c", "a", "", "  ", "owner/..", "owner/na..me", "/abs",
+                                 "owner/name/", "o/" + "n" * 95, "owner/na me", "owner/-x", None])
+def test_bad_ids_are_refused_before_any_request(stub_hub, bad):
+    assert not is_hub_id(bad)
+    with pytest.raises(HubError):
+        download_checkpoint(bad)
+    assert stub_hub.requests == []
+
+
+def test_is_hub_id_accepts_owner_slash_name():
+    assert is_hub_id("learner/tiny-char") and is_hub_id("Org_1/model.v2")
+    assert not is_hub_id("shakespeare-char") and not is_hub_id(str(Path("/tmp/x")))
+
+
+
+def test_hf_endpoint_is_read_when_called_not_at_import(stub_hub, monkeypatch):
+    """huggingface_hub copies HF_ENDPOINT into constants at import; hub.py passes it explicitly instead."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(huggingface_hub.constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                        "http://127.0.0.1:9/{repo_id}/resolve/{revision}/{filename}")
+    assert download_checkpoint("learner/tiny-char").name == SHA
+    assert stub_hub.requests
+
+
+def test_importing_hub_does_not_import_huggingface_hub():
+    code = "import sys, playground.hub\nassert 'huggingface_hub' not in sys.modules\nprint('ok')\n"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -1,0 +1,79 @@
+import time
+
+import pytest
+
+from playground.config import TrainConfig
+from playground.jobs import FAILED, FINISHED, STOPPED, JobBusyError, TrainingJobs
+from playground.train import RunRequest, prepare_run, run_training
+
+SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
+
+
+def request(tmp_path, text, steps=40, name="job"):
+    config = TrainConfig(batch_size=4, steps=steps, learning_rate=3e-3, warmup_steps=1, eval_interval=5,
+                         eval_batches=1, checkpoint_interval=1000, sample_interval=10, seed=0)
+    return RunRequest(name, SMALL, config, corpus_text=text, weights_dir=tmp_path)
+
+
+def slow_execute(delay):
+    def execute(run, **callbacks):
+        original = callbacks["on_step"]
+
+        def on_step(step, metrics):
+            time.sleep(delay)
+            original(step, metrics)
+        return run_training(run, **{**callbacks, "on_step": on_step})
+    return execute
+
+
+def test_start_status_finish(tmp_path, shakespeare_text):
+    jobs = TrainingJobs()
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=20))
+    status = jobs.wait(30)
+    assert status.state == FINISHED and status.step == 20
+    assert len(status.train_loss) == 20 and [s for s, _ in status.val_loss] == [5, 10, 15, 20]
+    assert [s for s, _ in status.samples] == [10, 20]
+    assert [p.step for p in status.probes] == [0, 5, 10, 15, 20]
+    assert status.probes[-1].weights.shape[:2] == (1, 2)
+    assert (tmp_path / "job" / "model.safetensors").is_file()
+
+
+def test_second_start_is_refused_then_stop_keeps_checkpoint(tmp_path, shakespeare_text):
+    jobs = TrainingJobs(execute=slow_execute(0.02))
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=500))
+    with pytest.raises(JobBusyError, match=r"a run is in progress \(job, started .*, step \d+ of 500\)"):
+        jobs.start(request(tmp_path, shakespeare_text[:5000], name="other"))
+    time.sleep(0.2)
+    jobs.stop()
+    status = jobs.wait(30)
+    assert status.state == STOPPED and 0 < status.step < 500
+    assert not (tmp_path / "other").exists() and (tmp_path / "job" / "training.json").is_file()
+
+
+def test_a_crash_in_the_thread_is_reported_and_frees_the_slot(tmp_path, shakespeare_text):
+    def crash(run, **callbacks):
+        raise RuntimeError("device fell over")
+
+    jobs = TrainingJobs(execute=crash)
+    jobs.start(request(tmp_path, shakespeare_text[:5000]))
+    status = jobs.wait(10)
+    assert status.state == FAILED and "device fell over" in status.message and not status.active
+    jobs._execute = run_training
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=5))
+    assert jobs.wait(30).state == FINISHED
+
+
+def test_bad_request_fails_at_start_and_leaves_the_slot_free(tmp_path):
+    jobs = TrainingJobs()
+    with pytest.raises(ValueError, match="too short"):
+        jobs.start(request(tmp_path, "short text"))
+    assert jobs.status().state == "idle"
+
+
+def test_status_is_shared_across_viewers(tmp_path, shakespeare_text):
+    """A reloaded page is just another status() call on the same manager."""
+    jobs = TrainingJobs(execute=slow_execute(0.01), prepare=prepare_run)
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=30))
+    first, second = jobs.status(), jobs.status()
+    assert first.run_name == second.run_name == "job" and first.started_at == second.started_at
+    jobs.wait(30)

@@ -1,0 +1,84 @@
+import pytest
+import torch
+
+from playground.config import ModelConfig
+from playground.model import GPT
+from playground.sampling import SamplingSettings, generate, sampling_distribution, stream
+from playground.tokenizer import CharTokenizer, UnknownCharacterError
+
+
+@pytest.fixture
+def model_and_tokenizer():
+    tokenizer = CharTokenizer.train_from_text("abcdefghij \n")
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=16, embedding_dim=24,
+                            heads_num=2, layers_num=2)).eval()
+    return model, tokenizer
+
+
+def test_top_k_keeps_exactly_k_and_renormalises():
+    logits = torch.tensor([1.0, 3.0, 2.0, 0.5, -1.0])
+    probs = sampling_distribution(logits, top_k=2)
+    assert (probs > 0).nonzero().flatten().tolist() == [1, 2]
+    torch.testing.assert_close(probs.sum(), torch.tensor(1.0))
+    torch.testing.assert_close(probs[[1, 2]], torch.softmax(torch.tensor([3.0, 2.0]), 0))
+
+
+def test_top_p_keeps_smallest_set_reaching_p():
+    probs_in = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    probs = sampling_distribution(probs_in.log(), top_p=0.75)
+    assert probs[2:].tolist() == [0.0, 0.0]
+    torch.testing.assert_close(probs[:2], torch.tensor([0.625, 0.375]))
+
+
+def test_temperature_sharpens():
+    logits = torch.tensor([1.0, 2.0])
+    assert sampling_distribution(logits, temperature=0.5)[1] > sampling_distribution(logits)[1]
+
+
+def test_seed_reproduces_text(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    a = generate(model, tokenizer, "abc", 30, seed=7)
+    b = generate(model, tokenizer, "abc", 30, seed=7)
+    c = generate(model, tokenizer, "abc", 30, seed=8)
+    assert a == b and a != c and len(a) == 30
+
+
+def test_greedy_with_and_without_cache_agree_within_and_beyond_the_window(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    settings = SamplingSettings(max_new_tokens=10, greedy=True)
+    with_cache = [t.text for t in stream(model, tokenizer, "abc", settings, use_cache=True)]
+    without = [t.text for t in stream(model, tokenizer, "abc", settings, use_cache=False)]
+    assert with_cache == without
+
+
+def test_cached_stream_tracks_cache_length_and_slides_at_the_boundary(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    tokens = list(stream(model, tokenizer, "abcd", SamplingSettings(max_new_tokens=20, greedy=True)))
+    lengths = [t.cache_length for t in tokens]
+    assert lengths[:12] == list(range(4, 16))  # prompt 4 + each new token, up to context 16
+    assert max(lengths) <= 16
+
+
+def test_empty_prompt_starts_from_newline_and_unknown_is_named(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    assert len(generate(model, tokenizer, "", 5)) == 5
+    with pytest.raises(UnknownCharacterError, match="'Z' at position 1"):
+        generate(model, tokenizer, "aZ", 5)
+
+
+@pytest.mark.parametrize("changes,match", [({"temperature": 0}, "temperature"),
+                                           ({"temperature": float("nan")}, "temperature"),
+                                           ({"top_k": 0}, "top_k"), ({"top_p": 1.5}, "top_p"),
+                                           ({"max_new_tokens": -1}, "max_new_tokens"),
+                                           ({"top_k": True}, "top_k"), ({"temperature": True}, "temperature")])
+def test_settings_are_validated(changes, match):
+    with pytest.raises(ValueError, match=match):
+        SamplingSettings(**changes)
+
+
+def test_empty_prompt_without_newline_in_vocabulary_starts_from_first_symbol():
+    tokenizer = CharTokenizer.train_from_text("abc")
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocabulary_size=3, context_size=8, embedding_dim=8, heads_num=2, layers_num=1))
+    assert len(generate(model, tokenizer, "", 4)) == 4
