@@ -1,0 +1,52 @@
+"""Multi-head attention with one fused projection for queries, keys and values.
+
+One Linear(d_in, 3·d_out) computes all three roles for all heads in a single matrix product; its output is
+read as (B, T, h, 3·d_k) and each head's 3·d_k slice is chunked into q, k, v. So the fused weight's rows
+are laid out head by head, [q_0 k_0 v_0 | q_1 k_1 v_1 | ...], not [all q | all k | all v]:
+d_out 4, 2 heads -> rows 0-1 q of head 0, 2-3 k of head 0, 4-5 v of head 0, 6-7 q of head 1, ...
+(transplant.py relies on that). The causal mask is additive: 0 where a query may look, -inf above the
+diagonal. ``forward(x, return_weights=True)`` also returns the attention weights. Maths only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class FusedQKVAttention(nn.Module):
+    """Causal multi-head self-attention with a fused q/k/v projection: (B, T, d_in) -> (B, T, d_out)."""
+
+    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads != 0:
+            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
+        self.d_out = d_out
+        self.num_heads = num_heads
+        self.head_dim = d_out // num_heads
+        self.context_length = context_length
+        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
+        self.proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+        additive_mask = torch.full((context_length, context_length), float("-inf")).triu(diagonal=1)
+        self.register_buffer("mask", additive_mask)  # 0 on and below the diagonal, -inf above
+
+    def forward(self, x, return_weights=False):
+        b, num_tokens, _ = x.shape  # (B, T, d_in)
+        if num_tokens > self.context_length:
+            raise ValueError(f"{num_tokens} tokens exceed the context length {self.context_length}")
+        qkv = self.qkv(x)  # (B, T, 3·d_out)
+        qkv = qkv.view(b, num_tokens, self.num_heads, 3 * self.head_dim)  # (B, T, h, 3·d_k)
+        qkv = qkv.permute(0, 2, 1, 3)  # (B, h, T, 3·d_k)
+        q, k, v = qkv.chunk(3, dim=-1)  # 3 x (B, h, T, d_k)
+        scores = q @ k.transpose(-2, -1) / self.head_dim**0.5  # (B, h, T, T)
+        scores = scores + self.mask[:num_tokens, :num_tokens]  # the future gets -inf
+        attn_weights = torch.softmax(scores, dim=-1)  # (B, h, T, T)
+        out = self.dropout(attn_weights) @ v  # (B, h, T, d_k)
+        out = out.transpose(1, 2).reshape(b, num_tokens, self.d_out)  # (B, T, d_out)
+        out = self.proj(out)
+        return (out, attn_weights) if return_weights else out
+
+    def attention_weights(self, x):
+        """Each head's attention weights before dropout: (B, T, d_in) -> (B, h, T, T)."""
+        return self.forward(x, return_weights=True)[1]

@@ -1,0 +1,74 @@
+"""Multi-head attention where each head sees only its own slice of the input features.
+
+Head i reads features [i·d_in/h, (i+1)·d_in/h) and projects them with its own key, query and value Linears
+(d_in/h -> d_out/h, created in that order); the heads' outputs are concatenated and mixed by a
+Linear(d_out, d_out). d_in 768, 12 heads -> each head reads 64 features, not 768.
+This is a different, smaller model, not another way to compute the batched reference: its q/k/v weights
+are h times fewer, and no choice of weights makes it equal the reference (transplant.py refuses it).
+Needs d_in and d_out divisible by num_heads. Maths only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class SlicedHead(nn.Module):
+    """One causal head over a slice of the features: (B, T, d_in/h) -> (B, T, d_out/h)."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__()
+        self.context_length = context_length
+        self.key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.register_buffer("tril", torch.tril(torch.ones(context_length, context_length)))
+        self.dropout = nn.Dropout(dropout)
+
+    def attention_weights(self, x):
+        """This head's attention weights before dropout: (B, T, d_in/h) -> (B, T, T)."""
+        num_tokens = x.shape[1]
+        if num_tokens > self.context_length:
+            raise ValueError(f"{num_tokens} tokens exceed the context length {self.context_length}")
+        k = self.key(x)  # (B, T, d_k)
+        q = self.query(x)
+        scores = q @ k.transpose(-2, -1) * k.shape[-1] ** -0.5  # (B, T, T)
+        scores = scores.masked_fill(self.tril[:num_tokens, :num_tokens] == 0, float("-inf"))
+        return torch.softmax(scores, dim=-1)
+
+    def forward(self, x):
+        return self.dropout(self.attention_weights(x)) @ self.value(x)  # (B, T, d_k)
+
+
+class SlicedHeadsAttention(nn.Module):
+    """``num_heads`` heads, each over d_in/h features, concatenated, projected: (B, T, d_in) -> (B, T, d_out)."""
+
+    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads != 0:
+            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
+        if d_in % num_heads != 0:
+            raise ValueError(
+                f"sliced_heads needs d_in ({d_in}) divisible by num_heads ({num_heads}): "
+                "each head reads d_in/h features"
+            )
+        self.slice_width = d_in // num_heads
+        self.heads = nn.ModuleList(
+            [
+                SlicedHead(d_in // num_heads, d_out // num_heads, context_length, dropout, qkv_bias)
+                for _ in range(num_heads)
+            ]
+        )
+        self.proj = nn.Linear(d_out, d_out)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        slices = x.split(self.slice_width, dim=-1)  # h x (B, T, d_in/h)
+        out = torch.cat([head(part) for head, part in zip(self.heads, slices)], dim=-1)  # (B, T, d_out)
+        return self.dropout(self.proj(out))
+
+    def attention_weights(self, x):
+        """Each head's attention weights before dropout: (B, T, d_in) -> (B, h, T, T)."""
+        slices = x.split(self.slice_width, dim=-1)
+        return torch.stack([head.attention_weights(part) for head, part in zip(self.heads, slices)], dim=1)

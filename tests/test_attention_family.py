@@ -1,0 +1,219 @@
+"""The attention implementations as a family: each against the batched reference, on tiny seeded inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from playground.attention import (
+    IMPLEMENTATIONS,
+    REFERENCE,
+    build,
+    head_weights,
+    source_of,
+    tolerance_for,
+    transplant,
+)
+from playground.attention.batched import BatchedAttention
+from playground.attention.costs import check_fits, estimate_attention_bytes, time_implementations
+
+NAMES = list(IMPLEMENTATIONS)
+EQUIVALENT = [name for name, impl in IMPLEMENTATIONS.items() if impl.equivalent]
+# (d_in, d_out, num_heads): square like a transformer block, and narrowing (d_in != d_out) where supported
+SIZES = [(16, 16, 4), (12, 8, 2)]
+CONTEXT = 10
+ATOL, RTOL = tolerance_for(torch.float32)
+
+
+def supported(names, sizes=SIZES):
+    return [
+        (name, *size) for name in names for size in sizes if IMPLEMENTATIONS[name].unsupported_reason(*size) is None
+    ]
+
+
+def seeded(name, d_in, d_out, num_heads, qkv_bias=False, seed=0):
+    torch.manual_seed(seed)
+    return build(name, d_in, d_out, num_heads, CONTEXT, qkv_bias=qkv_bias)
+
+
+def tokens(d_in, batch=2, T=7, seed=1):
+    return torch.randn(batch, T, d_in, generator=torch.Generator().manual_seed(seed))
+
+
+def output_and_input_grad(fn, x, grad_out_seed=2):
+    x = x.clone().requires_grad_(True)
+    out = fn(x)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(grad_out_seed))
+    out.backward(grad_out)
+    return out.detach(), x.grad
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(EQUIVALENT))
+def test_equivalent_implementation_matches_reference_after_transplant(name, d_in, d_out, num_heads, qkv_bias):
+    reference = seeded(REFERENCE, d_in, d_out, num_heads, qkv_bias)
+    target = transplant(reference, name, seeded(name, d_in, d_out, num_heads, qkv_bias, seed=7))
+    x = tokens(d_in)
+    expected_out, expected_grad = output_and_input_grad(reference, x)
+    out, grad = output_and_input_grad(target, x)
+    assert_close(out, expected_out, atol=ATOL, rtol=RTOL)
+    assert_close(grad, expected_grad, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(["wrapper"]))
+def test_wrapper_equals_reference_before_out_proj(name, d_in, d_out, num_heads, qkv_bias):
+    reference = seeded(REFERENCE, d_in, d_out, num_heads, qkv_bias)
+    wrapper = transplant(reference, name, seeded(name, d_in, d_out, num_heads, qkv_bias, seed=7))
+    x = tokens(d_in)
+    expected_out, expected_grad = output_and_input_grad(reference.context_vectors, x)
+    out, grad = output_and_input_grad(wrapper, x)
+    assert_close(out, expected_out, atol=ATOL, rtol=RTOL)
+    assert_close(grad, expected_grad, atol=ATOL, rtol=RTOL)
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(NAMES, SIZES + [(24, 12, 3)]))
+def test_parameter_count_matches_formula(name, d_in, d_out, num_heads, qkv_bias):
+    module = seeded(name, d_in, d_out, num_heads, qkv_bias)
+    actual = sum(p.numel() for p in module.parameters())
+    assert actual == IMPLEMENTATIONS[name].parameter_count(d_in, d_out, num_heads, qkv_bias)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gpt2_small_parameter_count(name):
+    impl = IMPLEMENTATIONS[name]
+    module = build(name, 768, 768, 12, 1024, qkv_bias=True)
+    assert sum(p.numel() for p in module.parameters()) == impl.parameter_count(768, 768, 12, True)
+    if impl.equivalent:  # q, k, v with biases + out_proj: 4·768·768 + 4·768
+        assert impl.parameter_count(768, 768, 12, True) == 2_362_368
+
+
+@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(NAMES))
+@pytest.mark.parametrize("changed", [0, 3, 6])
+def test_changing_a_token_leaves_earlier_outputs_unchanged(name, d_in, d_out, num_heads, changed):
+    module = seeded(name, d_in, d_out, num_heads, qkv_bias=True)
+    x = tokens(d_in)
+    edited = x.clone()
+    edited[:, changed] += 1.0
+    with torch.no_grad():
+        before, after = module(x), module(edited)
+    assert_close(after[:, :changed], before[:, :changed], atol=ATOL, rtol=RTOL)
+    assert not torch.allclose(after[:, changed], before[:, changed])
+
+
+@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(NAMES))
+def test_head_weights_are_causal_distributions(name, d_in, d_out, num_heads):
+    weights = head_weights(name, seeded(name, d_in, d_out, num_heads), tokens(d_in, T=6))
+    assert weights.shape == (2, num_heads, 6, 6)
+    assert_close(weights.sum(dim=-1), torch.ones(2, num_heads, 6), atol=ATOL, rtol=RTOL)
+    assert torch.equal(weights.triu(diagonal=1), torch.zeros_like(weights))  # exact zeros on the future
+
+
+@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(EQUIVALENT + ["wrapper"]))
+def test_head_weights_agree_across_equivalent_implementations(name, d_in, d_out, num_heads):
+    reference = seeded(REFERENCE, d_in, d_out, num_heads, qkv_bias=True)
+    target = transplant(reference, name, seeded(name, d_in, d_out, num_heads, qkv_bias=True, seed=7))
+    x = tokens(d_in)
+    assert_close(head_weights(name, target, x), head_weights(REFERENCE, reference, x), atol=ATOL, rtol=RTOL)
+
+
+JOURNEY = torch.tensor(  # "Your journey starts with one step", 3-dimensional embeddings from the book
+    [
+        [0.43, 0.15, 0.89],
+        [0.55, 0.87, 0.66],
+        [0.57, 0.85, 0.64],
+        [0.22, 0.58, 0.33],
+        [0.77, 0.25, 0.10],
+        [0.05, 0.80, 0.55],
+    ]
+)
+BOOK_CONTEXT_VECS = torch.tensor(
+    [[0.3190, 0.4858], [0.2943, 0.3897], [0.2856, 0.3593], [0.2693, 0.3873], [0.2639, 0.3928], [0.2575, 0.4028]]
+)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: BatchedAttention(d_in=3, d_out=2, context_length=6, dropout=0.0, num_heads=2),
+        lambda: build("batched", d_in=3, d_out=2, num_heads=2, context_length=6),
+    ],
+    ids=["class", "build"],
+)
+def test_seeded_batched_reproduces_the_books_numbers(make):
+    torch.manual_seed(123)
+    module = make()
+    with torch.no_grad():
+        context_vecs = module(torch.stack((JOURNEY, JOURNEY)))
+    assert context_vecs.shape == (2, 6, 2)
+    assert_close(context_vecs[0], BOOK_CONTEXT_VECS, atol=1e-4, rtol=0)
+    assert_close(context_vecs[1], context_vecs[0])
+
+
+@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(NAMES, SIZES[:1]))
+def test_bfloat16_stays_close_to_float32(name, d_in, d_out, num_heads):
+    module = seeded(name, d_in, d_out, num_heads)
+    x = tokens(d_in)
+    with torch.no_grad():
+        expected = module(x)
+        out = module.to(torch.bfloat16)(x.to(torch.bfloat16))
+    assert out.dtype == torch.bfloat16
+    atol, rtol = tolerance_for(torch.bfloat16)
+    assert_close(out.float(), expected, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_source_of_shows_the_running_class(name):
+    assert f"class {IMPLEMENTATIONS[name].module_class.__name__}(" in source_of(name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_d_out_not_divisible_by_heads_is_a_clear_error(name):
+    with pytest.raises(ValueError, match="divisible by num_heads"):
+        build(name, 12, 10, 4, CONTEXT)
+
+
+@pytest.mark.parametrize(
+    ("name", "d_in", "d_out", "num_heads", "message"),
+    [
+        ("sliced_heads", 10, 8, 4, r"d_in \(10\) divisible by num_heads \(4\)"),
+        ("torch_mha", 12, 8, 2, "needs d_in == d_out"),
+        ("no_such_attention", 8, 8, 2, "unknown attention implementation"),
+    ],
+)
+def test_unsupported_sizes_are_clear_errors(name, d_in, d_out, num_heads, message):
+    with pytest.raises(ValueError, match=message):
+        build(name, d_in, d_out, num_heads, CONTEXT)
+
+
+def test_transplant_into_sliced_heads_explains_the_parameter_counts():
+    reference, sliced = seeded(REFERENCE, 16, 16, 4), seeded("sliced_heads", 16, 16, 4)
+    with pytest.raises(ValueError, match=r"sliced_heads is a different model.* 464 parameters .* 1,040"):
+        transplant(reference, "sliced_heads", sliced)
+
+
+def test_transplant_refuses_mismatched_bias():
+    with pytest.raises(ValueError, match="qkv_bias differs"):
+        transplant(seeded(REFERENCE, 8, 8, 2, qkv_bias=True), "sdpa", seeded("sdpa", 8, 8, 2))
+
+
+def test_attention_memory_estimate_and_budget():
+    # batch 2, 4 heads, T 1024, fp32: scores + weights, 2 x 32 MiB
+    assert estimate_attention_bytes(2, 4, 1024, torch.float32) == 64 * 1024**2
+    assert estimate_attention_bytes(2, 4, 1024, "bfloat16") == 32 * 1024**2
+    with pytest.raises(ValueError, match=r"T=1024 needs about 64\.0 MiB"):
+        check_fits(2, 4, 1024, torch.float32, cap_bytes=1024**2)
+
+
+def test_timing_sweep_returns_records_and_reports_progress():
+    seen = []
+    records = time_implementations(
+        ["batched", "sdpa"], 8, 8, 2, [4, 8], batch=1, warmup=1, repeats=1, progress=lambda *a: seen.append(a)
+    )
+    assert [(r.name, r.seq_len) for r in records] == [("batched", 4), ("batched", 8), ("sdpa", 4), ("sdpa", 8)]
+    assert [s[:2] for s in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert all(r.forward_ms > 0 and r.forward_backward_ms > 0 and r.memory_is_estimate for r in records)
+    assert records[0].sdpa_backend == "none (explicit softmax)"
+    assert records[-1].sdpa_backend in ("flash (cpu)", "math", "unknown")
