@@ -1,0 +1,43 @@
+"""The Gradio app: build_app() assembles the five tabs. The only package besides plots.py that imports gradio."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import gradio as gr
+
+from playground import checkpoints
+from playground.config import Limits
+from playground.device import pick_device
+from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
+from playground.ui.common import AppContext
+
+TITLE = "Attention Playground"
+CSS = ".tok-chips { font-size: 1rem; } footer { visibility: hidden; }"
+
+
+def build_app(weights: Path | None = None, limits: Limits | None = None, device: str | None = None) -> gr.Blocks:
+    """Build the five tabs: Tokenize · Attention · Compare · Train · Sample.
+
+    Checkpoints run on ``device`` (default ``PLAYGROUND_DEVICE``, else CUDA, then MPS, then CPU).
+    """
+    ctx = AppContext(limits=limits or Limits.from_env(),
+                     weights=Path(weights) if weights else checkpoints.weights_dir(),
+                     device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
+    with gr.Blocks(title=TITLE, analytics_enabled=False) as app:
+        gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
+        with gr.Tabs():
+            with gr.Tab("Tokenize", id="tokenize"):
+                tokenize_tab.build(ctx)
+            with gr.Tab("Attention", id="attention"):
+                attention_tab.build(ctx)
+            with gr.Tab("Compare", id="compare"):
+                compare_tab.build(ctx)
+            with gr.Tab("Train", id="train"):
+                train_tab.build(ctx)
+            with gr.Tab("Sample", id="sample"):
+                sample_tab.build(ctx)
+    app.queue(default_concurrency_limit=4)
+    app.playground_context = ctx  # for tests and app.py; not looked up by the UI itself
+    return app

@@ -1,0 +1,192 @@
+"""What every tab shares: the app's context (created once in build_app) and readable errors.
+
+Handlers are plain functions; ``friendly`` turns the core's exceptions into ``gr.Error`` messages so
+neither the browser nor the API ever sees a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+import torch
+
+from playground import checkpoints, hub
+from playground.config import Limits
+from playground.data import Corpus, load_corpus
+from playground.jobs import JobBusyError, TrainingJobs
+from playground.train import prepare_run
+from playground.ui import fields
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AppContext:
+    """Server-wide objects: made inside build_app(), never at import time."""
+
+    limits: Limits
+    weights: Path
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # where loaded checkpoints run
+    jobs: TrainingJobs | None = None  # made in __post_init__ so runs are capped by these limits
+    _cache: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.jobs is None:
+            self.jobs = TrainingJobs(prepare=functools.partial(prepare_run, limits=self.limits))
+
+    def checkpoint_names(self) -> list[str]:
+        return checkpoints.list_checkpoints(self.weights)
+
+    def checkpoint(self, name: str) -> checkpoints.Checkpoint:
+        """A local checkpoint (reloaded when its files change) or a Hub repo id ``owner/name`` (downloaded
+        once, then cached), loaded onto this server's device."""
+        if not name:
+            raise checkpoints.CheckpointError("pick a checkpoint first (none is loaded)")
+        if hub.is_hub_id(name):
+            stamp, load = None, lambda: hub.load_from_hub(name, self.device,
+                                                          max_parameters=self.limits.max_parameters)
+        else:
+            # Only names inside this server's weights folder: the API never reads a folder path it is given.
+            path = checkpoints.resolve(checkpoints.validate_name(name), self.weights)
+            weights_file = path / checkpoints.WEIGHTS_FILE
+            stamp = weights_file.stat().st_mtime_ns if weights_file.exists() else None
+            load = lambda: checkpoints.load_checkpoint(path, device=self.device,  # noqa: E731
+                                                       max_parameters=self.limits.max_parameters)
+        with self._lock:
+            cached = self._cache.get(("checkpoint", name))
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+        loaded = load()
+        with self._lock:
+            self._cache[("checkpoint", name)] = (stamp, loaded)
+        return loaded
+
+    def corpus(self) -> Corpus:
+        """The default corpus (Tiny Shakespeare, or the built-in one offline), read once."""
+        with self._lock:
+            if "corpus" not in self._cache:
+                self._cache["corpus"] = load_corpus()
+            return self._cache["corpus"]
+
+    def corpus_counts(self) -> Counter:
+        corpus = self.corpus()
+        with self._lock:
+            if "corpus_counts" not in self._cache:
+                self._cache["corpus_counts"] = Counter(corpus.text)
+            return self._cache["corpus_counts"]
+
+    def corpus_label(self) -> str:
+        corpus = self.corpus()
+        return "Tiny Shakespeare" if corpus.name == "tinyshakespeare" else f"the {corpus.name} corpus"
+
+    @property
+    def model_concurrency(self) -> int:
+        """How many model-running requests share the device at once (the queue holds the rest)."""
+        return 4 if self.device.type == "cuda" else 2
+
+    def default_checkpoint_name(self) -> str | None:
+        names = self.checkpoint_names()
+        return names[0] if names else None
+
+
+def message_for(exc: BaseException) -> str:
+    text = str(exc).strip() or exc.__class__.__name__
+    return text[0].upper() + text[1:]
+
+
+def friendly(fn):
+    """Run a handler; expected errors become gr.Error with their message, others a short apology."""
+
+    def convert(exc: Exception) -> gr.Error:
+        if isinstance(exc, gr.Error):
+            return exc
+        if isinstance(exc, (ValueError, TypeError, JobBusyError, KeyError, OSError, RuntimeError)):
+            return gr.Error(message_for(exc))
+        logger.exception("handler %s failed", fn.__name__)
+        return gr.Error(f"Something went wrong ({exc.__class__.__name__}); the server logged the details.")
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator_wrapper(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except Exception as exc:
+                raise convert(exc) from None
+        return generator_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise convert(exc) from None
+    return wrapper
+
+
+def _number_text(number: float) -> str:
+    """A number for a message: as it is up to 15 digits, else in scientific notation."""
+    return str(number) if abs(number) < 1e15 else f"{number:.3g}"
+
+
+def as_int(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    """A number field -> int, with a message naming the field when it is empty, fractional or out of range."""
+    if value is None or value == "":
+        raise ValueError(f"{name} is empty")
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a whole number, got {fields.shown(value)}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a whole number, got {fields.shown(value)}") from None
+    if number != number or number in (float("inf"), float("-inf")) or number != int(number):
+        raise ValueError(f"{name} must be a whole number, got {fields.shown(value)}")
+    number = int(number)
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {_number_text(number)}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {_number_text(number)}")
+    return number
+
+
+def as_float(value, name: str, minimum: float | None = None, maximum: float | None = None) -> float:
+    if value is None or value == "" or isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {fields.shown(value)}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {fields.shown(value)}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"{name} must be a finite number, got {fields.shown(value)}")
+    if minimum is not None and number < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {_number_text(number)}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {_number_text(number)}")
+    return number
+
+
+def as_text(value, name: str, limit: int) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be text, got {type(value).__name__}")
+    if len(value) > limit:
+        raise ValueError(f"{name} is {len(value):,} characters long; this server's limit is {limit:,}")
+    return value
+
+
+def checkpoint_dropdown(ctx: AppContext, tab: str, **kwargs) -> gr.Dropdown:
+    """A checkpoint picker whose list refreshes on focus, so runs trained since the page loaded appear."""
+    names = ctx.checkpoint_names()
+    dropdown = fields.Dropdown(names, value=names[0] if names else None, label="Checkpoint", allow_custom_value=True,
+                           info="a run in weights/, or type a Hugging Face Hub repo id (owner/name)", **kwargs)
+    dropdown.focus(lambda current: fields.Dropdown(choices=ctx.checkpoint_names(), value=current), dropdown, dropdown,
+                   api_name=f"{tab}_checkpoints", api_visibility="private", show_progress="hidden")
+    return dropdown

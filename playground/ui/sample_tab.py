@@ -1,0 +1,196 @@
+"""Sample tab: stream text from a checkpoint with temperature, top-k, top-p, a seed and a KV cache.
+
+Every generated character keeps the distribution it was drawn from, so the learner can pick a position and
+see the top-10 candidates and what that character attended to.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+
+import gradio as gr
+import torch
+
+from playground import plots
+from playground.device import describe
+from playground.sampling import SamplingSettings, stream
+from playground.tokenizer import escape_char
+from playground.ui import fields
+from playground.ui.common import AppContext, as_float, as_int, as_text, checkpoint_dropdown, friendly
+
+DEFAULT_PROMPT = "ROMEO:\n"
+
+
+def checkpoint_summary(ctx: AppContext, name: str) -> str:
+    loaded = ctx.checkpoint(name)
+    config = loaded.config
+    val = f"{loaded.val_loss:.3f}" if loaded.val_loss is not None else "not recorded"
+    device = next(loaded.model.parameters()).device
+    return (f"**{loaded.name}** · {loaded.model.parameter_count():,} parameters · {config.layers_num} layers × "
+            f"{config.heads_num} heads · embedding {config.embedding_dim} · context {config.context_size} · "
+            f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}")
+
+
+def _coloured(tokens) -> str:
+    """Each character on a background from orange (drawn with low probability) to white (near-certain)."""
+    spans = []
+    for index, token in enumerate(tokens):
+        shade = int(255 * token.probability)
+        title = f"#{index}: p = {token.probability:.3f}; top: " + ", ".join(
+            f"{escape_char(c)!r} {p:.2f}" for c, p in token.candidates[:5])
+        text = html.escape(token.text).replace("\n", "↵<br>")
+        spans.append(f'<span title="{html.escape(title)}" style="background:rgb(255,{155 + shade * 100 // 255},'
+                     f'{80 + shade * 175 // 255});color:#111">{text}</span>')
+    return ('<div class="sample-coloured" style="font-family:monospace;white-space:pre-wrap;line-height:1.5">'
+            + "".join(spans) + "</div>")
+
+
+def _cache_line(ctx_layers: int, heads: int, head_size: int, length: int, use_cache: bool) -> str:
+    if not use_cache:
+        return "KV cache off: every step recomputes keys and values for the whole window"
+    numbers = 2 * ctx_layers * heads * length * head_size
+    return (f"KV cache: each of the {ctx_layers} layers holds {length} keys and {length} values per head "
+            f"({numbers:,} numbers, {numbers * 4 / 1024:,.0f} KiB in fp32)")
+
+
+def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temperature, top_k, top_p, seed,
+           greedy: bool, use_cache: bool, drop_unknown: bool = False, history: dict | None = None):
+    """Generator handler: yields (text so far, coloured HTML, stats Markdown, history state)."""
+    prompt = as_text(prompt, "The prompt", ctx.limits.max_text_chars)
+    max_new = as_int(max_new_tokens, "max new tokens", 1, ctx.limits.max_new_tokens)
+    temperature = as_float(temperature, "temperature")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be above 0 (got {temperature}); use greedy decoding for the most "
+                         "likely character every time")
+    top_k_value = as_int(top_k, "top-k", 0) if top_k not in (None, "") else 0
+    top_p_value = as_float(top_p, "top-p", 0.0, 1.0) if top_p not in (None, "") else 1.0
+    if top_p_value <= 0:
+        raise ValueError("top-p must be above 0 (1 turns it off)")
+    seed_value = as_int(seed, "seed", 0, 2**63 - 1)
+    loaded = ctx.checkpoint(checkpoint)
+    notes = []
+    unknown = loaded.tokenizer.find_unknown(prompt)
+    if unknown:
+        listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
+        if not drop_unknown:
+            raise ValueError(f"the prompt has {len(unknown)} character(s) this model does not know: {listed}. "
+                             "Tick 'drop unknown characters' to remove them, or edit the prompt.")
+        prompt = "".join(c for c in prompt if not loaded.tokenizer.find_unknown(c))
+        notes.append(f"dropped {len(unknown)} unknown character(s): {listed}")
+    if top_k_value > loaded.tokenizer.vocabulary_size:
+        notes.append(f"top-k {top_k_value} is larger than the vocabulary; clamped to "
+                     f"{loaded.tokenizer.vocabulary_size}")
+        top_k_value = loaded.tokenizer.vocabulary_size
+    if not prompt:
+        notes.append("the prompt is empty: generation starts from a newline")
+    settings = SamplingSettings(max_new, temperature, top_k_value or None,
+                                top_p_value if top_p_value < 1 else None, bool(greedy), seed_value)
+    config = loaded.config
+    speeds = dict((history or {}).get("speeds", {}))
+    tokens = []
+    started = time.perf_counter()
+    stats = ""
+    for token in stream(loaded.model, loaded.tokenizer, prompt, settings, use_cache=bool(use_cache)):
+        tokens.append(token)
+        if len(tokens) % 8 == 0 or len(tokens) == max_new:
+            rate = len(tokens) / max(time.perf_counter() - started, 1e-9)
+            speeds["with cache" if use_cache else "without cache"] = rate
+            compared = " · ".join(f"{k}: {v:,.0f} tokens/s" for k, v in sorted(speeds.items()))
+            stats = (f"{len(tokens)} characters · {rate:,.0f} tokens/s ({compared}) · on "
+                     f"{describe(next(loaded.model.parameters()).device)}\n\n"
+                     + _cache_line(config.layers_num, config.heads_num, config.head_size, token.cache_length,
+                                   bool(use_cache)))
+            yield (prompt + "".join(t.text for t in tokens), _coloured(tokens), "\n\n".join([stats, *notes]),
+                   gr.skip())
+    state = {"checkpoint": checkpoint, "prompt": prompt, "speeds": speeds,
+             "tokens": [{"text": t.text, "probability": t.probability, "candidates": t.candidates}
+                        for t in tokens]}
+    yield prompt + "".join(t.text for t in tokens), _coloured(tokens), "\n\n".join([stats, *notes]), state
+
+
+def inspect_position(ctx: AppContext, history: dict | None, position, layer, head):
+    """(top-10 bar chart, attention-over-context bar chart, Markdown) for one generated character."""
+    if not history or not history.get("tokens"):
+        raise ValueError("Generate some text first, then pick a position")
+    tokens = history["tokens"]
+    position = as_int(position, "position", 0, len(tokens) - 1)
+    loaded = ctx.checkpoint(history["checkpoint"])
+    config = loaded.config
+    layer = as_int(layer, "layer", 0, config.layers_num - 1)
+    head = as_int(head, "head", 0, config.heads_num - 1)
+    token = tokens[position]
+    candidates = token["candidates"]
+    top = plots.bar_chart([c for c, _ in candidates], [p for _, p in candidates],
+                          f"Top-10 candidates at #{position} (drawn: {escape_char(token['text'])!r}, "
+                          f"p = {token['probability']:.3f})", "probability")
+    context_text = (history["prompt"] or "\n") + "".join(t["text"] for t in tokens[:position])
+    context_text = context_text[-config.context_size:]
+    with torch.no_grad():
+        ids = loaded.tokenizer.encode(context_text)[None].to(next(loaded.model.parameters()).device)
+        weights = loaded.model(ids, return_attention=True).attention_weights[layer][0, head, -1].cpu()
+    attention = plots.bar_chart(list(context_text), weights.tolist(),
+                                f"What the step that drew #{position} attended to · layer {layer} head {head}",
+                                "attention weight")
+    strongest = torch.topk(weights, min(5, weights.numel()))
+    named = ", ".join(f"{escape_char(context_text[i])!r} ({i}) {w:.2f}"
+                      for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
+    note = (f"Character #{position} was drawn from the distribution after temperature, top-k and top-p; the "
+            f"model saw the last {len(context_text)} characters. Strongest attention: {named}.")
+    return top, attention, note
+
+
+def build(ctx: AppContext) -> None:
+    gr.Markdown(
+        "Generate text one character at a time. Each step the model gives a probability to every character; "
+        "temperature sharpens or flattens that distribution, top-k and top-p cut its tail, and the seed makes "
+        "the draw repeatable. The KV cache keeps each layer's keys and values so earlier characters are not "
+        "recomputed: switch it off and compare the speed."
+    )
+    checkpoint = checkpoint_dropdown(ctx, "sample")
+    names = ctx.checkpoint_names()
+    summary = gr.Markdown(checkpoint_summary(ctx, names[0]) if names else "No checkpoint found in weights/.")
+    prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2)
+    with gr.Row():
+        max_new_tokens = fields.Number(200, label="max new tokens", precision=0, minimum=1,
+                                   maximum=ctx.limits.max_new_tokens)
+        temperature = fields.Slider(0.05, 2.0, value=0.8, step=0.05, label="temperature")
+        top_k = fields.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
+        top_p = fields.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
+        seed = fields.Number(1337, label="seed", precision=0, minimum=0)
+    with gr.Row():
+        greedy = gr.Checkbox(False, label="greedy (always the most likely character)")
+        use_cache = gr.Checkbox(True, label="KV cache")
+        drop_unknown = gr.Checkbox(False, label="drop unknown characters from the prompt")
+        generate = gr.Button("Generate", variant="primary")
+    output = gr.Textbox(label="Text", lines=10, max_lines=30)
+    gr.Markdown("Each generated character, coloured by the probability it was drawn with: white ≈ certain, "
+                "orange ≈ unlikely. Hover a character for its top candidates; ↵ marks a newline.")
+    coloured = gr.HTML()
+    stats = gr.Markdown()
+    history = gr.State({})
+    with gr.Accordion("Inspect one generated character", open=False):
+        with gr.Row():
+            position = fields.Number(0, label="position (0 = first generated character)", precision=0, minimum=0)
+            layer = fields.Number(0, label="layer", precision=0, minimum=0)
+            head = fields.Number(0, label="head", precision=0, minimum=0)
+            inspect = gr.Button("Inspect")
+        with gr.Row():
+            candidates_plot = gr.Plot(label="top-10 candidates")
+            attention_plot = gr.Plot(label="attention over the context")
+        inspect_note = gr.Markdown()
+
+    def generate_text(*values):
+        yield from sample(ctx, *values)
+
+    checkpoint.change(friendly(lambda name: checkpoint_summary(ctx, name)), checkpoint, summary,
+                      api_name="checkpoint_info")
+    generate.click(friendly(generate_text),
+                   [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy, use_cache,
+                    drop_unknown, history],
+                   [output, coloured, stats, history], api_name="sample",
+                   concurrency_id="model", concurrency_limit=ctx.model_concurrency)
+    inspect.click(friendly(lambda state, p, lay, h: inspect_position(ctx, state, p, lay, h)),
+                  [history, position, layer, head], [candidates_plot, attention_plot, inspect_note],
+                  api_name="sample_inspect", api_visibility="private", concurrency_id="model",
+                  concurrency_limit=ctx.model_concurrency)

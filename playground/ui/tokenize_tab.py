@@ -1,0 +1,105 @@
+"""Tokenize tab: text -> character tokens with IDs, the round trip, counts and the vocabulary table."""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+
+import gradio as gr
+
+from playground.tokenizer import CharTokenizer, escape_char
+from playground.ui import fields
+from playground.ui.common import AppContext, as_text, checkpoint_dropdown, friendly
+
+SOURCES = ("loaded checkpoint", "corpus (Tiny Shakespeare)", "this text")
+DEFAULT_TEXT = "Hello world"
+_PALETTE = ("#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#ede9fe", "#ffedd5", "#cffafe", "#e0e7ff")
+
+
+def chips_html(text: str, tokenizer: CharTokenizer) -> str:
+    """One chip per character: the character (escaped) over its ID; unknown characters in red."""
+    chips = []
+    for position, ch in enumerate(text):
+        unknown = bool(tokenizer.find_unknown(ch))
+        token_id = "?" if unknown else str(tokenizer.encode(ch).item())
+        colour = "#fecaca" if unknown else _PALETTE[int(token_id) % len(_PALETTE)]
+        border = "2px solid #dc2626" if unknown else "1px solid #cbd5e1"
+        meaning = "not in the vocabulary" if unknown else f"-> {token_id}"
+        title = f"position {position}: {escape_char(ch)!r} {meaning}"
+        chips.append(
+            f'<span class="tok-chip{" tok-unknown" if unknown else ""}" title="{html.escape(title)}" '
+            f'style="display:inline-flex;flex-direction:column;align-items:center;margin:2px;padding:2px 6px;'
+            f'border-radius:6px;background:{colour};border:{border};font-family:monospace;color:#111">'
+            f'<span style="font-size:1.1em;white-space:pre">{html.escape(escape_char(ch))}</span>'
+            f'<span style="font-size:0.75em;color:#475569">{token_id}</span></span>'
+        )
+    return '<div class="tok-chips" style="line-height:2.2">' + "".join(chips) + "</div>"
+
+
+def _vocabulary(ctx: AppContext, source: str, checkpoint: str | None, text: str) -> tuple[CharTokenizer, str, Counter]:
+    """The tokenizer for ``source``, a name for where its counts come from, and those counts."""
+    if source == SOURCES[0]:
+        loaded = ctx.checkpoint(checkpoint or ctx.default_checkpoint_name() or "")
+        corpus_name = (loaded.training or {}).get("corpus", {}).get("name")
+        counts = ctx.corpus_counts() if corpus_name == "tinyshakespeare" else Counter(text)
+        label = "Tiny Shakespeare" if corpus_name == "tinyshakespeare" else "this text"
+        return loaded.tokenizer, label, counts
+    if source == SOURCES[1]:
+        counts = ctx.corpus_counts()
+        return CharTokenizer(sorted(counts)), ctx.corpus_label(), counts
+    if source == SOURCES[2]:
+        if not text:
+            raise ValueError("Type some text first: the vocabulary is trained from it")
+        return CharTokenizer.train_from_text(text), "this text", Counter(text)
+    raise ValueError(f"unknown vocabulary source {source!r}; choose one of: {', '.join(SOURCES)}")
+
+
+def tokenize(ctx: AppContext, text: str, source: str, checkpoint: str | None):
+    """Plain handler: returns (chips HTML, IDs, decoded round trip, counts Markdown, vocabulary rows)."""
+    text = as_text(text, "The text", ctx.limits.max_text_chars)
+    tokenizer, counts_label, counts = _vocabulary(ctx, source, checkpoint, text)
+    unknown = tokenizer.find_unknown(text)
+    known_text = "".join(c for c in text if not tokenizer.find_unknown(c))
+    ids = tokenizer.encode(known_text).tolist()
+    decoded = tokenizer.decode(ids)
+    notes = []
+    if unknown:
+        listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
+        notes.append(f"**{len(unknown)} character(s) are not in this vocabulary** (highlighted in red): {listed}"
+                     f"{' ...' if len(unknown) > 10 else ''}. They were left out of the IDs.")
+        gr.Warning(f"{len(unknown)} character(s) are not in the vocabulary: {listed}")
+    stats = (f"**{len(text)}** characters · **{len(ids)}** tokens · vocabulary of "
+             f"**{tokenizer.vocabulary_size}** symbols · round trip "
+             f"{'exact' if decoded == text else 'loses the unknown characters'}")
+    rows = [[i, ch, escape_char(ch), counts.get(ch, 0)] for i, ch in enumerate(tokenizer.characters)]
+    headers = ["ID", "character", "shown as", f"count in {counts_label}"]
+    table = {"headers": headers, "data": rows}
+    return chips_html(text, tokenizer), str(ids), decoded, "\n\n".join([stats, *notes]), table
+
+
+def build(ctx: AppContext) -> None:
+    gr.Markdown(
+        "A character-level tokenizer gives every distinct character an ID: the IDs are the characters in "
+        "sorted order. The model only ever sees these numbers. Type some text and see each character's ID; "
+        "pick where the vocabulary comes from."
+    )
+    with gr.Row():
+        with gr.Column(scale=2):
+            text = gr.Textbox(DEFAULT_TEXT, label="Text", lines=3, max_lines=12)
+        with gr.Column(scale=1):
+            source = fields.Radio(list(SOURCES), value=SOURCES[0] if ctx.default_checkpoint_name() else SOURCES[2],
+                              label="Vocabulary from")
+            checkpoint = checkpoint_dropdown(ctx, "tokenize")
+    run = gr.Button("Tokenize", variant="primary")
+    chips = gr.HTML(label="Tokens")
+    stats = gr.Markdown()
+    with gr.Row():
+        ids = gr.Textbox(label="Token IDs", lines=2)
+        decoded = gr.Textbox(label="Decoded back (round trip)", lines=2)
+    table = gr.Dataframe(label="Vocabulary", headers=["ID", "character", "shown as", "count"], interactive=False,
+                         max_height=400)
+
+    handler = friendly(lambda t, s, c: tokenize(ctx, t, s, c))
+    inputs, outputs = [text, source, checkpoint], [chips, ids, decoded, stats, table]
+    run.click(handler, inputs, outputs, api_name="tokenize")
+    text.submit(handler, inputs, outputs, api_name="tokenize_on_enter", api_visibility="private")

@@ -1,0 +1,215 @@
+"""Train tab: start a background run, watch its curves, samples and a probe sentence's attention, stop it.
+
+The tab only talks to the job manager (ctx.jobs); a gr.Timer polls its status, so a reloaded page or a
+second browser sees the live run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import gradio as gr
+
+from playground import plots
+from playground.config import ModelConfig, TrainConfig
+from playground.data import decode_text
+from playground.jobs import JobStatus
+from playground.train import PRESETS, RunRequest
+from playground.ui import fields
+from playground.ui.common import AppContext, as_float, as_int, as_text, friendly
+
+CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
+# Rough CPU throughput used for the time estimate: multiply-adds per second on 2 cores, fwd+bwd.
+_CPU_FLOPS = 2.5e10
+
+
+def _fmt_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(seconds)
+    return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps) -> str:
+    """Parameter count and a rough CPU time estimate for the fields as they stand."""
+    try:
+        config = ModelConfig(vocabulary_size=65, context_size=as_int(context_size, "context_size", 1),
+                             embedding_dim=as_int(embedding_dim, "embedding_dim", 1),
+                             heads_num=as_int(heads_num, "heads_num", 1),
+                             layers_num=as_int(layers_num, "layers_num", 1))
+        batch, steps = as_int(batch_size, "batch size", 1), as_int(steps, "steps", 1)
+    except ValueError as exc:
+        return f"⚠️ {exc}"
+    tokens = batch * config.context_size
+    flops_per_token = 6 * config.parameter_count() + 12 * config.layers_num * config.context_size * config.embedding_dim
+    seconds = steps * tokens * flops_per_token / _CPU_FLOPS
+    return (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
+            f"{tokens:,} tokens per step · about {_fmt_seconds(seconds)} on a 2-core CPU (rough)")
+
+
+def preset_values(name: str) -> list:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    preset = PRESETS[name]
+    m, t = preset.model, preset.train
+    return [m["layers_num"], m["heads_num"], m["embedding_dim"], m["context_size"], t.batch_size, t.steps,
+            t.learning_rate, t.warmup_steps, m["dropout_rate"], t.seed, t.device, name]
+
+
+def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
+              learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload, pasted, run_name,
+              resume=False):
+    """Validate every field, then hand the run to the job manager."""
+    limits = ctx.limits
+    model = dict(layers_num=as_int(layers_num, "layers_num", 1, 64), heads_num=as_int(heads_num, "heads_num", 1, 64),
+                 embedding_dim=as_int(embedding_dim, "embedding_dim", 1, 4096),
+                 context_size=as_int(context_size, "context_size", 1, limits.max_context_size),
+                 dropout_rate=as_float(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False)
+    steps = as_int(steps, "steps", 1, limits.max_steps)
+    preset = PRESETS["tiny"].train
+    train = replace(preset, batch_size=as_int(batch_size, "batch size", 1, 1024), steps=steps,
+                    learning_rate=as_float(learning_rate, "learning rate"),
+                    warmup_steps=as_int(warmup_steps, "warmup steps", 0), seed=as_int(seed, "seed", 0, 2**31 - 1),
+                    device=str(device or "auto"), eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
+                    sample_interval=max(1, min(preset.sample_interval, steps // 4 or 1)),
+                    checkpoint_interval=max(1, min(500, steps // 2 or 1)))
+    TrainConfig.from_dict(train.to_dict())  # validates learning rate, device, ...
+    corpus_path = corpus_text = None
+    if corpus_choice == CORPORA[1]:
+        if not upload:
+            raise ValueError("choose a .txt file to upload, or pick another corpus")
+        path = Path(upload if isinstance(upload, str) else getattr(upload, "name", upload))
+        raw = path.read_bytes()[: limits.max_upload_bytes + 1]
+        corpus_text = decode_text(raw, path.name, limits.max_upload_bytes)
+    elif corpus_choice == CORPORA[2]:
+        corpus_text = as_text(pasted, "The pasted text", limits.max_upload_bytes)
+        if not corpus_text.strip():
+            raise ValueError("the pasted text is empty")
+    elif corpus_choice != CORPORA[0]:
+        raise ValueError(f"unknown corpus {corpus_choice!r}; choose one of {', '.join(CORPORA)}")
+    request = RunRequest(run_name=str(run_name or "").strip(), model=model, train=train, corpus_path=corpus_path,
+                         corpus_text=corpus_text, resume=bool(resume), weights_dir=ctx.weights)
+    ctx.jobs.start(request)
+    return render_status(ctx.jobs.status())
+
+
+def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: int | None = None):
+    """(status Markdown, loss figure, samples text, probe heatmap, snapshot slider) for one poll."""
+    if status.state == "idle":
+        return ("No run yet. Pick a preset, adjust, press **Start**.", plots.line_chart({}, "loss"), "",
+                None, fields.Slider(minimum=0, maximum=1, value=0, step=1))
+    done = max(0, status.step - status.start_step)
+    progress = status.step / status.steps if status.steps else 0
+    bar = "█" * int(progress * 30) + "░" * (30 - int(progress * 30))
+    val = f"{status.val_loss[-1][1]:.4f}" if status.val_loss else "–"
+    train = f"{status.train_loss[-1][1]:.4f}" if status.train_loss else "–"
+    text = (f"**{status.state.upper()}** · run **{status.run_name}** · {status.message}\n\n"
+            f"`{bar}` step **{status.step} / {status.steps}** ({progress:.0%})\n\n"
+            f"train loss {train} · validation loss **{val}** · {status.tokens_per_second:,.0f} tokens/s · "
+            f"learning rate {status.learning_rate:.2e} · elapsed {_fmt_seconds(status.elapsed_seconds)} · "
+            f"ETA {_fmt_seconds(status.eta_seconds)}\n\n"
+            f"{status.parameter_count:,} parameters · {status.device} · corpus {status.corpus}"
+            + (f" · {done} steps this session" if status.start_step else ""))
+    stride = max(1, len(status.train_loss) // 500)
+    figure = plots.line_chart({"train": status.train_loss[::stride], "validation": status.val_loss},
+                              "Loss (cross-entropy, nats)")
+    samples = "\n\n".join(f"--- step {step} ---\n{sample}" for step, sample in reversed(status.samples[-5:]))
+    probe_figure = None
+    last = len(status.probes) - 1
+    index = last if snapshot is None else max(0, min(int(snapshot), last))
+    if status.probes:
+        probe = status.probes[index]
+        layer = max(0, min(int(layer), probe.weights.shape[0] - 1))
+        head = max(0, min(int(head), probe.weights.shape[1] - 1))
+        probe_figure = plots.heatmap(probe.weights[layer, head], probe.tokens, probe.tokens,
+                                     f"Probe attention at step {probe.step} · layer {layer} head {head}",
+                                     show_values=False, x_title="key (looked at)", y_title="query")
+    slider = fields.Slider(minimum=0, maximum=max(last, 1), value=max(index, 0), step=1,
+                       label=f"snapshot ({len(status.probes)} saved, at each evaluation)")
+    return text, figure, samples, probe_figure, slider
+
+
+def build(ctx: AppContext) -> None:
+    gr.Markdown(
+        "Train a small character-level GPT on the server, in the background: one run at a time for everyone. "
+        "Watch the training and validation loss fall, read samples as they improve, and see the attention of a "
+        "fixed probe sentence form. Stop keeps a checkpoint; the Attention and Sample tabs can load it."
+    )
+    first = preset_values("tiny")
+    with gr.Row():
+        preset = fields.Dropdown(list(PRESETS), value="tiny", label="preset",
+                             info="; ".join(f"{k}: {v.description}" for k, v in PRESETS.items()))
+        run_name = gr.Textbox("my-run", label="run name (folder in weights/)")
+        device = fields.Dropdown(["auto", "cpu", "cuda", "mps"], value="auto", label="device")
+    with gr.Row():
+        layers_num = fields.Number(first[0], label="layers_num", precision=0, minimum=1)
+        heads_num = fields.Number(first[1], label="heads_num", precision=0, minimum=1)
+        embedding_dim = fields.Number(first[2], label="embedding_dim", precision=0, minimum=1)
+        context_size = fields.Number(first[3], label="context_size", precision=0, minimum=1)
+        dropout_rate = fields.Number(first[8], label="dropout_rate", minimum=0, maximum=0.99)
+    with gr.Row():
+        batch_size = fields.Number(first[4], label="batch size", precision=0, minimum=1)
+        steps = fields.Number(first[5], label="steps", precision=0, minimum=1, maximum=ctx.limits.max_steps)
+        learning_rate = fields.Number(first[6], label="learning rate")
+        warmup_steps = fields.Number(first[7], label="warmup steps", precision=0, minimum=0)
+        seed = fields.Number(first[9], label="seed", precision=0, minimum=0)
+    with gr.Row():
+        corpus = fields.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
+        upload = fields.UploadFile(label=".txt upload", file_types=[".txt"], type="filepath")
+        pasted = gr.Textbox(label="pasted text", lines=3)
+    estimate_md = gr.Markdown(estimate(*first[:4], first[4], first[5]))
+    with gr.Row():
+        start = gr.Button("Start", variant="primary")
+        resume = gr.Button("Resume run")
+        stop = gr.Button("Stop", variant="stop")
+    status_md = gr.Markdown()
+    loss_plot = gr.Plot(label="Loss")
+    with gr.Row():
+        with gr.Column():
+            samples = gr.Textbox(label="Samples (newest first)", lines=12)
+        with gr.Column():
+            with gr.Row():
+                probe_layer = fields.Number(0, label="layer", precision=0, minimum=0)
+                probe_head = fields.Number(0, label="head", precision=0, minimum=0)
+            snapshot = fields.Slider(0, 1, value=0, step=1, label="snapshot")
+            probe_plot = gr.Plot(label="Probe sentence attention")
+    timer = gr.Timer(1.0)
+
+    settings = [layers_num, heads_num, embedding_dim, context_size, batch_size, steps, learning_rate, warmup_steps,
+              dropout_rate, seed, device]
+    outputs = [status_md, loss_plot, samples, probe_plot, snapshot]
+
+    def poll(layer, head, snapshot_index, seen):
+        """Redraw only when something changed; follow the newest snapshot while new ones arrive."""
+        status = ctx.jobs.status()
+        key = [status.state, status.run_name, status.step, len(status.probes), len(status.samples), layer, head]
+        if seen == key:
+            return (*[gr.skip()] * len(outputs), seen)
+        follow = not seen or seen[:5] != key[:5]
+        return (*render_status(status, layer or 0, head or 0, None if follow else snapshot_index), key)
+
+    def start_new(*values):
+        return start_run(ctx, *values)
+
+    def resume_run(*values):
+        return start_run(ctx, *values, resume=True)
+
+    def stop_run():
+        return render_status(ctx.jobs.stop())
+
+    preset.change(friendly(preset_values), preset, [*settings, run_name], api_name="train_preset")
+    for field in (layers_num, heads_num, embedding_dim, context_size, batch_size, steps):
+        field.change(estimate, [layers_num, heads_num, embedding_dim, context_size, batch_size, steps], estimate_md,
+                     api_name=f"train_estimate_{field.label}".replace(" ", "_"), api_visibility="private",
+                     show_progress="hidden")
+    run_inputs = [*settings, corpus, upload, pasted, run_name]
+    start.click(friendly(start_new), run_inputs, outputs, api_name="train_start")
+    resume.click(friendly(resume_run), run_inputs, outputs, api_name="train_resume")
+    stop.click(friendly(stop_run), None, outputs, api_name="train_stop")
+    seen = gr.State([])
+    timer.tick(friendly(poll), [probe_layer, probe_head, snapshot, seen], [*outputs, seen], api_name="train_status",
+               show_progress="hidden")
+    snapshot.release(friendly(lambda layer, head, index: render_status(ctx.jobs.status(), layer or 0, head or 0,
+                                                                       index)),
+                     [probe_layer, probe_head, snapshot], outputs, api_name="train_replay", api_visibility="private")

@@ -1,0 +1,203 @@
+"""The app builds, launches on 127.0.0.1, and every public api_name answers through gradio_client."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+from playground.config import Limits
+from playground.ui import build_app
+
+TAB_ORDER = ["Tokenize", "Attention", "Compare", "Train", "Sample"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(tiny_weights, tmp_path_factory):
+    weights = tmp_path_factory.mktemp("served-weights")
+    for item in tiny_weights.iterdir():
+        if not item.name.startswith("."):
+            (weights / item.name).mkdir()
+            for file in item.iterdir():
+                (weights / item.name / file.name).write_bytes(file.read_bytes())
+    app = build_app(weights=weights, limits=Limits(max_steps=500, max_new_tokens=300))
+    app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True)
+    client = Client(app.local_url, verbose=False)
+    yield app, client, weights
+    app.playground_context.jobs.stop()
+    app.playground_context.jobs.wait(30)
+    app.close()
+
+
+def test_tabs_in_order(served):
+    app, _, _ = served
+    labels = [block.label for block in app.blocks.values() if block.__class__.__name__ == "Tab"]
+    assert labels == TAB_ORDER
+
+
+def test_every_public_endpoint_is_named_and_tested(served):
+    _, client, _ = served
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert names == {"/tokenize", "/attention_step", "/attention_export", "/train_preset", "/train_start",
+                     "/train_resume", "/train_stop", "/train_status", "/sample", "/checkpoint_info",
+                     *COMPARE_ENDPOINTS}
+
+
+COMPARE_ENDPOINTS = {"/compare", "/compare_timing", "/compare_source"}
+
+
+def test_tokenize(served):
+    _, client, _ = served
+    chips, ids, decoded, stats, table = client.predict("Hello world", "loaded checkpoint", "shakespeare-char",
+                                                       api_name="/tokenize")
+    assert ids == str([20, 43, 50, 50, 53, 1, 61, 53, 56, 50, 42]) and decoded == "Hello world"
+    assert "11</span>" not in stats and "**11** tokens" in stats
+    assert table["data"][20][1] == "H"
+    _, ids, _, stats, _ = client.predict("Hi ∑", "loaded checkpoint", "shakespeare-char", api_name="/tokenize")
+    assert "not in this vocabulary" in stats and "'∑' at 3" in stats
+    _, ids, _, _, table = client.predict("abba", "this text", None, api_name="/tokenize")
+    assert ids == "[0, 1, 1, 0]" and [row[3] for row in table["data"]] == [2, 2]
+
+
+def test_attention_step_and_export(served):
+    _, client, _ = served
+    settings = ["trained checkpoint", "shakespeare-char", 1, 1, 0, 16, 8, "journey", "To be, or not", True, True,
+                1.0, False]
+    result = client.predict(*settings, "6. Softmax weights", 3, api_name="/attention_step")
+    heading, whatif, query_md = result[0], result[4], result[7]
+    assert "Attention weights" in heading and "T = 13 tokens" in heading
+    assert "largest difference in the weights = **0**" in whatif
+    assert "Query **3**" in query_md
+    files = client.predict(*settings, "2. Q, K, V", api_name="/attention_export")
+    assert sorted(f.rsplit("/", 1)[-1] for f in files) == sorted(
+        f"step2_{m}.{ext}" for m in "QKV" for ext in ("csv", "npy"))
+    preset = client.predict("textbook preset", None, 0, 0, 0, 16, 8, "journey", "", True, True, 1.0, False,
+                            "7. Output = weights · V", None, api_name="/attention_step")
+    assert "T = 6 tokens" in preset[0]
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({2: 7}, "layer 7 is out of range"), ({8: ""}, "Type some text first"),
+    ({11: 0.0}, "temperature|less than minimum value 0.1"),
+    ({0: "nonsense"}, "Weights from: .nonsense. is not one of the choices"),
+])
+def test_attention_bad_input_is_a_readable_error(served, changes, message):
+    _, client, _ = served
+    settings = ["trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey", "To be", True, True, 1.0,
+                False, "1. Input X", None]
+    for index, value in changes.items():
+        settings[index] = value
+    with pytest.raises(AppError, match="(?i)" + message):
+        client.predict(*settings, api_name="/attention_step")
+
+
+def test_sample_streams_reproducibly(served):
+    _, client, _ = served
+    args = ["shakespeare-char", "ROMEO:", 40, 0.8, 0, 1.0, 7, False, True, False]
+    first = client.predict(*args, api_name="/sample")
+    second = client.predict(*args, api_name="/sample")
+    assert first[0] == second[0] and first[0].startswith("ROMEO:") and len(first[0]) == len("ROMEO:") + 40
+    assert re.search(r"KV cache: each of the 2 layers holds \d+ keys and \d+ values per head", first[2])
+    uncached = client.predict(*args[:-2], False, False, api_name="/sample")
+    assert uncached[0] == first[0] and "KV cache off" in uncached[2]
+    dropped = client.predict("shakespeare-char", "RO∑MEO:", 5, 0.8, 0, 1.0, 7, False, True, True,
+                             api_name="/sample")
+    assert dropped[0].startswith("ROMEO:") and "dropped 1 unknown character" in dropped[2]
+    info = client.predict("shakespeare-char", api_name="/checkpoint_info")
+    assert "parameters" in info and "CPU" in info
+
+
+@pytest.mark.parametrize("args,message", [
+    (["shakespeare-char", "hello ∑", 10, 1.0, 0, 1.0, 0, False, True, False], "does not know: '∑' at 6"),
+    (["shakespeare-char", "hi", 10, 0.0, 0, 1.0, 0, False, True, False],
+     "temperature must be above 0|less than minimum value"),
+    (["shakespeare-char", "hi", 100000, 1.0, 0, 1.0, 0, False, True, False],
+     "at most 300|greater than maximum value 300"),
+    (["../../etc", "hi", 10, 1.0, 0, 1.0, 0, False, True, False], "not allowed"),
+    (["missing", "hi", 10, 1.0, 0, 1.0, 0, False, True, False], "no checkpoint named 'missing'"),
+])
+def test_sample_bad_input(served, args, message):
+    _, client, _ = served
+    with pytest.raises(AppError, match="(?i)" + message):
+        client.predict(*args, api_name="/sample")
+
+
+def test_train_start_status_stop(served):
+    app, client, weights = served
+    values = client.predict("tiny", api_name="/train_preset")
+    assert values[-1] == "tiny" and values[0] == 2
+    fields = [1, 2, 16, 16, 4, 400, 3e-3, 2, 0.0, 0, "cpu"]
+    status = client.predict(*fields, "pasted text", None, "the quick brown fox jumps over the lazy dog. " * 40,
+                            "ui-run", api_name="/train_start")
+    assert "ui-run" in status[0]
+    with pytest.raises(AppError, match="(?i)a run is in progress"):
+        client.predict(*fields, "pasted text", None, "another corpus text " * 100, "other", api_name="/train_start")
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        status = client.predict(0, 0, 0, api_name="/train_status")
+        if "step **0 /" not in status[0]:
+            break
+        time.sleep(0.2)
+    client.predict(api_name="/train_stop")
+    app.playground_context.jobs.wait(30)
+    status = client.predict(0, 0, 0, api_name="/train_status")
+    assert "STOPPED" in status[0] or "FINISHED" in status[0]
+    assert (weights / "ui-run" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({1: 3}, "not divisible by heads_num 3"), ({5: 10**9}, "steps must be at most 500|greater than maximum value 500"),
+    ({10: "tpu"}, "device: .tpu. is not one of the choices"), ({14: "../../x"}, "not allowed"),
+    ({6: "NaN"}, "learning rate"),
+    ({13: ""}, "the pasted text is empty"),
+])
+def test_train_bad_input_is_refused_before_starting(served, changes, message):
+    _, client, _ = served
+    values = [1, 2, 16, 16, 4, 20, 3e-3, 2, 0.0, 0, "cpu", "pasted text", None, "some text " * 200, "bad-run"]
+    for index, value in changes.items():
+        values[index] = value
+    with pytest.raises(AppError, match="(?i)" + message):
+        client.predict(*values, api_name="/train_start")
+
+
+def test_compare_equivalence_parameters_and_source(served):
+    _, client, _ = served
+    summary, equivalence, parameters, grid = client.predict(32, 4, 8, 2, 0, False, "fp32", "cpu",
+                                                            api_name="/compare")
+    agrees = {row[0]: row[5] for row in equivalence["data"]}
+    assert agrees == {"wrapper": "yes", "heads_list": "yes", "batched": "yes", "fused_qkv": "yes",
+                      "sliced_heads": "—", "sdpa": "yes", "torch_mha": "yes"}
+    assert "6 of 6 compared implementations agree" in summary
+    assert grid is not None
+    code = client.predict("fused_qkv", api_name="/compare_source")
+    assert "class FusedQKVAttention" in code
+    _, parameters_gpt2 = client.predict(768, 12, 8, 1, 0, True, "fp32", "cpu", api_name="/compare")[1:3]
+    assert dict((row[0], row[1]) for row in parameters_gpt2["data"])["batched"] == "2,362,368"
+
+
+def test_compare_timing_sweep(served):
+    _, client, _ = served
+    timing, memory, notes = client.predict(16, 2, 1, "fp32", "cpu", 32, api_name="/compare_timing")
+    assert "SDPA backend" in notes and timing is not None and memory is not None
+
+
+@pytest.mark.parametrize("args,message", [
+    ([30, 4, 8, 2, 0, False, "fp32", "cpu"], "embedding_dim 30 is not divisible by heads_num 4"),
+    ([32, 4, 5000, 2, 0, False, "fp32", "cpu"], "T must be at most 1024|greater than maximum"),
+    ([32, 4, 8, 2, 0, False, "fp16", "cpu"], "fp16 is not supported on CPU"),
+    ([32, 4, 8, 2, 0, False, "fp32", "cuda"], "not available on this machine|not in the list"),
+])
+def test_compare_bad_input(served, args, message):
+    _, client, _ = served
+    with pytest.raises(AppError, match="(?i)" + message):
+        client.predict(*args, api_name="/compare")

@@ -1,0 +1,95 @@
+"""Tab handlers called directly, without a browser or a server."""
+
+from __future__ import annotations
+
+import pytest
+
+from playground.config import Limits
+from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
+from playground.ui.common import AppContext, as_float, as_int
+
+
+@pytest.fixture
+def ctx(tiny_weights):
+    return AppContext(limits=Limits(), weights=tiny_weights)
+
+
+def test_tokenize_unknown_characters_are_highlighted_not_fatal(ctx):
+    chips, ids, decoded, stats, table = tokenize_tab.tokenize(ctx, "a∑b", "loaded checkpoint", "shakespeare-char")
+    assert chips.count("tok-unknown") == 1 and ids == "[39, 40]" and decoded == "ab"
+    assert "'∑' at 1" in stats
+    assert table["headers"][3] == "count in Tiny Shakespeare" and len(table["data"]) == 65
+
+
+def test_tokenize_corpus_vocabulary_counts(ctx):
+    *_, table = tokenize_tab.tokenize(ctx, "e", "corpus (Tiny Shakespeare)", None)
+    counts = {row[1]: row[3] for row in table["data"]}
+    assert counts["e"] == 94611 and counts["\n"] == 40000
+
+
+def test_attention_every_step_and_notice_of_truncation(ctx):
+    long_text = "To be, or not to be, that is the question: whether 'tis nobler"
+    for step in attention_tab.STEP_TITLES:
+        heading, a, b, c, whatif, *_ = attention_tab.attention_step(
+            ctx, "trained checkpoint", "shakespeare-char", 0, 1, 0, 16, 8, "journey", long_text, True, True, 1.0,
+            False, step, None)
+        assert a is not None
+        assert (b is not None) == (step == attention_tab.STEP_TITLES[1])
+    assert "30 characters were dropped (context_size is 32)" in heading
+
+
+def test_attention_unknown_characters_are_highlighted(ctx):
+    result = attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
+                                          "hi ∑", True, True, 1.0, False, attention_tab.STEP_TITLES[0], None)
+    assert "tok-unknown" in result[-1] and "not in the vocabulary" in result[0]
+
+
+def test_attention_random_and_preset_sources(ctx):
+    random = attention_tab.attention_step(ctx, "random weights", None, 0, 0, 5, 12, 4, "journey", "abcabc", False,
+                                          False, 2.0, False, attention_tab.STEP_TITLES[5], 2)
+    assert "T = 6 tokens · C = 12 · d_k = 4" in random[0]
+    assert "With the mask off" in random[4]
+    with pytest.raises(ValueError, match="not divisible|unknown preset"):
+        attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "nope", "", True, True, 1.0,
+                                     False, attention_tab.STEP_TITLES[0], None)
+
+
+def test_move_step_stays_in_range():
+    assert attention_tab.move_step(attention_tab.STEP_TITLES[0], -1) == attention_tab.STEP_TITLES[0]
+    assert attention_tab.move_step(attention_tab.STEP_TITLES[6], 1) == attention_tab.STEP_TITLES[6]
+    assert attention_tab.move_step(attention_tab.STEP_TITLES[2], 1) == attention_tab.STEP_TITLES[3]
+
+
+def test_sample_then_inspect_a_position(ctx):
+    outputs = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 1.0, 5, 0.9, 3, False, True))
+    text, coloured, stats, state = outputs[-1]
+    assert len(text) == len("ROMEO:") + 12 and coloured.count("<span") == 12
+    top, attention, note = sample_tab.inspect_position(ctx, state, 4, 1, 1)
+    assert sum(p > 0 for p in top.data[0].y) == 5 and abs(sum(attention.data[0].y) - 1) < 1e-4
+    assert "saw the last 10 characters" in note
+    with pytest.raises(ValueError, match="position must be at most 11"):
+        sample_tab.inspect_position(ctx, state, 12, 0, 0)
+    with pytest.raises(ValueError, match="Generate some text first"):
+        sample_tab.inspect_position(ctx, {}, 0, 0, 0)
+
+
+def test_train_estimate_and_presets():
+    assert "parameters" in train_tab.estimate(2, 4, 128, 64, 32, 1000)
+    assert "not divisible" in train_tab.estimate(2, 3, 128, 64, 32, 1000)
+    assert train_tab.preset_values("small")[-1] == "small"
+    with pytest.raises(ValueError, match="unknown preset"):
+        train_tab.preset_values("huge")
+
+
+@pytest.mark.parametrize("value,error", [(None, "empty"), ("", "empty"), (2.5, "whole number"), (float("nan"),
+                                         "whole number"), ("abc", "whole number"), (True, "whole number"),
+                                         (-1, "at least 0")])
+def test_as_int_messages(value, error):
+    with pytest.raises(ValueError, match=error):
+        as_int(value, "steps", 0)
+
+
+def test_as_float_refuses_nan_and_infinity():
+    for value in (float("nan"), float("inf"), "x", None):
+        with pytest.raises(ValueError, match="learning rate"):
+            as_float(value, "learning rate")
