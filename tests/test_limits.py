@@ -1,0 +1,394 @@
+"""Safe loading and server limits: traversal names, uploads, PLAYGROUND_MAX_* caps, pickles.
+
+  * Run and checkpoint names that try to leave weights/ are refused with a message by the core
+    (``validate_name``), by the handlers and through the API, and nothing is created anywhere.
+  * Uploads are capped (PLAYGROUND_MAX_UPLOAD_BYTES; Gradio's max_file_size as app.py sets it) and must be
+    UTF-8 text: binary and Latin-1 files get a message.
+  * The caps on model size, steps, context, new tokens and text length come from the environment and hold
+    on the server: through the API (values past a component's maximum) and in the handlers themselves (no
+    Gradio in between, as a client that skips the UI's checks would be).
+  * A pickle (``torch.save`` output, or a hostile raw pickle) saved as ``model.safetensors`` is refused and
+    never unpickled: ``pickle`` and ``torch.load`` are patched to record any call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+
+from playground import checkpoints
+from playground.config import ConfigError, Limits
+from playground.ui import build_app
+from playground.ui.common import AppContext
+from playground.ui.sample_tab import sample
+from playground.ui.tokenize_tab import tokenize
+from playground.ui.train_tab import start_run
+
+GENERIC_ERROR = "has not enabled verbose error reporting"
+ENV_LIMITS = {"PLAYGROUND_MAX_TEXT_CHARS": "100", "PLAYGROUND_MAX_UPLOAD_BYTES": "3000",
+              "PLAYGROUND_MAX_PARAMETERS": "60000", "PLAYGROUND_MAX_STEPS": "40", "PLAYGROUND_MAX_NEW_TOKENS": "12",
+              "PLAYGROUND_MAX_CONTEXT_SIZE": "32"}
+
+TRAVERSAL_NAMES = [
+    "../x", "..\\x", "/etc", "/etc/passwd", "a/../b", "~root", "~", "x\x00", "%2e%2e", "%2e%2e%2fx", "..%2fx",
+    "\u2024\u2024", "\u2025x", "．．／x", "..", ".", ".hidden", ".tmp-x", ".old-shakespeare-char-1234abcd", "a" * 65,
+    "a/b", "a\\b", "x/", "/", "", " ", "\t", "x\n\n\x00", "x y", "-rf", "C:\\x", "\\\\server\\share", "$HOME", "`id`",
+    "x;rm -rf .", "a\nb", "ü", "😀", "shakespeare-char/../../x", "file:///etc/passwd", "\u202eevil",
+]
+assert len(TRAVERSAL_NAMES) >= 20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _copy_checkpoint(source: Path, target: Path) -> Path:
+    target.mkdir(parents=True)
+    for file in source.iterdir():
+        shutil.copy2(file, target / file.name)
+    return target
+
+
+def _files_under(root: Path, skip: tuple[Path, ...] = ()) -> set[str]:
+    found = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if Path(folder, d) not in skip]
+        found.update(os.path.relpath(os.path.join(folder, name), root) for name in dirs + files)
+    return found
+
+
+def _readable(message: str) -> bool:
+    return bool(message.strip()) and GENERIC_ERROR not in message and "Traceback" not in message
+
+
+class Served:
+    def __init__(self, app, client: Client, root: Path, weights: Path, gradio_tmp: Path):
+        self.app, self.client, self.root, self.weights, self.gradio_tmp = app, client, root, weights, gradio_tmp
+
+    def refused(self, api: str, *args) -> str:
+        """Call ``api``; it must refuse with a readable AppError, whose message is returned."""
+        with pytest.raises(AppError) as caught:
+            self.client.predict(*args, api_name=api)
+        message = str(caught.value)
+        assert _readable(message), f"{api}{args!r:.200} -> unreadable: {message[:300]}"
+        return message
+
+    def stop_training(self):
+        jobs = self.app.playground_context.jobs
+        jobs.stop()
+        jobs.wait(60)
+
+
+@pytest.fixture(scope="module")
+def served(tiny_weights, tmp_path_factory):
+    """The app built with PLAYGROUND_MAX_* set in the environment and launched as app.py launches it."""
+    root = tmp_path_factory.mktemp("limits")
+    weights = root / "weights"
+    _copy_checkpoint(tiny_weights / "shakespeare-char", weights / "shakespeare-char")
+    gradio_tmp = root / "gradio-tmp"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in ENV_LIMITS.items():
+            patch.setenv(name, value)
+        patch.setenv("GRADIO_TEMP_DIR", str(gradio_tmp))
+        patch.setenv("HF_HOME", str(root / "hf-cache"))
+        app = build_app(weights=weights)
+        app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True,
+                   max_file_size=Limits.from_env().max_upload_bytes)
+        client = Client(app.local_url, verbose=False, download_files=False)
+        served = Served(app, client, root, weights, gradio_tmp)
+        yield served
+        served.stop_training()
+        app.close()
+
+
+@pytest.fixture
+def limited_context(tiny_weights, tmp_path, monkeypatch):
+    """Handlers called directly, with the limits read from the environment: no Gradio checks in between."""
+    for name, value in ENV_LIMITS.items():
+        monkeypatch.setenv(name, value)
+    weights = tmp_path / "weights"
+    _copy_checkpoint(tiny_weights / "shakespeare-char", weights / "shakespeare-char")
+    context = AppContext(limits=Limits.from_env(), weights=weights)
+    yield context
+    context.jobs.stop()
+    context.jobs.wait(60)
+
+
+TRAIN = [1, 1, 8, 8, 2, 3, 3e-3, 0, 0.0, 0, "cpu", "pasted text", None, "to be or not to be\n" * 20, "limits-run"]
+
+
+def _train_args(**changes) -> list:
+    names = ["layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
+             "warmup_steps", "dropout_rate", "seed", "device", "corpus", "upload", "pasted", "run_name"]
+    args = list(TRAIN)
+    for name, value in changes.items():
+        args[names.index(name)] = value
+    return args
+
+
+# ------------------------------------------------------------------------------------------- names
+@pytest.mark.parametrize("name", TRAVERSAL_NAMES)
+def test_validate_name_refuses_names_that_leave_the_folder(name, tmp_path):
+    before = _files_under(tmp_path)
+    with pytest.raises(checkpoints.CheckpointError) as caught:
+        checkpoints.validate_name(name)
+    assert str(caught.value).strip()
+    with pytest.raises(checkpoints.CheckpointError):
+        checkpoints.resolve(name, tmp_path)
+    assert _files_under(tmp_path) == before
+
+
+def test_traversal_names_are_refused_by_the_handlers(limited_context):
+    ctx = limited_context
+    before = _files_under(ctx.weights.parent)
+    for name in TRAVERSAL_NAMES:
+        with pytest.raises(ValueError) as caught:  # CheckpointError, HubError and ConfigError are ValueErrors
+            ctx.checkpoint(name)
+        assert str(caught.value).strip(), name
+        with pytest.raises(ValueError) as caught:
+            start_run(ctx, *_train_args(run_name=name))
+        assert str(caught.value).strip(), name
+        assert not ctx.jobs.status().active
+    assert _files_under(ctx.weights.parent) == before
+
+
+def test_traversal_names_are_refused_through_the_api(served):
+    before_weights = _files_under(served.weights)
+    before_root = _files_under(served.root, skip=(served.gradio_tmp, served.weights))
+    messages = []
+    for name in TRAVERSAL_NAMES:
+        messages.append(served.refused("/checkpoint_info", name))
+        served.refused("/sample", name, "ROMEO:", 5, 0.8, 0, 1.0, 7, False, True, False)
+        if name:  # an empty pick means the default checkpoint in the Tokenize tab
+            served.refused("/tokenize", "hello", "loaded checkpoint", name)
+        served.refused("/attention_step", "trained checkpoint", name, 0, 0, 0, 16, 8, "journey", "To be", True,
+                       True, 1.0, False, "1. Input X", None)
+        run_message = served.refused("/train_start", *_train_args(run_name=name))
+        assert any(words in run_message for words in ("not allowed", "limit is 64", "is empty")), run_message
+        served.refused("/train_resume", *_train_args(run_name=name, steps=40))
+        assert not served.app.playground_context.jobs.status().active
+    assert _files_under(served.weights) == before_weights, "a refused name created something in weights/"
+    assert _files_under(served.root, skip=(served.gradio_tmp, served.weights)) == before_root
+    expected = ("not allowed", "limit is 64", "Hub", "Pick a checkpoint", "name is empty")
+    assert all(any(words in m for words in expected) for m in messages), messages
+
+
+@pytest.mark.parametrize("form", ["absolute", "relative"])
+def test_a_checkpoint_outside_the_weights_folder_is_refused(served, tiny_weights, form):
+    outside = served.root / "outside" / "stolen"
+    if not outside.exists():
+        _copy_checkpoint(tiny_weights / "shakespeare-char", outside)
+    path = str(outside) if form == "absolute" else os.path.relpath(outside, Path.cwd())
+    assert ".." in path or form == "absolute"
+    served.refused("/checkpoint_info", path)
+
+
+# ----------------------------------------------------------------------------------------- uploads
+@pytest.fixture(scope="module")
+def uploads(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("uploads")
+    contents = {
+        "ok.txt": ("to be or not to be,\nthat is the question.\n" * 30).encode(),
+        "big.txt": b"a" * 3001,
+        "binary.txt": bytes(range(256)) * 4,
+        "latin1.txt": ("café crème brûlée, déjà vu. " * 30).encode("latin-1"),
+        "empty.txt": b"",
+    }
+    for name, data in contents.items():
+        (folder / name).write_bytes(data)
+    return {name: folder / name for name in contents}
+
+
+@pytest.mark.parametrize("file,message", [
+    ("big.txt", "3,001 bytes; the limit is 3,000 bytes"), ("binary.txt", "looks binary"),
+    ("latin1.txt", "is not UTF-8 text"), ("empty.txt", "is empty"),
+])
+def test_uploads_are_capped_and_must_be_utf8_in_the_handler(limited_context, uploads, file, message):
+    with pytest.raises(ValueError, match=message):
+        start_run(limited_context, *_train_args(corpus="uploaded .txt", upload=str(uploads[file])))
+    assert not limited_context.jobs.status().active
+
+
+@pytest.mark.parametrize("file,message", [("binary.txt", "looks binary"), ("latin1.txt", "not UTF-8 text"),
+                                          ("empty.txt", "is empty")])
+def test_bad_uploads_get_a_message_through_the_api(served, uploads, file, message):
+    text = served.refused("/train_start", *_train_args(corpus="uploaded .txt", upload=handle_file(str(uploads[file]))))
+    assert message in text
+
+
+def test_an_upload_over_the_cap_is_refused_by_the_server(served, uploads):
+    # gradio_client reads max_file_size from the app and refuses before sending ...
+    with pytest.raises(ValueError, match="exceeds the maximum file size"):
+        served.client.predict(*_train_args(corpus="uploaded .txt", upload=handle_file(str(uploads["big.txt"]))),
+                              api_name="/train_start")
+    # ... and a client that sends it anyway is refused by the server's upload route
+    before = _files_under(served.gradio_tmp) if served.gradio_tmp.exists() else set()
+    with open(uploads["big.txt"], "rb") as handle:
+        answer = httpx.post(f"{served.app.local_url.rstrip('/')}/gradio_api/upload",
+                            files={"files": ("big.txt", handle, "text/plain")}, timeout=30)
+    assert answer.status_code == 413, (answer.status_code, answer.text[:300])
+    after = _files_under(served.gradio_tmp) if served.gradio_tmp.exists() else set()
+    assert not {p for p in after - before if p.endswith("big.txt")}
+    # a file under the cap goes through and trains
+    served.client.predict(*_train_args(corpus="uploaded .txt", upload=handle_file(str(uploads["ok.txt"])),
+                                       run_name="upload-ok"), api_name="/train_start")
+    status = served.app.playground_context.jobs.wait(120)
+    assert status.state == "finished", status.message
+    assert (served.weights / "upload-ok" / "model.safetensors").is_file()
+
+
+# ------------------------------------------------------------------------------------ limits from env
+def test_limits_come_from_the_environment(monkeypatch):
+    for name, value in ENV_LIMITS.items():
+        monkeypatch.setenv(name, value)
+    assert Limits.from_env() == Limits(max_text_chars=100, max_upload_bytes=3000, max_parameters=60000,
+                                       max_steps=40, max_new_tokens=12, max_context_size=32)
+    for bad in ("abc", "-5", "0", "1e3"):
+        monkeypatch.setenv("PLAYGROUND_MAX_STEPS", bad)
+        with pytest.raises(ConfigError, match="PLAYGROUND_MAX_STEPS"):
+            Limits.from_env()
+
+
+@pytest.mark.parametrize("api,args,message", [
+    ("/train_start", _train_args(steps=41), "40"),
+    ("/train_start", _train_args(steps=10**9), "40"),
+    ("/train_start", _train_args(context_size=33), "32"),
+    ("/train_start", _train_args(layers_num=4, heads_num=4, embedding_dim=128, context_size=32), "60,000"),
+    ("/train_start", _train_args(pasted="x" * 3001), "3,000"),
+    ("/train_resume", _train_args(run_name="shakespeare-char", steps=41), "40"),
+    ("/sample", ["shakespeare-char", "ROMEO:", 13, 0.8, 0, 1.0, 7, False, True, False], "12"),
+    ("/sample", ["shakespeare-char", "ROMEO:", 10**6, 0.8, 0, 1.0, 7, False, True, False], "12"),
+    ("/sample", ["shakespeare-char", "x" * 101, 5, 0.8, 0, 1.0, 7, False, True, False], "100"),
+    ("/tokenize", ["y" * 101, "this text", None], "100"),
+    ("/attention_step", ["random weights", None, 0, 0, 0, 16, 8, "journey", "z" * 101, True, True, 1.0, False,
+                         "1. Input X", None], "100"),
+])
+def test_env_limits_hold_through_the_api(served, api, args, message):
+    text = served.refused(api, *args)
+    assert message in text, text
+    assert not served.app.playground_context.jobs.status().active
+
+
+def test_values_at_the_limits_are_accepted_through_the_api(served):
+    text = served.client.predict("shakespeare-char", "ROMEO:", 12, 0.8, 0, 1.0, 7, False, True, False,
+                                 api_name="/sample")[0]
+    assert len(text) == len("ROMEO:") + 12
+    assert served.client.predict("y" * 100, "this text", None, api_name="/tokenize")[2] == "y" * 100
+    served.client.predict(*_train_args(steps=40, context_size=32, run_name="at-limit"), api_name="/train_start")
+    served.stop_training()
+
+
+def test_a_checkpoint_above_the_parameter_cap_is_not_loaded(served, tiny_weights):
+    big = served.weights / "too-big"
+    if not big.exists():
+        _copy_checkpoint(tiny_weights / "shakespeare-char", big)
+        config = json.loads((big / "config.json").read_text())
+        config.update(embedding_dim=128, layers_num=4)  # ~800k parameters, past the 60,000 cap
+        (big / "config.json").write_text(json.dumps(config))
+    assert "60,000" in served.refused("/checkpoint_info", "too-big")
+
+
+def test_the_apps_own_parameter_cap_holds_for_training(tmp_path):
+    context = AppContext(limits=Limits(max_parameters=5_000), weights=tmp_path)
+    try:
+        with pytest.raises(ValueError, match="5,000"):
+            start_run(context, *_train_args(layers_num=2, heads_num=2, embedding_dim=32, context_size=16))
+    finally:
+        context.jobs.stop()
+        context.jobs.wait(60)
+
+
+def test_env_limits_hold_in_the_handlers_without_gradio(limited_context):
+    ctx = limited_context
+    for changes, message in [({"steps": 41}, "40"), ({"context_size": 33}, "32"), ({"pasted": "x" * 3001}, "3,000"),
+                             ({"layers_num": 4, "heads_num": 4, "embedding_dim": 128, "context_size": 32}, "60,000")]:
+        with pytest.raises(ValueError, match=message):
+            start_run(ctx, *_train_args(**changes))
+        assert not ctx.jobs.status().active
+    with pytest.raises(ValueError, match="at most 12"):
+        list(sample(ctx, "shakespeare-char", "ROMEO:", 13, 0.8, 0, 1.0, 7, False, True))
+    with pytest.raises(ValueError, match="100"):
+        list(sample(ctx, "shakespeare-char", "x" * 101, 5, 0.8, 0, 1.0, 7, False, True))
+    with pytest.raises(ValueError, match="limit is 100"):
+        tokenize(ctx, "y" * 101, "this text", None)
+    assert not (ctx.weights / "limits-run").exists()
+
+
+# ------------------------------------------------------------------------------------------ pickles
+class _Hostile:
+    """Unpickling this creates a marker file: proof that something unpickled it."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+@pytest.fixture
+def unpickle_spy(monkeypatch):
+    calls = []
+
+    def spy(name, real):
+        def wrapper(*args, **kwargs):
+            calls.append(name)
+            raise AssertionError(f"{name} was called while loading a checkpoint")
+        return wrapper
+
+    for module, name in [(pickle, "load"), (pickle, "loads"), (torch, "load"), (torch.serialization, "load")]:
+        monkeypatch.setattr(module, name, spy(f"{module.__name__}.{name}", getattr(module, name)))
+
+    class SpyUnpickler(pickle.Unpickler):
+        def load(self):
+            calls.append("pickle.Unpickler.load")
+            raise AssertionError("pickle.Unpickler.load was called while loading a checkpoint")
+
+    monkeypatch.setattr(pickle, "Unpickler", SpyUnpickler)
+    return calls
+
+
+def _pickle_checkpoints(source: Path, weights: Path, marker: Path) -> list[str]:
+    """Two checkpoints whose model.safetensors is a pickle: torch.save output and a hostile raw pickle."""
+    torch_saved = _copy_checkpoint(source, weights / "torch-pickle")
+    state = {k: torch.zeros(2) for k in ("a", "b")}
+    torch.save(state, torch_saved / "model.safetensors")
+    raw = _copy_checkpoint(source, weights / "raw-pickle")
+    (raw / "model.safetensors").write_bytes(pickle.dumps(_Hostile(marker)))
+    beside = _copy_checkpoint(source, weights / "pt-beside")
+    (beside / "model.safetensors").unlink()
+    torch.save(state, beside / "model.pt")
+    return ["torch-pickle", "raw-pickle", "pt-beside"]
+
+
+def test_a_pickle_as_model_safetensors_is_refused_unread(tiny_weights, tmp_path, unpickle_spy):
+    marker = tmp_path / "UNPICKLED"
+    names = _pickle_checkpoints(tiny_weights / "shakespeare-char", tmp_path / "weights", marker)
+    for name in names:
+        with pytest.raises(checkpoints.CheckpointError, match="not safetensors|no model.safetensors"):
+            checkpoints.load_checkpoint(name, directory=tmp_path / "weights")
+    assert unpickle_spy == [] and not marker.exists()
+    assert "pt-beside" not in checkpoints.list_checkpoints(tmp_path / "weights")
+
+
+def test_a_pickle_as_model_safetensors_is_refused_through_the_api(served, tiny_weights, unpickle_spy):
+    marker = served.root / "UNPICKLED"
+    if not (served.weights / "raw-pickle").exists():
+        _pickle_checkpoints(tiny_weights / "shakespeare-char", served.weights, marker)
+    for name in ("torch-pickle", "raw-pickle", "pt-beside"):
+        message = served.refused("/checkpoint_info", name)
+        assert "not safetensors" in message or "no model.safetensors" in message, message
+        served.refused("/sample", name, "ROMEO:", 5, 0.8, 0, 1.0, 7, False, True, False)
+        served.refused("/train_resume", *_train_args(run_name=name, steps=40))
+    assert unpickle_spy == [] and not marker.exists()
