@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Sets up and runs the whole test suite on a fresh machine: a venv in .venv, torch 2.13.0 (CPU build),
+# the requirements, Debian's Chromium for the browser tests, then ruff and pytest.
+# Usage: bash tests/run.sh [extra pytest arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q torch==2.13.0 -r requirements.txt -r requirements-dev.txt
+
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+  elif command -v sudo >/dev/null; then
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+  fi
+fi
+[ -x /usr/bin/chromium ] || { echo "Debian's chromium is needed for the browser tests (apt-get install chromium)"; exit 1; }
+
+.venv/bin/python -m ruff check .
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
