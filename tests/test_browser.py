@@ -56,10 +56,15 @@ def _answers(url: str) -> bool:
 
 @pytest.fixture(scope="module")
 def server(tiny_weights, tmp_path_factory):
-    """`python app.py` on a free port, serving a copy of the tiny checkpoint; yields its URL."""
+    """`python app.py` on a free port, serving a copy of the tiny checkpoint; yields its URL.
+
+    When the screenshots are being updated for the README it serves a copy of the shipped weights instead, so
+    the pictures show the trained model (both are named shakespeare-char).
+    """
     root = tmp_path_factory.mktemp("browser-server")
     weights = root / "weights"
-    shutil.copytree(tiny_weights, weights, ignore=shutil.ignore_patterns(".*"))
+    source = REPO / "weights" if os.environ.get("PLAYGROUND_UPDATE_SCREENSHOTS") == "1" else tiny_weights
+    shutil.copytree(source, weights, ignore=shutil.ignore_patterns(".*"))
     port = _free_port()
     env = {**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
            "PLAYGROUND_WEIGHTS_DIR": str(weights), "PLAYGROUND_OFFLINE": "1",
@@ -176,12 +181,16 @@ def test_attention_steps_through_every_stage(page):
             expect(plot_titled(panel, plot)).to_be_visible(timeout=WAIT_MS)
         expect(panel.get_by_role("radio", name=re.compile(rf"^{number + 1}\. "))).to_be_checked()
     expect(panel).to_contain_text("Mask (on now).")
+    panel.get_by_role("button", name="◀ Previous").click()
+    expect(heading).to_have_text("6. Attention weights", timeout=WAIT_MS)
+    expect_no_error(page)
+    screenshot(page, "attention")  # the softmax weights, masked: the README's picture
 
     panel.get_by_label("causal mask", exact=True).uncheck()
     expect(panel).to_contain_text("Mask (off now).", timeout=WAIT_MS)
-    expect(heading).to_have_text("7. Output")
+    expect(heading).to_have_text("6. Attention weights")
     expect_no_error(page)
-    screenshot(page, "attention")
+    screenshot(page, "attention-mask-off", publish=False)
 
 
 def test_attention_bad_layer_is_a_readable_error_and_the_server_stays_up(page, server):
