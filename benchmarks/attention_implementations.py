@@ -5,6 +5,7 @@
 
 Prints the device, then per implementation the median forward and forward+backward time at T=64 and
 T=1024 and each as a multiple of sdpa's (x2.0 = twice as slow as sdpa).
+Then the wall time of the Compare tab's default timing sweep (target: within 10 s on 2 CPU cores).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from playground.attention import IMPLEMENTATIONS  # noqa: E402
-from playground.attention.costs import time_implementations  # noqa: E402
+from playground.attention.costs import SWEEP_LENGTHS, time_implementations  # noqa: E402
 from playground.device import describe, pick_device  # noqa: E402
 
 SEQ_LENS = (64, 1024)
@@ -78,6 +79,14 @@ def main() -> None:
     backends = ", ".join(f"T={T}: {by_cell[('sdpa', T)].sdpa_backend}" for T in SEQ_LENS)
     print(f"sdpa backend: {backends}")
     print(f"repeats per cell: {sorted({r.repeats for r in records})}; sweep took {elapsed:.1f} s")
+
+    # the Compare tab's default "Time them": its defaults (embedding 64, 4 heads, batch 2, fp32), T 16..1024
+    supported = [n for n, impl in IMPLEMENTATIONS.items() if impl.unsupported_reason(64, 64, 4) is None]
+    start = time.perf_counter()
+    time_implementations(supported, 64, 64, 4, SWEEP_LENGTHS, 2, device=device, dtype=torch.float32)
+    tab_seconds = time.perf_counter() - start
+    print(f"Compare tab's default sweep ({len(supported)} implementations x T {SWEEP_LENGTHS[0]}..{SWEEP_LENGTHS[-1]}, "
+          f"{len(supported) * len(SWEEP_LENGTHS)} cells): {tab_seconds:.1f} s (target <= 10 s on 2 CPU cores)")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python benchmarks/sampling_speed.py
     python benchmarks/sampling_speed.py --checkpoint runs/tiny --new-tokens 100 --repeats 1 --device cpu
+    python benchmarks/sampling_speed.py --widen-context 256     # the shipped shape at context 256, random weights
 
 The prompt is ``context - 1`` characters of the built-in corpus (those in the vocabulary), so both
 paths start at a full context; then ``--new-tokens`` greedy steps. Without the cache every step
@@ -14,6 +15,7 @@ re-prefills happened, and whether both paths wrote the same text while it fit in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -27,6 +29,7 @@ from playground.checkpoints import DEFAULT_CHECKPOINT, Checkpoint, CheckpointErr
 from playground.data import builtin_corpus  # noqa: E402
 from playground.device import DeviceError, describe, pick_device  # noqa: E402
 from playground.hub import HubError  # noqa: E402
+from playground.model import GPT  # noqa: E402
 from playground.sample import load  # noqa: E402
 from playground.sampling import GeneratedToken, SamplingSettings, stream  # noqa: E402
 
@@ -40,6 +43,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's own)")
+    parser.add_argument("--widen-context", type=int, default=None, metavar="N",
+                        help="time a seeded random model of the checkpoint's shape with context_size N instead "
+                             "(speed does not depend on the weights' values; the text is then gibberish)")
     args = parser.parse_args()
     for name in ("new_tokens", "context", "repeats"):
         if getattr(args, name) < 1:
@@ -47,6 +53,17 @@ def parse_args() -> argparse.Namespace:
     if args.context < 2:
         parser.error("--context must be at least 2 (the prompt is context - 1 characters)")
     return args
+
+
+def widened(checkpoint: Checkpoint, context_size: int, device: torch.device) -> Checkpoint:
+    """The checkpoint's shape and vocabulary with a longer context, randomly initialised (seed 0)."""
+    if context_size < 2:
+        raise SystemExit("error: --widen-context must be at least 2")
+    config = dataclasses.replace(checkpoint.config, context_size=context_size)
+    torch.manual_seed(0)
+    model = GPT(config).to(device).eval()
+    return dataclasses.replace(checkpoint, name=f"{checkpoint.name} (random weights, context {context_size})",
+                               config=config, model=model)
 
 
 def corpus_prompt(checkpoint: Checkpoint, length: int) -> str:
@@ -95,6 +112,8 @@ def main() -> None:
         checkpoint = load(args.checkpoint, args.weights_dir, device, None)
     except (CheckpointError, HubError) as exc:
         raise SystemExit(f"error: {exc}") from None
+    if args.widen_context:
+        checkpoint = widened(checkpoint, args.widen_context, device)
     config = checkpoint.config
     context = args.context
     if config.context_size < context:

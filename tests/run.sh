@@ -9,6 +9,7 @@ export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 PIP_DISABLE_PIP
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
+.venv/bin/python -m pip install -q torch==2.13.0  # first: the CPU build; an open range would pull a CUDA one
 .venv/bin/python -m pip install -q torch==2.13.0 -r requirements.txt -r requirements-dev.txt
 
 if [ ! -x /usr/bin/chromium ]; then

@@ -20,6 +20,7 @@ from torch.nn.attention import SDPBackend
 from playground.attention import IMPLEMENTATIONS, build
 
 DEFAULT_CAP_BYTES = 4 * 1024**3  # never plan more than this for the attention matrices, whatever the device has
+SWEEP_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)  # the Compare tab's default timing sweep over T
 SDPA_BASED = ("sdpa", "torch_mha")  # torch_mha's training path calls scaled_dot_product_attention too
 
 _BACKEND_LABELS = {

@@ -12,7 +12,7 @@ import torch
 
 from playground import plots
 from playground.attention import IMPLEMENTATIONS, source_of
-from playground.attention.costs import check_fits, time_implementations
+from playground.attention.costs import SWEEP_LENGTHS, check_fits, time_implementations
 from playground.attention.equivalence import compare
 from playground.device import describe, pick_device, supported_dtypes
 from playground.ui import fields
@@ -20,7 +20,6 @@ from playground.ui.common import AppContext, as_int, friendly
 
 MAX_T = 1024
 MAX_MAP_T = 48
-SWEEP_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)
 GPT2_SMALL = dict(embedding_dim=768, heads_num=12, seq_len=64, batch=1, qkv_bias=True)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
