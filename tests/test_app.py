@@ -56,6 +56,20 @@ def test_every_public_endpoint_is_named_and_tested(served):
 COMPARE_ENDPOINTS = {"/compare", "/compare_timing", "/compare_source"}
 
 
+def test_api_inputs_have_their_handlers_names(served):
+    """gradio_client users read parameter names, not param_0, param_1..."""
+    _, client, _ = served
+    endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    names = {api: [p["parameter_name"] for p in info["parameters"]] for api, info in endpoints.items()}
+    assert names["/tokenize"] == ["text", "source", "checkpoint"]
+    assert names["/sample"] == ["checkpoint", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed",
+                                "greedy", "use_cache", "drop_unknown"]
+    assert names["/attention_step"][:4] == ["source", "checkpoint", "layer", "head"]
+    assert names["/train_start"][-1] == "run_name" and names["/compare"][0] == "embedding_dim"
+    unnamed = {api: params for api, params in names.items() if any(p.startswith("param_") for p in params)}
+    assert not unnamed
+
+
 def test_tokenize(served):
     _, client, _ = served
     chips, ids, decoded, stats, table = client.predict("Hello world", "loaded checkpoint", "shakespeare-char",

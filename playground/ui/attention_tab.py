@@ -18,7 +18,7 @@ from playground.attention import trace as tr
 from playground.data import cache_dir
 from playground.tokenizer import UnknownCharacterError
 from playground.ui import fields
-from playground.ui.common import AppContext, as_float, as_int, as_text, checkpoint_dropdown, friendly
+from playground.ui.common import AppContext, as_float, as_int, as_text, bound, checkpoint_dropdown
 from playground.ui.tokenize_tab import chips_html
 
 SOURCES = ("trained checkpoint", "random weights", "textbook preset")
@@ -237,7 +237,7 @@ def build(ctx: AppContext) -> None:
     settings = [source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before, step]
     outputs = [heading, plot_a, plot_b, plot_c, whatif, query_scores, query_weights, query_md, text_check]
-    show = friendly(lambda *values: _visible_plots(attention_step(ctx, *values)))
+    show = bound(attention_step, ctx, then=_visible_plots)
     shared = dict(concurrency_id="model", concurrency_limit=ctx.model_concurrency)
     source.change(_source_groups, source, [checkpoint_group, random_group, preset_group],
                   api_name="attention_source", api_visibility="private", show_progress="hidden")
@@ -250,4 +250,4 @@ def build(ctx: AppContext) -> None:
                           ("temperature", temperature), ("query", query)):
         control.change(show, [*settings, query], outputs, api_name=f"attention_update_{name}",
                        api_visibility="private", show_progress="hidden", **shared)
-    export.click(friendly(lambda *values: export_step(ctx, *values)), settings, files, api_name="attention_export")
+    export.click(bound(export_step, ctx), settings, files, api_name="attention_export")

@@ -131,6 +131,29 @@ def friendly(fn):
     return wrapper
 
 
+def bound(fn, ctx: AppContext, then=None, **fixed):
+    """``friendly(fn)`` with the app context bound (and ``fixed`` keyword values), ``then`` applied to its result.
+
+    The handler keeps ``fn``'s other parameter names, which Gradio shows as the API's input names
+    (``text``, ``temperature``...) instead of ``param_0``, ``param_1``...
+    """
+    call_fn = functools.partial(fn, ctx, **fixed)
+    signature = inspect.signature(call_fn)
+    signature = signature.replace(parameters=[p for p in signature.parameters.values()
+                                              if p.kind is not inspect.Parameter.KEYWORD_ONLY])
+    if inspect.isgeneratorfunction(fn):
+        def call(*args, **kwargs):
+            results = call_fn(*args, **kwargs)
+            yield from (map(then, results) if then is not None else results)
+    else:
+        def call(*args, **kwargs):
+            result = call_fn(*args, **kwargs)
+            return then(result) if then is not None else result
+    call.__signature__ = signature
+    call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    return friendly(call)
+
+
 def _number_text(number: float) -> str:
     """A number for a message: as it is up to 15 digits, else in scientific notation."""
     return str(number) if abs(number) < 1e15 else f"{number:.3g}"

@@ -16,7 +16,7 @@ from playground.attention.costs import SWEEP_LENGTHS, check_fits, time_implement
 from playground.attention.equivalence import compare
 from playground.device import describe, pick_device, supported_dtypes
 from playground.ui import fields
-from playground.ui.common import AppContext, as_int, friendly
+from playground.ui.common import AppContext, as_int, bound, friendly
 
 MAX_T = 1024
 MAX_MAP_T = 48
@@ -151,7 +151,7 @@ def build(ctx: AppContext) -> None:
         return source_of(name)
 
     inputs = [embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device]
-    run.click(friendly(lambda *v: run_comparison(ctx, *v)), inputs, [summary, equivalence, parameters, grid],
+    run.click(bound(run_comparison, ctx), inputs, [summary, equivalence, parameters, grid],
               api_name="compare")
     gpt2.click(lambda: (GPT2_SMALL["embedding_dim"], GPT2_SMALL["heads_num"], GPT2_SMALL["seq_len"],
                         GPT2_SMALL["batch"], GPT2_SMALL["qkv_bias"]), None,

@@ -108,12 +108,13 @@ _NOT_A_FILE = "\x00not-an-uploaded-file"
 
 
 class FileData(_GradioFileData):
-    """Gradio's FileData, letting anything but an uploaded file's description through as a marked value.
+    """A file uploaded to this server (gradio_client: handle_file(path))."""
 
-    Gradio validates this model outside the component's error handling, where any error reaches the client
-    as the generic text, so a bad value is marked here and refused by UploadFile.preprocess. (The same
-    name as Gradio's, so the API schema and gradio_client see an ordinary file input.)
-    """
+    # Gradio's FileData, letting anything but an uploaded file's description through as a marked value: Gradio
+    # validates this model outside the component's error handling, where any error reaches the client as the
+    # generic text, so a bad value is marked here and refused by UploadFile.preprocess. The same name as
+    # Gradio's, so the API schema and gradio_client see an ordinary file input. This docstring is the schema's
+    # description, shown in the API page.
 
     @model_validator(mode="before")
     @classmethod

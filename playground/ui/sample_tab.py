@@ -17,7 +17,7 @@ from playground.device import describe
 from playground.sampling import SamplingSettings, stream
 from playground.tokenizer import escape_char
 from playground.ui import fields
-from playground.ui.common import AppContext, as_float, as_int, as_text, checkpoint_dropdown, friendly
+from playground.ui.common import AppContext, as_float, as_int, as_text, bound, checkpoint_dropdown
 
 DEFAULT_PROMPT = "ROMEO:\n"
 
@@ -180,17 +180,14 @@ def build(ctx: AppContext) -> None:
             attention_plot = gr.Plot(label="attention over the context")
         inspect_note = gr.Markdown()
 
-    def generate_text(*values):
-        yield from sample(ctx, *values)
-
-    checkpoint.change(friendly(lambda name: checkpoint_summary(ctx, name)), checkpoint, summary,
+    checkpoint.change(bound(checkpoint_summary, ctx), checkpoint, summary,
                       api_name="checkpoint_info")
-    generate.click(friendly(generate_text),
+    generate.click(bound(sample, ctx),
                    [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy, use_cache,
                     drop_unknown, history],
                    [output, coloured, stats, history], api_name="sample",
                    concurrency_id="model", concurrency_limit=ctx.model_concurrency)
-    inspect.click(friendly(lambda state, p, lay, h: inspect_position(ctx, state, p, lay, h)),
+    inspect.click(bound(inspect_position, ctx),
                   [history, position, layer, head], [candidates_plot, attention_plot, inspect_note],
                   api_name="sample_inspect", api_visibility="private", concurrency_id="model",
                   concurrency_limit=ctx.model_concurrency)

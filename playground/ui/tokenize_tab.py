@@ -9,7 +9,7 @@ import gradio as gr
 
 from playground.tokenizer import CharTokenizer, escape_char
 from playground.ui import fields
-from playground.ui.common import AppContext, as_text, checkpoint_dropdown, friendly
+from playground.ui.common import AppContext, as_text, bound, checkpoint_dropdown
 
 SOURCES = ("loaded checkpoint", "corpus (Tiny Shakespeare)", "this text")
 DEFAULT_TEXT = "Hello world"
@@ -99,7 +99,7 @@ def build(ctx: AppContext) -> None:
     table = gr.Dataframe(label="Vocabulary", headers=["ID", "character", "shown as", "count"], interactive=False,
                          max_height=400)
 
-    handler = friendly(lambda t, s, c: tokenize(ctx, t, s, c))
+    handler = bound(tokenize, ctx)
     inputs, outputs = [text, source, checkpoint], [chips, ids, decoded, stats, table]
     run.click(handler, inputs, outputs, api_name="tokenize")
     text.submit(handler, inputs, outputs, api_name="tokenize_on_enter", api_visibility="private")

@@ -17,7 +17,7 @@ from playground.data import decode_text
 from playground.jobs import JobStatus
 from playground.train import PRESETS, RunRequest
 from playground.ui import fields
-from playground.ui.common import AppContext, as_float, as_int, as_text, friendly
+from playground.ui.common import AppContext, as_float, as_int, as_text, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 # Rough CPU throughput used for the time estimate: multiply-adds per second on 2 cores, fwd+bwd.
@@ -189,12 +189,6 @@ def build(ctx: AppContext) -> None:
         follow = not seen or seen[:5] != key[:5]
         return (*render_status(status, layer or 0, head or 0, None if follow else snapshot_index), key)
 
-    def start_new(*values):
-        return start_run(ctx, *values)
-
-    def resume_run(*values):
-        return start_run(ctx, *values, resume=True)
-
     def stop_run():
         return render_status(ctx.jobs.stop())
 
@@ -204,8 +198,8 @@ def build(ctx: AppContext) -> None:
                      api_name=f"train_estimate_{field.label}".replace(" ", "_"), api_visibility="private",
                      show_progress="hidden")
     run_inputs = [*settings, corpus, upload, pasted, run_name]
-    start.click(friendly(start_new), run_inputs, outputs, api_name="train_start")
-    resume.click(friendly(resume_run), run_inputs, outputs, api_name="train_resume")
+    start.click(bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
+    resume.click(bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
     stop.click(friendly(stop_run), None, outputs, api_name="train_stop")
     seen = gr.State([])
     timer.tick(friendly(poll), [probe_layer, probe_head, snapshot, seen], [*outputs, seen], api_name="train_status",
