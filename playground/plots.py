@@ -52,14 +52,18 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
         hovertemplate="%{customdata}<extra></extra>", text=text, texttemplate="%{text}" if show_values else None,
         hoverongaps=True, xgap=1, ygap=1,
     )
-    tick_step = max(1, math.ceil(max(rows, cols) / 40))
+    height = height or min(960, max(300, 80 + 16 * rows))
+    # every token keeps its label while there is room: about 12 px per row, and up to 64 columns
+    y_step = max(1, math.ceil(rows / max(1, (height - 100) // 12)))
+    x_step = max(1, math.ceil(cols / 64))
+    tick_font = dict(size=10 if max(rows, cols) > 32 else 12)
     layout = dict(
-        title=dict(text=title), height=height or min(720, max(300, 60 + 22 * rows)),
+        title=dict(text=title), height=height,
         margin=dict(l=60, r=20, t=50, b=50),
-        xaxis=dict(tickmode="array", tickvals=list(range(0, cols, tick_step)),
-                   ticktext=col_labels[::tick_step], title=dict(text=x_title), side="bottom"),
-        yaxis=dict(tickmode="array", tickvals=list(range(0, rows, tick_step)),
-                   ticktext=row_labels[::tick_step], title=dict(text=y_title), autorange="reversed"),
+        xaxis=dict(tickmode="array", tickvals=list(range(0, cols, x_step)), tickfont=tick_font,
+                   ticktext=col_labels[::x_step], title=dict(text=x_title), side="bottom"),
+        yaxis=dict(tickmode="array", tickvals=list(range(0, rows, y_step)), tickfont=tick_font,
+                   ticktext=row_labels[::y_step], title=dict(text=y_title), autorange="reversed"),
         plot_bgcolor="#f3f3f3" if not finite.all() else "rgba(0,0,0,0)",
     )
     figure = go.Figure(trace, layout)
