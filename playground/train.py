@@ -53,7 +53,7 @@ PRESETS: dict[str, Preset] = {
                     eval_batches=10, checkpoint_interval=600, sample_interval=200),
     ),
     "small": Preset(
-        "the shipped model's shape: about 15 minutes on a 2-core CPU",
+        "the shipped model's shape: about half an hour on a 2-core CPU",
         dict(layers_num=4, heads_num=4, embedding_dim=192, context_size=128, dropout_rate=0.0, use_bias=False),
         TrainConfig(batch_size=32, steps=5000, learning_rate=2e-3, warmup_steps=100, eval_interval=250,
                     eval_batches=20, checkpoint_interval=1000, sample_interval=500),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from playground.config import Limits
@@ -76,6 +78,12 @@ def test_sample_then_inspect_a_position(ctx):
 def test_train_estimate_and_presets():
     assert "parameters" in train_tab.estimate(2, 4, 128, 64, 32, 1000)
     assert "not divisible" in train_tab.estimate(2, 3, 128, 64, 32, 1000)
+    # the estimate's calibration agrees with the presets' descriptions: tiny about a minute, small about half an hour
+    tiny = train_tab.preset_values("tiny")
+    assert re.search(r"about (4\ds|5\ds|1m \d\ds) on a 2-core CPU", train_tab.estimate(*tiny[:6]))
+    small = train_tab.preset_values("small")
+    assert re.search(r"about (2\dm|3\dm) \d\ds", train_tab.estimate(*small[:6]))
+    assert "about 1h 43m" in train_tab.estimate(4, 4, 192, 128, 32, 15_000)  # hours past 60 minutes
     assert train_tab.preset_values("small")[-1] == "small"
     with pytest.raises(ValueError, match="unknown preset"):
         train_tab.preset_values("huge")

@@ -20,14 +20,19 @@ from playground.ui import fields
 from playground.ui.common import AppContext, as_float, as_int, as_text, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
-# Rough CPU throughput used for the time estimate: multiply-adds per second on 2 cores, fwd+bwd.
-_CPU_FLOPS = 2.5e10
+# The time estimate, calibrated on a 2-core CPU with torch 2.13 (python benchmarks/train_speed.py and small runs):
+# training sustains about 1.2e11 FLOP/s (6 per parameter per token, plus attention), and every step also pays a
+# fixed cost for Python, kernel launches and the optimizer, about 0.6 ms plus 0.5 ms per layer.
+_CPU_FLOPS = 1.2e11
+_STEP_OVERHEAD_S, _LAYER_OVERHEAD_S = 6e-4, 5e-4
 
 
 def _fmt_seconds(seconds: float | None) -> str:
     if seconds is None:
         return "–"
     seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
     return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
@@ -43,7 +48,7 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
         return f"⚠️ {exc}"
     tokens = batch * config.context_size
     flops_per_token = 6 * config.parameter_count() + 12 * config.layers_num * config.context_size * config.embedding_dim
-    seconds = steps * tokens * flops_per_token / _CPU_FLOPS
+    seconds = steps * (tokens * flops_per_token / _CPU_FLOPS + _STEP_OVERHEAD_S + _LAYER_OVERHEAD_S * config.layers_num)
     return (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
             f"{tokens:,} tokens per step · about {_fmt_seconds(seconds)} on a 2-core CPU (rough)")
 
