@@ -68,6 +68,9 @@ def test_api_inputs_have_their_handlers_names(served):
     assert names["/train_start"][-1] == "run_name" and names["/compare"][0] == "embedding_dim"
     unnamed = {api: params for api, params in names.items() if any(p.startswith("param_") for p in params)}
     assert not unnamed
+    outputs = {api: [r["label"] for r in info["returns"]] for api, info in endpoints.items()}
+    assert outputs["/sample"] == ["Text", "coloured text", "stats"]
+    assert not {api: labels for api, labels in outputs.items() if any(str(x).startswith("value_") for x in labels)}
 
 
 def test_tokenize(served):

@@ -217,19 +217,19 @@ def build(ctx: AppContext) -> None:
         previous = gr.Button("◀ Previous", scale=1)
         step = fields.Radio(list(STEP_TITLES), value=STEP_TITLES[0], label="Step", scale=6)
         following = gr.Button("Next ▶", scale=1)
-    text_check = gr.HTML()
-    heading = gr.Markdown()
+    text_check = gr.HTML(label="input check")
+    heading = gr.Markdown(label="stage")
     with gr.Row():
-        plot_a = gr.Plot(label="matrix")
-        plot_b = gr.Plot(label="matrix", visible=False)
-        plot_c = gr.Plot(label="matrix", visible=False)
-    whatif = gr.Markdown()
+        plot_a = gr.Plot(label="matrix 1")
+        plot_b = gr.Plot(label="matrix 2", visible=False)
+        plot_c = gr.Plot(label="matrix 3", visible=False)
+    whatif = gr.Markdown(label="what if")
     with gr.Accordion("One query token", open=True):
         query = fields.Number(-1, label="query position (-1 = the last token)", precision=0, minimum=-1)
         with gr.Row():
             query_scores = gr.Plot(label="score row")
             query_weights = gr.Plot(label="softmax row")
-        query_md = gr.Markdown()
+        query_md = gr.Markdown(label="values mixed")
     with gr.Row():
         export = gr.Button("Export this step (CSV + .npy)")
         files = gr.File(label="Downloads", file_count="multiple", height=140)

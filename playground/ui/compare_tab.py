@@ -126,7 +126,7 @@ def build(ctx: AppContext) -> None:
         device = fields.Dropdown(["auto", "cpu", "cuda", "mps"], value="auto", label="device")
         gpt2 = gr.Button("GPT-2 small preset")
         run = gr.Button("Compare", variant="primary")
-    summary = gr.Markdown()
+    summary = gr.Markdown(label="summary")
     equivalence = gr.Dataframe(label="Equivalence after weight transplant", interactive=False, wrap=True,
                                column_widths=["11%", "15%", "10%", "9%", "7%", "7%", "41%"])
     parameters = gr.Dataframe(label="Parameters", interactive=False)
@@ -137,10 +137,10 @@ def build(ctx: AppContext) -> None:
             time_button = gr.Button("Time them")
         timing_plot = gr.Plot(label="time")
         memory_plot = gr.Plot(label="memory")
-        timing_notes = gr.Markdown()
+        timing_notes = gr.Markdown(label="timing notes")
     with gr.Accordion("Source code (the module that ran)", open=False):
         which = fields.Dropdown(list(IMPLEMENTATIONS), value="batched", label="implementation")
-        code = gr.Code(source_of("batched"), language="python")
+        code = gr.Code(source_of("batched"), language="python", label="source")
 
     def timing(embedding_dim, heads_num, batch, dtype, device, max_len, progress=gr.Progress()):
         return run_timing(ctx, embedding_dim, heads_num, batch, dtype, device, max_len, progress)

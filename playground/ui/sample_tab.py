@@ -149,7 +149,8 @@ def build(ctx: AppContext) -> None:
     )
     checkpoint = checkpoint_dropdown(ctx, "sample")
     names = ctx.checkpoint_names()
-    summary = gr.Markdown(checkpoint_summary(ctx, names[0]) if names else "No checkpoint found in weights/.")
+    summary = gr.Markdown(checkpoint_summary(ctx, names[0]) if names else "No checkpoint found in weights/.",
+                          label="checkpoint")
     prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2)
     with gr.Row():
         max_new_tokens = fields.Number(200, label="max new tokens", precision=0, minimum=1,
@@ -166,8 +167,8 @@ def build(ctx: AppContext) -> None:
     output = gr.Textbox(label="Text", lines=10, max_lines=30)
     gr.Markdown("Each generated character, coloured by the probability it was drawn with: white ≈ certain, "
                 "orange ≈ unlikely. Hover a character for its top candidates; ↵ marks a newline.")
-    coloured = gr.HTML()
-    stats = gr.Markdown()
+    coloured = gr.HTML(label="coloured text")
+    stats = gr.Markdown(label="stats")
     history = gr.State({})
     with gr.Accordion("Inspect one generated character", open=False):
         with gr.Row():
@@ -178,7 +179,7 @@ def build(ctx: AppContext) -> None:
         with gr.Row():
             candidates_plot = gr.Plot(label="top-10 candidates")
             attention_plot = gr.Plot(label="attention over the context")
-        inspect_note = gr.Markdown()
+        inspect_note = gr.Markdown(label="inspect note")
 
     checkpoint.change(bound(checkpoint_summary, ctx), checkpoint, summary,
                       api_name="checkpoint_info")

@@ -92,7 +92,7 @@ def build(ctx: AppContext) -> None:
             checkpoint = checkpoint_dropdown(ctx, "tokenize")
     run = gr.Button("Tokenize", variant="primary")
     chips = gr.HTML(label="Tokens")
-    stats = gr.Markdown()
+    stats = gr.Markdown(label="counts")
     with gr.Row():
         ids = gr.Textbox(label="Token IDs", lines=2)
         decoded = gr.Textbox(label="Decoded back (round trip)", lines=2)

@@ -168,7 +168,7 @@ def build(ctx: AppContext) -> None:
         start = gr.Button("Start", variant="primary")
         resume = gr.Button("Resume run")
         stop = gr.Button("Stop", variant="stop")
-    status_md = gr.Markdown()
+    status_md = gr.Markdown(label="status")
     loss_plot = gr.Plot(label="Loss")
     with gr.Row():
         with gr.Column():
