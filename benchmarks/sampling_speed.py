@@ -52,13 +52,13 @@ def parse_args() -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.context < 2:
         parser.error("--context must be at least 2 (the prompt is context - 1 characters)")
+    if args.widen_context is not None and args.widen_context < 2:
+        parser.error("--widen-context must be at least 2")
     return args
 
 
 def widened(checkpoint: Checkpoint, context_size: int, device: torch.device) -> Checkpoint:
     """The checkpoint's shape and vocabulary with a longer context, randomly initialised (seed 0)."""
-    if context_size < 2:
-        raise SystemExit("error: --widen-context must be at least 2")
     config = dataclasses.replace(checkpoint.config, context_size=context_size)
     torch.manual_seed(0)
     model = GPT(config).to(device).eval()

@@ -131,7 +131,11 @@ def friendly(fn):
     return wrapper
 
 
-def bound(fn, ctx: AppContext, then=None, **fixed):
+def _unchanged(result):
+    return result
+
+
+def bound(fn, ctx: AppContext, then=_unchanged, **fixed):
     """``friendly(fn)`` with the app context bound (and ``fixed`` keyword values), ``then`` applied to its result.
 
     The handler keeps ``fn``'s other parameter names, which Gradio shows as the API's input names
@@ -143,12 +147,10 @@ def bound(fn, ctx: AppContext, then=None, **fixed):
                                               if p.kind is not inspect.Parameter.KEYWORD_ONLY])
     if inspect.isgeneratorfunction(fn):
         def call(*args, **kwargs):
-            results = call_fn(*args, **kwargs)
-            yield from (map(then, results) if then is not None else results)
+            yield from map(then, call_fn(*args, **kwargs))
     else:
         def call(*args, **kwargs):
-            result = call_fn(*args, **kwargs)
-            return then(result) if then is not None else result
+            return then(call_fn(*args, **kwargs))
     call.__signature__ = signature
     call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     return friendly(call)
