@@ -8,14 +8,13 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
 def main() -> None:
-    from playground.config import Limits
-    from playground.ui import CSS, build_app
+    from playground.ui import build_app, launch_options
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = build_app()
     app.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-               server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), css=CSS,
-               max_file_size=Limits.from_env().max_upload_bytes)
+               server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+               **launch_options(app.playground_context.limits))
 
 
 if __name__ == "__main__":

@@ -13,23 +13,20 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
+from playground.checks import real_number, whole_number
+
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field and value."""
 
 
-def _check_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}")
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {value}")
+def _check_whole(config: Any, name: str, minimum: int = 1) -> None:
+    """Check (and normalise: 4.0 -> 4) a frozen config's whole-number field."""
+    object.__setattr__(config, name, whole_number(getattr(config, name), name, minimum, error=ConfigError))
 
 
-def _check_finite(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{name} must be a number, got {value!r}")
-    if not math.isfinite(value):
-        raise ConfigError(f"{name} must be a finite number, got {value}")
+def _check_real(config: Any, name: str) -> None:
+    object.__setattr__(config, name, real_number(getattr(config, name), name, error=ConfigError))
 
 
 def _from_dict(cls, data: dict[str, Any]):
@@ -59,12 +56,12 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocabulary_size", "context_size", "embedding_dim", "heads_num", "layers_num"):
-            _check_positive_int(name, getattr(self, name))
+            _check_whole(self, name)
         if self.embedding_dim % self.heads_num:
             raise ConfigError(
                 f"embedding_dim {self.embedding_dim} is not divisible by heads_num {self.heads_num}"
             )
-        _check_finite("dropout_rate", self.dropout_rate)
+        _check_real(self, "dropout_rate")
         if not 0.0 <= self.dropout_rate < 1.0:
             raise ConfigError(f"dropout_rate must be in [0, 1), got {self.dropout_rate}")
         if not isinstance(self.use_bias, bool):
@@ -112,13 +109,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name in ("batch_size", "steps", "eval_interval", "eval_batches", "checkpoint_interval",
                      "sample_interval"):
-            _check_positive_int(name, getattr(self, name))
-        if isinstance(self.warmup_steps, bool) or not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ConfigError(f"warmup_steps must be a whole number >= 0, got {self.warmup_steps!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be a whole number >= 0, got {self.seed!r}")
+            _check_whole(self, name)
+        _check_whole(self, "warmup_steps", minimum=0)
+        _check_whole(self, "seed", minimum=0)
         for name in ("learning_rate", "min_learning_rate_ratio", "weight_decay", "grad_clip"):
-            _check_finite(name, getattr(self, name))
+            _check_real(self, name)
         if not 0 < self.learning_rate <= 1:
             raise ConfigError(f"learning_rate must be in (0, 1], got {self.learning_rate}")
         if not 0 <= self.min_learning_rate_ratio <= 1:
@@ -154,13 +149,10 @@ def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"environment variable {name} must be a whole number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"environment variable {name} must be positive, got {value}")
-    return value
+    text = raw.strip()
+    if not text.lstrip("-").isdigit():  # "1e3" or "2.5" in a deployment's settings is a typo, not a number
+        raise ConfigError(f"environment variable {name} must be a whole number, got {raw!r}")
+    return whole_number(int(text), f"environment variable {name}", 1, error=ConfigError)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from playground.config import Limits
-from playground.ui import build_app
+from playground.ui import build_app, launch_options
 
 TAB_ORDER = ["Tokenize", "Attention", "Compare", "Train", "Sample"]
 
@@ -31,7 +31,8 @@ def served(tiny_weights, tmp_path_factory):
             for file in item.iterdir():
                 (weights / item.name / file.name).write_bytes(file.read_bytes())
     app = build_app(weights=weights, limits=Limits(max_steps=500, max_new_tokens=300))
-    app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True)
+    app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True,
+               **launch_options(app.playground_context.limits))
     client = Client(app.local_url, verbose=False)
     yield app, client, weights
     app.playground_context.jobs.stop()
@@ -106,7 +107,7 @@ def test_attention_step_and_export(served):
 @pytest.mark.parametrize("changes,message", [
     ({2: 7}, "layer 7 is out of range"), ({8: ""}, "Type some text first"),
     ({11: 0.0}, "temperature|less than minimum value 0.1"),
-    ({0: "nonsense"}, "Weights from: .nonsense. is not one of the choices"),
+    ({0: "nonsense"}, "Value: .nonsense. .* is not in the list of choices"),
 ])
 def test_attention_bad_input_is_a_readable_error(served, changes, message):
     _, client, _ = served
@@ -174,7 +175,7 @@ def test_train_start_status_stop(served):
 
 @pytest.mark.parametrize("changes,message", [
     ({1: 3}, "not divisible by heads_num 3"), ({5: 10**9}, "steps must be at most 500|greater than maximum value 500"),
-    ({10: "tpu"}, "device: .tpu. is not one of the choices"), ({14: "../../x"}, "not allowed"),
+    ({10: "tpu"}, "Value: tpu is not in the list of choices"), ({14: "../../x"}, "not allowed"),
     ({6: "NaN"}, "learning rate"),
     ({13: ""}, "the pasted text is empty"),
 ])

@@ -37,3 +37,21 @@ def test_importing_the_core_does_no_work():
             "print('ok')\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_ui_uses_gradio_components_as_they_are():
+    """A subclass of a Gradio component becomes a "custom component" whose front-end files 404 in the browser."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import gradio as gr
+
+    import playground.ui
+
+    subclasses = []
+    for info in pkgutil.iter_modules(playground.ui.__path__):
+        module = importlib.import_module(f"playground.ui.{info.name}")
+        subclasses += [f"{module.__name__}.{name}" for name, value in inspect.getmembers(module, inspect.isclass)
+                       if issubclass(value, gr.components.Component) and value.__module__ == module.__name__]
+    assert not subclasses

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import socket
 import sys
@@ -38,7 +39,7 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from playground.config import Limits
-from playground.ui import build_app
+from playground.ui import build_app, launch_options
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 20261122
@@ -295,7 +296,7 @@ def served(tiny_weights, tmp_path_factory):
     files = upload_pool(root / "uploads")
     app = build_app(weights=weights, limits=LIMITS)
     app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True,
-               max_file_size=LIMITS.max_upload_bytes)
+               **launch_options(LIMITS))
     client = Client(app.local_url, verbose=False, download_files=False)
     served = Served(app, client, weights, gradio_tmp, root, files, tiny_weights)
     yield served
@@ -333,9 +334,18 @@ def _short(args: list) -> str:
     return repr([a[:40] + f"...({len(a)} chars)" if isinstance(a, str) and len(a) > 40 else a for a in args])
 
 
+GRADIO_CHOICE_REFUSAL = re.compile(r"^Value: .* is not in the list of choices: ", re.DOTALL)
+
+
 def readable(message: str) -> bool:
+    """A refusal a person can read: not empty, no traceback, not Gradio's generic text, not a wall of text.
+
+    Gradio's own refusal of an unknown choice quotes the value it got, however long (it comes before any
+    handler; the request-size cap bounds it), so it is exempt from the length rule.
+    """
+    short_enough = len(message) <= MAX_MESSAGE_CHARS or bool(GRADIO_CHOICE_REFUSAL.match(message))
     return bool(message.strip()) and GENERIC_ERROR not in message and "Traceback" not in message \
-        and 'File "' not in message and len(message) <= MAX_MESSAGE_CHARS
+        and 'File "' not in message and short_enough
 
 
 def _predict(served: Served, api: str, args: list):

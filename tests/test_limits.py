@@ -28,7 +28,7 @@ from gradio_client.exceptions import AppError
 
 from playground import checkpoints
 from playground.config import ConfigError, Limits
-from playground.ui import build_app
+from playground.ui import build_app, launch_options
 from playground.ui.common import AppContext
 from playground.ui.sample_tab import sample
 from playground.ui.tokenize_tab import tokenize
@@ -105,7 +105,7 @@ def served(tiny_weights, tmp_path_factory):
         patch.setenv("HF_HOME", str(root / "hf-cache"))
         app = build_app(weights=weights)
         app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True,
-                   max_file_size=Limits.from_env().max_upload_bytes)
+                   **launch_options())
         client = Client(app.local_url, verbose=False, download_files=False)
         served = Served(app, client, root, weights, gradio_tmp)
         yield served

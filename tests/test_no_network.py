@@ -66,14 +66,14 @@ CHILD = textwrap.dedent('''
 
     import app  # noqa: F401  the entry module: it must not reach out on import
     from gradio_client import Client
-    from playground.ui import build_app
+    from playground.ui import build_app, launch_options
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     weights = sys.argv[1]
     demo = build_app(weights=weights)
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
     client = Client(demo.local_url, verbose=False, download_files=False)
     results = {}
     _, ids, decoded, _, _ = client.predict("Hello world", "loaded checkpoint", "shakespeare-char",

@@ -41,3 +41,13 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     app.queue(default_concurrency_limit=4)
     app.playground_context = ctx  # for tests and app.py; not looked up by the UI itself
     return app
+
+
+def launch_options(limits: Limits | None = None) -> dict:
+    """The keyword arguments every launch uses (app.py and the tests alike).
+
+    ``show_error``: a payload Gradio's own components refuse before a handler runs (text in a number slot,
+    an unknown choice sent to the API) reaches the client with Gradio's message instead of an empty error.
+    """
+    limits = limits or Limits.from_env()
+    return dict(css=CSS, max_file_size=limits.max_upload_bytes, show_error=True)

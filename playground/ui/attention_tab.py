@@ -13,12 +13,11 @@ import uuid
 
 import gradio as gr
 
-from playground import plots
+from playground import checks, plots
 from playground.attention import trace as tr
 from playground.data import cache_dir
 from playground.tokenizer import UnknownCharacterError
-from playground.ui import fields
-from playground.ui.common import AppContext, as_float, as_int, as_text, bound, checkpoint_dropdown
+from playground.ui.common import AppContext, bound, checkpoint_dropdown
 from playground.ui.tokenize_tab import chips_html
 
 SOURCES = ("trained checkpoint", "random weights", "textbook preset")
@@ -31,12 +30,12 @@ _EXPORT_MAX_AGE_SECONDS = 3600
 def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,
                 preset: str, text: str) -> tuple[tr.HeadInputs, list[str]]:
     """The head's inputs for the chosen source, and notices (e.g. how much text was dropped)."""
-    text = as_text(text, "The text", ctx.limits.max_text_chars)
+    text = checks.text(text, "The text", ctx.limits.max_text_chars)
     if source == SOURCES[0]:
         loaded = ctx.checkpoint(checkpoint or "")
         prepared = tr.prepare_text(text, loaded.tokenizer, loaded.config.context_size)
-        inputs = tr.checkpoint_head_inputs(loaded.model, prepared.ids, as_int(layer, "layer", 0),
-                                           as_int(head, "head", 0), tokens=prepared.tokens)
+        inputs = tr.checkpoint_head_inputs(loaded.model, prepared.ids, checks.whole_number(layer, "layer", 0),
+                                           checks.whole_number(head, "head", 0), tokens=prepared.tokens)
         return inputs, prepared.notices
     if source == SOURCES[1]:
         if not text:
@@ -46,8 +45,9 @@ def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, hea
         if len(text) > limit:
             notices.append(f"{len(text) - limit} characters were dropped (the limit is {limit})")
             text = text[:limit]
-        inputs = tr.random_head(text, as_int(embedding_dim, "embedding_dim", 1, 1024),
-                                as_int(head_size, "head_size", 1, 1024), as_int(seed, "seed", 0, 2**63 - 1))
+        inputs = tr.random_head(text, checks.whole_number(embedding_dim, "embedding_dim", 1, 1024),
+                                checks.whole_number(head_size, "head_size", 1, 1024),
+                                checks.whole_number(seed, "seed", 0, 2**63 - 1))
         return inputs, notices
     if source == SOURCES[2]:
         if preset not in tr.PRESETS:
@@ -59,7 +59,7 @@ def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, hea
 def _step_index(step) -> int:
     if step in STEP_TITLES:
         return STEP_TITLES.index(step)
-    index = as_int(step, "step", 1, len(STEP_TITLES)) - 1
+    index = checks.whole_number(step, "step", 1, len(STEP_TITLES)) - 1
     return index
 
 
@@ -120,7 +120,7 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
         html = chips_html(text[: loaded.config.context_size], loaded.tokenizer)
         message = f"**{exc}** Remove the highlighted characters, or pick random weights / a preset."
         return (message, None, None, None, "", None, None, "", html)
-    temperature = as_float(temperature, "temperature")
+    temperature = checks.real_number(temperature, "temperature")
     if temperature <= 0:
         raise ValueError(f"temperature must be above 0, got {temperature}")
     switches = dict(scale=bool(scale), mask=bool(mask), temperature=temperature,
@@ -134,7 +134,7 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
     if notices:
         heading += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in notices)
     figures = _figures(trace, index)
-    position = as_int(query if query not in (None, "") else -1, "query position", -1)
+    position = checks.whole_number(query if query not in (None, "") else -1, "query position", -1)
     position = trace.length - 1 if position < 0 else min(position, trace.length - 1)
     row = tr.query_row(trace, position)
     score_bars = plots.bar_chart(trace.tokens, [s if s != float("-inf") else 0.0 for s in row.scores],
@@ -151,7 +151,8 @@ def export_step(ctx: AppContext, source, checkpoint, layer, head, seed, embeddin
                 scale, mask, temperature, mask_before_scaling, step) -> list[str]:
     """Write the current step's matrices as CSV and .npy files; returns their paths."""
     inputs, _ = head_inputs(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
-    trace = inputs.trace(scale=bool(scale), mask=bool(mask), temperature=as_float(temperature, "temperature", 1e-6),
+    trace = inputs.trace(scale=bool(scale), mask=bool(mask),
+                         temperature=checks.real_number(temperature, "temperature", 1e-6),
                          mask_before_scaling=bool(mask_before_scaling))
     key = tr.STAGE_KEYS[_step_index(step)]
     root = cache_dir() / "exports"
@@ -194,28 +195,28 @@ def build(ctx: AppContext) -> None:
     names = ctx.checkpoint_names()
     first_source = SOURCES[0] if names else SOURCES[2]
     with gr.Row():
-        source = fields.Radio(list(SOURCES), value=first_source, label="Weights from", scale=1)
+        source = gr.Radio(list(SOURCES), value=first_source, label="Weights from", scale=1)
         with gr.Group(visible=first_source == SOURCES[0]) as checkpoint_group, gr.Row():
             checkpoint = checkpoint_dropdown(ctx, "attention", scale=2)
-            layer = fields.Number(0, label="layer", precision=0, minimum=0, scale=1)
-            head = fields.Number(0, label="head", precision=0, minimum=0, scale=1)
+            layer = gr.Number(0, label="layer", precision=0, minimum=0, scale=1)
+            head = gr.Number(0, label="head", precision=0, minimum=0, scale=1)
         with gr.Group(visible=first_source == SOURCES[1]) as random_group, gr.Row():
-            seed = fields.Number(0, label="seed", precision=0, minimum=0)
-            embedding_dim = fields.Number(16, label="embedding_dim", precision=0, minimum=1)
-            head_size = fields.Number(8, label="head_size", precision=0, minimum=1)
+            seed = gr.Number(0, label="seed", precision=0, minimum=0)
+            embedding_dim = gr.Number(16, label="embedding_dim", precision=0, minimum=1)
+            head_size = gr.Number(8, label="head_size", precision=0, minimum=1)
         with gr.Group(visible=first_source == SOURCES[2]) as preset_group:
-            preset = fields.Dropdown([(f"{k}: {v.description}", k) for k, v in tr.PRESETS.items()], value="journey",
+            preset = gr.Dropdown([(f"{k}: {v.description}", k) for k, v in tr.PRESETS.items()], value="journey",
                                  label="preset")
     text = gr.Textbox(DEFAULT_TEXT, label="Text (not used by the presets)", lines=2)
     with gr.Row():
         scale = gr.Checkbox(True, label="scale by 1/√d_k")
         mask = gr.Checkbox(True, label="causal mask")
         mask_before = gr.Checkbox(False, label="mask before scaling")
-        temperature = fields.Slider(0.1, 5.0, value=1.0, step=0.1, label="temperature on the scores")
+        temperature = gr.Slider(0.1, 5.0, value=1.0, step=0.1, label="temperature on the scores")
         show_button = gr.Button("Show", variant="primary")
     with gr.Row():
         previous = gr.Button("◀ Previous", scale=1)
-        step = fields.Radio(list(STEP_TITLES), value=STEP_TITLES[0], label="Step", scale=6)
+        step = gr.Radio(list(STEP_TITLES), value=STEP_TITLES[0], label="Step", scale=6)
         following = gr.Button("Next ▶", scale=1)
     text_check = gr.HTML(label="input check")
     heading = gr.Markdown(label="stage")
@@ -225,7 +226,7 @@ def build(ctx: AppContext) -> None:
         plot_c = gr.Plot(label="matrix 3", visible=False)
     whatif = gr.Markdown(label="what if")
     with gr.Accordion("One query token", open=True):
-        query = fields.Number(-1, label="query position (-1 = the last token)", precision=0, minimum=-1)
+        query = gr.Number(-1, label="query position (-1 = the last token)", precision=0, minimum=-1)
         with gr.Row():
             query_scores = gr.Plot(label="score row")
             query_weights = gr.Plot(label="softmax row")

@@ -22,7 +22,6 @@ from playground.config import Limits
 from playground.data import Corpus, load_corpus
 from playground.jobs import JobBusyError, TrainingJobs
 from playground.train import prepare_run
-from playground.ui import fields
 
 logger = logging.getLogger(__name__)
 
@@ -156,62 +155,11 @@ def bound(fn, ctx: AppContext, then=_unchanged, **fixed):
     return friendly(call)
 
 
-def _number_text(number: float) -> str:
-    """A number for a message: as it is up to 15 digits, else in scientific notation."""
-    return str(number) if abs(number) < 1e15 else f"{number:.3g}"
-
-
-def as_int(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
-    """A number field -> int, with a message naming the field when it is empty, fractional or out of range."""
-    if value is None or value == "":
-        raise ValueError(f"{name} is empty")
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a whole number, got {fields.shown(value)}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, got {fields.shown(value)}") from None
-    if number != number or number in (float("inf"), float("-inf")) or number != int(number):
-        raise ValueError(f"{name} must be a whole number, got {fields.shown(value)}")
-    number = int(number)
-    if minimum is not None and number < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {_number_text(number)}")
-    if maximum is not None and number > maximum:
-        raise ValueError(f"{name} must be at most {maximum}, got {_number_text(number)}")
-    return number
-
-
-def as_float(value, name: str, minimum: float | None = None, maximum: float | None = None) -> float:
-    if value is None or value == "" or isinstance(value, bool):
-        raise ValueError(f"{name} must be a number, got {fields.shown(value)}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {fields.shown(value)}") from None
-    if number != number or number in (float("inf"), float("-inf")):
-        raise ValueError(f"{name} must be a finite number, got {fields.shown(value)}")
-    if minimum is not None and number < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {_number_text(number)}")
-    if maximum is not None and number > maximum:
-        raise ValueError(f"{name} must be at most {maximum}, got {_number_text(number)}")
-    return number
-
-
-def as_text(value, name: str, limit: int) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be text, got {type(value).__name__}")
-    if len(value) > limit:
-        raise ValueError(f"{name} is {len(value):,} characters long; this server's limit is {limit:,}")
-    return value
-
-
 def checkpoint_dropdown(ctx: AppContext, tab: str, **kwargs) -> gr.Dropdown:
     """A checkpoint picker whose list refreshes on focus, so runs trained since the page loaded appear."""
     names = ctx.checkpoint_names()
-    dropdown = fields.Dropdown(names, value=names[0] if names else None, label="Checkpoint", allow_custom_value=True,
+    dropdown = gr.Dropdown(names, value=names[0] if names else None, label="Checkpoint", allow_custom_value=True,
                            info="a run in weights/, or type a Hugging Face Hub repo id (owner/name)", **kwargs)
-    dropdown.focus(lambda current: fields.Dropdown(choices=ctx.checkpoint_names(), value=current), dropdown, dropdown,
+    dropdown.focus(lambda current: gr.Dropdown(choices=ctx.checkpoint_names(), value=current), dropdown, dropdown,
                    api_name=f"{tab}_checkpoints", api_visibility="private", show_progress="hidden")
     return dropdown

@@ -10,13 +10,12 @@ import gradio as gr
 import plotly.graph_objects as go
 import torch
 
-from playground import plots
+from playground import checks, plots
 from playground.attention import IMPLEMENTATIONS, source_of
 from playground.attention.costs import SWEEP_LENGTHS, check_fits, time_implementations
 from playground.attention.equivalence import compare
 from playground.device import describe, pick_device, supported_dtypes
-from playground.ui import fields
-from playground.ui.common import AppContext, as_int, bound, friendly
+from playground.ui.common import AppContext, bound, friendly
 
 MAX_T = 1024
 MAX_MAP_T = 48
@@ -26,13 +25,13 @@ _DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device):
-    embedding_dim = as_int(embedding_dim, "embedding_dim", 1, 4096)
-    heads_num = as_int(heads_num, "heads_num", 1, 64)
+    embedding_dim = checks.whole_number(embedding_dim, "embedding_dim", 1, 4096)
+    heads_num = checks.whole_number(heads_num, "heads_num", 1, 64)
     if embedding_dim % heads_num:
         raise ValueError(f"embedding_dim {embedding_dim} is not divisible by heads_num {heads_num}")
-    seq_len = as_int(seq_len, "T", 1, MAX_T)
-    batch = as_int(batch, "batch", 1, 64)
-    seed = as_int(seed, "seed", 0, 2**31 - 1)
+    seq_len = checks.whole_number(seq_len, "T", 1, MAX_T)
+    batch = checks.whole_number(batch, "batch", 1, 64)
+    seed = checks.whole_number(seed, "seed", 0, 2**31 - 1)
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     chosen = pick_device(device)
@@ -76,7 +75,7 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
 def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, max_len, progress=None):
     """Plain handler: (timing figure, memory figure, Markdown) for the sweep over T."""
     d, h, _, B, _, torch_dtype, chosen = _settings(embedding_dim, heads_num, 1, batch, 0, dtype, device)
-    max_len = as_int(max_len, "largest T", 16, MAX_T)
+    max_len = checks.whole_number(max_len, "largest T", 16, MAX_T)
     lengths = [T for T in SWEEP_LENGTHS if T <= max_len]
     names = [n for n, impl in IMPLEMENTATIONS.items() if impl.unsupported_reason(d, d, h) is None]
 
@@ -115,15 +114,15 @@ def build(ctx: AppContext) -> None:
         "different, smaller model. Then see what each costs as the sequence grows."
     )
     with gr.Row():
-        embedding_dim = fields.Number(64, label="embedding_dim", precision=0, minimum=1)
-        heads_num = fields.Number(4, label="heads_num", precision=0, minimum=1)
-        seq_len = fields.Number(16, label="T", precision=0, minimum=1, maximum=MAX_T)
-        batch = fields.Number(2, label="batch", precision=0, minimum=1)
-        seed = fields.Number(0, label="seed", precision=0, minimum=0)
+        embedding_dim = gr.Number(64, label="embedding_dim", precision=0, minimum=1)
+        heads_num = gr.Number(4, label="heads_num", precision=0, minimum=1)
+        seq_len = gr.Number(16, label="T", precision=0, minimum=1, maximum=MAX_T)
+        batch = gr.Number(2, label="batch", precision=0, minimum=1)
+        seed = gr.Number(0, label="seed", precision=0, minimum=0)
     with gr.Row():
         qkv_bias = gr.Checkbox(False, label="qkv bias")
-        dtype = fields.Radio(list(DTYPES), value="fp32", label="dtype")
-        device = fields.Dropdown(["auto", "cpu", "cuda", "mps"], value="auto", label="device")
+        dtype = gr.Radio(list(DTYPES), value="fp32", label="dtype")
+        device = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value="auto", label="device")
         gpt2 = gr.Button("GPT-2 small preset")
         run = gr.Button("Compare", variant="primary")
     summary = gr.Markdown(label="summary")
@@ -133,13 +132,13 @@ def build(ctx: AppContext) -> None:
     grid = gr.Plot(label="Per-head attention maps")
     with gr.Accordion("Cost curves", open=False):
         with gr.Row():
-            max_len = fields.Number(1024, label="largest T", precision=0, minimum=16, maximum=MAX_T)
+            max_len = gr.Number(1024, label="largest T", precision=0, minimum=16, maximum=MAX_T)
             time_button = gr.Button("Time them")
         timing_plot = gr.Plot(label="time")
         memory_plot = gr.Plot(label="memory")
         timing_notes = gr.Markdown(label="timing notes")
     with gr.Accordion("Source code (the module that ran)", open=False):
-        which = fields.Dropdown(list(IMPLEMENTATIONS), value="batched", label="implementation")
+        which = gr.Dropdown(list(IMPLEMENTATIONS), value="batched", label="implementation")
         code = gr.Code(source_of("batched"), language="python", label="source")
 
     def timing(embedding_dim, heads_num, batch, dtype, device, max_len, progress=gr.Progress()):

@@ -12,12 +12,11 @@ import time
 import gradio as gr
 import torch
 
-from playground import plots
+from playground import checks, plots
 from playground.device import describe
 from playground.sampling import SamplingSettings, stream
 from playground.tokenizer import escape_char
-from playground.ui import fields
-from playground.ui.common import AppContext, as_float, as_int, as_text, bound, checkpoint_dropdown
+from playground.ui.common import AppContext, bound, checkpoint_dropdown
 
 DEFAULT_PROMPT = "ROMEO:\n"
 
@@ -57,17 +56,17 @@ def _cache_line(ctx_layers: int, heads: int, head_size: int, length: int, use_ca
 def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temperature, top_k, top_p, seed,
            greedy: bool, use_cache: bool, drop_unknown: bool = False, history: dict | None = None):
     """Generator handler: yields (text so far, coloured HTML, stats Markdown, history state)."""
-    prompt = as_text(prompt, "The prompt", ctx.limits.max_text_chars)
-    max_new = as_int(max_new_tokens, "max new tokens", 1, ctx.limits.max_new_tokens)
-    temperature = as_float(temperature, "temperature")
+    prompt = checks.text(prompt, "The prompt", ctx.limits.max_text_chars)
+    max_new = checks.whole_number(max_new_tokens, "max new tokens", 1, ctx.limits.max_new_tokens)
+    temperature = checks.real_number(temperature, "temperature")
     if temperature <= 0:
         raise ValueError(f"temperature must be above 0 (got {temperature}); use greedy decoding for the most "
                          "likely character every time")
-    top_k_value = as_int(top_k, "top-k", 0) if top_k not in (None, "") else 0
-    top_p_value = as_float(top_p, "top-p", 0.0, 1.0) if top_p not in (None, "") else 1.0
+    top_k_value = checks.whole_number(top_k, "top-k", 0) if top_k not in (None, "") else 0
+    top_p_value = checks.real_number(top_p, "top-p", 0.0, 1.0) if top_p not in (None, "") else 1.0
     if top_p_value <= 0:
         raise ValueError("top-p must be above 0 (1 turns it off)")
-    seed_value = as_int(seed, "seed", 0, 2**63 - 1)
+    seed_value = checks.whole_number(seed, "seed", 0, 2**63 - 1)
     loaded = ctx.checkpoint(checkpoint)
     notes = []
     unknown = loaded.tokenizer.find_unknown(prompt)
@@ -114,11 +113,11 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
     if not history or not history.get("tokens"):
         raise ValueError("Generate some text first, then pick a position")
     tokens = history["tokens"]
-    position = as_int(position, "position", 0, len(tokens) - 1)
+    position = checks.whole_number(position, "position", 0, len(tokens) - 1)
     loaded = ctx.checkpoint(history["checkpoint"])
     config = loaded.config
-    layer = as_int(layer, "layer", 0, config.layers_num - 1)
-    head = as_int(head, "head", 0, config.heads_num - 1)
+    layer = checks.whole_number(layer, "layer", 0, config.layers_num - 1)
+    head = checks.whole_number(head, "head", 0, config.heads_num - 1)
     token = tokens[position]
     candidates = token["candidates"]
     top = plots.bar_chart([c for c, _ in candidates], [p for _, p in candidates],
@@ -153,12 +152,12 @@ def build(ctx: AppContext) -> None:
                           label="checkpoint")
     prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2)
     with gr.Row():
-        max_new_tokens = fields.Number(200, label="max new tokens", precision=0, minimum=1,
+        max_new_tokens = gr.Number(200, label="max new tokens", precision=0, minimum=1,
                                    maximum=ctx.limits.max_new_tokens)
-        temperature = fields.Slider(0.05, 2.0, value=0.8, step=0.05, label="temperature")
-        top_k = fields.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
-        top_p = fields.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
-        seed = fields.Number(1337, label="seed", precision=0, minimum=0)
+        temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="temperature")
+        top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
+        top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
+        seed = gr.Number(1337, label="seed", precision=0, minimum=0)
     with gr.Row():
         greedy = gr.Checkbox(False, label="greedy (always the most likely character)")
         use_cache = gr.Checkbox(True, label="KV cache")
@@ -172,9 +171,9 @@ def build(ctx: AppContext) -> None:
     history = gr.State({})
     with gr.Accordion("Inspect one generated character", open=False):
         with gr.Row():
-            position = fields.Number(0, label="position (0 = first generated character)", precision=0, minimum=0)
-            layer = fields.Number(0, label="layer", precision=0, minimum=0)
-            head = fields.Number(0, label="head", precision=0, minimum=0)
+            position = gr.Number(0, label="position (0 = first generated character)", precision=0, minimum=0)
+            layer = gr.Number(0, label="layer", precision=0, minimum=0)
+            head = gr.Number(0, label="head", precision=0, minimum=0)
             inspect = gr.Button("Inspect")
         with gr.Row():
             candidates_plot = gr.Plot(label="top-10 candidates")

@@ -7,9 +7,9 @@ from collections import Counter
 
 import gradio as gr
 
+from playground import checks
 from playground.tokenizer import CharTokenizer, escape_char
-from playground.ui import fields
-from playground.ui.common import AppContext, as_text, bound, checkpoint_dropdown
+from playground.ui.common import AppContext, bound, checkpoint_dropdown
 
 SOURCES = ("loaded checkpoint", "corpus (Tiny Shakespeare)", "this text")
 DEFAULT_TEXT = "Hello world"
@@ -56,7 +56,7 @@ def _vocabulary(ctx: AppContext, source: str, checkpoint: str | None, text: str)
 
 def tokenize(ctx: AppContext, text: str, source: str, checkpoint: str | None):
     """Plain handler: returns (chips HTML, IDs, decoded round trip, counts Markdown, vocabulary rows)."""
-    text = as_text(text, "The text", ctx.limits.max_text_chars)
+    text = checks.text(text, "The text", ctx.limits.max_text_chars)
     tokenizer, counts_label, counts = _vocabulary(ctx, source, checkpoint, text)
     unknown = tokenizer.find_unknown(text)
     known_text = "".join(c for c in text if not tokenizer.find_unknown(c))
@@ -87,7 +87,7 @@ def build(ctx: AppContext) -> None:
         with gr.Column(scale=2):
             text = gr.Textbox(DEFAULT_TEXT, label="Text", lines=3, max_lines=12)
         with gr.Column(scale=1):
-            source = fields.Radio(list(SOURCES), value=SOURCES[0] if ctx.default_checkpoint_name() else SOURCES[2],
+            source = gr.Radio(list(SOURCES), value=SOURCES[0] if ctx.default_checkpoint_name() else SOURCES[2],
                               label="Vocabulary from")
             checkpoint = checkpoint_dropdown(ctx, "tokenize")
     run = gr.Button("Tokenize", variant="primary")

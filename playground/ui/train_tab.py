@@ -11,13 +11,12 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground import plots
+from playground import checks, plots
 from playground.config import ModelConfig, TrainConfig
 from playground.data import decode_text
 from playground.jobs import JobStatus
 from playground.train import PRESETS, RunRequest
-from playground.ui import fields
-from playground.ui.common import AppContext, as_float, as_int, as_text, bound, friendly
+from playground.ui.common import AppContext, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 # The time estimate, calibrated on a 2-core CPU with torch 2.13 (python benchmarks/train_speed.py and small runs):
@@ -39,11 +38,11 @@ def _fmt_seconds(seconds: float | None) -> str:
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps) -> str:
     """Parameter count and a rough CPU time estimate for the fields as they stand."""
     try:
-        config = ModelConfig(vocabulary_size=65, context_size=as_int(context_size, "context_size", 1),
-                             embedding_dim=as_int(embedding_dim, "embedding_dim", 1),
-                             heads_num=as_int(heads_num, "heads_num", 1),
-                             layers_num=as_int(layers_num, "layers_num", 1))
-        batch, steps = as_int(batch_size, "batch size", 1), as_int(steps, "steps", 1)
+        config = ModelConfig(vocabulary_size=65, context_size=checks.whole_number(context_size, "context_size", 1),
+                             embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1),
+                             heads_num=checks.whole_number(heads_num, "heads_num", 1),
+                             layers_num=checks.whole_number(layers_num, "layers_num", 1))
+        batch, steps = checks.whole_number(batch_size, "batch size", 1), checks.whole_number(steps, "steps", 1)
     except ValueError as exc:
         return f"⚠️ {exc}"
     tokens = batch * config.context_size
@@ -67,15 +66,17 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
               resume=False):
     """Validate every field, then hand the run to the job manager."""
     limits = ctx.limits
-    model = dict(layers_num=as_int(layers_num, "layers_num", 1, 64), heads_num=as_int(heads_num, "heads_num", 1, 64),
-                 embedding_dim=as_int(embedding_dim, "embedding_dim", 1, 4096),
-                 context_size=as_int(context_size, "context_size", 1, limits.max_context_size),
-                 dropout_rate=as_float(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False)
-    steps = as_int(steps, "steps", 1, limits.max_steps)
+    model = dict(layers_num=checks.whole_number(layers_num, "layers_num", 1, 64),
+                 heads_num=checks.whole_number(heads_num, "heads_num", 1, 64),
+                 embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1, 4096),
+                 context_size=checks.whole_number(context_size, "context_size", 1, limits.max_context_size),
+                 dropout_rate=checks.real_number(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False)
+    steps = checks.whole_number(steps, "steps", 1, limits.max_steps)
     preset = PRESETS["tiny"].train
-    train = replace(preset, batch_size=as_int(batch_size, "batch size", 1, 1024), steps=steps,
-                    learning_rate=as_float(learning_rate, "learning rate"),
-                    warmup_steps=as_int(warmup_steps, "warmup steps", 0), seed=as_int(seed, "seed", 0, 2**31 - 1),
+    train = replace(preset, batch_size=checks.whole_number(batch_size, "batch size", 1, 1024), steps=steps,
+                    learning_rate=checks.real_number(learning_rate, "learning rate"),
+                    warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0),
+                    seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),
                     device=str(device or "auto"), eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
                     sample_interval=max(1, min(preset.sample_interval, steps // 4 or 1)),
                     checkpoint_interval=max(1, min(500, steps // 2 or 1)))
@@ -88,7 +89,7 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
         raw = path.read_bytes()[: limits.max_upload_bytes + 1]
         corpus_text = decode_text(raw, path.name, limits.max_upload_bytes)
     elif corpus_choice == CORPORA[2]:
-        corpus_text = as_text(pasted, "The pasted text", limits.max_upload_bytes)
+        corpus_text = checks.text(pasted, "The pasted text", limits.max_upload_bytes)
         if not corpus_text.strip():
             raise ValueError("the pasted text is empty")
     elif corpus_choice != CORPORA[0]:
@@ -103,7 +104,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     """(status Markdown, loss figure, samples text, probe heatmap, snapshot slider) for one poll."""
     if status.state == "idle":
         return ("No run yet. Pick a preset, adjust, press **Start**.", plots.line_chart({}, "loss"), "",
-                None, fields.Slider(minimum=0, maximum=1, value=0, step=1))
+                None, gr.Slider(minimum=0, maximum=1, value=0, step=1))
     done = max(0, status.step - status.start_step)
     progress = status.step / status.steps if status.steps else 0
     bar = "█" * int(progress * 30) + "░" * (30 - int(progress * 30))
@@ -130,7 +131,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
         probe_figure = plots.heatmap(probe.weights[layer, head], probe.tokens, probe.tokens,
                                      f"Probe attention at step {probe.step} · layer {layer} head {head}",
                                      show_values=False, x_title="key (looked at)", y_title="query")
-    slider = fields.Slider(minimum=0, maximum=max(last, 1), value=max(index, 0), step=1,
+    slider = gr.Slider(minimum=0, maximum=max(last, 1), value=max(index, 0), step=1,
                        label=f"snapshot ({len(status.probes)} saved, at each evaluation)")
     return text, figure, samples, probe_figure, slider
 
@@ -143,25 +144,25 @@ def build(ctx: AppContext) -> None:
     )
     first = preset_values("tiny")
     with gr.Row():
-        preset = fields.Dropdown(list(PRESETS), value="tiny", label="preset",
+        preset = gr.Dropdown(list(PRESETS), value="tiny", label="preset",
                              info="; ".join(f"{k}: {v.description}" for k, v in PRESETS.items()))
         run_name = gr.Textbox("my-run", label="run name (folder in weights/)")
-        device = fields.Dropdown(["auto", "cpu", "cuda", "mps"], value="auto", label="device")
+        device = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value="auto", label="device")
     with gr.Row():
-        layers_num = fields.Number(first[0], label="layers_num", precision=0, minimum=1)
-        heads_num = fields.Number(first[1], label="heads_num", precision=0, minimum=1)
-        embedding_dim = fields.Number(first[2], label="embedding_dim", precision=0, minimum=1)
-        context_size = fields.Number(first[3], label="context_size", precision=0, minimum=1)
-        dropout_rate = fields.Number(first[8], label="dropout_rate", minimum=0, maximum=0.99)
+        layers_num = gr.Number(first[0], label="layers_num", precision=0, minimum=1)
+        heads_num = gr.Number(first[1], label="heads_num", precision=0, minimum=1)
+        embedding_dim = gr.Number(first[2], label="embedding_dim", precision=0, minimum=1)
+        context_size = gr.Number(first[3], label="context_size", precision=0, minimum=1)
+        dropout_rate = gr.Number(first[8], label="dropout_rate", minimum=0, maximum=0.99)
     with gr.Row():
-        batch_size = fields.Number(first[4], label="batch size", precision=0, minimum=1)
-        steps = fields.Number(first[5], label="steps", precision=0, minimum=1, maximum=ctx.limits.max_steps)
-        learning_rate = fields.Number(first[6], label="learning rate")
-        warmup_steps = fields.Number(first[7], label="warmup steps", precision=0, minimum=0)
-        seed = fields.Number(first[9], label="seed", precision=0, minimum=0)
+        batch_size = gr.Number(first[4], label="batch size", precision=0, minimum=1)
+        steps = gr.Number(first[5], label="steps", precision=0, minimum=1, maximum=ctx.limits.max_steps)
+        learning_rate = gr.Number(first[6], label="learning rate")
+        warmup_steps = gr.Number(first[7], label="warmup steps", precision=0, minimum=0)
+        seed = gr.Number(first[9], label="seed", precision=0, minimum=0)
     with gr.Row():
-        corpus = fields.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
-        upload = fields.UploadFile(label=".txt upload", file_types=[".txt"], type="filepath")
+        corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
+        upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath")
         pasted = gr.Textbox(label="pasted text", lines=3)
     estimate_md = gr.Markdown(estimate(*first[:4], first[4], first[5]))
     with gr.Row():
@@ -175,9 +176,9 @@ def build(ctx: AppContext) -> None:
             samples = gr.Textbox(label="Samples (newest first)", lines=12)
         with gr.Column():
             with gr.Row():
-                probe_layer = fields.Number(0, label="layer", precision=0, minimum=0)
-                probe_head = fields.Number(0, label="head", precision=0, minimum=0)
-            snapshot = fields.Slider(0, 1, value=0, step=1, label="snapshot")
+                probe_layer = gr.Number(0, label="layer", precision=0, minimum=0)
+                probe_head = gr.Number(0, label="head", precision=0, minimum=0)
+            snapshot = gr.Slider(0, 1, value=0, step=1, label="snapshot")
             probe_plot = gr.Plot(label="Probe sentence attention")
     timer = gr.Timer(1.0)
 

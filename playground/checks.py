@@ -1,0 +1,107 @@
+"""The one helper per kind of value that enters the playground: whole numbers, real numbers, text.
+
+Every layer that takes a value from outside (a UI handler, a config, a CLI flag, a core function a notebook
+calls) checks it here, so a wrong value gets the same message wherever it arrives. Knows nothing about
+Gradio, argparse or torch; each refusal is a ``ValueError`` (or the ``error`` class a caller passes, such
+as ``ConfigError``) whose message names the field and quotes the value, cut short:
+
+    whole_number("2.5", "steps")          -> ValueError("steps must be a whole number, got '2.5'")
+    whole_number(0, "heads_num", 1)       -> ValueError("heads_num must be positive, got 0")
+    whole_number(4.0, "layers_num", 1)    -> 4        (number boxes send whole floats)
+    text("x" * 3000, "The text", 2000)    -> ValueError("The text is 3,000 characters long; ...")
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+SHOWN_CHARS = 60
+
+
+def shown(value: Any) -> str:
+    """A value as a message may quote it: its repr, cut to SHOWN_CHARS characters."""
+    quoted = repr(value)
+    if len(quoted) > SHOWN_CHARS:
+        quoted = f"{quoted[:SHOWN_CHARS]}... ({len(quoted):,} characters)"
+    return quoted
+
+
+def _number_text(number: float) -> str:
+    """A number for a message: as it is up to 15 digits, else in scientific notation."""
+    return str(number) if abs(number) < 1e15 else f"{number:.3g}"
+
+
+def _in_range(number, name, minimum, maximum, error):
+    if minimum is not None and number < minimum:
+        if minimum == 1 and isinstance(number, int):
+            raise error(f"{name} must be positive, got {_number_text(number)}")
+        raise error(f"{name} must be at least {minimum}, got {_number_text(number)}")
+    if maximum is not None and number > maximum:
+        raise error(f"{name} must be at most {maximum}, got {_number_text(number)}")
+    return number
+
+
+def real_number(value: Any, name: str, minimum: float | None = None, maximum: float | None = None, *,
+                error: type[ValueError] = ValueError) -> float:
+    """A finite number from an int, a float or numeric text; booleans, NaN and infinities are refused."""
+    if value is None or value == "":
+        raise error(f"{name} is empty")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise error(f"{name} must be a number, got {shown(value)}")
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        raise error(f"{name} must be a number, got {shown(value)}") from None
+    if not math.isfinite(number):
+        raise error(f"{name} must be a finite number, got {shown(value)}")
+    return _in_range(number, name, minimum, maximum, error)
+
+
+def whole_number(value: Any, name: str, minimum: int | None = None, maximum: int | None = None, *,
+                 error: type[ValueError] = ValueError) -> int:
+    """An int from an int, a whole float (number boxes send 2.0) or numeric text; anything else is refused."""
+    if value is None or value == "":
+        raise error(f"{name} is empty")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise error(f"{name} must be a whole number, got {shown(value)}")
+    if isinstance(value, int):
+        return _in_range(value, name, minimum, maximum, error)
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        raise error(f"{name} must be a whole number, got {shown(value)}") from None
+    if not math.isfinite(number) or not number.is_integer():
+        raise error(f"{name} must be a whole number, got {shown(value)}")
+    return _in_range(int(number), name, minimum, maximum, error)
+
+
+def optional_whole_number(value: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int | None:
+    """``whole_number``, with None or an empty field meaning "off"."""
+    if value is None or value == "":
+        return None
+    return whole_number(value, name, minimum, maximum)
+
+
+def text(value: Any, name: str, limit: int, *, limit_bytes: int | None = None) -> str:
+    """Text of at most ``limit`` characters (and ``limit_bytes`` UTF-8 bytes when given); None is ""."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be text, got {type(value).__name__}")
+    if len(value) > limit:
+        raise ValueError(f"{name} is {len(value):,} characters long; this server's limit is {limit:,}")
+    if limit_bytes is not None:
+        size = len(value.encode("utf-8", errors="surrogatepass"))
+        if size > limit_bytes:
+            raise ValueError(f"{name} is {size:,} bytes of UTF-8; this server's limit is {limit_bytes:,} bytes")
+    return value
+
+
+def choice(value: Any, name: str, choices) -> Any:
+    """One of ``choices``; a refusal lists them and quotes the value cut short."""
+    options = list(choices)
+    if value not in options:
+        listed = ", ".join(str(option) for option in options[:12]) + (", ..." if len(options) > 12 else "")
+        raise ValueError(f"{name}: {shown(value)} is not one of the choices ({listed})")
+    return value
