@@ -19,18 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-import torch
-
-from playground.checkpoints import (
-    DEFAULT_CHECKPOINT,
-    Checkpoint,
-    CheckpointError,
-    load_checkpoint,
-)
-from playground.checkpoints import weights_dir as checkpoints_dir
+from playground.checkpoints import DEFAULT_CHECKPOINT, Checkpoint, CheckpointError
 from playground.config import ConfigError, Limits
 from playground.device import DEVICE_CHOICES, DeviceError, describe, pick_device
-from playground.hub import HubError, is_hub_id, load_from_hub
+from playground.hub import HubError
+from playground.loading import open_checkpoint
 from playground.sampling import SamplingSettings, stream
 from playground.tokenizer import UnknownCharacterError
 
@@ -90,21 +83,6 @@ def check_settings(args: argparse.Namespace) -> None:
                          "(PLAYGROUND_MAX_NEW_TOKENS sets it)")
 
 
-def load(name: str, weights_dir: Path | None, device: torch.device, revision: str | None) -> Checkpoint:
-    """A folder path, else a Hub repo id ``owner/name``, else a checkpoint name in the weights folder."""
-    if Path(name).is_dir():
-        return load_checkpoint(Path(name), device=device)
-    if is_hub_id(name):
-        return load_from_hub(name, device=device, revision=revision)
-    try:
-        return load_checkpoint(name, directory=weights_dir, device=device)
-    except CheckpointError as exc:
-        if not str(exc).startswith("no checkpoint named"):
-            raise
-        folder = weights_dir if weights_dir is not None else checkpoints_dir()
-        raise CheckpointError(f"{exc} in {folder} (give a name there, a folder path or a Hub id owner/name)") from None
-
-
 def clean_prompt(prompt: str, checkpoint: Checkpoint, drop_unknown: bool, err: TextIO) -> str:
     """The prompt, or an error naming each character the vocabulary lacks (or a note if dropped)."""
     unknown = checkpoint.tokenizer.find_unknown(prompt)
@@ -126,7 +104,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     check_settings(args)
     try:
         device = pick_device(args.device)
-        checkpoint = load(args.checkpoint, args.weights_dir, device, args.revision)
+        checkpoint = open_checkpoint(args.checkpoint, directory=args.weights_dir, device=device,
+                                     revision=args.revision, allow_folders=True)
     except (DeviceError, CheckpointError, HubError) as exc:
         raise UsageError(str(exc)) from None
     prompt = clean_prompt(args.prompt, checkpoint, args.drop_unknown, err)

@@ -10,20 +10,22 @@ import functools
 import inspect
 import logging
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
 import torch
 
-from playground import checkpoints, hub
+from playground import checkpoints, loading
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
 from playground.jobs import JobBusyError, TrainingJobs
 from playground.train import prepare_run
 
 logger = logging.getLogger(__name__)
+
+CHECKPOINT_CACHE_SIZE = 4  # loaded checkpoints kept in memory, least recently used dropped first
 
 
 @dataclass
@@ -35,6 +37,7 @@ class AppContext:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # where loaded checkpoints run
     jobs: TrainingJobs | None = None  # made in __post_init__ so runs are capped by these limits
     _cache: dict = field(default_factory=dict)
+    _checkpoints: OrderedDict = field(default_factory=OrderedDict)  # SourceKey -> (weights stamp, Checkpoint)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -46,26 +49,22 @@ class AppContext:
 
     def checkpoint(self, name: str) -> checkpoints.Checkpoint:
         """A local checkpoint (reloaded when its files change) or a Hub repo id ``owner/name`` (downloaded
-        once, then cached), loaded onto this server's device."""
-        if not name:
-            raise checkpoints.CheckpointError("pick a checkpoint first (none is loaded)")
-        if hub.is_hub_id(name):
-            stamp, load = None, lambda: hub.load_from_hub(name, self.device,
-                                                          max_parameters=self.limits.max_parameters)
-        else:
-            # Only names inside this server's weights folder: the API never reads a folder path it is given.
-            path = checkpoints.resolve(checkpoints.validate_name(name), self.weights)
-            weights_file = path / checkpoints.WEIGHTS_FILE
-            stamp = weights_file.stat().st_mtime_ns if weights_file.exists() else None
-            load = lambda: checkpoints.load_checkpoint(path, device=self.device,  # noqa: E731
-                                                       max_parameters=self.limits.max_parameters)
+        once), loaded onto this server's device. The last ``CHECKPOINT_CACHE_SIZE`` stay loaded, keyed by
+        their canonical form, so "big" and "big " are one entry."""
+        key = loading.source_key(name)  # never a folder path: the API only reads this server's weights folder
+        stamp = loading.weights_stamp(key, self.weights)
         with self._lock:
-            cached = self._cache.get(("checkpoint", name))
+            cached = self._checkpoints.get(key)
             if cached is not None and cached[0] == stamp:
+                self._checkpoints.move_to_end(key)
                 return cached[1]
-        loaded = load()
+        loaded = loading.open_checkpoint(key, directory=self.weights, device=self.device,
+                                         max_parameters=self.limits.max_parameters)
         with self._lock:
-            self._cache[("checkpoint", name)] = (stamp, loaded)
+            self._checkpoints[key] = (stamp, loaded)
+            self._checkpoints.move_to_end(key)
+            while len(self._checkpoints) > CHECKPOINT_CACHE_SIZE:
+                self._checkpoints.popitem(last=False)
         return loaded
 
     def corpus(self) -> Corpus:

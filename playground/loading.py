@@ -1,0 +1,74 @@
+"""The one resolver from what a person types to a loaded checkpoint: a name, a Hub repo id, or a folder.
+
+    open_checkpoint("shakespeare-char")                      -> weights/shakespeare-char/
+    open_checkpoint("owner/name")                            -> downloaded from the Hub (hub.py), then loaded
+    open_checkpoint("runs/tiny", allow_folders=True)         -> that folder (the CLI; never the web API)
+
+Everything reads through ``checkpoints.load_checkpoint``, the one loader. ``source_key`` is the canonical
+form of a source, so "big" and "big " name the same checkpoint (and the same cache entry).
+Knows nothing about the UI; the app's cache of loaded checkpoints lives in ``ui/common.AppContext``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from playground import checkpoints, hub
+
+
+@dataclass(frozen=True)
+class SourceKey:
+    """What a typed source means: ``kind`` is "name", "hub" or "folder"; ``value`` its canonical text."""
+
+    kind: str
+    value: str
+
+
+def source_key(source: str | Path, *, allow_folders: bool = False) -> SourceKey:
+    """The canonical form of a checkpoint source, checked (names and repo ids validated, whitespace trimmed)."""
+    if isinstance(source, Path) or (allow_folders and Path(str(source)).is_dir()):
+        if not allow_folders:
+            raise checkpoints.CheckpointError("a checkpoint is chosen by name or Hub repo id here, not by folder")
+        return SourceKey("folder", str(Path(source)))
+    if not isinstance(source, str) or not source.strip():
+        raise checkpoints.CheckpointError("pick a checkpoint first (none is loaded)")
+    text = source.strip()
+    if hub.is_hub_id(text):
+        return SourceKey("hub", hub.validate_repo_id(text))
+    return SourceKey("name", checkpoints.validate_name(text))
+
+
+def weights_stamp(key: SourceKey, directory: Path | None = None) -> int | None:
+    """When a local checkpoint's weights last changed (None for Hub repos), to know when a cached copy is stale."""
+    if key.kind == "hub":
+        return None
+    folder = Path(key.value) if key.kind == "folder" else checkpoints.resolve(key.value, directory)
+    weights_file = folder / checkpoints.WEIGHTS_FILE
+    return weights_file.stat().st_mtime_ns if weights_file.exists() else None
+
+
+def open_checkpoint(source: str | Path | SourceKey, *, directory: Path | None = None,
+                    device: torch.device | str = "cpu", max_parameters: int | None = None,
+                    revision: str | None = None, allow_folders: bool = False) -> checkpoints.Checkpoint:
+    """Load ``source`` (a name in ``directory``, a Hub repo id, or with ``allow_folders`` a folder path).
+
+    Raises CheckpointError (or HubError) with a message naming what was asked for and where it was looked for.
+    """
+    key = source if isinstance(source, SourceKey) else source_key(source, allow_folders=allow_folders)
+    if key.kind == "hub":
+        return hub.load_from_hub(key.value, device, revision=revision, max_parameters=max_parameters)
+    if key.kind == "folder":
+        return checkpoints.load_checkpoint(Path(key.value), device=device, max_parameters=max_parameters)
+    try:
+        return checkpoints.load_checkpoint(key.value, directory=directory, device=device,
+                                           max_parameters=max_parameters)
+    except checkpoints.CheckpointError as exc:
+        if not str(exc).startswith("no checkpoint named"):
+            raise
+        folder = directory if directory is not None else checkpoints.weights_dir()
+        what = "a name there, a folder path or a Hub id owner/name" if allow_folders else \
+            "a name there or a Hub id owner/name"
+        raise checkpoints.CheckpointError(f"{exc} in {folder} (give {what})") from None
