@@ -1,0 +1,207 @@
+"""What a request costs in memory before it runs, and the one server budget every request draws from.
+
+A public Space meets strangers: one allowed request (batch 1024 x context 1024) used to kill the server.
+So each kind of work estimates its peak memory from its shapes *before* it starts, and reserves those bytes
+from one ``MemoryBudget``; a request that could never fit is refused with what to lower and to what, and one
+that does not fit *now* (others hold the memory) is refused as busy. Knows nothing about the UI.
+
+The training estimate (fp32, AdamW, CPU or GPU), measured against ``ru_maxrss`` of real steps in
+tests/test_budget.py, where it must stay above the measured peak and within 2x of it:
+
+    16 bytes per parameter            weights, gradients, AdamW's two moments
+    104 bytes per token, layer, channel  the activations a block keeps for backward (~26 floats)
+    48 bytes per token and channel    the transient buffers of the backward pass
+    16 bytes per token and symbol     logits, their softmax and its gradient
+    + FIXED_OVERHEAD                  the allocator's and kernels' first-call working space
+
+    tiny preset (2 layers, 128 wide, context 64, batch 32): about 200 MiB; measured 147 MiB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+MIB = 2**20
+GIB = 2**30
+FIXED_OVERHEAD = 128 * MIB
+BYTES_PER_PARAMETER_TRAINING = 16
+BYTES_PER_ACTIVATION = 104  # per token, layer and channel, kept for backward
+BYTES_PER_BACKWARD_BUFFER = 48  # per token and channel
+BYTES_PER_LOGIT = 16  # per token and vocabulary symbol
+BUDGET_SHARE = 0.6  # of the container's (or machine's) memory; the rest is the server itself and the OS
+NO_LIMIT = 2**60  # cgroup files say "max" or a huge number when nothing is set
+CGROUP_FILES = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+
+
+class BudgetError(ValueError):
+    """A request does not fit the server's memory budget; the message says what to lower."""
+
+
+def human(num_bytes: float) -> str:
+    """1536 -> '1.5 KiB'; 3 * 2**30 -> '3.0 GiB'."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if abs(num_bytes) < 1024 or unit == "GiB":
+            return f"{num_bytes:.0f} {unit}" if unit == "bytes" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1024
+    return f"{num_bytes:.1f} GiB"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """An estimate of one request's peak memory, in named parts."""
+
+    what: str
+    parts: tuple[tuple[str, int], ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(size for _, size in self.parts)
+
+    def describe(self) -> str:
+        shown = "; ".join(f"{name} {human(size)}" for name, size in self.parts if size >= MIB)
+        return f"{self.what} needs about {human(self.bytes)}" + (f" ({shown})" if shown else "")
+
+
+def training_cost(*, parameters: int, layers_num: int, embedding_dim: int, context_size: int,
+                  vocabulary_size: int, batch_size: int) -> Cost:
+    """Peak memory of one training step (forward, backward, AdamW) for these shapes."""
+    tokens = batch_size * context_size
+    return Cost("training", (
+        ("weights, gradients and AdamW state", BYTES_PER_PARAMETER_TRAINING * parameters),
+        ("activations kept for backward", BYTES_PER_ACTIVATION * tokens * layers_num * embedding_dim),
+        ("backward buffers", BYTES_PER_BACKWARD_BUFFER * tokens * embedding_dim),
+        ("logits", BYTES_PER_LOGIT * tokens * vocabulary_size),
+        ("working space", FIXED_OVERHEAD),
+    ))
+
+
+def largest_batch(fits_bytes: int, **shapes: int) -> int:
+    """The largest batch_size whose training_cost is at most ``fits_bytes`` (0 when even 1 does not fit)."""
+    one = training_cost(batch_size=1, **shapes).bytes
+    two = training_cost(batch_size=2, **shapes).bytes
+    per_sample = two - one
+    return max(0, int((fits_bytes - (one - per_sample)) // per_sample))
+
+
+def inference_cost(*, parameters: int, layers_num: int, heads_num: int, embedding_dim: int, context_size: int,
+                   vocabulary_size: int, batch_size: int = 1, attention_maps: bool = False) -> Cost:
+    """Peak memory of one forward pass without gradients (sampling, a probe, the Attention tab)."""
+    tokens = batch_size * context_size
+    parts = [
+        ("weights", 4 * parameters),
+        ("activations", 4 * tokens * (8 * embedding_dim + 2 * vocabulary_size)),
+        ("working space", 16 * MIB),
+    ]
+    if attention_maps:
+        parts.append(("attention maps", 4 * batch_size * layers_num * heads_num * context_size * context_size))
+    return Cost("this forward pass", tuple(parts))
+
+
+def attention_matrices_cost(*, batch: int, heads: int, length: int, itemsize: int, copies: int = 2,
+                            what: str = "attention") -> Cost:
+    """(B, h, T, T) score-sized matrices: ``copies`` of them (scores and weights: 2) at ``itemsize`` bytes."""
+    return Cost(what, (("(B, h, T, T) matrices", copies * batch * heads * length * length * itemsize),))
+
+
+# --------------------------------------------------------------------------------------------- the budget
+
+def container_limit() -> int | None:
+    """The memory limit of this process's container (cgroup v2 ``memory.max`` or v1), or None when unlimited."""
+    for path in CGROUP_FILES:
+        try:
+            raw = path.read_text().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < NO_LIMIT:
+            return int(raw)
+    return None
+
+
+def physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 4 * GIB
+
+
+def parse_bytes(text: str) -> int:
+    """'2G', '1500M', '3.5GiB' or a plain number of bytes -> bytes."""
+    units = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    cleaned = text.strip().lower().removesuffix("ib").removesuffix("b")
+    number, unit = (cleaned[:-1], cleaned[-1]) if cleaned and cleaned[-1] in "kmgt" else (cleaned, "")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise BudgetError(f"PLAYGROUND_MEMORY_BUDGET must be a size like 2G or 1500M, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise BudgetError(f"PLAYGROUND_MEMORY_BUDGET must be positive, got {text!r}")
+    return int(value)
+
+
+def default_budget() -> tuple[int, str]:
+    """``PLAYGROUND_MEMORY_BUDGET``, else BUDGET_SHARE of the container's limit, else of physical memory."""
+    configured = os.environ.get("PLAYGROUND_MEMORY_BUDGET", "").strip()
+    if configured:
+        return parse_bytes(configured), "PLAYGROUND_MEMORY_BUDGET"
+    limit = container_limit()
+    if limit is not None:
+        return int(BUDGET_SHARE * limit), f"{BUDGET_SHARE:.0%} of the container's {human(limit)} limit"
+    memory = physical_memory()
+    return int(BUDGET_SHARE * memory), f"{BUDGET_SHARE:.0%} of this machine's {human(memory)}"
+
+
+class MemoryBudget:
+    """Bytes that requests in flight reserve and give back; thread-safe.
+
+    with budget.reserve(training_cost(...), hint="lower batch_size"):
+        ...  # the work; the bytes return when the block ends, even on error
+    """
+
+    def __init__(self, total_bytes: int | None = None, source: str = ""):
+        if total_bytes is None:
+            total_bytes, source = default_budget()
+        self.total = int(total_bytes)
+        self.source = source or "this server's budget"
+        self._reserved = 0
+        self._lock = threading.Lock()
+
+    @property
+    def reserved(self) -> int:
+        with self._lock:
+            return self._reserved
+
+    def check(self, cost: Cost, hint: str = "") -> None:
+        """Refuse a cost that could never fit this budget, saying what to lower."""
+        if cost.bytes > self.total:
+            advice = f"; {hint}" if hint else ""
+            raise BudgetError(f"{cost.describe()}, over this server's memory budget of {human(self.total)} "
+                              f"({self.source}){advice}")
+
+    def acquire(self, cost: Cost, hint: str = "") -> int:
+        """Reserve ``cost`` now or raise BudgetError; returns the bytes to give back with ``release``."""
+        self.check(cost, hint)
+        with self._lock:
+            free = self.total - self._reserved
+            if cost.bytes > free:
+                raise BudgetError(f"{cost.describe()}, but other requests hold {human(self._reserved)} of this "
+                                  f"server's {human(self.total)} right now: try again in a moment, or ask for less")
+            self._reserved += cost.bytes
+        return cost.bytes
+
+    def release(self, num_bytes: int) -> None:
+        with self._lock:
+            self._reserved = max(0, self._reserved - num_bytes)
+
+    @contextlib.contextmanager
+    def reserve(self, cost: Cost, hint: str = "") -> Iterator[Cost]:
+        held = self.acquire(cost, hint)
+        try:
+            yield cost
+        finally:
+            self.release(held)

@@ -1,0 +1,133 @@
+"""The memory model: estimates bound measured peaks, the budget reserves and refuses with advice."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+from conftest import REPO
+
+from playground import budget
+from playground.config import ModelConfig
+
+MEASURE = """
+import json, resource, sys, torch
+torch.set_num_threads(1)
+def rss():
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))
+from playground.config import ModelConfig
+from playground.model import GPT
+L, h, C, T, B, V = map(int, sys.argv[1:7])
+torch.manual_seed(0)
+base = rss()
+model = GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L))
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+for _ in range(2):
+    x, y = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
+    loss = model(x, y).loss
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base))
+"""
+
+
+def _shapes(layers_num, heads_num, embedding_dim, context_size, batch_size, vocabulary_size=65):
+    config = ModelConfig(vocabulary_size=vocabulary_size, context_size=context_size, embedding_dim=embedding_dim,
+                         heads_num=heads_num, layers_num=layers_num)
+    return dict(parameters=config.parameter_count(), layers_num=layers_num, embedding_dim=embedding_dim,
+                context_size=context_size, vocabulary_size=vocabulary_size, batch_size=batch_size)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [
+    (2, 4, 128, 64, 32),  # the tiny preset
+    (4, 4, 192, 128, 32),  # the shipped model's shape
+    (1, 1, 256, 1024, 16),  # long context, one head
+    (12, 4, 128, 64, 64),  # many layers
+    (1, 8, 512, 128, 128),  # a wide batch
+])
+def test_the_training_estimate_bounds_the_measured_peak(shape):
+    run = subprocess.run([sys.executable, "-c", MEASURE, *map(str, shape), "65"], cwd=REPO, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    measured = json.loads(run.stdout)
+    estimate = budget.training_cost(**_shapes(*shape)).bytes
+    print(f"{shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}, "
+          f"ratio {estimate / measured:.2f}")
+    assert measured <= estimate <= 2 * measured
+
+
+def test_the_estimate_grows_with_every_shape():
+    base = budget.training_cost(**_shapes(2, 2, 64, 64, 8)).bytes
+    for changed in (_shapes(4, 2, 64, 64, 8), _shapes(2, 2, 128, 64, 8), _shapes(2, 2, 64, 128, 8),
+                    _shapes(2, 2, 64, 64, 16)):
+        assert budget.training_cost(**changed).bytes > base
+
+
+def test_the_issue_s_killer_request_is_refused_with_what_to_lower():
+    shapes = _shapes(1, 1, 1024, 1024, 1024)
+    memory = budget.MemoryBudget(int(3.6 * budget.GIB), "test")
+    cost = budget.training_cost(**shapes)
+    most = budget.largest_batch(memory.total, **{k: v for k, v in shapes.items() if k != "batch_size"})
+    with pytest.raises(budget.BudgetError, match=r"training needs about .* GiB.*over this server's memory budget "
+                                                  rf"of 3.6 GiB.*batch_size to at most {most}"):
+        memory.check(cost, hint=f"lower batch_size to at most {most}")
+    assert 0 < most < 1024
+    assert budget.training_cost(**{**shapes, "batch_size": most}).bytes <= memory.total
+    assert budget.training_cost(**{**shapes, "batch_size": most + 1}).bytes > memory.total
+
+
+def test_reservations_add_up_and_are_given_back():
+    memory = budget.MemoryBudget(1000 * budget.MIB, "test")
+    cost = budget.Cost("a compare", (("maps", 600 * budget.MIB),))
+    with memory.reserve(cost):
+        assert memory.reserved == 600 * budget.MIB
+        with pytest.raises(budget.BudgetError, match="other requests hold 600.0 MiB.*try again"):
+            memory.acquire(cost)
+    assert memory.reserved == 0
+    with pytest.raises(RuntimeError), memory.reserve(cost):
+        raise RuntimeError("the work failed")
+    assert memory.reserved == 0
+
+
+def test_concurrent_reservations_never_exceed_the_budget():
+    memory = budget.MemoryBudget(10 * budget.MIB, "test")
+    cost = budget.Cost("x", (("part", 3 * budget.MIB),))
+    peak, lock = [0], threading.Lock()
+
+    def work():
+        for _ in range(200):
+            try:
+                with memory.reserve(cost):
+                    with lock:
+                        peak[0] = max(peak[0], memory.reserved)
+            except budget.BudgetError:
+                pass
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert peak[0] <= memory.total and memory.reserved == 0
+
+
+def test_the_default_budget_reads_the_environment_then_the_container(monkeypatch, tmp_path):
+    monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET", "1.5G")
+    assert budget.default_budget() == (int(1.5 * budget.GIB), "PLAYGROUND_MEMORY_BUDGET")
+    monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET", "lots")
+    with pytest.raises(budget.BudgetError, match="size like 2G"):
+        budget.default_budget()
+    monkeypatch.delenv("PLAYGROUND_MEMORY_BUDGET")
+    limit = tmp_path / "memory.max"
+    limit.write_text("4294967296\n")
+    monkeypatch.setattr(budget, "CGROUP_FILES", (tmp_path / "absent", limit))
+    total, source = budget.default_budget()
+    assert total == int(budget.BUDGET_SHARE * 4 * budget.GIB) and "container's 4.0 GiB" in source
+    limit.write_text("max\n")
+    assert "this machine's" in budget.default_budget()[1]
