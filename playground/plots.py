@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import torch
 
 CELL_TEXT_LIMIT = 32
+MAX_SIDE = 128  # a heatmap draws at most this many rows and columns: the figure's size never grows with T²
 
 
 def _display_label(label: str) -> str:
@@ -22,45 +23,60 @@ def _display_label(label: str) -> str:
 
 def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequence[str] | None = None,
             col_labels: Sequence[str] | None = None, title: str = "", *, colorscale: str = "Blues",
-            zmid: float | None = None, show_values: bool | None = None, height: int | None = None,
-            x_title: str = "", y_title: str = "") -> go.Figure:
+            zmid: float | None = None, zmin: float | None = None, zmax: float | None = None,
+            show_values: bool | None = None, height: int | None = None, x_title: str = "", y_title: str = "",
+            first_row: int = 0, first_col: int = 0) -> go.Figure:
     """A heatmap of a 2-D matrix; hover shows the exact value, row, column and labels.
 
     Built from numpy arrays (Plotly validates lists element by element, arrays at once): a 64 x 64
-    matrix takes a few milliseconds.
+    matrix takes a few milliseconds. A matrix larger than MAX_SIDE × MAX_SIDE is drawn as a window of that
+    size starting at (``first_row``, ``first_col``), its title saying which rows and columns are shown, so a
+    figure costs the same at T = 1024 as at T = 128. ``zmin``/``zmax`` fix the colour scale (to compare two
+    figures); otherwise it follows the data.
     """
     values = torch.as_tensor(matrix, dtype=torch.float64).detach().cpu()
     if values.dim() == 1:
         values = values[None, :]
-    v = values.numpy()
+    total_rows, total_cols = values.shape
+    row_labels = list(row_labels) if row_labels is not None else list(range(total_rows))
+    col_labels = list(col_labels) if col_labels is not None else list(range(total_cols))
+    first_row = max(0, min(int(first_row), max(0, total_rows - MAX_SIDE)))
+    first_col = max(0, min(int(first_col), max(0, total_cols - MAX_SIDE)))
+    row_slice, col_slice = slice(first_row, first_row + MAX_SIDE), slice(first_col, first_col + MAX_SIDE)
+    v = values[row_slice, col_slice].numpy()
     rows, cols = v.shape
-    row_labels = [_display_label(str(s)) for s in (row_labels if row_labels is not None else range(rows))]
-    col_labels = [_display_label(str(s)) for s in (col_labels if col_labels is not None else range(cols))]
+    row_numbers, col_numbers = range(first_row, first_row + rows), range(first_col, first_col + cols)
+    row_labels = [_display_label(str(s)) for s in row_labels[row_slice]]
+    col_labels = [_display_label(str(s)) for s in col_labels[col_slice]]
+    if (rows, cols) != (total_rows, total_cols):
+        title = (f"{title} (rows {first_row}–{first_row + rows - 1} of {total_rows}, columns {first_col}–"
+                 f"{first_col + cols - 1} of {total_cols}; export for all of it)")
     finite = np.isfinite(v)
     z = np.where(finite, v, np.nan)
     filled = np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0)
     # One hover string per cell, as a fixed-width unicode array: Plotly copies such arrays with one memcpy.
-    row_part = np.array([f"row {i} ({row_labels[i]}), " for i in range(rows)])[:, None]
-    col_part = np.array([f"column {j} ({col_labels[j]})<br>value " for j in range(cols)])[None, :]
+    row_part = np.array([f"row {n} ({label}), " for n, label in zip(row_numbers, row_labels)])[:, None]
+    col_part = np.array([f"column {n} ({label})<br>value " for n, label in zip(col_numbers, col_labels)])[None, :]
     value_part = np.where(finite, np.char.mod("%.6g", filled), "masked (−∞)")
     hover = np.char.add(np.char.add(row_part, col_part), value_part)
     if show_values is None:
         show_values = rows <= CELL_TEXT_LIMIT and cols <= CELL_TEXT_LIMIT
     text = np.where(finite, np.char.mod("%.2f", filled), "") if show_values else None
     trace = go.Heatmap(
-        z=z, x=np.arange(cols), y=np.arange(rows), colorscale=colorscale, zmid=zmid, customdata=hover,
+        z=z, x=np.arange(cols), y=np.arange(rows), colorscale=colorscale, zmid=zmid, zmin=zmin, zmax=zmax,
+        customdata=hover,
         hovertemplate="%{customdata}<extra></extra>", text=text, texttemplate="%{text}" if show_values else None,
         hoverongaps=True, xgap=1, ygap=1,
     )
-    height = height or min(960, max(300, 80 + 16 * rows))
-    # every token keeps its label while there is room: about 12 px per row, and up to 64 columns
+    height = height or min(1800, max(300, 100 + 13 * rows))
+    # every token keeps its label while there is room: about 12 px per row; every column (MAX_SIDE at most)
     y_step = max(1, math.ceil(rows / max(1, (height - 100) // 12)))
-    x_step = max(1, math.ceil(cols / 64))
+    x_step = 1
     tick_font = dict(size=10 if max(rows, cols) > 32 else 12)
     layout = dict(
         title=dict(text=title), height=height,
         margin=dict(l=60, r=20, t=50, b=50),
-        xaxis=dict(tickmode="array", tickvals=list(range(0, cols, x_step)), tickfont=tick_font,
+        xaxis=dict(tickmode="array", tickvals=list(range(0, cols, x_step)), tickfont=tick_font, tickangle=0,
                    ticktext=col_labels[::x_step], title=dict(text=x_title), side="bottom"),
         yaxis=dict(tickmode="array", tickvals=list(range(0, rows, y_step)), tickfont=tick_font,
                    ticktext=row_labels[::y_step], title=dict(text=y_title), autorange="reversed"),

@@ -46,3 +46,23 @@ def test_every_token_keeps_its_label_up_to_64():
 def test_bars_keep_repeated_labels_apart():
     figure = bar_chart(list("aa"), [0.25, 0.75])
     assert list(figure.data[0].x) == [0, 1] and list(figure.layout.xaxis.ticktext) == ["a", "a"]
+
+
+def test_a_large_matrix_is_drawn_as_a_bounded_window():
+    from playground.plots import MAX_SIDE
+
+    tokens = [f"t{i}" for i in range(1024)]
+    values = torch.arange(1024 * 1024, dtype=torch.float64).view(1024, 1024)
+    figure = heatmap(values, tokens, tokens, "weights", first_row=500, first_col=2000)
+    trace = figure.data[0]
+    assert len(trace.z) == MAX_SIDE and len(trace.z[0]) == MAX_SIDE
+    assert trace.z[0][0] == 500 * 1024 + (1024 - MAX_SIDE)  # the column start is clamped to the last window
+    assert "row 500 (t500), column 896 (t896)" in trace.customdata[0][0]
+    assert "rows 500–627 of 1024" in figure.layout.title.text and "export" in figure.layout.title.text
+    assert len(figure.to_json()) < 4_000_000  # the same size at T = 1024 as at T = 128
+    assert list(figure.layout.xaxis.ticktext) == tokens[896:]  # every column keeps its label
+
+
+def test_a_fixed_colour_scale_for_comparisons():
+    trace = heatmap(torch.rand(4, 4), zmin=0.0, zmax=1.0).data[0]
+    assert (trace.zmin, trace.zmax) == (0.0, 1.0)
