@@ -12,8 +12,11 @@ from playground.config import Limits
 from playground.device import pick_device
 from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext
+from playground.ui.server import BodySizeLimit, body_cap
 
 TITLE = "Attention Playground"
+SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
+CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
 CSS = ".tok-chips { font-size: 1rem; } footer { visibility: hidden; }"
 
 
@@ -25,7 +28,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     ctx = AppContext(limits=limits or Limits.from_env(),
                      weights=Path(weights) if weights else checkpoints.weights_dir(),
                      device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
-    with gr.Blocks(title=TITLE, analytics_enabled=False) as app:
+    with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
         with gr.Tabs():
             with gr.Tab("Tokenize", id="tokenize"):
@@ -48,6 +51,13 @@ def launch_options(limits: Limits | None = None) -> dict:
 
     ``show_error``: a payload Gradio's own components refuse before a handler runs (text in a number slot,
     an unknown choice sent to the API) reaches the client with Gradio's message instead of an empty error.
+    ``state_session_capacity``: Gradio keeps each session's inputs and outputs, and every API call is a new
+    session, so it keeps the last SESSION_CAPACITY (its default, 10,000, held gigabytes of figures).
+    The body cap answers 413 before Gradio parses an oversized request.
     """
+    from starlette.middleware import Middleware
+
     limits = limits or Limits.from_env()
-    return dict(css=CSS, max_file_size=limits.max_upload_bytes, show_error=True)
+    return dict(css=CSS, max_file_size=limits.max_upload_bytes, show_error=True,
+                state_session_capacity=SESSION_CAPACITY,
+                app_kwargs={"middleware": [Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes))]})

@@ -1,0 +1,77 @@
+"""What the web server refuses before Gradio reads a request: bodies over a size cap.
+
+A 200 MB JSON body used to be parsed whole before a handler refused its 2,000-character text. This ASGI
+middleware answers 413 as soon as the declared Content-Length, or the bytes actually received (for a
+chunked body), pass the cap. File uploads have their own cap (Gradio's ``max_file_size``), so the upload
+route is left to it.
+"""
+
+from __future__ import annotations
+
+import json
+
+UPLOAD_PATH_SUFFIX = "/upload"
+
+
+def body_cap(max_upload_bytes: int) -> int:
+    """The largest request body any endpoint needs: a pasted corpus (JSON-escaped, so up to 2x) plus the rest."""
+    return 2 * max_upload_bytes + 2**20
+
+
+class BodySizeLimit:
+    """Pure ASGI middleware: 413 for a body over ``max_bytes`` on any route but uploads."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("path", "").rstrip("/").endswith(UPLOAD_PATH_SUFFIX):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        received = 0
+        refused = False
+
+        async def counted_receive():
+            nonlocal received, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    refused = True
+                    raise _BodyTooLargeError
+            return message
+
+        started = False
+
+        async def tracked_send(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except _BodyTooLargeError:
+            if not started:
+                await self._refuse(send)
+        except Exception:
+            if not refused:
+                raise
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send):
+        body = json.dumps({"error": f"The request is larger than this server's limit of {self.max_bytes:,} bytes; "
+                                    "send less text (PLAYGROUND_MAX_UPLOAD_BYTES sets the limit)."}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _BodyTooLargeError(Exception):
+    pass

@@ -1,0 +1,71 @@
+"""The server refuses oversized bodies before Gradio parses them, and bounds what it keeps per session."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+
+from playground.config import Limits
+from playground.ui import SESSION_CAPACITY, build_app, launch_options
+from playground.ui.server import body_cap
+
+LIMITS = Limits(max_upload_bytes=1000)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_weights):
+    app = build_app(weights=tiny_weights, limits=LIMITS)
+    app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True,
+               **launch_options(LIMITS))
+    yield app
+    app.close()
+
+
+def _post(app, body, headers=None):
+    request = urllib.request.Request(f"{app.local_url}gradio_api/call/tokenize", data=body,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_an_ordinary_call_passes(server):
+    status, body = _post(server, json.dumps({"data": ["Hello", "this text", None]}).encode())
+    assert status == 200 and b"event_id" in body
+
+
+def test_a_declared_oversized_body_is_refused_before_parsing(server):
+    status, body = _post(server, b'{"data": ["' + b"a" * (body_cap(LIMITS.max_upload_bytes) + 10) + b'"]}')
+    assert status == 413 and "larger than this server's limit" in json.loads(body)["error"]
+
+
+def test_a_chunked_oversized_body_is_cut_off_and_the_server_stays_up(server):
+    def chunks():
+        yield b'{"data": ["'
+        for _ in range(60):
+            yield b"a" * 100_000
+        yield b'"]}'
+
+    try:
+        status, _ = _post(server, chunks(), {"Transfer-Encoding": "chunked"})
+        assert status == 413
+    except urllib.error.URLError:
+        pass  # the server answered 413 and closed while the client was still sending: refused either way
+    assert _post(server, json.dumps({"data": ["still up", "this text", None]}).encode())[0] == 200
+
+
+def test_sessions_kept_are_bounded(server):
+    assert server.state_session_capacity == SESSION_CAPACITY <= 1000
+    assert server.delete_cache is not None
