@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytest_plugins = ["browser_support"]  # the browser tests' fixtures: server, browser, page, phone
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = Path(os.environ.get("PLAYGROUND_TINY_SHAKESPEARE", REPO.parent / "shared" / "data" /
                                     "tinyshakespeare.txt"))

@@ -1,0 +1,237 @@
+"""What every browser test shares: app.py started as a user starts it, Debian's Chromium, and pages that fail
+the test on anything a person would see go wrong.
+
+The server is a copy of the project (app.py, playground/, weights/, assets/) in a temporary folder, started
+with ``python app.py`` and the user's defaults: only HOME moves (to a temporary home whose cache already holds
+Tiny Shakespeare, as after a first run) and the port is a free one. No PLAYGROUND_* or GRADIO_* setting
+reaches it, so cache paths, the weights folder and Gradio's temp space are the ones a user gets.
+
+Every page records console errors, page errors and failed requests (HTTP 4xx/5xx); the test fails at the end
+if any were seen, unless the test declared it expected them with ``expect_errors(page, pattern)`` (a
+deliberate refusal shows an error toast, and Gradio logs that error in the console too).
+
+Test modules use the fixtures by importing them: ``from browser_support import browser, page, server``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Locator, Page, expect, sync_playwright
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CORPUS = Path(os.environ.get("PLAYGROUND_TINY_SHAKESPEARE", REPO.parent / "shared" / "data" /
+                                    "tinyshakespeare.txt"))
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+README_SCREENSHOTS = REPO / "assets" / "screenshots"
+STARTUP_SECONDS = 90
+WAIT_MS = 30_000  # for anything the server computes; the machine may be busy
+DESKTOP = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+ERROR_TOAST = ".toast-body.error"  # Gradio 6: <div data-testid="toast-body" class="toast-body error">
+ERROR_BADGE = '[data-testid="status-tracker"] .error'  # the red "Error" pill on an output whose event failed
+PROJECT_PARTS = ("app.py", "playground", "weights", "assets", "requirements.txt")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def answers(url: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy for 127.0.0.1
+    try:
+        with opener.open(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def user_environment(home: Path, port: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The test runner's environment without any PLAYGROUND_*, GRADIO_* or HF_* setting; HOME moved."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_", "HF_"))}
+    env.update(HOME=str(home), GRADIO_SERVER_PORT=str(port), PYTHONUNBUFFERED="1", **(extra or {}))
+    return env
+
+
+@dataclass
+class AppServer:
+    url: str
+    project: Path  # the copy app.py runs from: its weights/ is the user's weights folder
+    home: Path
+    log: Path
+
+    @property
+    def weights(self) -> Path:
+        return self.project / "weights"
+
+    def log_tail(self, characters: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-characters:]
+
+
+def start_app(root: Path, extra_env: dict[str, str] | None = None) -> Iterator[AppServer]:
+    """Copy the project into ``root/project``, make a home with Tiny Shakespeare cached, run app.py there."""
+    project, home = root / "project", root / "home"
+    for part in PROJECT_PARTS:
+        source = REPO / part
+        if source.is_dir():
+            shutil.copytree(source, project / part, ignore=shutil.ignore_patterns(".*", "__pycache__"))
+        else:
+            project.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, project / part)
+    cache = home / ".cache" / "attention-playground"
+    cache.mkdir(parents=True)
+    if SHARED_CORPUS.is_file():
+        shutil.copyfile(SHARED_CORPUS, cache / "tinyshakespeare.txt")  # as a first run would have cached it
+    port = free_port()
+    server = AppServer(f"http://127.0.0.1:{port}/", project, home, root / "app.log")
+    with open(server.log, "wb") as log:
+        process = subprocess.Popen([sys.executable, "app.py"], cwd=project, stdout=log, stderr=subprocess.STDOUT,
+                                   env=user_environment(home, port, extra_env))
+        try:
+            deadline = time.monotonic() + STARTUP_SECONDS
+            while not answers(server.url):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"app.py did not answer on {server.url} within {STARTUP_SECONDS}s "
+                                f"(exit code {process.poll()}); its log ends:\n{server.log_tail()}")
+                time.sleep(0.25)
+            yield server
+        finally:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory) -> Iterator[AppServer]:
+    """One app.py for the whole browser session, as a user runs it."""
+    yield from start_app(tmp_path_factory.mktemp("browser-server"))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not CHROMIUM.is_file():
+        pytest.fail(f"Debian's Chromium is needed for the browser tests and {CHROMIUM} is missing: "
+                    "apt-get install chromium (tests/run.sh does this)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@dataclass
+class Problems:
+    """What went wrong in the page: console errors, page errors, failed requests; and what the test expected."""
+
+    seen: list[str] = field(default_factory=list)
+    expected: list[re.Pattern] = field(default_factory=list)
+
+    def unexpected(self) -> list[str]:
+        return [p for p in self.seen if not any(pattern.search(p) for pattern in self.expected)]
+
+
+def watch(page: Page) -> Problems:
+    problems = Problems()
+    page.on("console", lambda m: m.type == "error" and problems.seen.append(f"console error: {m.text[:300]}"))
+    page.on("pageerror", lambda e: problems.seen.append(f"page error: {str(e)[:300]}"))
+    page.on("response", lambda r: r.status >= 400 and problems.seen.append(f"HTTP {r.status}: {r.url}"))
+    # a request that failed to complete, except the ones the page cancels itself (Gradio closes its event
+    # stream once its events are done: net::ERR_ABORTED)
+    page.on("requestfailed", lambda r: "ERR_ABORTED" not in str(r.failure)
+            and problems.seen.append(f"request failed: {r.url} ({r.failure})"))
+    page.problems = problems
+    return problems
+
+
+def expect_errors(page: Page, pattern: str) -> None:
+    """Declare that this test provokes an error whose console line matches ``pattern`` (a refusal, say)."""
+    page.problems.expected.append(re.compile(pattern, re.IGNORECASE | re.DOTALL))
+
+
+def open_page(browser, server: AppServer, viewport: dict, **context_options) -> Iterator[Page]:
+    context = browser.new_context(viewport=viewport, accept_downloads=True, **context_options)
+    page = context.new_page()
+    problems = watch(page)
+    page.goto(server.url)
+    expect(page.get_by_role("heading", name="Attention Playground")).to_be_visible(timeout=WAIT_MS)
+    yield page
+    page.wait_for_timeout(300)  # let the last responses land
+    unexpected = problems.unexpected()  # before closing: closing aborts the page's open event streams
+    context.close()
+    assert not unexpected, "the browser saw:\n" + "\n".join(unexpected) + f"\nserver log:\n{server.log_tail(1500)}"
+
+
+@pytest.fixture
+def page(browser, server) -> Iterator[Page]:
+    """A desktop page (1440 x 900) that fails the test on any console error, page error or failed request."""
+    yield from open_page(browser, server, DESKTOP)
+
+
+@pytest.fixture
+def phone(browser, server) -> Iterator[Page]:
+    """The same on a phone (390 x 844, touch)."""
+    yield from open_page(browser, server, PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)
+
+
+def open_tab(page: Page, name: str) -> Locator:
+    """Click the tab by its name; returns the visible tab panel (the only one rendered and shown)."""
+    tab = page.get_by_role("tab", name=name, exact=True)
+    tab.click()
+    expect(tab).to_have_attribute("aria-selected", "true")
+    panel = page.locator('[role="tabpanel"]:visible')
+    expect(panel).to_have_count(1)
+    return panel
+
+
+def expect_no_error(page: Page) -> None:
+    expect(page.locator(ERROR_TOAST)).to_have_count(0)
+    expect(page.locator(ERROR_BADGE)).to_have_count(0)
+
+
+def screenshot(page: Page, name: str, publish: bool = True) -> Path:
+    """A full-page screenshot in test-artifacts/; copied for the README when PLAYGROUND_UPDATE_SCREENSHOTS=1."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(path), full_page=True)
+    if publish and os.environ.get("PLAYGROUND_UPDATE_SCREENSHOTS") == "1":
+        README_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, README_SCREENSHOTS / path.name)
+    return path
+
+
+def plot_titled(panel: Locator, title: str) -> Locator:
+    """The Plotly figure whose title starts with ``title``."""
+    return panel.locator(".js-plotly-plot").filter(
+        has=panel.page.locator(".gtitle", has_text=re.compile("^" + re.escape(title))))
+
+
+def cut_labels(page: Page) -> list[str]:
+    """Labels and buttons on the page whose text is cut off (wider than their box), as 'text' strings."""
+    return page.evaluate("""() => {
+        const cut = [];
+        for (const el of document.querySelectorAll('label span, button, [role=tab], .label-wrap span, th')) {
+            const style = getComputedStyle(el);
+            if (style.display === 'none' || style.visibility === 'hidden' || !el.offsetParent) continue;
+            if (el.scrollWidth > el.clientWidth + 1 && style.overflow !== 'visible') cut.push(el.innerText.trim());
+        }
+        return cut.filter(t => t.length > 0);
+    }""")
