@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from playground import checkpoints
-from playground.data import offline
+from playground.settings import offline
 
 logger = logging.getLogger(__name__)
 

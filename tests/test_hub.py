@@ -249,7 +249,9 @@ def test_hf_endpoint_is_read_when_called_not_at_import(stub_hub, monkeypatch):
 
 
 def test_importing_hub_does_not_import_huggingface_hub():
-    code = "import sys, playground.hub\nassert 'huggingface_hub' not in sys.modules\nprint('ok')\n"
+    code = ("import sys, playground.hub\nassert 'huggingface_hub' not in sys.modules\n"
+            "assert 'playground.data' not in sys.modules, 'hub.py reads its settings from settings.py'\n"
+            "print('ok')\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

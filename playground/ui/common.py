@@ -82,8 +82,8 @@ class AppContext:
             return self._cache["corpus_counts"]
 
     def corpus_label(self) -> str:
-        corpus = self.corpus()
-        return "Tiny Shakespeare" if corpus.name == "tinyshakespeare" else f"the {corpus.name} corpus"
+        """What to call the default corpus in a sentence ("Tiny Shakespeare", "the built-in Sonnets corpus")."""
+        return self.corpus().label
 
     @property
     def model_concurrency(self) -> int:
