@@ -6,6 +6,7 @@ A checkpoint is a folder of plain files, never a pickle:
   vocabulary.json    the tokenizer
   training.json      optional: how it was trained (steps, losses, speed, corpus, device, seed)
   README.md          optional: the model card
+  optimizer.safetensors  optional: the optimizer's state, so a resumed run goes on warm (optim_state.py)
 Saving is atomic: files go to a temporary folder beside the target, which then replaces it by
 rename, so a crash leaves either the old checkpoint or the new one, never half of one.
 Listing and loading only read. What a crash can leave behind (``.tmp-`` and ``.old-`` folders) is cleared
@@ -28,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from playground.config import ConfigError, ModelConfig
 from playground.model import GPT
+from playground.optim_state import OptimizerState
 from playground.tokenizer import CharTokenizer
 
 logger = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ WEIGHTS_FILE = "model.safetensors"
 VOCABULARY_FILE = "vocabulary.json"
 TRAINING_FILE = "training.json"
 CARD_FILE = "README.md"
+OPTIMIZER_FILE = "optimizer.safetensors"
 LOCK_FILE = ".lock"
 DEFAULT_CHECKPOINT = "shakespeare-char"
 REPO_WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
@@ -153,8 +156,13 @@ def _claimed_temporary(parent: Path, name: str):
 
 
 def save_checkpoint(model: GPT, tokenizer: CharTokenizer, name: str, *, directory: Path | None = None,
-                    training: dict[str, Any] | None = None, card: str | None = None) -> Path:
-    """Write ``<directory>/<name>/`` atomically and return its path."""
+                    training: dict[str, Any] | None = None, card: str | None = None,
+                    optimizer_state: OptimizerState | None = None) -> Path:
+    """Write ``<directory>/<name>/`` atomically and return its path.
+
+    ``optimizer_state`` is ``optim_state.flatten_optimizer_state(optimizer, model)``; it is written as
+    optimizer.safetensors in the same folder, replaced with the weights or not at all.
+    """
     name = validate_name(name)
     if tokenizer.vocabulary_size != model.config.vocabulary_size:
         raise CheckpointError(
@@ -174,6 +182,10 @@ def save_checkpoint(model: GPT, tokenizer: CharTokenizer, name: str, *, director
                 _write_json(tmp / TRAINING_FILE, training)
             if card is not None:
                 (tmp / CARD_FILE).write_text(card, encoding="utf-8")
+            if optimizer_state is not None:
+                tensors, metadata = optimizer_state
+                save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()},
+                          str(tmp / OPTIMIZER_FILE), metadata={**metadata, "format": "pt"})
             _fsync_tree(tmp)
             with _folder_lock(parent):
                 if target.exists():
@@ -352,3 +364,21 @@ def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
     training = _read_json(path / TRAINING_FILE) if (path / TRAINING_FILE).is_file() else None
     return Checkpoint(path.name, path, config, tokenizer, model, training)
 
+
+def load_optimizer_state(name_or_path: str | Path, directory: Path | None = None) -> OptimizerState | None:
+    """The optimizer state saved with a checkpoint, on the CPU, or None when it was saved without one.
+
+    Give it to ``optim_state.restore_optimizer_state(optimizer, model, *state)``.
+    """
+    path = resolve(name_or_path, directory)
+    file = path / OPTIMIZER_FILE
+    if not file.is_file():
+        return None
+    try:
+        with safe_open(str(file), framework="pt", device="cpu") as handle:
+            metadata = dict(handle.metadata() or {})
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"{path.name}/{OPTIMIZER_FILE} is corrupt or not safetensors: {exc}") from None
+    metadata.pop("format", None)
+    return OptimizerState(tensors, metadata)

@@ -9,7 +9,7 @@ import torch
 from conftest import REPO
 from safetensors.torch import load_file, save_file
 
-from playground import checkpoints
+from playground import checkpoints, optim_state
 from playground.checkpoints import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from playground.config import ModelConfig
 from playground.model import GPT
@@ -230,3 +230,83 @@ def test_a_folder_path_loads_and_a_bare_name_means_the_weights_folder(tmp_path, 
     with pytest.raises(CheckpointError, match="no checkpoint named 'there'"):
         load_checkpoint("there", directory=tmp_path / "elsewhere")
 
+
+def _adamw(model, fused):
+    """The trainer's optimizer: two groups (decay on matrices only), as train.configure_optimizer builds it."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                             lr=1e-2, betas=(0.9, 0.99), fused=fused)
+
+
+def _step(model, optimizer, x, y):
+    optimizer.zero_grad(set_to_none=True)
+    model(x, y).loss.backward()
+    optimizer.step()
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["for-loop", "fused"])
+def test_optimizer_state_round_trips_so_a_resumed_step_is_identical(tmp_path, fused):
+    model, tokenizer = make_model()
+    model.train()
+    optimizer = _adamw(model, fused)
+    x, y = (torch.randint(0, tokenizer.vocabulary_size, (4, 8)) for _ in range(2))
+    for _ in range(3):
+        _step(model, optimizer, x, y)
+    path = save_checkpoint(model, tokenizer, "warm", directory=tmp_path,
+                           optimizer_state=optim_state.flatten_optimizer_state(optimizer, model))
+    assert (path / checkpoints.OPTIMIZER_FILE).is_file()
+
+    resumed = load_checkpoint("warm", directory=tmp_path).model.train()
+    resumed_optimizer = _adamw(resumed, fused)
+    state = checkpoints.load_optimizer_state("warm", tmp_path)
+    optim_state.restore_optimizer_state(resumed_optimizer, resumed, *state)
+    cold = load_checkpoint("warm", directory=tmp_path).model.train()
+    cold_optimizer = _adamw(cold, fused)
+    for pair in ((model, optimizer), (resumed, resumed_optimizer), (cold, cold_optimizer)):
+        _step(*pair, x, y)
+    for (name, expected), actual in zip(model.named_parameters(), resumed.parameters()):
+        torch.testing.assert_close(actual, expected, rtol=0, atol=0, msg=name)
+    assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), cold.parameters())), \
+        "a cold optimizer took the same step: the test cannot tell warm from cold"
+    assert resumed_optimizer.param_groups[0]["fused"] is fused  # how it computes stays as built
+
+
+def test_a_checkpoint_without_optimizer_state_still_loads_and_says_so(tmp_path):
+    model, tokenizer = make_model()
+    save_checkpoint(model, tokenizer, "plain", directory=tmp_path)
+    assert checkpoints.load_optimizer_state("plain", tmp_path) is None
+    load_checkpoint("plain", directory=tmp_path)
+
+
+def test_a_new_save_without_optimizer_state_drops_the_old_one(tmp_path):
+    model, tokenizer = make_model()
+    optimizer = _adamw(model, False)
+    model.train()
+    _step(model, optimizer, *(torch.randint(0, tokenizer.vocabulary_size, (2, 8)) for _ in range(2)))
+    save_checkpoint(model, tokenizer, "run", directory=tmp_path,
+                    optimizer_state=optim_state.flatten_optimizer_state(optimizer, model))
+    save_checkpoint(model, tokenizer, "run", directory=tmp_path)  # stale moments would not match these weights
+    assert checkpoints.load_optimizer_state("run", tmp_path) is None
+
+
+def test_a_corrupt_optimizer_file_is_a_checkpoint_error(tmp_path):
+    model, tokenizer = make_model()
+    path = save_checkpoint(model, tokenizer, "bad", directory=tmp_path)
+    (path / checkpoints.OPTIMIZER_FILE).write_bytes(b"\x00" * 20)
+    with pytest.raises(CheckpointError, match="optimizer.safetensors is corrupt"):
+        checkpoints.load_optimizer_state("bad", tmp_path)
+
+
+def test_optimizer_state_for_another_model_or_optimizer_is_refused(tmp_path):
+    model, tokenizer = make_model()
+    model.train()
+    optimizer = _adamw(model, False)
+    _step(model, optimizer, *(torch.randint(0, tokenizer.vocabulary_size, (2, 8)) for _ in range(2)))
+    state = optim_state.flatten_optimizer_state(optimizer, model)
+    wider = GPT(ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=8, embedding_dim=16,
+                            heads_num=2, layers_num=2))
+    with pytest.raises(optim_state.OptimizerStateError, match="other parameters"):
+        optim_state.restore_optimizer_state(_adamw(wider, False), wider, *state)
+    with pytest.raises(optim_state.OptimizerStateError, match="is for AdamW, not SGD"):
+        optim_state.restore_optimizer_state(torch.optim.SGD(model.parameters(), lr=0.1), model, *state)
