@@ -81,10 +81,6 @@ class AppContext:
                 self._cache["corpus_counts"] = Counter(corpus.text)
             return self._cache["corpus_counts"]
 
-    def corpus_label(self) -> str:
-        """What to call the default corpus in a sentence ("Tiny Shakespeare", "the built-in Sonnets corpus")."""
-        return self.corpus().label
-
     @property
     def model_concurrency(self) -> int:
         """How many model-running requests share the device at once (the queue holds the rest)."""
