@@ -9,9 +9,9 @@ for a random 0..--max-delay seconds more and sends SIGKILL. Trials share one wei
 name, so later trials replace an existing checkpoint (the ``.old-`` rename path); about half of them resume
 it instead.
 
-After each kill it counts the save's leftovers (``.tmp-*`` and ``.old-*``), calls ``list_checkpoints``
-(which runs ``recover``: an ``.old-`` copy goes back in place if the kill fell between the two renames, or is
-deleted; a ``.tmp-`` folder is left for an hour, as it may belong to a live save), and checks: every
+After each kill it counts the save's leftovers (``.tmp-*`` and ``.old-*``), calls ``recover`` as the app's
+start-up does (an ``.old-`` copy goes back in place if the kill fell between the two renames, or is deleted;
+a ``.tmp-`` folder no live save claims is deleted) and ``list_checkpoints``, and checks: every
 listed checkpoint loads with ``load_checkpoint``; no visible folder lacks config.json, model.safetensors or
 vocabulary.json (nothing half-written is ever in view); and once a checkpoint has been listed, every later
 trial still lists one (a crash never loses the last good one).
@@ -56,7 +56,7 @@ class Trial:
     steps_reached: int = 0  # at least: the progress bar prints every 10 steps; at least the steps saved
     steps_saved: int | None = None  # steps_done of the listed checkpoint after recovery
     leftovers: list[str] = field(default_factory=list)  # .tmp-/.old- entries right after the kill
-    recovered: int = 0  # of those, how many recovery removed or put back (.tmp- wait an hour: a save may be live)
+    recovered: int = 0  # of those, how many recovery removed or put back
     restored: int = 0  # orphaned .old- copies (the kill fell between two renames) that recovery put back
     listed: int = 0
     loaded: int = 0
@@ -102,7 +102,7 @@ def _wait_for_saving(folder: Path, earlier: set[str], since: float, process: sub
 def run_trial(number: int, folder: Path, corpus: Path, rng: random.Random, max_delay: float,
               ever_listed: bool) -> Trial:
     existing = checkpoints.list_checkpoints(folder)
-    earlier = set(_hidden(folder))  # stale .tmp- folders of earlier kills stay for an hour; not this trial's
+    earlier = set(_hidden(folder))  # anything an earlier trial left; not this trial's
     mode = "resume" if RUN_NAME in existing and rng.random() < 0.5 else "fresh"
     trial = Trial(number, mode, round(rng.uniform(0.0, max_delay), 2))
     command = [sys.executable, "-m", "playground.train", *MODEL_ARGS, "--steps", str(STEPS), "--run-name",
@@ -139,7 +139,8 @@ def run_trial(number: int, folder: Path, corpus: Path, rng: random.Random, max_d
     trial.leftovers = [name for name in _hidden(folder) if name not in earlier]
     orphans = [name for name in trial.leftovers if name.startswith(".old-")
                and not (folder / name[len(".old-"):].rsplit("-", 1)[0]).exists()]
-    names = checkpoints.list_checkpoints(folder)  # runs recover(): an orphaned .old- copy goes back in place
+    checkpoints.recover(folder)  # as at start-up: an orphaned .old- copy goes back in place
+    names = checkpoints.list_checkpoints(folder)  # listing only reads
     trial.restored = sum(1 for name in orphans if not (folder / name).exists())
     trial.recovered = sum(1 for name in trial.leftovers if not (folder / name).exists())
     trial.listed = len(names)

@@ -6,8 +6,11 @@ A checkpoint is a folder of plain files, never a pickle:
   vocabulary.json    the tokenizer
   training.json      optional: how it was trained (steps, losses, speed, corpus, device, seed)
   README.md          optional: the model card
+  optimizer.safetensors  optional: the optimizer's state, so a resumed run goes on warm (optim_state.py)
 Saving is atomic: files go to a temporary folder beside the target, which then replaces it by
 rename, so a crash leaves either the old checkpoint or the new one, never half of one.
+Listing and loading only read. What a crash can leave behind (``.tmp-`` and ``.old-`` folders) is cleared
+by ``recover``, which the app runs once at start-up and the training CLI once before it starts.
 """
 
 from __future__ import annotations
@@ -20,18 +23,18 @@ import os
 import re
 import shutil
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from playground.config import ConfigError, ModelConfig
 from playground.model import GPT
+from playground.optim_state import OptimizerState
 from playground.tokenizer import CharTokenizer
 
 logger = logging.getLogger(__name__)
@@ -41,15 +44,19 @@ WEIGHTS_FILE = "model.safetensors"
 VOCABULARY_FILE = "vocabulary.json"
 TRAINING_FILE = "training.json"
 CARD_FILE = "README.md"
+OPTIMIZER_FILE = "optimizer.safetensors"
 LOCK_FILE = ".lock"
 DEFAULT_CHECKPOINT = "shakespeare-char"
 REPO_WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_STALE_TMP_SECONDS = 3600
 
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, incomplete, corrupt or does not match its config."""
+
+
+class MissingCheckpointError(CheckpointError):
+    """No checkpoint folder has that name (as opposed to one that exists but is broken)."""
 
 
 @dataclass
@@ -131,9 +138,31 @@ def _folder_lock(parent: Path, blocking: bool = True):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def _claimed_temporary(parent: Path, name: str):
+    """A fresh ``.tmp-<name>-*`` folder beside the target, locked for as long as the save runs.
+
+    It is made under the folder lock, which ``recover`` holds while it looks, so recovery never sees it
+    unclaimed; the claim is an flock on the folder itself, which the OS drops when the saving process dies.
+    """
+    with _folder_lock(parent):
+        tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".tmp-{name}-"))
+        claim = os.open(tmp, os.O_RDONLY)
+        fcntl.flock(claim, fcntl.LOCK_EX)
+    try:
+        yield tmp
+    finally:
+        os.close(claim)  # closing drops the flock
+
+
 def save_checkpoint(model: GPT, tokenizer: CharTokenizer, name: str, *, directory: Path | None = None,
-                    training: dict[str, Any] | None = None, card: str | None = None) -> Path:
-    """Write ``<directory>/<name>/`` atomically and return its path."""
+                    training: dict[str, Any] | None = None, card: str | None = None,
+                    optimizer_state: OptimizerState | None = None) -> Path:
+    """Write ``<directory>/<name>/`` atomically and return its path.
+
+    ``optimizer_state`` is ``optim_state.flatten_optimizer_state(optimizer, model)``; it is written as
+    optimizer.safetensors in the same folder, replaced with the weights or not at all.
+    """
     name = validate_name(name)
     if tokenizer.vocabulary_size != model.config.vocabulary_size:
         raise CheckpointError(
@@ -143,28 +172,32 @@ def save_checkpoint(model: GPT, tokenizer: CharTokenizer, name: str, *, director
     parent = Path(directory) if directory is not None else weights_dir()
     parent.mkdir(parents=True, exist_ok=True)
     target = parent / name
-    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".tmp-{name}-"))
-    try:
-        _write_json(tmp / CONFIG_FILE, model.config.to_dict())
-        state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
-        save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
-        _write_json(tmp / VOCABULARY_FILE, tokenizer.to_dict())
-        if training is not None:
-            _write_json(tmp / TRAINING_FILE, training)
-        if card is not None:
-            (tmp / CARD_FILE).write_text(card, encoding="utf-8")
-        _fsync_tree(tmp)
-        with _folder_lock(parent):
-            if target.exists():
-                old = parent / f".old-{name}-{uuid.uuid4().hex[:8]}"
-                os.rename(target, old)
-                os.rename(tmp, target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with _claimed_temporary(parent, name) as tmp:
+        try:
+            _write_json(tmp / CONFIG_FILE, model.config.to_dict())
+            state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+            save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
+            _write_json(tmp / VOCABULARY_FILE, tokenizer.to_dict())
+            if training is not None:
+                _write_json(tmp / TRAINING_FILE, training)
+            if card is not None:
+                (tmp / CARD_FILE).write_text(card, encoding="utf-8")
+            if optimizer_state is not None:
+                tensors, metadata = optimizer_state
+                save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()},
+                          str(tmp / OPTIMIZER_FILE), metadata={**metadata, "format": "pt"})
+            _fsync_tree(tmp)
+            with _folder_lock(parent):
+                if target.exists():
+                    old = parent / f".old-{name}-{uuid.uuid4().hex[:8]}"
+                    os.rename(target, old)
+                    os.rename(tmp, target)
+                    shutil.rmtree(old, ignore_errors=True)
+                else:
+                    os.rename(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return target
 
 
@@ -178,17 +211,37 @@ def write_card(name: str, card: str, *, directory: Path | None = None) -> Path:
 
 
 def recover(directory: Path | None = None) -> None:
-    """Undo what a crash mid-save can leave: restore a lone ``.old-`` copy, drop stale temporaries.
+    """Undo what a crash mid-save can leave: put a lone ``.old-`` copy back, delete abandoned ``.tmp-`` folders.
 
-    Runs under the save lock, and not at all while another save holds it (its ``.old-`` copy is not
-    a leftover then).
+    Run once at start-up (build_app, the training CLI), never by listing. Works under the save lock, and not
+    at all while another process holds it (its ``.old-`` copy is not a leftover then). A ``.tmp-`` folder
+    is abandoned, whatever its age, when no live save holds its claim (see ``_claimed_temporary``), so a
+    save running in another process is never touched. A folder it may not write to is left as it is.
     """
     parent = Path(directory) if directory is not None else weights_dir()
     if not parent.is_dir():
         return
-    with _folder_lock(parent, blocking=False) as held:
-        if held:
-            _recover_unlocked(parent)
+    try:
+        with _folder_lock(parent, blocking=False) as held:
+            if held:
+                _recover_unlocked(parent)
+    except OSError as exc:
+        logger.warning("could not clear what crashed saves left in %s: %s", parent, exc)
+
+
+def _abandoned(entry: Path) -> bool:
+    """True when no live save claims ``entry``: its process died (the OS dropped the flock)."""
+    try:
+        claim = os.open(entry, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(claim)
+    return True
 
 
 def _recover_unlocked(parent: Path) -> None:
@@ -197,16 +250,19 @@ def _recover_unlocked(parent: Path) -> None:
             original = parent / entry.name[len(".old-"):].rsplit("-", 1)[0]
             if not original.exists():
                 os.rename(entry, original)
+                logger.info("restored %s from %s (a save was killed between two renames)", original.name, entry.name)
             else:
                 shutil.rmtree(entry, ignore_errors=True)
-        elif entry.name.startswith(".tmp-") and time.time() - entry.stat().st_mtime > _STALE_TMP_SECONDS:
-            shutil.rmtree(entry, ignore_errors=True)
+        elif entry.name.startswith(".tmp-") and _abandoned(entry):
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
 
 
 def list_checkpoints(directory: Path | None = None) -> list[str]:
-    """Names of complete checkpoints, the default first."""
+    """Names of complete checkpoints, the default first. Only reads: leftovers of crashes are ``recover``'s."""
     parent = Path(directory) if directory is not None else weights_dir()
-    recover(parent)
     if not parent.is_dir():
         return []
     names = sorted(
@@ -241,7 +297,7 @@ def resolve(name_or_path: str | Path, directory: Path | None = None) -> Path:
     name = validate_name(text)
     path = (Path(directory) if directory is not None else weights_dir()) / name
     if not path.is_dir():
-        raise CheckpointError(f"no checkpoint named {name!r}")
+        raise MissingCheckpointError(f"no checkpoint named {name!r}")
     return path
 
 
@@ -307,3 +363,22 @@ def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
     model.to(device).eval()
     training = _read_json(path / TRAINING_FILE) if (path / TRAINING_FILE).is_file() else None
     return Checkpoint(path.name, path, config, tokenizer, model, training)
+
+
+def load_optimizer_state(name_or_path: str | Path, directory: Path | None = None) -> OptimizerState | None:
+    """The optimizer state saved with a checkpoint, on the CPU, or None when it was saved without one.
+
+    Give it to ``optim_state.restore_optimizer_state(optimizer, model, *state)``.
+    """
+    path = resolve(name_or_path, directory)
+    file = path / OPTIMIZER_FILE
+    if not file.is_file():
+        return None
+    try:
+        with safe_open(str(file), framework="pt", device="cpu") as handle:
+            metadata = dict(handle.metadata() or {})
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"{path.name}/{OPTIMIZER_FILE} is corrupt or not safetensors: {exc}") from None
+    metadata.pop("format", None)
+    return OptimizerState(tensors, metadata)

@@ -1,11 +1,13 @@
 """Corpora and the token windows a model trains on.
 
 Owns where training text comes from, in this order:
-  1. an explicit path, or uploaded/pasted text;
+  1. uploaded or pasted text, or an explicit path (``tinyshakespeare`` by itself names Tiny Shakespeare);
   2. Tiny Shakespeare from the local cache (or the file named by ``PLAYGROUND_TINY_SHAKESPEARE``);
   3. a download of Tiny Shakespeare from its well-known URL, cached for next time;
   4. offline with nothing cached: the built-in corpus in ``assets/corpus/`` (no download needed).
-Knows nothing about models; turns text into windows of token IDs with seeded batches.
+Every ``Corpus`` says what it is (``label``), why it is that text (``reason``) and whether a visitor gave it
+(``from_visitor``: the server's upload cap applies). Knows nothing about models; turns text into windows of
+token IDs with seeded batches. Where the cache is and whether the network may be used: settings.py.
 """
 
 from __future__ import annotations
@@ -20,39 +22,70 @@ from pathlib import Path
 
 import torch
 
+from playground.settings import cache_dir, offline
+
 logger = logging.getLogger(__name__)
 
 TINY_SHAKESPEARE_NAME = "tinyshakespeare"
+TINY_SHAKESPEARE_KEYWORDS = (TINY_SHAKESPEARE_NAME, "tiny_shakespeare")  # said instead of a path: Tiny Shakespeare
 TINY_SHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 )
 TINY_SHAKESPEARE_CHARS = 1_115_394
 BUILTIN_CORPUS_PATH = Path(__file__).resolve().parent.parent / "assets" / "corpus" / "builtin.txt"
 DOWNLOAD_TIMEOUT_SECONDS = 15
+VISITOR_SOURCES = ("upload", "text")  # text a visitor gave; every other source is the server's own
 
 
 class CorpusError(ValueError):
     """The corpus cannot be used: empty, binary, too large, or unreadable."""
 
 
+def is_tiny_shakespeare(name: str | None, source: str | None = None) -> bool:
+    """Whether the corpus called ``name``, from ``source``, is Tiny Shakespeare.
+
+    Answers for a Corpus and for the ``corpus`` record in a checkpoint's training.json alike
+    (``{"name": "tinyshakespeare", "source": "path", ...}``). A visitor's text is never Tiny Shakespeare,
+    whatever it is called; a server file named ``tinyshakespeare.txt`` is.
+    """
+    return name == TINY_SHAKESPEARE_NAME and source not in (*VISITOR_SOURCES, "builtin")
+
+
 @dataclass(frozen=True)
 class Corpus:
+    """Text to train on, where it came from, and why it is this text.
+
+    ``source``: "path" (a file the command line or ``PLAYGROUND_TINY_SHAKESPEARE`` named), "upload" (a
+    visitor's file), "text" (pasted), "cache" or "download" (Tiny Shakespeare), "builtin" (the Sonnets).
+    ``reason``: a clause a learner can read, such as "offline and Tiny Shakespeare is not cached, so the
+    built-in Sonnets are used".
+    """
+
     name: str
     text: str
-    source: str  # "path", "text", "cache", "download" or "builtin"
+    source: str
+    reason: str = ""
 
     def __len__(self) -> int:
         return len(self.text)
 
+    @property
+    def is_tiny_shakespeare(self) -> bool:
+        return is_tiny_shakespeare(self.name, self.source)
 
-def cache_dir() -> Path:
-    """``PLAYGROUND_CACHE_DIR`` or ``~/.cache/attention-playground``."""
-    return Path(os.environ.get("PLAYGROUND_CACHE_DIR") or Path.home() / ".cache" / "attention-playground")
+    @property
+    def from_visitor(self) -> bool:
+        """True for an upload or pasted text, which the server's upload cap limits; False for the server's own
+        corpora (Tiny Shakespeare, the built-in Sonnets, a file named on the command line)."""
+        return self.source in VISITOR_SOURCES
 
-
-def offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes")
-               for v in ("PLAYGROUND_OFFLINE", "HF_HUB_OFFLINE"))
+    @property
+    def label(self) -> str:
+        """What to call it in a sentence: "Tiny Shakespeare", "the built-in Sonnets corpus", "your uploaded file"..."""
+        if self.is_tiny_shakespeare:
+            return "Tiny Shakespeare"
+        return {"builtin": "the built-in Sonnets corpus", "upload": "your uploaded file",
+                "text": "the pasted text"}.get(self.source, f"the {self.name} corpus")
 
 
 def decode_text(raw: bytes, name: str, max_bytes: int | None = None) -> str:
@@ -96,40 +129,52 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def builtin_corpus() -> Corpus:
-    return Corpus("builtin", BUILTIN_CORPUS_PATH.read_text(encoding="utf-8"), "builtin")
+def builtin_corpus(reason: str = "the built-in Sonnets were asked for") -> Corpus:
+    return Corpus("builtin", BUILTIN_CORPUS_PATH.read_text(encoding="utf-8"), "builtin", reason)
 
 
 def tiny_shakespeare(allow_download: bool = True) -> Corpus:
     """Tiny Shakespeare from an explicit file, the cache, or a download; else the built-in corpus."""
     explicit = os.environ.get("PLAYGROUND_TINY_SHAKESPEARE")
     if explicit:
-        return Corpus(TINY_SHAKESPEARE_NAME, read_text_file(explicit), "path")
+        return Corpus(TINY_SHAKESPEARE_NAME, read_text_file(explicit), "path",
+                      "read from the copy this server names (PLAYGROUND_TINY_SHAKESPEARE)")
     cached = cache_dir() / "tinyshakespeare.txt"
     if cached.is_file():
-        return Corpus(TINY_SHAKESPEARE_NAME, read_text_file(cached), "cache")
-    if allow_download and not offline():
-        url = os.environ.get("PLAYGROUND_CORPUS_URL", TINY_SHAKESPEARE_URL)
-        try:
-            text = _download(url)
-        except (OSError, urllib.error.URLError, CorpusError) as exc:
-            logger.warning("Tiny Shakespeare download from %s failed (%s); using the built-in corpus", url, exc)
-        else:
-            _write_atomically(cached, text)
-            return Corpus(TINY_SHAKESPEARE_NAME, text, "download")
-    return builtin_corpus()
+        return Corpus(TINY_SHAKESPEARE_NAME, read_text_file(cached), "cache", "read from this server's cache")
+    if offline():
+        return builtin_corpus("offline and Tiny Shakespeare is not cached, so the built-in Sonnets are used")
+    if not allow_download:
+        return builtin_corpus("Tiny Shakespeare is not cached and downloading it was not allowed, "
+                              "so the built-in Sonnets are used")
+    url = os.environ.get("PLAYGROUND_CORPUS_URL", TINY_SHAKESPEARE_URL)
+    try:
+        text = _download(url)
+    except (OSError, urllib.error.URLError, CorpusError) as exc:
+        logger.warning("Tiny Shakespeare download from %s failed (%s); using the built-in corpus", url, exc)
+        return builtin_corpus("the Tiny Shakespeare download failed (the server log says why), "
+                              "so the built-in Sonnets are used")
+    _write_atomically(cached, text)
+    return Corpus(TINY_SHAKESPEARE_NAME, text, "download", "downloaded once and cached for next time")
 
 
 def load_corpus(path: str | Path | None = None, text: str | None = None, name: str | None = None,
-                allow_download: bool = True) -> Corpus:
-    """Resolve a corpus in the documented order (see the module docstring)."""
+                allow_download: bool = True, *, uploaded: bool = False) -> Corpus:
+    """Resolve a corpus in the documented order (see the module docstring).
+
+    ``text`` is pasted text, or with ``uploaded=True`` the decoded contents of a visitor's file; either way
+    ``Corpus.from_visitor`` is true. ``path`` is a file the server names; the bare word ``tinyshakespeare``
+    (or ``tiny_shakespeare``) instead of a path means Tiny Shakespeare, from wherever it can be had.
+    """
     if text is not None and text.strip():
-        return Corpus(name or "pasted text", text, "text")
+        if uploaded:
+            return Corpus(name or "uploaded file", text, "upload", "a visitor uploaded it")
+        return Corpus(name or "pasted text", text, "text", "a visitor pasted it")
     if path is not None and str(path).strip():
-        path = Path(path)
-        if path.name == "tinyshakespeare" or str(path) in ("tinyshakespeare", "tiny_shakespeare"):
+        if str(path).strip() in TINY_SHAKESPEARE_KEYWORDS:
             return tiny_shakespeare(allow_download)
-        return Corpus(name or path.stem, read_text_file(path), "path")
+        path = Path(path)
+        return Corpus(name or path.stem, read_text_file(path), "path", f"read from {path.name}")
     return tiny_shakespeare(allow_download)
 
 

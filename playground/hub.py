@@ -3,7 +3,9 @@
 Owns the calls to ``huggingface_hub`` (imported inside functions, so importing this module costs nothing)
 and turns their many exceptions into one, ``HubError``, with a message a learner can act on.
 Only the five checkpoint files are ever downloaded (see checkpoints.py), never a pickle
-(``*.bin``, ``*.pt``, ``*.pkl``); loading goes through ``checkpoints.load_checkpoint``, the one loader.
+(``*.bin``, ``*.pt``, ``*.pkl``), nor a pushed run's optimizer.safetensors (twice the weights' size, and only a
+resumed run reads it: training resumes local runs, never a Hub repo); loading goes through
+``checkpoints.load_checkpoint``, the one loader.
 
 Settings are read when a function is called, not when huggingface_hub was imported:
 ``HF_ENDPOINT`` (a mirror or a test server), ``HF_HUB_CACHE`` / ``HF_HOME`` (the cache), and
@@ -21,7 +23,7 @@ from pathlib import Path
 import torch
 
 from playground import checkpoints
-from playground.data import offline
+from playground.settings import offline
 
 logger = logging.getLogger(__name__)
 

@@ -28,26 +28,40 @@ class SourceKey:
 
 
 def source_key(source: str | Path, *, allow_folders: bool = False) -> SourceKey:
-    """The canonical form of a checkpoint source, checked (names and repo ids validated, whitespace trimmed)."""
-    if isinstance(source, Path) or (allow_folders and Path(str(source)).is_dir()):
+    """The canonical form of a checkpoint source, checked (names and repo ids validated, whitespace trimmed).
+
+    " big " -> name "big"; "owner/name" -> hub; with ``allow_folders`` an existing folder (a Path, or text
+    naming one) -> its absolute path, so "runs/tiny" and "./runs/tiny/" are one source.
+    """
+    if isinstance(source, Path):
         if not allow_folders:
             raise checkpoints.CheckpointError("a checkpoint is chosen by name or Hub repo id here, not by folder")
-        return SourceKey("folder", str(Path(source)))
+        return SourceKey("folder", str(source.expanduser().resolve()))
     if not isinstance(source, str) or not source.strip():
         raise checkpoints.CheckpointError("pick a checkpoint first (none is loaded)")
     text = source.strip()
+    if allow_folders and Path(text).expanduser().is_dir():
+        return SourceKey("folder", str(Path(text).expanduser().resolve()))
     if hub.is_hub_id(text):
         return SourceKey("hub", hub.validate_repo_id(text))
     return SourceKey("name", checkpoints.validate_name(text))
 
 
 def weights_stamp(key: SourceKey, directory: Path | None = None) -> int | None:
-    """When a local checkpoint's weights last changed (None for Hub repos), to know when a cached copy is stale."""
+    """A number that changes whenever a local checkpoint's weights file is replaced (None for Hub repos and
+    for a folder without weights), to know when a cached copy is stale.
+
+    Every save writes a new file, so the stamp mixes its inode with its modification time and size: two saves
+    within one tick of the file system's clock still differ. Raises CheckpointError for a name that is not there.
+    """
     if key.kind == "hub":
         return None
     folder = Path(key.value) if key.kind == "folder" else checkpoints.resolve(key.value, directory)
-    weights_file = folder / checkpoints.WEIGHTS_FILE
-    return weights_file.stat().st_mtime_ns if weights_file.exists() else None
+    try:
+        stat = (folder / checkpoints.WEIGHTS_FILE).stat()
+    except OSError:
+        return None
+    return hash((stat.st_ino, stat.st_mtime_ns, stat.st_size))
 
 
 def open_checkpoint(source: str | Path | SourceKey, *, directory: Path | None = None,
@@ -65,10 +79,8 @@ def open_checkpoint(source: str | Path | SourceKey, *, directory: Path | None = 
     try:
         return checkpoints.load_checkpoint(key.value, directory=directory, device=device,
                                            max_parameters=max_parameters)
-    except checkpoints.CheckpointError as exc:
-        if not str(exc).startswith("no checkpoint named"):
-            raise
+    except checkpoints.MissingCheckpointError as exc:
         folder = directory if directory is not None else checkpoints.weights_dir()
         what = "a name there, a folder path or a Hub id owner/name" if allow_folders else \
             "a name there or a Hub id owner/name"
-        raise checkpoints.CheckpointError(f"{exc} in {folder} (give {what})") from None
+        raise checkpoints.MissingCheckpointError(f"{exc} in {folder} (give {what})") from None

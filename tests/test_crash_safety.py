@@ -76,11 +76,26 @@ def test_a_kill_at_each_moment_of_a_save_leaves_a_loadable_checkpoint(tiny_weigh
     leftovers = sorted(e.name[:5] for e in folder.iterdir() if e.name.startswith((".tmp-", ".old-")))
     if moment == "between the renames":
         assert not (folder / "shakespeare-char").exists() and ".old-" in leftovers  # the dangerous state
-    names = checkpoints.list_checkpoints(folder)  # recovers
+    for name in checkpoints.list_checkpoints(folder):  # before recovery: whatever is listed loads
+        checkpoints.load_checkpoint(name, directory=folder)
+    checkpoints.recover(folder)  # what the app's start-up and the training CLI do first
+    names = checkpoints.list_checkpoints(folder)
     assert names == ["shakespeare-char"]
     loaded = checkpoints.load_checkpoint("shakespeare-char", directory=folder)
     assert loaded.steps == expected_steps
-    assert not any(e.name.startswith(".old-") for e in folder.iterdir()), "recovery left an .old- copy"
+    assert not any(e.name.startswith((".old-", ".tmp-")) for e in folder.iterdir()), "recovery left a leftover"
+
+
+def test_the_app_recovers_once_at_start_up(tiny_weights, tmp_path):
+    from playground.ui import build_app
+
+    folder = _copy_weights(tiny_weights, tmp_path / "weights")
+    (folder / "shakespeare-char").rename(folder / ".old-shakespeare-char-0badf00d")  # killed between renames
+    (folder / ".tmp-shakespeare-char-dead").mkdir()
+    assert checkpoints.list_checkpoints(folder) == []
+    app = build_app(weights=folder)
+    assert app.playground_context.checkpoint_names() == ["shakespeare-char"]
+    assert not any(e.name.startswith((".old-", ".tmp-")) for e in folder.iterdir())
 
 
 def test_random_kills_of_a_real_training_run(tmp_path):

@@ -127,6 +127,7 @@ def stub_hub(tiny_checkpoint, tmp_path, monkeypatch):
         "learner/tiny-char": files,
         "learner/with-pickle": {**files, "pytorch_model.bin": b"\x80\x04 a pickle", "extra.pt": b"\x80\x04"},
         "learner/no-weights": no_weights,
+        "learner/pushed-run": {**files, "optimizer.safetensors": b"moments for resuming"},
     })
     stub.thread.start()
     monkeypatch.setenv("HF_ENDPOINT", stub.url)
@@ -196,6 +197,13 @@ def test_pickle_files_are_never_requested(stub_hub):
     assert load_from_hub("learner/with-pickle").steps == 7
 
 
+def test_a_pushed_runs_optimizer_state_is_left_on_the_hub(stub_hub):
+    """Only a resumed local run reads optimizer.safetensors; a Hub checkpoint is sampled, never resumed."""
+    path = download_checkpoint("learner/pushed-run")
+    assert not (path / "optimizer.safetensors").exists()
+    assert "optimizer.safetensors" not in stub_hub.requested_files()
+
+
 def test_a_model_above_the_cap_is_refused_before_its_weights_are_fetched(stub_hub):
     from playground.checkpoints import CheckpointError
 
@@ -249,7 +257,9 @@ def test_hf_endpoint_is_read_when_called_not_at_import(stub_hub, monkeypatch):
 
 
 def test_importing_hub_does_not_import_huggingface_hub():
-    code = "import sys, playground.hub\nassert 'huggingface_hub' not in sys.modules\nprint('ok')\n"
+    code = ("import sys, playground.hub\nassert 'huggingface_hub' not in sys.modules\n"
+            "assert 'playground.data' not in sys.modules, 'hub.py reads its settings from settings.py'\n"
+            "print('ok')\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

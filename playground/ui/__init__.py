@@ -28,6 +28,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     ctx = AppContext(limits=limits or Limits.from_env(),
                      weights=Path(weights) if weights else checkpoints.weights_dir(),
                      device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
+    checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
         with gr.Tabs():

@@ -81,10 +81,6 @@ class AppContext:
                 self._cache["corpus_counts"] = Counter(corpus.text)
             return self._cache["corpus_counts"]
 
-    def corpus_label(self) -> str:
-        corpus = self.corpus()
-        return "Tiny Shakespeare" if corpus.name == "tinyshakespeare" else f"the {corpus.name} corpus"
-
     @property
     def model_concurrency(self) -> int:
         """How many model-running requests share the device at once (the queue holds the rest)."""

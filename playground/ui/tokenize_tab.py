@@ -8,6 +8,7 @@ from collections import Counter
 import gradio as gr
 
 from playground import checks
+from playground.data import is_tiny_shakespeare
 from playground.tokenizer import CharTokenizer, escape_char
 from playground.ui.common import AppContext, bound, checkpoint_dropdown
 
@@ -36,33 +37,40 @@ def chips_html(text: str, tokenizer: CharTokenizer) -> str:
     return '<div class="tok-chips" style="line-height:2.2">' + "".join(chips) + "</div>"
 
 
-def _vocabulary(ctx: AppContext, source: str, checkpoint: str | None, text: str) -> tuple[CharTokenizer, str, Counter]:
-    """The tokenizer for ``source``, a name for where its counts come from, and those counts."""
+def _vocabulary(ctx: AppContext, source: str, checkpoint: str | None,
+                text: str) -> tuple[CharTokenizer, str, Counter, str | None]:
+    """The tokenizer for ``source``, a name for where its counts come from, those counts, and a notice when
+    the corpus counted in is not the one asked for (offline, the built-in Sonnets stand in for Tiny Shakespeare)."""
     if source == SOURCES[0]:
         loaded = ctx.checkpoint(checkpoint or ctx.default_checkpoint_name() or "")
-        corpus_name = (loaded.training or {}).get("corpus", {}).get("name")
-        counts = ctx.corpus_counts() if corpus_name == "tinyshakespeare" else Counter(text)
-        label = "Tiny Shakespeare" if corpus_name == "tinyshakespeare" else "this text"
-        return loaded.tokenizer, label, counts
+        trained_on = (loaded.training or {}).get("corpus") or {}
+        if not is_tiny_shakespeare(trained_on.get("name"), trained_on.get("source")):
+            return loaded.tokenizer, "this text", Counter(text), None
+        corpus = ctx.corpus()
+        notice = None if corpus.is_tiny_shakespeare else \
+            f"{loaded.name} was trained on Tiny Shakespeare, but the counts are in {corpus.label}: {corpus.reason}."
+        return loaded.tokenizer, corpus.label, ctx.corpus_counts(), notice
     if source == SOURCES[1]:
-        counts = ctx.corpus_counts()
-        return CharTokenizer(sorted(counts)), ctx.corpus_label(), counts
+        corpus, counts = ctx.corpus(), ctx.corpus_counts()
+        notice = None if corpus.is_tiny_shakespeare else f"The vocabulary and counts come from {corpus.label}: " \
+            f"{corpus.reason}."
+        return CharTokenizer(sorted(counts)), corpus.label, counts, notice
     if source == SOURCES[2]:
         if not text:
             raise ValueError("Type some text first: the vocabulary is trained from it")
-        return CharTokenizer.train_from_text(text), "this text", Counter(text)
+        return CharTokenizer.train_from_text(text), "this text", Counter(text), None
     raise ValueError(f"unknown vocabulary source {source!r}; choose one of: {', '.join(SOURCES)}")
 
 
 def tokenize(ctx: AppContext, text: str, source: str, checkpoint: str | None):
     """Plain handler: returns (chips HTML, IDs, decoded round trip, counts Markdown, vocabulary rows)."""
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
-    tokenizer, counts_label, counts = _vocabulary(ctx, source, checkpoint, text)
+    tokenizer, counts_label, counts, corpus_notice = _vocabulary(ctx, source, checkpoint, text)
     unknown = tokenizer.find_unknown(text)
     known_text = "".join(c for c in text if not tokenizer.find_unknown(c))
     ids = tokenizer.encode(known_text).tolist()
     decoded = tokenizer.decode(ids)
-    notes = []
+    notes = [corpus_notice] if corpus_notice else []
     if unknown:
         listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
         notes.append(f"**{len(unknown)} character(s) are not in this vocabulary** (highlighted in red): {listed}"
