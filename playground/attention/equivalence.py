@@ -73,8 +73,7 @@ def compare(d_in: int, d_out: int, num_heads: int, seq_len: int, batch: int = 2,
         if cls.compared_with is None:  # it cannot take the reference's weights
             why = f"{cls.why} ({row['parameters']:,} parameters vs the reference's {parameter_total(reference):,})"
         else:
-            if name != REFERENCE:
-                transplant(reference, name, module)
+            transplant(reference, name, module)  # the reference too: a plain copy into its seeded twin
             with torch.no_grad():
                 actual = module(x)
             target = targets[cls.compared_with]

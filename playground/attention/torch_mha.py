@@ -31,7 +31,8 @@ class TorchMHAAttention(AttentionImplementation):
     def unsupported_reason(cls, d_in, d_out, num_heads):
         reason = super().unsupported_reason(d_in, d_out, num_heads)
         if reason is None and d_in != d_out:
-            reason = f"torch_mha needs d_in == d_out (got {d_in} and {d_out}): nn.MultiheadAttention maps d to d"
+            reason = (f"torch_mha needs d_in == d_out (got d_in={d_in}, d_out={d_out}): nn.MultiheadAttention "
+                      "maps embed_dim to embed_dim")
         return reason
 
     def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
