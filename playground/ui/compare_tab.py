@@ -108,9 +108,9 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
     atol, rtol = result.rows[0].atol, result.rows[0].rtol
     summary = (f"{len(agreeing)} of {sum(r.compared for r in result.rows)} compared implementations agree with "
                f"the reference within the {dtype} tolerance on {describe(chosen)} (input {B} × {T} × {d}, "
-               f"{h} heads of width {d // h}, seed {seed}): every |difference| ≤ atol + rtol·|reference value|, "
-               f"with atol {atol:g} (absolute) and rtol {rtol:g} (relative). Dropout is 0 here: dropout draws "
-               "random numbers, so with it on no two implementations could agree.")
+               f"{h} heads of width {d // h}, seed {seed}). A row agrees when every |difference| ≤ atol + "
+               f"rtol·|reference value|, here atol {atol:g} (absolute) and rtol {rtol:g} (relative). Dropout is 0 "
+               "here: dropout draws random numbers, so with it on no two implementations could agree.")
     grid = None
     if T <= MAX_MAP_T:
         names = [n for n in result.head_maps]
