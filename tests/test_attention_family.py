@@ -1,4 +1,7 @@
-"""The attention implementations as a family: each against the batched reference, on tiny seeded inputs."""
+"""The attention implementations as a family: each against the batched reference, on tiny seeded inputs.
+
+Every test is parametrized over the registry's classes, so a new implementation is tested by registering it.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +10,42 @@ import torch
 from torch.testing import assert_close
 
 from playground.attention import (
+    FAMILY,
     IMPLEMENTATIONS,
     REFERENCE,
+    AttentionImplementation,
     build,
     head_weights,
     source_of,
     tolerance_for,
     transplant,
 )
+from playground.attention.base import EXPLICIT_SOFTMAX, OUTPUT
 from playground.attention.batched import BatchedAttention
 from playground.attention.costs import check_fits, estimate_attention_bytes, time_implementations
 
-NAMES = list(IMPLEMENTATIONS)
-EQUIVALENT = [name for name, impl in IMPLEMENTATIONS.items() if impl.equivalent]
+CLASSES = list(IMPLEMENTATIONS.values())
+COMPARED = [cls for cls in CLASSES if cls.compared_with is not None]  # those that can take the reference's weights
 # (d_in, d_out, num_heads): square like a transformer block, and narrowing (d_in != d_out) where supported
 SIZES = [(16, 16, 4), (12, 8, 2)]
 CONTEXT = 10
 ATOL, RTOL = tolerance_for(torch.float32)
 
 
-def supported(names, sizes=SIZES):
-    return [
-        (name, *size) for name in names for size in sizes if IMPLEMENTATIONS[name].unsupported_reason(*size) is None
-    ]
+def each(classes):
+    return pytest.mark.parametrize("cls", classes, ids=lambda cls: cls.name)
+
+
+def supported(classes, sizes=SIZES):
+    return pytest.mark.parametrize(
+        ("cls", "d_in", "d_out", "num_heads"),
+        [
+            pytest.param(cls, *size, id=f"{cls.name}-{'x'.join(map(str, size))}")
+            for cls in classes
+            for size in sizes
+            if cls.unsupported_reason(*size) is None
+        ],
+    )
 
 
 def seeded(name, d_in, d_out, num_heads, qkv_bias=False, seed=0):
@@ -49,51 +65,72 @@ def output_and_input_grad(fn, x, grad_out_seed=2):
     return out.detach(), x.grad
 
 
+def what_it_is_compared_with(cls, reference):
+    """The reference's forward, or its context vectors before out_proj, as the class says."""
+    return reference if cls.compared_with == OUTPUT else reference.context_vectors
+
+
+@each(CLASSES)
+def test_every_implementation_describes_itself(cls):
+    assert issubclass(cls, AttentionImplementation) and IMPLEMENTATIONS[cls.name] is cls
+    assert cls.title and cls.why and cls.parameter_formula
+    assert cls.compared_with in (OUTPUT, "context", None)
+    if cls.equivalent:  # computing the reference's function means comparing with its output
+        assert cls.compared_with == OUTPUT
+    assert f"class {cls.__name__}(" in source_of(cls.name)
+
+
+def test_the_registry_is_one_list_of_classes_with_distinct_names():
+    assert list(IMPLEMENTATIONS.values()) == list(FAMILY)
+    assert len({cls.name for cls in FAMILY}) == len(FAMILY)
+    assert IMPLEMENTATIONS[REFERENCE] is BatchedAttention
+
+
 @pytest.mark.parametrize("qkv_bias", [False, True])
-@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(EQUIVALENT))
-def test_equivalent_implementation_matches_reference_after_transplant(name, d_in, d_out, num_heads, qkv_bias):
+@supported(COMPARED)
+def test_matches_the_reference_after_transplant(cls, d_in, d_out, num_heads, qkv_bias):
     reference = seeded(REFERENCE, d_in, d_out, num_heads, qkv_bias)
-    target = transplant(reference, name, seeded(name, d_in, d_out, num_heads, qkv_bias, seed=7))
+    target = transplant(reference, cls.name, seeded(cls.name, d_in, d_out, num_heads, qkv_bias, seed=7))
     x = tokens(d_in)
-    expected_out, expected_grad = output_and_input_grad(reference, x)
+    expected_out, expected_grad = output_and_input_grad(what_it_is_compared_with(cls, reference), x)
     out, grad = output_and_input_grad(target, x)
     assert_close(out, expected_out, atol=ATOL, rtol=RTOL)
     assert_close(grad, expected_grad, atol=ATOL, rtol=RTOL)
 
 
-@pytest.mark.parametrize("qkv_bias", [False, True])
-@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(["wrapper"]))
-def test_wrapper_equals_reference_before_out_proj(name, d_in, d_out, num_heads, qkv_bias):
-    reference = seeded(REFERENCE, d_in, d_out, num_heads, qkv_bias)
-    wrapper = transplant(reference, name, seeded(name, d_in, d_out, num_heads, qkv_bias, seed=7))
+@supported(COMPARED, SIZES[:1])
+def test_the_tolerance_catches_a_wrong_layout(cls, d_in, d_out, num_heads):
+    """Rounding passes; a real mistake, here the first two heads' queries swapped, does not."""
+    reference = seeded(REFERENCE, d_in, d_out, num_heads)
+    target = transplant(reference, cls.name, seeded(cls.name, d_in, d_out, num_heads, seed=7))
+    with torch.no_grad():
+        d_k = d_out // num_heads
+        reference.W_query.weight[: 2 * d_k] = reference.W_query.weight[: 2 * d_k].roll(d_k, dims=0)
     x = tokens(d_in)
-    expected_out, expected_grad = output_and_input_grad(reference.context_vectors, x)
-    out, grad = output_and_input_grad(wrapper, x)
-    assert_close(out, expected_out, atol=ATOL, rtol=RTOL)
-    assert_close(grad, expected_grad, atol=ATOL, rtol=RTOL)
+    with torch.no_grad(), pytest.raises(AssertionError):
+        assert_close(target(x), what_it_is_compared_with(cls, reference)(x), atol=ATOL, rtol=RTOL)
 
 
 @pytest.mark.parametrize("qkv_bias", [False, True])
-@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(NAMES, SIZES + [(24, 12, 3)]))
-def test_parameter_count_matches_formula(name, d_in, d_out, num_heads, qkv_bias):
-    module = seeded(name, d_in, d_out, num_heads, qkv_bias)
+@supported(CLASSES, SIZES + [(24, 12, 3)])
+def test_parameter_count_matches_formula(cls, d_in, d_out, num_heads, qkv_bias):
+    module = seeded(cls.name, d_in, d_out, num_heads, qkv_bias)
     actual = sum(p.numel() for p in module.parameters())
-    assert actual == IMPLEMENTATIONS[name].parameter_count(d_in, d_out, num_heads, qkv_bias)
+    assert actual == cls.parameter_count(d_in, d_out, num_heads, qkv_bias)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_gpt2_small_parameter_count(name):
-    impl = IMPLEMENTATIONS[name]
-    module = build(name, 768, 768, 12, 1024, qkv_bias=True)
-    assert sum(p.numel() for p in module.parameters()) == impl.parameter_count(768, 768, 12, True)
-    if impl.equivalent:  # q, k, v with biases + out_proj: 4·768·768 + 4·768
-        assert impl.parameter_count(768, 768, 12, True) == 2_362_368
+@each(CLASSES)
+def test_gpt2_small_parameter_count(cls):
+    module = build(cls.name, 768, 768, 12, 1024, qkv_bias=True)
+    assert sum(p.numel() for p in module.parameters()) == cls.parameter_count(768, 768, 12, True)
+    if cls.equivalent:  # q, k, v with biases + out_proj: 4·768·768 + 4·768
+        assert cls.parameter_count(768, 768, 12, True) == 2_362_368
 
 
-@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(NAMES))
+@supported(CLASSES)
 @pytest.mark.parametrize("changed", [0, 3, 6])
-def test_changing_a_token_leaves_earlier_outputs_unchanged(name, d_in, d_out, num_heads, changed):
-    module = seeded(name, d_in, d_out, num_heads, qkv_bias=True)
+def test_changing_a_token_leaves_earlier_outputs_unchanged(cls, d_in, d_out, num_heads, changed):
+    module = seeded(cls.name, d_in, d_out, num_heads, qkv_bias=True)
     x = tokens(d_in)
     edited = x.clone()
     edited[:, changed] += 1.0
@@ -103,20 +140,20 @@ def test_changing_a_token_leaves_earlier_outputs_unchanged(name, d_in, d_out, nu
     assert not torch.allclose(after[:, changed], before[:, changed])
 
 
-@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(NAMES))
-def test_head_weights_are_causal_distributions(name, d_in, d_out, num_heads):
-    weights = head_weights(name, seeded(name, d_in, d_out, num_heads), tokens(d_in, T=6))
+@supported(CLASSES)
+def test_head_weights_are_causal_distributions(cls, d_in, d_out, num_heads):
+    weights = head_weights(cls.name, seeded(cls.name, d_in, d_out, num_heads), tokens(d_in, T=6))
     assert weights.shape == (2, num_heads, 6, 6)
     assert_close(weights.sum(dim=-1), torch.ones(2, num_heads, 6), atol=ATOL, rtol=RTOL)
     assert torch.equal(weights.triu(diagonal=1), torch.zeros_like(weights))  # exact zeros on the future
 
 
-@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(EQUIVALENT + ["wrapper"]))
-def test_head_weights_agree_across_equivalent_implementations(name, d_in, d_out, num_heads):
+@supported(COMPARED)
+def test_head_weights_agree_across_compared_implementations(cls, d_in, d_out, num_heads):
     reference = seeded(REFERENCE, d_in, d_out, num_heads, qkv_bias=True)
-    target = transplant(reference, name, seeded(name, d_in, d_out, num_heads, qkv_bias=True, seed=7))
+    target = transplant(reference, cls.name, seeded(cls.name, d_in, d_out, num_heads, qkv_bias=True, seed=7))
     x = tokens(d_in)
-    assert_close(head_weights(name, target, x), head_weights(REFERENCE, reference, x), atol=ATOL, rtol=RTOL)
+    assert_close(head_weights(cls.name, target, x), head_weights(REFERENCE, reference, x), atol=ATOL, rtol=RTOL)
 
 
 JOURNEY = torch.tensor(  # "Your journey starts with one step", 3-dimensional embeddings from the book
@@ -152,9 +189,9 @@ def test_seeded_batched_reproduces_the_books_numbers(make):
     assert_close(context_vecs[1], context_vecs[0])
 
 
-@pytest.mark.parametrize(("name", "d_in", "d_out", "num_heads"), supported(NAMES, SIZES[:1]))
-def test_bfloat16_stays_close_to_float32(name, d_in, d_out, num_heads):
-    module = seeded(name, d_in, d_out, num_heads)
+@supported(CLASSES, SIZES[:1])
+def test_bfloat16_stays_close_to_float32(cls, d_in, d_out, num_heads):
+    module = seeded(cls.name, d_in, d_out, num_heads)
     x = tokens(d_in)
     with torch.no_grad():
         expected = module(x)
@@ -164,15 +201,22 @@ def test_bfloat16_stays_close_to_float32(name, d_in, d_out, num_heads):
     assert_close(out.float(), expected, atol=atol, rtol=rtol)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_source_of_shows_the_running_class(name):
-    assert f"class {IMPLEMENTATIONS[name].module_class.__name__}(" in source_of(name)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_d_out_not_divisible_by_heads_is_a_clear_error(name):
+@each(CLASSES)
+def test_d_out_not_divisible_by_heads_is_a_clear_error(cls):
     with pytest.raises(ValueError, match="divisible by num_heads"):
-        build(name, 12, 10, 4, CONTEXT)
+        build(cls.name, 12, 10, 4, CONTEXT)
+
+
+@each(CLASSES)
+@pytest.mark.parametrize(("d_in", "d_out", "num_heads"), [(10, 8, 4), (12, 8, 2), (8, 8, 2)])
+def test_build_refuses_exactly_what_the_class_says_it_cannot_build(cls, d_in, d_out, num_heads):
+    reason = cls.unsupported_reason(d_in, d_out, num_heads)
+    if reason is None:
+        assert isinstance(build(cls.name, d_in, d_out, num_heads, CONTEXT), cls)
+    else:
+        with pytest.raises(ValueError) as refused:
+            build(cls.name, d_in, d_out, num_heads, CONTEXT)
+        assert str(refused.value) == reason
 
 
 @pytest.mark.parametrize(
@@ -188,15 +232,32 @@ def test_unsupported_sizes_are_clear_errors(name, d_in, d_out, num_heads, messag
         build(name, d_in, d_out, num_heads, CONTEXT)
 
 
+@each([cls for cls in CLASSES if cls.compared_with is None])
+def test_transplant_refuses_an_implementation_that_cannot_take_the_weights(cls):
+    with pytest.raises(ValueError, match="cannot take the reference's weights"):
+        transplant(seeded(REFERENCE, 16, 16, 4), cls.name, seeded(cls.name, 16, 16, 4))
+
+
 def test_transplant_into_sliced_heads_explains_the_parameter_counts():
     reference, sliced = seeded(REFERENCE, 16, 16, 4), seeded("sliced_heads", 16, 16, 4)
     with pytest.raises(ValueError, match=r"sliced_heads is a different model.* 464 parameters .* 1,040"):
         transplant(reference, "sliced_heads", sliced)
 
 
-def test_transplant_refuses_mismatched_bias():
+@each(COMPARED)
+def test_transplant_refuses_mismatched_bias_heads_and_class(cls):
     with pytest.raises(ValueError, match="qkv_bias differs"):
-        transplant(seeded(REFERENCE, 8, 8, 2, qkv_bias=True), "sdpa", seeded("sdpa", 8, 8, 2))
+        transplant(seeded(REFERENCE, 8, 8, 2, qkv_bias=True), cls.name, seeded(cls.name, 8, 8, 2))
+    with pytest.raises(ValueError, match="cannot transplant 2 heads into 4"):
+        transplant(seeded(REFERENCE, 8, 8, 2), cls.name, seeded(cls.name, 8, 8, 4))
+    with pytest.raises(TypeError, match="expects a"):
+        transplant(seeded(REFERENCE, 8, 8, 2), cls.name, torch.nn.Linear(8, 8))
+
+
+@supported(CLASSES, SIZES[:1])
+def test_backend_names_the_kernel_that_runs(cls, d_in, d_out, num_heads):
+    backend = seeded(cls.name, d_in, d_out, num_heads).backend(tokens(d_in))
+    assert backend in (EXPLICIT_SOFTMAX, "flash (cpu)", "math", "efficient", "cudnn", "unknown")
 
 
 def test_attention_memory_estimate_and_budget():
@@ -215,5 +276,5 @@ def test_timing_sweep_returns_records_and_reports_progress():
     assert [(r.name, r.seq_len) for r in records] == [("batched", 4), ("batched", 8), ("sdpa", 4), ("sdpa", 8)]
     assert [s[:2] for s in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
     assert all(r.forward_ms > 0 and r.forward_backward_ms > 0 and r.memory_is_estimate for r in records)
-    assert records[0].sdpa_backend == "none (explicit softmax)"
+    assert records[0].sdpa_backend == EXPLICIT_SOFTMAX
     assert records[-1].sdpa_backend in ("flash (cpu)", "math", "unknown")

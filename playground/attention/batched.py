@@ -4,7 +4,8 @@ This is the ``MultiHeadAttention`` class of Sebastian Raschka's *Build a Large L
 chapter 3: one projection per role for all heads at once, split into heads with a view + transpose, one
 batched matrix product for every head's scores, then an output projection that mixes the heads.
 Parameters are created in the book's order (W_query, W_key, W_value, out_proj), so a seeded layer
-reproduces the book's numbers. This module holds the maths only.
+reproduces the book's numbers. Its defaults (parameter count, size check, how to load the reference's
+weights, which is a plain copy here) are base.py's. This module holds the maths only.
 """
 
 from __future__ import annotations
@@ -12,18 +13,23 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from playground.attention.base import AttentionImplementation
 
-class BatchedAttention(nn.Module):
+
+class BatchedAttention(AttentionImplementation):
     """Causal multi-head self-attention, all heads in one batched matrix product.
 
     ``d_out`` is the total width; each of the ``num_heads`` heads has width ``d_out // num_heads``:
     d_in 768, d_out 768, 12 heads -> 12 heads of width 64.
     """
 
+    name = "batched"
+    title = "Batched heads (the reference)"
+    why = "it is the reference itself"
+
     def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
+        self.check_sizes(d_in, d_out, num_heads)  # d_out divisible by num_heads
         self.d_out = d_out
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads

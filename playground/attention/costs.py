@@ -2,7 +2,8 @@
 
 Memory grows with T²: the explicit implementations hold a (B, h, T, T) score matrix and the same-shaped
 attention weights, e.g. batch 2, 4 heads, T 1024, fp32 -> 2·4·1024·1024·4 bytes = 32 MiB each, 64 MiB both.
-Fused ``scaled_dot_product_attention`` backends (flash, memory-efficient, cuDNN) never store them.
+Fused ``scaled_dot_product_attention`` backends (flash, memory-efficient, cuDNN) never store them; each
+implementation says which backend it runs (its ``backend(x)``).
 This module times and measures; it knows nothing about plotting or the UI (``progress`` is a plain callback).
 """
 
@@ -15,20 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
-from torch.nn.attention import SDPBackend
 
-from playground.attention import IMPLEMENTATIONS, build
+from playground.attention import build, implementation
+from playground.attention.base import sdpa_backend
 
 DEFAULT_CAP_BYTES = 4 * 1024**3  # never plan more than this for the attention matrices, whatever the device has
 SWEEP_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)  # the Compare tab's default timing sweep over T
-SDPA_BASED = ("sdpa", "torch_mha")  # torch_mha's training path calls scaled_dot_product_attention too
-
-_BACKEND_LABELS = {
-    SDPBackend.MATH: "math",
-    SDPBackend.FLASH_ATTENTION: "flash",
-    SDPBackend.EFFICIENT_ATTENTION: "efficient",
-    SDPBackend.CUDNN_ATTENTION: "cudnn",
-}
 
 
 def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
@@ -115,21 +108,6 @@ class TimingRecord:
         return asdict(self)
 
 
-def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> str:
-    """The backend PyTorch's own selector picks for a causal ``scaled_dot_product_attention`` call on q, k, v.
-
-    Asks ``torch._fused_sdp_choice``, the function the dispatcher itself uses; "unknown" if this PyTorch lacks it.
-    """
-    choose = getattr(torch, "_fused_sdp_choice", None)
-    if choose is None:
-        return "unknown"
-    try:
-        label = _BACKEND_LABELS.get(SDPBackend(choose(q, k, v, None, dropout_p, True)), "unknown")
-    except (RuntimeError, ValueError, TypeError):
-        return "unknown"
-    return f"{label} (cpu)" if label == "flash" and q.device.type == "cpu" else label
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -180,11 +158,7 @@ def time_implementations(
     """
     device, dtype = torch.device(device), _as_dtype(dtype)
     for name in names:
-        if name not in IMPLEMENTATIONS:
-            raise ValueError(f"unknown attention implementation {name!r}: choose one of {', '.join(IMPLEMENTATIONS)}")
-        reason = IMPLEMENTATIONS[name].unsupported_reason(d_in, d_out, num_heads)
-        if reason:
-            raise ValueError(reason)
+        implementation(name).check_sizes(d_in, d_out, num_heads)
     if not seq_lens:
         raise ValueError("give at least one sequence length")
     check_fits(batch, num_heads, max(seq_lens), dtype, device, cap_bytes)
@@ -225,7 +199,7 @@ def _time_cell(name, module, x, grad_out, num_heads, warmup, repeats, backward) 
     warmup_times = [min(_timed(call, device) for _ in range(max(1, warmup or 1))) for call in calls]
     count = repeats if repeats is not None else _auto_repeats(sum(warmup_times))
     medians = [1000 * statistics.median([_timed(call, device) for _ in range(count)]) for call in calls]
-    backend = _backend_for(name, module, x)
+    backend = module.backend(x)
     batch, T, _ = x.shape
     return TimingRecord(
         name=name,
@@ -236,14 +210,6 @@ def _time_cell(name, module, x, grad_out, num_heads, warmup, repeats, backward) 
         repeats=count,
         **_peak_memory(calls[-1], device, batch, num_heads, T, x.dtype, backend),
     )
-
-
-def _backend_for(name: str, module: torch.nn.Module, x: torch.Tensor) -> str:
-    if name not in SDPA_BASED:
-        return "none (explicit softmax)"
-    layer = module if name == "sdpa" else module.attention  # torch_mha: the nn.MultiheadAttention inside
-    q = torch.empty(x.shape[0], layer.num_heads, x.shape[1], layer.head_dim, dtype=x.dtype, device=x.device)
-    return sdpa_backend(q, q, q)  # (B, h, T, d_k)
 
 
 def _peak_memory(call, device, batch, heads, T, dtype, backend) -> dict:

@@ -4,7 +4,8 @@ The projections are the batched reference's (W_query, W_key, W_value, out_proj, 
 middle, scores -> mask -> softmax -> weighted sum, is one call with ``is_causal=True``. PyTorch picks a
 backend (flash attention, memory-efficient, or the plain "math" one) and the fused ones never store the
 (B, h, T, T) weights, which is why they save memory at long context. Because the kernel does not return
-weights, ``attention_weights`` recomputes them explicitly from this module's own projections. Maths only.
+weights, ``attention_weights`` recomputes them explicitly from this module's own projections.
+It loads the reference's weights as they are (the same names and layout: base.py's default). Maths only.
 """
 
 from __future__ import annotations
@@ -13,14 +14,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from playground.attention.base import AttentionImplementation, sdpa_backend_for
 
-class SDPAAttention(nn.Module):
+
+class SDPAAttention(AttentionImplementation):
     """Causal multi-head self-attention via ``scaled_dot_product_attention``: (B, T, d_in) -> (B, T, d_out)."""
+
+    name = "sdpa"
+    title = "PyTorch's fused scaled_dot_product_attention"
+    why = "the fused kernel computes softmax online, in blocks, with its own rounding"
 
     def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
+        self.check_sizes(d_in, d_out, num_heads)  # d_out divisible by num_heads
         self.d_out = d_out
         self.num_heads = num_heads
         self.head_dim = d_out // num_heads
@@ -55,3 +61,7 @@ class SDPAAttention(nn.Module):
         scores = q @ k.transpose(-2, -1) / self.head_dim**0.5  # (B, h, T, T)
         future = torch.ones(num_tokens, num_tokens, dtype=torch.bool, device=x.device).triu(diagonal=1)
         return torch.softmax(scores.masked_fill(future, -torch.inf), dim=-1)
+
+    def backend(self, x):
+        """Which kernel PyTorch picks for this input: "flash (cpu)", "math", "efficient", "cudnn"..."""
+        return sdpa_backend_for(x, self.num_heads, self.head_dim)

@@ -6,13 +6,16 @@ W_query, W_key, W_value, dropout and causal mask and runs its own matrix product
 Unlike the book, ``d_out`` here is the total width, so every head has width ``d_out // num_heads``:
 d_out 768, 12 heads -> 12 heads of width 64, concatenated back to 768.
 Without an output projection nothing mixes the heads, so this equals the batched reference *before* its
-``out_proj``. This module holds the maths only.
+``out_proj``: given head i's rows of the reference's W_query, W_key, W_value, it computes the reference's
+context vectors. This module holds the maths only.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from playground.attention.base import CONTEXT, AttentionImplementation, load_heads, qkv_parameters
 
 
 class CausalAttention(nn.Module):
@@ -44,13 +47,23 @@ class CausalAttention(nn.Module):
         return attn_weights @ self.W_value(x)  # (B, T, T) @ (B, T, d_k) -> (B, T, d_k)
 
 
-class MultiHeadAttentionWrapper(nn.Module):
+class MultiHeadAttentionWrapper(AttentionImplementation):
     """``num_heads`` independent heads of width ``d_out // num_heads``, concatenated: (B, T, d_in) -> (B, T, d_out)."""
+
+    name = "wrapper"
+    title = "A list of heads, no output projection"
+    why = "each head runs its own matrix products, so the sums run in a different order"
+    equivalent = False  # no out_proj: it cannot mix the heads as the reference does
+    compared_with = CONTEXT  # so it is compared with the reference's context vectors, before out_proj
+    parameter_formula = "3·d_in·d_out (+3·d_out bias)"
+
+    @classmethod
+    def parameter_count(cls, d_in, d_out, num_heads, qkv_bias=False):
+        return qkv_parameters(d_in, d_out, qkv_bias)
 
     def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
         super().__init__()
-        if d_out % num_heads != 0:
-            raise ValueError(f"d_out ({d_out}) must be divisible by num_heads ({num_heads})")
+        self.check_sizes(d_in, d_out, num_heads)  # d_out divisible by num_heads
         self.num_heads = num_heads
         self.heads = nn.ModuleList(
             [CausalAttention(d_in, d_out // num_heads, context_length, dropout, qkv_bias) for _ in range(num_heads)]
@@ -62,3 +75,7 @@ class MultiHeadAttentionWrapper(nn.Module):
     def attention_weights(self, x):
         """Each head's attention weights before dropout: (B, T, d_in) -> (B, h, T, T)."""
         return torch.stack([head.attention_weights(x) for head in self.heads], dim=1)
+
+    def load_reference(self, reference):
+        """Head i takes rows [i·d_k, (i+1)·d_k) of the reference's W_query, W_key and W_value; no out_proj."""
+        load_heads(reference, self.heads)

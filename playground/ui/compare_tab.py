@@ -1,7 +1,9 @@
-"""Compare tab: seven multi-head attention implementations run side by side on the same input.
+"""Compare tab: the registered multi-head attention implementations run side by side on the same input.
 
-Shows where they agree (equivalence after weight transplant), what they cost (parameters, time and memory
-against T), each head's map, and the real source of each module.
+Shows where they agree (equivalence after a weight transplant: the reference's weights copied into each),
+what they cost (parameters, time and memory against T), each head's map, and the real source of each module.
+Everything it says about an implementation (title, why it differs, what it is compared with) comes from that
+implementation's class; this module only words and draws it.
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from __future__ import annotations
 import gradio as gr
 import plotly.graph_objects as go
 import torch
+from plotly.colors import qualitative
 
 from playground import checks, plots
-from playground.attention import IMPLEMENTATIONS, source_of
+from playground.attention import IMPLEMENTATIONS, REFERENCE, source_of
+from playground.attention.base import CONTEXT, EXPLICIT_SOFTMAX, OUTPUT
 from playground.attention.costs import SWEEP_LENGTHS, check_fits, time_implementations
 from playground.attention.equivalence import compare
 from playground.device import describe, pick_device, supported_dtypes
@@ -22,6 +26,49 @@ MAX_MAP_T = 48
 GPT2_SMALL = dict(embedding_dim=768, heads_num=12, seq_len=64, batch=1, qkv_bias=True)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+COLOURS = qualitative.D3  # 10 distinct colours: one per implementation, in every chart
+COMPARED_WITH = {OUTPUT: "the reference's output", CONTEXT: "the reference's context vectors (before out_proj)"}
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0)
+
+
+def _names(names: list[str]) -> str:
+    """`a`, `b` and `c`."""
+    quoted = [f"`{name}`" for name in names]
+    return " and ".join([", ".join(quoted[:-1]), quoted[-1]]) if len(quoted) > 1 else "".join(quoted)
+
+
+def intro() -> str:
+    """The tab's opening words, counted from the registry so that they match what a comparison reports."""
+    family = list(IMPLEMENTATIONS.values())
+    compared = [cls for cls in family if cls.compared_with is not None]
+    on_context = [cls.name for cls in compared if cls.compared_with == CONTEXT]
+    apart = [cls for cls in family if cls.compared_with is None]
+    text = (
+        f"Multi-head attention written {len(family)} ways; `{REFERENCE}` is the reference. A **weight transplant** "
+        "copies the reference's weights into another implementation, rearranged into that implementation's own "
+        "layout but with no number changed, so whatever difference remains is rounding. "
+        f"The {len(compared)} implementations that can take them (the reference among them) are compared, and "
+        "with the same weights they agree to within rounding"
+    )
+    if on_context:
+        one = len(on_context) == 1
+        text += (
+            f"; {_names(on_context)} {'has' if one else 'have'} no **out_proj** (the output projection: the Linear "
+            f"after the heads that mixes their outputs), so {'it is' if one else 'they are'} compared with the "
+            "reference's **context vectors** (the heads' outputs side by side, before out_proj)"
+        )
+    text += ". " + " ".join(f"`{cls.name}` is not compared ({cls.why})." for cls in apart)
+    text += (
+        " A row **agrees** when every |difference| ≤ **atol** + rtol·|reference value|: atol is the absolute "
+        "tolerance, rtol the relative one, both looser for the less precise dtypes. "
+        "Then see what each costs as the sequence grows."
+    )
+    return text
+
+
+def colour_of(name: str) -> str:
+    """The one colour an implementation has in every chart: its place in the registry picks it."""
+    return COLOURS[list(IMPLEMENTATIONS).index(name) % len(COLOURS)]
 
 
 def _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device):
@@ -47,21 +94,23 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
     check_fits(B, h, T, torch_dtype, chosen)
     result = compare(d, d, h, T, B, seed, bool(qkv_bias), torch_dtype, chosen)
     equivalence = {"headers": ["name", "compared with", "max |diff|", "rel. diff", "atol", "agrees",
-                               "why they differ at all"], "data": []}
+                               "what it is — why its numbers differ at all"], "data": []}
     for row in result.rows:
-        target = ("reference before out_proj" if row.name == "wrapper" else "batched reference") if row.compared \
-            else "—"
         agrees = "—" if row.within_tolerance is None else ("yes" if row.within_tolerance else "NO")
         equivalence["data"].append([
-            row.name, target, "—" if row.max_abs_diff is None else f"{row.max_abs_diff:.3e}",
-            "—" if row.max_rel_diff is None else f"{row.max_rel_diff:.3e}", f"{row.atol:g}", agrees, row.why])
+            row.name, COMPARED_WITH.get(row.compared_with, "—"),
+            "—" if row.max_abs_diff is None else f"{row.max_abs_diff:.3e}",
+            "—" if row.max_rel_diff is None else f"{row.max_rel_diff:.3e}", f"{row.atol:g}", agrees,
+            f"{row.title} — {row.why}"])
     parameters = {"headers": ["implementation", "parameters", "formula"],
                   "data": [[row.name, f"{row.parameters:,}", row.parameter_formula] for row in result.rows]}
     agreeing = [r.name for r in result.rows if r.within_tolerance]
+    atol, rtol = result.rows[0].atol, result.rows[0].rtol
     summary = (f"{len(agreeing)} of {sum(r.compared for r in result.rows)} compared implementations agree with "
                f"the reference within the {dtype} tolerance on {describe(chosen)} (input {B} × {T} × {d}, "
-               f"{h} heads of width {d // h}, seed {seed}). Dropout is 0 here: dropout draws random numbers, so "
-               "with it on no two implementations could agree.")
+               f"{h} heads of width {d // h}, seed {seed}). A row agrees when every |difference| ≤ atol + "
+               f"rtol·|reference value|, here atol {atol:g} (absolute) and rtol {rtol:g} (relative). Dropout is 0 "
+               "here: dropout draws random numbers, so with it on no two implementations could agree.")
     grid = None
     if T <= MAX_MAP_T:
         names = [n for n in result.head_maps]
@@ -86,20 +135,24 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
     records = time_implementations(names, d, d, h, lengths, B, chosen, torch_dtype, progress=report)
     timing = go.Figure()
     memory = go.Figure()
-    for name in names:
+    for name in names:  # one colour and one legend entry per implementation: clicking it hides both its lines
         mine = [r for r in records if r.name == name]
-        timing.add_trace(go.Scatter(x=[r.seq_len for r in mine], y=[r.forward_ms for r in mine],
-                                    name=f"{name} forward", mode="lines+markers"))
-        timing.add_trace(go.Scatter(x=[r.seq_len for r in mine], y=[r.forward_backward_ms for r in mine],
-                                    name=f"{name} fwd+bwd", mode="lines+markers", line=dict(dash="dot")))
-        memory.add_trace(go.Scatter(x=[r.seq_len for r in mine], y=[(r.peak_memory_bytes or 0) / 2**20 for r in mine],
-                                    name=name, mode="lines+markers"))
-    timing.update_layout(title=f"Median time vs T on {describe(chosen)}", xaxis_type="log", yaxis_type="log",
-                         xaxis_title="T", yaxis_title="ms", height=420)
+        x, colour = [r.seq_len for r in mine], colour_of(name)
+        for what, y, dash in (("forward", [r.forward_ms for r in mine], "solid"),
+                              ("forward + backward", [r.forward_backward_ms for r in mine], "dot")):
+            timing.add_trace(go.Scatter(x=x, y=y, name=name, legendgroup=name, showlegend=dash == "solid",
+                                        mode="lines+markers", line=dict(color=colour, dash=dash),
+                                        hovertemplate=f"{name} {what}: %{{y:.3f}} ms at T %{{x}}<extra></extra>"))
+        memory.add_trace(go.Scatter(x=x, y=[(r.peak_memory_bytes or 0) / 2**20 for r in mine], name=name,
+                                    legendgroup=name, mode="lines+markers", line=dict(color=colour)))
+    timing.update_layout(title=f"Median time vs T on {describe(chosen)} (solid: forward, dotted: forward + backward)",
+                         xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="ms", height=460,
+                         legend=LEGEND_BELOW)
     estimate = any(r.memory_is_estimate for r in records)
     memory.update_layout(title="Attention-matrix memory vs T" + (" (estimate)" if estimate else " (measured peak)"),
-                         xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="MiB", height=360)
-    backends = sorted({f"{r.name}: {r.sdpa_backend}" for r in records if r.name in ("sdpa", "torch_mha")})
+                         xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="MiB", height=400,
+                         legend=LEGEND_BELOW)
+    backends = sorted({f"{r.name}: {r.sdpa_backend}" for r in records if r.sdpa_backend != EXPLICIT_SOFTMAX})
     notes = (f"Medians after warm-up, batch {B}, embedding {d}, {h} heads, {dtype}. SDPA backend: "
              f"{'; '.join(backends) or 'n/a'}. "
              + ("On this device memory is the size of the (B, h, T, T) scores and weights, computed, not measured."
@@ -108,11 +161,7 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
 
 
 def build(ctx: AppContext) -> None:
-    gr.Markdown(
-        "Multi-head attention written seven ways. With the same weights, the five that can express the same "
-        "function agree to within rounding; `wrapper` has no output projection, and `sliced_heads` is a "
-        "different, smaller model. Then see what each costs as the sequence grows."
-    )
+    gr.Markdown(intro())
     with gr.Row():
         embedding_dim = gr.Number(64, label="embedding_dim", precision=0, minimum=1)
         heads_num = gr.Number(4, label="heads_num", precision=0, minimum=1)
@@ -126,7 +175,8 @@ def build(ctx: AppContext) -> None:
         gpt2 = gr.Button("GPT-2 small preset")
         run = gr.Button("Compare", variant="primary")
     summary = gr.Markdown(label="summary")
-    equivalence = gr.Dataframe(label="Equivalence after weight transplant", interactive=False, wrap=True,
+    equivalence = gr.Dataframe(label="Equivalence after a weight transplant (the reference's weights copied into "
+                                     "each)", interactive=False, wrap=True,
                                column_widths=["11%", "15%", "10%", "9%", "7%", "7%", "41%"])
     parameters = gr.Dataframe(label="Parameters", interactive=False)
     grid = gr.Plot(label="Per-head attention maps")
@@ -138,8 +188,8 @@ def build(ctx: AppContext) -> None:
         memory_plot = gr.Plot(label="memory")
         timing_notes = gr.Markdown(label="timing notes")
     with gr.Accordion("Source code (the module that ran)", open=False):
-        which = gr.Dropdown(list(IMPLEMENTATIONS), value="batched", label="implementation")
-        code = gr.Code(source_of("batched"), language="python", label="source")
+        which = gr.Dropdown(list(IMPLEMENTATIONS), value=REFERENCE, label="implementation")
+        code = gr.Code(source_of(REFERENCE), language="python", label="source")
 
     def timing(embedding_dim, heads_num, batch, dtype, device, max_len, progress=gr.Progress()):
         return run_timing(ctx, embedding_dim, heads_num, batch, dtype, device, max_len, progress)
