@@ -50,8 +50,12 @@ def _differences(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float, f
 
 def compare(d_in: int, d_out: int, num_heads: int, seq_len: int, batch: int = 2, seed: int = 0,
             qkv_bias: bool = False, dtype: torch.dtype = torch.float32,
-            device: torch.device | str = "cpu") -> Comparison:
-    """Run every registered implementation on the same seeded input with the reference's weights."""
+            device: torch.device | str = "cpu", with_maps: bool = True) -> Comparison:
+    """Run every registered implementation on the same seeded input with the reference's weights.
+
+    ``with_maps=False`` skips each head's (h, T, T) map: at T 1024 and 64 heads they are 256 MiB per
+    implementation, and a caller that will not draw them should not hold them.
+    """
     device = torch.device(device)
     atol, rtol = tolerance_for(dtype)
     torch.manual_seed(seed)
@@ -83,5 +87,7 @@ def compare(d_in: int, d_out: int, num_heads: int, seq_len: int, batch: int = 2,
                        within_tolerance=bool(close))
             why = cls.why
         rows.append(EquivalenceRow(**row, why=why))
-        maps[name] = head_weights(name, module, x)[0].float().cpu()
+        if with_maps:
+            maps[name] = head_weights(name, module, x)[0].float().cpu()
+        del module
     return Comparison(rows, maps, dtype, device)
