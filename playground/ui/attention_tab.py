@@ -18,7 +18,7 @@ from playground.attention import trace as tr
 from playground.data import cache_dir
 from playground.tokenizer import UnknownCharacterError
 from playground.ui.common import AppContext, bound, checkpoint_dropdown
-from playground.ui.tokenize_tab import chips_html
+from playground.ui.widgets import chips_html
 
 SOURCES = ("trained checkpoint", "random weights", "textbook preset")
 STEP_TITLES = ("1. Input X", "2. Q, K, V", "3. Raw scores QKᵀ", "4. Scaled ÷ √d_k", "5. Causal mask",
