@@ -9,6 +9,7 @@ import pytest
 from playground.config import Limits
 from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext
+from playground.walkthrough import STEP_TITLES
 
 
 @pytest.fixture
@@ -31,35 +32,35 @@ def test_tokenize_corpus_vocabulary_counts(ctx):
 
 def test_attention_every_step_and_notice_of_truncation(ctx):
     long_text = "To be, or not to be, that is the question: whether 'tis nobler"
-    for step in attention_tab.STEP_TITLES:
+    for step in STEP_TITLES:
         heading, a, b, c, whatif, *_ = attention_tab.attention_step(
             ctx, "trained checkpoint", "shakespeare-char", 0, 1, 0, 16, 8, "journey", long_text, True, True, 1.0,
             False, step, None)
         assert a is not None
-        assert (b is not None) == (step == attention_tab.STEP_TITLES[1])
+        assert (b is not None) == (step == STEP_TITLES[1])
     assert "30 characters were dropped (context_size is 32)" in heading
 
 
 def test_attention_unknown_characters_are_highlighted(ctx):
     result = attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
-                                          "hi ∑", True, True, 1.0, False, attention_tab.STEP_TITLES[0], None)
+                                          "hi ∑", True, True, 1.0, False, STEP_TITLES[0], None)
     assert "tok-unknown" in result[-1] and "not in the vocabulary" in result[0]
 
 
 def test_attention_random_and_preset_sources(ctx):
     random = attention_tab.attention_step(ctx, "random weights", None, 0, 0, 5, 12, 4, "journey", "abcabc", False,
-                                          False, 2.0, False, attention_tab.STEP_TITLES[5], 2)
+                                          False, 2.0, False, STEP_TITLES[5], 2)
     assert "T = 6 tokens · C = 12 · d_k = 4" in random[0]
     assert "With the mask off" in random[4]
     with pytest.raises(ValueError, match="not divisible|unknown preset"):
         attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "nope", "", True, True, 1.0,
-                                     False, attention_tab.STEP_TITLES[0], None)
+                                     False, STEP_TITLES[0], None)
 
 
 def test_move_step_stays_in_range():
-    assert attention_tab.move_step(attention_tab.STEP_TITLES[0], -1) == attention_tab.STEP_TITLES[0]
-    assert attention_tab.move_step(attention_tab.STEP_TITLES[6], 1) == attention_tab.STEP_TITLES[6]
-    assert attention_tab.move_step(attention_tab.STEP_TITLES[2], 1) == attention_tab.STEP_TITLES[3]
+    assert attention_tab.move_step(STEP_TITLES[0], -1) == STEP_TITLES[0]
+    assert attention_tab.move_step(STEP_TITLES[6], 1) == STEP_TITLES[6]
+    assert attention_tab.move_step(STEP_TITLES[2], 1) == STEP_TITLES[3]
 
 
 def test_sample_then_inspect_a_position(ctx):

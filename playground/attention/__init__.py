@@ -24,7 +24,6 @@ from playground.attention.heads_list import HeadsListAttention
 from playground.attention.sdpa import SDPAAttention
 from playground.attention.sliced_heads import SlicedHeadsAttention
 from playground.attention.torch_mha import TorchMHAAttention
-from playground.attention.trace import trace_head
 from playground.attention.transplant import transplant
 from playground.attention.wrapper import MultiHeadAttentionWrapper
 
@@ -225,6 +224,5 @@ __all__ = [
     "head_weights",
     "source_of",
     "tolerance_for",
-    "trace_head",
     "transplant",
 ]
