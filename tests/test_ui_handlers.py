@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import csv
 import re
+import shutil
+from pathlib import Path
 
+import gradio as gr
+import numpy as np
 import pytest
 
 from playground.config import Limits
 from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext
-from playground.walkthrough import STEP_TITLES
+from playground.walkthrough import STEP_TITLES, journey_preset
 
 
 @pytest.fixture
@@ -55,6 +60,30 @@ def test_attention_random_and_preset_sources(ctx):
     with pytest.raises(ValueError, match="not divisible|unknown preset"):
         attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "nope", "", True, True, 1.0,
                                      False, STEP_TITLES[0], None)
+
+
+def test_attention_export_lands_where_gradio_serves_files(ctx, monkeypatch):
+    """With a user's defaults (no PLAYGROUND_CACHE_DIR, no GRADIO_TEMP_DIR) the files go to Gradio's temp space,
+    which a launched app serves without allowed_paths, and read back to the stage's numbers."""
+    monkeypatch.delenv("PLAYGROUND_CACHE_DIR", raising=False)
+    monkeypatch.delenv("GRADIO_TEMP_DIR", raising=False)
+    paths = [Path(p) for p in attention_tab.export_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "",
+                                                        True, True, 1.0, False, STEP_TITLES[1])]
+    try:
+        upload_folder = gr.utils.get_upload_folder()
+        assert [p.name for p in paths] == [f"step2_{m}.{ext}" for m in "QKV" for ext in ("csv", "npy")]
+        for path in paths:
+            assert path.resolve().is_relative_to(Path(upload_folder).resolve())
+            assert gr.utils.is_allowed_file(path, blocked_paths=[], allowed_paths=[],
+                                            created_paths=[upload_folder]) == (True, "created")
+        trace = journey_preset().trace()
+        for (csv_path, npy_path), expected in zip(zip(paths[::2], paths[1::2]), (trace.q, trace.k, trace.v)):
+            rows = list(csv.reader(csv_path.read_text(encoding="utf-8").splitlines()))
+            assert rows[0] == ["", "d0", "d1"] and [row[0] for row in rows[1:]] == trace.tokens
+            assert np.array_equal(np.array([[np.float32(v) for v in row[1:]] for row in rows[1:]]), expected.numpy())
+            assert np.array_equal(np.load(npy_path, allow_pickle=False), expected.numpy())
+    finally:
+        shutil.rmtree(paths[0].parent, ignore_errors=True)
 
 
 def test_move_step_stays_in_range():

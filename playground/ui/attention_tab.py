@@ -3,7 +3,7 @@
 Weights come from a trained checkpoint (a real head on the real input of its layer), from a seed, or from
 the textbook presets. What-if switches show the consequence of each piece: the mask, the scaling, a
 temperature, and the order of masking and scaling. The maths, the lesson text and the step titles live in
-playground.walkthrough; this module lays them out.
+playground.walkthrough; this module lays them out, and puts exports where Gradio serves files from.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
+from pathlib import Path
 
 import gradio as gr
 
 from playground import checks, plots, walkthrough
-from playground.data import cache_dir
 from playground.tokenizer import UnknownCharacterError
 from playground.ui.common import AppContext, bound, checkpoint_dropdown
 from playground.ui.widgets import chips_html
@@ -23,6 +23,7 @@ from playground.walkthrough import STEP_TITLES
 
 SOURCES = ("trained checkpoint", "random weights", "textbook preset")
 DEFAULT_TEXT = "To be, or not to be: that is the question."
+EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh folder per export
 _EXPORT_MAX_AGE_SECONDS = 3600
 
 
@@ -149,18 +150,27 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
 
 def export_step(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
                 scale, mask, temperature, mask_before_scaling, step) -> list[str]:
-    """Write the current step's matrices as CSV and .npy files; returns their paths."""
+    """Write the current step's matrices as CSV and .npy files in Gradio's temp space; returns their paths."""
     inputs, _ = head_inputs(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
     trace = inputs.trace(**_switches(scale, mask, temperature, mask_before_scaling))
     key = walkthrough.STAGE_KEYS[_step_index(step)]
-    root = cache_dir() / "exports"
+    return [str(path) for path in walkthrough.write_stage(trace, key, _fresh_export_folder())]
+
+
+def _fresh_export_folder() -> Path:
+    """A new folder in Gradio's temp space (GRADIO_TEMP_DIR, else <system temp>/gradio), which Gradio serves
+    whatever allowed_paths says (not the playground's cache); export folders older than an hour go first."""
+    root = Path(gr.utils.get_upload_folder()) / EXPORTS_FOLDER
     root.mkdir(parents=True, exist_ok=True)
     for old in root.iterdir():
-        if time.time() - old.stat().st_mtime > _EXPORT_MAX_AGE_SECONDS:
-            shutil.rmtree(old, ignore_errors=True)
+        try:
+            if time.time() - old.stat().st_mtime > _EXPORT_MAX_AGE_SECONDS:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:  # another request removed it first
+            continue
     folder = root / uuid.uuid4().hex[:12]
     folder.mkdir()
-    return [str(path) for path in walkthrough.write_stage(trace, key, folder)]
+    return folder
 
 
 def move_step(step, delta: int) -> str:
