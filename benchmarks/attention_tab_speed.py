@@ -20,12 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from playground import checkpoints, plots  # noqa: E402
-from playground.attention import trace as tr  # noqa: E402
 from playground.config import Limits  # noqa: E402
 from playground.data import builtin_corpus  # noqa: E402
 from playground.device import describe  # noqa: E402
 from playground.ui import attention_tab  # noqa: E402
 from playground.ui.common import AppContext  # noqa: E402
+from playground.walkthrough import STAGE_KEYS, STEP_TITLES, prepare_text, trace_checkpoint_head  # noqa: E402
 
 
 def median_ms(fn, repeats: int) -> float:
@@ -49,23 +49,23 @@ def main() -> None:
     loaded = ctx.checkpoint(args.checkpoint)
     source = builtin_corpus().text
     text = "".join(c for c in source if not loaded.tokenizer.find_unknown(c))[1000:1000 + args.length]
-    prepared = tr.prepare_text(text, loaded.tokenizer, loaded.config.context_size)
+    prepared = prepare_text(text, loaded.tokenizer, loaded.config.context_size)
     length = len(prepared.tokens)
     layer, head = loaded.config.layers_num - 1, 0
 
     def trace_only():
         with torch.no_grad():
-            return tr.trace_checkpoint_head(loaded.model, prepared.ids, layer, head, tokens=prepared.tokens)
+            return trace_checkpoint_head(loaded.model, prepared.ids, layer, head, tokens=prepared.tokens)
 
     def trace_and_all_figures():
         trace = trace_only()
-        for key in tr.STAGE_KEYS:
+        for key in STAGE_KEYS:
             for matrix in trace.matrices(key):
                 plots.heatmap(matrix.values, matrix.row_labels, matrix.col_labels, matrix.name)
 
     def one_click():
         attention_tab.attention_step(ctx, "trained checkpoint", args.checkpoint, layer, head, 0, 16, 8, "journey",
-                                     text, True, True, 1.0, False, attention_tab.STEP_TITLES[5], None)
+                                     text, True, True, 1.0, False, STEP_TITLES[5], None)
 
     print(f"checkpoint {loaded.name} ({loaded.model.parameter_count():,} parameters) on {describe('cpu')}; "
           f"T = {length}, layer {layer}, head {head}; medians of {args.repeats}")

@@ -79,6 +79,22 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.heads_num, self.head_size).transpose(1, 2)
         return q, k, v
 
+    def head_projections(self, head: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                   torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """Head ``head``'s (w_query, w_key, w_value) each (C, d), for ``x @ W``, and its biases (d,) or None.
+
+        The rows of the fused qkv Linear that project_qkv gives this head: split(C) into q | k | v, then
+        view(h, d) puts head i on features i*d:(i+1)*d of each. ``x @ w_query + b_query`` equals
+        ``project_qkv(x)[0][:, head]``. Detached views of the parameters.
+        """
+        C = self.qkv.in_features
+        weight = self.qkv.weight.detach().view(3, self.heads_num, self.head_size, C)  # (q|k|v, h, d, C)
+        w_query, w_key, w_value = (weight[part, head].T for part in range(3))  # (C, d) each
+        if self.qkv.bias is None:
+            return w_query, w_key, w_value, None, None, None
+        bias = self.qkv.bias.detach().view(3, self.heads_num, self.head_size)  # (q|k|v, h, d)
+        return w_query, w_key, w_value, bias[0, head], bias[1, head], bias[2, head]
+
     def forward(self, x: torch.Tensor, need_weights: bool = False, cache: KVCache | None = None,
                 layer: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, C = x.shape

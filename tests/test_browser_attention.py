@@ -17,13 +17,13 @@ from browser_support import (
 )
 from playwright.sync_api import expect
 
+from playground.walkthrough import STEP_TITLES
+
 pytestmark = pytest.mark.browser
 
-ATTENTION_STAGES = [  # (heading, titles of the matrix plots) for the seven steps
-    ("1. Input X", ["X"]), ("2. Queries, keys and values", ["Q", "K", "V"]), ("3. Raw scores", ["raw scores"]),
-    ("4. Scaled scores", ["scaled scores"]), ("5. Causal mask", ["masked scores"]),
-    ("6. Attention weights", ["attention weights · row sums"]), ("7. Output", ["output"]),
-]
+PLOTS = [["X"], ["Q", "K", "V"], ["raw scores"], ["scaled scores"], ["masked scores"],
+         ["attention weights · row sums"], ["output"]]  # the titles of each step's matrix plots
+ATTENTION_STAGES = list(zip(STEP_TITLES, PLOTS))
 
 
 def test_attention_steps_through_every_stage(page):
@@ -39,13 +39,13 @@ def test_attention_steps_through_every_stage(page):
         expect(panel.get_by_role("radio", name=re.compile(rf"^{number + 1}\. "))).to_be_checked()
     expect(panel).to_contain_text("Mask (on now).")
     panel.get_by_role("button", name="◀ Previous").click()
-    expect(heading).to_have_text("6. Attention weights", timeout=WAIT_MS)
+    expect(heading).to_have_text(STEP_TITLES[5], timeout=WAIT_MS)
     expect_no_error(page)
     screenshot(page, "attention")  # the softmax weights, masked: the README's picture
 
     panel.get_by_label("causal mask", exact=True).uncheck()
     expect(panel).to_contain_text("Mask (off now).", timeout=WAIT_MS)
-    expect(heading).to_have_text("6. Attention weights")
+    expect(heading).to_have_text(STEP_TITLES[5])
     expect_no_error(page)
     screenshot(page, "attention-mask-off", publish=False)
 

@@ -3,10 +3,18 @@ import sys
 
 from conftest import REPO
 
-CORE = ["playground", "playground.config", "playground.device", "playground.tokenizer", "playground.data",
-        "playground.model", "playground.checkpoints", "playground.train", "playground.jobs", "playground.sampling",
-        "playground.attention", "playground.attention.equivalence", "playground.attention.costs", "playground.hub",
-        "playground.sample", "playground.settings", "playground.loading", "playground.optim_state"]
+
+def _core_modules() -> list[str]:
+    """Every module of the package but the UI (playground.ui.*, playground.plots): found, not listed."""
+    import pkgutil
+
+    import playground
+
+    names = ["playground"] + [info.name for info in pkgutil.walk_packages(playground.__path__, "playground.")]
+    return sorted(name for name in names if not name.startswith(("playground.ui", "playground.plots")))
+
+
+CORE = _core_modules()
 
 
 def test_core_imports_without_gradio_or_plotly():
@@ -25,6 +33,18 @@ def test_core_imports_without_gradio_or_plotly():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_the_attention_family_does_not_pull_in_the_model_or_the_tokenizer():
+    """playground.attention is the Compare tab's family; the GPT and the tokenizer belong to playground.walkthrough."""
+    code = ("import sys\n"
+            "import playground.attention, playground.attention.equivalence, playground.attention.costs\n"
+            "loaded = sorted(m for m in ('playground.model', 'playground.tokenizer', 'playground.walkthrough')"
+            " if m in sys.modules)\n"
+            "print(loaded)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
 
 
 def test_importing_the_core_does_no_work():

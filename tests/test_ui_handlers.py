@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import csv
 import re
+import shutil
+from pathlib import Path
 
+import gradio as gr
+import numpy as np
 import pytest
 
 from playground.config import Limits
 from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext
+from playground.walkthrough import STEP_TITLES, journey_preset
 
 
 @pytest.fixture
@@ -31,35 +37,59 @@ def test_tokenize_corpus_vocabulary_counts(ctx):
 
 def test_attention_every_step_and_notice_of_truncation(ctx):
     long_text = "To be, or not to be, that is the question: whether 'tis nobler"
-    for step in attention_tab.STEP_TITLES:
+    for step in STEP_TITLES:
         heading, a, b, c, whatif, *_ = attention_tab.attention_step(
             ctx, "trained checkpoint", "shakespeare-char", 0, 1, 0, 16, 8, "journey", long_text, True, True, 1.0,
             False, step, None)
         assert a is not None
-        assert (b is not None) == (step == attention_tab.STEP_TITLES[1])
+        assert (b is not None) == (step == STEP_TITLES[1])
     assert "30 characters were dropped (context_size is 32)" in heading
 
 
 def test_attention_unknown_characters_are_highlighted(ctx):
     result = attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
-                                          "hi ∑", True, True, 1.0, False, attention_tab.STEP_TITLES[0], None)
+                                          "hi ∑", True, True, 1.0, False, STEP_TITLES[0], None)
     assert "tok-unknown" in result[-1] and "not in the vocabulary" in result[0]
 
 
 def test_attention_random_and_preset_sources(ctx):
     random = attention_tab.attention_step(ctx, "random weights", None, 0, 0, 5, 12, 4, "journey", "abcabc", False,
-                                          False, 2.0, False, attention_tab.STEP_TITLES[5], 2)
+                                          False, 2.0, False, STEP_TITLES[5], 2)
     assert "T = 6 tokens · C = 12 · d_k = 4" in random[0]
     assert "With the mask off" in random[4]
     with pytest.raises(ValueError, match="not divisible|unknown preset"):
         attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "nope", "", True, True, 1.0,
-                                     False, attention_tab.STEP_TITLES[0], None)
+                                     False, STEP_TITLES[0], None)
+
+
+def test_attention_export_lands_where_gradio_serves_files(ctx, monkeypatch):
+    """With a user's defaults (no PLAYGROUND_CACHE_DIR, no GRADIO_TEMP_DIR) the files go to Gradio's temp space,
+    which a launched app serves without allowed_paths, and read back to the stage's numbers."""
+    monkeypatch.delenv("PLAYGROUND_CACHE_DIR", raising=False)
+    monkeypatch.delenv("GRADIO_TEMP_DIR", raising=False)
+    paths = [Path(p) for p in attention_tab.export_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "",
+                                                        True, True, 1.0, False, STEP_TITLES[1])]
+    try:
+        upload_folder = gr.utils.get_upload_folder()
+        assert [p.name for p in paths] == [f"step2_{m}.{ext}" for m in "QKV" for ext in ("csv", "npy")]
+        for path in paths:
+            assert path.resolve().is_relative_to(Path(upload_folder).resolve())
+            assert gr.utils.is_allowed_file(path, blocked_paths=[], allowed_paths=[],
+                                            created_paths=[upload_folder]) == (True, "created")
+        trace = journey_preset().trace()
+        for (csv_path, npy_path), expected in zip(zip(paths[::2], paths[1::2]), (trace.q, trace.k, trace.v)):
+            rows = list(csv.reader(csv_path.read_text(encoding="utf-8").splitlines()))
+            assert rows[0] == ["", "d0", "d1"] and [row[0] for row in rows[1:]] == trace.tokens
+            assert np.array_equal(np.array([[np.float32(v) for v in row[1:]] for row in rows[1:]]), expected.numpy())
+            assert np.array_equal(np.load(npy_path, allow_pickle=False), expected.numpy())
+    finally:
+        shutil.rmtree(paths[0].parent, ignore_errors=True)
 
 
 def test_move_step_stays_in_range():
-    assert attention_tab.move_step(attention_tab.STEP_TITLES[0], -1) == attention_tab.STEP_TITLES[0]
-    assert attention_tab.move_step(attention_tab.STEP_TITLES[6], 1) == attention_tab.STEP_TITLES[6]
-    assert attention_tab.move_step(attention_tab.STEP_TITLES[2], 1) == attention_tab.STEP_TITLES[3]
+    assert attention_tab.move_step(STEP_TITLES[0], -1) == STEP_TITLES[0]
+    assert attention_tab.move_step(STEP_TITLES[6], 1) == STEP_TITLES[6]
+    assert attention_tab.move_step(STEP_TITLES[2], 1) == STEP_TITLES[3]
 
 
 def test_sample_then_inspect_a_position(ctx):

@@ -25,7 +25,6 @@ from playground.attention.heads_list import HeadsListAttention
 from playground.attention.sdpa import SDPAAttention
 from playground.attention.sliced_heads import SlicedHeadsAttention
 from playground.attention.torch_mha import TorchMHAAttention
-from playground.attention.trace import trace_head
 from playground.attention.transplant import transplant
 from playground.attention.wrapper import MultiHeadAttentionWrapper
 
@@ -125,6 +124,5 @@ __all__ = [
     "implementation",
     "source_of",
     "tolerance_for",
-    "trace_head",
     "transplant",
 ]

@@ -2,7 +2,8 @@
 
 Weights come from a trained checkpoint (a real head on the real input of its layer), from a seed, or from
 the textbook presets. What-if switches show the consequence of each piece: the mask, the scaling, a
-temperature, and the order of masking and scaling.
+temperature, and the order of masking and scaling. The maths, the lesson text and the step titles live in
+playground.walkthrough; this module lays them out, and puts exports where Gradio serves files from.
 """
 
 from __future__ import annotations
@@ -10,32 +11,30 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
+from pathlib import Path
 
 import gradio as gr
 
-from playground import checks, plots
-from playground.attention import trace as tr
-from playground.data import cache_dir
+from playground import checks, plots, walkthrough
 from playground.tokenizer import UnknownCharacterError
 from playground.ui.common import AppContext, bound, checkpoint_dropdown
-from playground.ui.tokenize_tab import chips_html
+from playground.ui.widgets import chips_html
+from playground.walkthrough import STEP_TITLES
 
 SOURCES = ("trained checkpoint", "random weights", "textbook preset")
-STEP_TITLES = ("1. Input X", "2. Q, K, V", "3. Raw scores QKᵀ", "4. Scaled ÷ √d_k", "5. Causal mask",
-               "6. Softmax weights", "7. Output = weights · V")
 DEFAULT_TEXT = "To be, or not to be: that is the question."
+EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh folder per export
 _EXPORT_MAX_AGE_SECONDS = 3600
 
 
 def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,
-                preset: str, text: str) -> tuple[tr.HeadInputs, list[str]]:
+                preset: str, text: str) -> tuple[walkthrough.HeadInputs, list[str]]:
     """The head's inputs for the chosen source, and notices (e.g. how much text was dropped)."""
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
     if source == SOURCES[0]:
         loaded = ctx.checkpoint(checkpoint or "")
-        prepared = tr.prepare_text(text, loaded.tokenizer, loaded.config.context_size)
-        inputs = tr.checkpoint_head_inputs(loaded.model, prepared.ids, checks.whole_number(layer, "layer", 0),
-                                           checks.whole_number(head, "head", 0), tokens=prepared.tokens)
+        prepared = walkthrough.prepare_text(text, loaded.tokenizer, loaded.config.context_size)
+        inputs = walkthrough.checkpoint_head_inputs(loaded.model, prepared.ids, layer, head, tokens=prepared.tokens)
         return inputs, prepared.notices
     if source == SOURCES[1]:
         if not text:
@@ -45,36 +44,42 @@ def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, hea
         if len(text) > limit:
             notices.append(f"{len(text) - limit} characters were dropped (the limit is {limit})")
             text = text[:limit]
-        inputs = tr.random_head(text, checks.whole_number(embedding_dim, "embedding_dim", 1, 1024),
-                                checks.whole_number(head_size, "head_size", 1, 1024),
-                                checks.whole_number(seed, "seed", 0, 2**63 - 1))
+        inputs = walkthrough.random_head(text, checks.whole_number(embedding_dim, "embedding_dim", 1, 1024),
+                                         checks.whole_number(head_size, "head_size", 1, 1024),
+                                         checks.whole_number(seed, "seed", 0, 2**63 - 1))
         return inputs, notices
     if source == SOURCES[2]:
-        if preset not in tr.PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(tr.PRESETS)}")
-        return tr.PRESETS[preset](), [f"Preset: {tr.PRESETS[preset].description}. The text box is not used."]
+        presets = walkthrough.TEXTBOOK_PRESETS
+        if preset not in presets:
+            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(presets)}")
+        return presets[preset](), [f"Preset: {presets[preset].description}. The text box is not used."]
     raise ValueError(f"unknown weight source {source!r}; choose one of: {', '.join(SOURCES)}")
 
 
 def _step_index(step) -> int:
     if step in STEP_TITLES:
         return STEP_TITLES.index(step)
-    index = checks.whole_number(step, "step", 1, len(STEP_TITLES)) - 1
-    return index
+    return checks.whole_number(step, "step", 1, len(STEP_TITLES)) - 1
 
 
-def _whatif(inputs: tr.HeadInputs, trace: tr.HeadTrace, switches: dict) -> str:
+def _switches(scale, mask, temperature, mask_before_scaling) -> dict:
+    """The trace's switches; trace_head refuses a temperature that is not above 0."""
+    return dict(scale=bool(scale), mask=bool(mask), temperature=checks.real_number(temperature, "temperature"),
+                mask_before_scaling=bool(mask_before_scaling))
+
+
+def _whatif(inputs: walkthrough.HeadInputs, trace: walkthrough.HeadTrace, switches: dict) -> str:
     common = dict(tokens=inputs.tokens, b_query=inputs.b_query, b_key=inputs.b_key, b_value=inputs.b_value,
                   temperature=switches["temperature"])
-    leak = tr.mask_leak(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value, mask=False,
-                        scale=switches["scale"], **common)
-    scaled = tr.trace_head(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value, scale=True,
-                           mask=switches["mask"], **common)
-    unscaled = tr.trace_head(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value, scale=False,
-                             mask=switches["mask"], **common)
-    saturation = tr.saturation(scaled, unscaled)
-    order = tr.mask_order_difference(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value,
-                                     scale=switches["scale"], **common)
+    leak = walkthrough.mask_leak(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value, mask=False,
+                                 scale=switches["scale"], **common)
+    scaled = walkthrough.trace_head(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value, scale=True,
+                                    mask=switches["mask"], **common)
+    unscaled = walkthrough.trace_head(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value, scale=False,
+                                      mask=switches["mask"], **common)
+    saturation = walkthrough.saturation(scaled, unscaled)
+    order = walkthrough.mask_order_difference(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value,
+                                              scale=switches["scale"], **common)
     lines = [
         f"**Mask ({'on' if trace.mask else 'off'} now).** {leak.summary}",
         f"**Scaling {'on' if trace.scale else 'off'}.** {saturation.summary}",
@@ -91,8 +96,8 @@ def _whatif(inputs: tr.HeadInputs, trace: tr.HeadTrace, switches: dict) -> str:
     return "\n\n".join(lines)
 
 
-def _figures(trace: tr.HeadTrace, index: int) -> list:
-    key = tr.STAGE_KEYS[index]
+def _figures(trace: walkthrough.HeadTrace, index: int) -> list:
+    key = walkthrough.STAGE_KEYS[index]
     figures = []
     for matrix in trace.matrices(key):
         title = matrix.name
@@ -120,14 +125,10 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
         html = chips_html(text[: loaded.config.context_size], loaded.tokenizer)
         message = f"**{exc}** Remove the highlighted characters, or pick random weights / a preset."
         return (message, None, None, None, "", None, None, "", html)
-    temperature = checks.real_number(temperature, "temperature")
-    if temperature <= 0:
-        raise ValueError(f"temperature must be above 0, got {temperature}")
-    switches = dict(scale=bool(scale), mask=bool(mask), temperature=temperature,
-                    mask_before_scaling=bool(mask_before_scaling))
+    switches = _switches(scale, mask, temperature, mask_before_scaling)
     trace = inputs.trace(**switches)
     index = _step_index(step)
-    stage = trace.stages()[index]
+    stage = walkthrough.stages(trace)[index]
     heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
                f"*{inputs.description}* · T = {trace.length} tokens · C = {trace.embedding_dim} · "
                f"d_k = {trace.head_size}")
@@ -136,7 +137,7 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
     figures = _figures(trace, index)
     position = checks.whole_number(query if query not in (None, "") else -1, "query position", -1)
     position = trace.length - 1 if position < 0 else min(position, trace.length - 1)
-    row = tr.query_row(trace, position)
+    row = walkthrough.query_row(trace, position)
     score_bars = plots.bar_chart(trace.tokens, [s if s != float("-inf") else 0.0 for s in row.scores],
                                  f"Scores of query {position} ({row.token}) (masked shown as 0)", "score")
     weight_bars = plots.bar_chart(trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})",
@@ -149,27 +150,27 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
 
 def export_step(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
                 scale, mask, temperature, mask_before_scaling, step) -> list[str]:
-    """Write the current step's matrices as CSV and .npy files; returns their paths."""
+    """Write the current step's matrices as CSV and .npy files in Gradio's temp space; returns their paths."""
     inputs, _ = head_inputs(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
-    trace = inputs.trace(scale=bool(scale), mask=bool(mask),
-                         temperature=checks.real_number(temperature, "temperature", 1e-6),
-                         mask_before_scaling=bool(mask_before_scaling))
-    key = tr.STAGE_KEYS[_step_index(step)]
-    root = cache_dir() / "exports"
+    trace = inputs.trace(**_switches(scale, mask, temperature, mask_before_scaling))
+    key = walkthrough.STAGE_KEYS[_step_index(step)]
+    return [str(path) for path in walkthrough.write_stage(trace, key, _fresh_export_folder())]
+
+
+def _fresh_export_folder() -> Path:
+    """A new folder in Gradio's temp space (GRADIO_TEMP_DIR, else <system temp>/gradio), which Gradio serves
+    whatever allowed_paths says (not the playground's cache); export folders older than an hour go first."""
+    root = Path(gr.utils.get_upload_folder()) / EXPORTS_FOLDER
     root.mkdir(parents=True, exist_ok=True)
     for old in root.iterdir():
-        if time.time() - old.stat().st_mtime > _EXPORT_MAX_AGE_SECONDS:
-            shutil.rmtree(old, ignore_errors=True)
+        try:
+            if time.time() - old.stat().st_mtime > _EXPORT_MAX_AGE_SECONDS:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:  # another request removed it first
+            continue
     folder = root / uuid.uuid4().hex[:12]
     folder.mkdir()
-    paths = []
-    for matrix in trace.matrices(key):
-        stem = f"step{_step_index(step) + 1}_{matrix.name.replace(' ', '_')}"
-        csv_path, npy_path = folder / f"{stem}.csv", folder / f"{stem}.npy"
-        csv_path.write_text(tr.to_csv(matrix.values, matrix.row_labels, matrix.col_labels), encoding="utf-8")
-        npy_path.write_bytes(tr.to_npy_bytes(matrix.values))
-        paths += [str(csv_path), str(npy_path)]
-    return paths
+    return folder
 
 
 def move_step(step, delta: int) -> str:
@@ -205,8 +206,8 @@ def build(ctx: AppContext) -> None:
             embedding_dim = gr.Number(16, label="embedding_dim", precision=0, minimum=1)
             head_size = gr.Number(8, label="head_size", precision=0, minimum=1)
         with gr.Group(visible=first_source == SOURCES[2]) as preset_group:
-            preset = gr.Dropdown([(f"{k}: {v.description}", k) for k, v in tr.PRESETS.items()], value="journey",
-                                 label="preset")
+            preset = gr.Dropdown([(f"{k}: {v.description}", k) for k, v in walkthrough.TEXTBOOK_PRESETS.items()],
+                                 value="journey", label="preset")
     text = gr.Textbox(DEFAULT_TEXT, label="Text (not used by the presets)", lines=2)
     with gr.Row():
         scale = gr.Checkbox(True, label="scale by 1/√d_k")

@@ -1,4 +1,4 @@
-"""The Attention tab's maths: a traced head must be the model's own head, stage by stage."""
+"""The Attention tab's maths (playground.walkthrough): a traced head must be the model's own head, stage by stage."""
 
 import io
 
@@ -8,9 +8,13 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from playground.attention.trace import (
-    PRESETS,
+from playground.config import ModelConfig
+from playground.model import GPT
+from playground.tokenizer import CharTokenizer, UnknownCharacterError
+from playground.walkthrough import (
     STAGE_KEYS,
+    STEP_TITLES,
+    TEXTBOOK_PRESETS,
     HeadTrace,
     checkpoint_head_inputs,
     journey_preset,
@@ -21,14 +25,13 @@ from playground.attention.trace import (
     query_row,
     random_head,
     saturation,
+    stages,
     to_csv,
     to_npy_bytes,
     trace_checkpoint_head,
     trace_head,
+    write_stage,
 )
-from playground.config import ModelConfig
-from playground.model import GPT
-from playground.tokenizer import CharTokenizer, UnknownCharacterError
 
 # The book prints these (Raschka, "Build a Large Language Model (From Scratch)", chapter 3).
 BOOK_SELF_ATTENTION_V2 = [[-0.0739, 0.0713], [-0.0748, 0.0703], [-0.0749, 0.0702],
@@ -88,6 +91,20 @@ def test_checkpoint_head_is_the_models_own_head(use_bias, layer, head, token_ids
     assert (trace.output - sdpa).abs().max().item() <= 1e-5
 
 
+@pytest.mark.parametrize("use_bias", [False, True])
+def test_head_projections_are_project_qkvs_heads(use_bias):
+    attention = tiny_gpt(use_bias).blocks[1].attn
+    x = torch.randn(1, 7, 16)  # (B, T, C)
+    with torch.no_grad():
+        q, k, v = attention.project_qkv(x)  # (1, h, T, d) each
+    for head in range(attention.heads_num):
+        w_query, w_key, w_value, b_query, b_key, b_value = attention.head_projections(head)
+        assert tuple(w_query.shape) == (16, 8) and (b_query is None) == (not use_bias)
+        for expected, w, b in ((q, w_query, b_query), (k, w_key, b_key), (v, w_value, b_value)):
+            projected = x[0] @ w + (0.0 if b is None else b)  # (T, d)
+            assert_close(projected, expected[0, head])
+
+
 def test_every_stage_has_its_documented_shape(model, token_ids):
     trace = trace_checkpoint_head(model, token_ids, 1, 0)
     T, C, d = 12, 16, 8
@@ -95,9 +112,10 @@ def test_every_stage_has_its_documented_shape(model, token_ids):
               "masked_scores": (T, T), "weights": (T, T), "output": (T, d)}
     for name, shape in shapes.items():
         assert tuple(getattr(trace, name).shape) == shape, name
-    stages = trace.stages()
-    assert [stage.key for stage in stages] == list(STAGE_KEYS)
-    assert all(stage.title and stage.formula and stage.explanation for stage in stages)
+    lessons = stages(trace)
+    assert [stage.key for stage in lessons] == list(STAGE_KEYS)
+    assert all(stage.title and stage.formula and stage.explanation for stage in lessons)
+    assert [stage.title for stage in lessons] == list(STEP_TITLES)  # the one list of step titles
     assert [m.name for m in trace.matrices("qkv")] == ["Q", "K", "V"]
     for key in STAGE_KEYS:
         for matrix in trace.matrices(key):
@@ -137,7 +155,7 @@ def test_journey_preset_reproduces_the_book():
     v2 = journey_preset(789).trace(mask=False)
     assert_close(v2.output, torch.tensor(BOOK_SELF_ATTENTION_V2), atol=1e-4, rtol=0)
     assert not torch.allclose(journey_preset(123).trace(mask=False).output, v2.output, atol=1e-2)
-    assert_close(PRESETS["journey_v2"]().w_query, journey_preset(789).w_query)
+    assert_close(TEXTBOOK_PRESETS["journey_v2"]().w_query, journey_preset(789).w_query)
 
 
 def test_lab_preset_follows_the_notebook_draw_order():
@@ -160,7 +178,7 @@ def test_presets_are_deterministic_and_leave_the_global_rng_alone():
     torch.manual_seed(42)
     expected = torch.rand(3)
     torch.manual_seed(42)
-    for preset in PRESETS.values():
+    for preset in TEXTBOOK_PRESETS.values():
         first, second = preset(), preset()
         assert_close(first.trace().output, second.trace().output, atol=0, rtol=0)
         assert preset.description
@@ -229,6 +247,17 @@ def test_exports_read_back():
     assert to_csv(torch.zeros(1, 1), ["=1+1"], ["a"]).splitlines()[1] == "'=1+1,0.0"
     loaded = np.load(io.BytesIO(to_npy_bytes(trace.weights)), allow_pickle=False)
     assert_close(torch.from_numpy(loaded), trace.weights, atol=0, rtol=0)
+
+
+def test_write_stage_names_the_files_and_they_read_back(tmp_path):
+    trace = journey_preset().trace()
+    paths = write_stage(trace, "qkv", tmp_path)
+    assert [path.name for path in paths] == [f"step2_{m}.{ext}" for m in "QKV" for ext in ("csv", "npy")]
+    assert_close(torch.from_numpy(np.load(paths[1], allow_pickle=False)), trace.q, atol=0, rtol=0)
+    weights = write_stage(trace, "weights", tmp_path)
+    assert [path.name for path in weights] == ["step6_attention_weights.csv", "step6_attention_weights.npy"]
+    with pytest.raises(ValueError, match="unknown stage"):
+        write_stage(trace, "softmax", tmp_path)
 
 
 def test_prepare_text():

@@ -1,0 +1,72 @@
+"""A stage's matrices as files a learner can open elsewhere: labelled CSV and .npy (never pickle).
+
+Owns the file formats and names (``step2_Q.csv``, ``step2_Q.npy``, ...). Writes into a folder it is given;
+where that folder lives and how long it is kept belong to the caller (the tab puts it in Gradio's temp space).
+
+    to_csv(torch.tensor([[1.0, 2.0]]), ["a"], ["x", "y"]) -> ',x,y\\na,1.0,2.0\\n'
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from playground.walkthrough.trace import STAGE_KEYS, HeadTrace
+
+_SPREADSHEET_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _safe_label(label: Any) -> str:
+    text = str(label)
+    return "'" + text if text.startswith(_SPREADSHEET_FORMULA_STARTS) else text
+
+
+def to_csv(tensor: torch.Tensor, row_labels: list[str], col_labels: list[str]) -> str:
+    """A labelled CSV of a 2-D tensor: header "", col labels; then one row per row label.
+
+    Numbers use the shortest form that reads back exactly ("-inf" for masked scores). Labels that a
+    spreadsheet would run as a formula (starting with = + - @) get a leading apostrophe.
+    """
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() != 2:
+        raise ValueError("to_csv needs a 2-D tensor")
+    rows, cols = tensor.shape
+    if len(row_labels) != rows or len(col_labels) != cols:
+        raise ValueError(
+            f"the tensor is {rows} × {cols} but got {len(row_labels)} row and {len(col_labels)} column labels"
+        )
+    values = tensor.detach().cpu().numpy()
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["", *(_safe_label(label) for label in col_labels)])
+    for label, row in zip(row_labels, values):
+        writer.writerow([_safe_label(label), *(str(value) for value in row)])
+    return buffer.getvalue()
+
+
+def to_npy_bytes(tensor: torch.Tensor) -> bytes:
+    """The tensor as the bytes of a .npy file (numpy.load reads it back; no pickle)."""
+    buffer = io.BytesIO()
+    np.save(buffer, tensor.detach().cpu().numpy(), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def write_stage(trace: HeadTrace, key: str, folder: Path) -> list[Path]:
+    """Write stage ``key``'s matrices into an existing folder as CSV and .npy; returns the paths in pairs.
+
+    Stage "qkv" (step 2) -> step2_Q.csv, step2_Q.npy, step2_K.csv, step2_K.npy, step2_V.csv, step2_V.npy.
+    """
+    matrices = trace.matrices(key)  # refuses an unknown key
+    number = STAGE_KEYS.index(key) + 1
+    paths = []
+    for matrix in matrices:
+        stem = f"step{number}_{matrix.name.replace(' ', '_')}"
+        csv_path, npy_path = folder / f"{stem}.csv", folder / f"{stem}.npy"
+        csv_path.write_text(to_csv(matrix.values, matrix.row_labels, matrix.col_labels), encoding="utf-8")
+        npy_path.write_bytes(to_npy_bytes(matrix.values))
+        paths += [csv_path, npy_path]
+    return paths
