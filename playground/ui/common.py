@@ -18,6 +18,7 @@ import gradio as gr
 import torch
 
 from playground import checkpoints, loading
+from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
 from playground.jobs import JobBusyError, TrainingJobs
@@ -25,6 +26,7 @@ from playground.train import prepare_run
 
 logger = logging.getLogger(__name__)
 
+FAST_SLOTS = 4  # quick views served at once
 CHECKPOINT_CACHE_SIZE = 4  # loaded checkpoints kept in memory, least recently used dropped first
 
 
@@ -36,6 +38,7 @@ class AppContext:
     weights: Path
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # where loaded checkpoints run
     jobs: TrainingJobs | None = None  # made in __post_init__ so runs are capped by these limits
+    budget: MemoryBudget = field(default_factory=MemoryBudget)  # the bytes every request reserves before it runs
     _cache: dict = field(default_factory=dict)
     _checkpoints: OrderedDict = field(default_factory=OrderedDict)  # SourceKey -> (weights stamp, Checkpoint)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -80,6 +83,17 @@ class AppContext:
             if "corpus_counts" not in self._cache:
                 self._cache["corpus_counts"] = Counter(corpus.text)
             return self._cache["corpus_counts"]
+
+    @property
+    def fast_lane(self) -> dict:
+        """Event options for quick views (tokenize, attention steps, inspect): their own slots, never queued
+        behind long jobs."""
+        return dict(concurrency_id="fast", concurrency_limit=FAST_SLOTS)
+
+    @property
+    def long_lane(self) -> dict:
+        """Event options for long jobs (sampling, comparisons, timing sweeps): their own, fewer slots."""
+        return dict(concurrency_id="long", concurrency_limit=self.model_concurrency)
 
     @property
     def model_concurrency(self) -> int:
