@@ -111,16 +111,45 @@ def attention_matrices_cost(*, batch: int, heads: int, length: int, itemsize: in
 
 # --------------------------------------------------------------------------------------------- the budget
 
+def cgroup_limit_files(proc_cgroup: Path = Path("/proc/self/cgroup")) -> list[Path]:
+    """The memory-limit files that bound this process: its own cgroup's and every ancestor's (v1 and v2).
+
+    In a container the process's cgroup is "/", so these are the container's own files; on a host, a test can
+    put the server in a child group with a limit and the server finds that group through /proc/self/cgroup.
+    """
+    files = list(CGROUP_FILES)
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return files
+    for line in lines:
+        hierarchy, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if "memory" in controllers.split(","):
+            base, name = Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"
+        elif hierarchy == "0" and not controllers:
+            base, name = Path("/sys/fs/cgroup"), "memory.max"
+        else:
+            continue
+        group = base / path.strip("/")
+        while True:
+            files.append(group / name)
+            if group == base or base not in group.parents:
+                break
+            group = group.parent
+    return files
+
+
 def container_limit() -> int | None:
-    """The memory limit of this process's container (cgroup v2 ``memory.max`` or v1), or None when unlimited."""
-    for path in CGROUP_FILES:
+    """The tightest memory limit on this process (its cgroup or an ancestor, v2 or v1), or None when unlimited."""
+    limits = []
+    for path in cgroup_limit_files():
         try:
             raw = path.read_text().strip()
         except OSError:
             continue
         if raw.isdigit() and int(raw) < NO_LIMIT:
-            return int(raw)
-    return None
+            limits.append(int(raw))
+    return min(limits) if limits else None
 
 
 def physical_memory() -> int:

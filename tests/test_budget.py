@@ -126,8 +126,18 @@ def test_the_default_budget_reads_the_environment_then_the_container(monkeypatch
     monkeypatch.delenv("PLAYGROUND_MEMORY_BUDGET")
     limit = tmp_path / "memory.max"
     limit.write_text("4294967296\n")
-    monkeypatch.setattr(budget, "CGROUP_FILES", (tmp_path / "absent", limit))
+    monkeypatch.setattr(budget, "cgroup_limit_files", lambda: [tmp_path / "absent", limit])
     total, source = budget.default_budget()
     assert total == int(budget.BUDGET_SHARE * 4 * budget.GIB) and "container's 4.0 GiB" in source
     limit.write_text("max\n")
     assert "this machine's" in budget.default_budget()[1]
+
+
+def test_the_limit_of_the_process_s_own_cgroup_and_its_ancestors_is_found(tmp_path):
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/outer/inner\n0::/slice/app\n3:cpuset:/\n")
+    files = [str(path) for path in budget.cgroup_limit_files(proc)]
+    assert "/sys/fs/cgroup/memory/outer/inner/memory.limit_in_bytes" in files
+    assert "/sys/fs/cgroup/memory/outer/memory.limit_in_bytes" in files
+    assert "/sys/fs/cgroup/memory/memory.limit_in_bytes" in files
+    assert "/sys/fs/cgroup/slice/app/memory.max" in files and "/sys/fs/cgroup/memory.max" in files
