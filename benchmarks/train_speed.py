@@ -32,8 +32,9 @@ from playground.config import ModelConfig, TrainConfig  # noqa: E402
 from playground.data import TokenIdsDataset, load_corpus, split_train_val  # noqa: E402
 from playground.device import describe  # noqa: E402
 from playground.model import GPT  # noqa: E402
+from playground.presets import TRAIN_PRESETS  # noqa: E402
 from playground.tokenizer import CharTokenizer  # noqa: E402
-from playground.train import PRESETS, evaluate, train  # noqa: E402
+from playground.train import evaluate, train  # noqa: E402
 
 BABY = dict(layers_num=4, heads_num=4, embedding_dim=128, context_size=64)
 BABY_BATCH, BABY_LR, BABY_STEPS = 12, 1e-3, 2000
@@ -182,12 +183,12 @@ def main() -> None:
               f"(reference: nanoGPT 1.886 in about 110 s)")
 
     if args.tiny_preset:
-        preset = PRESETS["tiny"]
+        preset = TRAIN_PRESETS["tiny"]
         config = preset.train
         torch.manual_seed(config.seed)
-        model = GPT(ModelConfig(vocabulary_size=vocab, **preset.model))
-        val_data = TokenIdsDataset(val_ids, preset.model["context_size"])
-        data = TokenIdsDataset(train_ids, preset.model["context_size"])
+        model = GPT(ModelConfig(vocabulary_size=vocab, **preset.model.to_dict()))
+        val_data = TokenIdsDataset(val_ids, preset.model.context_size)
+        data = TokenIdsDataset(train_ids, preset.model.context_size)
         started = time.perf_counter()
         reached = []
 

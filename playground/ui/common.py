@@ -21,7 +21,7 @@ from playground import checkpoints, loading
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
 from playground.jobs import JobBusyError, TrainingJobs
-from playground.train import prepare_run
+from playground.run import prepare_run
 
 logger = logging.getLogger(__name__)
 
