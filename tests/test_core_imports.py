@@ -6,7 +6,8 @@ from conftest import REPO
 CORE = ["playground", "playground.config", "playground.device", "playground.tokenizer", "playground.data",
         "playground.model", "playground.checkpoints", "playground.train", "playground.jobs", "playground.sampling",
         "playground.attention", "playground.attention.equivalence", "playground.attention.costs", "playground.hub",
-        "playground.sample"]
+        "playground.sample", "playground.run", "playground.presets", "playground.cli", "playground.cli.train",
+        "playground.cli.sample"]
 
 
 def test_core_imports_without_gradio_or_plotly():
