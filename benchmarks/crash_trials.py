@@ -35,10 +35,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from playground import checkpoints
 
-from playground import checkpoints  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RUN_NAME = "crash"
 REQUIRED = (checkpoints.CONFIG_FILE, checkpoints.WEIGHTS_FILE, checkpoints.VOCABULARY_FILE)
