@@ -35,10 +35,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from playground import checkpoints
 
-from playground import checkpoints  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RUN_NAME = "crash"
 REQUIRED = (checkpoints.CONFIG_FILE, checkpoints.WEIGHTS_FILE, checkpoints.VOCABULARY_FILE)
@@ -53,7 +52,7 @@ class Trial:
     trial: int
     mode: str  # "fresh" or "resume"
     delay: float  # seconds between the first save starting and the kill
-    steps_reached: int = 0  # at least: the progress bar prints every 10 steps; at least the steps saved
+    steps_reached: int = 0  # at least: the last step tqdm's bar showed (it redraws every 0.1 s) or saved
     steps_saved: int | None = None  # steps_done of the listed checkpoint after recovery
     leftovers: list[str] = field(default_factory=list)  # .tmp-/.old- entries right after the kill
     recovered: int = 0  # of those, how many recovery removed or put back
@@ -133,7 +132,7 @@ def run_trial(number: int, folder: Path, corpus: Path, rng: random.Random, max_d
         os.kill(process.pid, signal.SIGKILL)
     process.wait()
     reader.join(5)
-    reached = [int(m.group(1)) for line in lines if (m := re.search(r"\] (\d+)/\d+ loss", line))]
+    reached = [int(m.group(1)) for line in lines if (m := re.search(r"\| *(\d+)/\d+ \[", line))]  # tqdm's bar
     trial.steps_reached = max(reached, default=0)  # raised to steps_saved below when that is higher
 
     trial.leftovers = [name for name in _hidden(folder) if name not in earlier]

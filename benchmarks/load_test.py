@@ -33,6 +33,8 @@ from pathlib import Path
 
 import httpx
 
+from playground.checkpoints import list_checkpoints
+
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 TEXTS = ["To be, or not to be: that is the question.", "ROMEO:\nBut soft, what light through yonder window?",
@@ -153,9 +155,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=20, help="characters per /sample request")
     parser.add_argument("--train-steps", type=int, default=5000, help="the background run's planned steps")
     args = parser.parse_args(argv)
-
-    sys.path.insert(0, str(REPO))
-    from playground.checkpoints import list_checkpoints
 
     names = list_checkpoints(args.weights_dir)
     if not names:

@@ -17,21 +17,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from playground.checkpoints import DEFAULT_CHECKPOINT, Checkpoint, CheckpointError  # noqa: E402
-from playground.data import builtin_corpus  # noqa: E402
-from playground.device import DeviceError, describe, pick_device  # noqa: E402
-from playground.hub import HubError  # noqa: E402
-from playground.model import GPT  # noqa: E402
-from playground.sample import load  # noqa: E402
-from playground.sampling import GeneratedToken, SamplingSettings, stream  # noqa: E402
+from playground.checkpoints import DEFAULT_CHECKPOINT, Checkpoint, CheckpointError
+from playground.data import builtin_corpus
+from playground.device import DeviceError, describe, pick_device
+from playground.hub import HubError
+from playground.loading import open_checkpoint
+from playground.model import GPT
+from playground.sampling import GeneratedToken, SamplingSettings, stream
 
 
 def parse_args() -> argparse.Namespace:
@@ -109,7 +106,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)  # before describe(), which reports the thread count
     try:
-        checkpoint = load(args.checkpoint, args.weights_dir, device, None)
+        checkpoint = open_checkpoint(args.checkpoint, directory=args.weights_dir, device=device, allow_folders=True)
     except (CheckpointError, HubError) as exc:
         raise SystemExit(f"error: {exc}") from None
     if args.widen_context:

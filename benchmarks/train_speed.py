@@ -18,22 +18,20 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
-from pathlib import Path
+from dataclasses import replace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+import torch.nn.functional as F
+from torch import nn
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
-
-from playground.config import ModelConfig, TrainConfig  # noqa: E402
-from playground.data import TokenIdsDataset, load_corpus, split_train_val  # noqa: E402
-from playground.device import describe  # noqa: E402
-from playground.model import GPT  # noqa: E402
-from playground.tokenizer import CharTokenizer  # noqa: E402
-from playground.train import PRESETS, evaluate, train  # noqa: E402
+from playground.config import ModelConfig, TrainConfig
+from playground.data import TokenIdsDataset, load_corpus, split_train_val
+from playground.device import describe
+from playground.model import GPT
+from playground.presets import TRAIN_PRESETS
+from playground.tokenizer import CharTokenizer
+from playground.train import evaluate, train
 
 BABY = dict(layers_num=4, heads_num=4, embedding_dim=128, context_size=64)
 BABY_BATCH, BABY_LR, BABY_STEPS = 12, 1e-3, 2000
@@ -132,7 +130,6 @@ def time_ours(data: TokenIdsDataset, vocab: int, steps: int, model_fields: dict,
         times.append(now - last[0])
         last[0] = now
 
-    from dataclasses import replace
     train(model, replace(config, steps=steps), data, None, on_step=on_step)
     return times
 
@@ -182,12 +179,12 @@ def main() -> None:
               f"(reference: nanoGPT 1.886 in about 110 s)")
 
     if args.tiny_preset:
-        preset = PRESETS["tiny"]
+        preset = TRAIN_PRESETS["tiny"]
         config = preset.train
         torch.manual_seed(config.seed)
-        model = GPT(ModelConfig(vocabulary_size=vocab, **preset.model))
-        val_data = TokenIdsDataset(val_ids, preset.model["context_size"])
-        data = TokenIdsDataset(train_ids, preset.model["context_size"])
+        model = GPT(ModelConfig(vocabulary_size=vocab, **preset.model.to_dict()))
+        val_data = TokenIdsDataset(val_ids, preset.model.context_size)
+        data = TokenIdsDataset(train_ids, preset.model.context_size)
         started = time.perf_counter()
         reached = []
 

@@ -1,8 +1,10 @@
 """The background training job manager: one run at a time per server, in its own thread.
 
-Owns the thread, the lock and the stop Event; the Train tab only polls ``status()``. A run is
-prepared (and every input checked) before ``start`` returns, so bad input fails at once with a
-message; an error inside the thread is kept in the status and frees the slot.
+Owns the thread, the lock and the stop Event, and the status copy the Train tab polls with ``status()``.
+It runs no model itself: run.py's ``run_training`` does the work and reports steps, samples and probe
+snapshots through callbacks, which only record them here. A run is prepared (and every input checked)
+before ``start`` returns, so bad input fails at once with a message; an error inside the thread is kept
+in the status and frees the slot.
 """
 
 from __future__ import annotations
@@ -14,25 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-import torch
-
-from playground.train import PreparedRun, RunRequest, StepMetrics, TrainResult, prepare_run, run_training
+from playground.run import PreparedRun, ProbeSnapshot, RunRequest, prepare_run, run_training
+from playground.train import StepMetrics, TrainResult
 
 logger = logging.getLogger(__name__)
 
-PROBE_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 IDLE, RUNNING, STOPPING, FINISHED, STOPPED, FAILED = "idle", "running", "stopping", "finished", "stopped", "failed"
 
 
 class JobBusyError(RuntimeError):
     """A second run was asked for while one is in progress."""
-
-
-@dataclass(frozen=True)
-class ProbeSnapshot:
-    step: int
-    tokens: list[str]
-    weights: torch.Tensor  # (layers, heads, T, T) on the CPU
 
 
 @dataclass(frozen=True)
@@ -92,10 +85,9 @@ class TrainingJobs:
     """Start, stop and watch the server's single training run."""
 
     def __init__(self, prepare: Callable[[RunRequest], PreparedRun] = prepare_run,
-                 execute: Callable[..., TrainResult] = run_training, probe_text: str = PROBE_TEXT):
+                 execute: Callable[..., TrainResult] = run_training):
         self._prepare = prepare
         self._execute = execute
-        self._probe_text = probe_text
         self._lock = threading.Lock()
         self._job = _Job(JobStatus())
 
@@ -124,7 +116,6 @@ class TrainingJobs:
         with self._lock:
             job.train_loss.extend(tuple(p) for p in run.history.get("train_loss", []))
             job.val_loss.extend(tuple(p) for p in run.history.get("val_loss", []))
-        self._snapshot_probe(job, run, run.start_step)
         job.thread = threading.Thread(target=self._work, args=(job, run), name="training-run", daemon=True)
         job.thread.start()
         return self.status()
@@ -148,21 +139,6 @@ class TrainingJobs:
         with self._lock:
             job.status = replace(job.status, **changes)
 
-    def _snapshot_probe(self, job: _Job, run: PreparedRun, step: int) -> None:
-        text = "".join(c for c in self._probe_text if not run.tokenizer.find_unknown(c))
-        text = text[: run.model.config.context_size]
-        if not text:
-            return
-        was_training = run.model.training
-        run.model.eval()
-        with torch.no_grad():
-            ids = run.tokenizer.encode(text)[None].to(run.device)
-            weights = run.model(ids, return_attention=True).attention_weights
-        run.model.train(was_training)
-        snapshot = ProbeSnapshot(step, list(text), torch.stack([w[0] for w in weights]).float().cpu())
-        with self._lock:
-            job.probes.append(snapshot)
-
     def _work(self, job: _Job, run: PreparedRun) -> None:
         def on_step(step: int, metrics: StepMetrics) -> None:
             with self._lock:
@@ -171,21 +147,22 @@ class TrainingJobs:
                     job.val_loss.append((step, metrics.val_loss))
                 job.status = replace(job.status, step=step, tokens_per_second=metrics.tokens_per_second,
                                      elapsed_seconds=metrics.elapsed_seconds, learning_rate=metrics.learning_rate)
-            if metrics.val_loss is not None:
-                self._snapshot_probe(job, run, step)
 
         def on_sample(step: int, text: str) -> None:
             with self._lock:
                 job.samples.append((step, text))
 
+        def on_probe(snapshot: ProbeSnapshot) -> None:
+            with self._lock:
+                job.probes.append(snapshot)
+
         try:
-            result = self._execute(run, on_step=on_step, should_stop=job.stop_event.is_set, on_sample=on_sample)
+            result = self._execute(run, on_step=on_step, should_stop=job.stop_event.is_set, on_sample=on_sample,
+                                   on_probe=on_probe)
         except Exception as exc:  # the thread must never die silently: keep the message, free the slot
             logger.exception("training run %s failed", run.request.run_name)
             self._update(job, state=FAILED, message=f"training failed: {exc}. The last good checkpoint is kept.")
             return
-        finally:
-            run.model.eval()
         state = STOPPED if result.stopped else FINISHED
         verb = "stopped" if result.stopped else "finished"
         self._update(job, state=state,

@@ -1,6 +1,7 @@
 """Text generation from a trained GPT: temperature, top-k, top-p, greedy, a seed, and a KV cache.
 
-Owns the decoding loop and the sampling distribution. Knows nothing about files or the UI.
+Owns the decoding loop, the sampling distribution, the one check of its settings (SamplingSettings) and
+what an empty prompt starts from (``start_text``). Knows nothing about files, the UI or the command line.
 
 Beyond the context window (learned positions stop at ``context_size``) the window slides:
 without the cache every step re-reads the last ``context_size`` tokens (the nanoGPT way); with
@@ -10,39 +11,61 @@ continues from there, so each rebuild is paid once per ``context_size // 2`` new
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from playground import checks
+from playground.config import Limits
 from playground.model import GPT, KVCache
 from playground.tokenizer import CharTokenizer
+
+MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
 class SamplingSettings:
+    """How to draw each character; checked (and normalised: 40.0 -> 40) here, the one place for it.
+
+    A refusal is a ValueError naming the field: ``top_p must be in (0, 1], got 1.5``.
+    """
+
     max_new_tokens: int = 200
     temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
+    top_k: int | None = None  # None: off
+    top_p: float | None = None  # None: off
     greedy: bool = False
-    seed: int | None = 1337
+    seed: int | None = 1337  # None: a fresh random seed
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) \
-                or self.max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be a whole number >= 0, got {self.max_new_tokens!r}")
-        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) \
-                or not math.isfinite(self.temperature) or self.temperature <= 0:
-            raise ValueError(f"temperature must be a finite number above 0, got {self.temperature!r}")
-        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int)
-                                       or self.top_k < 1):
-            raise ValueError(f"top_k must be a whole number >= 1 (or off), got {self.top_k!r}")
-        if self.top_p is not None and (isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float))
-                                       or not math.isfinite(self.top_p) or not 0 < self.top_p <= 1):
-            raise ValueError(f"top_p must be in (0, 1] (or off), got {self.top_p!r}")
+        def normalise(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        normalise("max_new_tokens", checks.whole_number(self.max_new_tokens, "max_new_tokens", 0))
+        temperature = checks.real_number(self.temperature, "temperature")
+        if temperature <= 0:
+            raise ValueError(f"temperature must be above 0, got {temperature}; greedy decoding takes the most "
+                             "likely character every time")
+        normalise("temperature", temperature)
+        if self.top_k is not None:
+            normalise("top_k", checks.whole_number(self.top_k, "top_k", 1))
+        if self.top_p is not None:
+            top_p = checks.real_number(self.top_p, "top_p")
+            if not 0 < top_p <= 1:
+                raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+            normalise("top_p", top_p)
+        if self.seed is not None:
+            normalise("seed", checks.whole_number(self.seed, "seed", 0, MAX_SEED))
+
+    def within(self, limits: Limits) -> SamplingSettings:
+        """These settings, or a ValueError if they ask for more characters than ``limits`` allow."""
+        if self.max_new_tokens > limits.max_new_tokens:
+            raise ValueError(f"max_new_tokens must be at most {limits.max_new_tokens} (the limit "
+                             f"PLAYGROUND_MAX_NEW_TOKENS sets), got {self.max_new_tokens}")
+        return self
 
 
 def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -75,22 +98,32 @@ class GeneratedToken:
     cache_length: int  # keys/values each layer holds after this step (0 without the cache)
 
 
-def _prompt_ids(tokenizer: CharTokenizer, prompt: str) -> torch.Tensor:
-    """The prompt's IDs; an empty prompt starts from a newline (or, lacking one, the first symbol)."""
-    if prompt:
-        return tokenizer.encode(prompt)
-    start = "\n" if not tokenizer.find_unknown("\n") else tokenizer.characters[0]
-    return tokenizer.encode(start)
+def start_text(tokenizer: CharTokenizer) -> str:
+    """What an empty prompt starts from: a newline, or the vocabulary's first symbol if it has none."""
+    return "\n" if not tokenizer.find_unknown("\n") else tokenizer.characters[0]
 
 
 @torch.no_grad()
 def stream(model: GPT, tokenizer: CharTokenizer, prompt: str, settings: SamplingSettings,
            use_cache: bool = True) -> Iterator[GeneratedToken]:
-    """Yield one GeneratedToken per new character. An empty prompt starts from a newline."""
+    """Yield one GeneratedToken per new character; an empty prompt starts from ``start_text(tokenizer)``.
+
+    The model runs in eval mode while this generates and goes back to the mode it was in afterwards (also
+    when the caller stops early or an error ends it), so a training loop can sample mid-run.
+    """
+    was_training = model.training
     model.eval()
+    try:
+        yield from _decode(model, tokenizer, prompt or start_text(tokenizer), settings, use_cache)
+    finally:
+        model.train(was_training)
+
+
+def _decode(model: GPT, tokenizer: CharTokenizer, prompt: str, settings: SamplingSettings,
+            use_cache: bool) -> Iterator[GeneratedToken]:
     device = next(model.parameters()).device
     context_size = model.config.context_size
-    ids = _prompt_ids(tokenizer, prompt).tolist()
+    ids = tokenizer.encode(prompt).tolist()
     generator = torch.Generator(device="cpu")
     if settings.seed is not None:
         generator.manual_seed(settings.seed)

@@ -75,6 +75,7 @@ class AppServer:
     project: Path  # the copy app.py runs from: its weights/ is the user's weights folder
     home: Path
     log: Path
+    process: subprocess.Popen | None = None
 
     @property
     def weights(self) -> Path:
@@ -84,8 +85,11 @@ class AppServer:
         return self.log.read_text(errors="replace")[-characters:]
 
 
-def start_app(root: Path, extra_env: dict[str, str] | None = None) -> Iterator[AppServer]:
-    """Copy the project into ``root/project``, make a home with Tiny Shakespeare cached, run app.py there."""
+def start_app(root: Path, extra_env: dict[str, str] | None = None, preexec_fn=None) -> Iterator[AppServer]:
+    """Copy the project into ``root/project``, make a home with Tiny Shakespeare cached, run app.py there.
+
+    ``preexec_fn`` runs in the child before app.py starts (the hostile-visitor tests put it in a memory cgroup).
+    """
     project, home = root / "project", root / "home"
     for part in PROJECT_PARTS:
         source = REPO / part
@@ -102,7 +106,8 @@ def start_app(root: Path, extra_env: dict[str, str] | None = None) -> Iterator[A
     server = AppServer(f"http://127.0.0.1:{port}/", project, home, root / "app.log")
     with open(server.log, "wb") as log:
         process = subprocess.Popen([sys.executable, "app.py"], cwd=project, stdout=log, stderr=subprocess.STDOUT,
-                                   env=user_environment(home, port, extra_env))
+                                   env=user_environment(home, port, extra_env), preexec_fn=preexec_fn)
+        server.process = process
         try:
             deadline = time.monotonic() + STARTUP_SECONDS
             while not answers(server.url):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole test suite on a fresh machine: a venv in .venv, torch 2.13.0 (CPU build),
-# the requirements, Debian's Chromium for the browser tests, then ruff and pytest.
+# the requirements, the playground package itself (editable: benchmarks and subprocesses import it from
+# anywhere), Debian's Chromium for the browser tests, then ruff and pytest.
 # Usage: bash tests/run.sh [extra pytest arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q torch==2.13.0  # first: the CPU build; an open range would pull a CUDA one
 .venv/bin/python -m pip install -q torch==2.13.0 -r requirements.txt -r requirements-dev.txt
+.venv/bin/python -m pip install -q --no-deps -e .  # the dependencies are the requirements above
 
 if [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ]; then

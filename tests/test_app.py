@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
@@ -14,6 +15,12 @@ from playground.config import Limits
 from playground.ui import build_app, launch_options
 
 TAB_ORDER = ["Tokenize", "Attention", "Compare", "Train", "Sample"]
+
+
+def _figure(plot: dict) -> dict:
+    """A gr.Plot output as gradio_client returns it -> the Plotly figure's JSON (data and layout)."""
+    assert plot["type"] == "plotly"
+    return json.loads(plot["plot"])
 
 
 def _free_port() -> int:
@@ -153,7 +160,9 @@ def test_sample_bad_input(served, args, message):
 def test_train_start_status_stop(served):
     app, client, weights = served
     values = client.predict("tiny", api_name="/train_preset")
-    assert values[-1] == "tiny" and values[0] == 2
+    # the tiny preset in the fields' order: the model's shape, batch, steps, learning rate, warm-up, dropout, seed,
+    # device, then the run name
+    assert list(values) == [2, 4, 128, 64, 32, 1200, 4e-3, 50, 0.0, 1337, "auto", "tiny"]
     fields = [1, 2, 16, 16, 4, 400, 3e-3, 2, 0.0, 0, "cpu"]
     status = client.predict(*fields, "pasted text", None, "the quick brown fox jumps over the lazy dog. " * 40,
                             "ui-run", api_name="/train_start")
@@ -196,7 +205,12 @@ def test_compare_equivalence_parameters_and_source(served):
     assert agrees == {"wrapper": "yes", "heads_list": "yes", "batched": "yes", "fused_qkv": "yes",
                       "sliced_heads": "—", "sdpa": "yes", "torch_mha": "yes"}
     assert "6 of 6 compared implementations agree" in summary
-    assert grid is not None
+    maps = _figure(grid)["data"]  # one causal 8 x 8 map per implementation and head
+    assert len(maps) == 7 * 4 and {trace["type"] for trace in maps} == {"heatmap"}
+    for trace in maps:
+        weights = trace["z"]
+        assert len(weights) == 8 and all(abs(sum(row) - 1) < 1e-4 for row in weights)
+        assert all(weights[i][j] == 0 for i in range(8) for j in range(i + 1, 8))
     code = client.predict("fused_qkv", api_name="/compare_source")
     assert "class FusedQKVAttention" in code
     _, parameters_gpt2 = client.predict(768, 12, 8, 1, 0, True, "fp32", "cpu", api_name="/compare")[1:3]
@@ -206,7 +220,14 @@ def test_compare_equivalence_parameters_and_source(served):
 def test_compare_timing_sweep(served):
     _, client, _ = served
     timing, memory, notes = client.predict(16, 2, 1, "fp32", "cpu", 32, api_name="/compare_timing")
-    assert "SDPA backend" in notes and timing is not None and memory is not None
+    assert "SDPA backend" in notes
+    memory_lines = _figure(memory)["data"]
+    names = [line["name"] for line in memory_lines]
+    assert "batched" in names and "sdpa" in names and len(names) == len(set(names))
+    timing_lines = _figure(timing)["data"]  # each implementation: forward, and forward + backward, at T = 16, 32
+    assert [line["name"] for line in timing_lines] == [f"{n} {kind}" for n in names for kind in ("forward", "fwd+bwd")]
+    for line in timing_lines + memory_lines:
+        assert line["x"] == [16, 32] and all(y > 0 for y in line["y"])
 
 
 @pytest.mark.parametrize("args,message", [

@@ -1,10 +1,12 @@
 import time
 
 import pytest
+import torch
 
 from playground.config import TrainConfig
 from playground.jobs import FAILED, FINISHED, STOPPED, JobBusyError, TrainingJobs
-from playground.train import RunRequest, prepare_run, run_training
+from playground.run import ProbeSnapshot, RunRequest, prepare_run, run_training
+from playground.train import StepMetrics, TrainResult
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
 
@@ -77,3 +79,19 @@ def test_status_is_shared_across_viewers(tmp_path, shakespeare_text):
     first, second = jobs.status(), jobs.status()
     assert first.run_name == second.run_name == "job" and first.started_at == second.started_at
     jobs.wait(30)
+
+
+def test_the_manager_only_records_what_the_run_reports(tmp_path, shakespeare_text):
+    """The run does the work (steps, samples, probes); the thread only files its reports under the lock."""
+    def scripted(run, *, on_step, should_stop, on_sample, on_probe):
+        on_probe(ProbeSnapshot(0, ["a"], torch.ones(1, 1, 1, 1)))
+        on_step(1, StepMetrics(1, 2, 3.0, 1e-3, 100.0, 0.1, val_loss=2.5))
+        on_sample(1, "sampled")
+        return TrainResult(steps_done=1, stopped=True)
+
+    jobs = TrainingJobs(execute=scripted)
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=2))
+    status = jobs.wait(10)
+    assert status.state == STOPPED and status.message == "stopped at step 1; checkpoint saved as job"
+    assert status.train_loss == ((1, 3.0),) and status.val_loss == ((1, 2.5),) and status.samples == ((1, "sampled"),)
+    assert [p.step for p in status.probes] == [0] and status.tokens_per_second == 100.0

@@ -1,4 +1,5 @@
-"""The sampling CLI, ``python -m playground.sample``, called through main() on a tiny checkpoint in tmp_path."""
+"""The sampling CLI (playground/cli/sample.py, run as ``python -m playground.sample``), called through main() on a
+tiny checkpoint in tmp_path."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import torch
 from conftest import REPO
 
 from playground.checkpoints import save_checkpoint
+from playground.cli.sample import main
 from playground.config import ModelConfig
 from playground.model import GPT
-from playground.sample import main
 from playground.tokenizer import CharTokenizer
 
 TEXT = "to be or not to be, that is the question\n"
@@ -64,8 +65,23 @@ def test_greedy_with_and_without_kv_cache_agree(capsys, weights):
 
 
 def test_empty_prompt_starts_from_a_newline(capsys, weights):
-    code, out, _ = sample(capsys, weights, "--prompt", "", "--max-new-tokens", "5", "--greedy")
-    assert code == 0 and len(out) == 5 + 1
+    code, out, err = sample(capsys, weights, "--prompt", "", "--max-new-tokens", "5", "--greedy")
+    assert code == 0 and len(out) == 5 + 1 and "note:" not in err
+    _, from_newline, _ = sample(capsys, weights, "--prompt", "\n", "--max-new-tokens", "5", "--greedy")
+    assert from_newline == "\n" + out  # the same continuation: the empty prompt started from a newline
+
+
+def test_empty_prompt_without_a_newline_starts_from_the_first_symbol(capsys, tmp_path):
+    tokenizer = CharTokenizer.train_from_text("to be or not")
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=16, embedding_dim=16,
+                            heads_num=2, layers_num=1))
+    save_checkpoint(model, tokenizer, "no-newline", directory=tmp_path)
+    code = main(["--checkpoint", "no-newline", "--weights-dir", str(tmp_path), "--device", "cpu", "--prompt", "",
+                 "--max-new-tokens", "4", "--greedy"])
+    out, err = capsys.readouterr()
+    assert code == 0 and len(out) == 4 + 1
+    assert "note: the prompt is empty and no-newline's vocabulary has no newline; starting from '␣'" in err
 
 
 def test_drop_unknown_drops_with_a_note(capsys, weights):
@@ -83,16 +99,16 @@ def test_top_k_above_vocabulary_is_clamped_with_a_note(capsys, weights):
 @pytest.mark.parametrize("args, message", [
     (["--prompt", "to bé!"], "'é' at position 4, '!' at position 5"),
     (["--prompt", "to bé!"], "--drop-unknown"),
-    (["--temperature", "0"], "--temperature must be a finite number above 0"),
+    (["--temperature", "0"], "--temperature must be above 0, got 0.0"),
     (["--temperature", "-1"], "--temperature"),
     (["--temperature", "nan"], "--temperature"),
     (["--temperature", "warm"], "invalid float value"),
     (["--top-p", "0"], "--top-p must be in (0, 1]"),
     (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
-    (["--top-k", "0"], "--top-k must be a whole number >= 1"),
-    (["--max-new-tokens", "2001"], "above the limit of 2000"),
-    (["--max-new-tokens", "-1"], "--max-new-tokens must be >= 0"),
-    (["--seed", "-3"], "--seed"),
+    (["--top-k", "0"], "--top-k must be positive, got 0"),
+    (["--max-new-tokens", "2001"], "--max-new-tokens must be at most 2000"),
+    (["--max-new-tokens", "-1"], "--max-new-tokens must be at least 0, got -1"),
+    (["--seed", "-3"], "--seed must be at least 0"),
     (["--checkpoint", "nope"], "no checkpoint named 'nope'"),
     (["--checkpoint", "../etc"], "not allowed"),
     (["--device", "tpu"], "unknown device 'tpu'"),
@@ -126,7 +142,7 @@ def test_unavailable_device_is_an_error_line(capsys, weights):
 def test_max_new_tokens_cap_comes_from_the_environment(capsys, weights, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MAX_NEW_TOKENS", "10")
     code, _, err = sample(capsys, weights, "--max-new-tokens", "11")
-    assert code == 2 and "above the limit of 10" in err
+    assert code == 2 and "--max-new-tokens must be at most 10 (the limit PLAYGROUND_MAX_NEW_TOKENS sets)" in err
 
 
 def test_hub_id_offline_and_uncached_is_an_error_line(capsys, weights, tmp_path, monkeypatch):

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from playground.config import ModelConfig
+from playground.config import Limits, ModelConfig
 from playground.model import GPT
-from playground.sampling import SamplingSettings, generate, sampling_distribution, stream
+from playground.sampling import SamplingSettings, generate, sampling_distribution, start_text, stream
 from playground.tokenizer import CharTokenizer, UnknownCharacterError
 
 
@@ -67,14 +67,59 @@ def test_empty_prompt_starts_from_newline_and_unknown_is_named(model_and_tokeniz
         generate(model, tokenizer, "aZ", 5)
 
 
-@pytest.mark.parametrize("changes,match", [({"temperature": 0}, "temperature"),
-                                           ({"temperature": float("nan")}, "temperature"),
-                                           ({"top_k": 0}, "top_k"), ({"top_p": 1.5}, "top_p"),
-                                           ({"max_new_tokens": -1}, "max_new_tokens"),
-                                           ({"top_k": True}, "top_k"), ({"temperature": True}, "temperature")])
+@pytest.mark.parametrize("changes,match", [
+    ({"temperature": 0}, r"^temperature must be above 0, got 0.0; greedy"),
+    ({"temperature": float("nan")}, r"^temperature must be a finite number, got nan"),
+    ({"temperature": "warm"}, r"^temperature must be a number, got 'warm'"),
+    ({"top_k": 0}, r"^top_k must be positive, got 0"), ({"top_k": 2.5}, r"^top_k must be a whole number"),
+    ({"top_p": 1.5}, r"^top_p must be in \(0, 1\], got 1.5"), ({"top_p": 0}, r"^top_p must be in \(0, 1\]"),
+    ({"max_new_tokens": -1}, r"^max_new_tokens must be at least 0, got -1"),
+    ({"seed": -3}, r"^seed must be at least 0"), ({"seed": 2**63}, r"^seed must be at most"),
+    ({"top_k": True}, "^top_k"), ({"temperature": True}, "^temperature"),
+])
 def test_settings_are_validated(changes, match):
+    """The one check of sampling settings: each message starts with the field's name (the CLI swaps in its flag)."""
     with pytest.raises(ValueError, match=match):
         SamplingSettings(**changes)
+
+
+def test_settings_normalise_what_number_boxes_send():
+    settings = SamplingSettings(max_new_tokens=40.0, temperature="0.5", top_k=5.0, top_p=0.9, seed=7.0)
+    assert (settings.max_new_tokens, settings.temperature, settings.top_k, settings.seed) == (40, 0.5, 5, 7)
+    assert isinstance(settings.max_new_tokens, int) and isinstance(settings.top_k, int)
+
+
+def test_the_new_token_cap_is_checked_in_one_place():
+    assert SamplingSettings(max_new_tokens=12).within(Limits(max_new_tokens=12)).max_new_tokens == 12
+    with pytest.raises(ValueError, match=r"^max_new_tokens must be at most 12 .*PLAYGROUND_MAX_NEW_TOKENS.*got 13"):
+        SamplingSettings(max_new_tokens=13).within(Limits(max_new_tokens=12))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_generating_leaves_the_model_in_the_mode_it_found(model_and_tokenizer, training):
+    model, tokenizer = model_and_tokenizer
+    model.train(training)
+    modes = [t for t in stream(model, tokenizer, "abc", SamplingSettings(max_new_tokens=3))
+             if model.training]  # eval while it generates
+    assert modes == [] and model.training is training
+    generate(model, tokenizer, "abc", 3)
+    assert model.training is training
+    early = stream(model, tokenizer, "abc", SamplingSettings(max_new_tokens=50))
+    next(early)
+    assert not model.training
+    early.close()  # a caller that stops early
+    assert model.training is training
+    with pytest.raises(UnknownCharacterError):
+        generate(model, tokenizer, "aZ", 3)  # an error on the way
+    assert model.training is training
+
+
+def test_an_empty_prompt_starts_from_the_start_text(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    assert start_text(tokenizer) == "\n"
+    assert generate(model, tokenizer, "", 12, seed=3) == generate(model, tokenizer, "\n", 12, seed=3)
+    no_newline = CharTokenizer.train_from_text("cab")
+    assert start_text(no_newline) == "a"  # the vocabulary's first symbol
 
 
 def test_empty_prompt_without_newline_in_vocabulary_starts_from_first_symbol():
@@ -82,3 +127,4 @@ def test_empty_prompt_without_newline_in_vocabulary_starts_from_first_symbol():
     torch.manual_seed(0)
     model = GPT(ModelConfig(vocabulary_size=3, context_size=8, embedding_dim=8, heads_num=2, layers_num=1))
     assert len(generate(model, tokenizer, "", 4)) == 4
+    assert generate(model, tokenizer, "", 6, seed=1) == generate(model, tokenizer, "a", 6, seed=1)

@@ -22,7 +22,7 @@ from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
 from playground.jobs import JobBusyError, TrainingJobs
-from playground.train import prepare_run
+from playground.run import prepare_run
 
 logger = logging.getLogger(__name__)
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import html
 import time
+from dataclasses import replace
 
 import gradio as gr
 import torch
 
 from playground import checks, plots
 from playground.device import describe
-from playground.sampling import SamplingSettings, stream
+from playground.sampling import SamplingSettings, start_text, stream
 from playground.tokenizer import escape_char
 from playground.ui.common import AppContext, bound, checkpoint_dropdown
 
@@ -57,16 +58,10 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
            greedy: bool, use_cache: bool, drop_unknown: bool = False, history: dict | None = None):
     """Generator handler: yields (text so far, coloured HTML, stats Markdown, history state)."""
     prompt = checks.text(prompt, "The prompt", ctx.limits.max_text_chars)
-    max_new = checks.whole_number(max_new_tokens, "max new tokens", 1, ctx.limits.max_new_tokens)
-    temperature = checks.real_number(temperature, "temperature")
-    if temperature <= 0:
-        raise ValueError(f"temperature must be above 0 (got {temperature}); use greedy decoding for the most "
-                         "likely character every time")
-    top_k_value = checks.whole_number(top_k, "top-k", 0) if top_k not in (None, "") else 0
-    top_p_value = checks.real_number(top_p, "top-p", 0.0, 1.0) if top_p not in (None, "") else 1.0
-    if top_p_value <= 0:
-        raise ValueError("top-p must be above 0 (1 turns it off)")
-    seed_value = checks.whole_number(seed, "seed", 0, 2**63 - 1)
+    settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature,
+                                top_k=None if top_k in (None, "", 0) else top_k,  # the field's 0 means off
+                                top_p=None if top_p in (None, "", 1) else top_p,  # and so does its 1
+                                greedy=bool(greedy), seed=seed).within(ctx.limits)
     loaded = ctx.checkpoint(checkpoint)
     notes = []
     unknown = loaded.tokenizer.find_unknown(prompt)
@@ -77,14 +72,15 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
                              "Tick 'drop unknown characters' to remove them, or edit the prompt.")
         prompt = "".join(c for c in prompt if not loaded.tokenizer.find_unknown(c))
         notes.append(f"dropped {len(unknown)} unknown character(s): {listed}")
-    if top_k_value > loaded.tokenizer.vocabulary_size:
-        notes.append(f"top-k {top_k_value} is larger than the vocabulary; clamped to "
-                     f"{loaded.tokenizer.vocabulary_size}")
-        top_k_value = loaded.tokenizer.vocabulary_size
+    vocabulary_size = loaded.tokenizer.vocabulary_size
+    if settings.top_k is not None and settings.top_k > vocabulary_size:
+        notes.append(f"top-k {settings.top_k} is larger than the vocabulary; clamped to {vocabulary_size}")
+        settings = replace(settings, top_k=vocabulary_size)
     if not prompt:
-        notes.append("the prompt is empty: generation starts from a newline")
-    settings = SamplingSettings(max_new, temperature, top_k_value or None,
-                                top_p_value if top_p_value < 1 else None, bool(greedy), seed_value)
+        start = start_text(loaded.tokenizer)
+        notes.append("the prompt is empty: generation starts from "
+                     + ("a newline" if start == "\n" else f"{escape_char(start)!r}, the vocabulary's first symbol"))
+    max_new = settings.max_new_tokens
     config = loaded.config
     speeds = dict((history or {}).get("speeds", {}))
     tokens = []
@@ -123,7 +119,7 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
     top = plots.bar_chart([c for c, _ in candidates], [p for _, p in candidates],
                           f"Top-10 candidates at #{position} (drawn: {escape_char(token['text'])!r}, "
                           f"p = {token['probability']:.3f})", "probability")
-    context_text = (history["prompt"] or "\n") + "".join(t["text"] for t in tokens[:position])
+    context_text = (history["prompt"] or start_text(loaded.tokenizer)) + "".join(t["text"] for t in tokens[:position])
     context_text = context_text[-config.context_size:]
     with torch.no_grad():
         ids = loaded.tokenizer.encode(context_text)[None].to(next(loaded.model.parameters()).device)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
 
@@ -15,10 +16,15 @@ from playground import checks, plots
 from playground.config import ModelConfig, TrainConfig
 from playground.data import decode_text
 from playground.jobs import JobStatus
-from playground.train import PRESETS, RunRequest
+from playground.presets import TRAIN_PRESETS
+from playground.run import RunRequest
 from playground.ui.common import AppContext, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
+# The fields a preset fills, by start_run's parameter names, in the order /train_preset returns them.
+PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
+                 "warmup_steps", "dropout_rate", "seed", "device", "run_name")
+ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps")
 # The time estimate, calibrated on a 2-core CPU with torch 2.13 (python benchmarks/train_speed.py and small runs):
 # training sustains about 1.2e11 FLOP/s (6 per parameter per token, plus attention), and every step also pays a
 # fixed cost for Python, kernel launches and the optimizer, about 0.6 ms plus 0.5 ms per layer.
@@ -52,13 +58,18 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
             f"{tokens:,} tokens per step · about {_fmt_seconds(seconds)} on a 2-core CPU (rough)")
 
 
+def preset_fields(name: str) -> dict[str, Any]:
+    """A training preset's value for each field the preset fills, keyed by the field's name (PRESET_FIELDS)."""
+    if name not in TRAIN_PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(TRAIN_PRESETS)}")
+    preset = TRAIN_PRESETS[name]
+    values = {**preset.model.to_dict(), **preset.train.to_dict(), "run_name": name}
+    return {field: values[field] for field in PRESET_FIELDS}
+
+
 def preset_values(name: str) -> list:
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-    preset = PRESETS[name]
-    m, t = preset.model, preset.train
-    return [m["layers_num"], m["heads_num"], m["embedding_dim"], m["context_size"], t.batch_size, t.steps,
-            t.learning_rate, t.warmup_steps, m["dropout_rate"], t.seed, t.device, name]
+    """/train_preset's outputs: ``preset_fields`` in PRESET_FIELDS order."""
+    return list(preset_fields(name).values())
 
 
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
@@ -72,7 +83,7 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                  context_size=checks.whole_number(context_size, "context_size", 1, limits.max_context_size),
                  dropout_rate=checks.real_number(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False)
     steps = checks.whole_number(steps, "steps", 1, limits.max_steps)
-    preset = PRESETS["tiny"].train
+    preset = TRAIN_PRESETS["tiny"].train
     train = replace(preset, batch_size=checks.whole_number(batch_size, "batch size", 1, 1024), steps=steps,
                     learning_rate=checks.real_number(learning_rate, "learning rate"),
                     warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0),
@@ -142,29 +153,29 @@ def build(ctx: AppContext) -> None:
         "Watch the training and validation loss fall, read samples as they improve, and see the attention of a "
         "fixed probe sentence form. Stop keeps a checkpoint; the Attention and Sample tabs can load it."
     )
-    first = preset_values("tiny")
+    first = preset_fields("tiny")
+    fields: dict[str, gr.components.Component] = {}  # by name: PRESET_FIELDS, start_run's parameters
     with gr.Row():
-        preset = gr.Dropdown(list(PRESETS), value="tiny", label="preset",
-                             info="; ".join(f"{k}: {v.description}" for k, v in PRESETS.items()))
-        run_name = gr.Textbox("my-run", label="run name (folder in weights/)")
-        device = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value="auto", label="device")
+        preset = gr.Dropdown(list(TRAIN_PRESETS), value="tiny", label="preset",
+                             info="; ".join(f"{k}: {v.description}" for k, v in TRAIN_PRESETS.items()))
+        fields["run_name"] = gr.Textbox("my-run", label="run name (folder in weights/)")
+        fields["device"] = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value=first["device"], label="device")
     with gr.Row():
-        layers_num = gr.Number(first[0], label="layers_num", precision=0, minimum=1)
-        heads_num = gr.Number(first[1], label="heads_num", precision=0, minimum=1)
-        embedding_dim = gr.Number(first[2], label="embedding_dim", precision=0, minimum=1)
-        context_size = gr.Number(first[3], label="context_size", precision=0, minimum=1)
-        dropout_rate = gr.Number(first[8], label="dropout_rate", minimum=0, maximum=0.99)
+        for name in ("layers_num", "heads_num", "embedding_dim", "context_size"):
+            fields[name] = gr.Number(first[name], label=name, precision=0, minimum=1)
+        fields["dropout_rate"] = gr.Number(first["dropout_rate"], label="dropout_rate", minimum=0, maximum=0.99)
     with gr.Row():
-        batch_size = gr.Number(first[4], label="batch size", precision=0, minimum=1)
-        steps = gr.Number(first[5], label="steps", precision=0, minimum=1, maximum=ctx.limits.max_steps)
-        learning_rate = gr.Number(first[6], label="learning rate")
-        warmup_steps = gr.Number(first[7], label="warmup steps", precision=0, minimum=0)
-        seed = gr.Number(first[9], label="seed", precision=0, minimum=0)
+        fields["batch_size"] = gr.Number(first["batch_size"], label="batch size", precision=0, minimum=1)
+        fields["steps"] = gr.Number(first["steps"], label="steps", precision=0, minimum=1,
+                                    maximum=ctx.limits.max_steps)
+        fields["learning_rate"] = gr.Number(first["learning_rate"], label="learning rate")
+        fields["warmup_steps"] = gr.Number(first["warmup_steps"], label="warmup steps", precision=0, minimum=0)
+        fields["seed"] = gr.Number(first["seed"], label="seed", precision=0, minimum=0)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath")
         pasted = gr.Textbox(label="pasted text", lines=3)
-    estimate_md = gr.Markdown(estimate(*first[:4], first[4], first[5]))
+    estimate_md = gr.Markdown(estimate(**{name: first[name] for name in ESTIMATE_FIELDS}))
     with gr.Row():
         start = gr.Button("Start", variant="primary")
         resume = gr.Button("Resume run")
@@ -182,8 +193,7 @@ def build(ctx: AppContext) -> None:
             probe_plot = gr.Plot(label="Probe sentence attention")
     timer = gr.Timer(1.0)
 
-    settings = [layers_num, heads_num, embedding_dim, context_size, batch_size, steps, learning_rate, warmup_steps,
-              dropout_rate, seed, device]
+    settings = [fields[name] for name in PRESET_FIELDS if name != "run_name"]
     outputs = [status_md, loss_plot, samples, probe_plot, snapshot]
 
     def poll(layer, head, snapshot_index, seen):
@@ -198,12 +208,12 @@ def build(ctx: AppContext) -> None:
     def stop_run():
         return render_status(ctx.jobs.stop())
 
-    preset.change(friendly(preset_values), preset, [*settings, run_name], api_name="train_preset")
-    for field in (layers_num, heads_num, embedding_dim, context_size, batch_size, steps):
-        field.change(estimate, [layers_num, heads_num, embedding_dim, context_size, batch_size, steps], estimate_md,
-                     api_name=f"train_estimate_{field.label}".replace(" ", "_"), api_visibility="private",
-                     show_progress="hidden")
-    run_inputs = [*settings, corpus, upload, pasted, run_name]
+    preset.change(friendly(preset_values), preset, [fields[name] for name in PRESET_FIELDS], api_name="train_preset")
+    estimate_inputs = [fields[name] for name in ESTIMATE_FIELDS]
+    for field in estimate_inputs:
+        field.change(estimate, estimate_inputs, estimate_md, api_name=f"train_estimate_{field.label}".replace(" ", "_"),
+                     api_visibility="private", show_progress="hidden")
+    run_inputs = [*settings, corpus, upload, pasted, fields["run_name"]]
     start.click(bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
     resume.click(bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
     stop.click(friendly(stop_run), None, outputs, api_name="train_stop")

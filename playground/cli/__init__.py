@@ -1,0 +1,5 @@
+"""The command lines: argparse, progress and printing only; the library modules do the work.
+
+    python -m playground.train ...    -> playground.cli.train.main   (the loop: train.py; the run: run.py)
+    python -m playground.sample ...   -> playground.cli.sample.main  (decoding: sampling.py)
+"""

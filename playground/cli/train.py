@@ -1,0 +1,136 @@
+"""The training command line: ``python -m playground.train --preset tiny --run-name my-run ...``.
+
+Owns the flags, turning them into a RunRequest, the tqdm progress bar and the lines printed on stderr
+(``training ...`` before the first step, ``done: ...`` at the end, ``error: ...`` with exit code 2 for bad
+input). The run itself is run.py's ``run_training``, the same code path the Train tab's job manager uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from playground import checkpoints
+from playground.device import describe
+from playground.presets import MODEL_FIELDS, TRAIN_PRESETS
+from playground.run import RunRequest, model_card, prepare_run, run_training
+from playground.train import StepMetrics, TrainingError
+
+TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
+                "checkpoint_interval", "seed", "device")
+POSTFIX_EVERY = 10  # steps between updates of the bar's loss and speed figures
+
+
+def _add_bool(parser: argparse.ArgumentParser, name: str, help_text: str) -> None:
+    parser.add_argument(name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m playground.train",
+                                     description="Train a character-level GPT and save it to weights/<run-name>/.")
+    parser.add_argument("--preset", choices=sorted(TRAIN_PRESETS), default="tiny",
+                        help="starting values (default tiny)")
+    parser.add_argument("--layers-num", type=int)
+    parser.add_argument("--heads-num", type=int)
+    parser.add_argument("--embedding-dim", type=int)
+    parser.add_argument("--context-size", type=int)
+    parser.add_argument("--dropout-rate", type=float)
+    _add_bool(parser, "--use-bias", "biases in Linear and LayerNorm layers")
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--learning-rate", type=float)
+    parser.add_argument("--warmup-steps", type=int)
+    parser.add_argument("--eval-interval", type=int)
+    parser.add_argument("--eval-batches", type=int)
+    parser.add_argument("--checkpoint-interval", type=int)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"])
+    parser.add_argument("--corpus", help="a UTF-8 text file (default: Tiny Shakespeare, cached or downloaded)")
+    parser.add_argument("--run-name", default=None, help="the checkpoint folder name (default: the preset's name)")
+    parser.add_argument("--weights-dir", type=Path, default=None, help="where checkpoints go (default weights/)")
+    parser.add_argument("--resume", action="store_true", help="continue the run named --run-name from its step")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's)")
+    return parser
+
+
+def request_from_args(args: argparse.Namespace) -> RunRequest:
+    """The preset named by ``--preset`` with every flag given laid over it."""
+    preset = TRAIN_PRESETS[args.preset]
+    model = preset.model.to_dict()
+    model.update({name: getattr(args, name) for name in MODEL_FIELDS if getattr(args, name) is not None})
+    overrides = {name: getattr(args, name) for name in TRAIN_FIELDS if getattr(args, name) is not None}
+    train_config = replace(preset.train, **overrides)
+    if args.device is None and preset.train.device != "auto":
+        train_config = replace(train_config, device="auto")
+    return RunRequest(run_name=args.run_name or args.preset, model=model, train=train_config,
+                      corpus_path=args.corpus, resume=args.resume, weights_dir=args.weights_dir)
+
+
+class Progress:
+    """A tqdm bar on stderr with the loss and speed; each evaluation also leaves a line above it."""
+
+    def __init__(self, total: int, start: int):
+        self.bar = tqdm(total=total, initial=start, unit="step", file=sys.stderr, dynamic_ncols=True)
+        self.val_loss: float | None = None
+
+    def __call__(self, step: int, metrics: StepMetrics) -> None:
+        if metrics.val_loss is not None:
+            self.val_loss = metrics.val_loss
+            self.bar.write(f"step {step}/{metrics.steps}: train loss {metrics.train_loss:.3f}, "
+                           f"val loss {metrics.val_loss:.3f}", file=sys.stderr)
+        if step % POSTFIX_EVERY == 0 or step == metrics.steps or metrics.val_loss is not None:
+            figures = {"loss": f"{metrics.train_loss:.3f}"}
+            if self.val_loss is not None:
+                figures["val"] = f"{self.val_loss:.3f}"
+            figures["tok/s"] = f"{metrics.tokens_per_second:,.0f}"
+            self.bar.set_postfix(figures, refresh=False)
+        self.bar.update(step - self.bar.n)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.bar.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        run = prepare_run(request_from_args(args))
+    except (ValueError, TrainingError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"training {run.request.run_name}: {run.model.parameter_count():,} parameters on {describe(run.device)}, "
+          f"corpus {run.corpus.name} ({len(run.corpus.text):,} characters, {run.corpus.source})", file=sys.stderr)
+    try:
+        with Progress(run.request.train.steps, run.start_step) as progress:  # closed before anything below prints
+            result = run_training(run, on_step=progress)
+    except KeyboardInterrupt:
+        print("interrupted; the last periodic checkpoint is kept", file=sys.stderr)
+        return 130
+    except TrainingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    last_val = result.val_loss[-1][1] if result.val_loss else float("nan")
+    target = (run.request.weights_dir or checkpoints.weights_dir()) / run.request.run_name
+    if result.steps_done > run.start_step:
+        command = "python -m playground.train " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+        checkpoints.write_card(run.request.run_name, model_card(run, result, command),
+                               directory=run.request.weights_dir)
+    print(f"done: {result.steps_done} steps, val loss {last_val:.4f}, {result.tokens_per_second:,.0f} tok/s, "
+          f"{result.wall_seconds:.1f}s (eval {result.eval_seconds:.1f}s); saved {target}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Training presets: the starting values of a run (a model shape and a TrainConfig), by name.
+
+Owns ``TRAIN_PRESETS`` and the shape a preset names before a corpus fixes the vocabulary. The Train tab's
+preset dropdown and the CLI's ``--preset`` both read them; neither runs anything here. (The Attention tab's
+textbook presets are a different thing: ``TEXTBOOK_PRESETS`` in playground/attention/trace.py.)
+
+    TRAIN_PRESETS["tiny"].model.to_dict()  -> {"layers_num": 2, "heads_num": 4, "embedding_dim": 128, ...}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from playground.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A model's shape before the corpus fixes its vocabulary: ModelConfig less ``vocabulary_size``."""
+
+    layers_num: int
+    heads_num: int
+    embedding_dim: int
+    context_size: int
+    dropout_rate: float = 0.0
+    use_bias: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``model`` settings of a RunRequest."""
+        return dataclasses.asdict(self)
+
+
+MODEL_FIELDS = tuple(field.name for field in dataclasses.fields(ModelShape))
+
+
+@dataclass(frozen=True)
+class TrainPreset:
+    description: str  # what it costs, in the learner's words
+    model: ModelShape
+    train: TrainConfig
+
+
+TRAIN_PRESETS: dict[str, TrainPreset] = {
+    "tiny": TrainPreset(
+        "about a minute on a laptop CPU",
+        ModelShape(layers_num=2, heads_num=4, embedding_dim=128, context_size=64),
+        TrainConfig(batch_size=32, steps=1200, learning_rate=4e-3, warmup_steps=50, eval_interval=200,
+                    eval_batches=10, checkpoint_interval=600, sample_interval=200),
+    ),
+    "small": TrainPreset(
+        "the shipped model's shape: about half an hour on a 2-core CPU",
+        ModelShape(layers_num=4, heads_num=4, embedding_dim=192, context_size=128),
+        TrainConfig(batch_size=32, steps=5000, learning_rate=2e-3, warmup_steps=100, eval_interval=250,
+                    eval_batches=20, checkpoint_interval=1000, sample_interval=500),
+    ),
+    "gpu": TrainPreset(
+        "nanoGPT's Shakespeare-char shape, for a CUDA GPU",
+        ModelShape(layers_num=6, heads_num=6, embedding_dim=384, context_size=256, dropout_rate=0.2),
+        TrainConfig(batch_size=64, steps=5000, learning_rate=1e-3, warmup_steps=100, eval_interval=250,
+                    eval_batches=20, checkpoint_interval=1000, sample_interval=500, device="cuda"),
+    ),
+}
