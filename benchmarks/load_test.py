@@ -34,14 +34,14 @@ from pathlib import Path
 import httpx
 
 from playground.checkpoints import list_checkpoints
+from playground.walkthrough import STEP_TITLES
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 TEXTS = ["To be, or not to be: that is the question.", "ROMEO:\nBut soft, what light through yonder window?",
          "Hello world", "All the world's a stage", "Now is the winter of our discontent",
          "First Citizen:\nBefore we proceed any further, hear me speak."]
-STEPS = ["1. Input X", "2. Q, K, V", "3. Raw scores QKᵀ", "4. Scaled ÷ √d_k", "5. Causal mask",
-         "6. Softmax weights", "7. Output = weights · V"]
+STEPS = list(STEP_TITLES)
 MIX = (("/tokenize", 0.40), ("/attention_step", 0.35), ("/sample", 0.25))
 
 
