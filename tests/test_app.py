@@ -224,8 +224,11 @@ def test_compare_timing_sweep(served):
     memory_lines = _figure(memory)["data"]
     names = [line["name"] for line in memory_lines]
     assert "batched" in names and "sdpa" in names and len(names) == len(set(names))
-    timing_lines = _figure(timing)["data"]  # each implementation: forward, and forward + backward, at T = 16, 32
-    assert [line["name"] for line in timing_lines] == [f"{n} {kind}" for n in names for kind in ("forward", "fwd+bwd")]
+    timing_lines = _figure(timing)["data"]  # each implementation: forward (solid), forward + backward (dotted)
+    assert [line["name"] for line in timing_lines] == [n for n in names for _ in range(2)]
+    assert [line["line"]["dash"] for line in timing_lines] == ["solid", "dot"] * len(names)
+    colours = [line["line"]["color"] for line in timing_lines]
+    assert colours[::2] == colours[1::2] and len(set(colours[::2])) == len(names)  # one colour per implementation
     for line in timing_lines + memory_lines:
         assert line["x"] == [16, 32] and all(y > 0 for y in line["y"])
 
