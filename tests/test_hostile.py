@@ -1,0 +1,280 @@
+"""A stranger on the public Space: the real app.py under a 3 GiB memory limit, every finding replayed.
+
+The server runs as a user runs it (a copy of the project, HOME moved) inside a memory cgroup (or, where none can
+be made, under an RSS watchdog); its memory budget is its own default, a share of the limit it finds. Each
+scenario replays what once killed, filled or vandalised the server, then asserts that the server still answers,
+that its peak stayed under the limit, and the scenario's own promise (disk under quota, the shipped checkpoint
+byte-identical, another visitor's run untouched, a fast view answering in under a second while long jobs run).
+A few hundred randomised requests at the caps from 8 concurrent clients close the suite. ``pytest -s`` prints
+each scenario's peak memory and the disk figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from browser_support import answers, start_app
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+from hostile_support import MemoryGroup, disk_bytes
+
+pytestmark = pytest.mark.slow
+
+GIB = 2**30
+LIMIT = 3 * GIB
+ADMIN_TOKEN = "admin-" + "7" * 24
+SHIPPED = "shakespeare-char"
+REPORT: dict[str, str] = {}
+GENERIC_ERROR = "has not enabled verbose error reporting"
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    group = MemoryGroup(LIMIT)
+    env = {"PLAYGROUND_ADMIN_TOKEN": ADMIN_TOKEN, "GRADIO_TEMP_DIR": str(root / "gradio-tmp")}
+    server_iter = start_app(root, env, preexec_fn=group.enter)
+    server = next(server_iter)
+    group.watch(server.process.pid)
+    server.group = group
+    server.gradio_tmp = root / "gradio-tmp"
+    server.shipped_hash = _tree_hash(server.weights / SHIPPED)
+    print(f"\nhostile server under {group.kind}, limit {LIMIT / GIB:.1f} GiB")
+    try:
+        yield server
+    finally:
+        try:
+            next(server_iter)
+        except StopIteration:
+            pass
+        group.close()
+        if REPORT:
+            print("\nhostile-visitor figures:\n" + "\n".join(f"  {k}: {v}" for k, v in REPORT.items()))
+
+
+def _tree_hash(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(file.name.encode() + file.read_bytes())
+    return digest.hexdigest()
+
+
+def _client(server) -> Client:
+    return Client(server.url, verbose=False, download_files=False)
+
+
+def _refusal(call) -> str | None:
+    """None when the call succeeded, else the refusal's message (which must be readable)."""
+    try:
+        call()
+    except AppError as error:
+        message = str(error)
+        assert message.strip() and GENERIC_ERROR not in message and "Traceback" not in message, message
+        return message
+    return None
+
+
+def _healthy(server, scenario: str) -> None:
+    assert server.process.poll() is None, f"the server died during {scenario}:\n{server.log_tail()}"
+    assert answers(server.url), f"the server stopped answering during {scenario}"
+    assert not server.group.over_limit(), f"{scenario} hit the memory limit"
+    peak = server.group.peak_bytes()
+    REPORT[scenario] = f"peak {peak / GIB:.2f} GiB of {LIMIT / GIB:.1f}"
+    assert peak < LIMIT
+
+
+def _train(client, **changes):
+    args = dict(layers_num=1, heads_num=2, embedding_dim=32, context_size=32, batch_size=8, steps=20,
+                learning_rate=3e-3, warmup_steps=0, dropout_rate=0.0, seed=0, device="cpu",
+                corpus_choice="Tiny Shakespeare", upload=None, pasted="", run_name="visitor-run")
+    args.update(changes)
+    return client.predict(**args, api_name="/train_start")
+
+
+def test_the_killer_training_request_is_refused_with_what_to_lower(hostile):
+    client = _client(hostile)
+    message = _refusal(lambda: _train(client, layers_num=1, heads_num=1, embedding_dim=1024, context_size=1024,
+                                      batch_size=1024, run_name="killer"))
+    assert message and "batch_size" in message, message
+    _healthy(hostile, "train batch 1024 x context 1024")
+
+
+def test_big_compares_at_once_fit_or_are_refused(hostile):
+    args = dict(embedding_dim=1024, heads_num=64, seq_len=1024, batch=2, seed=0, qkv_bias=False, dtype="fp32",
+                device="cpu")
+
+    def one(_):
+        return _refusal(lambda: _client(hostile).predict(**args, api_name="/compare"))
+
+    with ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(one, range(4)))
+    for message in outcomes:
+        assert message is None or any(w in message for w in ("memory", "budget", "try again", "lower")), message
+    REPORT["4 compares (1024 wide, 64 heads, T 1024, batch 2)"] = \
+        f"{sum(m is None for m in outcomes)} ran, {sum(m is not None for m in outcomes)} refused"
+    _healthy(hostile, "4 big compares at once")
+
+
+def test_name_variants_share_one_cached_checkpoint(hostile):
+    client = _client(hostile)
+    hostile.group.reset_peak()
+    before = hostile.group.peak_bytes()
+    for i in range(75):
+        _refusal(lambda i=i: client.predict(name=SHIPPED + " " * (i % 8), api_name="/checkpoint_info"))
+    growth = hostile.group.peak_bytes() - before
+    REPORT["75 checkpoint_info name variants"] = f"memory grew {growth / 2**20:.0f} MiB"
+    assert growth < 300 * 2**20
+    _healthy(hostile, "75 checkpoint_info variants")
+
+
+def test_the_shipped_model_is_read_only_and_runs_belong_to_their_starter(hostile):
+    owner, stranger = _client(hostile), _client(hostile)
+    message = _refusal(lambda: _train(owner, run_name=SHIPPED, steps=1))
+    assert message and ("read-only" in message.lower() or "shipped" in message.lower()), message
+    assert _tree_hash(hostile.weights / SHIPPED) == hostile.shipped_hash
+
+    _train(owner, run_name="owners-run", steps=20000, batch_size=4, context_size=16, embedding_dim=16)
+    try:
+        stopped = _refusal(lambda: stranger.predict(api_name="/train_stop"))
+        status = json.dumps(owner.predict(api_name="/train_status"), default=str)
+        assert stopped is not None or "RUNNING" in status.upper(), "a stranger stopped another visitor's run"
+        assert "RUNNING" in status.upper(), status[:300]
+        assert _refusal(lambda: _train(stranger, run_name="strangers-run")) is not None  # the one slot is taken
+    finally:
+        owner.predict(api_name="/train_stop")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "RUNNING" in json.dumps(owner.predict(api_name="/train_status")).upper():
+        time.sleep(1)
+    assert _tree_hash(hostile.weights / SHIPPED) == hostile.shipped_hash
+
+    hog = _refusal(lambda: _train(owner, run_name="hog", layers_num=12, heads_num=8, embedding_dim=352,
+                                  context_size=256, batch_size=64, steps=20000))
+    assert hog is not None, "a run for days took the only training slot"
+    _healthy(hostile, "ownership and the shipped model")
+
+
+def test_attention_at_the_largest_context_returns_bounded_figures(hostile):
+    client = _client(hostile)
+    text = ("To be, or not to be: that is the question. " * 30)[:1024]
+    sizes = []
+    for step in ("2. Q, K, V", "6. Softmax weights", "3. Raw scores QKᵀ"):
+        started = time.monotonic()
+        result = client.predict(source="random weights", checkpoint=SHIPPED, layer=0, head=0, seed=0,
+                                embedding_dim=1024, head_size=64, preset="journey", text=text, scale=True,
+                                mask=True, temperature=1.0, mask_before_scaling=False, step=step, query=-1,
+                                api_name="/attention_step")
+        sizes.append(len(json.dumps(result, default=str)))
+        assert time.monotonic() - started < 30
+    REPORT["attention_step at T 1024, embedding 1024"] = f"largest response {max(sizes) / 2**20:.1f} MiB"
+    assert max(sizes) < 30 * 2**20
+    _healthy(hostile, "attention at T 1024")
+
+
+def test_exports_stay_under_the_disk_quota(hostile):
+    client = _client(hostile)
+    text = ("abcdefghij" * 103)[:1024]
+    for _ in range(6):
+        _refusal(lambda: client.predict(source="random weights", checkpoint=SHIPPED, layer=0, head=0, seed=0,
+                                        embedding_dim=64, head_size=16, preset="journey", text=text, scale=True,
+                                        mask=True, temperature=1.0, mask_before_scaling=False,
+                                        step="6. Softmax weights", api_name="/attention_export"))
+    used = disk_bytes(hostile.gradio_tmp)
+    REPORT["6 exports at T 1024"] = f"Gradio temp space {used / 2**20:.0f} MiB"
+    assert used < 400 * 2**20
+    _healthy(hostile, "exports at T 1024")
+
+
+def test_fast_views_answer_while_long_jobs_run(hostile):
+    long_jobs = [
+        lambda: _client(hostile).predict(checkpoint=SHIPPED, prompt="ROMEO:", max_new_tokens=2000, temperature=1.0,
+                                         top_k=0, top_p=1.0, seed=1, greedy=False, use_cache=False,
+                                         drop_unknown=False, api_name="/sample"),
+        lambda: _client(hostile).predict(checkpoint=SHIPPED, prompt="JULIET:", max_new_tokens=2000,
+                                         temperature=1.0, top_k=0, top_p=1.0, seed=2, greedy=False,
+                                         use_cache=False, drop_unknown=False, api_name="/sample"),
+        lambda: _client(hostile).predict(embedding_dim=256, heads_num=8, batch=2, dtype="fp32", device="cpu",
+                                         max_len=512, api_name="/compare_timing"),
+    ]
+    threads = [threading.Thread(target=lambda job=job: _refusal(job), daemon=True) for job in long_jobs]
+    for thread in threads:
+        thread.start()
+    time.sleep(2)
+    client = _client(hostile)
+    latencies = []
+    while any(t.is_alive() for t in threads) and len(latencies) < 20:
+        started = time.monotonic()
+        client.predict(text="Hello world", source="loaded checkpoint", checkpoint=SHIPPED, api_name="/tokenize")
+        latencies.append(time.monotonic() - started)
+        time.sleep(0.3)
+    for thread in threads:
+        thread.join(180)
+    REPORT["tokenize while 2 samples and a timing sweep run"] = \
+        f"{len(latencies)} calls, slowest {max(latencies, default=0):.2f} s"
+    assert latencies and max(latencies) < 1.0, latencies
+    _healthy(hostile, "fast views beside long jobs")
+
+
+def test_randomised_requests_at_the_caps_from_8_clients(hostile):
+    rng = random.Random(20261123)
+    requests = []
+    for _ in range(200):
+        kind = rng.choice(["tokenize", "attention", "checkpoint", "compare", "sample", "train", "stop"])
+        if kind == "tokenize":
+            requests.append(("/tokenize", dict(text="x" * rng.choice([1, 2000]), source="this text",
+                                               checkpoint=SHIPPED)))
+        elif kind == "attention":
+            requests.append(("/attention_step", dict(
+                source="random weights", checkpoint=SHIPPED, layer=0, head=0, seed=rng.randrange(100),
+                embedding_dim=rng.choice([16, 1024]), head_size=rng.choice([8, 1024]), preset="journey",
+                text="y" * rng.choice([8, 1024]), scale=True, mask=rng.random() < 0.5, temperature=1.0,
+                mask_before_scaling=False, step=rng.choice(["2. Q, K, V", "6. Softmax weights"]), query=-1)))
+        elif kind == "checkpoint":
+            requests.append(("/checkpoint_info", dict(name=rng.choice([SHIPPED, "nope", "a/b", " " * 50]))))
+        elif kind == "compare":
+            requests.append(("/compare", dict(embedding_dim=rng.choice([64, 4096]), heads_num=rng.choice([4, 64]),
+                                              seq_len=rng.choice([16, 1024]), batch=rng.choice([1, 64]), seed=0,
+                                              qkv_bias=False, dtype="fp32", device="cpu")))
+        elif kind == "sample":
+            requests.append(("/sample", dict(checkpoint=SHIPPED, prompt="A", max_new_tokens=rng.choice([10, 2000]),
+                                             temperature=1.0, top_k=0, top_p=1.0, seed=1, greedy=False,
+                                             use_cache=rng.random() < 0.5, drop_unknown=False)))
+        elif kind == "train":
+            requests.append(("/train_start", dict(
+                layers_num=rng.choice([1, 64]), heads_num=1, embedding_dim=rng.choice([16, 1024]),
+                context_size=rng.choice([16, 1024]), batch_size=rng.choice([1, 1024]), steps=rng.choice([5, 20000]),
+                learning_rate=3e-3, warmup_steps=0, dropout_rate=0.0, seed=0, device="cpu",
+                corpus_choice="Tiny Shakespeare", upload=None, pasted="", run_name=f"r{rng.randrange(10**6)}")))
+        else:
+            requests.append(("/train_stop", {}))
+    clients = [_client(hostile) for _ in range(8)]
+    outcomes = {"answered": 0, "refused": 0}
+    deadline = time.monotonic() + 240
+
+    def work(index):
+        client = clients[index % 8]
+        api, kwargs = requests[index]
+        if time.monotonic() > deadline:
+            return "skipped"
+        message = _refusal(lambda: client.predict(**kwargs, api_name=api))
+        return "answered" if message is None else "refused"
+
+    with ThreadPoolExecutor(8) as pool:
+        for outcome in pool.map(work, range(len(requests))):
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    try:
+        clients[0].predict(token=ADMIN_TOKEN, api_name="/train_stop")
+    except (AppError, TypeError, ValueError):
+        pass
+    REPORT["200 randomised requests, 8 clients"] = ", ".join(f"{k} {v}" for k, v in outcomes.items())
+    REPORT["weights/ after the run"] = f"{disk_bytes(hostile.weights) / 2**20:.0f} MiB"
+    assert _tree_hash(hostile.weights / SHIPPED) == hostile.shipped_hash
+    _healthy(hostile, "randomised requests at the caps")
+
+
