@@ -31,6 +31,8 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
+        if ctx.hidden_note():
+            gr.Markdown(ctx.hidden_note())
         with gr.Tabs():
             with gr.Tab("Tokenize", id="tokenize"):
                 tokenize_tab.build(ctx)

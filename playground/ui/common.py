@@ -48,7 +48,23 @@ class AppContext:
             self.jobs = TrainingJobs(prepare=functools.partial(prepare_run, limits=self.limits))
 
     def checkpoint_names(self) -> list[str]:
-        return checkpoints.list_checkpoints(self.weights)
+        """The checkpoints this server can load: those over its parameter cap are hidden (see hidden_note)."""
+        return [name for name in checkpoints.list_checkpoints(self.weights) if self._too_big(name) is None]
+
+    def hidden_note(self) -> str:
+        """A sentence naming the checkpoints hidden by the parameter cap, or "" when none is."""
+        hidden = [note for name in checkpoints.list_checkpoints(self.weights) if (note := self._too_big(name))]
+        if not hidden:
+            return ""
+        return (f"Hidden: {'; '.join(hidden)}: over this server's limit of {self.limits.max_parameters:,} parameters "
+                "(PLAYGROUND_MAX_PARAMETERS).")
+
+    def _too_big(self, name: str) -> str | None:
+        try:
+            count = checkpoints.read_config(checkpoints.resolve(name, self.weights)).parameter_count()
+        except checkpoints.CheckpointError:
+            return None  # a broken config is reported when someone opens it
+        return f"{name} ({count:,} parameters)" if count > self.limits.max_parameters else None
 
     def checkpoint(self, name: str) -> checkpoints.Checkpoint:
         """A local checkpoint (reloaded when its files change) or a Hub repo id ``owner/name`` (downloaded
