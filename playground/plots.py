@@ -104,9 +104,10 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
     row_numbers, col_numbers = range(first_row, first_row + rows), range(first_col, first_col + cols)
     row_labels = [_display_label(str(s)) for s in row_labels[row_slice]]
     col_labels = [_display_label(str(s)) for s in col_labels[col_slice]]
-    if (rows, cols) != (total_rows, total_cols):
-        title = (f"{title}<br>(rows {first_row}–{first_row + rows - 1} of {total_rows}, columns {first_col}–"
-                 f"{first_col + cols - 1} of {total_cols}; export for all of it)")
+    if (rows, cols) != (total_rows, total_cols):  # name the cut side(s) only
+        window = [f"rows {first_row}–{first_row + rows - 1} of {total_rows}"] if rows != total_rows else []
+        window += [f"columns {first_col}–{first_col + cols - 1} of {total_cols}"] if cols != total_cols else []
+        title = f"{title}<br>" * bool(title) + f"({', '.join(window)}; export for all of it)"
     finite = np.isfinite(v)
     if masked is not None:
         finite &= ~masked[row_slice, col_slice].numpy()

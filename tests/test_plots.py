@@ -69,6 +69,8 @@ def test_a_large_matrix_is_drawn_as_a_bounded_window():
     assert trace.z[0][0] == 500 * 1024 + (1024 - MAX_SIDE)  # the column start is clamped to the last window
     assert "row 500 (t500), column 896 (t896)" in trace.customdata[0][0]
     assert "rows 500–627 of 1024" in figure.layout.title.text and "export" in figure.layout.title.text
+    only_columns = heatmap(torch.rand(42, 192)).layout.title.text.replace("<br>", " ")
+    assert only_columns == "(columns 0–127 of 192; export for all of it)"  # the rows are all there
     assert len(figure.to_json()) < 4_000_000  # the same size at T = 1024 as at T = 128
     assert list(figure.layout.xaxis.ticktext) == tokens[896:]  # every column keeps its label
 
