@@ -15,6 +15,15 @@ tests/test_budget.py, where it must stay above the measured peak and within 2x o
     + FIXED_OVERHEAD                  the allocator's and kernels' first-call working space
 
     tiny preset (2 layers, 128 wide, context 64, batch 32): about 200 MiB; measured 147 MiB.
+
+One head traced step by step (the Attention tab), in float32, per trace of T tokens, C features, head size d:
+
+    6 (T, T) matrices                 scores, scaled, masked, weights, and softmax's and the mask's temporaries
+    4 (T, d) matrices                 Q, K, V, output
+    + the inputs (T, C) and weights 3 (C, d), once; + each figure (about 1 KiB per heatmap cell drawn)
+    an export: one trace + about 20 bytes per number of CSV text (held 3 times while written) + 4 per .npy
+
+    T 1024, C 1024, d 1024, six traces, two 128 x 128 heatmaps and two bar charts: about 320 MiB.
 """
 
 from __future__ import annotations
@@ -34,6 +43,14 @@ BYTES_PER_PARAMETER_TRAINING = 16
 BYTES_PER_ACTIVATION = 104  # per token, layer and channel, kept for backward
 BYTES_PER_BACKWARD_BUFFER = 48  # per token and channel
 BYTES_PER_LOGIT = 16  # per token and vocabulary symbol
+BYTES_PER_FLOAT = 4
+TRACE_SQUARE_MATRICES = 6  # (T, T) float32 matrices one head trace holds at its peak
+TRACE_HEAD_MATRICES = 4  # (T, d) float32 matrices one head trace keeps: Q, K, V, output
+BYTES_PER_HEATMAP_CELL = 1024  # hover text, numbers and the figure's JSON; a 128 x 128 heatmap measured ~660
+BYTES_PER_BAR = 8 * 1024  # one bar of a bar chart, with Plotly's validation copies (1024 bars measured ~6 MiB)
+BYTES_PER_CSV_NUMBER = 20  # "-0.123456789" and a comma; float32 written with repr's shortest digits
+CSV_COPIES = 3  # the rows' strings, the StringIO buffer and the encoded bytes are alive together
+VIEW_WORKING_SPACE = 16 * MIB
 BUDGET_SHARE = 0.6  # of the container's (or machine's) memory; the rest is the server itself and the OS
 NO_LIMIT = 2**60  # cgroup files say "max" or a huge number when nothing is set
 CGROUP_FILES = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
@@ -107,6 +124,38 @@ def attention_matrices_cost(*, batch: int, heads: int, length: int, itemsize: in
                             what: str = "attention") -> Cost:
     """(B, h, T, T) score-sized matrices: ``copies`` of them (scores and weights: 2) at ``itemsize`` bytes."""
     return Cost(what, (("(B, h, T, T) matrices", copies * batch * heads * length * length * itemsize),))
+
+
+def attention_view_cost(*, length: int, embedding_dim: int, head_size: int, traces: int = 1,
+                        heatmap_cells: int = 0, bars: int = 0) -> Cost:
+    """Peak memory of one step of the Attention tab: ``traces`` traces of one head (T = ``length`` tokens,
+    C = ``embedding_dim``, d = ``head_size``), ``heatmap_cells`` cells drawn and ``bars`` bars of T each.
+
+    Counts every trace as alive at once, though the what-ifs drop theirs as they go: an upper bound.
+    """
+    T, C, d = length, embedding_dim, head_size
+    per_trace = BYTES_PER_FLOAT * (TRACE_SQUARE_MATRICES * T * T + TRACE_HEAD_MATRICES * T * d)
+    return Cost("this attention view", (
+        ("the head's input and weights", BYTES_PER_FLOAT * (T * C + 3 * C * d)),
+        (f"{traces} trace{'s' if traces != 1 else ''} of the head", traces * per_trace),
+        ("figures", heatmap_cells * BYTES_PER_HEATMAP_CELL + bars * T * BYTES_PER_BAR),
+        ("working space", VIEW_WORKING_SPACE),
+    ))
+
+
+def attention_export_cost(*, length: int, embedding_dim: int, head_size: int, numbers: int) -> Cost:
+    """Peak memory of exporting one stage: one trace, then ``numbers`` values written as CSV and .npy."""
+    trace = attention_view_cost(length=length, embedding_dim=embedding_dim, head_size=head_size)
+    return Cost("this export", (
+        *(part for part in trace.parts if part[0] != "figures"),
+        ("CSV text", CSV_COPIES * BYTES_PER_CSV_NUMBER * numbers),
+        (".npy files", 2 * BYTES_PER_FLOAT * numbers),
+    ))
+
+
+def combined(what: str, *costs: Cost) -> Cost:
+    """Several costs as one request's: their parts side by side, under one name."""
+    return Cost(what, tuple(part for cost in costs for part in cost.parts))
 
 
 # --------------------------------------------------------------------------------------------- the budget

@@ -99,10 +99,11 @@ def test_attention_step_and_export(served):
     settings = ["trained checkpoint", "shakespeare-char", 1, 1, 0, 16, 8, "journey", "To be, or not", True, True,
                 1.0, False]
     result = client.predict(*settings, "6. Softmax weights", 3, api_name="/attention_step")
-    heading, whatif, query_md = result[0], result[4], result[7]
+    heading, query_md = result[0], result[7]
     assert "Attention weights" in heading and "T = 13 tokens" in heading
-    assert "largest difference in the weights = **0**" in whatif
     assert "Query **3**" in query_md
+    mask_step = client.predict(*settings, "5. Causal mask", 3, api_name="/attention_step")
+    assert "largest difference in the weights = **0**" in mask_step[4]  # the mask-order note belongs to step 5
     files = client.predict(*settings, "2. Q, K, V", api_name="/attention_export")
     assert sorted(f.rsplit("/", 1)[-1] for f in files) == sorted(
         f"step2_{m}.{ext}" for m in "QKV" for ext in ("csv", "npy"))

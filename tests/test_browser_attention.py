@@ -1,70 +1,299 @@
-"""The Attention tab in Chromium: every stage, the what-ifs, refusals."""
+"""The Attention tab in Chromium, as a learner uses it: every control, on a desktop and on a phone.
+
+It renders on arrival and on every edit (no button needed); each source, layer and head; every what-if switch
+and the temperature; the query box (a position past the end comes back clamped); Previous, Next and the step
+picker; Export, with the downloaded CSV read back; and a refusal that leaves the figures as they were.
+Figures are read from the page's own Plotly objects (their title, colour scale, frame and hover text).
+"""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 
 import pytest
 from browser_support import (
+    ERROR_BADGE,
     ERROR_TOAST,
     WAIT_MS,
     answers,
+    cut_labels,
     expect_errors,
     expect_no_error,
     open_tab,
     plot_titled,
     screenshot,
 )
-from playwright.sync_api import expect
+from playwright.sync_api import Locator, Page, expect
 
-from playground.walkthrough import STEP_TITLES
+from playground.walkthrough import STEP_LABELS, STEP_TITLES, journey_preset, lessons
 
 pytestmark = pytest.mark.browser
 
 PLOTS = [["X"], ["Q", "K", "V"], ["raw scores"], ["scaled scores"], ["masked scores"],
          ["attention weights · row sums"], ["output"]]  # the titles of each step's matrix plots
 ATTENTION_STAGES = list(zip(STEP_TITLES, PLOTS))
+DEFAULT_TOKENS = len("To be, or not to be: that is the question.")  # the text box's default: 42 tokens
+WARNING_TOAST = ".toast-body.warning"
 
 
-def test_attention_steps_through_every_stage(page):
+# ------------------------------------------------------------------------------------------------ helpers
+
+def figure(plot: Locator) -> dict:
+    """What Plotly drew: the title, each trace's colour range and hover text, the frames (shapes), the x ticks."""
+    expect(plot).to_be_visible(timeout=WAIT_MS)
+    return plot.evaluate("""el => ({
+        title: el.layout.title.text,
+        traces: el._fullData.map(t => ({zmin: t.zmin, zmax: t.zmax, customdata: t.customdata})),
+        shapes: (el.layout.shapes || []).map(s => ({y0: s.y0, y1: s.y1})),
+        ticks: el._fullLayout.xaxis.ticktext,
+    })""")
+
+
+def title(plot: Locator) -> str:
+    """A plot's title as one line (Plotly draws each wrapped line as its own text, with nothing between)."""
+    return figure(plot)["title"].replace("<br>", " ")
+
+
+def plots_in(panel: Locator) -> Locator:
+    return panel.locator(".js-plotly-plot:visible")
+
+
+def heading(panel: Locator) -> Locator:
+    return panel.get_by_role("heading", level=3)
+
+
+def shown_error_badges(page: Page) -> list[str]:
+    """The "Error" badges a person can see: Gradio keeps a hidden-progress event's badge at opacity 0."""
+    return page.evaluate("""sel => [...document.querySelectorAll(sel)]
+        .filter(e => e.offsetParent && getComputedStyle(e.closest('[data-testid=status-tracker]')).opacity !== '0')
+        .map(e => e.innerText)""", ERROR_BADGE)
+
+
+def squeezed_switch_labels(panel: Locator) -> list[str]:
+    """Checkbox labels that wrap or spill out of their box (cut_labels misses a label squeezed to a sliver)."""
+    return panel.evaluate("""root => [...root.querySelectorAll('label.checkbox-container .label-text')]
+        .filter(span => span.offsetParent)
+        .filter(span => span.getClientRects().length > 1
+                || span.getBoundingClientRect().right > span.closest('label').getBoundingClientRect().right + 1)
+        .map(span => span.innerText)""")
+
+
+def clipped_titles(panel: Locator) -> list[str]:
+    """Plot titles wider than their plot."""
+    return panel.evaluate("""root => [...root.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent)
+        .filter(p => { const t = p.querySelector('.gtitle'); if (!t) return false;
+                       const box = t.getBoundingClientRect(), plot = p.getBoundingClientRect();
+                       return box.left < plot.left - 1 || box.right > plot.right + 1; })
+        .map(p => p.querySelector('.gtitle').textContent)""")
+
+
+def arrive(page: Page) -> Locator:
+    """Open the tab and wait for the view the page rendered on its own (no button pressed)."""
     panel = open_tab(page, "Attention")
-    panel.get_by_role("button", name="Show", exact=True).click()
-    heading = panel.get_by_role("heading", level=3)
+    expect(heading(panel)).to_have_text(STEP_TITLES[0], timeout=WAIT_MS)
+    expect(plot_titled(panel, "X")).to_be_visible(timeout=WAIT_MS)
+    return panel
+
+
+def pick_step(panel: Locator, number: int) -> None:
+    panel.get_by_role("radio", name=STEP_LABELS[number - 1], exact=True).check()
+    expect(heading(panel)).to_have_text(STEP_TITLES[number - 1], timeout=WAIT_MS)
+
+
+def set_number(panel: Locator, label: str, value) -> None:
+    box = panel.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+
+
+# ------------------------------------------------------------------------------------------------ desktop
+
+def test_attention_renders_on_arrival_and_steps_through_every_stage(page):
+    panel = arrive(page)
+    expect(panel).not_to_contain_text("nats")  # no softmax note before softmax has been met
     for number, (title, plots) in enumerate(ATTENTION_STAGES):
         if number:
             panel.get_by_role("button", name="Next ▶").click()
-        expect(heading).to_have_text(title, timeout=WAIT_MS)
+        expect(heading(panel)).to_have_text(title, timeout=WAIT_MS)
         for plot in plots:
             expect(plot_titled(panel, plot)).to_be_visible(timeout=WAIT_MS)
-        expect(panel.get_by_role("radio", name=re.compile(rf"^{number + 1}\. "))).to_be_checked()
+        expect(plots_in(panel).filter(has=page.locator(".gtitle"))).to_have_count(len(plots) + 2)  # + query bars
+        expect(panel.get_by_role("radio", name=STEP_LABELS[number], exact=True)).to_be_checked()
     expect(panel).to_contain_text("Mask (on now).")
+    expect(panel).not_to_contain_text("Mask before vs after")  # that note is step 5's
     panel.get_by_role("button", name="◀ Previous").click()
-    expect(heading).to_have_text(STEP_TITLES[5], timeout=WAIT_MS)
+    expect(heading(panel)).to_have_text(STEP_TITLES[5], timeout=WAIT_MS)
+    expect(panel).to_contain_text("nats")
+
+    weights = figure(plot_titled(panel, "attention weights"))
+    values, grey = weights["traces"]
+    assert (values["zmin"], values["zmax"]) == (0, 1)
+    assert values["customdata"][0][1].endswith(lessons.MASKED_WEIGHT_HOVER)  # row 0 cannot see token 1
+    assert weights["shapes"] == [{"y0": DEFAULT_TOKENS - 1.5, "y1": DEFAULT_TOKENS - 0.5}]  # the last query
+    assert len(weights["ticks"]) == DEFAULT_TOKENS  # every token named on the token axis
     expect_no_error(page)
+    assert cut_labels(page) == [] and squeezed_switch_labels(panel) == [] and clipped_titles(panel) == []
     screenshot(page, "attention")  # the softmax weights, masked: the README's picture
+
+    pick_step(panel, 2)
+    for name in "QKV":
+        ticks = figure(plot_titled(panel, name))["ticks"]
+        step = int(ticks[1][1:])  # d0..d47 labelled every k-th (hover names each): no smear
+        assert 1 < step and ticks == [f"d{i}" for i in range(0, 48, step)] and len(ticks) <= 10
+    pick_step(panel, 5)
+    expect(panel).to_contain_text("Mask before vs after scaling")
+    expect(panel).not_to_contain_text("nats")
+    panel.get_by_role("button", name="Show", exact=True).click()  # still works, and changes nothing
+    expect(heading(panel)).to_have_text(STEP_TITLES[4], timeout=WAIT_MS)
+    expect_no_error(page)
+
+
+def test_attention_every_switch_redraws_now_beside_the_default(page):
+    panel = arrive(page)
+    text = panel.get_by_label("Text (not used by the presets)")
+    text.fill("hello world")
+    expect(panel).to_contain_text("T = 11 tokens", timeout=WAIT_MS)  # an edit renders without a click
+    pick_step(panel, 6)
+    expect(plots_in(panel)).to_have_count(3)  # one heatmap + the query's two bars: all switches at default
 
     panel.get_by_label("causal mask", exact=True).uncheck()
     expect(panel).to_contain_text("Mask (off now).", timeout=WAIT_MS)
-    expect(heading).to_have_text(STEP_TITLES[5])
-    expect_no_error(page)
+    now, default = figure(plot_titled(panel, "now")), figure(plot_titled(panel, "default"))
+    assert "no mask" in now["title"] and "masked" in default["title"].replace("<br>", " ")
+    for drawn in (now, default):  # one colour scale: on and off can be compared cell by cell
+        assert (drawn["traces"][0]["zmin"], drawn["traces"][0]["zmax"]) == (0, 1)
+    assert len(now["traces"]) == 1 and len(default["traces"]) == 2  # only the default has masked (grey) cells
+    expect(panel).to_contain_text("Now vs default.")
     screenshot(page, "attention-mask-off", publish=False)
+    panel.get_by_label("causal mask", exact=True).check()
+    expect(panel).to_contain_text("Mask (on now).", timeout=WAIT_MS)
+    expect(plot_titled(panel, "default")).to_have_count(0)
+
+    pick_step(panel, 4)
+    panel.get_by_label("scale by 1/√d_k", exact=True).uncheck()
+    expect(panel).to_contain_text("Scaling off.", timeout=WAIT_MS)
+    now, default = figure(plot_titled(panel, "now")), figure(plot_titled(panel, "default"))
+    assert "unscaled" in now["title"]
+    assert (now["traces"][0]["zmin"], now["traces"][0]["zmax"]) == (default["traces"][0]["zmin"],
+                                                                     default["traces"][0]["zmax"])
+    panel.get_by_label("scale by 1/√d_k", exact=True).check()
+    expect(panel).to_contain_text("Scaling on.", timeout=WAIT_MS)
+
+    pick_step(panel, 5)
+    panel.get_by_label("mask before scaling", exact=True).check()
+    expect(plot_titled(panel, "now")).to_be_visible(timeout=WAIT_MS)
+    assert "mask before scaling" in title(plot_titled(panel, "now"))
+    expect(panel).to_contain_text("largest difference in the weights = 0")
+    panel.get_by_label("mask before scaling", exact=True).uncheck()
+    expect(plot_titled(panel, "now")).to_have_count(0, timeout=WAIT_MS)
+
+    set_number(panel, "number input for temperature on the scores", 2)
+    expect(plot_titled(panel, "now")).to_be_visible(timeout=WAIT_MS)
+    assert "τ 2" in title(plot_titled(panel, "now"))
+    assert cut_labels(page) == []
+    expect_no_error(page)
 
 
-def test_attention_bad_layer_is_a_readable_error_and_the_server_stays_up(page, server):
-    panel = open_tab(page, "Attention")
-    layer = panel.get_by_label("layer", exact=True)
+def test_attention_every_source_layer_head_and_the_query_box(page):
+    panel = arrive(page)
+    set_number(panel, "layer", 1)
+    set_number(panel, "head", 2)
+    expect(panel).to_contain_text("layer 1, head 2 of the model", timeout=WAIT_MS)
+
+    query = panel.get_by_label("query position (-1 = the last token)")
+    query.fill("500")
+    expect(query).to_have_value(str(DEFAULT_TOKENS - 1), timeout=WAIT_MS)  # clamped, and the box says so
+    toasts = page.locator(WARNING_TOAST)
+    expect(toasts).to_contain_text("Query position 500 is past the end", timeout=WAIT_MS)
+    expect(toasts).to_have_count(1)  # said once
+    query.fill("3")
+    expect(panel).to_contain_text("Query 3", timeout=WAIT_MS)
+    assert figure(plot_titled(panel, "X"))["shapes"] == [{"y0": 2.5, "y1": 3.5}]  # its row is framed
+
+    panel.get_by_role("radio", name="random weights", exact=True).check()
+    set_number(panel, "embedding_dim", 24)
+    set_number(panel, "head_size", 6)
+    set_number(panel, "seed", 3)
+    expect(panel).to_contain_text("a random head (seed 3): 42 tokens, C 24, d_k 6", timeout=WAIT_MS)
+
+    panel.get_by_role("radio", name="textbook preset", exact=True).check()
+    expect(panel).to_contain_text("seed 123", timeout=WAIT_MS)
+    expect(query).to_have_value("3")
+    for choice, description in (("journey_v2", "seed 789"), ("lab", "seed 1337"), ("journey", "seed 123")):
+        preset = panel.get_by_label("preset", exact=True)
+        preset.click()
+        page.get_by_role("option", name=re.compile(f"^{choice}:")).click()
+        expect(panel).to_contain_text(description, timeout=WAIT_MS)
+    expect(panel).to_contain_text("T = 6 tokens")
+
+    panel.get_by_role("radio", name="trained checkpoint", exact=True).check()
+    expect(panel).to_contain_text("layer 1, head 2 of the model", timeout=WAIT_MS)
+    expect_no_error(page)
+
+
+def test_attention_export_downloads_the_numbers_shown(page):
+    panel = arrive(page)
+    panel.get_by_role("radio", name="textbook preset", exact=True).check()
+    expect(panel).to_contain_text("seed 123", timeout=WAIT_MS)
+    pick_step(panel, 6)
+    shown = figure(plot_titled(panel, "attention weights"))["traces"][0]["customdata"]
+    panel.get_by_role("button", name="Export this step (CSV + .npy)").click()
+    link = panel.get_by_role("row", name=re.compile("^step6_attention_weights.csv")).get_by_role("link")
+    expect(link).to_be_visible(timeout=WAIT_MS)
+    with page.expect_download() as download:
+        link.click()
+    rows = list(csv.reader(io.StringIO(open(download.value.path(), encoding="utf-8").read())))
+    trace = journey_preset().trace()
+    assert rows[0] == ["", *trace.tokens] and [row[0] for row in rows[1:]] == trace.tokens
+    for i, row in enumerate(rows[1:]):
+        for j, value in enumerate(row[1:]):
+            assert float(value) == pytest.approx(trace.weights[i, j].item(), abs=1e-7)
+            if not trace.masked[i, j]:  # the hover text shows the same number, to 6 digits
+                assert shown[i][j].endswith(f"value {float(value):.6g}")
+    expect(panel.get_by_role("row", name=re.compile("^step6_attention_weights.npy"))).to_be_visible()
+    expect_no_error(page)
+
+
+def test_attention_a_refusal_leaves_the_view_as_it_was(page, server):
+    panel = arrive(page)
+    before = figure(plot_titled(panel, "X"))["title"]
     expect_errors(page, "out of range")
-    layer.fill("99")
-    panel.get_by_role("button", name="Show", exact=True).click()
+    set_number(panel, "layer", 99)
     toast = page.locator(ERROR_TOAST)
     expect(toast).to_be_visible(timeout=WAIT_MS)
-    expect(toast).to_contain_text("out of range")
+    expect(toast).to_contain_text("Layer 99 is out of range: this model has 4 layers (0-3)")
     expect(toast).not_to_contain_text("Traceback")
     expect(toast).to_have_css("opacity", "1")  # faded in, so the screenshot shows it
+    assert shown_error_badges(page) == []  # no red "Error" on the old figures
+    assert figure(plot_titled(panel, "X"))["title"] == before and heading(panel).inner_text() == STEP_TITLES[0]
     screenshot(page, "attention-error", publish=False)
 
-    layer.fill("0")
-    panel.get_by_role("button", name="Show", exact=True).click()
-    expect(panel.get_by_role("heading", level=3)).to_have_text("1. Input X", timeout=WAIT_MS)
-    expect(plot_titled(panel, "X")).to_be_visible(timeout=WAIT_MS)
+    set_number(panel, "layer", 1)
+    expect(panel).to_contain_text("layer 1, head 0 of the model", timeout=WAIT_MS)
+    expect(plot_titled(panel, "X")).to_be_visible()
+    expect(page.locator(ERROR_BADGE)).to_have_count(0)
     assert answers(server.url)
+
+
+# ------------------------------------------------------------------------------------------------ phone
+
+def test_attention_on_a_phone(phone):
+    panel = arrive(phone)
+    previous, following = (panel.get_by_role("button", name=name) for name in ("◀ Previous", "Next ▶"))
+    gap = abs(previous.bounding_box()["y"] - following.bounding_box()["y"])
+    assert gap <= 400, f"Previous and Next are {gap:.0f} px apart"
+    following.click()
+    expect(heading(panel)).to_have_text(STEP_TITLES[1], timeout=WAIT_MS)
+    expect(plot_titled(panel, "V")).to_be_visible(timeout=WAIT_MS)
+    pick_step(panel, 6)
+    panel.get_by_label("causal mask", exact=True).uncheck()
+    expect(plot_titled(panel, "default")).to_be_visible(timeout=WAIT_MS)
+    assert cut_labels(phone) == []
+    assert squeezed_switch_labels(panel) == []
+    assert clipped_titles(panel) == []
+    for label in ("scale by 1/√d_k", "causal mask", "mask before scaling"):  # a full-width row each
+        assert panel.get_by_label(label, exact=True).locator("xpath=ancestor::label").bounding_box()["width"] > 250
+    expect_no_error(phone)
+    screenshot(phone, "attention-phone", publish=False)

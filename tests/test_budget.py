@@ -141,3 +141,103 @@ def test_the_limit_of_the_process_s_own_cgroup_and_its_ancestors_is_found(tmp_pa
     assert "/sys/fs/cgroup/memory/outer/memory.limit_in_bytes" in files
     assert "/sys/fs/cgroup/memory/memory.limit_in_bytes" in files
     assert "/sys/fs/cgroup/slice/app/memory.max" in files and "/sys/fs/cgroup/memory.max" in files
+
+
+# --------------------------------------------------------------------------------------- the Attention tab
+
+MEASURE_VIEW = """
+import json, resource, sys, torch
+torch.set_num_threads(1)
+def rss():
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))
+from playground.walkthrough import random_head, stage_notes
+T, C, d = map(int, sys.argv[1:4])
+small = random_head(8, 4, 2, seed=0)
+stage_notes("weights", small.trace(), **small.as_kwargs())  # the first call's one-off working space
+base = rss()
+inputs = random_head(T, C, d, seed=0)
+trace = inputs.trace(mask=False)
+default = inputs.trace()
+notes = stage_notes("weights", trace, **inputs.as_kwargs())
+print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [(1024, 64, 16), (512, 1024, 1024)])
+def test_the_attention_view_estimate_bounds_the_measured_peak(shape):
+    """Step 6 with a switch off: the trace shown, the default beside it, and the notes' four traces."""
+    run = subprocess.run([sys.executable, "-c", MEASURE_VIEW, *map(str, shape)], cwd=REPO, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    measured = json.loads(run.stdout)
+    T, C, d = shape
+    estimate = budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, traces=6).bytes
+    print(f"{shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}")
+    assert measured <= estimate
+
+
+def test_one_trace_s_tensors_fit_its_share_of_the_estimate():
+    from playground.walkthrough import random_head
+
+    T, C, d = 200, 24, 8
+    trace = random_head(T, C, d, seed=0).trace()
+    kept = sum(getattr(trace, name).nbytes for name in ("q", "k", "v", "scores", "scaled_scores", "masked_scores",
+                                                        "weights", "output"))
+    one = dict(budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, traces=1).parts)
+    two = dict(budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, traces=2).parts)
+    assert kept <= one["1 trace of the head"] and two["2 traces of the head"] == 2 * one["1 trace of the head"]
+    assert one["the head's input and weights"] == 4 * (T * C + 3 * C * d)
+
+
+def test_the_attention_view_cost_grows_with_t_squared_and_what_it_draws():
+    def cost(**changes):
+        shapes = dict(length=256, embedding_dim=64, head_size=16, traces=1, heatmap_cells=0, bars=0) | changes
+        return budget.attention_view_cost(**shapes).bytes
+
+    assert cost(length=1024) - cost(length=512) > 3.5 * (cost(length=512) - cost())  # (T, T) matrices dominate
+    assert cost(traces=6) > cost(traces=2) > cost()
+    assert cost(heatmap_cells=128 * 128) - cost() == 128 * 128 * budget.BYTES_PER_HEATMAP_CELL
+    assert cost(bars=2) > cost()
+
+
+def test_a_full_size_random_head_is_refused_with_what_to_lower():
+    cost = budget.attention_view_cost(length=1024, embedding_dim=1024, head_size=1024, traces=6,
+                                      heatmap_cells=2 * 128 * 128, bars=2)
+    assert 250 * budget.MIB < cost.bytes < 400 * budget.MIB
+    memory = budget.MemoryBudget(200 * budget.MIB, "test")
+    with pytest.raises(budget.BudgetError, match=r"this attention view needs about 3\d\d\.\d MiB \(.*6 traces of "
+                                                  r"the head 240\.0 MiB.*over .* 200\.0 MiB.*lower head_size"):
+        memory.check(cost, hint="lower head_size")
+
+
+def test_the_export_estimate_bounds_the_csv_it_writes():
+    import tracemalloc
+
+    import torch
+
+    from playground.walkthrough import to_csv, to_npy_bytes
+
+    rows, cols = 256, 256
+    values = torch.randn(rows, cols) * 1e-3  # long numbers: -0.0012345678
+    labels = [f"t{i}" for i in range(rows)]
+    tracemalloc.start()
+    try:
+        text = to_csv(values, labels, labels).encode("utf-8")
+        npy = to_npy_bytes(values)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    parts = dict(budget.attention_export_cost(length=rows, embedding_dim=8, head_size=8, numbers=rows * cols).parts)
+    assert len(text) <= budget.BYTES_PER_CSV_NUMBER * rows * cols
+    assert peak <= parts["CSV text"] + parts[".npy files"] and len(npy) <= parts[".npy files"]
+    assert "1 trace of the head" in parts and "figures" not in parts
+
+
+def test_costs_combine_part_by_part():
+    a = budget.Cost("forward", (("weights", 10),))
+    b = budget.Cost("view", (("traces", 5), ("figures", 1)))
+    both = budget.combined("this view", a, b)
+    assert both.bytes == 16 and both.what == "this view" and [name for name, _ in both.parts] == [
+        "weights", "traces", "figures"]

@@ -1,4 +1,4 @@
-"""Heatmaps: index axes with token labels, blank masked cells, values in cells only while they fit."""
+"""Heatmaps: index axes with token labels, grey masked cells, a framed row, sparse feature labels, wrapped titles."""
 
 from __future__ import annotations
 
@@ -6,7 +6,17 @@ import math
 
 import torch
 
-from playground.plots import CELL_TEXT_LIMIT, bar_chart, heatmap
+from playground.plots import (
+    CELL_TEXT_LIMIT,
+    LABEL_CHAR_PX,
+    LABEL_GAP_PX,
+    LABEL_ROOM_PX,
+    TITLE_WIDTH,
+    bar_chart,
+    heatmap,
+    label_step,
+    wrap_title,
+)
 
 
 def test_repeated_tokens_keep_their_own_rows_and_columns():
@@ -59,6 +69,8 @@ def test_a_large_matrix_is_drawn_as_a_bounded_window():
     assert trace.z[0][0] == 500 * 1024 + (1024 - MAX_SIDE)  # the column start is clamped to the last window
     assert "row 500 (t500), column 896 (t896)" in trace.customdata[0][0]
     assert "rows 500–627 of 1024" in figure.layout.title.text and "export" in figure.layout.title.text
+    only_columns = heatmap(torch.rand(42, 192)).layout.title.text.replace("<br>", " ")
+    assert only_columns == "(columns 0–127 of 192; export for all of it)"  # the rows are all there
     assert len(figure.to_json()) < 4_000_000  # the same size at T = 1024 as at T = 128
     assert list(figure.layout.xaxis.ticktext) == tokens[896:]  # every column keeps its label
 
@@ -66,3 +78,54 @@ def test_a_large_matrix_is_drawn_as_a_bounded_window():
 def test_a_fixed_colour_scale_for_comparisons():
     trace = heatmap(torch.rand(4, 4), zmin=0.0, zmax=1.0).data[0]
     assert (trace.zmin, trace.zmax) == (0.0, 1.0)
+
+
+def test_marked_cells_are_grey_and_say_why_on_hover():
+    weights = torch.tensor([[1.0, 0.0], [0.25, 0.75]])
+    masked = torch.tensor([[False, True], [False, False]])
+    figure = heatmap(weights, ["a", "b"], ["a", "b"], masked=masked,
+                     masked_hover="masked: weight exactly 0 because the score was −∞")
+    values, grey = figure.data
+    assert math.isnan(values.z[0][1]) and values.z[0][0] == 1.0 and values.text[0][1] == ""
+    assert values.customdata[0][1].endswith("masked: weight exactly 0 because the score was −∞")
+    assert values.customdata[1][0].endswith("value 0.25")
+    assert grey.z[0][1] == 1.0 and math.isnan(grey.z[0][0]) and grey.hoverinfo == "skip" and not grey.showscale
+    assert len(heatmap(weights).data) == 1  # nothing masked: no grey layer
+
+
+def test_the_chosen_row_is_framed_and_the_frame_follows_the_window():
+    figure = heatmap(torch.rand(6, 6), highlight_row=2)
+    (frame,) = figure.layout.shapes
+    assert (frame.y0, frame.y1, frame.x0, frame.x1) == (1.5, 2.5, -0.5, 5.5)
+    paged = heatmap(torch.rand(300, 300), highlight_row=250, first_row=186, first_col=186)
+    assert paged.layout.shapes[0].y0 == 250 - 172 - 0.5  # the window starts at 172 = 300 - 128
+    assert heatmap(torch.rand(300, 300), highlight_row=250).layout.shapes == ()  # outside the window: no frame
+
+
+def test_feature_axes_are_labelled_sparsely_so_labels_never_overlap():
+    features = [f"d{i}" for i in range(48)]
+    figure = heatmap(torch.rand(5, 48), list("abcde"), features, sparse_columns=True)
+    xaxis = figure.layout.xaxis
+    step = label_step(48, 3)
+    assert step > 1 and list(xaxis.tickvals) == list(range(0, 48, step)) and list(xaxis.ticktext) == features[::step]
+    assert len(xaxis.tickvals) * (3 * LABEL_CHAR_PX + LABEL_GAP_PX) <= LABEL_ROOM_PX
+    assert "column 47 (d47)" in figure.data[0].customdata[0][47]  # hover still names every feature
+    assert list(figure.layout.yaxis.ticktext) == list("abcde")  # the token axis keeps every label
+    assert label_step(8, 3) == 1  # room for all
+    assert math.ceil(1024 / label_step(1024, 5)) * (5 * LABEL_CHAR_PX + LABEL_GAP_PX) <= LABEL_ROOM_PX
+
+
+def test_titles_wrap_to_fit_a_phone():
+    long = "now (unscaled, no mask, τ 2): attention weights · row sums 1.0000–1.0000 · grey\u00a0=\u00a0masked"
+    lines = wrap_title(long).split("<br>")
+    assert len(lines) > 1 and all(len(line) <= TITLE_WIDTH for line in lines) and " ".join(lines) == long
+    assert wrap_title("a<br>b") == "a<br>b" and wrap_title("x" * 50) == "x" * 50
+    figure = heatmap(torch.rand(3, 3), title=long)
+    assert figure.layout.title.text == wrap_title(long) and figure.layout.margin.t >= 20 * len(lines)
+
+
+def test_masked_bars_are_marked_not_drawn_as_zero():
+    figure = bar_chart(list("abc"), [0.5, 0.0, 0.0], masked=[False, True, True], masked_hover="masked (−∞)")
+    bars, marks = figure.data
+    assert list(bars.y) == [0.5, None, None] and list(marks.x) == [1, 2] and "masked (−∞)" in marks.hovertemplate
+    assert len(bar_chart(list("ab"), [0.5, 0.5]).data) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import re
 import shutil
 from pathlib import Path
@@ -11,10 +12,11 @@ import gradio as gr
 import numpy as np
 import pytest
 
+from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import Limits
 from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext
-from playground.walkthrough import STEP_TITLES, journey_preset
+from playground.walkthrough import STEP_TITLES, journey_preset, lessons
 
 
 @pytest.fixture
@@ -117,3 +119,107 @@ def test_train_estimate_and_presets():
     assert train_tab.preset_values("small")[-1] == "small"
     with pytest.raises(ValueError, match="unknown preset"):
         train_tab.preset_values("huge")
+
+
+def _step(ctx, *, source="random weights", text="abcdefgh", scale=True, mask=True, temperature=1.0,
+          mask_before=False, step=STEP_TITLES[5], query=None, seed=0, embedding_dim=12, head_size=4, preset="journey"):
+    return attention_tab.attention_step(ctx, source, "shakespeare-char", 0, 0, seed, embedding_dim, head_size, preset,
+                                        text, scale, mask, temperature, mask_before, step, query)
+
+
+def test_attention_a_switch_off_draws_now_beside_the_default_on_one_scale(ctx):
+    heading, now, default, third, whatif, *_ = _step(ctx, mask=False)
+    assert third is None and "Now vs default" in whatif
+    assert now.layout.title.text.startswith("now (scaled, no mask") and "default (scaled, masked" in \
+        default.layout.title.text.replace("<br>", " ")
+    for figure in (now, default):  # weights: always 0 to 1, so on and off read alike
+        assert (figure.data[0].zmin, figure.data[0].zmax) == (0.0, 1.0)
+    _, scaled_now, scaled_default, *_ = _step(ctx, scale=False, step=STEP_TITLES[3])
+    assert (scaled_now.data[0].zmin, scaled_now.data[0].zmax) == (scaled_default.data[0].zmin,
+                                                                   scaled_default.data[0].zmax)
+    largest = max(abs(v) for figure in (scaled_now, scaled_default) for row in figure.data[0].z for v in row)
+    assert scaled_now.data[0].zmax == -scaled_now.data[0].zmin == pytest.approx(largest)  # covers both
+    assert _step(ctx)[2] is None  # every switch at its default: one plot
+    assert _step(ctx, mask=False, step=STEP_TITLES[2])[2] is None  # raw scores: the switches change nothing
+
+
+def test_attention_masked_weights_are_grey_and_say_why(ctx):
+    _, weights, *_ = _step(ctx, step=STEP_TITLES[5])
+    values = weights.data[0]
+    assert math.isnan(values.z[0][1]) and values.z[1][0] > 0
+    assert values.customdata[0][1].endswith(lessons.MASKED_WEIGHT_HOVER) and len(weights.data) == 2
+    *_, score_bars, weight_bars, _, _ = _step(ctx, step=STEP_TITLES[4], query=2)
+    assert list(score_bars.data[0].y[3:]) == [None] * 5 and list(score_bars.data[1].x) == [3, 4, 5, 6, 7]
+    assert lessons.MASKED_WEIGHT_HOVER in weight_bars.data[1].hovertemplate
+
+
+def test_attention_what_if_notes_appear_only_at_their_stages(ctx):
+    notes = [_step(ctx, step=title)[4] for title in STEP_TITLES]
+    assert notes[:3] == ["", "", ""]
+    assert [i + 1 for i, note in enumerate(notes) if "nats" in note] == [4, 6]
+    assert [i + 1 for i, note in enumerate(notes) if "Mask (on now)" in note] == [5, 6, 7]
+    assert [i + 1 for i, note in enumerate(notes) if "Mask before vs after" in note] == [5]
+    assert "same either way" in _step(ctx, mask=False, step=STEP_TITLES[0])[4]
+
+
+def test_attention_query_past_the_end_is_clamped_framed_and_said_once(ctx, monkeypatch):
+    said = []
+    monkeypatch.setattr(gr, "Warning", said.append)
+    result = attention_tab.attention_view(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh", True,
+                                          True, 1.0, False, STEP_TITLES[5], 500, [])
+    *outputs, box, sent = result
+    assert box == 7 and said == [lessons.query_clamped(500, 8)] and sent == said
+    assert "Query **7**" in outputs[7] and outputs[1].layout.shapes[0].y0 == 6.5
+    attention_tab.attention_view(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh", True, True, 1.0,
+                                 False, STEP_TITLES[4], 500, sent)
+    assert len(said) == 1  # the next keystroke does not repeat it
+    assert attention_tab.attention_view(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh", True,
+                                        True, 1.0, False, STEP_TITLES[4], -1, [])[-2] == -1
+    said.clear()
+    assert attention_tab._warn(["a", "b", "a"], ["b"]) == ["a", "b"] and said == ["a"]
+
+
+def test_attention_a_long_text_pages_the_heatmaps_to_the_query(ctx):
+    text = "".join(chr(ord("a") + i % 26) for i in range(300))
+    _, weights, *_ = _step(ctx, text=text, query=250)
+    assert "rows 186–299 of 300" not in weights.layout.title.text  # a full window, not a stub
+    assert "rows 172–299 of 300" in weights.layout.title.text and weights.layout.shapes[0].y0 == 250 - 172 - 0.5
+
+
+def test_attention_feature_axes_are_labelled_sparsely(ctx):
+    _, q, k, v, *_ = attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8,
+                                                  "journey", "To be, or not to be", True, True, 1.0, False,
+                                                  STEP_TITLES[1], None)
+    for figure in (q, k, v):
+        ticks = list(figure.layout.xaxis.tickvals)
+        assert ticks[1] - ticks[0] > 1 and len(figure.data[0].customdata[0]) == 16  # hover keeps every feature
+        assert list(figure.layout.yaxis.ticktext) == list("To␣be,␣or␣not␣to␣be")  # every token
+
+
+def test_attention_view_and_export_reserve_their_cost_first(ctx, monkeypatch):
+    reserved = []
+    original = ctx.budget.reserve
+
+    def spy(cost, hint=""):
+        reserved.append(cost)
+        return original(cost, hint)
+
+    monkeypatch.setattr(ctx.budget, "reserve", spy)
+    _step(ctx, mask=False)
+    assert dict(reserved[-1].parts)["6 traces of the head"] > 0  # shown, default, mask leak x2, saturation x2
+    _step(ctx, step=STEP_TITLES[0])
+    assert "1 trace of the head" in dict(reserved[-1].parts)
+    attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey", "To be",
+                                 True, True, 1.0, False, STEP_TITLES[0], None)
+    assert "attention maps" in dict(reserved[-1].parts)  # a checkpoint's forward pass is counted too
+    small = AppContext(limits=Limits(), weights=ctx.weights, budget=MemoryBudget(64 * MIB, "test"))
+    text = "x" * 1024
+    with pytest.raises(BudgetError, match=r"this attention view needs about .*over this server's memory budget "
+                                          r"of 64.0 MiB.*shorter text \(it is 1024 tokens\) or lower embedding_dim "
+                                          r"\(1024\)"):
+        _step(small, text=text, embedding_dim=1024, head_size=1024)
+    assert small.budget.reserved == 0
+    with pytest.raises(BudgetError, match="this export needs about"):
+        attention_tab.export_step(small, "random weights", None, 0, 0, 0, 1024, 1024, "journey", text, True, True,
+                                  1.0, False, STEP_TITLES[5])
+    assert _step(small, text="short")[1] is not None  # the same server still answers what fits

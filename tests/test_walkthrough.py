@@ -12,24 +12,32 @@ from playground.config import ModelConfig
 from playground.model import GPT
 from playground.tokenizer import CharTokenizer, UnknownCharacterError
 from playground.walkthrough import (
+    DEFAULT_SWITCHES,
     STAGE_KEYS,
+    STEP_LABELS,
     STEP_TITLES,
+    SWITCHED_STAGES,
     TEXTBOOK_PRESETS,
     HeadTrace,
     checkpoint_head_inputs,
     journey_preset,
     lab_preset,
+    lessons,
     mask_leak,
     mask_order_difference,
     prepare_text,
     query_row,
     random_head,
     saturation,
+    stage_notes,
+    stage_shapes,
     stages,
     to_csv,
     to_npy_bytes,
     trace_checkpoint_head,
     trace_head,
+    whatif_traces,
+    whatifs,
     write_stage,
 )
 
@@ -282,3 +290,70 @@ def test_trace_head_checks_shapes():
     with pytest.raises(ValueError, match="all three must match"):
         trace_head(x, torch.randn(3, 2), torch.randn(3, 4), torch.randn(3, 2))
     assert isinstance(trace_head(x, *(torch.randn(3, 2) for _ in range(3))), HeadTrace)
+
+
+def test_stage_shapes_are_known_before_tracing(model, token_ids):
+    trace = trace_checkpoint_head(model, token_ids, 0, 0)
+    for key in STAGE_KEYS:
+        assert [tuple(m.values.shape) for m in trace.matrices(key)] == stage_shapes(key, 12, 16, 8), key
+    with pytest.raises(ValueError, match="unknown stage"):
+        stage_shapes("softmax", 1, 1, 1)
+
+
+def test_masked_marks_exactly_the_scores_that_were_minus_infinity():
+    inputs = random_head("hello", 6, 4, seed=1)
+    trace = inputs.trace()
+    assert torch.equal(trace.masked, torch.ones(5, 5, dtype=torch.bool).triu(diagonal=1))
+    assert torch.all(trace.weights[trace.masked] == 0.0)  # what a grey cell means: exactly 0, not "small"
+    assert not inputs.trace(mask=False).masked.any()
+    assert inputs.trace().switches == DEFAULT_SWITCHES
+    assert inputs.trace(temperature=2.0).switches == {**DEFAULT_SWITCHES, "temperature": 2.0}
+
+
+def test_each_whatif_note_shows_only_at_the_stages_it_explains():
+    inputs = journey_preset()
+    trace = inputs.trace()
+    notes = {key: "\n".join(stage_notes(key, trace, **inputs.as_kwargs())) for key in STAGE_KEYS}
+    assert [key for key in STAGE_KEYS if not notes[key]] == ["x", "qkv", "scores"]  # softmax not met yet
+    assert [key for key in STAGE_KEYS if "nats" in notes[key]] == ["scaled_scores", "weights"]
+    assert [key for key in STAGE_KEYS if "Mask (on now)" in notes[key]] == ["masked_scores", "weights", "output"]
+    assert [key for key in STAGE_KEYS if "Mask before vs after" in notes[key]] == ["masked_scores"]
+    assert "Look ahead to step 6" in notes["scaled_scores"] and "| query | entropy scaled" in notes["weights"]
+    assert lessons.notes_at("weights") == ("mask_leak", "saturation")
+
+
+def test_whatif_traces_counts_the_traces_the_notes_run(monkeypatch):
+    inputs = journey_preset()
+    trace = inputs.trace()
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return trace_head(*args, **kwargs)
+
+    monkeypatch.setattr(whatifs, "trace_head", counting)
+    for key in STAGE_KEYS:
+        calls.clear()
+        stage_notes(key, trace, **inputs.as_kwargs())
+        assert len(calls) == whatif_traces(key), key
+    assert whatif_traces("x") == 0 and whatif_traces("masked_scores") == 4
+
+
+def test_the_notes_keep_the_switches_shown():
+    inputs = random_head("abcdef", 8, 4, seed=2)
+    off = inputs.trace(mask=False, scale=False, temperature=2.0)
+    leak, scaling = stage_notes("weights", off, **inputs.as_kwargs())
+    assert leak.startswith("**Mask (off now).**") and scaling.startswith("**Scaling off.**")
+
+
+def test_comparison_note_names_now_and_the_default():
+    trace = journey_preset().trace(mask=False, temperature=2.0)
+    assert lessons.comparison_note(journey_preset().trace(), "weights") == ""
+    assert "same either way" in lessons.comparison_note(trace, "scores")
+    note = lessons.comparison_note(trace, "weights")
+    assert "now (scaled, no mask, τ 2)" in note and "default (scaled, masked, τ 1)" in note
+    assert set(SWITCHED_STAGES) == {"scaled_scores", "masked_scores", "weights", "output"}
+    assert lessons.query_clamped(500, 42) == ("Query position 500 is past the end: the text has 42 tokens (0–41), "
+                                              "so the last one, 41, is shown.")
+    assert len(STEP_LABELS) == len(STEP_TITLES) and all(label[0] == title[0]
+                                                         for label, title in zip(STEP_LABELS, STEP_TITLES))

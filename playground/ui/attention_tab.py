@@ -2,8 +2,14 @@
 
 Weights come from a trained checkpoint (a real head on the real input of its layer), from a seed, or from
 the textbook presets. What-if switches show the consequence of each piece: the mask, the scaling, a
-temperature, and the order of masking and scaling. The maths, the lesson text and the step titles live in
-playground.walkthrough; this module lays them out, and puts exports where Gradio serves files from.
+temperature, and the order of masking and scaling; when one differs from its default, the stage is drawn
+twice, now and by default, on one colour scale. The maths, the lesson text, the step titles and which note
+shows at which step live in playground.walkthrough; what a view costs lives in playground.budget. This module
+lays them out, and puts exports where Gradio serves files from.
+
+The view renders when the page loads and whenever a setting changes; the Show button (``/attention_step``)
+does the same for API clients. Refusals arrive as a toast only: the events hide their progress, so the
+previous figures stay as they were instead of carrying an "Error" badge.
 """
 
 from __future__ import annotations
@@ -11,31 +17,64 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import gradio as gr
+import torch
 
-from playground import checks, plots, walkthrough
+from playground import budget, checks, plots, walkthrough
 from playground.tokenizer import UnknownCharacterError
 from playground.ui.common import AppContext, bound, checkpoint_dropdown
 from playground.ui.widgets import chips_html
-from playground.walkthrough import STEP_TITLES
+from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
 
 SOURCES = ("trained checkpoint", "random weights", "textbook preset")
 DEFAULT_TEXT = "To be, or not to be: that is the question."
 EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh folder per export
 _EXPORT_MAX_AGE_SECONDS = 3600
+MAX_SIZE = 1024  # embedding_dim and head_size of a random head
+FEATURE_STAGES = ("x", "qkv", "output")  # stages whose columns are features (labelled sparsely), not tokens
+CONTROL_MIN_WIDTH = 200  # the narrowest a control gets: on a phone (390 px) each takes a full-width row
 
 
-def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,
-                preset: str, text: str) -> tuple[walkthrough.HeadInputs, list[str]]:
-    """The head's inputs for the chosen source, and notices (e.g. how much text was dropped)."""
+@dataclass
+class HeadRequest:
+    """What the settings ask for, checked, before any tensor is made: the head's sizes, how to build its inputs,
+    what a checkpoint's forward pass costs, and what to lower when the whole is too big."""
+
+    length: int
+    embedding_dim: int
+    head_size: int
+    build: Callable[[], walkthrough.HeadInputs]
+    notices: list[str] = field(default_factory=list)
+    forward: budget.Cost | None = None
+    hint: str = ""
+
+    def cost(self, own: budget.Cost) -> budget.Cost:
+        """``own`` (the traces, figures or files) plus the checkpoint's forward pass when there is one."""
+        return budget.combined(own.what, self.forward, own) if self.forward else own
+
+
+def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,
+                 preset: str, text: str) -> HeadRequest:
+    """The head the settings ask for, sized but not built (raises UnknownCharacterError for a checkpoint)."""
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
     if source == SOURCES[0]:
         loaded = ctx.checkpoint(checkpoint or "")
-        prepared = walkthrough.prepare_text(text, loaded.tokenizer, loaded.config.context_size)
-        inputs = walkthrough.checkpoint_head_inputs(loaded.model, prepared.ids, layer, head, tokens=prepared.tokens)
-        return inputs, prepared.notices
+        config = loaded.config
+        prepared = walkthrough.prepare_text(text, loaded.tokenizer, config.context_size)
+        T = len(prepared.ids)
+        forward = budget.inference_cost(parameters=config.parameter_count(), layers_num=config.layers_num,
+                                        heads_num=config.heads_num, embedding_dim=config.embedding_dim,
+                                        context_size=T, vocabulary_size=config.vocabulary_size, attention_maps=True)
+        return HeadRequest(
+            T, config.embedding_dim, config.head_size, notices=prepared.notices, forward=forward,
+            build=lambda: walkthrough.checkpoint_head_inputs(loaded.model, prepared.ids, layer, head,
+                                                             tokens=prepared.tokens),
+            hint=f"use a shorter text (it is {T} tokens)")
     if source == SOURCES[1]:
         if not text:
             raise ValueError("Type some text first")
@@ -44,16 +83,28 @@ def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, hea
         if len(text) > limit:
             notices.append(f"{len(text) - limit} characters were dropped (the limit is {limit})")
             text = text[:limit]
-        inputs = walkthrough.random_head(text, checks.whole_number(embedding_dim, "embedding_dim", 1, 1024),
-                                         checks.whole_number(head_size, "head_size", 1, 1024),
-                                         checks.whole_number(seed, "seed", 0, 2**63 - 1))
-        return inputs, notices
+        C = checks.whole_number(embedding_dim, "embedding_dim", 1, MAX_SIZE)
+        d = checks.whole_number(head_size, "head_size", 1, MAX_SIZE)
+        seed = checks.whole_number(seed, "seed", 0, 2**63 - 1)
+        return HeadRequest(len(text), C, d, notices=notices,
+                           build=lambda: walkthrough.random_head(text, C, d, seed),
+                           hint=f"use a shorter text (it is {len(text)} tokens) or lower embedding_dim ({C}) "
+                                f"or head_size ({d})")
     if source == SOURCES[2]:
         presets = walkthrough.TEXTBOOK_PRESETS
         if preset not in presets:
             raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(presets)}")
-        return presets[preset](), [f"Preset: {presets[preset].description}. The text box is not used."]
+        inputs = presets[preset]()  # a handful of tokens: building it is the cheapest way to size it
+        return HeadRequest(inputs.x.size(0), inputs.x.size(1), inputs.w_query.size(1), build=lambda: inputs,
+                           notices=[f"Preset: {presets[preset].description}. The text box is not used."])
     raise ValueError(f"unknown weight source {source!r}; choose one of: {', '.join(SOURCES)}")
+
+
+def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,
+                preset: str, text: str) -> tuple[walkthrough.HeadInputs, list[str]]:
+    """The head's inputs for the chosen source, and notices (e.g. how much text was dropped)."""
+    request = head_request(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
+    return request.build(), request.notices
 
 
 def _step_index(step) -> int:
@@ -68,93 +119,159 @@ def _switches(scale, mask, temperature, mask_before_scaling) -> dict:
                 mask_before_scaling=bool(mask_before_scaling))
 
 
-def _whatif(inputs: walkthrough.HeadInputs, trace: walkthrough.HeadTrace, switches: dict) -> str:
-    common = dict(tokens=inputs.tokens, b_query=inputs.b_query, b_key=inputs.b_key, b_value=inputs.b_value,
-                  temperature=switches["temperature"])
-    leak = walkthrough.mask_leak(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value, mask=False,
-                                 scale=switches["scale"], **common)
-    scaled = walkthrough.trace_head(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value, scale=True,
-                                    mask=switches["mask"], **common)
-    unscaled = walkthrough.trace_head(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value, scale=False,
-                                      mask=switches["mask"], **common)
-    saturation = walkthrough.saturation(scaled, unscaled)
-    order = walkthrough.mask_order_difference(inputs.x, inputs.w_query, inputs.w_key, inputs.w_value,
-                                              scale=switches["scale"], **common)
-    lines = [
-        f"**Mask ({'on' if trace.mask else 'off'} now).** {leak.summary}",
-        f"**Scaling {'on' if trace.scale else 'off'}.** {saturation.summary}",
-        f"**Mask before vs after scaling:** largest difference in the weights = **{order:g}** "
-        "(−∞ ÷ √d_k is still −∞, so the order cannot matter).",
-    ]
-    if trace.length <= 16:
-        rows = ["| query | entropy scaled | entropy unscaled | max weight scaled | max weight unscaled |",
-                "|---|---|---|---|---|"]
-        for i, token in enumerate(trace.tokens):
-            rows.append(f"| {i} `{token}` | {saturation.entropy_scaled[i]:.3f} | {saturation.entropy_unscaled[i]:.3f}"
-                        f" | {saturation.max_weight_scaled[i]:.3f} | {saturation.max_weight_unscaled[i]:.3f} |")
-        lines.append("\n".join(rows))
-    return "\n\n".join(lines)
+def _colour_bound(*tensors: torch.Tensor) -> float:
+    """The largest |finite value| of all the tensors: one symmetric colour scale for all of them."""
+    largest = max((t[torch.isfinite(t)].abs().max().item() for t in tensors if torch.isfinite(t).any()),
+                  default=0.0)
+    return largest or 1.0
 
 
-def _figures(trace: walkthrough.HeadTrace, index: int) -> list:
-    key = walkthrough.STAGE_KEYS[index]
+def _heatmap_count(key: str, comparing: bool) -> int:
+    return 2 if comparing else len(walkthrough.stage_shapes(key, 1, 1, 1))
+
+
+def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None, key: str, position: int) -> list:
+    """The stage's heatmaps: Q, K and V on one scale; or the stage now and by default (when a switch differs)
+    on one scale; weights always on 0-1. The query's row is framed, and the window follows it past 128 tokens."""
+    if default is None:
+        shown = [(trace, matrix, "") for matrix in trace.matrices(key)]
+    else:
+        shown = [(trace, trace.matrices(key)[0], "now"), (default, default.matrices(key)[0], "default")]
+    if key == "weights":
+        scale = dict(colorscale="Blues", zmin=0.0, zmax=1.0)
+    else:
+        bound_ = _colour_bound(*(matrix.values for _, matrix, _ in shown))
+        scale = dict(colorscale="RdBu", zmin=-bound_, zmax=bound_)
+    start = max(0, position - plots.MAX_SIDE // 2)
     figures = []
-    for matrix in trace.matrices(key):
-        title = matrix.name
-        colorscale, zmid = ("Blues", None) if key == "weights" else ("RdBu", 0.0)
+    for source, matrix, tag in shown:
+        title = f"{tag} ({lessons.switches_text(source.switches)}): {matrix.name}" if tag else matrix.name
+        masked, hover = None, lessons.MASKED_SCORE_HOVER
         if key == "weights":
             sums = matrix.values.sum(dim=1)
             title += f" · row sums {sums.min().item():.4f}–{sums.max().item():.4f}"
-        figures.append(plots.heatmap(matrix.values, matrix.row_labels, matrix.col_labels, title,
-                                     colorscale=colorscale, zmid=zmid,
-                                     x_title="key token" if matrix.col_labels == matrix.row_labels else "feature",
-                                     y_title="query token" if key not in ("x", "qkv", "output") else "token"))
+            masked, hover = source.masked, lessons.MASKED_WEIGHT_HOVER
+        if key in ("masked_scores", "weights") and source.mask:
+            title += f" · {lessons.MASKED_LEGEND}"
+        square = matrix.col_labels == matrix.row_labels
+        figures.append(plots.heatmap(
+            matrix.values, matrix.row_labels, matrix.col_labels, title, **scale, masked=masked, masked_hover=hover,
+            highlight_row=position, first_row=start, first_col=start if square else 0,
+            sparse_columns=key in FEATURE_STAGES, x_title="key token" if square else "feature",
+            y_title="query token" if key not in FEATURE_STAGES else "token"))
     return figures + [None] * (3 - len(figures))
+
+
+class View(NamedTuple):
+    """What one step shows: the public outputs (heading to text_check), the query box's value and warnings."""
+
+    heading: str
+    plot_a: object
+    plot_b: object
+    plot_c: object
+    whatif: str
+    score_bars: object
+    weight_bars: object
+    query_md: str
+    text_check: str
+    query: int  # -1, or the position shown: a position past the end comes back clamped
+    warnings: list[str]
+
+    @property
+    def outputs(self) -> tuple:
+        return tuple(self)[:9]
+
+
+def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale,
+          mask, temperature, mask_before_scaling, step, query) -> View:
+    asked = checks.whole_number(query if query not in (None, "") else -1, "query position", -1)
+    try:
+        request = head_request(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
+    except UnknownCharacterError as exc:
+        loaded = ctx.checkpoint(checkpoint or "")
+        html = chips_html(text[: loaded.config.context_size], loaded.tokenizer)
+        message = f"**{exc}** Remove the highlighted characters, or pick random weights / a preset."
+        return View(message, None, None, None, "", None, None, "", html, asked, [str(exc)])
+    switches = _switches(scale, mask, temperature, mask_before_scaling)
+    index = _step_index(step)
+    key = STAGE_KEYS[index]
+    comparing = switches != walkthrough.DEFAULT_SWITCHES and key in walkthrough.SWITCHED_STAGES
+    T, C, d = request.length, request.embedding_dim, request.head_size
+    cells = _heatmap_count(key, comparing) * max(
+        min(rows, plots.MAX_SIDE) * min(cols, plots.MAX_SIDE) for rows, cols in walkthrough.stage_shapes(key, T, C, d))
+    cost = budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, heatmap_cells=cells, bars=2,
+                                      traces=1 + comparing + walkthrough.whatif_traces(key))
+    with ctx.budget.reserve(request.cost(cost), hint=request.hint):
+        inputs = request.build()
+        trace = inputs.trace(**switches)
+        default = inputs.trace() if comparing else None
+        stage = walkthrough.stages(trace)[index]
+        notes = [lessons.comparison_note(trace, key), *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
+        warnings = []
+        position = trace.length - 1 if asked < 0 else min(asked, trace.length - 1)
+        if asked > position:
+            warnings.append(lessons.query_clamped(asked, trace.length))
+        figures = _figures(trace, default, key, position)
+        row = walkthrough.query_row(trace, position)
+        hidden = trace.masked[position].tolist()
+        score_bars = plots.bar_chart(trace.tokens, [0.0 if h else s for s, h in zip(row.scores, hidden)],
+                                     f"Scores of query {position} ({row.token})", "score", masked=hidden,
+                                     masked_hover=lessons.MASKED_SCORE_HOVER)
+        weight_bars = plots.bar_chart(trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})",
+                                      "weight", masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER)
+    heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
+               f"*{inputs.description}* · T = {trace.length} tokens · C = {trace.embedding_dim} · "
+               f"d_k = {trace.head_size}")
+    if request.notices:
+        heading += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in request.notices)
+    mixes = ", ".join(f"`{m.token}` ({m.position}) × {m.weight:.3f}" for m in row.mixes[:12])
+    query_md = (f"Query **{position}** `{row.token}` mixes the value vectors of: {mixes}"
+                f"{' …' if len(row.mixes) > 12 else ''}. Its output is their weighted sum.")
+    return View(heading, *figures, "\n\n".join(note for note in notes if note), score_bars, weight_bars, query_md,
+                "", asked if asked < 0 else position, warnings)
+
+
+def _warn(messages: list[str], already: list[str] | tuple = ()) -> list[str]:
+    """Send each distinct warning once, skipping those the previous request of this page sent; returns them."""
+    distinct = list(dict.fromkeys(messages))
+    for message in distinct:
+        if message not in already:
+            gr.Warning(message)
+    return distinct
 
 
 def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
                    scale, mask, temperature, mask_before_scaling, step, query):
     """Plain handler: (heading, figure 1-3, what-if Markdown, query score bars, query weight bars, query
-    Markdown, input check HTML) for one step."""
-    try:
-        inputs, notices = head_inputs(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset,
-                                      text)
-    except UnknownCharacterError as exc:
-        loaded = ctx.checkpoint(checkpoint or "")
-        gr.Warning(str(exc))
-        html = chips_html(text[: loaded.config.context_size], loaded.tokenizer)
-        message = f"**{exc}** Remove the highlighted characters, or pick random weights / a preset."
-        return (message, None, None, None, "", None, None, "", html)
-    switches = _switches(scale, mask, temperature, mask_before_scaling)
-    trace = inputs.trace(**switches)
-    index = _step_index(step)
-    stage = walkthrough.stages(trace)[index]
-    heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
-               f"*{inputs.description}* · T = {trace.length} tokens · C = {trace.embedding_dim} · "
-               f"d_k = {trace.head_size}")
-    if notices:
-        heading += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in notices)
-    figures = _figures(trace, index)
-    position = checks.whole_number(query if query not in (None, "") else -1, "query position", -1)
-    position = trace.length - 1 if position < 0 else min(position, trace.length - 1)
-    row = walkthrough.query_row(trace, position)
-    score_bars = plots.bar_chart(trace.tokens, [s if s != float("-inf") else 0.0 for s in row.scores],
-                                 f"Scores of query {position} ({row.token}) (masked shown as 0)", "score")
-    weight_bars = plots.bar_chart(trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})",
-                                  "weight")
-    mixes = ", ".join(f"`{m.token}` ({m.position}) × {m.weight:.3f}" for m in row.mixes[:12])
-    query_md = (f"Query **{position}** `{row.token}` mixes the value vectors of: {mixes}"
-                f"{' …' if len(row.mixes) > 12 else ''}. Its output is their weighted sum.")
-    return (heading, *figures, _whatif(inputs, trace, switches), score_bars, weight_bars, query_md, "")
+    Markdown, input check HTML) for one step. When a switch differs from its default, figures 1 and 2 are
+    the stage now and by default."""
+    view = _view(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
+                 temperature, mask_before_scaling, step, query)
+    _warn(view.warnings)
+    return view.outputs
+
+
+def attention_view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
+                   scale, mask, temperature, mask_before_scaling, step, query, warned):
+    """attention_step for the page's own events: also the query box's value (clamped to the text) and the
+    warnings sent, so the next keystroke does not repeat them."""
+    view = _view(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
+                 temperature, mask_before_scaling, step, query)
+    return (*view.outputs, view.query, _warn(view.warnings, warned or ()))
 
 
 def export_step(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
                 scale, mask, temperature, mask_before_scaling, step) -> list[str]:
     """Write the current step's matrices as CSV and .npy files in Gradio's temp space; returns their paths."""
-    inputs, _ = head_inputs(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
-    trace = inputs.trace(**_switches(scale, mask, temperature, mask_before_scaling))
-    key = walkthrough.STAGE_KEYS[_step_index(step)]
-    return [str(path) for path in walkthrough.write_stage(trace, key, _fresh_export_folder())]
+    request = head_request(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
+    switches = _switches(scale, mask, temperature, mask_before_scaling)
+    key = STAGE_KEYS[_step_index(step)]
+    T, C, d = request.length, request.embedding_dim, request.head_size
+    numbers = sum(rows * cols for rows, cols in walkthrough.stage_shapes(key, T, C, d))
+    cost = budget.attention_export_cost(length=T, embedding_dim=C, head_size=d, numbers=numbers)
+    with ctx.budget.reserve(request.cost(cost), hint=request.hint):
+        trace = request.build().trace(**switches)
+        return [str(path) for path in walkthrough.write_stage(trace, key, _fresh_export_folder())]
 
 
 def _fresh_export_folder() -> Path:
@@ -198,27 +315,35 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         source = gr.Radio(list(SOURCES), value=first_source, label="Weights from", scale=1)
         with gr.Group(visible=first_source == SOURCES[0]) as checkpoint_group, gr.Row():
-            checkpoint = checkpoint_dropdown(ctx, "attention", scale=2)
+            checkpoint = checkpoint_dropdown(ctx, "attention", scale=2, min_width=CONTROL_MIN_WIDTH)
             layer = gr.Number(0, label="layer", precision=0, minimum=0, scale=1)
             head = gr.Number(0, label="head", precision=0, minimum=0, scale=1)
         with gr.Group(visible=first_source == SOURCES[1]) as random_group, gr.Row():
             seed = gr.Number(0, label="seed", precision=0, minimum=0)
-            embedding_dim = gr.Number(16, label="embedding_dim", precision=0, minimum=1)
-            head_size = gr.Number(8, label="head_size", precision=0, minimum=1)
+            embedding_dim = gr.Number(16, label="embedding_dim", precision=0, minimum=1, maximum=MAX_SIZE)
+            head_size = gr.Number(8, label="head_size", precision=0, minimum=1, maximum=MAX_SIZE)
         with gr.Group(visible=first_source == SOURCES[2]) as preset_group:
             preset = gr.Dropdown([(f"{k}: {v.description}", k) for k, v in walkthrough.TEXTBOOK_PRESETS.items()],
                                  value="journey", label="preset")
     text = gr.Textbox(DEFAULT_TEXT, label="Text (not used by the presets)", lines=2)
-    with gr.Row():
-        scale = gr.Checkbox(True, label="scale by 1/√d_k")
-        mask = gr.Checkbox(True, label="causal mask")
-        mask_before = gr.Checkbox(False, label="mask before scaling")
-        temperature = gr.Slider(0.1, 5.0, value=1.0, step=0.1, label="temperature on the scores")
-        show_button = gr.Button("Show", variant="primary")
-    with gr.Row():
-        previous = gr.Button("◀ Previous", scale=1)
-        step = gr.Radio(list(STEP_TITLES), value=STEP_TITLES[0], label="Step", scale=6)
-        following = gr.Button("Next ▶", scale=1)
+    with gr.Row():  # one column per switch: side by side on a desktop, a full-width row each on a phone
+        with gr.Column(min_width=CONTROL_MIN_WIDTH):
+            scale = gr.Checkbox(True, label="scale by 1/√d_k")
+        with gr.Column(min_width=CONTROL_MIN_WIDTH):
+            mask = gr.Checkbox(True, label="causal mask")
+        with gr.Column(min_width=CONTROL_MIN_WIDTH):
+            mask_before = gr.Checkbox(False, label="mask before scaling")
+        with gr.Column(min_width=CONTROL_MIN_WIDTH, scale=2):
+            temperature = gr.Slider(0.1, 5.0, value=1.0, step=0.1, label="temperature on the scores")
+        with gr.Column(min_width=CONTROL_MIN_WIDTH):
+            show_button = gr.Button("Show", variant="primary")
+    with gr.Row():  # Previous and Next side by side, the step picker beside them (below them on a phone)
+        with gr.Column(scale=0, min_width=250):
+            with gr.Row():
+                previous = gr.Button("◀ Previous", size="md", min_width=110)
+                following = gr.Button("Next ▶", size="md", min_width=110)
+        step = gr.Radio(list(zip(STEP_LABELS, STEP_TITLES)), value=STEP_TITLES[0], label="Step", scale=1,
+                        min_width=240)
     text_check = gr.HTML(label="input check")
     heading = gr.Markdown(label="stage")
     with gr.Row():
@@ -227,7 +352,8 @@ def build(ctx: AppContext) -> None:
         plot_c = gr.Plot(label="matrix 3", visible=False)
     whatif = gr.Markdown(label="what if")
     with gr.Accordion("One query token", open=True):
-        query = gr.Number(-1, label="query position (-1 = the last token)", precision=0, minimum=-1)
+        query = gr.Number(-1, label="query position (-1 = the last token)", precision=0, minimum=-1,
+                          info="its row is framed in orange on the heatmaps")
         with gr.Row():
             query_scores = gr.Plot(label="score row")
             query_weights = gr.Plot(label="softmax row")
@@ -235,21 +361,34 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         export = gr.Button("Export this step (CSV + .npy)")
         files = gr.File(label="Downloads", file_count="multiple", height=140)
+    warned = gr.State([])  # the warnings the last view sent, so typing does not repeat them
 
     settings = [source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before, step]
     outputs = [heading, plot_a, plot_b, plot_c, whatif, query_scores, query_weights, query_md, text_check]
     show = bound(attention_step, ctx, then=_visible_plots)
-    shared = dict(concurrency_id="model", concurrency_limit=ctx.model_concurrency)
+    view = bound(attention_view, ctx, then=_visible_plots)
+    # Hidden progress: a refused input leaves the previous figures as they were (no "Error" badge on each);
+    # the toast says why. always_last: while one view computes, only the latest edit waits behind it.
+    quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
+    view_io = dict(inputs=[*settings, query, warned], outputs=[*outputs, query, warned])
     source.change(_source_groups, source, [checkpoint_group, random_group, preset_group],
                   api_name="attention_source", api_visibility="private", show_progress="hidden")
-    show_button.click(show, [*settings, query], outputs, api_name="attention_step", **shared)
-    step.change(show, [*settings, query], outputs, api_name="attention_step_change", api_visibility="private",
-                **shared)
+    show_button.click(show, [*settings, query], outputs, api_name="attention_step", **quick)
+    # on arrival: gr.on without triggers or inputs runs once the page has loaded; the view then reads the page's
+    # values (a tab Gradio renders lazily still gets them: its figures are drawn when it is opened)
+    gr.on(None, None, api_name="attention_arrival", api_visibility="private").then(
+        view, **view_io, api_name="attention_load", api_visibility="private", **quick)
+    step.change(view, **view_io, api_name="attention_step_change", api_visibility="private", **quick)
     previous.click(lambda s: move_step(s, -1), step, step, api_name="attention_previous", api_visibility="private")
     following.click(lambda s: move_step(s, 1), step, step, api_name="attention_next", api_visibility="private")
     for name, control in (("scale", scale), ("mask", mask), ("mask_order", mask_before),
-                          ("temperature", temperature), ("query", query)):
-        control.change(show, [*settings, query], outputs, api_name=f"attention_update_{name}",
-                       api_visibility="private", show_progress="hidden", **shared)
-    export.click(bound(export_step, ctx), settings, files, api_name="attention_export")
+                          ("temperature", temperature)):
+        control.change(view, **view_io, api_name=f"attention_update_{name}", api_visibility="private", **quick)
+    # .input, not .change: the view writes a clamped position back into the box, which must not re-trigger it
+    query.input(view, **view_io, api_name="attention_update_query", api_visibility="private", **quick)
+    gr.on([text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
+           embedding_dim.change, head_size.change, preset.change], view, **view_io,
+          api_name="attention_update_inputs", api_visibility="private", **quick)
+    export.click(bound(export_step, ctx), settings, files, api_name="attention_export", show_progress="hidden",
+                 **ctx.fast_lane)

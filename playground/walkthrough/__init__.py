@@ -3,7 +3,7 @@
     trace.py     trace_head -> HeadTrace: the seven stages' tensors (maths only)
     lessons.py   STEP_TITLES, each stage's formula and explanation, the what-ifs' sentences (words only)
     sources.py   HeadInputs from a checkpoint head, a seeded random head or TEXTBOOK_PRESETS
-    whatifs.py   mask leaks, softmax saturation, mask order, one query's row
+    whatifs.py   mask leaks, softmax saturation, mask order, one query's row; the notes each stage shows
     export.py    a stage's matrices as CSV and .npy files
     text.py      typed text -> token IDs cut to the model's context
 
@@ -16,7 +16,7 @@ playground.attention, which does not import this package.
 """
 
 from playground.walkthrough.export import to_csv, to_npy_bytes, write_stage
-from playground.walkthrough.lessons import STEP_TITLES, Stage, stages
+from playground.walkthrough.lessons import STEP_LABELS, STEP_TITLES, Stage, notes_at, stages
 from playground.walkthrough.sources import (
     TEXTBOOK_PRESETS,
     HeadInputs,
@@ -28,7 +28,15 @@ from playground.walkthrough.sources import (
     trace_checkpoint_head,
 )
 from playground.walkthrough.text import PreparedText, prepare_text
-from playground.walkthrough.trace import STAGE_KEYS, HeadTrace, StageMatrix, trace_head
+from playground.walkthrough.trace import (
+    DEFAULT_SWITCHES,
+    STAGE_KEYS,
+    SWITCHED_STAGES,
+    HeadTrace,
+    StageMatrix,
+    stage_shapes,
+    trace_head,
+)
 from playground.walkthrough.whatifs import (
     MaskLeak,
     Mix,
@@ -39,11 +47,16 @@ from playground.walkthrough.whatifs import (
     query_row,
     row_entropy,
     saturation,
+    stage_notes,
+    whatif_traces,
 )
 
 __all__ = [
+    "DEFAULT_SWITCHES",
     "STAGE_KEYS",
+    "STEP_LABELS",
     "STEP_TITLES",
+    "SWITCHED_STAGES",
     "TEXTBOOK_PRESETS",
     "HeadInputs",
     "HeadTrace",
@@ -60,15 +73,19 @@ __all__ = [
     "lab_preset",
     "mask_leak",
     "mask_order_difference",
+    "notes_at",
     "prepare_text",
     "query_row",
     "random_head",
     "row_entropy",
     "saturation",
+    "stage_notes",
+    "stage_shapes",
     "stages",
     "to_csv",
     "to_npy_bytes",
     "trace_checkpoint_head",
     "trace_head",
+    "whatif_traces",
     "write_stage",
 ]

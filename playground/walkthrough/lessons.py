@@ -2,20 +2,36 @@
 
 The ONE place the seven step titles live: the Attention tab's step control, its headings and its API (the
 ``step`` argument of ``/attention_step`` and ``/attention_export``) all use ``STEP_TITLES``. Also the
-sentences the what-if analyses print. Holds words only: the numbers come from trace.py and whatifs.py.
+sentences the what-if analyses print, and which stage each what-if note belongs to (``WHATIF_NOTES``: a note
+appears only once its idea has been met). Holds words only: the numbers come from trace.py and whatifs.py.
 
     stages(journey_preset().trace())[2].formula -> "S = Q·Kᵀ  (6 × 6)"
+    notes_at("scores") -> ()        notes_at("weights") -> ("mask_leak", "saturation")
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from playground.walkthrough.trace import STAGE_KEYS, HeadTrace
+from playground.walkthrough.trace import DEFAULT_SWITCHES, STAGE_KEYS, SWITCHED_STAGES, HeadTrace
 
 STEP_TITLES = ("1. Input X", "2. Q, K, V", "3. Raw scores QKᵀ", "4. Scaled ÷ √d_k", "5. Causal mask",
                "6. Softmax weights", "7. Output = weights · V")  # one per trace.STAGE_KEYS entry, in order
+STEP_LABELS = ("1 · X", "2 · Q K V", "3 · QKᵀ", "4 · ÷√d_k", "5 · mask", "6 · softmax",
+               "7 · output")  # the step picker's short labels (its values stay STEP_TITLES), so it fits a phone
+
+# Which stages show each what-if note: the mask leak once the mask has been met (step 5 on), saturation where
+# scaling happens and where softmax shows its effect (steps 4 and 6), the order of mask and scaling at the mask.
+WHATIF_NOTES: dict[str, tuple[str, ...]] = {
+    "mask_leak": ("masked_scores", "weights", "output"),
+    "saturation": ("scaled_scores", "weights"),
+    "mask_order": ("masked_scores",),
+}
+
+MASKED_SCORE_HOVER = "masked (−∞)"
+MASKED_WEIGHT_HOVER = "masked: weight exactly 0 because the score was −∞"
+MASKED_LEGEND = "grey\u00a0=\u00a0masked"  # no-break spaces: a wrapped title keeps it whole
 
 
 class Stage(NamedTuple):
@@ -138,3 +154,69 @@ def saturation_summary(entropy_scaled: float, max_weight_scaled: float, entropy_
         f"weight of {max_weight_unscaled:.3f}; with scaling {entropy_scaled:.3f} nats and "
         f"{max_weight_scaled:.3f}. Lower entropy and a largest weight near 1 mean softmax is saturating."
     )
+
+
+def notes_at(key: str) -> tuple[str, ...]:
+    """The what-if notes stage ``key`` shows, in the order they are printed."""
+    if key not in STAGE_KEYS:
+        raise ValueError(f"unknown stage {key!r}; the stages are {', '.join(STAGE_KEYS)}")
+    return tuple(name for name, keys in WHATIF_NOTES.items() if key in keys)
+
+
+def switches_text(switches: dict[str, Any]) -> str:
+    """The switches in a few words: "scaled, masked, τ 1" or "unscaled, no mask, τ 2, mask before scaling"."""
+    words = ["scaled" if switches["scale"] else "unscaled", "masked" if switches["mask"] else "no mask",
+             f"τ {switches['temperature']:g}"]
+    if switches["mask"] and switches["mask_before_scaling"]:
+        words.append("mask before scaling")
+    return ", ".join(words)
+
+
+def comparison_note(trace: HeadTrace, key: str) -> str:
+    """What the second plot is when a switch differs from its default; "" when they all match."""
+    if trace.switches == DEFAULT_SWITCHES:
+        return ""
+    if key not in SWITCHED_STAGES:
+        return (f"**Switches: {switches_text(trace.switches)}.** They act from step 4 on; this step is the same "
+                "either way.")
+    return (f"**Now vs default.** The first plot is now ({switches_text(trace.switches)}); the second is the "
+            f"default ({switches_text(DEFAULT_SWITCHES)}), on the same colour scale, so you can compare them "
+            "cell by cell.")
+
+
+def mask_leak_note(trace: HeadTrace, summary: str) -> str:
+    return f"**Mask ({'on' if trace.mask else 'off'} now).** {summary}"
+
+
+def saturation_note(key: str, trace: HeadTrace, summary: str, rows: list[tuple[str, float, float, float, float]]
+                    ) -> str:
+    """The scaling note: at step 4 it looks ahead to softmax; at step 6 it reads the weights on screen.
+
+    ``rows`` are (token, entropy scaled, entropy unscaled, max weight scaled, max weight unscaled), one per
+    query, printed as a table when given.
+    """
+    lead = (f"**Scaling {'on' if trace.scale else 'off'}.** ")
+    if key == "scaled_scores":
+        lead += ("Why scale? Look ahead to step 6, where softmax turns each row into weights. Entropy (in nats) "
+                 "measures how spread a row's weights are: 0 means all on one token, ln n means evenly over n. ")
+    else:
+        lead += "Entropy (in nats) measures how spread each row's weights are: 0 means all on one token. "
+    text = lead + summary
+    if rows:
+        table = ["| query | entropy scaled | entropy unscaled | max weight scaled | max weight unscaled |",
+                 "|---|---|---|---|---|"]
+        table += [f"| {i} `{token}` | {es:.3f} | {eu:.3f} | {ms:.3f} | {mu:.3f} |"
+                  for i, (token, es, eu, ms, mu) in enumerate(rows)]
+        text += "\n\n" + "\n".join(table)
+    return text
+
+
+def mask_order_note(difference: float) -> str:
+    return (f"**Mask before vs after scaling:** largest difference in the weights = **{difference:g}** "
+            "(−∞ ÷ √d_k is still −∞, so the order cannot matter).")
+
+
+def query_clamped(asked: int, length: int) -> str:
+    """The warning when a query position is past the end of the text."""
+    return (f"Query position {asked} is past the end: the text has {length} tokens (0–{length - 1}), so the "
+            f"last one, {length - 1}, is shown.")

@@ -21,6 +21,8 @@ from playground import checks
 from playground.model import causal_mask
 
 STAGE_KEYS = ("x", "qkv", "scores", "scaled_scores", "masked_scores", "weights", "output")
+SWITCHED_STAGES = ("scaled_scores", "masked_scores", "weights", "output")  # the stages the switches can change
+DEFAULT_SWITCHES = {"scale": True, "mask": True, "temperature": 1.0, "mask_before_scaling": False}  # trace_head's
 
 
 class StageMatrix(NamedTuple):
@@ -66,6 +68,17 @@ class HeadTrace:
     def head_size(self) -> int:
         return self.q.size(1)
 
+    @property
+    def switches(self) -> dict[str, Any]:
+        """The switches that made this trace, keyed as trace_head's keywords (compare with DEFAULT_SWITCHES)."""
+        return {"scale": self.scale, "mask": self.mask, "temperature": self.temperature,
+                "mask_before_scaling": self.mask_before_scaling}
+
+    @property
+    def masked(self) -> torch.Tensor:
+        """(T, T) True where the score went into softmax as −∞: those weights are exactly 0."""
+        return torch.isneginf(self.masked_scores)
+
     def matrices(self, key: str) -> list[StageMatrix]:
         """The matrices a stage shows, labelled: "qkv" gives Q, K and V; every other key gives one."""
         tokens = list(self.tokens)
@@ -83,6 +96,19 @@ class HeadTrace:
         if key == "output":
             return [StageMatrix("output", self.output, tokens, head_features)]
         raise ValueError(f"unknown stage {key!r}; the stages are {', '.join(STAGE_KEYS)}")
+
+
+def stage_shapes(key: str, length: int, embedding_dim: int, head_size: int) -> list[tuple[int, int]]:
+    """The (rows, cols) of each matrix stage ``key`` shows, from the sizes alone (before anything is traced).
+
+        stage_shapes("qkv", 6, 3, 2) -> [(6, 2), (6, 2), (6, 2)]
+    """
+    T, C, d = length, embedding_dim, head_size
+    shapes = {"x": [(T, C)], "qkv": [(T, d)] * 3, "output": [(T, d)]}
+    shapes.update({key: [(T, T)] for key in ("scores", "scaled_scores", "masked_scores", "weights")})
+    if key not in shapes:
+        raise ValueError(f"unknown stage {key!r}; the stages are {', '.join(STAGE_KEYS)}")
+    return shapes[key]
 
 
 def default_tokens(length: int) -> list[str]:

@@ -2,9 +2,12 @@
 
 Owns the numbers behind the Attention tab's "what if" panel and its one-query view: mask leaks, row entropy
 and largest weights with and without scaling, mask-before-vs-after-scaling, and one query's row sorted by
-weight. Each returns a plain dataclass; the sentences come from lessons.py. Knows nothing about the UI.
+weight. Each returns a plain dataclass; the sentences come from lessons.py. ``stage_notes`` runs only the
+analyses a stage shows (lessons.WHATIF_NOTES); ``whatif_traces`` says how many traces that costs. Knows
+nothing about the UI.
 
     mask_leak(**journey_preset().as_kwargs()).affected -> [(0, 'Your'), (1, 'journey'), ... (4, 'one')]
+    whatif_traces("weights") -> 4        (the mask leak traces twice, saturation twice)
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from playground import checks
 from playground.model import causal_mask
 from playground.walkthrough import lessons
 from playground.walkthrough.trace import HeadTrace, trace_head
+
+TRACES_PER_NOTE = {"mask_leak": 2, "saturation": 2, "mask_order": 2}  # how often each analysis traces the head
+TABLE_TOKENS = 16  # the saturation note prints a per-query table up to this many tokens
 
 
 @dataclass
@@ -151,3 +157,34 @@ def query_row(trace: HeadTrace, position: int) -> QueryRow:
         values=values,
         output=trace.output[position].tolist(),
     )
+
+
+def whatif_traces(key: str) -> int:
+    """How many traces of the head stage ``key``'s what-if notes run, on top of the one shown."""
+    return sum(TRACES_PER_NOTE[name] for name in lessons.notes_at(key))
+
+
+def stage_notes(key: str, trace: HeadTrace, x: torch.Tensor, w_query: torch.Tensor, w_key: torch.Tensor,
+                w_value: torch.Tensor, **inputs: Any) -> list[str]:
+    """The what-if notes (Markdown) stage ``key`` shows, each analysis run only where its note is shown.
+
+    ``trace`` is the head as shown, whose switches the analyses keep; ``inputs`` are trace_head's other
+    keywords (tokens, biases). Stages 1-3 show none: softmax and the mask have not been met yet.
+    """
+    names = lessons.notes_at(key)
+    common = dict(inputs, temperature=trace.temperature)
+    notes = []
+    if "mask_leak" in names:
+        leak = mask_leak(x, w_query, w_key, w_value, mask=False, scale=trace.scale, **common)
+        notes.append(lessons.mask_leak_note(trace, leak.summary))
+    if "saturation" in names:
+        order = dict(mask=trace.mask, mask_before_scaling=trace.mask_before_scaling)
+        result = saturation(trace_head(x, w_query, w_key, w_value, scale=True, **order, **common),
+                            trace_head(x, w_query, w_key, w_value, scale=False, **order, **common))
+        rows = (list(zip(trace.tokens, result.entropy_scaled, result.entropy_unscaled, result.max_weight_scaled,
+                         result.max_weight_unscaled)) if trace.length <= TABLE_TOKENS else [])
+        notes.append(lessons.saturation_note(key, trace, result.summary, rows))
+    if "mask_order" in names:
+        notes.append(lessons.mask_order_note(
+            mask_order_difference(x, w_query, w_key, w_value, scale=trace.scale, **common)))
+    return notes
