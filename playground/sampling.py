@@ -221,20 +221,23 @@ def decoding_work(prompt_length: int, max_new_tokens: int, context_size: int, us
 
 @dataclass(frozen=True)
 class DecodingRate:
-    """Seconds per forward pass (Python, sampling, small kernels) and FLOP/s for the rest, on one device kind."""
+    """What a step costs on one kind of device: a fixed part (sampling, Python), a part per layer (a dozen small
+    kernels each), and FLOP/s for the arithmetic."""
 
     seconds_per_step: float
+    seconds_per_layer: float
     flops_per_second: float
 
     def seconds(self, work: DecodingWork, parameters: int, layers_num: int, embedding_dim: int) -> float:
-        return work.steps * self.seconds_per_step + work.flops(parameters, layers_num, embedding_dim) / \
-            self.flops_per_second
+        overhead = work.steps * (self.seconds_per_step + layers_num * self.seconds_per_layer)
+        return overhead + work.flops(parameters, layers_num, embedding_dim) / self.flops_per_second
 
 
-# Measured on the 2-core CPU the tests run on, shared with other work, with benchmarks/sampling_speed.py
-# (--estimate prints the estimate beside each measurement), then made conservative: the slowest step seen,
-# doubled, and about half the slowest FLOP rate seen. A GPU is priced at the CPU's rate: never faster.
-CPU_RATE = DecodingRate(seconds_per_step=4e-3, flops_per_second=4e9)
+# Calibrated on the 2-core CPU the tests run on (benchmarks/sampling_speed.py prints the estimate beside what it
+# measures). One thread's CPU time per step: 0.6 ms + 0.57 ms per layer (1 to 8 layers of width 32), and
+# 37-50 GFLOP/s over a full window (13M parameters, context 1024); two threads on the machine shared four ways:
+# 7-12 GFLOP/s. Kept conservative: about 2x that step overhead and 3 GFLOP/s. A GPU is priced as this CPU.
+CPU_RATE = DecodingRate(seconds_per_step=2e-3, seconds_per_layer=1e-3, flops_per_second=3e9)
 
 
 def sampling_seconds(config: ModelConfig, parameters: int, prompt_length: int, max_new_tokens: int,

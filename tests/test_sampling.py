@@ -190,7 +190,7 @@ def test_the_time_estimate_grows_with_the_work_and_the_cache_saves_it():
     assert seconds == sorted(seconds) and seconds[0] > 0
     cached = sampling_seconds(THIRTEEN_M, parameters, 7, 1000, use_cache=True)
     assert cached < seconds[-1] / 10  # one token per step instead of up to 1024
-    slow = DecodingRate(seconds_per_step=CPU_RATE.seconds_per_step * 2, flops_per_second=CPU_RATE.flops_per_second / 2)
+    slow = DecodingRate(CPU_RATE.seconds_per_step * 2, CPU_RATE.seconds_per_layer * 2, CPU_RATE.flops_per_second / 2)
     assert sampling_seconds(THIRTEEN_M, parameters, 7, 1000, False, slow) == pytest.approx(2 * seconds[-1])
 
 

@@ -135,21 +135,20 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     mode, other = ("with", "without") if use_cache else ("without", "with")
 
     tokens, spans = [], []
-    stats = ""
 
     def shown(cache_length: int):
-        nonlocal stats
         elapsed = max(clock() - started, 1e-9)
         rate = len(tokens) / elapsed
         speeds[mode] = rate
-        stats = (f"{len(tokens)} characters in {elapsed:,.1f} s · {speed_sentence(rate, use_cache, speeds.get(other))}"
-                 f" · on {device}\n\n"
+        stats = (f"{speed_sentence(rate, use_cache, speeds.get(other))}. {len(tokens)} characters in "
+                 f"{elapsed:,.1f} s on {device}.\n\n"
                  + _cache_line(config.layers_num, config.heads_num, config.head_size, cache_length, use_cache))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
 
     with ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"):
         started = last_shown = clock()
-        yield prompt, "", f"Generating {settings.max_new_tokens} characters…", {"generating": True}
+        yield (prompt, "", f"Generating {settings.max_new_tokens} characters…",
+               {"generating": True, "speeds": all_speeds})  # a tap now waits for the finished text
         cache_length = 0
         for token in stream(loaded.model, loaded.tokenizer, prompt, settings, use_cache=use_cache):
             spans.append(_span(len(tokens), token))
@@ -186,8 +185,8 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
     token = tokens[position]
     candidates = token["candidates"]
     top = plots.bar_chart([c for c, _ in candidates], [p for _, p in candidates],
-                          f"Top-10 candidates at #{position} (drawn: {escape_char(token['text'])!r}, "
-                          f"p = {token['probability']:.3f})", "probability")
+                          f"Top-10 candidates at #{position}<br>drawn: {escape_char(token['text'])!r}, "
+                          f"p = {token['probability']:.3f}", "probability")  # two lines: a phone is narrow
     context_text = (history["prompt"] or start_text(loaded.tokenizer)) + "".join(t["text"] for t in tokens[:position])
     context_text = context_text[-config.context_size:]
     cost = inference_cost(parameters=loaded.model.parameter_count(), layers_num=config.layers_num,
@@ -198,7 +197,7 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
         ids = loaded.tokenizer.encode(context_text)[None].to(next(loaded.model.parameters()).device)
         weights = loaded.model(ids, return_attention=True).attention_weights[layer][0, head, -1].cpu()
     attention = plots.bar_chart(list(context_text), weights.tolist(),
-                                f"What the step that drew #{position} attended to · layer {layer} head {head}",
+                                f"What the step that drew #{position} attended to<br>layer {layer} head {head}",
                                 "attention weight")
     strongest = torch.topk(weights, min(5, weights.numel()))
     named = ", ".join(f"{escape_char(context_text[i])!r} ({i}) {w:.2f}"
