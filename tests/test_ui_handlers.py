@@ -179,6 +179,16 @@ def test_sample_refuses_what_would_take_too_long_and_says_what_to_lower(ctx, mon
     assert ctx.budget.reserved == 0
 
 
+def test_sample_stops_at_the_time_limit_when_the_server_is_slower_than_estimated(ctx, monkeypatch):
+    monkeypatch.setattr(sample_tab, "max_request_seconds", lambda ctx: 2)
+    *_, (text, coloured, stats, state) = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 40, 1.0, 0, 1.0, 3,
+                                                           False, False, clock=StepClock(0.1))  # 10 tokens/s
+    assert 5 <= len(state["tokens"]) < 40 and text == "ROMEO:" + "".join(t["text"] for t in state["tokens"])
+    assert re.search(r"stopped after \d+ of 40 characters at this server's limit of 2 s per request "
+                     r"\(PLAYGROUND_MAX_REQUEST_SECONDS\).*or switch the KV cache on", stats)
+    assert ctx.budget.reserved == 0
+
+
 def test_sample_holds_its_memory_while_it_runs(ctx):
     generation = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 30, 1.0, 0, 1.0, 3, False, True)
     next(generation)

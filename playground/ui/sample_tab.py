@@ -98,8 +98,9 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     """Generator handler: yields (text so far, coloured HTML, stats Markdown, history state).
 
     Refuses before it starts when the estimate (sampling.check_sampling_time) is over the server's time per
-    request, and holds the memory it needs (sampling.sampling_cost) from the server's budget while it runs.
-    The text is shown at most every ``update_seconds`` and once more at the end, with the full text.
+    request, stops at that limit if the server turns out slower than estimated (the text so far is kept), and
+    holds the memory it needs (sampling.sampling_cost) from the server's budget while it runs. The text is
+    shown at most every ``update_seconds`` and once more at the end, with the full text.
     """
     prompt = checks.text(prompt, "The prompt", ctx.limits.max_text_chars)
     use_cache = bool(use_cache)
@@ -127,7 +128,8 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
                      + ("a newline" if start == "\n" else f"{escape_char(start)!r}, the vocabulary's first symbol"))
     config = loaded.config
     parameters = loaded.model.parameter_count()
-    check_sampling_time(config, parameters, len(start), settings, use_cache, max_request_seconds(ctx))
+    limit = max_request_seconds(ctx)
+    check_sampling_time(config, parameters, len(start), settings, use_cache, limit)
     cost = sampling_cost(config, parameters)
     device = describe(next(loaded.model.parameters()).device)
     all_speeds = dict((history or {}).get("speeds", {}))
@@ -155,6 +157,11 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
             tokens.append(token)
             cache_length = token.cache_length
             now = clock()
+            if now - started > limit and len(tokens) < settings.max_new_tokens:  # slower than estimated: busy
+                notes.append(f"stopped after {len(tokens)} of {settings.max_new_tokens} characters at this server's "
+                             f"limit of {limit:g} s per request (PLAYGROUND_MAX_REQUEST_SECONDS): it is busier than "
+                             "usual; ask for fewer characters" + ("" if use_cache else " or switch the KV cache on"))
+                break
             if now - last_shown >= update_seconds and len(tokens) < settings.max_new_tokens:
                 last_shown = now
                 yield *shown(cache_length), gr.skip()
