@@ -204,7 +204,7 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
         ids = loaded.tokenizer.encode(context_text)[None].to(next(loaded.model.parameters()).device)
         weights = loaded.model(ids, return_attention=True).attention_weights[layer][0, head, -1].cpu()
     attention = plots.bar_chart(list(context_text), weights.tolist(),
-                                f"What the step that drew #{position} attended to<br>layer {layer} head {head}",
+                                f"What drawing #{position} attended to<br>layer {layer}, head {head}",
                                 "attention weight")
     strongest = torch.topk(weights, min(5, weights.numel()))
     named = ", ".join(f"{escape_char(context_text[i])!r} ({i}) {w:.2f}"
@@ -251,7 +251,7 @@ def build(ctx: AppContext) -> None:
     gr.Markdown("Each generated character, coloured by the probability it was drawn with: white ≈ certain, "
                 "orange ≈ unlikely; ↵ marks a newline. **Tap or click a character** to see its top-10 candidates "
                 "and what it attended to (on a computer, hovering shows its top candidates too).")
-    coloured = gr.HTML(label="coloured text", html_template='<div class="sample-coloured">${value}</div>',
+    coloured = gr.HTML("", label="coloured text", html_template='<div class="sample-coloured">${value}</div>',
                        css_template=COLOURED_CSS, js_on_load=PICK_JS)
     stats = gr.Markdown(label="stats")
     history = gr.State({})
