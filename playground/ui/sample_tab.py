@@ -1,7 +1,9 @@
 """Sample tab: stream text from a checkpoint with temperature, top-k, top-p, a seed and a KV cache.
 
-Every generated character keeps the distribution it was drawn from, so the learner can pick a position and
-see the top-10 candidates and what that character attended to.
+Every generated character keeps the distribution it was drawn from; tapping or clicking it in the coloured text
+(a gr.HTML whose js_on_load fires its click event with the character's position) shows the top-10 candidates
+and what that character attended to, on a phone as on a desktop. A generation is priced before it starts
+(sampling.check_sampling_time, sampling.sampling_cost) and shown as it grows, in batches the browser keeps up with.
 """
 
 from __future__ import annotations
@@ -21,18 +23,6 @@ from playground.tokenizer import escape_char
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
 
 DEFAULT_PROMPT = "ROMEO:\n"
-
-
-def checkpoint_summary(ctx: AppContext, name: str) -> str:
-    loaded = ctx.checkpoint(name)
-    config = loaded.config
-    val = f"{loaded.val_loss:.3f}" if loaded.val_loss is not None else "not recorded"
-    device = next(loaded.model.parameters()).device
-    return (f"**{loaded.name}** · {loaded.model.parameter_count():,} parameters · {config.layers_num} layers × "
-            f"{config.heads_num} heads · embedding {config.embedding_dim} · context {config.context_size} · "
-            f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}")
-
-
 UPDATE_SECONDS = 0.08  # the text changes at most this often: a person sees it grow and the browser keeps up
 PICK_JS = """
 element.addEventListener('click', (event) => {
@@ -50,20 +40,26 @@ COLOURED_CSS = """
 """
 
 
+def checkpoint_summary(ctx: AppContext, name: str) -> str:
+    loaded = ctx.checkpoint(name)
+    config = loaded.config
+    val = f"{loaded.val_loss:.3f}" if loaded.val_loss is not None else "not recorded"
+    device = next(loaded.model.parameters()).device
+    return (f"**{loaded.name}** · {loaded.model.parameter_count():,} parameters · {config.layers_num} layers × "
+            f"{config.heads_num} heads · embedding {config.embedding_dim} · context {config.context_size} · "
+            f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}")
+
+
 def _span(position: int, token) -> str:
     """One character on a background from orange (drawn with low probability) to white (near-certain); a tap or
-    click on it inspects it, a hover shows its top candidates."""
+    click on it inspects it, a hover shows its top candidates. The component's template wraps the spans, so a
+    longer text only appends to its value and Gradio streams just the new spans."""
     shade = int(255 * token.probability)
     title = f"#{position}: p = {token.probability:.3f}; top: " + ", ".join(
         f"{escape_char(c)!r} {p:.2f}" for c, p in token.candidates[:5])
     text = html.escape(token.text).replace("\n", "↵<br>")
     return (f'<span data-position="{position}" title="{html.escape(title)}" style="background:rgb(255,'
             f'{155 + shade * 100 // 255},{80 + shade * 175 // 255})">{text}</span>')
-
-
-def _coloured(tokens) -> str:
-    """The spans of every character; the component's template wraps them, so a longer text only appends."""
-    return "".join(_span(index, token) for index, token in enumerate(tokens))
 
 
 def _cache_line(ctx_layers: int, heads: int, head_size: int, length: int, use_cache: bool) -> str:
