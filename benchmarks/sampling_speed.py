@@ -9,7 +9,9 @@ paths start at a full context; then ``--new-tokens`` greedy steps. Without the c
 re-reads the last ``context_size`` tokens; with it each step feeds one token, and once the cache is
 full it is rebuilt from the last ``context_size // 2`` tokens (a re-prefill, see sampling.py).
 Prints the device, the median tokens/s of each path over the repeats, the ratio, how many
-re-prefills happened, and whether both paths wrote the same text while it fit in the window.
+re-prefills happened, and whether both paths wrote the same text while it fit in the window; then
+the time the server's estimate (sampling.sampling_seconds, which refuses requests over
+PLAYGROUND_MAX_REQUEST_SECONDS) gives each path beside the measured median: it should stay above it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from playground.device import DeviceError, describe, pick_device
 from playground.hub import HubError
 from playground.loading import open_checkpoint
 from playground.model import GPT
-from playground.sampling import GeneratedToken, SamplingSettings, stream
+from playground.sampling import GeneratedToken, SamplingSettings, sampling_seconds, stream
 
 
 def parse_args() -> argparse.Namespace:
@@ -146,6 +148,12 @@ def main() -> None:
     print(f"{'with KV cache':28}{rates[True]:>17.1f}   {runs[True]}")
     print(f"{'without (context recomputed)':28}{rates[False]:>17.1f}   {runs[False]}")
     print(f"{'ratio cache / no cache':28}{rates[True] / rates[False]:>16.2f}x")
+    for use_cache, name in ((True, "with KV cache"), (False, "without")):
+        estimate = sampling_seconds(config, checkpoint.model.parameter_count(), len(prompt), args.new_tokens,
+                                    use_cache)
+        measured = statistics.median(seconds[use_cache])
+        print(f"estimate {name:19}{estimate:>11.2f} s   measured {measured:.2f} s "
+              f"({estimate / measured:.1f}x the measurement)")
     print(f"re-prefills: {reprefills} (cache rebuilt from the last {config.context_size // 2} tokens each time "
           f"it held {config.context_size})")
 

@@ -7,10 +7,15 @@ Beyond the context window (learned positions stop at ``context_size``) the windo
 without the cache every step re-reads the last ``context_size`` tokens (the nanoGPT way); with
 the cache, once it is full it is rebuilt from the last ``context_size // 2`` tokens and decoding
 continues from there, so each rebuild is paid once per ``context_size // 2`` new tokens.
+
+What a generation costs is known before it starts (``decoding_work``, ``sampling_seconds``, ``sampling_cost``):
+the same loop as ``_decode`` counted in tokens and (query, key) pairs instead of run, priced at a rate
+calibrated on a 2-core CPU.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from playground import checks
-from playground.config import Limits
+from playground.budget import Cost, inference_cost
+from playground.config import Limits, ModelConfig
 from playground.model import GPT, KVCache
 from playground.tokenizer import CharTokenizer
 
@@ -162,3 +168,120 @@ def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, max_new_tokens: 
     """The prompt's continuation (new characters only)."""
     settings = SamplingSettings(max_new_tokens, temperature, top_k, top_p, greedy, seed)
     return "".join(t.text for t in stream(model, tokenizer, prompt, settings, use_cache))
+
+
+# ------------------------------------------------------------------------------------------- what it costs
+
+@dataclass(frozen=True)
+class DecodingWork:
+    """What ``stream`` computes for one request, counted before it runs.
+
+    steps: forward passes (one per new character); tokens: positions run through the weights, summed over
+    the steps; attention_pairs: (query, key) pairs each layer scores, summed over the steps.
+    """
+
+    steps: int
+    tokens: int
+    attention_pairs: int
+
+    def flops(self, parameters: int, layers_num: int, embedding_dim: int) -> int:
+        """2 per parameter per token (a multiply and an add), and 4 per channel per (query, key) pair and layer
+        (q·k and the weighted sum of v)."""
+        return 2 * parameters * self.tokens + 4 * layers_num * embedding_dim * self.attention_pairs
+
+
+def decoding_work(prompt_length: int, max_new_tokens: int, context_size: int, use_cache: bool) -> DecodingWork:
+    """The tokens and (query, key) pairs of ``_decode``'s loop, counted without running it.
+
+    Without the cache step i re-reads the last min(prompt + i, context) tokens, all against each other
+    (causal: T·(T+1)/2 pairs); with it, step 0 reads the prompt, each later step one token against the cache,
+    and a full cache is rebuilt from the last ``context_size // 2`` tokens (as ``_decode`` does)::
+
+        prompt 4, 3 new tokens, context 16, no cache -> tokens 4+5+6 = 15, pairs 10+15+21 = 46
+        the same with the cache                      -> tokens 4+1+1 = 6,  pairs 10+5+6 = 21
+    """
+    prompt_length = max(1, prompt_length)  # an empty prompt starts from start_text: one character
+    tokens = pairs = 0
+    if not use_cache:
+        for step in range(max_new_tokens):
+            read = min(prompt_length + step, context_size)
+            tokens += read
+            pairs += read * (read + 1) // 2
+        return DecodingWork(max_new_tokens, tokens, pairs)
+    cached, pending, known = 0, min(prompt_length, context_size), prompt_length
+    for step in range(max_new_tokens):
+        if step > 0 and cached + pending > context_size:
+            cached, pending = 0, min(known, context_size // 2)  # the rebuild from the last half window
+        tokens += pending
+        pairs += pending * cached + pending * (pending + 1) // 2
+        cached += pending
+        pending, known = 1, known + 1
+    return DecodingWork(max_new_tokens, tokens, pairs)
+
+
+@dataclass(frozen=True)
+class DecodingRate:
+    """What a step costs on one kind of device: a fixed part (sampling, Python), a part per layer (a dozen small
+    kernels each), and FLOP/s for the arithmetic."""
+
+    seconds_per_step: float
+    seconds_per_layer: float
+    flops_per_second: float
+
+    def seconds(self, work: DecodingWork, parameters: int, layers_num: int, embedding_dim: int) -> float:
+        overhead = work.steps * (self.seconds_per_step + layers_num * self.seconds_per_layer)
+        return overhead + work.flops(parameters, layers_num, embedding_dim) / self.flops_per_second
+
+
+# Calibrated on the 2-core CPU the tests run on (benchmarks/sampling_speed.py prints the estimate beside what it
+# measures). One thread's CPU time per step: 0.6 ms + 0.57 ms per layer (1 to 8 layers of width 32), and
+# 37-50 GFLOP/s over a full window (13M parameters, context 1024); two threads on the machine shared four ways:
+# 7-12 GFLOP/s. Kept conservative: about 2x that step overhead and 3 GFLOP/s. A GPU is priced as this CPU.
+CPU_RATE = DecodingRate(seconds_per_step=2e-3, seconds_per_layer=1e-3, flops_per_second=3e9)
+
+
+def sampling_seconds(config: ModelConfig, parameters: int, prompt_length: int, max_new_tokens: int,
+                     use_cache: bool, rate: DecodingRate = CPU_RATE) -> float:
+    """About how long ``stream`` takes for these shapes, in seconds (pessimistic by design)."""
+    work = decoding_work(prompt_length, max_new_tokens, config.context_size, use_cache)
+    return rate.seconds(work, parameters, config.layers_num, config.embedding_dim)
+
+
+def most_new_tokens_within(seconds: float, config: ModelConfig, parameters: int, prompt_length: int,
+                           use_cache: bool, upper: int, rate: DecodingRate = CPU_RATE) -> int:
+    """The largest max_new_tokens (at most ``upper``) whose ``sampling_seconds`` is within ``seconds``; 0 if none."""
+    low, high = 0, upper
+    while low < high:  # the estimate grows with the number of new tokens
+        middle = (low + high + 1) // 2
+        if sampling_seconds(config, parameters, prompt_length, middle, use_cache, rate) <= seconds:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def check_sampling_time(config: ModelConfig, parameters: int, prompt_length: int, settings: SamplingSettings,
+                        use_cache: bool, limit_seconds: float, rate: DecodingRate = CPU_RATE) -> float:
+    """The estimate in seconds, or a ValueError that says what to lower (and to what) to fit ``limit_seconds``."""
+    estimate = sampling_seconds(config, parameters, prompt_length, settings.max_new_tokens, use_cache, rate)
+    if estimate <= limit_seconds:
+        return estimate
+    fits = most_new_tokens_within(limit_seconds, config, parameters, prompt_length, use_cache,
+                                  settings.max_new_tokens, rate)
+    advice = [f"lower max_new_tokens to {fits} or fewer" if fits else "shorten the prompt"]
+    if not use_cache:
+        cached = sampling_seconds(config, parameters, prompt_length, settings.max_new_tokens, True, rate)
+        if cached <= limit_seconds:
+            advice.append(f"switch the KV cache on (about {math.ceil(cached)} s for all {settings.max_new_tokens})")
+    raise ValueError(f"{settings.max_new_tokens} new characters {'with' if use_cache else 'without'} the KV cache "
+                     f"would take about {math.ceil(estimate)} s on this server, over its limit of "
+                     f"{limit_seconds:g} s per request (PLAYGROUND_MAX_REQUEST_SECONDS): " + ", or ".join(advice))
+
+
+def sampling_cost(config: ModelConfig, parameters: int) -> Cost:
+    """Peak memory while ``stream`` runs: one forward pass over a full window, plus a full KV cache."""
+    forward = inference_cost(parameters=parameters, layers_num=config.layers_num, heads_num=config.heads_num,
+                             embedding_dim=config.embedding_dim, context_size=config.context_size,
+                             vocabulary_size=config.vocabulary_size)
+    cache = 2 * config.layers_num * config.context_size * config.embedding_dim * 4  # keys and values, fp32
+    return Cost("generating text", (*forward.parts, ("KV cache", cache)))

@@ -1,4 +1,5 @@
-"""The Sample tab in Chromium: generation."""
+"""The Sample tab in Chromium, on a desktop and on a phone: the text grows as it is generated, every control,
+inspecting a character by clicking or tapping it, refusals, and the screenshots."""
 
 from __future__ import annotations
 
@@ -6,23 +7,179 @@ import re
 
 import pytest
 from browser_support import (
+    ERROR_TOAST,
     WAIT_MS,
+    cut_labels,
+    expect_errors,
     expect_no_error,
     open_tab,
+    plot_titled,
     screenshot,
 )
-from playwright.sync_api import expect
+from gradio_client import Client
+from playwright.sync_api import Locator, Page, expect
 
 pytestmark = pytest.mark.browser
 
+GENERATE_MS = 90_000  # a generation on a busy 2-core machine (the server stops one at 60 s)
+PROMPT = "JULIET:\n"
 
-def test_sample_generates_text(page):
-    panel = open_tab(page, "Sample")
-    prompt = panel.get_by_label("Prompt", exact=True).input_value()
-    assert prompt
-    panel.get_by_role("button", name="Generate", exact=True).click()
-    expect(panel).to_contain_text("tokens/s", timeout=WAIT_MS)
-    expect(panel.get_by_label("Text", exact=True)).to_have_value(re.compile("^" + re.escape(prompt) + r"[\s\S]+"),
-                                                                 timeout=WAIT_MS)
+
+def open_sample(page: Page, touch: bool) -> Locator:
+    """The Sample tab; on a phone it sits in the tab bar's "More tabs" menu."""
+    if not touch:
+        return open_tab(page, "Sample")
+    page.get_by_role("button", name="More tabs").tap()
+    page.locator(".overflow-dropdown").get_by_role("button", name="Sample", exact=True).tap()
+    panel = page.locator('[role="tabpanel"]:visible')
+    expect(panel.get_by_role("button", name="Generate", exact=True)).to_be_visible()
+    return panel
+
+
+def press(locator: Locator, touch: bool) -> None:
+    locator.tap() if touch else locator.click()
+
+
+def set_checked(locator: Locator, checked: bool, touch: bool) -> None:
+    if locator.is_checked() != checked:
+        press(locator, touch)
+    expect(locator).to_be_checked(checked=checked)
+
+
+def set_number(panel: Locator, label: str, value) -> None:
+    """A number box, or the number box beside a slider ("number input for temperature")."""
+    box = panel.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Tab")
+    expect(box).to_have_value(str(value))
+
+
+def start_recording(textbox: Locator) -> None:
+    """Remember every value the text box shows, polled every 5 ms, until stop_recording."""
+    textbox.evaluate("""(box) => {
+        window.seenTexts = [box.value];
+        window.seenTimer = setInterval(() => {
+            if (window.seenTexts[window.seenTexts.length - 1] !== box.value) window.seenTexts.push(box.value);
+        }, 5);
+    }""")
+
+
+def stop_recording(page: Page) -> list[str]:
+    return page.evaluate("() => { clearInterval(window.seenTimer); return window.seenTexts; }")
+
+
+def generate_and_watch(page: Page, panel: Locator, prompt: str, new_tokens: int, touch: bool,
+                       growing_at_least: int = 2) -> str:
+    """Generate; returns the final text after checking it grew through ``growing_at_least`` values on the way
+    (a short text may be done before the first update: the page shows at most one every 80 ms)."""
+    textbox = panel.get_by_label("Text", exact=True)
+    start_recording(textbox)
+    press(panel.get_by_role("button", name="Generate", exact=True), touch)
+    expect(panel).to_contain_text(f"{new_tokens} characters in", timeout=GENERATE_MS)
+    final = textbox.input_value()
+    seen = stop_recording(page)
+    assert final.startswith(prompt) and len(final) == len(prompt) + new_tokens
+    growing = [text for text in seen if len(prompt) < len(text) < len(final)]
+    assert len(growing) >= growing_at_least, f"the text appeared in {len(seen)} steps: {[len(t) for t in seen]}"
+    assert all(final.startswith(text) for text in growing)
+    return final
+
+
+def inspect_by_pointing(panel: Locator, position: int, touch: bool) -> None:
+    """Click or tap the character at ``position`` in the coloured text: the inspector opens on it."""
+    character = panel.locator(f'.sample-coloured [data-position="{position}"]')
+    character.scroll_into_view_if_needed()
+    press(character, touch)
+    expect(character).to_have_class(re.compile(r"\bpicked\b"))
+    expect(panel.get_by_label("position (0 = first generated character)", exact=True)).to_have_value(
+        str(position), timeout=WAIT_MS)
+    expect(plot_titled(panel, f"Top-10 candidates at #{position}")).to_be_visible(timeout=WAIT_MS)
+    expect(plot_titled(panel, f"What drawing #{position} attended to")).to_be_visible()
+    expect(panel).to_contain_text(f"Character #{position} (")
+
+
+def test_sample_on_a_desktop_every_control_streams_and_inspects_by_click(page, server):
+    panel = open_sample(page, touch=False)
+    checkpoint = panel.get_by_role("combobox", name="Checkpoint")
+    checkpoint.fill("shakespeare-char")
+    checkpoint.press("Enter")
+    expect(panel).to_contain_text("shakespeare-char · 1,820,736 parameters", timeout=WAIT_MS)
+
+    panel.get_by_label("Prompt", exact=True).fill(PROMPT)
+    settings = {"max new tokens": 300, "number input for temperature": 0.9, "top-k (0 = off)": 20,
+                "number input for top-p (1 = off)": 0.95, "seed": 7}
+    for label, value in settings.items():
+        set_number(panel, label, value)
+    set_checked(panel.get_by_label("greedy (always the most likely character)"), False, touch=False)
+    set_checked(panel.get_by_label("KV cache", exact=True), True, touch=False)
+    text = generate_and_watch(page, panel, PROMPT, 300, touch=False)
+    expect(panel).to_contain_text(re.compile(r"[\d,]+ tokens/s with the KV cache; switch it off to compare\. "
+                                             r"300 characters in [\d.,]+ s on CPU"))
+    # the page sent exactly these settings: the API with the same values writes the same text
+    api = Client(server.url, verbose=False).predict("shakespeare-char", PROMPT, 300, 0.9, 20, 0.95, 7, False, True,
+                                                    False, api_name="/sample")
+    assert api[0] == text
+    inspect_by_pointing(panel, 5, touch=False)
     expect_no_error(page)
     screenshot(page, "sample")
+
+    # greedy: the same text with and without the cache, and the speeds compared in words
+    set_number(panel, "max new tokens", 40)
+    set_checked(panel.get_by_label("greedy (always the most likely character)"), True, touch=False)
+    greedy = generate_and_watch(page, panel, PROMPT, 40, touch=False, growing_at_least=0)
+    set_checked(panel.get_by_label("KV cache", exact=True), False, touch=False)
+    assert generate_and_watch(page, panel, PROMPT, 40, touch=False, growing_at_least=0) == greedy
+    expect(panel).to_contain_text(re.compile(r"[\d,]+ tokens/s without the KV cache \([\d,]+ with it last time: "
+                                             r"[\d.,]+× faster\)"))
+    expect(panel).to_contain_text("KV cache off: every step recomputes keys and values")
+
+    # the inspector's own field and button, and a position past the end
+    position = panel.get_by_label("position (0 = first generated character)", exact=True)
+    position.fill("39")
+    panel.get_by_role("button", name="Inspect", exact=True).click()
+    expect(plot_titled(panel, "Top-10 candidates at #39")).to_be_visible(timeout=WAIT_MS)
+    expect_errors(page, "position 40 is past the end")
+    position.fill("40")
+    panel.get_by_role("button", name="Inspect", exact=True).click()
+    expect(page.locator(ERROR_TOAST)).to_contain_text("Position 40 is past the end: this text has 40 generated "
+                                                      "characters, at positions 0 to 39", timeout=WAIT_MS)
+
+    # a checkpoint nobody trained: named in the refusal
+    page.locator(ERROR_TOAST).first.get_by_role("button").first.click()  # close the last toast
+    expect_errors(page, "no checkpoint named 'nobody-trained-this'")
+    checkpoint.fill("nobody-trained-this")
+    checkpoint.press("Enter")
+    expect(page.locator(ERROR_TOAST).first).to_contain_text("No checkpoint named 'nobody-trained-this'",
+                                                            timeout=WAIT_MS)
+
+
+def test_sample_on_a_phone_streams_inspects_by_tap_and_refuses_what_would_take_too_long(phone):
+    panel = open_sample(phone, touch=True)
+    panel.get_by_label("Prompt", exact=True).fill(PROMPT)
+    set_number(panel, "max new tokens", 200)
+    set_number(panel, "number input for temperature", 0.7)
+    set_checked(panel.get_by_label("KV cache", exact=True), True, touch=True)
+    generate_and_watch(phone, panel, PROMPT, 200, touch=True)
+    inspect_by_pointing(panel, 2, touch=True)
+    inspect_by_pointing(panel, 12, touch=True)  # another tap moves the inspector
+    expect(panel.locator(".sample-coloured .picked")).to_have_count(1)
+    expect_no_error(phone)
+    assert cut_labels(phone) == []
+    screenshot(phone, "phone-sample")
+
+    # the server's limit: 2000 characters without the cache would take minutes; it says what to lower
+    set_checked(panel.get_by_label("KV cache", exact=True), False, touch=True)
+    set_number(panel, "max new tokens", 2000)
+    expect_errors(phone, "would take about")
+    press(panel.get_by_role("button", name="Generate", exact=True), touch=True)
+    toast = phone.locator(ERROR_TOAST)
+    expect(toast).to_contain_text(re.compile(r"2000 new characters without the KV cache would take about \d+ s on this "
+                                             r"server, over its limit of 60 s per request"), timeout=WAIT_MS)
+    expect(toast).to_contain_text(re.compile(r"lower max_new_tokens to \d+ or fewer, or switch the KV cache on"))
+    # and a number over the field's own maximum is refused by Gradio before the handler runs
+    phone.locator(ERROR_TOAST).first.get_by_role("button").first.tap()
+    set_number(panel, "max new tokens", 5000)
+    expect_errors(phone, "greater than maximum value 2000")
+    press(panel.get_by_role("button", name="Generate", exact=True), touch=True)
+    expect(phone.locator(ERROR_TOAST).first).to_contain_text("greater than maximum value 2000", timeout=WAIT_MS)
+

@@ -1,9 +1,25 @@
+import re
+
 import pytest
 import torch
 
 from playground.config import Limits, ModelConfig
 from playground.model import GPT
-from playground.sampling import SamplingSettings, generate, sampling_distribution, start_text, stream
+from playground.sampling import (
+    CPU_RATE,
+    DecodingRate,
+    DecodingWork,
+    SamplingSettings,
+    check_sampling_time,
+    decoding_work,
+    generate,
+    most_new_tokens_within,
+    sampling_cost,
+    sampling_distribution,
+    sampling_seconds,
+    start_text,
+    stream,
+)
 from playground.tokenizer import CharTokenizer, UnknownCharacterError
 
 
@@ -128,3 +144,76 @@ def test_empty_prompt_without_newline_in_vocabulary_starts_from_first_symbol():
     model = GPT(ModelConfig(vocabulary_size=3, context_size=8, embedding_dim=8, heads_num=2, layers_num=1))
     assert len(generate(model, tokenizer, "", 4)) == 4
     assert generate(model, tokenizer, "", 6, seed=1) == generate(model, tokenizer, "a", 6, seed=1)
+
+
+# ------------------------------------------------------------------------------------------- what it costs
+
+def counted_forward(model):
+    """Wrap model.forward to count what stream really computes: tokens fed, (query, key) pairs per layer."""
+    seen = {"steps": 0, "tokens": 0, "pairs": 0}
+    forward = model.forward
+
+    def counting(idx, *args, cache=None, **kwargs):
+        cached, fed = (cache.length if cache is not None else 0), idx.size(1)
+        seen["steps"] += 1
+        seen["tokens"] += fed
+        seen["pairs"] += fed * cached + fed * (fed + 1) // 2
+        return forward(idx, *args, cache=cache, **kwargs)
+
+    model.forward = counting
+    return seen
+
+
+def test_decoding_work_matches_its_worked_example():
+    assert decoding_work(4, 3, 16, use_cache=False) == DecodingWork(3, 15, 46)
+    assert decoding_work(4, 3, 16, use_cache=True) == DecodingWork(3, 6, 21)
+    assert decoding_work(0, 2, 16, use_cache=True) == decoding_work(1, 2, 16, use_cache=True)  # start_text
+
+
+@pytest.mark.parametrize("prompt", ["", "abc", "abcdefghij abcdefghij"])  # empty, short, longer than the window
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decoding_work_counts_what_stream_computes(model_and_tokenizer, prompt, use_cache):
+    """Within the window and beyond it (context 16, 40 new tokens: the cache is rebuilt twice)."""
+    model, tokenizer = model_and_tokenizer
+    seen = counted_forward(model)
+    list(stream(model, tokenizer, prompt, SamplingSettings(max_new_tokens=40, greedy=True), use_cache=use_cache))
+    work = decoding_work(len(prompt), 40, 16, use_cache)
+    assert (work.steps, work.tokens, work.attention_pairs) == (seen["steps"], seen["tokens"], seen["pairs"])
+
+
+THIRTEEN_M = ModelConfig(vocabulary_size=65, context_size=1024, embedding_dim=384, heads_num=8, layers_num=7)
+
+
+def test_the_time_estimate_grows_with_the_work_and_the_cache_saves_it():
+    parameters = 12_835_200  # GPT(THIRTEEN_M).parameter_count()
+    seconds = [sampling_seconds(THIRTEEN_M, parameters, 7, n, use_cache=False) for n in (10, 100, 1000)]
+    assert seconds == sorted(seconds) and seconds[0] > 0
+    cached = sampling_seconds(THIRTEEN_M, parameters, 7, 1000, use_cache=True)
+    assert cached < seconds[-1] / 10  # one token per step instead of up to 1024
+    slow = DecodingRate(CPU_RATE.seconds_per_step * 2, CPU_RATE.seconds_per_layer * 2, CPU_RATE.flops_per_second / 2)
+    assert sampling_seconds(THIRTEEN_M, parameters, 7, 1000, False, slow) == pytest.approx(2 * seconds[-1])
+
+
+def test_the_request_that_blocked_the_server_is_refused_with_what_to_lower():
+    """Two /sample calls without the cache on a 13M, context-1024 model held the server for 111 s: now refused."""
+    parameters = 12_835_200
+    settings = SamplingSettings(max_new_tokens=2000)
+    with pytest.raises(ValueError) as refused:
+        check_sampling_time(THIRTEEN_M, parameters, 7, settings, use_cache=False, limit_seconds=60)
+    message = str(refused.value)
+    assert re.match(r"2000 new characters without the KV cache would take about \d+ s on this server, over its "
+                    r"limit of 60 s per request \(PLAYGROUND_MAX_REQUEST_SECONDS\): lower max_new_tokens to (\d+) or "
+                    r"fewer, or switch the KV cache on \(about \d+ s for all 2000\)$", message), message
+    fits = int(re.search(r"to (\d+) or fewer", message).group(1))
+    assert fits == most_new_tokens_within(60, THIRTEEN_M, parameters, 7, False, 2000)
+    assert sampling_seconds(THIRTEEN_M, parameters, 7, fits, False) <= 60
+    assert sampling_seconds(THIRTEEN_M, parameters, 7, fits + 1, False) > 60
+    assert check_sampling_time(THIRTEEN_M, parameters, 7, settings, use_cache=True, limit_seconds=60) <= 60
+    assert check_sampling_time(THIRTEEN_M, parameters, 7, SamplingSettings(max_new_tokens=fits), False, 60) <= 60
+
+
+def test_sampling_memory_is_a_forward_pass_and_a_full_kv_cache():
+    cost = sampling_cost(THIRTEEN_M, 12_835_200)
+    parts = dict(cost.parts)
+    assert parts["KV cache"] == 2 * 7 * 1024 * 384 * 4 and parts["weights"] == 4 * 12_835_200
+    assert cost.describe().startswith("generating text needs about")

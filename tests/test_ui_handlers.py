@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import re
 import shutil
@@ -98,13 +99,114 @@ def test_sample_then_inspect_a_position(ctx):
     outputs = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 1.0, 5, 0.9, 3, False, True))
     text, coloured, stats, state = outputs[-1]
     assert len(text) == len("ROMEO:") + 12 and coloured.count("<span") == 12
+    assert [f'data-position="{i}"' in coloured for i in (0, 11, 12)] == [True, True, False]  # what a tap sends
     top, attention, note = sample_tab.inspect_position(ctx, state, 4, 1, 1)
     assert sum(p > 0 for p in top.data[0].y) == 5 and abs(sum(attention.data[0].y) - 1) < 1e-4
     assert "saw the last 10 characters" in note
-    with pytest.raises(ValueError, match="position must be at most 11"):
+    with pytest.raises(ValueError, match=r"^position 12 is past the end: this text has 12 generated characters, "
+                                         r"at positions 0 to 11"):
         sample_tab.inspect_position(ctx, state, 12, 0, 0)
     with pytest.raises(ValueError, match="Generate some text first"):
         sample_tab.inspect_position(ctx, {}, 0, 0, 0)
+    with pytest.raises(ValueError, match="no finished text to inspect yet"):
+        sample_tab.inspect_position(ctx, outputs[0][3], 0, 0, 0)  # tapped while it is still generating
+
+
+def test_a_tapped_character_fills_the_position_and_opens_the_inspector(ctx):
+    *_, state = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 8, 1.0, 0, 1.0, 3, False, True))[-1]
+    position, top, attention, note, section = sample_tab.inspect_picked(ctx, state, 7.0, 0, 1)
+    assert position == 7 and "Top-10 candidates at #7" in top.layout.title.text and section.open is True
+    assert "Character #7" in note
+    with pytest.raises(ValueError, match="Tap or click a character"):
+        sample_tab.inspect_picked(ctx, state, None, 0, 0)
+    for forged in ("7; alert(1)", -1, 1.5, True):
+        with pytest.raises(ValueError, match="position"):
+            sample_tab.inspect_picked(ctx, state, forged, 0, 0)
+
+
+class StepClock:
+    """A clock that moves ``step`` seconds each time it is read: generation at a known pace."""
+
+    def __init__(self, step: float):
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_sample_streams_in_batches_and_ends_with_the_whole_text(ctx, use_cache):
+    """At one character every 30 ms and an update every 80 ms, 40 characters show as about 13 growing updates."""
+    outputs = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 40, 1.0, 0, 1.0, 3, False, use_cache,
+                                     update_seconds=0.08, clock=StepClock(0.03)))
+    texts = [text for text, *_ in outputs]
+    intermediate = texts[1:-1]
+    assert texts[0] == "ROMEO:" and 8 <= len(intermediate) <= 20
+    assert all(len(a) < len(b) for a, b in zip(texts, texts[1:]))  # it grows at every update
+    assert all(isinstance(state, type(gr.skip())) for *_, state in outputs[1:-1])
+    text, coloured, stats, state = outputs[-1]
+    assert text == "ROMEO:" + "".join(t["text"] for t in state["tokens"]) and len(text) == len("ROMEO:") + 40
+    assert coloured.count("<span") == 40 and all(c.count("<span") < 40 for _, c, *_ in outputs[:-1])
+    assert coloured.startswith(outputs[-2][1])  # the coloured text only appends: Gradio streams the difference
+    assert "40 characters in" in stats
+    fast = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 40, 1.0, 0, 1.0, 3, False, use_cache,
+                                  update_seconds=10.0, clock=StepClock(0.001)))
+    assert len(fast) == 2 and fast[-1][0] == text  # faster than the updates: the start and the whole text
+
+
+def test_sample_says_its_speed_plainly(ctx):
+    *_, cached_stats, state = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 10, 1.0, 0, 1.0, 3,
+                                                      False, True))[-1]
+    assert re.search(r"[\d,]+ tokens/s with the KV cache; switch it off to compare", cached_stats)
+    *_, uncached_stats, state = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 10, 1.0, 0, 1.0, 3,
+                                                        False, False, False, state))[-1]
+    assert re.search(r"[\d,]+ tokens/s without the KV cache \([\d,]+ with it last time: [\d.,]+× faster\)",
+                     uncached_stats)
+    assert "(with cache" not in uncached_stats
+    assert sample_tab.speed_sentence(836, False) == "836 tokens/s without the KV cache; switch it on to compare"
+    assert sample_tab.speed_sentence(836, True, 95) == ("836 tokens/s with the KV cache (95 without it last time: "
+                                                        "8.8× faster)")
+
+
+def test_sample_refuses_what_would_take_too_long_and_says_what_to_lower(ctx, monkeypatch):
+    ctx.limits = dataclasses.replace(ctx.limits, max_new_tokens=5000)
+    monkeypatch.setattr(sample_tab, "max_request_seconds", lambda ctx: 2)
+    args = ("shakespeare-char", "ROMEO:", 5000, 1.0, 0, 1.0, 3, False)
+    with pytest.raises(ValueError, match=r"^5000 new characters without the KV cache would take about \d+ s on "
+                                         r"this server, over its limit of 2 s per request "
+                                         r"\(PLAYGROUND_MAX_REQUEST_SECONDS\): lower max_new_tokens to \d+ or fewer"):
+        next(sample_tab.sample(ctx, *args, False))
+    assert ctx.budget.reserved == 0
+
+
+def test_sample_stops_at_the_time_limit_when_the_server_is_slower_than_estimated(ctx, monkeypatch):
+    monkeypatch.setattr(sample_tab, "max_request_seconds", lambda ctx: 2)
+    *_, (text, coloured, stats, state) = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 40, 1.0, 0, 1.0, 3,
+                                                           False, False, clock=StepClock(0.1))  # 10 tokens/s
+    assert 5 <= len(state["tokens"]) < 40 and text == "ROMEO:" + "".join(t["text"] for t in state["tokens"])
+    assert re.search(r"stopped after \d+ of 40 characters at this server's limit of 2 s per request "
+                     r"\(PLAYGROUND_MAX_REQUEST_SECONDS\).*or switch the KV cache on", stats)
+    assert ctx.budget.reserved == 0
+
+
+def test_sample_holds_its_memory_while_it_runs(ctx):
+    generation = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 30, 1.0, 0, 1.0, 3, False, True)
+    next(generation)
+    held = ctx.budget.reserved
+    loaded = ctx.checkpoint("shakespeare-char")
+    config = loaded.config
+    assert held >= 4 * loaded.model.parameter_count() + 2 * config.layers_num * config.context_size * \
+        config.embedding_dim * 4
+    list(generation)
+    assert ctx.budget.reserved == 0
+    stopped = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 30, 1.0, 0, 1.0, 3, False, True)
+    next(stopped)
+    stopped.close()  # the visitor left mid-way
+    assert ctx.budget.reserved == 0
+    ctx.budget = MemoryBudget(held - 1, "a test budget")
+    with pytest.raises(BudgetError, match="generating text needs about"):
+        next(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 30, 1.0, 0, 1.0, 3, False, True))
 
 
 def test_train_estimate_and_presets():

@@ -1,7 +1,9 @@
 """Sample tab: stream text from a checkpoint with temperature, top-k, top-p, a seed and a KV cache.
 
-Every generated character keeps the distribution it was drawn from, so the learner can pick a position and
-see the top-10 candidates and what that character attended to.
+Every generated character keeps the distribution it was drawn from; tapping or clicking it in the coloured text
+(a gr.HTML whose js_on_load fires its click event with the character's position) shows the top-10 candidates
+and what that character attended to, on a phone as on a desktop. A generation is priced before it starts
+(sampling.check_sampling_time, sampling.sampling_cost) and shown as it grows, in batches the browser keeps up with.
 """
 
 from __future__ import annotations
@@ -14,12 +16,28 @@ import gradio as gr
 import torch
 
 from playground import checks, plots
+from playground.budget import inference_cost
 from playground.device import describe
-from playground.sampling import SamplingSettings, start_text, stream
+from playground.sampling import SamplingSettings, check_sampling_time, sampling_cost, start_text, stream
 from playground.tokenizer import escape_char
-from playground.ui.common import AppContext, bound, checkpoint_dropdown
+from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
 
 DEFAULT_PROMPT = "ROMEO:\n"
+UPDATE_SECONDS = 0.08  # the text changes at most this often: a person sees it grow and the browser keeps up
+PICK_JS = """
+element.addEventListener('click', (event) => {
+    const picked = event.target.closest('[data-position]');
+    if (!picked || !element.contains(picked)) return;
+    element.querySelectorAll('.picked').forEach((old) => old.classList.remove('picked'));
+    picked.classList.add('picked');
+    trigger('click', {position: Number(picked.dataset.position)});
+});
+"""
+COLOURED_CSS = """
+.sample-coloured { font-family: monospace; white-space: pre-wrap; line-height: 1.9; font-size: 1rem; }
+.sample-coloured [data-position] { cursor: pointer; color: #111; border-radius: 2px; }
+.sample-coloured .picked { outline: 2px solid #2563eb; outline-offset: 1px; }
+"""
 
 
 def checkpoint_summary(ctx: AppContext, name: str) -> str:
@@ -32,18 +50,16 @@ def checkpoint_summary(ctx: AppContext, name: str) -> str:
             f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}")
 
 
-def _coloured(tokens) -> str:
-    """Each character on a background from orange (drawn with low probability) to white (near-certain)."""
-    spans = []
-    for index, token in enumerate(tokens):
-        shade = int(255 * token.probability)
-        title = f"#{index}: p = {token.probability:.3f}; top: " + ", ".join(
-            f"{escape_char(c)!r} {p:.2f}" for c, p in token.candidates[:5])
-        text = html.escape(token.text).replace("\n", "↵<br>")
-        spans.append(f'<span title="{html.escape(title)}" style="background:rgb(255,{155 + shade * 100 // 255},'
-                     f'{80 + shade * 175 // 255});color:#111">{text}</span>')
-    return ('<div class="sample-coloured" style="font-family:monospace;white-space:pre-wrap;line-height:1.5">'
-            + "".join(spans) + "</div>")
+def _span(position: int, token) -> str:
+    """One character on a background from orange (drawn with low probability) to white (near-certain); a tap or
+    click on it inspects it, a hover shows its top candidates. The component's template wraps the spans, so a
+    longer text only appends to its value and Gradio streams just the new spans."""
+    shade = int(255 * token.probability)
+    title = f"#{position}: p = {token.probability:.3f}; top: " + ", ".join(
+        f"{escape_char(c)!r} {p:.2f}" for c, p in token.candidates[:5])
+    text = html.escape(token.text).replace("\n", "↵<br>")
+    return (f'<span data-position="{position}" title="{html.escape(title)}" style="background:rgb(255,'
+            f'{155 + shade * 100 // 255},{80 + shade * 175 // 255})">{text}</span>')
 
 
 def _cache_line(ctx_layers: int, heads: int, head_size: int, length: int, use_cache: bool) -> str:
@@ -54,10 +70,36 @@ def _cache_line(ctx_layers: int, heads: int, head_size: int, length: int, use_ca
             f"({numbers:,} numbers, {numbers * 4 / 1024:,.0f} KiB in fp32)")
 
 
+def speed_sentence(rate: float, use_cache: bool, other_rate: float | None = None) -> str:
+    """'836 tokens/s with the KV cache', and the last speed the other way on the same checkpoint if there is one."""
+    if use_cache:
+        sentence = f"{rate:,.0f} tokens/s with the KV cache"
+        if other_rate:
+            return sentence + f" ({other_rate:,.0f} without it last time: {rate / other_rate:,.1f}× faster)"
+        return sentence + "; switch it off to compare"
+    sentence = f"{rate:,.0f} tokens/s without the KV cache"
+    if other_rate:
+        return sentence + f" ({other_rate:,.0f} with it last time: {other_rate / rate:,.1f}× faster)"
+    return sentence + "; switch it on to compare"
+
+
+def max_request_seconds(ctx: AppContext) -> float:
+    """PLAYGROUND_MAX_REQUEST_SECONDS through the server's Limits (60 s where Limits has no such field yet)."""
+    return getattr(ctx.limits, "max_request_seconds", 60)
+
+
 def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temperature, top_k, top_p, seed,
-           greedy: bool, use_cache: bool, drop_unknown: bool = False, history: dict | None = None):
-    """Generator handler: yields (text so far, coloured HTML, stats Markdown, history state)."""
+           greedy: bool, use_cache: bool, drop_unknown: bool = False, history: dict | None = None, *,
+           update_seconds: float = UPDATE_SECONDS, clock=time.monotonic):
+    """Generator handler: yields (text so far, coloured HTML, stats Markdown, history state).
+
+    Refuses before it starts when the estimate (sampling.check_sampling_time) is over the server's time per
+    request, stops at that limit if the server turns out slower than estimated (the text so far is kept), and
+    holds the memory it needs (sampling.sampling_cost) from the server's budget while it runs. The text is
+    shown at most every ``update_seconds`` and once more at the end, with the full text.
+    """
     prompt = checks.text(prompt, "The prompt", ctx.limits.max_text_chars)
+    use_cache = bool(use_cache)
     settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature,
                                 top_k=None if top_k in (None, "", 0) else top_k,  # the field's 0 means off
                                 top_p=None if top_p in (None, "", 1) else top_p,  # and so does its 1
@@ -76,40 +118,69 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     if settings.top_k is not None and settings.top_k > vocabulary_size:
         notes.append(f"top-k {settings.top_k} is larger than the vocabulary; clamped to {vocabulary_size}")
         settings = replace(settings, top_k=vocabulary_size)
+    start = prompt or start_text(loaded.tokenizer)
     if not prompt:
-        start = start_text(loaded.tokenizer)
         notes.append("the prompt is empty: generation starts from "
                      + ("a newline" if start == "\n" else f"{escape_char(start)!r}, the vocabulary's first symbol"))
-    max_new = settings.max_new_tokens
     config = loaded.config
-    speeds = dict((history or {}).get("speeds", {}))
-    tokens = []
-    started = time.perf_counter()
-    stats = ""
-    for token in stream(loaded.model, loaded.tokenizer, prompt, settings, use_cache=bool(use_cache)):
-        tokens.append(token)
-        if len(tokens) % 8 == 0 or len(tokens) == max_new:
-            rate = len(tokens) / max(time.perf_counter() - started, 1e-9)
-            speeds["with cache" if use_cache else "without cache"] = rate
-            compared = " · ".join(f"{k}: {v:,.0f} tokens/s" for k, v in sorted(speeds.items()))
-            stats = (f"{len(tokens)} characters · {rate:,.0f} tokens/s ({compared}) · on "
-                     f"{describe(next(loaded.model.parameters()).device)}\n\n"
-                     + _cache_line(config.layers_num, config.heads_num, config.head_size, token.cache_length,
-                                   bool(use_cache)))
-            yield (prompt + "".join(t.text for t in tokens), _coloured(tokens), "\n\n".join([stats, *notes]),
-                   gr.skip())
-    state = {"checkpoint": checkpoint, "prompt": prompt, "speeds": speeds,
+    parameters = loaded.model.parameter_count()
+    limit = max_request_seconds(ctx)
+    check_sampling_time(config, parameters, len(start), settings, use_cache, limit)
+    cost = sampling_cost(config, parameters)
+    device = describe(next(loaded.model.parameters()).device)
+    all_speeds = dict((history or {}).get("speeds", {}))
+    speeds = dict(all_speeds.get(loaded.name, {}))
+    mode, other = ("with", "without") if use_cache else ("without", "with")
+
+    tokens, spans = [], []
+
+    def shown(cache_length: int):
+        elapsed = max(clock() - started, 1e-9)
+        rate = len(tokens) / elapsed
+        speeds[mode] = rate
+        stats = (f"{speed_sentence(rate, use_cache, speeds.get(other))}. {len(tokens)} characters in "
+                 f"{elapsed:,.1f} s on {device}.\n\n"
+                 + _cache_line(config.layers_num, config.heads_num, config.head_size, cache_length, use_cache))
+        return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
+
+    with ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"):
+        started = last_shown = clock()
+        yield (prompt, "", f"Generating {settings.max_new_tokens} characters…",
+               {"generating": True, "speeds": all_speeds})  # a tap now waits for the finished text
+        cache_length = 0
+        for token in stream(loaded.model, loaded.tokenizer, prompt, settings, use_cache=use_cache):
+            spans.append(_span(len(tokens), token))
+            tokens.append(token)
+            cache_length = token.cache_length
+            now = clock()
+            if now - started > limit and len(tokens) < settings.max_new_tokens:  # slower than estimated: busy
+                notes.append(f"stopped after {len(tokens)} of {settings.max_new_tokens} characters at this server's "
+                             f"limit of {limit:g} s per request (PLAYGROUND_MAX_REQUEST_SECONDS): it is busier than "
+                             "usual; ask for fewer characters" + ("" if use_cache else " or switch the KV cache on"))
+                break
+            if now - last_shown >= update_seconds and len(tokens) < settings.max_new_tokens:
+                last_shown = now
+                yield *shown(cache_length), gr.skip()
+        final = shown(cache_length)
+    all_speeds[loaded.name] = speeds
+    state = {"checkpoint": checkpoint, "prompt": prompt, "speeds": all_speeds,
              "tokens": [{"text": t.text, "probability": t.probability, "candidates": t.candidates}
                         for t in tokens]}
-    yield prompt + "".join(t.text for t in tokens), _coloured(tokens), "\n\n".join([stats, *notes]), state
+    yield *final, state
 
 
 def inspect_position(ctx: AppContext, history: dict | None, position, layer, head):
     """(top-10 bar chart, attention-over-context bar chart, Markdown) for one generated character."""
+    if history and history.get("generating"):
+        raise ValueError("There is no finished text to inspect yet: wait until the generation ends (or generate "
+                         "again), then pick a character")
     if not history or not history.get("tokens"):
         raise ValueError("Generate some text first, then pick a position")
     tokens = history["tokens"]
-    position = checks.whole_number(position, "position", 0, len(tokens) - 1)
+    position = checks.whole_number(position, "position", 0)
+    if position >= len(tokens):
+        raise ValueError(f"position {position} is past the end: this text has {len(tokens)} generated characters, "
+                         f"at positions 0 to {len(tokens) - 1}. Tap or click a character to pick it.")
     loaded = ctx.checkpoint(history["checkpoint"])
     config = loaded.config
     layer = checks.whole_number(layer, "layer", 0, config.layers_num - 1)
@@ -117,22 +188,35 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
     token = tokens[position]
     candidates = token["candidates"]
     top = plots.bar_chart([c for c, _ in candidates], [p for _, p in candidates],
-                          f"Top-10 candidates at #{position} (drawn: {escape_char(token['text'])!r}, "
-                          f"p = {token['probability']:.3f})", "probability")
+                          f"Top-10 candidates at #{position}<br>drawn: {escape_char(token['text'])!r}, "
+                          f"p = {token['probability']:.3f}", "probability")  # two lines: a phone is narrow
     context_text = (history["prompt"] or start_text(loaded.tokenizer)) + "".join(t["text"] for t in tokens[:position])
     context_text = context_text[-config.context_size:]
-    with torch.no_grad():
+    cost = inference_cost(parameters=loaded.model.parameter_count(), layers_num=config.layers_num,
+                          heads_num=config.heads_num, embedding_dim=config.embedding_dim,
+                          context_size=len(context_text), vocabulary_size=config.vocabulary_size, attention_maps=True)
+    with ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"), \
+            torch.no_grad():
         ids = loaded.tokenizer.encode(context_text)[None].to(next(loaded.model.parameters()).device)
         weights = loaded.model(ids, return_attention=True).attention_weights[layer][0, head, -1].cpu()
     attention = plots.bar_chart(list(context_text), weights.tolist(),
-                                f"What the step that drew #{position} attended to · layer {layer} head {head}",
+                                f"What drawing #{position} attended to<br>layer {layer}, head {head}",
                                 "attention weight")
     strongest = torch.topk(weights, min(5, weights.numel()))
     named = ", ".join(f"{escape_char(context_text[i])!r} ({i}) {w:.2f}"
                       for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
-    note = (f"Character #{position} was drawn from the distribution after temperature, top-k and top-p; the "
-            f"model saw the last {len(context_text)} characters. Strongest attention: {named}.")
+    note = (f"Character #{position} ({escape_char(token['text'])!r}) was drawn with probability "
+            f"{token['probability']:.3f} from the distribution after temperature, top-k and top-p; the model saw "
+            f"the last {len(context_text)} characters. Strongest attention: {named}.")
     return top, attention, note
+
+
+def inspect_picked(ctx: AppContext, history: dict | None, position, layer, head):
+    """A character tapped or clicked in the coloured text: (position field, the three views, opened accordion)."""
+    if position is None:
+        raise ValueError("Tap or click a character in the coloured text to inspect it")
+    position = checks.whole_number(position, "position", 0)  # it comes from the page: checked like the field
+    return position, *inspect_position(ctx, history, position, layer, head), gr.Accordion(open=True)
 
 
 def build(ctx: AppContext) -> None:
@@ -161,11 +245,13 @@ def build(ctx: AppContext) -> None:
         generate = gr.Button("Generate", variant="primary")
     output = gr.Textbox(label="Text", lines=10, max_lines=30)
     gr.Markdown("Each generated character, coloured by the probability it was drawn with: white ≈ certain, "
-                "orange ≈ unlikely. Hover a character for its top candidates; ↵ marks a newline.")
-    coloured = gr.HTML(label="coloured text")
+                "orange ≈ unlikely; ↵ marks a newline. **Tap or click a character** to see its top-10 candidates "
+                "and what it attended to (on a computer, hovering shows its top candidates too).")
+    coloured = gr.HTML("", label="coloured text", html_template='<div class="sample-coloured">${value}</div>',
+                       css_template=COLOURED_CSS, js_on_load=PICK_JS)
     stats = gr.Markdown(label="stats")
     history = gr.State({})
-    with gr.Accordion("Inspect one generated character", open=False):
+    with gr.Accordion("Inspect one generated character", open=False) as inspect_section:
         with gr.Row():
             position = gr.Number(0, label="position (0 = first generated character)", precision=0, minimum=0)
             layer = gr.Number(0, label="layer", precision=0, minimum=0)
@@ -176,14 +262,18 @@ def build(ctx: AppContext) -> None:
             attention_plot = gr.Plot(label="attention over the context")
         inspect_note = gr.Markdown(label="inspect note")
 
+    def picked(history: dict | None, layer, head, event: gr.EventData):
+        return inspect_picked(ctx, history, getattr(event, "position", None), layer, head)
+
     checkpoint.change(bound(checkpoint_summary, ctx), checkpoint, summary,
                       api_name="checkpoint_info")
     generate.click(bound(sample, ctx),
                    [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy, use_cache,
                     drop_unknown, history],
-                   [output, coloured, stats, history], api_name="sample",
-                   concurrency_id="model", concurrency_limit=ctx.model_concurrency)
+                   [output, coloured, stats, history], api_name="sample", **ctx.long_lane)
     inspect.click(bound(inspect_position, ctx),
                   [history, position, layer, head], [candidates_plot, attention_plot, inspect_note],
-                  api_name="sample_inspect", api_visibility="private", concurrency_id="model",
-                  concurrency_limit=ctx.model_concurrency)
+                  api_name="sample_inspect", api_visibility="private", **ctx.fast_lane)
+    coloured.click(friendly(picked), [history, layer, head],
+                   [position, candidates_plot, attention_plot, inspect_note, inspect_section],
+                   api_name="sample_inspect_picked", api_visibility="private", **ctx.fast_lane)
