@@ -188,6 +188,7 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
         grid = plots.heatmap_grid([[result.head_maps[n][i] for i in range(h)] for n in names], names,
                                   [f"head {i}" for i in range(h)], title="Per-head attention maps (batch item 0)")
         grid.update_layout(title_text=wrapped(grid.layout.title.text or ""))
+        grid.update_annotations(font_size=11)  # "head 0", "head 1"... side by side on a phone's narrow chart
     else:
         summary += f"\n\nPer-head maps are drawn for T ≤ {MAX_MAP_T}."
     return summary, equivalence, parameters, grid
@@ -275,9 +276,11 @@ def build(ctx: AppContext) -> None:
         run = gr.Button("Compare", variant="primary")
     summary = gr.Markdown(label="summary")
     equivalence = gr.Dataframe(label="Equivalence after a weight transplant (the reference's weights copied into "
-                                     "each)", interactive=False, wrap=True, elem_classes=["playground-table"],
-                               column_widths=["11%", "15%", "10%", "9%", "7%", "7%", "41%"])
-    parameters = gr.Dataframe(label="Parameters", interactive=False, wrap=True, elem_classes=["playground-table"])
+                                     "each)", interactive=False, wrap=True,
+                               elem_classes=["playground-table", "wide-table"],
+                               column_widths=["12%", "16%", "11%", "11%", "8%", "8%", "34%"])
+    parameters = gr.Dataframe(label="Parameters", interactive=False, wrap=True, elem_classes=["playground-table"],
+                              column_widths=["25%", "20%", "55%"])
     grid = gr.Plot(label="Per-head attention maps")
     with gr.Accordion("Cost curves", open=False):
         with gr.Row():
