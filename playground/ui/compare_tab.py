@@ -33,8 +33,11 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 COLOURS = qualitative.D3  # 10 distinct colours: one per implementation, in every chart
 COMPARED_WITH = {OUTPUT: "the reference's output", CONTEXT: "the reference's context vectors (before out_proj)"}
-LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0)
-TITLE_LINE = 44  # characters: a chart title longer than this wraps, so a phone's narrow chart shows all of it
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0,  # below the axis title "T"
+                    entrywidth=105, font=dict(size=11))  # several entries a row, even on a phone
+TITLE_LINE = 34  # characters: a chart title longer than this wraps, so a phone's narrow chart shows all of it
+TITLE_FONT = dict(size=15)
+MARGINS = dict(l=60, r=20, t=90)  # narrow side margins leave a phone's chart some room
 
 
 def _names(names: list[str]) -> str:
@@ -187,7 +190,7 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
         names = [n for n in result.head_maps]
         grid = plots.heatmap_grid([[result.head_maps[n][i] for i in range(h)] for n in names], names,
                                   [f"head {i}" for i in range(h)], title="Per-head attention maps (batch item 0)")
-        grid.update_layout(title_text=wrapped(grid.layout.title.text or ""))
+        grid.update_layout(title_text=wrapped(grid.layout.title.text or ""), title_font=TITLE_FONT)
         grid.update_annotations(font_size=11)  # "head 0", "head 1"... side by side on a phone's narrow chart
     else:
         summary += f"\n\nPer-head maps are drawn for T ≤ {MAX_MAP_T}."
@@ -243,17 +246,18 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
                                         hovertemplate=f"{name} {what}: %{{y:.3f}} ms at T %{{x}}<extra></extra>"))
         memory.add_trace(go.Scatter(x=x, y=[(r.peak_memory_bytes or 0) / 2**20 for r in mine], name=name,
                                     legendgroup=name, mode="lines+markers", line=dict(color=colour)))
-    timing.update_layout(title=wrapped(f"Median time vs T on {describe(chosen)} (solid: forward, dotted: forward + "
-                                       "backward)"),
+    timing.update_layout(title=dict(text=wrapped(f"Median time vs T on {describe(chosen)}"), font=TITLE_FONT),
                          xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="ms", height=460,
-                         legend=LEGEND_BELOW)
+                         margin=MARGINS, legend=LEGEND_BELOW)
     estimate = any(r.memory_is_estimate for r in records)
-    memory.update_layout(title=wrapped("Attention-matrix memory vs T" + (" (estimate)" if estimate else
-                                                                         " (measured peak)")),
-                         xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="MiB", height=400,
-                         legend=LEGEND_BELOW)
+    memory.update_layout(title=dict(text=wrapped("Attention-matrix memory vs T" + (" (estimate)" if estimate else
+                                                                                   " (measured peak)")),
+                                    font=TITLE_FONT),
+                         xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="MiB", height=460,
+                         margin=MARGINS, legend=LEGEND_BELOW)
     backends = sorted({f"{r.name}: {r.sdpa_backend}" for r in records if r.sdpa_backend != EXPLICIT_SOFTMAX})
-    notes = (f"Medians after warm-up, batch {B}, embedding {d}, {h} heads, {dtype}. SDPA backend: "
+    notes = (f"Medians after warm-up, batch {B}, embedding {d}, {h} heads, {dtype}; solid lines: forward, dotted: "
+             f"forward + backward. SDPA backend: "
              f"{'; '.join(backends) or 'n/a'}. "
              + ("On this device memory is the size of the (B, h, T, T) scores and weights, computed, not measured."
                 if estimate else "Memory is the measured peak above the allocation before each call."))
