@@ -168,6 +168,7 @@ class Limits:
     max_steps: int = 20_000
     max_new_tokens: int = 2000
     max_context_size: int = 1024
+    max_request_seconds: int = 60  # a request estimated to take longer (a timing sweep) is refused up front
 
     @classmethod
     def from_env(cls) -> Limits:
@@ -178,4 +179,5 @@ class Limits:
             max_steps=_env_int("PLAYGROUND_MAX_STEPS", cls.max_steps),
             max_new_tokens=_env_int("PLAYGROUND_MAX_NEW_TOKENS", cls.max_new_tokens),
             max_context_size=_env_int("PLAYGROUND_MAX_CONTEXT_SIZE", cls.max_context_size),
+            max_request_seconds=_env_int("PLAYGROUND_MAX_REQUEST_SECONDS", cls.max_request_seconds),
         )

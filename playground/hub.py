@@ -7,6 +7,17 @@ Only the five checkpoint files are ever downloaded (see checkpoints.py), never a
 resumed run reads it: training resumes local runs, never a Hub repo); loading goes through
 ``checkpoints.load_checkpoint``, the one loader.
 
+Repo ids come from strangers, so before a byte of weights is fetched:
+  * the id must match ``PLAYGROUND_HUB_ALLOW`` when the owner set it (``owner/name`` ids or ``owner/*``);
+  * the repo's file listing (one metadata request) must show the checkpoint files at sizes this server
+    accepts: small JSON files, and weights no larger than ``max_parameters`` fp32 numbers;
+  * config.json (a few hundred bytes) is fetched and must describe a model within ``max_parameters``, whose
+    weights file is no larger than the config implies (4 bytes a parameter + a header) and whose forward pass
+    fits the memory budget (``budget.inference_cost``).
+A download refused after the fact (a file that turned out bigger, weights that do not load) is removed from
+the cache again. No request carries this server's HF token (``token=False``) unless the owner opts in with
+``PLAYGROUND_HUB_USE_TOKEN=1``: a visitor's id must not read the owner's private or gated repos.
+
 Settings are read when a function is called, not when huggingface_hub was imported:
 ``HF_ENDPOINT`` (a mirror or a test server), ``HF_HUB_CACHE`` / ``HF_HOME`` (the cache), and
 ``HF_HUB_OFFLINE=1`` or ``PLAYGROUND_OFFLINE=1`` (use the cache only, make no request).
@@ -22,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from playground import checkpoints
+from playground import budget, checkpoints
 from playground.settings import offline
 
 logger = logging.getLogger(__name__)
@@ -37,6 +48,8 @@ CHECKPOINT_FILES = (
 REQUIRED_FILES = (checkpoints.CONFIG_FILE, checkpoints.WEIGHTS_FILE, checkpoints.VOCABULARY_FILE)
 PICKLE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt")
 MAX_REPO_ID_LENGTH = 96
+MAX_SMALL_FILE_BYTES = 1 * 2**20  # config.json, vocabulary.json, training.json, README.md: a few KiB each
+WEIGHTS_HEADER_BYTES = 1 * 2**20  # room for model.safetensors' JSON header (names, shapes, offsets)
 _PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"
 _REPO_ID_PATTERN = re.compile(rf"^{_PART}/{_PART}$")
 
@@ -160,10 +173,38 @@ def _translate(exc: Exception, repo_id: str, revision: str | None, local_only: b
     return HubError(f"downloading {repo_id} from the Hub failed: {type(exc).__name__}: {exc}")
 
 
-def _snapshot(repo_id: str, revision: str | None, cache_dir: Path | None, patterns: list[str]) -> Path:
+def _token() -> bool | None:
+    """``False`` (send no token) unless ``PLAYGROUND_HUB_USE_TOKEN=1``: then None, huggingface_hub's own default."""
+    opted_in = os.environ.get("PLAYGROUND_HUB_USE_TOKEN", "").strip().lower() in ("1", "true", "yes")
+    return None if opted_in else False
+
+
+def allowed_patterns() -> list[str]:
+    """``PLAYGROUND_HUB_ALLOW`` split at commas: repo ids and ``owner/*`` patterns; empty when unset (any repo)."""
+    return [item.strip() for item in os.environ.get("PLAYGROUND_HUB_ALLOW", "").split(",") if item.strip()]
+
+
+def check_allowed(repo_id: str) -> None:
+    """Refuse a repo outside ``PLAYGROUND_HUB_ALLOW`` (when set): ``owner/*`` allows every repo of that owner.
+
+    Ids compare as the Hub compares them, ignoring case: ``Learner/*`` allows ``learner/tiny-char``.
+    """
+    patterns = allowed_patterns()
+    if not patterns:
+        return
+    owner = repo_id.split("/", 1)[0].lower()
+    for pattern in patterns:
+        if pattern.lower() == repo_id.lower() or (pattern.endswith("/*") and pattern[:-2].lower() == owner):
+            return
+    shown = ", ".join(patterns[:8]) + (", ..." if len(patterns) > 8 else "")
+    raise HubError(f"{repo_id} is not one of the Hub repos this server loads ({shown}); pick one of those, "
+                   "or a checkpoint trained here")
+
+
+def _snapshot(repo_id: str, revision: str | None, cache_dir: Path | None, patterns: list[str],
+              local_only: bool, status: int | None = None) -> Path:
     from huggingface_hub import snapshot_download
 
-    local_only = offline()
     try:
         return Path(snapshot_download(
             repo_id,
@@ -173,48 +214,192 @@ def _snapshot(repo_id: str, revision: str | None, cache_dir: Path | None, patter
             ignore_patterns=list(PICKLE_PATTERNS),
             local_files_only=local_only,
             endpoint=_endpoint(),
+            token=_token(),
         ))
     except Exception as exc:  # huggingface_hub, httpx and OS errors all end here, translated
+        if status is not None and local_only:
+            raise HubError(f"the Hub answered HTTP {status} and {repo_id} is not in the local cache "
+                           "(try later)") from exc
         raise _translate(exc, repo_id, revision, local_only) from exc
 
 
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """What the Hub says a repo holds at one commit, before anything is downloaded: {file name: bytes}."""
+
+    commit: str
+    sizes: dict[str, int]
+
+
+def _listing(repo_id: str, revision: str | None) -> tuple[Listing | None, int | None]:
+    """The repo's files and their sizes at ``revision`` (one metadata request), pinned to its commit.
+
+    Returns (None, status) when the Hub cannot be reached or answers 5xx (``status`` None or the HTTP code):
+    the caller then uses the cache only, as snapshot_download does. Other failures raise HubError.
+    """
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi(endpoint=_endpoint(), token=_token()).model_info(
+            repo_id, revision=revision or "main", files_metadata=True, token=_token())
+    except Exception as exc:
+        status = None if _is_connection_problem(exc) else _status_code(exc)
+        if _is_connection_problem(exc) or (status is not None and status >= 500):
+            logger.warning("cannot list %s on the Hub (%s); trying the cache", repo_id, status or "unreachable")
+            return None, status
+        if status in (401, 404) and not isinstance(exc, _hub_errors()):
+            raise HubError(f"no Hub repo named {repo_id} (or it is private)") from exc
+        raise _translate(exc, repo_id, revision, False) from exc
+    sizes = {}
+    for sibling in info.siblings or []:
+        size = sibling.lfs.size if sibling.lfs is not None and sibling.lfs.size is not None else sibling.size
+        sizes[sibling.rfilename] = size if isinstance(size, int) else -1  # -1: the Hub did not say
+    return Listing(info.sha or revision or "main", sizes), None
+
+
+def _hub_errors() -> tuple[type[Exception], ...]:
+    from huggingface_hub.utils import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    return GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+
+def largest_weights_bytes(parameters: int) -> int:
+    """The size a model.safetensors of ``parameters`` fp32 numbers may have: 4 bytes each plus its JSON header.
+
+    1,000 parameters -> 4,000 bytes + WEIGHTS_HEADER_BYTES.
+    """
+    return 4 * parameters + WEIGHTS_HEADER_BYTES
+
+
+def _check_sizes(repo_id: str, sizes: dict[str, int], max_parameters: int | None) -> None:
+    """Refuse, from the sizes alone, a repo that is not a checkpoint or whose files this server would not take."""
+    for name in REQUIRED_FILES:
+        if name not in sizes:
+            raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {name}")
+    for name in CHECKPOINT_FILES:
+        size = sizes.get(name)
+        if size is None:
+            continue
+        if size < 0:
+            raise HubError(f"the Hub did not say how large {repo_id}'s {name} is, so it is not downloaded")
+        if name != checkpoints.WEIGHTS_FILE:
+            limit, what = MAX_SMALL_FILE_BYTES, "the most this server reads for it"
+        elif max_parameters is not None:
+            limit = largest_weights_bytes(max_parameters)
+            what = f"the most a model of {max_parameters:,} parameters (this server's limit) needs"
+        else:
+            continue
+        if size > limit:
+            raise HubError(f"{repo_id}'s {name} is {budget.human(size)}, more than {budget.human(limit)}, {what}; "
+                           "it is not downloaded")
+
+
+def _check_config(repo_id: str, folder: Path, sizes: dict[str, int], max_parameters: int | None,
+                  memory_budget: budget.MemoryBudget | None) -> None:
+    """The config must describe a model within the limits whose weights file is no larger than it implies."""
+    config = checkpoints.read_config(folder)
+    checkpoints.check_size(config, repo_id, max_parameters)
+    parameters = config.parameter_count()
+    implied = largest_weights_bytes(parameters)
+    weights = sizes.get(checkpoints.WEIGHTS_FILE, 0)
+    if weights > implied:
+        raise HubError(f"{repo_id}'s {checkpoints.WEIGHTS_FILE} is {budget.human(weights)}, but its config.json "
+                       f"describes {parameters:,} parameters, at most {budget.human(implied)} of fp32 weights; "
+                       "it is not downloaded")
+    cost = budget.inference_cost(parameters=parameters, layers_num=config.layers_num, heads_num=config.heads_num,
+                                 embedding_dim=config.embedding_dim, context_size=config.context_size,
+                                 vocabulary_size=config.vocabulary_size)
+    try:
+        (memory_budget or budget.MemoryBudget()).check(cost, hint="pick a smaller checkpoint")
+    except budget.BudgetError as exc:
+        raise HubError(f"{repo_id}: {exc}") from None
+
+
+def _local_sizes(folder: Path) -> dict[str, int]:
+    return {name: (folder / name).stat().st_size for name in CHECKPOINT_FILES if (folder / name).is_file()}
+
+
+def remove_download(folder: Path) -> None:
+    """Delete a snapshot folder's files and the cached blobs they point to (a refused download), nothing else.
+
+    Only files inside the repo's own cache folder (``models--owner--name``) are touched.
+    """
+    folder = Path(folder)
+    repo_root = folder.parent.parent  # <cache>/models--owner--name/snapshots/<commit>
+    if folder.parent.name != "snapshots" or not repo_root.name.startswith("models--"):
+        return
+    root = repo_root.resolve()
+    for entry in list(folder.iterdir()) if folder.is_dir() else []:
+        target = entry.resolve()
+        for path in (target, entry):
+            if path.is_relative_to(root) and (path.is_file() or path.is_symlink()):
+                path.unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+    logger.info("removed the refused download %s", folder)
+
+
 def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Path | None = None,
-                        max_parameters: int | None = None) -> Path:
+                        max_parameters: int | None = None, memory_budget: budget.MemoryBudget | None = None) -> Path:
     """Download (or find in the cache) the checkpoint files of a Hub repo; return the snapshot folder.
 
     Offline (``HF_HUB_OFFLINE=1`` / ``PLAYGROUND_OFFLINE=1``) it makes no request and returns the cached
-    snapshot if there is one. With ``max_parameters`` it fetches config.json first and refuses a model
-    above that size before its weights are downloaded. Raises HubError (or CheckpointError for a config
-    that is broken or too large); the repo id is checked before any request.
+    snapshot if there is one. Online it lists the repo's files with their sizes first and refuses, before any
+    weights are fetched, a repo outside ``PLAYGROUND_HUB_ALLOW``, one that is not a checkpoint, files too large
+    for ``max_parameters``, a config above it or one whose weights file is larger than it implies, and a model
+    whose forward pass does not fit ``memory_budget`` (a ``budget.MemoryBudget``; default: this server's).
+    Raises HubError (or CheckpointError for a config that is broken or too large); the repo id is checked
+    before any request.
     """
     repo_id = validate_repo_id(repo_id)
+    check_allowed(repo_id)
     if revision is not None:
         if not isinstance(revision, str) or not revision.strip():
             raise HubError(f"the revision must be a branch, tag or commit hash, got {revision!r}")
         revision = revision.strip()
-    if max_parameters is not None:
-        folder = _snapshot(repo_id, revision, cache_dir, [checkpoints.CONFIG_FILE])
-        if not (folder / checkpoints.CONFIG_FILE).is_file():
-            raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {checkpoints.CONFIG_FILE}")
-        checkpoints.check_size(checkpoints.read_config(folder), repo_id, max_parameters)
-    path = _snapshot(repo_id, revision, cache_dir, list(CHECKPOINT_FILES))
-    for name in REQUIRED_FILES:
-        if not (path / name).is_file():
-            raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {name}")
+    listing, status = (None, None) if offline() else _listing(repo_id, revision)
+    local_only = listing is None
+    if listing is not None:
+        _check_sizes(repo_id, listing.sizes, max_parameters)
+    folder = _snapshot(repo_id, revision, cache_dir, [checkpoints.CONFIG_FILE], local_only, status)
+    if not (folder / checkpoints.CONFIG_FILE).is_file():
+        raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {checkpoints.CONFIG_FILE}")
+    try:
+        if listing is not None:
+            if folder.name != listing.commit:
+                raise HubError(f"{repo_id} changed on the Hub while it was being checked; try again")
+            revision = listing.commit  # what was checked is what is downloaded, even if the repo changes now
+            _check_config(repo_id, folder, listing.sizes, max_parameters, memory_budget)
+        path = _snapshot(repo_id, revision, cache_dir, list(CHECKPOINT_FILES), local_only, status)
+        for name in REQUIRED_FILES:
+            if not (path / name).is_file():
+                raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {name}")
+        sizes = _local_sizes(path)  # what arrived (or was cached) is checked as the listing was
+        _check_sizes(repo_id, sizes, max_parameters)
+        _check_config(repo_id, path, sizes, max_parameters, memory_budget)
+    except (HubError, checkpoints.CheckpointError):
+        remove_download(folder)
+        raise
     logger.info("Hub checkpoint %s is at %s", repo_id, path)
     return path
 
 
 def load_from_hub(repo_id: str, device: torch.device | str = "cpu", *, revision: str | None = None,
-                  cache_dir: Path | None = None, max_parameters: int | None = None) -> checkpoints.Checkpoint:
+                  cache_dir: Path | None = None, max_parameters: int | None = None,
+                  memory_budget: budget.MemoryBudget | None = None) -> checkpoints.Checkpoint:
     """Download then load with ``checkpoints.load_checkpoint``; the Checkpoint is named after the repo.
 
-    Raises HubError for Hub problems and CheckpointError when the files themselves are broken.
+    Raises HubError for Hub problems and CheckpointError when the files themselves are broken (a download
+    that does not load is removed from the cache).
     """
-    path = download_checkpoint(repo_id, revision=revision, cache_dir=cache_dir, max_parameters=max_parameters)
+    path = download_checkpoint(repo_id, revision=revision, cache_dir=cache_dir, max_parameters=max_parameters,
+                               memory_budget=memory_budget)
     repo_id = repo_id.strip()
     try:
         checkpoint = checkpoints.load_checkpoint(path, device=device, max_parameters=max_parameters)
     except checkpoints.CheckpointError as exc:
+        remove_download(path)
         raise checkpoints.CheckpointError(f"{repo_id}: {exc}") from None
     return dataclasses.replace(checkpoint, name=repo_id)

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from playground import checkpoints, hub
+from playground.budget import MemoryBudget
 
 
 @dataclass(frozen=True)
@@ -66,14 +67,19 @@ def weights_stamp(key: SourceKey, directory: Path | None = None) -> int | None:
 
 def open_checkpoint(source: str | Path | SourceKey, *, directory: Path | None = None,
                     device: torch.device | str = "cpu", max_parameters: int | None = None,
-                    revision: str | None = None, allow_folders: bool = False) -> checkpoints.Checkpoint:
+                    revision: str | None = None, allow_folders: bool = False,
+                    memory_budget: MemoryBudget | None = None) -> checkpoints.Checkpoint:
     """Load ``source`` (a name in ``directory``, a Hub repo id, or with ``allow_folders`` a folder path).
 
-    Raises CheckpointError (or HubError) with a message naming what was asked for and where it was looked for.
+    A Hub repo is checked before its weights are fetched: against ``PLAYGROUND_HUB_ALLOW``, ``max_parameters``
+    and ``memory_budget`` (default: a budget from this server's settings), and fetched without the server's
+    token (see hub.py). Raises CheckpointError (or HubError) with a message naming what was asked for and where
+    it was looked for.
     """
     key = source if isinstance(source, SourceKey) else source_key(source, allow_folders=allow_folders)
     if key.kind == "hub":
-        return hub.load_from_hub(key.value, device, revision=revision, max_parameters=max_parameters)
+        return hub.load_from_hub(key.value, device, revision=revision, max_parameters=max_parameters,
+                                 memory_budget=memory_budget)
     if key.kind == "folder":
         return checkpoints.load_checkpoint(Path(key.value), device=device, max_parameters=max_parameters)
     try:

@@ -278,3 +278,28 @@ def test_timing_sweep_returns_records_and_reports_progress():
     assert all(r.forward_ms > 0 and r.forward_backward_ms > 0 and r.memory_is_estimate for r in records)
     assert records[0].sdpa_backend == EXPLICIT_SOFTMAX
     assert records[-1].sdpa_backend in ("flash (cpu)", "math", "unknown")
+
+
+def test_the_time_estimate_grows_with_every_shape_and_keeps_the_default_sweep_under_a_minute():
+    from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, matmul_flops, sweep_seconds
+
+    assert matmul_flops(64, 64, 1024, 2) == 603_979_776  # 50 M projections + 17 M out_proj + 537 M T² products
+    default = sweep_seconds(7, 64, 64, 4, SWEEP_LENGTHS, 2)
+    assert 10 < default < 60  # measured 3.4 s quiet, 18 s on a shared CPU: see costs.py
+    assert sweep_seconds(7, 4096, 4096, 64, SWEEP_LENGTHS, 64) > 3600  # the tab's maxima: refused up front
+    base = dict(d_in=64, d_out=64, num_heads=4, batch=2)
+    for name in base:
+        assert sweep_seconds(7, **{**base, name: base[name] * 2}, seq_lens=[512]) > sweep_seconds(7, **base,
+                                                                                                  seq_lens=[512])
+    assert sweep_seconds(7, **base, seq_lens=[1024]) > sweep_seconds(7, **base, seq_lens=[512])
+    assert sweep_seconds(7, **base, seq_lens=[512], device="cuda") < sweep_seconds(7, **base, seq_lens=[512])
+    assert compare_seconds(7, 64, 64, 4, 1024, 2) < compare_seconds(7, 64, 64, 4, 1024, 2, maps=True)
+
+
+def test_the_library_guard_never_plans_past_the_containers_limit(monkeypatch):
+    from playground.attention import costs
+
+    monkeypatch.setattr(costs, "container_limit", lambda: 100 * 1024**2)
+    with pytest.raises(ValueError, match=r"over the budget of 100\.0 MiB \(the container's memory limit\)"):
+        check_fits(4, 4, 1024, torch.float32, cap_bytes=None)  # 128 MiB of scores and weights
+    check_fits(4, 4, 512, torch.float32, cap_bytes=None)  # 32 MiB fits

@@ -1,10 +1,14 @@
-"""The Compare tab in Chromium: equivalence and per-head maps."""
+"""The Compare tab in Chromium: every control (each field, the GPT-2 preset, dtype, qkv bias, seed, device, the
+timing sweep and the source viewer), the equivalence table, the per-head maps, and a refusal that says what to
+lower."""
 
 from __future__ import annotations
 
 import pytest
 from browser_support import (
+    ERROR_TOAST,
     WAIT_MS,
+    expect_errors,
     expect_no_error,
     open_tab,
     plot_titled,
@@ -15,13 +19,76 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.browser
 
 
+def _equivalence(page, panel):
+    return panel.get_by_role("grid").filter(has=page.get_by_role("columnheader", name="agrees"))
+
+
 def test_compare_agrees_and_draws_head_maps(page):
     panel = open_tab(page, "Compare")
     panel.get_by_role("button", name="Compare", exact=True).click()
     expect(panel).to_contain_text("6 of 6 compared implementations agree", timeout=WAIT_MS)
-    equivalence = panel.get_by_role("grid").filter(has=page.get_by_role("columnheader", name="agrees"))
+    equivalence = _equivalence(page, panel)
     expect(equivalence.get_by_role("gridcell", name="yes", exact=True)).to_have_count(6)
     expect(equivalence.get_by_role("gridcell", name="NO", exact=True)).to_have_count(0)
     expect(plot_titled(panel, "Per-head attention maps")).to_be_visible(timeout=WAIT_MS)
     expect_no_error(page)
     screenshot(page, "compare")
+
+
+def test_every_field_the_preset_and_dtype_change_what_is_compared(page):
+    panel = open_tab(page, "Compare")
+    for label, value in [("embedding_dim", 48), ("heads_num", 3), ("T", 12), ("batch", 1), ("seed", 7)]:
+        panel.get_by_label(label, exact=True).fill(str(value))
+    panel.get_by_label("qkv bias", exact=True).check()
+    panel.get_by_role("radio", name="bf16", exact=True).check()
+    panel.get_by_label("device", exact=True).click()
+    page.get_by_role("option", name="cpu", exact=True).click()
+    panel.get_by_role("button", name="Compare", exact=True).click()
+    expect(panel).to_contain_text("within the bf16 tolerance on CPU", timeout=WAIT_MS)
+    expect(panel).to_contain_text("input 1 × 12 × 48, 3 heads of width 16, seed 7")
+    expect(plot_titled(panel, "Per-head attention maps").locator(".annotation-text",
+                                                                  has_text="head 2").first).to_be_visible(
+        timeout=WAIT_MS)
+
+    panel.get_by_role("button", name="GPT-2 small preset").click()
+    expect(panel.get_by_label("embedding_dim", exact=True)).to_have_value("768", timeout=WAIT_MS)
+    expect(panel.get_by_label("heads_num", exact=True)).to_have_value("12")
+    expect(panel.get_by_label("T", exact=True)).to_have_value("64")
+    panel.get_by_role("radio", name="fp32", exact=True).check()
+    panel.get_by_role("button", name="Compare", exact=True).click()
+    expect(panel).to_contain_text("input 1 × 64 × 768, 12 heads of width 64", timeout=WAIT_MS)
+    parameters = panel.get_by_role("grid").filter(has=page.get_by_role("columnheader", name="formula"))
+    expect(parameters.get_by_role("gridcell", name="2,362,368").first).to_be_visible()
+    expect(panel).to_contain_text("Per-head maps are drawn for T ≤ 48")
+    expect_no_error(page)
+    screenshot(page, "compare-gpt2", publish=False)
+
+
+def test_the_timing_sweep_and_the_source_viewer(page):
+    panel = open_tab(page, "Compare")
+    panel.get_by_text("Cost curves").click()
+    panel.get_by_label("largest T", exact=True).fill("32")
+    panel.get_by_role("button", name="Time them").click()
+    expect(plot_titled(panel, "Median time vs T")).to_be_visible(timeout=2 * WAIT_MS)
+    expect(plot_titled(panel, "Attention-matrix memory vs T")).to_be_visible()
+    expect(panel).to_contain_text("Medians after warm-up, batch 2, embedding 64, 4 heads, fp32")
+
+    panel.get_by_text("Source code (the module that ran)").click()
+    panel.get_by_label("implementation", exact=True).click()
+    page.get_by_role("option", name="fused_qkv", exact=True).click()
+    expect(panel.locator(".cm-content")).to_contain_text("class FusedQKVAttention", timeout=WAIT_MS)
+    expect_no_error(page)
+    screenshot(page, "compare-timing", publish=False)
+
+
+def test_a_sweep_too_long_for_the_server_is_refused_with_what_to_lower(page):
+    panel = open_tab(page, "Compare")
+    for label, value in [("embedding_dim", 1024), ("heads_num", 64), ("batch", 8)]:
+        panel.get_by_label(label, exact=True).fill(str(value))
+    expect_errors(page, "PLAYGROUND_MAX_REQUEST_SECONDS")
+    panel.get_by_text("Cost curves").click()
+    panel.get_by_role("button", name="Time them").click()
+    toast = page.locator(ERROR_TOAST)
+    expect(toast).to_contain_text("over its limit of 60 s a request", timeout=WAIT_MS)
+    expect(toast).to_contain_text("lower")
+    screenshot(page, "compare-refused", publish=False)

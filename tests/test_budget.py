@@ -241,3 +241,84 @@ def test_costs_combine_part_by_part():
     both = budget.combined("this view", a, b)
     assert both.bytes == 16 and both.what == "this view" and [name for name, _ in both.parts] == [
         "weights", "traces", "figures"]
+
+
+# ------------------------------------------------------------------------ the Compare tab's requests
+ATTENTION_MEASURE = """
+import json, resource, sys, torch
+torch.set_num_threads(1)
+def rss():
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))
+from playground.attention import IMPLEMENTATIONS
+from playground.attention.costs import time_implementations
+from playground.attention.equivalence import compare
+kind, (d, h, T, B), dtype = sys.argv[1], map(int, sys.argv[2:6]), getattr(torch, sys.argv[6])
+base = rss()
+if kind == "compare":
+    compare(d, d, h, T, B, 0, False, dtype, "cpu", with_maps=False)
+else:  # the sweep's peak is at its largest T; one repeat a cell holds what many do
+    names = [n for n, impl in IMPLEMENTATIONS.items() if impl.unsupported_reason(d, d, h) is None]
+    time_implementations(names, d, d, h, [T // 2, T], B, "cpu", dtype, warmup=1, repeats=1)
+print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base))
+"""
+ITEMSIZE = {"float32": 4, "bfloat16": 2}
+
+
+def _measured_attention_peak(kind: str, shape: tuple) -> int:
+    run = subprocess.run([sys.executable, "-c", ATTENTION_MEASURE, kind, *map(str, shape)], cwd=REPO,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [  # embedding, heads, T, batch, dtype
+    (64, 4, 1024, 2, "float32"),
+    (256, 16, 512, 2, "float32"),
+    (1024, 64, 512, 1, "float32"),  # many narrow heads: a (T, T) mask per head in wrapper and sliced_heads
+    (512, 8, 1024, 4, "float32"),
+    (128, 8, 1024, 2, "bfloat16"),
+])
+def test_the_compare_estimate_bounds_the_measured_peak(shape):
+    measured = _measured_attention_peak("compare", shape)
+    d, h, T, B, dtype = shape
+    estimate = budget.compare_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=ITEMSIZE[dtype]).bytes
+    print(f"compare {shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}, "
+          f"ratio {estimate / measured:.2f}")
+    assert measured <= estimate <= 2 * measured
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", [  # embedding, heads, largest T, batch, dtype
+    (64, 4, 1024, 2, "float32"),  # the Compare tab's default sweep
+    (512, 8, 512, 4, "float32"),
+    (256, 16, 1024, 2, "float32"),
+])
+def test_the_timing_estimate_bounds_the_measured_peak(shape):
+    measured = _measured_attention_peak("timing", shape)
+    d, h, T, B, dtype = shape
+    estimate = budget.timing_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=ITEMSIZE[dtype]).bytes
+    print(f"timing {shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}, "
+          f"ratio {estimate / measured:.2f}")
+    assert measured <= estimate <= 2 * measured
+
+
+def test_attention_estimates_grow_with_every_shape_and_count_the_maps():
+    shapes = dict(embedding_dim=64, heads_num=4, seq_len=128, batch=2, itemsize=4)
+    for cost in (budget.compare_cost, budget.timing_cost):
+        base = cost(**shapes).bytes
+        for name in ("embedding_dim", "heads_num", "seq_len", "batch", "itemsize"):
+            assert cost(**{**shapes, name: shapes[name] * 2}).bytes > base, (cost.__name__, name)
+    assert budget.compare_cost(**shapes, maps=True).bytes > budget.compare_cost(**shapes).bytes
+    assert budget.timing_cost(**shapes).bytes > budget.compare_cost(**shapes).bytes  # backward keeps more
+
+
+def test_the_compare_that_killed_a_6_gb_server_is_held_to_one_at_a_time():
+    """1024 wide, 64 heads, T 1024, batch 2: a 6 GB server's budget (60%) holds one such comparison, not four."""
+    memory = budget.MemoryBudget(int(budget.BUDGET_SHARE * 6 * 10**9), "test")
+    cost = budget.compare_cost(embedding_dim=1024, heads_num=64, seq_len=1024, batch=2, itemsize=4)
+    assert 2 * budget.GIB < cost.bytes < memory.total
+    with memory.reserve(cost):
+        with pytest.raises(budget.BudgetError, match="other requests hold .* try again"):
+            memory.acquire(cost)

@@ -66,3 +66,13 @@ def test_limits_read_from_environment(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MAX_STEPS", "lots")
     with pytest.raises(ConfigError, match="PLAYGROUND_MAX_STEPS"):
         Limits.from_env()
+
+
+def test_the_request_time_limit_reads_from_environment(monkeypatch):
+    assert Limits.from_env().max_request_seconds == 60
+    monkeypatch.setenv("PLAYGROUND_MAX_REQUEST_SECONDS", "15")
+    assert Limits.from_env().max_request_seconds == 15
+    for bad in ("0", "1.5", "soon"):
+        monkeypatch.setenv("PLAYGROUND_MAX_REQUEST_SECONDS", bad)
+        with pytest.raises(ConfigError, match="PLAYGROUND_MAX_REQUEST_SECONDS"):
+            Limits.from_env()

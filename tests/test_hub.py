@@ -1,7 +1,9 @@
-"""playground.hub against a stub Hub on 127.0.0.1: just enough of the API for ``snapshot_download``.
+"""playground.hub against a stub Hub on 127.0.0.1: just enough of the API for ``model_info`` and
+``snapshot_download``.
 
-huggingface_hub 2.x calls, for ``snapshot_download(repo, revision="main")``:
-  GET  /api/models/{repo}/revision/{rev}        -> JSON with "sha" (and "siblings")
+huggingface_hub 2.x calls, for ``model_info(repo, files_metadata=True)`` and ``snapshot_download(repo, revision)``:
+  GET  /api/models/{repo}/revision/{rev}[?blobs=true] -> JSON with "sha" and "siblings" (with "size" and "lfs"
+                                                 when blobs=true, as the Hub answers)
   GET  /api/models/{repo}/tree/{sha}?recursive=  -> JSON list of {"type", "path", "size", "oid"}
   HEAD /{repo}/resolve/{sha}/{file}              -> X-Repo-Commit, ETag, Content-Length
   GET  /{repo}/resolve/{sha}/{file}              -> the bytes
@@ -36,11 +38,18 @@ SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
 class StubHub:
-    """repos: {"owner/name": {filename: bytes}}; every request is recorded as (method, path)."""
+    """repos: {"owner/name": {filename: bytes}}; every request is recorded as (method, path) and its headers.
 
-    def __init__(self, repos: dict[str, dict[str, bytes]]):
+    ``claimed``: {"owner/name": {filename: size}} sizes the listing reports for files the stub does not hold
+    in memory (a 1.5 GB model.safetensors); a GET of such a file streams that many zero bytes.
+    """
+
+    def __init__(self, repos: dict[str, dict[str, bytes]], claimed: dict[str, dict[str, int]] | None = None):
         self.repos = repos
+        self.claimed = claimed or {}
         self.requests: list[tuple[str, str]] = []
+        self.headers: list[dict[str, str]] = []
+        self.bytes_sent = 0
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -73,6 +82,7 @@ class StubHub:
     def handle(self, handler, body: bool) -> None:
         path = unquote(urlsplit(handler.path).path)
         self.requests.append((handler.command, path))
+        self.headers.append({key.lower(): value for key, value in handler.headers.items()})
         parts = path.strip("/").split("/")
         if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] in ("revision", "tree"):
             repo, kind, revision = "/".join(parts[2:4]), parts[4], parts[5]
@@ -85,23 +95,41 @@ class StubHub:
         if repo.startswith("down/"):
             return self.reply(handler, 503, b"Service Unavailable", body=body)
         files = self.repos.get(repo)
+        claimed = self.claimed.get(repo, {})
         if files is None:
             return self.reply(handler, 401, b'{"error": "Repository not found"}',
                               {"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"}, body)
         if revision not in ("main", SHA):
             return self.reply(handler, 404, b'{"error": "Invalid rev id"}',
                               {"X-Error-Code": "RevisionNotFound", "X-Error-Message": "Invalid rev id"}, body)
+        sizes = {**{f: len(data) for f, data in files.items()}, **claimed}
         if kind == "revision":
-            info = {"id": repo, "sha": SHA, "private": False, "siblings": [{"rfilename": f} for f in files]}
+            blobs = "blobs=true" in urlsplit(handler.path).query.lower()
+            siblings = [{"rfilename": f, **({"size": size, "blobId": "0" * 40} if blobs else {}),
+                         **({"lfs": {"size": size, "sha256": "0" * 64, "pointerSize": 134}}
+                            if blobs and f.endswith(".safetensors") else {})} for f, size in sizes.items()]
+            info = {"id": repo, "sha": SHA, "private": False, "siblings": siblings}
             return self.reply(handler, 200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
         if kind == "tree":
-            tree = [{"type": "file", "path": f, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
-                    for f, data in files.items()]
+            tree = [{"type": "file", "path": f, "size": size, "oid": hashlib.sha1(files.get(f, b"")).hexdigest()}
+                    for f, size in sizes.items()]
             return self.reply(handler, 200, json.dumps(tree).encode(), {"Content-Type": "application/json"}, body)
         filename = "/".join(parts[4:])
+        if filename in claimed:  # a large file: its bytes are made up as they are sent
+            size = claimed[filename]
+            self.reply(handler, 200, b"", {"Content-Length": str(size), "ETag": f'"big-{size}"',
+                                           "Content-Type": "application/octet-stream"}, body=False)
+            if body:
+                chunk = b"\0" * 2**20
+                for start in range(0, size, len(chunk)):
+                    handler.wfile.write(chunk[:min(len(chunk), size - start)])
+                    self.bytes_sent += min(len(chunk), size - start)
+            return None
         if filename not in files:
             return self.reply(handler, 404, b"Entry not found", {"X-Error-Code": "EntryNotFound"}, body)
         data = files[filename]
+        if body:
+            self.bytes_sent += len(data)
         self.reply(handler, 200, data, {"ETag": f'"{hashlib.sha256(data).hexdigest()}"',
                                         "Content-Type": "application/octet-stream"}, body)
 
@@ -128,12 +156,22 @@ def stub_hub(tiny_checkpoint, tmp_path, monkeypatch):
         "learner/with-pickle": {**files, "pytorch_model.bin": b"\x80\x04 a pickle", "extra.pt": b"\x80\x04"},
         "learner/no-weights": no_weights,
         "learner/pushed-run": {**files, "optimizer.safetensors": b"moments for resuming"},
+        "learner/huge-weights": no_weights,  # a tiny config.json beside a 1.5 GB model.safetensors
+        "learner/padded-weights": no_weights,  # weights 8 MiB: more than the tiny config implies
+        "learner/huge-config": {k: v for k, v in no_weights.items() if k != "config.json"},
+        "learner/broken-weights": {**files, "model.safetensors": b"not safetensors at all" * 10},
+    }, claimed={
+        "learner/huge-weights": {"model.safetensors": 1_500_000_000},
+        "learner/padded-weights": {"model.safetensors": 8 * 2**20},
+        "learner/huge-config": {"config.json": 200 * 2**20, "model.safetensors": len(files["model.safetensors"])},
     })
     stub.thread.start()
     monkeypatch.setenv("HF_ENDPOINT", stub.url)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("PLAYGROUND_HUB_ALLOW", raising=False)
+    monkeypatch.delenv("PLAYGROUND_HUB_USE_TOKEN", raising=False)
     monkeypatch.delenv("PLAYGROUND_OFFLINE", raising=False)  # conftest sets it; these tests talk to the stub
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
     yield stub
@@ -263,3 +301,86 @@ def test_importing_hub_does_not_import_huggingface_hub():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+# ------------------------------------------------------------------------------ visitors' repo ids
+def _cached_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock"))
+
+
+def test_no_request_carries_the_servers_token(stub_hub, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_the_owners_secret")
+    assert load_from_hub("learner/tiny-char").steps == 7
+    with pytest.raises(HubError):
+        download_checkpoint("learner/missing")
+    assert stub_hub.headers and not [h for h in stub_hub.headers if "authorization" in h]
+
+
+def test_the_owner_may_opt_in_to_sending_the_token(stub_hub, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_the_owners_secret")
+    monkeypatch.setenv("PLAYGROUND_HUB_USE_TOKEN", "1")
+    download_checkpoint("learner/tiny-char")
+    assert all(h.get("authorization") == "Bearer hf_the_owners_secret" for h in stub_hub.headers)
+
+
+def test_the_allow_list_refuses_other_repos_before_any_request(stub_hub, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_HUB_ALLOW", " learner/tiny-char , trusted/* ")
+    with pytest.raises(HubError, match=r"learner/with-pickle is not one of the Hub repos this server loads "
+                                       r"\(learner/tiny-char, trusted/\*\)"):
+        load_from_hub("learner/with-pickle")
+    assert stub_hub.requests == []
+    assert load_from_hub("learner/tiny-char").steps == 7
+    hub.check_allowed("Learner/Tiny-Char")  # the Hub ignores case in ids, and so does the list
+    hub.check_allowed("trusted/anything")
+    with pytest.raises(HubError):
+        hub.check_allowed("trusted-not/x")
+
+
+def test_huge_weights_beside_a_tiny_config_are_refused_before_a_byte_is_fetched(stub_hub, tmp_path):
+    with pytest.raises(HubError, match=r"learner/huge-weights's model.safetensors is 1.4 GiB, more than 77.3 MiB, "
+                                       r"the most a model of 20,000,000 parameters .* it is not downloaded"):
+        load_from_hub("learner/huge-weights", max_parameters=20_000_000)
+    assert stub_hub.requested_files() == [] and stub_hub.bytes_sent == 0
+    assert _cached_files(tmp_path / "hf-cache") == []
+
+
+def test_weights_larger_than_the_config_implies_are_refused_and_nothing_stays_cached(stub_hub, tmp_path):
+    with pytest.raises(HubError, match=r"model.safetensors is 8.0 MiB, but its config.json describes [\d,]+ "
+                                       r"parameters, at most 1.0 MiB of fp32 weights"):
+        load_from_hub("learner/padded-weights")  # no parameter cap: the config's own size is the bound
+    assert "model.safetensors" not in stub_hub.requested_files()
+    assert stub_hub.bytes_sent < 4096  # config.json alone
+    assert _cached_files(tmp_path / "hf-cache" / "models--learner--padded-weights" / "snapshots") == []
+
+
+def test_a_huge_small_file_is_refused_from_the_listing(stub_hub):
+    with pytest.raises(HubError, match="config.json is 200.0 MiB, more than 1.0 MiB"):
+        download_checkpoint("learner/huge-config")
+    assert stub_hub.requested_files() == []
+
+
+def test_a_model_over_the_memory_budget_is_refused_before_its_weights(stub_hub):
+    from playground.budget import MemoryBudget
+
+    with pytest.raises(HubError, match=r"learner/tiny-char: this forward pass needs about .* over this server's "
+                                       r"memory budget of 1.0 MiB .*pick a smaller checkpoint"):
+        load_from_hub("learner/tiny-char", memory_budget=MemoryBudget(2**20, "test"))
+    assert "model.safetensors" not in stub_hub.requested_files()
+
+
+def test_a_download_that_does_not_load_is_removed_from_the_cache(stub_hub, tmp_path):
+    from playground.checkpoints import CheckpointError
+
+    with pytest.raises(CheckpointError, match="learner/broken-weights: .*corrupt or not safetensors"):
+        load_from_hub("learner/broken-weights")
+    repo = tmp_path / "hf-cache" / "models--learner--broken-weights"
+    assert not [f for f in _cached_files(repo) if f.startswith(("snapshots", "blobs"))]
+    assert load_from_hub("learner/tiny-char").steps == 7  # other repos' files stay
+
+
+def test_the_cache_serves_a_repo_when_the_hub_is_down(stub_hub, monkeypatch):
+    first = download_checkpoint("learner/tiny-char")
+    monkeypatch.setattr(hub, "_listing", lambda repo_id, revision: (None, 503))  # the Hub answers 503
+    seen = len(stub_hub.requests)
+    assert download_checkpoint("learner/tiny-char") == first
+    assert len(stub_hub.requests) == seen

@@ -392,3 +392,32 @@ def test_a_pickle_as_model_safetensors_is_refused_through_the_api(served, tiny_w
         served.refused("/sample", name, "ROMEO:", 5, 0.8, 0, 1.0, 7, False, True, False)
         served.refused("/train_resume", *_train_args(run_name=name, steps=40))
     assert unpickle_spy == [] and not marker.exists()
+
+
+# ------------------------------------------------------------------ the Compare tab's time and memory
+def test_compare_and_timing_know_their_cost_before_they_start(tmp_path, monkeypatch):
+    """The issue's requests: a compare that peaked at 5.3 GB, a sweep that held the slot for 138 s."""
+    from playground.attention import costs
+    from playground.budget import GIB, MemoryBudget
+    from playground.ui.compare_tab import run_comparison, run_timing
+
+    started = []
+    monkeypatch.setattr(costs, "time_implementations", lambda *a, **k: started.append(a))
+    monkeypatch.setattr("playground.ui.compare_tab.time_implementations", costs.time_implementations)
+    monkeypatch.setattr("playground.ui.compare_tab.compare", lambda *a, **k: started.append(a))
+    ctx = AppContext(limits=Limits(), weights=tmp_path, budget=MemoryBudget(int(3.6 * GIB), "test"))
+    with pytest.raises(ValueError, match=r"Timing 7 implementations at T 16 to 1024 \(batch 64, embedding 4096, "
+                                         r"64 heads\) would take about \d+ s .* limit of 60 s a request "
+                                         r"\(PLAYGROUND_MAX_REQUEST_SECONDS\): lower"):
+        run_timing(ctx, 4096, 64, 64, "fp32", "cpu", 1024)
+    with pytest.raises(ValueError, match=r"would take about \d+ s .*: lower the largest T to at most 512"):
+        run_timing(ctx, 256, 16, 2, "fp32", "cpu", 1024)
+    small = AppContext(limits=Limits(), weights=tmp_path, budget=MemoryBudget(2 * GIB, "test"))
+    with pytest.raises(ValueError, match=r"this comparison needs about 2.5 GiB .* over this server's memory budget "
+                                         r"of 2.0 GiB \(test\); lower T to at most \d+ or the batch to at most 1"):
+        run_comparison(small, 1024, 64, 1024, 2, 0, False, "fp32", "cpu")
+    assert started == [] and ctx.budget.reserved == 0
+    slow = AppContext(limits=Limits(max_request_seconds=5), weights=tmp_path, budget=ctx.budget)
+    with pytest.raises(ValueError, match=r"limit of 5 s a request"):
+        run_timing(slow, 64, 4, 2, "fp32", "cpu", 1024)  # the default sweep: about 34 s
+    assert started == []

@@ -1,9 +1,20 @@
-"""What attention costs: a memory estimate, a budget check, and a timing sweep over the implementations.
+"""What attention costs: a memory estimate, a budget check, a time estimate, and a timing sweep.
 
 Memory grows with T²: the explicit implementations hold a (B, h, T, T) score matrix and the same-shaped
 attention weights, e.g. batch 2, 4 heads, T 1024, fp32 -> 2·4·1024·1024·4 bytes = 32 MiB each, 64 MiB both.
 Fused ``scaled_dot_product_attention`` backends (flash, memory-efficient, cuDNN) never store them; each
-implementation says which backend it runs (its ``backend(x)``).
+implementation says which backend it runs (its ``backend(x)``). A whole request's memory (every part, measured
+against real peaks) is ``playground.budget.compare_cost`` / ``timing_cost``.
+
+Time is estimated before a request starts, from its shapes. One forward costs its matrix products
+(``matmul_flops``: the four projections, QKᵀ and weights·V) at the device's matmul rate, plus a fixed time
+per (B, h, T, T) score for the scaling, mask and softmax, which are memory-bound; backward costs twice the
+forward. A sweep's cell runs a warm-up and at least MIN_REPEATS repeats of forward and forward + backward,
+and at most REPEAT_BUDGET_S more for cheap cells. The CPU figures were measured on this project's 2-core CPU
+while two other test runs shared it, and taken as they came (a quiet CPU is about 5x faster): the default
+sweep's fused sdpa cells ran their matrix products at about 22 GFLOP/s (15 assumed), and the explicit
+implementations spent about 21 ns more per score (20 assumed). The default sweep (embedding 64, 4 heads,
+batch 2, T 16 to 1024) is estimated at about 33 s; it took 18 s then (3.4 s on the quiet CPU).
 This module times and measures; it knows nothing about plotting or the UI (``progress`` is a plain callback).
 """
 
@@ -19,9 +30,17 @@ import torch
 
 from playground.attention import build, implementation
 from playground.attention.base import sdpa_backend
+from playground.budget import container_limit
 
 DEFAULT_CAP_BYTES = 4 * 1024**3  # never plan more than this for the attention matrices, whatever the device has
 SWEEP_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)  # the Compare tab's default timing sweep over T
+DEVICE_SPEEDS = {  # (matmul FLOP/s, seconds per (B, h, T, T) score in one forward): conservative, not peaks
+    "cpu": (1.5e10, 2e-8),  # measured: see the module docstring
+    "cuda": (1e12, 2e-10),  # not measured here (no GPU): well below a small GPU's fp32 rate and bandwidth
+    "mps": (2e11, 1e-9),  # not measured here
+}
+MIN_REPEATS, MAX_REPEATS, REPEAT_BUDGET_S = 3, 15, 0.04  # _auto_repeats' bounds
+CELL_OVERHEAD_S = 0.02  # building inputs, Python's own work per call
 
 
 def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
@@ -56,13 +75,19 @@ def estimate_attention_bytes(
 
 
 def _available_bytes(device: torch.device) -> tuple[int | None, str]:
+    """Free memory on ``device``: CUDA's own count, else the machine's available RAM, but never more than this
+    process's container allows (a container sees the host's free memory, not its own limit)."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return free, "free CUDA memory"
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "available RAM"
+        available, source = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "available RAM"
     except (ValueError, OSError, AttributeError):
-        return None, ""
+        available, source = None, ""
+    limit = container_limit()
+    if limit is not None and (available is None or limit < available):
+        return limit, "the container's memory limit"
+    return available, source
 
 
 def check_fits(
@@ -89,6 +114,40 @@ def check_fits(
             f"{_human(budget)} ({source}): lower T, the batch or the number of heads"
         )
     return estimate
+
+
+def matmul_flops(d_in: int, d_out: int, T: int, batch: int) -> int:
+    """FLOPs of one forward's matrix products: the Q, K, V projections (2·B·T·d_in·3·d_out), out_proj
+    (2·B·T·d_out²), QKᵀ and weights·V (4·B·T²·d_out). d 64, T 1024, batch 2 -> 50 M + 17 M + 537 M = 604 M."""
+    return 2 * batch * T * d_in * 3 * d_out + 2 * batch * T * d_out * d_out + 4 * batch * T * T * d_out
+
+
+def forward_seconds(d_in: int, d_out: int, num_heads: int, T: int, batch: int,
+                    device: torch.device | str = "cpu") -> float:
+    """Estimated time of one forward: its matrix products at the device's rate plus the time of its scores."""
+    rate, per_score = DEVICE_SPEEDS.get(torch.device(device).type, DEVICE_SPEEDS["cpu"])
+    return matmul_flops(d_in, d_out, T, batch) / rate + batch * num_heads * T * T * per_score
+
+
+def sweep_seconds(implementations: int, d_in: int, d_out: int, num_heads: int, seq_lens: Sequence[int], batch: int,
+                  device: torch.device | str = "cpu", backward: bool = True) -> float:
+    """How long ``time_implementations`` should take for these shapes, estimated before it starts.
+
+    Each cell runs a warm-up and at least MIN_REPEATS repeats of the forward (and of forward + backward, three
+    forwards' work); a cheap cell repeats up to MAX_REPEATS times, which adds at most REPEAT_BUDGET_S.
+    """
+    per_call = 4 if backward else 1  # forward + (forward + backward = 3 forwards)
+    seconds = sum((1 + MIN_REPEATS) * per_call * forward_seconds(d_in, d_out, num_heads, T, batch, device)
+                  + REPEAT_BUDGET_S + CELL_OVERHEAD_S for T in seq_lens)
+    return implementations * seconds
+
+
+def compare_seconds(implementations: int, d_in: int, d_out: int, num_heads: int, T: int, batch: int,
+                    device: torch.device | str = "cpu", maps: bool = False) -> float:
+    """How long ``equivalence.compare`` should take: a forward of each implementation and two of the reference
+    (its output and its context vectors), and one more each for the per-head maps when they are drawn."""
+    forwards = (implementations + 2) * (2 if maps else 1)
+    return forwards * forward_seconds(d_in, d_out, num_heads, T, batch, device) + implementations * CELL_OVERHEAD_S
 
 
 @dataclass(frozen=True)
@@ -229,7 +288,11 @@ __all__ = [
     "DEFAULT_CAP_BYTES",
     "TimingRecord",
     "check_fits",
+    "compare_seconds",
     "estimate_attention_bytes",
+    "forward_seconds",
+    "matmul_flops",
+    "sweep_seconds",
     "sdpa_backend",
     "time_implementations",
 ]

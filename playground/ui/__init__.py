@@ -1,4 +1,10 @@
-"""The Gradio app: build_app() assembles the five tabs. The only package besides plots.py that imports gradio."""
+"""The Gradio app: build_app() assembles the five tabs. The only package besides plots.py that imports gradio.
+
+Owns the app-wide layout: the tab bar (all five tabs stay visible on a phone: it wraps instead of hiding tabs
+behind an overflow menu), the CSS every tab shares (a Dataframe with ``elem_classes=["playground-table"]``
+keeps TABLE_MIN_WIDTH on a phone and scrolls sideways instead of squeezing its columns to a letter each; Gradio
+sizes the columns from that width, so percentages in ``column_widths`` still hold), and the launch options.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +23,18 @@ from playground.ui.server import BodySizeLimit, body_cap
 TITLE = "Attention Playground"
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
 CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
-CSS = ".tok-chips { font-size: 1rem; } footer { visibility: hidden; }"
+PHONE_WIDTH = 640  # px: below this the layout is a phone's
+TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
+WIDE_TABLE_MIN_WIDTH = 1100  # px: the same for a table of many columns (class ``wide-table`` as well)
+CSS = f"""
+.tok-chips {{ font-size: 1rem; }}
+footer {{ visibility: hidden; }}
+@media (max-width: {PHONE_WIDTH}px) {{
+  .playground-table .table-wrap {{ overflow-x: auto; }}
+  .playground-table .table-wrap > .upload-container {{ min-width: {TABLE_MIN_WIDTH}px; }}
+  .playground-table.wide-table .table-wrap > .upload-container {{ min-width: {WIDE_TABLE_MIN_WIDTH}px; }}
+}}
+"""
 
 
 def build_app(weights: Path | None = None, limits: Limits | None = None, device: str | None = None) -> gr.Blocks:
@@ -33,7 +50,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
         if ctx.hidden_note():
             gr.Markdown(ctx.hidden_note())
-        with gr.Tabs():
+        with gr.Tabs(overflow_behavior="wrap"):  # on a phone the bar wraps: every tab's name stays visible
             with gr.Tab("Tokenize", id="tokenize"):
                 tokenize_tab.build(ctx)
             with gr.Tab("Attention", id="attention"):

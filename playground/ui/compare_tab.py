@@ -4,6 +4,11 @@ Shows where they agree (equivalence after a weight transplant: the reference's w
 what they cost (parameters, time and memory against T), each head's map, and the real source of each module.
 Everything it says about an implementation (title, why it differs, what it is compared with) comes from that
 implementation's class; this module only words and draws it.
+
+Every request knows its cost before it runs: a comparison and a timing sweep estimate their memory
+(``budget.compare_cost`` / ``timing_cost``, reserved from the server's budget while they run) and their time
+(``costs.compare_seconds`` / ``sweep_seconds``, against PLAYGROUND_MAX_REQUEST_SECONDS), and a refusal says
+what to lower and to what. Both run in the long lane; the source viewer and the preset in the fast one.
 """
 
 from __future__ import annotations
@@ -13,10 +18,10 @@ import plotly.graph_objects as go
 import torch
 from plotly.colors import qualitative
 
-from playground import checks, plots
+from playground import budget, checks, plots
 from playground.attention import IMPLEMENTATIONS, REFERENCE, source_of
 from playground.attention.base import CONTEXT, EXPLICIT_SOFTMAX, OUTPUT
-from playground.attention.costs import SWEEP_LENGTHS, check_fits, time_implementations
+from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_seconds, time_implementations
 from playground.attention.equivalence import compare
 from playground.device import describe, pick_device, supported_dtypes
 from playground.ui.common import AppContext, bound, friendly
@@ -28,7 +33,11 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 COLOURS = qualitative.D3  # 10 distinct colours: one per implementation, in every chart
 COMPARED_WITH = {OUTPUT: "the reference's output", CONTEXT: "the reference's context vectors (before out_proj)"}
-LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0)
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0,  # below the axis title "T"
+                    entrywidth=105, font=dict(size=11))  # several entries a row, even on a phone
+TITLE_LINE = 34  # characters: a chart title longer than this wraps, so a phone's narrow chart shows all of it
+TITLE_FONT = dict(size=15)
+MARGINS = dict(l=60, r=20, t=90)  # narrow side margins leave a phone's chart some room
 
 
 def _names(names: list[str]) -> str:
@@ -88,11 +97,76 @@ def _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device):
     return embedding_dim, heads_num, seq_len, batch, seed, DTYPES[dtype], chosen
 
 
+def wrapped(title: str, width: int = TITLE_LINE) -> str:
+    """A Plotly title broken into lines of at most ``width`` characters (Plotly never wraps a title itself)."""
+    lines, line = [], ""
+    for word in title.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "<br>".join([*lines, line])
+
+
+def _largest(fits, candidates) -> int | None:
+    """The largest of ``candidates`` (ascending) for which ``fits(candidate)`` holds, or None."""
+    best = None
+    for candidate in candidates:
+        if fits(candidate):
+            best = candidate
+    return best
+
+
+def _lower(options: dict[str, int | None], alternative: str = "") -> str:
+    """'lower T to at most 512 or the batch to at most 3' from {"T": 512, "the batch": 3}; None: cannot help."""
+    said = [f"{name} to at most {value}" for name, value in options.items() if value]
+    if not said:
+        return f"lower {alternative}" if alternative else "ask for less"
+    return "lower " + " or ".join(said) + (f" (or lower {alternative})" if alternative else "")
+
+
+def _refuse_if_over(ctx: AppContext, seconds: float, cost: budget.Cost, what: str, hint) -> None:
+    """Refuse a request estimated to run longer than the limit or to need more than the budget; ``hint()`` says
+    what to lower (computed only for a refusal)."""
+    limit = ctx.limits.max_request_seconds
+    if seconds > limit:
+        raise ValueError(f"{what} would take about {seconds:.0f} s on this server (estimated from its shapes "
+                         f"before starting), over its limit of {limit} s a request "
+                         f"(PLAYGROUND_MAX_REQUEST_SECONDS): {hint()}")
+    if cost.bytes > ctx.budget.total:
+        ctx.budget.check(cost, hint=hint())
+
+
+def comparison_cost(ctx: AppContext, d: int, h: int, T: int, B: int, itemsize: int, device) -> budget.Cost:
+    """The comparison's memory, refused up front (with what to lower) when it could never fit or run in time."""
+    maps, count = T <= MAX_MAP_T, len(IMPLEMENTATIONS)
+
+    def cost(T=T, B=B):
+        return budget.compare_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=itemsize,
+                                   implementations=count, maps=T <= MAX_MAP_T)
+
+    def in_time(T=T, B=B):
+        return compare_seconds(count, d, d, h, T, B, device, maps=T <= MAX_MAP_T) <= ctx.limits.max_request_seconds
+
+    def fits(T=T, B=B):
+        return cost(T, B).bytes <= ctx.budget.total and in_time(T, B)
+
+    def hint():
+        return _lower({"T": _largest(lambda t: fits(T=t), range(1, T)),
+                       "the batch": _largest(lambda b: fits(B=b), range(1, B))}, "embedding_dim or heads_num")
+
+    _refuse_if_over(ctx, compare_seconds(count, d, d, h, T, B, device, maps=maps), cost(),
+                    f"Comparing the {count} implementations at batch {B}, T {T}, embedding {d}, {h} heads", hint)
+    return cost()
+
+
 def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device):
     """Plain handler: (summary Markdown, equivalence rows, parameter rows, per-head map grid)."""
     d, h, T, B, seed, torch_dtype, chosen = _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device)
-    check_fits(B, h, T, torch_dtype, chosen)
-    result = compare(d, d, h, T, B, seed, bool(qkv_bias), torch_dtype, chosen)
+    cost = comparison_cost(ctx, d, h, T, B, torch_dtype.itemsize, chosen)
+    with ctx.budget.reserve(cost):
+        result = compare(d, d, h, T, B, seed, bool(qkv_bias), torch_dtype, chosen, with_maps=T <= MAX_MAP_T)
     equivalence = {"headers": ["name", "compared with", "max |diff|", "rel. diff", "atol", "agrees",
                                "what it is — why its numbers differ at all"], "data": []}
     for row in result.rows:
@@ -116,9 +190,34 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
         names = [n for n in result.head_maps]
         grid = plots.heatmap_grid([[result.head_maps[n][i] for i in range(h)] for n in names], names,
                                   [f"head {i}" for i in range(h)], title="Per-head attention maps (batch item 0)")
+        grid.update_layout(title_text=wrapped(grid.layout.title.text or ""), title_font=TITLE_FONT)
+        grid.update_annotations(font_size=11)  # "head 0", "head 1"... side by side on a phone's narrow chart
     else:
         summary += f"\n\nPer-head maps are drawn for T ≤ {MAX_MAP_T}."
     return summary, equivalence, parameters, grid
+
+
+def sweep_cost(ctx: AppContext, names: list[str], d: int, h: int, lengths: list[int], B: int, itemsize: int,
+               device) -> budget.Cost:
+    """The sweep's memory at its largest T, refused up front (with what to lower) when it could never fit or
+    would take longer than PLAYGROUND_MAX_REQUEST_SECONDS."""
+    def cost(T, B=B):
+        return budget.timing_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=itemsize)
+
+    def fits(T=max(lengths), B=B):
+        swept = [t for t in lengths if t <= T]
+        return cost(T, B).bytes <= ctx.budget.total and \
+            sweep_seconds(len(names), d, d, h, swept, B, device) <= ctx.limits.max_request_seconds
+
+    def hint():
+        shorter = [t for t in SWEEP_LENGTHS if t < max(lengths)]
+        return _lower({"the largest T": _largest(lambda t: fits(T=t), shorter),
+                       "the batch": _largest(lambda b: fits(B=b), range(1, B))}, "embedding_dim or heads_num")
+
+    what = (f"Timing {len(names)} implementations at T {lengths[0]} to {lengths[-1]} (batch {B}, embedding {d}, "
+            f"{h} heads)")
+    _refuse_if_over(ctx, sweep_seconds(len(names), d, d, h, lengths, B, device), cost(max(lengths)), what, hint)
+    return cost(max(lengths))
 
 
 def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, max_len, progress=None):
@@ -127,12 +226,14 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
     max_len = checks.whole_number(max_len, "largest T", 16, MAX_T)
     lengths = [T for T in SWEEP_LENGTHS if T <= max_len]
     names = [n for n, impl in IMPLEMENTATIONS.items() if impl.unsupported_reason(d, d, h) is None]
+    cost = sweep_cost(ctx, names, d, h, lengths, B, torch_dtype.itemsize, chosen)
 
     def report(done, total, label):
         if progress is not None:
             progress(done / total, desc=f"timing {label}")
 
-    records = time_implementations(names, d, d, h, lengths, B, chosen, torch_dtype, progress=report)
+    with ctx.budget.reserve(cost):
+        records = time_implementations(names, d, d, h, lengths, B, chosen, torch_dtype, progress=report)
     timing = go.Figure()
     memory = go.Figure()
     for name in names:  # one colour and one legend entry per implementation: clicking it hides both its lines
@@ -145,15 +246,18 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
                                         hovertemplate=f"{name} {what}: %{{y:.3f}} ms at T %{{x}}<extra></extra>"))
         memory.add_trace(go.Scatter(x=x, y=[(r.peak_memory_bytes or 0) / 2**20 for r in mine], name=name,
                                     legendgroup=name, mode="lines+markers", line=dict(color=colour)))
-    timing.update_layout(title=f"Median time vs T on {describe(chosen)} (solid: forward, dotted: forward + backward)",
+    timing.update_layout(title=dict(text=wrapped(f"Median time vs T on {describe(chosen)}"), font=TITLE_FONT),
                          xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="ms", height=460,
-                         legend=LEGEND_BELOW)
+                         margin=MARGINS, legend=LEGEND_BELOW)
     estimate = any(r.memory_is_estimate for r in records)
-    memory.update_layout(title="Attention-matrix memory vs T" + (" (estimate)" if estimate else " (measured peak)"),
-                         xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="MiB", height=400,
-                         legend=LEGEND_BELOW)
+    memory.update_layout(title=dict(text=wrapped("Attention-matrix memory vs T" + (" (estimate)" if estimate else
+                                                                                   " (measured peak)")),
+                                    font=TITLE_FONT),
+                         xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="MiB", height=460,
+                         margin=MARGINS, legend=LEGEND_BELOW)
     backends = sorted({f"{r.name}: {r.sdpa_backend}" for r in records if r.sdpa_backend != EXPLICIT_SOFTMAX})
-    notes = (f"Medians after warm-up, batch {B}, embedding {d}, {h} heads, {dtype}. SDPA backend: "
+    notes = (f"Medians after warm-up, batch {B}, embedding {d}, {h} heads, {dtype}; solid lines: forward, dotted: "
+             f"forward + backward. SDPA backend: "
              f"{'; '.join(backends) or 'n/a'}. "
              + ("On this device memory is the size of the (B, h, T, T) scores and weights, computed, not measured."
                 if estimate else "Memory is the measured peak above the allocation before each call."))
@@ -177,8 +281,10 @@ def build(ctx: AppContext) -> None:
     summary = gr.Markdown(label="summary")
     equivalence = gr.Dataframe(label="Equivalence after a weight transplant (the reference's weights copied into "
                                      "each)", interactive=False, wrap=True,
-                               column_widths=["11%", "15%", "10%", "9%", "7%", "7%", "41%"])
-    parameters = gr.Dataframe(label="Parameters", interactive=False)
+                               elem_classes=["playground-table", "wide-table"],
+                               column_widths=["12%", "16%", "11%", "11%", "8%", "8%", "34%"])
+    parameters = gr.Dataframe(label="Parameters", interactive=False, wrap=True, elem_classes=["playground-table"],
+                              column_widths=["25%", "20%", "55%"])
     grid = gr.Plot(label="Per-head attention maps")
     with gr.Accordion("Cost curves", open=False):
         with gr.Row():
@@ -201,12 +307,11 @@ def build(ctx: AppContext) -> None:
 
     inputs = [embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device]
     run.click(bound(run_comparison, ctx), inputs, [summary, equivalence, parameters, grid],
-              api_name="compare")
+              api_name="compare", **ctx.long_lane)
     gpt2.click(lambda: (GPT2_SMALL["embedding_dim"], GPT2_SMALL["heads_num"], GPT2_SMALL["seq_len"],
                         GPT2_SMALL["batch"], GPT2_SMALL["qkv_bias"]), None,
                [embedding_dim, heads_num, seq_len, batch, qkv_bias], api_name="compare_gpt2_preset",
-               api_visibility="private")
+               api_visibility="private", **ctx.fast_lane)
     time_button.click(friendly(timing), [embedding_dim, heads_num, batch, dtype, device, max_len],
-                      [timing_plot, memory_plot, timing_notes], api_name="compare_timing",
-                      concurrency_id="timing", concurrency_limit=1)
-    which.change(friendly(show_source), which, code, api_name="compare_source")
+                      [timing_plot, memory_plot, timing_notes], api_name="compare_timing", **ctx.long_lane)
+    which.change(friendly(show_source), which, code, api_name="compare_source", **ctx.fast_lane)
