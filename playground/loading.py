@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from playground import checkpoints, hub
+from playground import checkpoints, checks, hub
 from playground.budget import MemoryBudget
 
 
@@ -38,7 +38,10 @@ def source_key(source: str | Path, *, allow_folders: bool = False) -> SourceKey:
         if not allow_folders:
             raise checkpoints.CheckpointError("a checkpoint is chosen by name or Hub repo id here, not by folder")
         return SourceKey("folder", str(source.expanduser().resolve()))
-    if not isinstance(source, str) or not source.strip():
+    if source is not None and not isinstance(source, str):  # an API client sent a file, a list, a number...
+        raise checkpoints.CheckpointError(f"a checkpoint is chosen by its name or a Hub repo id (text), "
+                                          f"not {type(source).__name__} {checks.shown(source)}")
+    if source is None or not source.strip():
         raise checkpoints.CheckpointError("pick a checkpoint first (none is loaded)")
     text = source.strip()
     if allow_folders and Path(text).expanduser().is_dir():

@@ -421,3 +421,39 @@ def test_compare_and_timing_know_their_cost_before_they_start(tmp_path, monkeypa
     with pytest.raises(ValueError, match=r"limit of 5 s a request"):
         run_timing(slow, 64, 4, 2, "fp32", "cpu", 1024)  # the default sweep: about 34 s
     assert started == []
+
+
+# ------------------------------------------------------------- refusals through raw HTTP, as any client sends
+OUTSIDE_UPLOADS = {"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}, "orig_name": "passwd"}
+RAW_REFUSALS = [
+    ("checkpoint_info", [], "needed: 1, got: 0"),
+    ("checkpoint_info", [OUTSIDE_UPLOADS], "not uploaded by a user"),
+    ("checkpoint_info", [{"path": "x"}], "chosen by its name or a Hub repo id"),
+    ("checkpoint_info", [12], "chosen by its name or a Hub repo id"),
+    ("tokenize", [], "needed: 3, got: 0"),
+    ("tokenize", [OUTSIDE_UPLOADS, "this text", None], "not uploaded by a user"),
+    ("tokenize", ["hi", "this text", OUTSIDE_UPLOADS], "not uploaded by a user"),
+    ("tokenize", [None, None, None], "Unknown vocabulary source"),
+    ("compare", [], "needed: 8, got: 0"),
+    ("compare", [None] * 8, "Embedding_dim is empty"),
+    ("compare", [OUTSIDE_UPLOADS, 4, 8, 2, 0, False, "fp32", "cpu"], "not uploaded by a user"),
+    ("compare_timing", [], "needed: 6, got: 0"),
+    ("compare_timing", [4096, 64, 64, "fp32", "cpu", 1024], "PLAYGROUND_MAX_REQUEST_SECONDS"),
+    ("compare_source", [], "needed: 1, got: 0"),
+    ("compare_source", [None], "Unknown implementation"),
+    ("compare_source", [{"path": "../../etc/passwd", "meta": {"_type": "gradio.FileData"}}], "not uploaded"),
+]
+
+
+@pytest.mark.parametrize("api,data,message", RAW_REFUSALS, ids=[f"{a}-{i}" for i, (a, _, _) in
+                                                                   enumerate(RAW_REFUSALS)])
+def test_every_refusal_reaches_a_raw_http_client_as_a_message(served, api, data, message):
+    """POST /gradio_api/call/<api> then read its events: an error event whose message is text, never null."""
+    base = served.app.local_url.rstrip("/") + "/gradio_api/call/" + api
+    posted = httpx.post(base, json={"data": data}, timeout=30)
+    assert posted.status_code == 200, posted.text[:300]
+    answer = httpx.get(f"{base}/{posted.json()['event_id']}", timeout=120).text
+    event, _, payload = answer.strip().partition("\ndata: ")
+    assert event == "event: error", answer[:300]
+    error = json.loads(payload)["error"]
+    assert isinstance(error, str) and _readable(error) and message in error, error[:300]
