@@ -146,6 +146,24 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
     return render_status(ctx.jobs.status(), owned=True)
 
 
+def stop_run(ctx: AppContext, token="", browser_token=None, request: gr.Request = None):
+    """Stop the run in progress: your own, or any with the admin token."""
+    visitor = identify(ctx, token, browser_token, request)
+    return render_status(ctx.jobs.stop(visitor), owned=ctx.jobs.owned_by(visitor))
+
+
+def poll_status(ctx: AppContext, layer, head, snapshot_index, seen, token="", browser_token=None,
+                request: gr.Request = None):
+    """Redraw only when something changed; follow the newest snapshot while new ones arrive."""
+    status = ctx.jobs.status()
+    owned = ctx.jobs.owned_by(identify(ctx, token, browser_token, request, strict=False))
+    key = [status.state, status.run_name, status.step, len(status.probes), len(status.samples), owned, layer, head]
+    if seen == key:
+        return (*[gr.skip()] * 5, seen)
+    follow = not seen or seen[:6] != key[:6]
+    return (*render_status(status, layer or 0, head or 0, None if follow else snapshot_index, owned), key)
+
+
 def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: int | None = None,
                   owned: bool | None = None):
     """(status Markdown, loss figure, samples text, probe heatmap, snapshot slider) for one poll.
@@ -218,8 +236,7 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         preset = gr.Dropdown(list(TRAIN_PRESETS), value="tiny", label="preset",
                              info="; ".join(f"{k}: {v.description}" for k, v in TRAIN_PRESETS.items()))
-        fields["run_name"] = gr.Textbox(functools.partial(checkpoints.fresh_run_name, ctx.weights),
-                                        label="run name (folder in weights/)")
+        fields["run_name"] = gr.Textbox(checkpoints.fresh_run_name(ctx.weights), label="run name (folder in weights/)")
         fields["device"] = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value=first["device"], label="device")
     with gr.Row():
         for name in ("layers_num", "heads_num", "embedding_dim", "context_size"):
@@ -264,25 +281,14 @@ def build(ctx: AppContext) -> None:
     settings = [fields[name] for name in PRESET_FIELDS if name != "run_name"]
     outputs = [status_md, loss_plot, samples, probe_plot, snapshot]
 
-    def poll(layer, head, snapshot_index, seen, token="", browser_token=None, request: gr.Request = None):
-        """Redraw only when something changed; follow the newest snapshot while new ones arrive."""
-        status = ctx.jobs.status()
-        owned = ctx.jobs.owned_by(identify(ctx, token, browser_token, request, strict=False))
-        key = [status.state, status.run_name, status.step, len(status.probes), len(status.samples), owned, layer,
-               head]
-        if seen == key:
-            return (*[gr.skip()] * len(outputs), seen)
-        follow = not seen or seen[:6] != key[:6]
-        return (*render_status(status, layer or 0, head or 0, None if follow else snapshot_index, owned), key)
-
-    def stop_run(token="", browser_token=None, request: gr.Request = None):
-        """Stop the run in progress: yours, or any with the admin token."""
-        visitor = identify(ctx, token, browser_token, request)
-        return render_status(ctx.jobs.stop(visitor), owned=ctx.jobs.owned_by(visitor))
-
     def preset_changed(name):
         return preset_values(name, ctx.weights)
 
+    def fresh_name():
+        return checkpoints.fresh_run_name(ctx.weights)
+
+    # every page load gets a name no run has yet (my-run-1, my-run-2...); an existing run is replaced only on purpose
+    gr.on(None, friendly(fresh_name), None, fields["run_name"], api_visibility="private", show_progress="hidden")
     preset.change(friendly(preset_changed), preset, [fields[name] for name in PRESET_FIELDS],
                   api_name="train_preset")
     corpus.change(corpus_fields, corpus, [upload, pasted], api_name="train_corpus", api_visibility="private",
@@ -297,9 +303,9 @@ def build(ctx: AppContext) -> None:
         bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
     resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
         bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
-    stop.click(friendly(stop_run), [token, owner_token], outputs, api_name="train_stop")
+    stop.click(bound(stop_run, ctx), [token, owner_token], outputs, api_name="train_stop")
     seen = gr.State([])
-    timer.tick(friendly(poll), [probe_layer, probe_head, snapshot, seen, token, owner_token], [*outputs, seen],
+    timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token], [*outputs, seen],
                api_name="train_status", show_progress="hidden")
     snapshot.release(friendly(lambda layer, head, index: render_status(ctx.jobs.status(), layer or 0, head or 0,
                                                                        index)),
