@@ -227,9 +227,9 @@ def build(ctx: AppContext) -> None:
         "Train a small character-level GPT on the server, in the background: one run at a time for everyone. "
         "Watch the training and validation loss fall, read samples as they improve, and see the attention of a "
         "fixed probe sentence form. Stop keeps a checkpoint; the Attention and Sample tabs can load it. "
-        f"A run is yours: only this browser can stop, resume or replace it. Runs stop after "
-        f"{format_seconds(ctx.limits.max_train_seconds)}; the oldest of the {ctx.limits.max_runs} visitor runs "
-        "this server keeps make room for new ones."
+        f"A run is yours: only this browser can stop, resume or replace it. A run stops after "
+        f"{format_seconds(ctx.limits.max_train_seconds)}, and this server keeps at most {ctx.limits.max_runs} "
+        "visitors' runs: the oldest make room for new ones."
     )
     first = preset_fields("tiny")
     fields: dict[str, gr.components.Component] = {}  # by name: PRESET_FIELDS, start_run's parameters
