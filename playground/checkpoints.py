@@ -11,12 +11,19 @@ Saving is atomic: files go to a temporary folder beside the target, which then r
 rename, so a crash leaves either the old checkpoint or the new one, never half of one.
 Listing and loading only read. What a crash can leave behind (``.tmp-`` and ``.old-`` folders) is cleared
 by ``recover``, which the app runs once at start-up and the training CLI once before it starts.
+
+Who may write what (the app asks; the command line is the operator's and may write any name):
+  * shipped checkpoints (``SHIPPED_CHECKPOINTS``, the ones that came with the repository) are read-only;
+  * a visitor run records its owner as ``"owner": owner_hash(token)`` in training.json, never the token;
+  * visitor runs are bounded by ``make_room``: the oldest go first, never a shipped one, an operator's
+    (no owner record) or one in ``keep``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -47,6 +54,11 @@ CARD_FILE = "README.md"
 OPTIMIZER_FILE = "optimizer.safetensors"
 LOCK_FILE = ".lock"
 DEFAULT_CHECKPOINT = "shakespeare-char"
+# Checkpoints that came with the repository: the app never writes, replaces, resumes or removes them. The one list,
+# by name, so it holds in any weights folder (a copy of the repository's, a test's) and no file a visitor's run
+# writes can claim or drop the mark. The command line, the operator's tool, may still rebuild them.
+SHIPPED_CHECKPOINTS = frozenset({DEFAULT_CHECKPOINT})
+OWNER_FIELD = "owner"  # in training.json: owner_hash of the token of the visitor who started the run
 REPO_WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -98,6 +110,118 @@ def validate_name(name: str) -> str:
             "(no path separators, no '..', not starting with '.')"
         )
     return name
+
+
+def is_shipped(name: str) -> bool:
+    """True for a checkpoint that came with the repository (read-only for the app's visitors)."""
+    return isinstance(name, str) and name.strip() in SHIPPED_CHECKPOINTS
+
+
+def owner_hash(token: str) -> str:
+    """What training.json records for the owner of a run: a SHA-256 of their token, never the token itself."""
+    return hashlib.sha256(f"attention-playground owner:{token}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def recorded_owner(name: str, directory: Path | None = None) -> str | None:
+    """The owner hash a run's training.json records, or None (an operator's run, an older one, or no run)."""
+    path = (Path(directory) if directory is not None else weights_dir()) / validate_name(name) / TRAINING_FILE
+    try:
+        owner = json.loads(path.read_text(encoding="utf-8")).get(OWNER_FIELD)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return owner if isinstance(owner, str) and owner else None
+
+
+def exists(name: str, directory: Path | None = None) -> bool:
+    """Whether anything (a checkpoint, or a folder that is not one) already has this name in the weights folder."""
+    return ((Path(directory) if directory is not None else weights_dir()) / validate_name(name)).exists()
+
+
+def fresh_run_name(directory: Path | None = None, stem: str = "my-run") -> str:
+    """The first ``<stem>-N`` (N = 1, 2, ...) that names nothing in the weights folder: my-run-1, my-run-2..."""
+    stem = validate_name(stem)[:56]
+    number = 1
+    while exists(f"{stem}-{number}", directory) or is_shipped(f"{stem}-{number}"):
+        number += 1
+    return f"{stem}-{number}"
+
+
+def estimated_bytes(parameters: int, steps: int) -> int:
+    """About how much a run's folder takes on disk: fp32 weights, AdamW's two moments, the JSON loss curves."""
+    return 12 * parameters + 64 * steps + 64 * 1024
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    name: str
+    size: int  # bytes of all its files
+    saved_at: float  # when its weights were last written
+    owner: str | None  # recorded_owner: None for an operator's run
+
+
+def stored_runs(directory: Path | None = None) -> list[StoredRun]:
+    """Every run folder in the weights folder (not the shipped ones, not hidden leftovers), oldest save first."""
+    parent = Path(directory) if directory is not None else weights_dir()
+    runs = []
+    if not parent.is_dir():
+        return runs
+    for entry in parent.iterdir():
+        if entry.name.startswith(".") or not entry.is_dir() or is_shipped(entry.name):
+            continue
+        try:
+            files = [f for f in entry.iterdir() if f.is_file()]
+            size = sum(f.stat().st_size for f in files)
+            weights = entry / WEIGHTS_FILE
+            saved_at = weights.stat().st_mtime if weights.is_file() else entry.stat().st_mtime
+        except OSError:
+            continue
+        runs.append(StoredRun(entry.name, size, saved_at, recorded_owner(entry.name, parent)))
+    return sorted(runs, key=lambda run: (run.saved_at, run.name))
+
+
+def make_room(directory: Path | None, incoming_bytes: int, *, max_runs: int, max_bytes: int,
+              keep: frozenset[str] | set[str] = frozenset(), replacing: str | None = None) -> list[str]:
+    """Remove the oldest visitor runs until one more of ``incoming_bytes`` fits; return the names removed.
+
+    The quota counts visitor runs only (those with an owner record): at most ``max_runs`` folders and
+    ``max_bytes`` together, the incoming run included. ``replacing`` names the run the incoming one will
+    replace (a resumed or replaced run): it is not counted. Never removed: a shipped checkpoint, an operator's
+    run (no owner record), ``replacing`` or a name in ``keep`` (a run in progress). Raises CheckpointError, and
+    removes nothing, when even removing every removable run would not make room.
+
+        20 visitor runs, max_runs 20: the oldest goes, the new one is the 20th.
+    """
+    parent = Path(directory) if directory is not None else weights_dir()
+    runs = [run for run in stored_runs(parent) if run.owner is not None and run.name != replacing]
+    removable = [run for run in runs if run.name not in keep]
+    count, total = len(runs) + 1, sum(run.size for run in runs) + incoming_bytes
+    doomed = []
+    for run in removable:
+        if count <= max_runs and total <= max_bytes:
+            break
+        doomed.append(run)
+        count, total = count - 1, total - run.size
+    if count > max_runs or total > max_bytes:
+        raise CheckpointError(
+            f"this run's checkpoint would take about {incoming_bytes:,} bytes and this server keeps at most "
+            f"{max_runs} visitor runs in {max_bytes:,} bytes; lower the model's size"
+        )
+    for run in doomed:
+        _remove(parent, run.name)
+        logger.info("removed the visitor run %s (%d bytes, the oldest) to make room", run.name, run.size)
+    return [run.name for run in doomed]
+
+
+def _remove(parent: Path, name: str) -> None:
+    """Take a run out of view in one rename (a ``.tmp-`` folder, which ``recover`` clears if a crash comes
+    before the delete finishes), then delete it."""
+    with _folder_lock(parent):
+        source = parent / name
+        if not source.exists():
+            return
+        doomed = parent / f".tmp-removed-{name}-{uuid.uuid4().hex[:8]}"
+        os.rename(source, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -169,6 +169,9 @@ class Limits:
     max_new_tokens: int = 2000
     max_context_size: int = 1024
     max_request_seconds: int = 60  # a request estimated to take longer (a timing sweep) is refused up front
+    max_train_seconds: int = 3600  # one visitor run's wall time; the estimate is checked before it starts
+    max_runs: int = 20  # visitor run folders kept in weights/; the oldest go first
+    max_runs_bytes: int = 500_000_000  # and their bytes together
 
     @classmethod
     def from_env(cls) -> Limits:
@@ -180,4 +183,7 @@ class Limits:
             max_new_tokens=_env_int("PLAYGROUND_MAX_NEW_TOKENS", cls.max_new_tokens),
             max_context_size=_env_int("PLAYGROUND_MAX_CONTEXT_SIZE", cls.max_context_size),
             max_request_seconds=_env_int("PLAYGROUND_MAX_REQUEST_SECONDS", cls.max_request_seconds),
+            max_train_seconds=_env_int("PLAYGROUND_MAX_TRAIN_SECONDS", cls.max_train_seconds),
+            max_runs=_env_int("PLAYGROUND_MAX_RUNS", cls.max_runs),
+            max_runs_bytes=_env_int("PLAYGROUND_MAX_RUNS_BYTES", cls.max_runs_bytes),
         )

@@ -2,9 +2,13 @@
 
 Owns the thread, the lock and the stop Event, and the status copy the Train tab polls with ``status()``.
 It runs no model itself: run.py's ``run_training`` does the work and reports steps, samples and probe
-snapshots through callbacks, which only record them here. A run is prepared (and every input checked)
-before ``start`` returns, so bad input fails at once with a message; an error inside the thread is kept
-in the status and frees the slot.
+snapshots through callbacks, which only record them here. A run is prepared (and every input checked, its
+memory reserved) before ``start`` returns, so bad input fails at once with a message; an error inside the
+thread is kept in the status and frees the slot and the memory.
+
+A run belongs to whoever started it: ``stop(visitor)`` from anyone else is refused (NotYourRunError) unless they
+are the admin; ``stop()`` with no visitor is the server itself (shutting down, tests). The status every viewer
+polls names no owner: ``owned_by(visitor)`` answers the one question a page may ask.
 """
 
 from __future__ import annotations
@@ -16,7 +20,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from playground.run import PreparedRun, ProbeSnapshot, RunRequest, prepare_run, run_training
+from playground.run import (
+    STOPPED_BY_TIME_LIMIT,
+    PreparedRun,
+    ProbeSnapshot,
+    RunRequest,
+    Visitor,
+    format_seconds,
+    prepare_run,
+    run_training,
+)
 from playground.train import StepMetrics, TrainResult
 
 logger = logging.getLogger(__name__)
@@ -26,6 +39,10 @@ IDLE, RUNNING, STOPPING, FINISHED, STOPPED, FAILED = "idle", "running", "stoppin
 
 class JobBusyError(RuntimeError):
     """A second run was asked for while one is in progress."""
+
+
+class NotYourRunError(RuntimeError):
+    """Someone other than its owner (or the admin) asked to stop the run in progress."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,7 @@ class JobStatus:
     parameter_count: int = 0
     device: str = ""
     corpus: str = ""
+    time_limit_seconds: float | None = None  # the run stops and saves when its wall time passes this
 
     @property
     def active(self) -> bool:
@@ -61,9 +79,16 @@ class JobStatus:
             return None
         return (self.steps - self.step) * self.elapsed_seconds / done
 
+    def ends_by_itself(self) -> str:
+        """'it ends by itself at step 1200 (or after 1h 00m, this server's time limit)'."""
+        limit = (f" (or after {format_seconds(self.time_limit_seconds)}, this server's time limit)"
+                 if self.time_limit_seconds else "")
+        return f"it ends by itself at step {self.steps}{limit}"
+
     def busy_message(self) -> str:
         started = datetime.fromtimestamp(self.started_at).strftime("%H:%M:%S") if self.started_at else "?"
-        return f"a run is in progress ({self.run_name}, started {started}, step {self.step} of {self.steps})"
+        return (f"a run is in progress ({self.run_name}, started {started}, step {self.step} of {self.steps}); "
+                f"one run at a time: {self.ends_by_itself()} or when its owner stops it")
 
 
 @dataclass
@@ -75,6 +100,7 @@ class _Job:
     val_loss: list = field(default_factory=list)
     samples: list = field(default_factory=list)
     probes: list = field(default_factory=list)
+    owners: frozenset = frozenset()  # owner hashes that may stop it: who started it, and the run's recorded owner
 
     def snapshot(self) -> JobStatus:
         return replace(self.status, train_loss=tuple(self.train_loss), val_loss=tuple(self.val_loss),
@@ -100,8 +126,10 @@ class TrainingJobs:
         with self._lock:
             if self._job.status.active:
                 raise JobBusyError(self._job.status.busy_message())
+            started_by = request.visitor.owner if request.visitor is not None else None
             self._job = _Job(JobStatus(state=RUNNING, run_name=request.run_name, started_at=time.time(),
-                                       steps=request.train.steps, message="preparing the corpus and model"))
+                                       steps=request.train.steps, message="preparing the corpus and model"),
+                             owners=frozenset({started_by} - {None}))
             job = self._job
         try:
             run = self._prepare(request)
@@ -109,22 +137,45 @@ class TrainingJobs:
             with self._lock:
                 self._job = _Job(JobStatus())
             raise
-        self._update(job, start_step=run.start_step, step=run.start_step,
-                     parameter_count=run.model.parameter_count(), device=str(run.device),
-                     corpus=f"{run.corpus.name} ({len(run.corpus.text):,} characters)",
-                     message=f"training on {run.device}")
-        with self._lock:
-            job.train_loss.extend(tuple(p) for p in run.history.get("train_loss", []))
-            job.val_loss.extend(tuple(p) for p in run.history.get("val_loss", []))
-        job.thread = threading.Thread(target=self._work, args=(job, run), name="training-run", daemon=True)
-        job.thread.start()
+        try:
+            with self._lock:
+                job.owners = job.owners | ({run.owner} - {None})
+            notes = "".join(f"; {note}" for note in run.notes)
+            self._update(job, start_step=run.start_step, step=run.start_step,
+                         parameter_count=run.model.parameter_count(), device=str(run.device),
+                         corpus=f"{run.corpus.label} ({len(run.corpus.text):,} characters)",
+                         time_limit_seconds=run.max_seconds,
+                         message=f"training on {run.corpus.label} on {run.device}{notes}")
+            with self._lock:
+                job.train_loss.extend(tuple(p) for p in run.history.get("train_loss", []))
+                job.val_loss.extend(tuple(p) for p in run.history.get("val_loss", []))
+            job.thread = threading.Thread(target=self._work, args=(job, run), name="training-run", daemon=True)
+            job.thread.start()
+        except BaseException:
+            run.release_memory()
+            with self._lock:
+                self._job = _Job(JobStatus())
+            raise
         return self.status()
 
-    def stop(self) -> JobStatus:
-        """Ask the run to end after its current step; it saves a checkpoint on the way out."""
+    def owned_by(self, visitor: Visitor | None) -> bool:
+        """Whether ``visitor`` may stop the current run (its owner, or the admin)."""
+        if visitor is None:
+            return False
+        with self._lock:
+            return visitor.admin or visitor.owner in self._job.owners
+
+    def stop(self, visitor: Visitor | None = None) -> JobStatus:
+        """Ask the run to end after its current step; it saves a checkpoint on the way out.
+
+        ``visitor`` must be the run's owner or the admin (else NotYourRunError); None is the server itself.
+        """
         with self._lock:
             job = self._job
             if job.status.state == RUNNING:
+                if visitor is not None and not visitor.admin and visitor.owner not in job.owners:
+                    raise NotYourRunError(f"this run belongs to another visitor; {job.status.ends_by_itself()} or "
+                                          "when its owner stops it")
                 job.stop_event.set()
                 job.status = replace(job.status, state=STOPPING, message="stopping after the current step")
             return job.snapshot()
@@ -163,7 +214,11 @@ class TrainingJobs:
             logger.exception("training run %s failed", run.request.run_name)
             self._update(job, state=FAILED, message=f"training failed: {exc}. The last good checkpoint is kept.")
             return
+        finally:
+            run.release_memory()  # however the run ended, its memory goes back to the server's budget
         state = STOPPED if result.stopped else FINISHED
         verb = "stopped" if result.stopped else "finished"
+        if result.stop_reason == STOPPED_BY_TIME_LIMIT:
+            verb = f"stopped by this server's time limit ({format_seconds(run.max_seconds)})"
         self._update(job, state=state,
                      message=f"{verb} at step {result.steps_done}; checkpoint saved as {run.request.run_name}")

@@ -1,15 +1,27 @@
 """A training run: what it needs (RunRequest), checking it all before the first step (prepare_run), the run
 around the loop (run_training) and what it leaves behind (training.json, the model card).
 
-Owns the corpus -> tokenizer -> model preparation, the periodic checkpoints through checkpoints.py, the
-samples and the probe sentence's attention a run reports as it goes. Knows nothing about threads or the UI:
-the job manager (jobs.py) and the CLI (cli/train.py) both call ``run_training`` with their own callbacks.
-The loop itself is train.py's ``train``; the record a checkpoint keeps is built from that loop's own
-TrainResult.
+Owns the corpus -> tokenizer -> model preparation, what a run costs before it starts (memory through
+budget.py's model, time through ``step_seconds``), who may write a run's folder (``Visitor``), the periodic
+checkpoints (with the optimizer's state) through checkpoints.py, the samples and the probe sentence's attention a
+run reports as it goes. Knows nothing about threads or the UI: the job manager (jobs.py) and the CLI
+(cli/train.py) both call ``run_training`` with their own callbacks. The loop itself is train.py's ``train``; the
+record a checkpoint keeps is built from that loop's own TrainResult.
+
+A visitor's request (``RunRequest.visitor`` set: the app) meets the public server's rules; the command line's
+(no visitor) is the operator's and meets only the size caps:
+
+    shipped checkpoint           read-only                     (checkpoints.SHIPPED_CHECKPOINTS)
+    a name that exists           replaced only on purpose (``replace``) and only by its owner or the admin
+    resume                       your own run; one without an owner record only with the admin token
+    time                         estimate <= limits.max_train_seconds, and stopped there while it runs
+    disk                         checkpoints.make_room: the oldest visitor runs go first
 """
 
 from __future__ import annotations
 
+import hmac
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,17 +30,100 @@ from typing import Any
 import torch
 
 from playground import checkpoints
+from playground.budget import BudgetError, Cost, MemoryBudget, human, largest_batch, training_cost
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, CorpusError, TokenIdsDataset, load_corpus, split_train_val
 from playground.device import describe, pick_device
 from playground.model import GPT
+from playground.optim_state import OptimizerStateError, flatten_optimizer_state, restore_optimizer_state
 from playground.presets import MODEL_FIELDS
 from playground.sampling import generate
 from playground.tokenizer import CharTokenizer
-from playground.train import StepMetrics, TrainResult, train
+from playground.train import StepMetrics, TrainResult, configure_optimizer, train
 
 PROBE_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 SAMPLE_CHARACTERS = 120  # the length of each sample a run reports
+# The time estimate, calibrated on a 2-core CPU with torch 2.13 (python benchmarks/train_speed.py and small runs):
+# training sustains about 1.2e11 FLOP/s (6 per parameter per token, plus attention), and every step also pays a
+# fixed cost for Python, kernel launches and the optimizer, about 0.6 ms plus 0.5 ms per layer. The CUDA figures
+# are a guess for a small GPU (T4-class, fp32), not a measurement: the cap is also enforced while a run goes.
+CPU_FLOPS, CPU_STEP_OVERHEAD_S, CPU_LAYER_OVERHEAD_S = 1.2e11, 6e-4, 5e-4
+CUDA_FLOPS, CUDA_STEP_OVERHEAD_S, CUDA_LAYER_OVERHEAD_S = 4e12, 3e-3, 1e-3
+STOPPED_BY_VISITOR, STOPPED_BY_TIME_LIMIT = "asked", "time limit"
+
+
+def format_seconds(seconds: float | None) -> str:
+    """42 -> '42s', 125 -> '2m 05s', 7260 -> '2h 01m'; None -> '–'."""
+    if seconds is None:
+        return "–"
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def step_seconds(config: ModelConfig, batch_size: int, device_type: str = "cpu") -> float:
+    """A rough wall time of one training step (forward, backward, AdamW) for these shapes on this kind of device."""
+    if device_type == "cuda":
+        flops, fixed, per_layer = CUDA_FLOPS, CUDA_STEP_OVERHEAD_S, CUDA_LAYER_OVERHEAD_S
+    else:  # MPS gets the CPU's figures: slower than it is, never faster
+        flops, fixed, per_layer = CPU_FLOPS, CPU_STEP_OVERHEAD_S, CPU_LAYER_OVERHEAD_S
+    tokens = batch_size * config.context_size
+    flops_per_token = 6 * config.parameter_count() + 12 * config.layers_num * config.context_size * config.embedding_dim
+    return tokens * flops_per_token / flops + fixed + per_layer * config.layers_num
+
+
+def estimate_seconds(config: ModelConfig, batch_size: int, steps: int, device_type: str = "cpu") -> float:
+    """``steps`` of ``step_seconds``: the tiny preset (2 layers, 128 wide, context 64, batch 32), 1200 steps on a
+    CPU -> about 50 s."""
+    return steps * step_seconds(config, batch_size, device_type)
+
+
+def where(device_type: str) -> str:
+    """The device an estimate is for, in a sentence."""
+    return "a 2-core CPU" if device_type != "cuda" else "a small GPU"
+
+
+def memory_cost(config: ModelConfig, batch_size: int) -> Cost:
+    """budget.training_cost for a model of this shape trained ``batch_size`` windows at a time."""
+    return training_cost(parameters=config.parameter_count(), layers_num=config.layers_num,
+                         embedding_dim=config.embedding_dim, context_size=config.context_size,
+                         vocabulary_size=config.vocabulary_size, batch_size=batch_size)
+
+
+def memory_advice(config: ModelConfig, batch_size: int, fits_bytes: int) -> str:
+    """What to lower, and to what, so a run fits ``fits_bytes``: 'lower batch_size to at most 87 (now 1024)'."""
+    largest = largest_batch(fits_bytes, parameters=config.parameter_count(), layers_num=config.layers_num,
+                            embedding_dim=config.embedding_dim, context_size=config.context_size,
+                            vocabulary_size=config.vocabulary_size)
+    if largest >= 1:
+        return f"lower batch_size to at most {largest:,} (now {batch_size:,})"
+    return "even batch_size 1 does not fit: lower context_size or embedding_dim"
+
+
+def free_device_memory(device: torch.device) -> int | None:
+    """Bytes free on a CUDA device now; None for the CPU and MPS (the server's budget covers those)."""
+    if device.type != "cuda":
+        return None
+    free, _total = torch.cuda.mem_get_info(device)
+    return int(free)
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """Who asks for a run, or to stop one, through the app (the command line asks as the operator: no Visitor).
+
+    ``owner`` is ``checkpoints.owner_hash`` of their token: what training.json records and the job manager
+    compares, never the token itself. ``admin``: the token was the Space owner's PLAYGROUND_ADMIN_TOKEN, which may
+    stop, resume or replace any visitor's run (never a shipped checkpoint).
+    """
+
+    owner: str
+    admin: bool = False
+
+    def may_change(self, recorded_owner: str | None) -> bool:
+        """Whether this visitor may resume, replace or stop what ``recorded_owner`` started."""
+        return self.admin or (recorded_owner is not None and hmac.compare_digest(recorded_owner, self.owner))
 
 
 @dataclass(frozen=True)
@@ -42,11 +137,19 @@ class RunRequest:
     corpus_text: str | None = None
     resume: bool = False
     weights_dir: Path | None = None
+    uploaded: bool = False  # corpus_text is a visitor's uploaded file (its label says so)
+    corpus_name: str | None = None  # what to call the corpus (an upload's file name)
+    visitor: Visitor | None = None  # None: the operator (the CLI), to whom only the size caps apply
+    replace: bool = False  # a visitor starting a run whose name exists means to replace it
 
 
 @dataclass
 class PreparedRun:
-    """A run checked and ready for its first step; ``history`` holds a resumed checkpoint's loss curves."""
+    """A run checked and ready for its first step; ``history`` holds a resumed checkpoint's loss curves.
+
+    ``memory`` bytes are held in ``budget`` from prepare_run until ``release_memory`` (the job manager calls it
+    when the run ends, however it ends).
+    """
 
     request: RunRequest
     corpus: Corpus
@@ -57,10 +160,106 @@ class PreparedRun:
     device: torch.device
     start_step: int
     history: dict[str, list] = field(default_factory=dict)
+    optimizer: torch.optim.Optimizer | None = None  # restored from the checkpoint on resume when it has one
+    notes: list[str] = field(default_factory=list)  # what a learner should know before it starts (a cold resume)
+    cost: Cost | None = None
+    estimated_seconds: float = 0.0
+    max_seconds: float | None = None  # the run stops and saves when its wall time passes this
+    owner: str | None = None  # the owner hash training.json records
+    memory: int = 0
+    budget: MemoryBudget | None = None
+
+    def release_memory(self) -> None:
+        """Give the run's reserved bytes back to the budget (once; later calls do nothing)."""
+        held, self.memory = self.memory, 0
+        if held and self.budget is not None:
+            self.budget.release(held)
 
 
-def prepare_run(request: RunRequest, limits: Limits | None = None) -> PreparedRun:
-    """Check everything before the first step: name, sizes, caps, corpus, device, resume target."""
+def _check_size(config: ModelConfig, limits: Limits, what: str) -> None:
+    if config.parameter_count() > limits.max_parameters:
+        raise ConfigError(f"{what} would have {config.parameter_count():,} parameters; this server's limit is "
+                          f"{limits.max_parameters:,}")
+    if config.context_size > limits.max_context_size:
+        raise ConfigError(f"context_size {config.context_size} is above this server's limit of "
+                          f"{limits.max_context_size}")
+
+
+def _owner_to_record(request: RunRequest, name: str) -> str | None:
+    """Apply the visitor rules of the module docstring; return the owner hash training.json will record."""
+    directory, visitor = request.weights_dir, request.visitor
+    recorded = checkpoints.recorded_owner(name, directory)
+    if visitor is None:  # the operator: a resumed run keeps its owner, a new one has none
+        return recorded if request.resume else None
+    verb = "resume" if request.resume else "replace"
+    if checkpoints.is_shipped(name):
+        raise checkpoints.CheckpointError(
+            f"{name} came with the app and is read-only for everyone: pick another run name, such as "
+            f"{checkpoints.fresh_run_name(directory)}")
+    if request.resume:
+        if not checkpoints.exists(name, directory):
+            raise checkpoints.MissingCheckpointError(f"no checkpoint named {name!r} to resume")
+    elif not checkpoints.exists(name, directory):
+        return visitor.owner
+    elif not request.replace:
+        raise checkpoints.CheckpointError(
+            f"a run named {name} already exists: tick \"replace it\" to start it over (only its owner can), or pick "
+            f"a new name such as {checkpoints.fresh_run_name(directory)}")
+    if not visitor.may_change(recorded):
+        if recorded is None:
+            raise checkpoints.CheckpointError(
+                f"{name} was not started by a visitor of this server (it has no owner record): only the Space "
+                f"owner's admin token can {verb} it; pick another run name, such as "
+                f"{checkpoints.fresh_run_name(directory)}")
+        raise checkpoints.CheckpointError(
+            f"{name} belongs to another visitor: only its owner can {verb} it; pick another run name, such as "
+            f"{checkpoints.fresh_run_name(directory)}")
+    return recorded if request.resume and recorded is not None else visitor.owner
+
+
+def _check_time(config: ModelConfig, train_config: TrainConfig, start_step: int, device: torch.device,
+                max_seconds: int) -> float:
+    """The estimated seconds of the steps to go; refuse, saying to what to lower steps, past ``max_seconds``."""
+    per_step = step_seconds(config, train_config.batch_size, device.type)
+    to_go = train_config.steps - start_step
+    seconds = to_go * per_step
+    if seconds <= max_seconds:
+        return seconds
+    fit = int(max_seconds // per_step)
+    advice = (f"lower steps to at most {start_step + fit:,} (now {train_config.steps:,}), or make the model or the "
+              "batch smaller" if fit >= 1 else "one step alone takes longer: lower batch_size, context_size or "
+              "the model's size")
+    raise ConfigError(f"this run would take about {format_seconds(seconds)} ({to_go:,} steps at about "
+                      f"{per_step:.2g} s each on {where(device.type)}, a rough estimate); this server stops a run "
+                      f"after {format_seconds(max_seconds)}: {advice}")
+
+
+def _reserve_memory(config: ModelConfig, batch_size: int, device: torch.device,
+                    budget: MemoryBudget | None) -> tuple[Cost, int]:
+    """Check the run's peak against the device's free memory (CUDA) and reserve it from ``budget``."""
+    cost = memory_cost(config, batch_size)
+    free = free_device_memory(device)
+    if free is not None and cost.bytes > free:
+        raise BudgetError(f"{cost.describe()}, more than the {human(free)} free on {describe(device)} now; "
+                          f"{memory_advice(config, batch_size, free)}")
+    if budget is None:
+        return cost, 0
+    try:
+        return cost, budget.acquire(cost, hint=memory_advice(config, batch_size, budget.total))
+    except BudgetError as exc:
+        if cost.bytes > budget.total:
+            raise
+        free_now = max(0, budget.total - budget.reserved)
+        raise BudgetError(f"{exc}; to fit now, {memory_advice(config, batch_size, free_now)}") from None
+
+
+def prepare_run(request: RunRequest, limits: Limits | None = None, budget: MemoryBudget | None = None) -> PreparedRun:
+    """Check everything before the first step: name, who asks, sizes, caps, corpus, time, memory, disk, device.
+
+    With a ``budget`` the run's estimated peak is reserved there and held by the returned run until its
+    ``release_memory`` (a refusal after the reservation gives it back). Raises a ValueError whose message says
+    what to change.
+    """
     limits = limits or Limits.from_env()
     name = checkpoints.validate_name(request.run_name)
     train_config = request.train
@@ -72,14 +271,18 @@ def prepare_run(request: RunRequest, limits: Limits | None = None) -> PreparedRu
     context_size = request.model.get("context_size", 64)
     if isinstance(context_size, int) and context_size > limits.max_context_size:
         raise ConfigError(f"context_size {context_size} is above this server's limit of {limits.max_context_size}")
+    owner = _owner_to_record(request, name)
     device = pick_device(train_config.device)
-    corpus = load_corpus(request.corpus_path, request.corpus_text)
-    if len(corpus.text.encode("utf-8")) > limits.max_upload_bytes and corpus.source in ("text", "path") \
-            and request.corpus_path and "tinyshakespeare" not in str(request.corpus_path):
-        raise CorpusError(f"the corpus is larger than this server's limit of {limits.max_upload_bytes:,} bytes")
+    corpus = load_corpus(request.corpus_path, request.corpus_text, name=request.corpus_name,
+                         uploaded=request.uploaded)
+    if corpus.from_visitor and len(corpus.text.encode("utf-8", "surrogatepass")) > limits.max_upload_bytes:
+        raise CorpusError(f"{corpus.label} is larger than this server's limit of {limits.max_upload_bytes:,} bytes")
     start_step, history = 0, {}
     if request.resume:
-        previous = checkpoints.load_checkpoint(name, directory=request.weights_dir)
+        config = checkpoints.read_config(checkpoints.resolve(name, request.weights_dir))
+        _check_size(config, limits, name)  # before its weights are read
+        previous = checkpoints.load_checkpoint(name, directory=request.weights_dir,
+                                               max_parameters=limits.max_parameters)
         tokenizer = previous.tokenizer
         unknown_chars = tokenizer.find_unknown(corpus.text)
         if unknown_chars:
@@ -87,8 +290,6 @@ def prepare_run(request: RunRequest, limits: Limits | None = None) -> PreparedRu
             raise CorpusError(
                 f"the corpus has {len(set(missing))} character(s) the resumed model lacks: {missing!r}"
             )
-        model = previous.model
-        config = previous.config
         start_step = previous.steps
         history = {k: list((previous.training or {}).get(k, [])) for k in ("train_loss", "val_loss")}
         if start_step >= train_config.steps:
@@ -98,13 +299,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None) -> PreparedRu
     else:
         tokenizer = CharTokenizer.train_from_text(corpus.text)
         config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **request.model)
-        if config.parameter_count() > limits.max_parameters:
-            raise ConfigError(
-                f"the model would have {config.parameter_count():,} parameters; this server's limit is "
-                f"{limits.max_parameters:,}"
-            )
-        torch.manual_seed(train_config.seed)
-        model = GPT(config)
+        _check_size(config, limits, "the model")
     ids = tokenizer.encode(corpus.text)
     train_ids, val_ids = split_train_val(ids)
     if len(val_ids) <= config.context_size:
@@ -113,14 +308,57 @@ def prepare_run(request: RunRequest, limits: Limits | None = None) -> PreparedRu
             f"its last 10% must hold more than {config.context_size} characters, so it needs at least "
             f"{10 * (config.context_size + 1):,}"
         )
-    model.to(device)
-    return PreparedRun(request, corpus, tokenizer, model, TokenIdsDataset(train_ids, config.context_size),
-                       TokenIdsDataset(val_ids, config.context_size), device, start_step, history)
+    cost, held = _reserve_memory(config, train_config.batch_size, device, budget)  # first: what kills a server
+    run = None
+    try:
+        max_seconds = None
+        estimated = estimate_seconds(config, train_config.batch_size, train_config.steps - start_step, device.type)
+        if request.visitor is not None:
+            estimated = _check_time(config, train_config, start_step, device, limits.max_train_seconds)
+            max_seconds = float(limits.max_train_seconds)
+            checkpoints.make_room(request.weights_dir, checkpoints.estimated_bytes(config.parameter_count(),
+                                                                                   train_config.steps),
+                                  max_runs=limits.max_runs, max_bytes=limits.max_runs_bytes, keep={name},
+                                  replacing=name if checkpoints.exists(name, request.weights_dir) else None)
+        if request.resume:
+            model = previous.model
+        else:
+            torch.manual_seed(train_config.seed)
+            model = GPT(config)
+        model.to(device)
+        optimizer = configure_optimizer(model, train_config, device)
+        notes = _restore_optimizer(optimizer, model, name, request) if request.resume else []
+        run = PreparedRun(request, corpus, tokenizer, model, TokenIdsDataset(train_ids, config.context_size),
+                          TokenIdsDataset(val_ids, config.context_size), device, start_step, history,
+                          optimizer=optimizer, notes=notes, cost=cost, estimated_seconds=estimated,
+                          max_seconds=max_seconds, owner=owner, memory=held, budget=budget)
+        return run
+    finally:
+        if run is None and budget is not None:
+            budget.release(held)
+
+
+def _restore_optimizer(optimizer: torch.optim.Optimizer, model: GPT, name: str, request: RunRequest) -> list[str]:
+    """Put the saved AdamW state back so the run goes on warm; the notes say when it cannot."""
+    try:
+        state = checkpoints.load_optimizer_state(name, request.weights_dir)
+    except checkpoints.CheckpointError as exc:
+        return [f"its optimizer state is unreadable ({exc}), so AdamW starts cold: expect the loss to bump up for a "
+                "few steps"]
+    if state is None:
+        return ["this checkpoint was saved without its optimizer state (an older one), so AdamW starts cold: expect "
+                "the loss to bump up for a few steps"]
+    try:
+        restore_optimizer_state(optimizer, model, *state)
+    except OptimizerStateError as exc:
+        return [f"its optimizer state does not fit ({exc}), so AdamW starts cold: expect the loss to bump up for a "
+                "few steps"]
+    return []
 
 
 def training_record(run: PreparedRun, result: TrainResult, seconds_before: float = 0.0) -> dict[str, Any]:
-    """What training.json holds."""
-    return {
+    """What training.json holds; a visitor's run also records its owner's hash (checkpoints.OWNER_FIELD)."""
+    record = {
         "steps_done": result.steps_done,
         "steps_planned": run.request.train.steps,
         "train_loss": run.history.get("train_loss", []) + result.train_loss,
@@ -134,6 +372,9 @@ def training_record(run: PreparedRun, result: TrainResult, seconds_before: float
         "train_config": run.request.train.to_dict(),
         "stopped_early": result.stopped,
     }
+    if run.owner is not None:
+        record[checkpoints.OWNER_FIELD] = run.owner
+    return record
 
 
 @dataclass(frozen=True)
@@ -169,19 +410,32 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
                  on_sample: Callable[[int, str], None] | None = None,
                  on_probe: Callable[[ProbeSnapshot], None] | None = None,
                  probe_text: str = PROBE_TEXT) -> TrainResult:
-    """Train a prepared run, saving a checkpoint every ``checkpoint_interval`` steps and at the end.
+    """Train a prepared run, saving a checkpoint (weights and optimizer state) every ``checkpoint_interval`` steps
+    and at the end.
 
     Reports through optional callbacks: ``on_step(step, metrics)`` after every step; ``on_sample(step, text)``
     every ``sample_interval`` steps (SAMPLE_CHARACTERS generated from the start text, seeded by the step);
     ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention).
+    Stops early, saving, when ``should_stop()`` is true or the run's ``max_seconds`` have passed;
+    ``result.stop_reason`` says which (STOPPED_BY_VISITOR, STOPPED_BY_TIME_LIMIT).
     """
     config = run.request.train
     name = checkpoints.validate_name(run.request.run_name)
     result = TrainResult(steps_done=run.start_step, stopped=False)  # train() keeps it up to date
+    optimizer = run.optimizer or configure_optimizer(run.model, config, run.device)
+    deadline = None if run.max_seconds is None else time.monotonic() + run.max_seconds
 
     def save() -> None:
         checkpoints.save_checkpoint(run.model, run.tokenizer, name, directory=run.request.weights_dir,
-                                    training=training_record(run, result))
+                                    training=training_record(run, result),
+                                    optimizer_state=flatten_optimizer_state(optimizer, run.model))
+
+    def stop_now() -> bool:
+        if should_stop is not None and should_stop():
+            result.stop_reason = STOPPED_BY_VISITOR
+        elif deadline is not None and time.monotonic() >= deadline:
+            result.stop_reason = STOPPED_BY_TIME_LIMIT
+        return bool(result.stop_reason)
 
     def probe(step: int) -> None:
         if on_probe is None:
@@ -202,8 +456,8 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
             save()
 
     probe(run.start_step)
-    train(run.model, config, run.train_data, run.val_data, on_step=step_callback, should_stop=should_stop,
-          start_step=run.start_step, result=result)
+    train(run.model, config, run.train_data, run.val_data, on_step=step_callback, should_stop=stop_now,
+          start_step=run.start_step, result=result, optimizer=optimizer)
     if result.steps_done > run.start_step:
         save()
     return result

@@ -2,7 +2,10 @@
 
 Owns the loop, the optimizer, evaluation and the figures of a run (StepMetrics, TrainResult). Knows nothing
 about the UI, files or threads: it calls ``on_step(step, metrics)`` after every step and checks
-``should_stop()`` before each (minGPT's callbacks). The run around it (corpus, tokenizer, checkpoints,
+``should_stop()`` before each (minGPT's callbacks). The batch of step ``s`` comes from a generator seeded with
+``batch_seed(seed, s)``, so a run resumed at any step (with its optimizer state) draws the very batches an
+uninterrupted one would and takes the very same steps (dropout masks excepted: they use torch's global
+generator). The run around it (corpus, tokenizer, checkpoints,
 samples, probes) lives in run.py, presets in presets.py, the command line in cli/train.py.
 """
 
@@ -44,6 +47,12 @@ class TrainResult:
     tokens_per_second: float = 0.0
     wall_seconds: float = 0.0
     eval_seconds: float = 0.0
+    stop_reason: str = ""  # why it stopped early, in the caller's words ("asked", "time limit"); "" if it did not
+
+
+def batch_seed(seed: int, step: int) -> int:
+    """The seed of step ``step``'s batch (steps count from 0): one generator state per (seed, step)."""
+    return seed * 1_000_003 + step
 
 
 def configure_optimizer(model: GPT, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
@@ -74,18 +83,20 @@ def evaluate(model: GPT, dataset: TokenIdsDataset, batches: int, batch_size: int
 def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data: TokenIdsDataset | None = None,
           *, on_step: Callable[[int, StepMetrics], None] | None = None,
           should_stop: Callable[[], bool] | None = None, start_step: int = 0,
-          result: TrainResult | None = None) -> TrainResult:
+          result: TrainResult | None = None, optimizer: torch.optim.Optimizer | None = None) -> TrainResult:
     """Train ``model`` in place from ``start_step`` to ``config.steps``; leaves it in eval mode.
 
     Calls ``on_step(step, metrics)`` after every step (with ``val_loss`` set on evaluation steps) and
     stops early when ``should_stop()`` is true. Raises TrainingError if the loss stops being finite.
     The returned TrainResult is brought up to date after every step, before ``on_step`` runs: a caller
     that reads the run so far from its callbacks (run.py saves mid-run checkpoints from it) passes its
-    own ``result=TrainResult(steps_done=start_step, stopped=False)``.
+    own ``result=TrainResult(steps_done=start_step, stopped=False)``. A resumed run passes the ``optimizer`` it
+    restored (configure_optimizer's, with the saved state); without one the loop makes a fresh one.
     """
     device = next(model.parameters()).device
-    optimizer = configure_optimizer(model, config, device)
-    generator = torch.Generator().manual_seed(config.seed + start_step)
+    if optimizer is None:
+        optimizer = configure_optimizer(model, config, device)
+    generator = torch.Generator()
     if result is None:
         result = TrainResult(steps_done=start_step, stopped=False)
     tokens_per_step = config.batch_size * train_data.block_size
@@ -98,7 +109,7 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
         lr = config.learning_rate_at(step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        x, y = train_data.random_batch(config.batch_size, generator)
+        x, y = train_data.random_batch(config.batch_size, generator.manual_seed(batch_seed(config.seed, step)))
         loss = model(x.to(device, non_blocking=True), y.to(device, non_blocking=True)).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -73,7 +73,8 @@ def test_api_inputs_have_their_handlers_names(served):
     assert names["/sample"] == ["checkpoint", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed",
                                 "greedy", "use_cache", "drop_unknown"]
     assert names["/attention_step"][:4] == ["source", "checkpoint", "layer", "head"]
-    assert names["/train_start"][-1] == "run_name" and names["/compare"][0] == "embedding_dim"
+    assert names["/train_start"][14:] == ["run_name", "replace", "token", "browser_token"]  # optional after run_name
+    assert names["/train_stop"] == ["token", "browser_token"] and names["/compare"][0] == "embedding_dim"
     unnamed = {api: params for api, params in names.items() if any(p.startswith("param_") for p in params)}
     assert not unnamed
     outputs = {api: [r["label"] for r in info["returns"]] for api, info in endpoints.items()}
@@ -163,7 +164,7 @@ def test_train_start_status_stop(served):
     values = client.predict("tiny", api_name="/train_preset")
     # the tiny preset in the fields' order: the model's shape, batch, steps, learning rate, warm-up, dropout, seed,
     # device, then the run name
-    assert list(values) == [2, 4, 128, 64, 32, 1200, 4e-3, 50, 0.0, 1337, "auto", "tiny"]
+    assert list(values) == [2, 4, 128, 64, 32, 1200, 4e-3, 50, 0.0, 1337, "auto", "tiny-1"]  # a fresh run name
     fields = [1, 2, 16, 16, 4, 400, 3e-3, 2, 0.0, 0, "cpu"]
     status = client.predict(*fields, "pasted text", None, "the quick brown fox jumps over the lazy dog. " * 40,
                             "ui-run", api_name="/train_start")
@@ -176,11 +177,33 @@ def test_train_start_status_stop(served):
         if "step **0 /" not in status[0]:
             break
         time.sleep(0.2)
-    client.predict(api_name="/train_stop")
+    assert "· your run ·" in status[0] or "FINISHED" in status[0]
+    stranger = Client(app.local_url, verbose=False)  # another visitor: another session
+    if app.playground_context.jobs.status().active:
+        assert "another visitor's run: it ends by itself at step 400" in stranger.predict(0, 0, 0,
+                                                                                         api_name="/train_status")[0]
+        with pytest.raises(AppError, match="This run belongs to another visitor; it ends by itself at step 400"):
+            stranger.predict(api_name="/train_stop")
+    client.predict(api_name="/train_stop")  # the Client that started it
     app.playground_context.jobs.wait(30)
     status = client.predict(0, 0, 0, api_name="/train_status")
     assert "STOPPED" in status[0] or "FINISHED" in status[0]
     assert (weights / "ui-run" / "model.safetensors").is_file()
+
+
+def test_train_refuses_the_killer_request_and_shipped_checkpoints(served):
+    """1 layer, 1 head, embedding 1024, context 1024, batch 1024 is refused with what to lower; the server lives."""
+    app, client, _ = served
+    killer = [1, 1, 1024, 1024, 1024, 10, 3e-3, 0, 0.0, 0, "cpu", "Tiny Shakespeare", None, None, "killer"]
+    with pytest.raises(AppError, match=r"Training needs about \d+\.\d GiB.*lower batch_size to at most \d+ "
+                                       r"\(now 1,024\)"):
+        client.predict(*killer, api_name="/train_start")
+    assert app.playground_context.budget.reserved == 0 and not app.playground_context.jobs.status().active
+    small = [1, 2, 16, 16, 4, 40, 3e-3, 2, 0.0, 0, "cpu", "Tiny Shakespeare", None, None, "shakespeare-char"]
+    for api in ("/train_start", "/train_resume"):
+        with pytest.raises(AppError, match="came with the app and is read-only for everyone"):
+            client.predict(*small, True, api_name=api)
+    assert client.predict("Hello", "this text", None, api_name="/tokenize")[2] == "Hello"  # still up
 
 
 @pytest.mark.parametrize("changes,message", [

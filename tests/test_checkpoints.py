@@ -1,7 +1,9 @@
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -310,3 +312,63 @@ def test_optimizer_state_for_another_model_or_optimizer_is_refused(tmp_path):
         optim_state.restore_optimizer_state(_adamw(wider, False), wider, *state)
     with pytest.raises(optim_state.OptimizerStateError, match="is for AdamW, not SGD"):
         optim_state.restore_optimizer_state(torch.optim.SGD(model.parameters(), lr=0.1), model, *state)
+
+
+# ------------------------------------------------------------------------------ shipped, owners, the disk quota
+def visitor_run(directory, name, age, owner="a" * 64, padding=0):
+    """A saved run ``age`` seconds old (by its weights' time), owned by ``owner`` (None: an operator's)."""
+    model, tokenizer = make_model()
+    training = {"steps_done": 1, **({"owner": owner} if owner else {})}
+    path = save_checkpoint(model, tokenizer, name, directory=directory, training=training)
+    if padding:
+        (path / "README.md").write_bytes(b"x" * padding)
+    moment = time.time() - age
+    os.utime(path / "model.safetensors", (moment, moment))
+    return path
+
+
+def visible(directory):
+    return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
+
+
+def test_shipped_names_owner_records_and_fresh_names(tmp_path):
+    assert checkpoints.is_shipped("shakespeare-char") and not checkpoints.is_shipped("shakespeare-char-2")
+    token = "a-browser-token"
+    assert checkpoints.owner_hash(token) == checkpoints.owner_hash(token) != checkpoints.owner_hash(token + "x")
+    assert token not in checkpoints.owner_hash(token) and len(checkpoints.owner_hash(token)) == 64
+    visitor_run(tmp_path, "my-run-1", age=5, owner=checkpoints.owner_hash(token))
+    visitor_run(tmp_path, "operators", age=5, owner=None)
+    (tmp_path / "my-run-2").mkdir()  # anything with the name, even an empty folder, is taken
+    assert checkpoints.recorded_owner("my-run-1", tmp_path) == checkpoints.owner_hash(token)
+    assert checkpoints.recorded_owner("operators", tmp_path) is None
+    assert checkpoints.recorded_owner("absent", tmp_path) is None
+    assert checkpoints.fresh_run_name(tmp_path) == "my-run-3"
+    assert checkpoints.fresh_run_name(tmp_path, "tiny") == "tiny-1"
+
+
+def test_make_room_removes_the_oldest_visitor_runs_first(tmp_path):
+    checkpoints.recover(tmp_path)
+    visitor_run(tmp_path, "shakespeare-char", age=100, owner="a" * 64)  # shipped, oldest, even with an owner
+    visitor_run(tmp_path, "operators", age=90, owner=None)  # the command line's: not a visitor run
+    for age, name in [(40, "v-old"), (30, "v-middle"), (20, "v-new"), (10, "v-newest")]:
+        visitor_run(tmp_path, name, age)
+    removed = checkpoints.make_room(tmp_path, 1000, max_runs=3, max_bytes=10**9)
+    assert removed == ["v-old", "v-middle"]  # 4 visitor runs and the incoming one: 5 -> 3
+    assert visible(tmp_path) == ["operators", "shakespeare-char", "v-new", "v-newest"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith((".tmp-", ".old-"))]
+    assert checkpoints.make_room(tmp_path, 1000, max_runs=3, max_bytes=10**9) == []  # 2 + 1 fit
+
+
+def test_make_room_counts_bytes_keeps_what_it_is_told_and_never_half_does_it(tmp_path):
+    for age, name in [(30, "a"), (20, "b"), (10, "c")]:
+        visitor_run(tmp_path, name, age, padding=100_000)
+    size = sum(run.size for run in checkpoints.stored_runs(tmp_path)) // 3
+    # room for two runs' bytes, the incoming one included: the two oldest go unless kept
+    assert checkpoints.make_room(tmp_path, size, max_runs=20, max_bytes=2 * size, keep={"a"}) == ["b", "c"]
+    assert visible(tmp_path) == ["a"]
+    visitor_run(tmp_path, "b", 20, padding=100_000)
+    # a run being replaced (resumed, or started over) is not counted: it makes way for itself
+    assert checkpoints.make_room(tmp_path, size, max_runs=2, max_bytes=10**9, replacing="a") == []
+    with pytest.raises(CheckpointError, match="keeps at most 20 visitor runs in 100,000 bytes; lower the model's size"):
+        checkpoints.make_room(tmp_path, 10**9, max_runs=20, max_bytes=100_000)
+    assert visible(tmp_path) == ["a", "b"]  # a refusal removes nothing

@@ -76,3 +76,17 @@ def test_the_request_time_limit_reads_from_environment(monkeypatch):
         monkeypatch.setenv("PLAYGROUND_MAX_REQUEST_SECONDS", bad)
         with pytest.raises(ConfigError, match="PLAYGROUND_MAX_REQUEST_SECONDS"):
             Limits.from_env()
+
+
+def test_run_limits_read_from_environment(monkeypatch):
+    assert (Limits().max_train_seconds, Limits().max_runs, Limits().max_runs_bytes) == (3600, 20, 500_000_000)
+    monkeypatch.setenv("PLAYGROUND_MAX_TRAIN_SECONDS", "600")
+    monkeypatch.setenv("PLAYGROUND_MAX_RUNS", "5")
+    monkeypatch.setenv("PLAYGROUND_MAX_RUNS_BYTES", "1000000")
+    limits = Limits.from_env()
+    assert (limits.max_train_seconds, limits.max_runs, limits.max_runs_bytes) == (600, 5, 1_000_000)
+    for name in ("PLAYGROUND_MAX_TRAIN_SECONDS", "PLAYGROUND_MAX_RUNS", "PLAYGROUND_MAX_RUNS_BYTES"):
+        monkeypatch.setenv(name, "0")
+        with pytest.raises(ConfigError, match=name):
+            Limits.from_env()
+        monkeypatch.setenv(name, "10")

@@ -51,6 +51,10 @@ LIMITS = Limits(max_text_chars=2000, max_upload_bytes=20_000, max_parameters=300
                 max_new_tokens=40, max_context_size=64)
 
 PASTED = "the quick brown fox\njumps over the lazy dog.\n" * 12
+# The fuzzing server's PLAYGROUND_ADMIN_TOKEN: the valid training calls send it, so a fuzzed input that started a run
+# under another owner (a fuzzed token) never locks the base call out of replacing, resuming or stopping it.
+ADMIN_TOKEN = "fuzz-admin-token"
+RESUMED_RUN = "fuzz-resume"  # a copy of the tiny checkpoint with no owner record: only the admin may resume it
 # Cheap, valid arguments per public endpoint; fuzzing swaps some of them for hostile values.
 BASE_ARGS: dict[str, list] = {
     "/tokenize": ["Hello world", "loaded checkpoint", "shakespeare-char"],
@@ -62,11 +66,12 @@ BASE_ARGS: dict[str, list] = {
     "/compare_timing": [8, 2, 1, "fp32", "cpu", 16],
     "/compare_source": ["batched"],
     "/train_preset": ["tiny"],
-    "/train_start": [1, 1, 8, 8, 2, 3, 3e-3, 0, 0.0, 0, "cpu", "pasted text", None, PASTED, "fuzz-run"],
-    "/train_resume": [2, 2, 32, 32, 2, 45, 3e-3, 0, 0.0, 0, "cpu", "pasted text", None, PASTED,
-                      "shakespeare-char"],
-    "/train_stop": [],
-    "/train_status": [0, 0, 0],
+    "/train_start": [1, 1, 8, 8, 2, 3, 3e-3, 0, 0.0, 0, "cpu", "pasted text", None, PASTED, "fuzz-run", True,
+                     ADMIN_TOKEN, None],
+    "/train_resume": [2, 2, 32, 32, 2, 45, 3e-3, 0, 0.0, 0, "cpu", "pasted text", None, PASTED, RESUMED_RUN, False,
+                      ADMIN_TOKEN, None],
+    "/train_stop": [ADMIN_TOKEN, None],
+    "/train_status": [0, 0, 0, "", None],
     "/checkpoint_info": ["shakespeare-char"],
     "/sample": ["shakespeare-char", "ROMEO:", 8, 0.8, 0, 1.0, 7, False, True, False],
 }
@@ -268,10 +273,11 @@ class Served:
         }
 
     def reset_checkpoint(self) -> None:
-        """Put shakespeare-char back as the fixture made it (30 steps), so /train_resume has steps to do."""
+        """Put the resumed run back as the fixture made shakespeare-char (30 steps), so /train_resume has steps to do
+        (shakespeare-char itself is shipped: read-only)."""
         self.stop_training()
-        target = self.weights / "shakespeare-char"
-        shutil.rmtree(target)
+        target = self.weights / RESUMED_RUN
+        shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(self.source / "shakespeare-char", target, copy_function=shutil.copyfile)
 
     @property
@@ -294,7 +300,9 @@ def served(tiny_weights, tmp_path_factory):
     previous = os.environ.get("GRADIO_TEMP_DIR")
     os.environ["GRADIO_TEMP_DIR"] = str(gradio_tmp)  # Gradio's uploads and served files: counted as cache
     files = upload_pool(root / "uploads")
-    app = build_app(weights=weights, limits=LIMITS)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PLAYGROUND_ADMIN_TOKEN", ADMIN_TOKEN)  # read once, when build_app makes the app's context
+        app = build_app(weights=weights, limits=LIMITS)
     app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True,
                **launch_options(LIMITS))
     client = Client(app.local_url, verbose=False, download_files=False)
@@ -405,9 +413,9 @@ def fuzz_train_stop(served: Served, count: int) -> Tally:
         roll = rng.random()
         if roll < 0.05:
             served.client.predict(*start[:5], rng.choice([3, 20, 60]), *start[6:], api_name="/train_start")
-        call_once(served, "/train_stop", [], tally)
+        call_once(served, "/train_stop", BASE_ARGS["/train_stop"], tally)
         if roll < 0.1:
-            call_once(served, "/train_stop", [], tally)
+            call_once(served, "/train_stop", BASE_ARGS["/train_stop"], tally)
         if roll < 0.05:
             served.jobs.wait(120)
     served.stop_training()

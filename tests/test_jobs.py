@@ -1,11 +1,15 @@
+import dataclasses
+import functools
+import re
 import time
 
 import pytest
 import torch
 
+from playground.budget import BudgetError, MemoryBudget
 from playground.config import TrainConfig
-from playground.jobs import FAILED, FINISHED, STOPPED, JobBusyError, TrainingJobs
-from playground.run import ProbeSnapshot, RunRequest, prepare_run, run_training
+from playground.jobs import FAILED, FINISHED, STOPPED, JobBusyError, NotYourRunError, TrainingJobs
+from playground.run import ProbeSnapshot, RunRequest, Visitor, prepare_run, run_training
 from playground.train import StepMetrics, TrainResult
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
@@ -28,6 +32,12 @@ def slow_execute(delay):
     return execute
 
 
+def wait_for_a_step(jobs, seconds=60):
+    deadline = time.monotonic() + seconds
+    while jobs.status().step == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_start_status_finish(tmp_path, shakespeare_text):
     jobs = TrainingJobs()
     jobs.start(request(tmp_path, shakespeare_text[:5000], steps=20))
@@ -45,7 +55,7 @@ def test_second_start_is_refused_then_stop_keeps_checkpoint(tmp_path, shakespear
     jobs.start(request(tmp_path, shakespeare_text[:5000], steps=500))
     with pytest.raises(JobBusyError, match=r"a run is in progress \(job, started .*, step \d+ of 500\)"):
         jobs.start(request(tmp_path, shakespeare_text[:5000], name="other"))
-    time.sleep(0.2)
+    wait_for_a_step(jobs)
     jobs.stop()
     status = jobs.wait(30)
     assert status.state == STOPPED and 0 < status.step < 500
@@ -95,3 +105,73 @@ def test_the_manager_only_records_what_the_run_reports(tmp_path, shakespeare_tex
     assert status.state == STOPPED and status.message == "stopped at step 1; checkpoint saved as job"
     assert status.train_loss == ((1, 3.0),) and status.val_loss == ((1, 2.5),) and status.samples == ((1, "sampled"),)
     assert [p.step for p in status.probes] == [0] and status.tokens_per_second == 100.0
+
+
+OWNER, OTHER, ADMIN = Visitor("a" * 64), Visitor("b" * 64), Visitor("c" * 64, admin=True)
+
+
+def visitor_request(tmp_path, text, steps=500, name="job", visitor=OWNER):
+    return dataclasses.replace(request(tmp_path, text, steps, name), visitor=visitor)
+
+
+def test_only_the_owner_or_the_admin_stops_a_run(tmp_path, shakespeare_text):
+    jobs = TrainingJobs(execute=slow_execute(0.02))
+    jobs.start(visitor_request(tmp_path, shakespeare_text[:5000]))
+    assert jobs.owned_by(OWNER) and jobs.owned_by(ADMIN) and not jobs.owned_by(OTHER) and not jobs.owned_by(None)
+    with pytest.raises(NotYourRunError, match=r"^this run belongs to another visitor; it ends by itself at step 500 "
+                                              r"\(or after 1h 00m, this server's time limit\) or when its owner "
+                                              r"stops it$"):
+        jobs.stop(OTHER)
+    assert jobs.status().state == "running"
+    status = jobs.status()
+    assert "a" * 64 not in repr(status)  # what every viewer polls names no owner
+    jobs.stop(OWNER)
+    assert jobs.wait(30).state == STOPPED
+    jobs.stop(OTHER)  # nothing runs: nothing to refuse
+    jobs.start(visitor_request(tmp_path, shakespeare_text[:5000], name="job2"))
+    jobs.stop(ADMIN)
+    assert jobs.wait(30).state == STOPPED
+
+
+@pytest.mark.parametrize("ending", ["finish", "stop", "crash"])
+def test_a_run_holds_its_memory_until_it_ends_however_it_ends(tmp_path, shakespeare_text, ending):
+    budget = MemoryBudget(8 * 2**30)
+
+    def crash_later(run, **callbacks):
+        callbacks["on_step"](1, StepMetrics(1, 2, 3.0, 1e-3, 100.0, 0.1))
+        raise RuntimeError("device fell over")
+
+    execute = {"finish": run_training, "stop": slow_execute(0.02), "crash": crash_later}[ending]
+    jobs = TrainingJobs(prepare=functools.partial(prepare_run, budget=budget), execute=execute)
+    jobs.start(visitor_request(tmp_path, shakespeare_text[:5000], steps=10 if ending == "finish" else 500))
+    assert budget.reserved > 0
+    if ending == "stop":
+        jobs.stop(OWNER)
+    status = jobs.wait(60)
+    assert status.state == {"finish": FINISHED, "stop": STOPPED, "crash": FAILED}[ending], status.message
+    assert budget.reserved == 0
+
+
+def test_a_refused_start_holds_no_memory_and_leaves_the_slot_free(tmp_path, shakespeare_text):
+    budget = MemoryBudget(8 * 2**30)
+    jobs = TrainingJobs(prepare=functools.partial(prepare_run, budget=budget))
+    killer = dict(layers_num=1, heads_num=1, embedding_dim=1024, context_size=1024, dropout_rate=0.0,
+                  use_bias=False)
+    big = dataclasses.replace(visitor_request(tmp_path, shakespeare_text[:50_000]), model=killer,
+                              train=TrainConfig(batch_size=1024, steps=10))
+    with pytest.raises(BudgetError, match="lower batch_size to at most"):
+        jobs.start(big)
+    assert budget.reserved == 0 and jobs.status().state == "idle"
+
+
+def test_the_time_limit_ends_a_run_with_a_message(tmp_path, shakespeare_text):
+    def prepare(request):
+        run = prepare_run(request)
+        run.max_seconds = 0.3
+        return run
+
+    jobs = TrainingJobs(prepare=prepare, execute=slow_execute(0.01))
+    jobs.start(visitor_request(tmp_path, shakespeare_text[:5000]))
+    status = jobs.wait(60)
+    assert status.state == STOPPED and 0 < status.step < 500
+    assert re.match(r"stopped by this server's time limit \(0s\) at step \d+; checkpoint saved as job$", status.message)

@@ -267,6 +267,7 @@ def test_limits_come_from_the_environment(monkeypatch):
     ("/train_start", _train_args(context_size=33), "32"),
     ("/train_start", _train_args(layers_num=4, heads_num=4, embedding_dim=128, context_size=32), "60,000"),
     ("/train_start", _train_args(pasted="x" * 3001), "3,000"),
+    ("/train_start", _train_args(pasted="é" * 1501), "3,002 bytes of UTF-8; this server's limit is 3,000 bytes"),
     ("/train_resume", _train_args(run_name="shakespeare-char", steps=41), "40"),
     ("/sample", ["shakespeare-char", "ROMEO:", 13, 0.8, 0, 1.0, 7, False, True, False], "12"),
     ("/sample", ["shakespeare-char", "ROMEO:", 10**6, 0.8, 0, 1.0, 7, False, True, False], "12"),
@@ -324,6 +325,39 @@ def test_env_limits_hold_in_the_handlers_without_gradio(limited_context):
     with pytest.raises(ValueError, match="limit is 100"):
         tokenize(ctx, "y" * 101, "this text", None)
     assert not (ctx.weights / "limits-run").exists()
+
+
+def _owned_copy(served, tiny_weights, name: str, **config_changes) -> None:
+    """shakespeare-char under another name, owned by the test's client (its session), its config changed."""
+    target = served.weights / name
+    if target.exists():
+        return
+    _copy_checkpoint(tiny_weights / "shakespeare-char", target)
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, **config_changes}))
+    training = json.loads((target / "training.json").read_text())
+    training["owner"] = checkpoints.owner_hash(served.client.session_hash)
+    (target / "training.json").write_text(json.dumps(training))
+
+
+def test_resume_meets_the_size_caps_through_the_api(served, tiny_weights):
+    """train_resume used to skip PLAYGROUND_MAX_PARAMETERS and PLAYGROUND_MAX_CONTEXT_SIZE."""
+    _owned_copy(served, tiny_weights, "resume-too-big", embedding_dim=128, layers_num=4)
+    _owned_copy(served, tiny_weights, "resume-too-long", context_size=64)
+    assert "this server's limit is 60,000" in served.refused("/train_resume",
+                                                              *_train_args(run_name="resume-too-big", steps=40))
+    assert "Context_size 64 is above this server's limit of 32" in served.refused(
+        "/train_resume", *_train_args(run_name="resume-too-long", steps=40))
+    assert not served.app.playground_context.jobs.status().active
+
+
+def test_the_time_limit_from_the_environment_holds_in_the_handler(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_MAX_TRAIN_SECONDS", "3")
+    context = AppContext(limits=Limits.from_env(), weights=tmp_path)
+    with pytest.raises(ValueError, match=r"this server stops a run after 3s: lower steps to at most \d+ \(now 40\)"):
+        start_run(context, *_train_args(layers_num=4, heads_num=2, embedding_dim=32, context_size=32, batch_size=1024,
+                                        steps=40, pasted="to be or not to be\n" * 300))
+    assert not context.jobs.status().active and not (tmp_path / "limits-run").exists()
 
 
 # ------------------------------------------------------------------------------------------ pickles

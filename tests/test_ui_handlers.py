@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
 import re
 import shutil
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import numpy as np
 import pytest
 
+from playground import checkpoints
 from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import Limits
 from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
@@ -209,7 +213,7 @@ def test_sample_holds_its_memory_while_it_runs(ctx):
         next(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 30, 1.0, 0, 1.0, 3, False, True))
 
 
-def test_train_estimate_and_presets():
+def test_train_estimate_and_presets(tmp_path):
     assert "parameters" in train_tab.estimate(2, 4, 128, 64, 32, 1000)
     assert "not divisible" in train_tab.estimate(2, 3, 128, 64, 32, 1000)
     # the estimate's calibration agrees with the presets' descriptions: tiny about a minute, small about half an hour
@@ -218,7 +222,11 @@ def test_train_estimate_and_presets():
     small = train_tab.preset_values("small")
     assert re.search(r"about (2\dm|3\dm) \d\ds", train_tab.estimate(*small[:6]))
     assert "about 1h 43m" in train_tab.estimate(4, 4, 192, 128, 32, 15_000)  # hours past 60 minutes
-    assert train_tab.preset_values("small")[-1] == "small"
+    assert train_tab.preset_values("small", tmp_path)[-1] == "small-1"  # a fresh run name: never someone's run
+    (tmp_path / "small-1").mkdir()
+    assert train_tab.preset_values("small", tmp_path)[-1] == "small-2"
+    text = train_tab.estimate(4, 4, 192, 128, 32, 15_000, limits=Limits(max_train_seconds=1800))
+    assert re.search(r"needs about \d+\.\d MiB of memory · ⚠️ over this server's 30m 00s limit", text)
     with pytest.raises(ValueError, match="unknown preset"):
         train_tab.preset_values("huge")
 
@@ -325,3 +333,81 @@ def test_attention_view_and_export_reserve_their_cost_first(ctx, monkeypatch):
         attention_tab.export_step(small, "random weights", None, 0, 0, 0, 1024, 1024, "journey", text, True, True,
                                   1.0, False, STEP_TITLES[5])
     assert _step(small, text="short")[1] is not None  # the same server still answers what fits
+# ------------------------------------------------------------------------------------ train: whose run it is
+RUN = [1, 1, 8, 8, 2, 400, 3e-3, 0, 0.0, 0, "cpu", "pasted text", None, "to be or not to be\n" * 20]
+
+
+def session(name):
+    return SimpleNamespace(session_hash=name)  # what identify reads of a gr.Request
+
+
+@pytest.fixture
+def train_ctx(tmp_path):
+    context = AppContext(limits=Limits(max_steps=500), weights=tmp_path, admin_token="the-space-owner")
+    yield context
+    context.jobs.stop()
+    context.jobs.wait(60)
+
+
+def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
+    ctx = train_ctx
+    text = train_tab.start_run(ctx, *RUN, "browser-run", False, "", "token-of-browser-a", session("s1"))[0]
+    assert "· your run ·" in text
+    # another visitor sees whose it is not, and cannot stop it
+    other = train_tab.poll_status(ctx, 0, 0, 0, [], "", "token-of-browser-b", session("s2"))[0]
+    assert "another visitor's run: it ends by itself at step 400 (or after 1h 00m" in other
+    for args in [("", "token-of-browser-b", session("s2")), ("", None, session("s1")),
+                 ("token-of-browser-b", "token-of-browser-a", session("s1"))]:
+        with pytest.raises(RuntimeError, match="^this run belongs to another visitor; it ends by itself at step "
+                                               "400 .* or when its owner stops it$"):
+            train_tab.stop_run(ctx, *args)
+    status = ctx.jobs.status()
+    assert status.active and "token-of-browser-a" not in repr(status) and checkpoints.owner_hash(
+        "token-of-browser-a") not in repr(status)
+    # the same browser after a reload (a new session, its token back from localStorage) owns it still
+    assert "· your run ·" in train_tab.poll_status(ctx, 0, 0, 0, [], "", "token-of-browser-a", session("s3"))[0]
+    train_tab.stop_run(ctx, "", "token-of-browser-a", session("s3"))
+    assert ctx.jobs.wait(60).state == "stopped"
+    assert json.loads((ctx.weights / "browser-run" / "training.json").read_text())["owner"] == \
+        checkpoints.owner_hash("token-of-browser-a")
+
+
+def test_an_api_client_is_known_by_its_session_and_the_admin_token_stops_any_run(train_ctx):
+    ctx = train_ctx
+    train_tab.start_run(ctx, *RUN, "api-run", False, "", None, session("client-1"))
+    deadline = time.monotonic() + 60
+    while ctx.jobs.status().step == 0 and time.monotonic() < deadline:  # a step, so it leaves a checkpoint
+        time.sleep(0.05)
+    with pytest.raises(RuntimeError, match="belongs to another visitor"):
+        train_tab.stop_run(ctx, "", None, session("client-2"))
+    train_tab.stop_run(ctx, "", None, session("client-1"))  # the Client that started it
+    assert ctx.jobs.wait(60).state == "stopped"
+    train_tab.start_run(ctx, *RUN, "api-run-2", False, "", None, session("client-1"))
+    with pytest.raises(ValueError, match="the owner or admin token is 201 characters long"):
+        train_tab.stop_run(ctx, "x" * 201, None, session("client-2"))
+    train_tab.stop_run(ctx, "the-space-owner", None, session("client-2"))
+    assert ctx.jobs.wait(60).state == "stopped"
+    # replacing needs the box ticked, and ownership
+    with pytest.raises(ValueError, match='already exists: tick "replace it"'):
+        train_tab.start_run(ctx, *RUN, "api-run", False, "", None, session("client-1"))
+    with pytest.raises(ValueError, match="belongs to another visitor: only its owner can replace it"):
+        train_tab.start_run(ctx, *RUN, "api-run", True, "", None, session("client-2"))
+    assert "your run" in train_tab.start_run(ctx, *RUN, "api-run", True, "", None, session("client-1"))[0]
+
+
+def test_pasted_text_is_capped_in_utf8_bytes_and_an_upload_is_your_uploaded_file(train_ctx, tmp_path):
+    """4.8M characters of CJK text are 14.4 MB: the 5 MB cap refuses them (it counted characters before)."""
+    ctx = AppContext(limits=Limits(), weights=train_ctx.weights)
+    pasted = "中" * 4_800_000
+    with pytest.raises(ValueError, match="The pasted text is 14,400,000 bytes of UTF-8; this server's limit is "
+                                         "5,000,000 bytes"):
+        train_tab.start_run(ctx, *RUN[:13], pasted, "cjk", False, "", None, session("s"))
+    upload = tmp_path / "notes.txt"
+    upload.write_text("to be or not to be, that is the question\n" * 40, encoding="utf-8")
+    try:
+        text = train_tab.start_run(ctx, *RUN[:11], "uploaded .txt", str(upload), None, "uploaded", False, "", None,
+                                   session("s"))[0]
+        assert "training on your uploaded file" in text and "corpus your uploaded file (1,640 characters)" in text
+    finally:
+        ctx.jobs.stop()
+        ctx.jobs.wait(60)

@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"training {run.request.run_name}: {run.model.parameter_count():,} parameters on {describe(run.device)}, "
           f"corpus {run.corpus.name} ({len(run.corpus.text):,} characters, {run.corpus.source})", file=sys.stderr)
+    for note in run.notes:  # a resumed run whose optimizer state could not come back, say
+        print(f"note: {note}", file=sys.stderr)
     try:
         with Progress(run.request.train.steps, run.start_step) as progress:  # closed before anything below prints
             result = run_training(run, on_step=progress)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import threading
+import typing
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,13 +41,17 @@ class AppContext:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # where loaded checkpoints run
     jobs: TrainingJobs | None = None  # made in __post_init__ so runs are capped by these limits
     budget: MemoryBudget = field(default_factory=MemoryBudget)  # the bytes every request reserves before it runs
+    # PLAYGROUND_ADMIN_TOKEN: the Space owner's token, which may stop, resume or replace any visitor's run
+    admin_token: str = field(default_factory=lambda: os.environ.get("PLAYGROUND_ADMIN_TOKEN", "").strip(),
+                             repr=False)
     _cache: dict = field(default_factory=dict)
     _checkpoints: OrderedDict = field(default_factory=OrderedDict)  # SourceKey -> (weights stamp, Checkpoint)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         if self.jobs is None:
-            self.jobs = TrainingJobs(prepare=functools.partial(prepare_run, limits=self.limits))
+            # each run reserves its estimated peak from the server's budget for as long as it runs
+            self.jobs = TrainingJobs(prepare=functools.partial(prepare_run, limits=self.limits, budget=self.budget))
 
     def checkpoint_names(self) -> list[str]:
         """The checkpoints this server can load: those over its parameter cap are hidden (see hidden_note)."""
@@ -163,12 +169,17 @@ def bound(fn, ctx: AppContext, then=_unchanged, **fixed):
     """``friendly(fn)`` with the app context bound (and ``fixed`` keyword values), ``then`` applied to its result.
 
     The handler keeps ``fn``'s other parameter names, which Gradio shows as the API's input names
-    (``text``, ``temperature``...) instead of ``param_0``, ``param_1``...
+    (``text``, ``temperature``...) instead of ``param_0``, ``param_1``..., and their type hints, so a
+    ``request: gr.Request`` parameter gets the request.
     """
     call_fn = functools.partial(fn, ctx, **fixed)
     signature = inspect.signature(call_fn)
     signature = signature.replace(parameters=[p for p in signature.parameters.values()
                                               if p.kind is not inspect.Parameter.KEYWORD_ONLY])
+    try:
+        hints = typing.get_type_hints(fn)
+    except (NameError, TypeError):
+        hints = {}
     if inspect.isgeneratorfunction(fn):
         def call(*args, **kwargs):
             yield from map(then, call_fn(*args, **kwargs))
@@ -176,6 +187,7 @@ def bound(fn, ctx: AppContext, then=_unchanged, **fixed):
         def call(*args, **kwargs):
             return then(call_fn(*args, **kwargs))
     call.__signature__ = signature
+    call.__annotations__ = {name: hint for name, hint in hints.items() if name in signature.parameters}
     call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     return friendly(call)
 

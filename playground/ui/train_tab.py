@@ -1,23 +1,29 @@
 """Train tab: start a background run, watch its curves, samples and a probe sentence's attention, stop it.
 
 The tab only talks to the job manager (ctx.jobs); a gr.Timer polls its status, so a reloaded page or a
-second browser sees the live run.
+second browser sees the live run. A run belongs to whoever started it: the browser keeps a random owner token in
+``gr.BrowserState`` (made by the page the first time it starts a run, kept in localStorage, so a reloaded page
+still owns its run); an API client without one is known by its session (gradio_client keeps one per Client); the
+"owner or admin token" field stands in for either, and PLAYGROUND_ADMIN_TOKEN there may stop any run.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import dataclasses
+import functools
+import hmac
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from playground import checks, plots
-from playground.config import ModelConfig, TrainConfig
+from playground import checkpoints, checks, plots
+from playground.budget import human
+from playground.config import Limits, ModelConfig, TrainConfig
 from playground.data import decode_text
 from playground.jobs import JobStatus
 from playground.presets import TRAIN_PRESETS
-from playground.run import RunRequest
+from playground.run import RunRequest, Visitor, estimate_seconds, format_seconds, memory_cost
 from playground.ui.common import AppContext, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
@@ -25,24 +31,17 @@ CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
                  "warmup_steps", "dropout_rate", "seed", "device", "run_name")
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps")
-# The time estimate, calibrated on a 2-core CPU with torch 2.13 (python benchmarks/train_speed.py and small runs):
-# training sustains about 1.2e11 FLOP/s (6 per parameter per token, plus attention), and every step also pays a
-# fixed cost for Python, kernel launches and the optimizer, about 0.6 ms plus 0.5 ms per layer.
-_CPU_FLOPS = 1.2e11
-_STEP_OVERHEAD_S, _LAYER_OVERHEAD_S = 6e-4, 5e-4
+TOKEN_CHARS = 200  # an owner or admin token's longest accepted length
+# The browser keeps its owner token under this key. The secret is fixed, not random per server start, so a token
+# survives a restart of the Space (a random one would make every stored token unreadable); it hides nothing
+# worth hiding: the token is the visitor's own, and an API client may send any token it likes.
+OWNER_STORAGE_KEY, OWNER_STORAGE_SECRET = "attention-playground-owner-token", "attention-playground"
+LOCAL_OWNER = "this-process"  # a handler called from Python, with no browser or session (tests)
 
 
-def _fmt_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
-def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps) -> str:
-    """Parameter count and a rough CPU time estimate for the fields as they stand."""
+def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
+             limits: Limits | None = None) -> str:
+    """Parameter count, a rough CPU time estimate and the memory a run of the fields as they stand needs."""
     try:
         config = ModelConfig(vocabulary_size=65, context_size=checks.whole_number(context_size, "context_size", 1),
                              embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1),
@@ -51,15 +50,21 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
         batch, steps = checks.whole_number(batch_size, "batch size", 1), checks.whole_number(steps, "steps", 1)
     except ValueError as exc:
         return f"⚠️ {exc}"
-    tokens = batch * config.context_size
-    flops_per_token = 6 * config.parameter_count() + 12 * config.layers_num * config.context_size * config.embedding_dim
-    seconds = steps * (tokens * flops_per_token / _CPU_FLOPS + _STEP_OVERHEAD_S + _LAYER_OVERHEAD_S * config.layers_num)
-    return (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
-            f"{tokens:,} tokens per step · about {_fmt_seconds(seconds)} on a 2-core CPU (rough)")
+    seconds = estimate_seconds(config, batch, steps)
+    memory = memory_cost(config, batch).bytes
+    text = (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
+            f"{batch * config.context_size:,} tokens per step · about {format_seconds(seconds)} on a 2-core CPU "
+            f"(rough) · needs about {human(memory)} of memory")
+    if limits is not None and seconds > limits.max_train_seconds:
+        text += f" · ⚠️ over this server's {format_seconds(limits.max_train_seconds)} limit for a run"
+    return text
 
 
 def preset_fields(name: str) -> dict[str, Any]:
-    """A training preset's value for each field the preset fills, keyed by the field's name (PRESET_FIELDS)."""
+    """A training preset's value for each field the preset fills, keyed by the field's name (PRESET_FIELDS).
+
+    The run name is the preset's own name; ``preset_values`` makes it a fresh one (tiny-1, tiny-2...).
+    """
     if name not in TRAIN_PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(TRAIN_PRESETS)}")
     preset = TRAIN_PRESETS[name]
@@ -67,16 +72,39 @@ def preset_fields(name: str) -> dict[str, Any]:
     return {field: values[field] for field in PRESET_FIELDS}
 
 
-def preset_values(name: str) -> list:
-    """/train_preset's outputs: ``preset_fields`` in PRESET_FIELDS order."""
-    return list(preset_fields(name).values())
+def preset_values(name: str, weights: Path | None = None) -> list:
+    """/train_preset's outputs: ``preset_fields`` in PRESET_FIELDS order, the run name the first free
+    ``<preset>-N`` in ``weights`` (so a preset never points at someone's run)."""
+    values = preset_fields(name)
+    values["run_name"] = checkpoints.fresh_run_name(weights, name)
+    return list(values.values())
+
+
+def identify(ctx: AppContext, token, browser_token, request: gr.Request | None, strict: bool = True) -> Visitor:
+    """Who asks: the typed owner or admin token, else this browser's token, else the API client's session.
+
+    ``strict``: a typed token that is not text of at most TOKEN_CHARS characters is refused; otherwise (the
+    status poll) it is ignored. Only its hash leaves this function.
+    """
+    try:
+        typed = checks.text(token, "the owner or admin token", TOKEN_CHARS).strip()
+    except ValueError:
+        if strict:
+            raise
+        typed = ""
+    stored = browser_token.strip() if isinstance(browser_token, str) and len(browser_token) <= TOKEN_CHARS else ""
+    chosen = typed or stored or getattr(request, "session_hash", None) or LOCAL_OWNER
+    admin = bool(ctx.admin_token) and hmac.compare_digest(chosen.encode("utf-8", "surrogatepass"),
+                                                          ctx.admin_token.encode("utf-8", "surrogatepass"))
+    return Visitor(checkpoints.owner_hash(chosen), admin)
 
 
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
               learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload, pasted, run_name,
-              resume=False):
+              replace=False, token="", browser_token=None, request: gr.Request = None, *, resume=False):
     """Validate every field, then hand the run to the job manager."""
     limits = ctx.limits
+    visitor = identify(ctx, token, browser_token, request)
     model = dict(layers_num=checks.whole_number(layers_num, "layers_num", 1, 64),
                  heads_num=checks.whole_number(heads_num, "heads_num", 1, 64),
                  embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1, 4096),
@@ -84,7 +112,7 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                  dropout_rate=checks.real_number(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False)
     steps = checks.whole_number(steps, "steps", 1, limits.max_steps)
     preset = TRAIN_PRESETS["tiny"].train
-    train = replace(preset, batch_size=checks.whole_number(batch_size, "batch size", 1, 1024), steps=steps,
+    train = dataclasses.replace(preset, batch_size=checks.whole_number(batch_size, "batch size", 1, 1024), steps=steps,
                     learning_rate=checks.real_number(learning_rate, "learning rate"),
                     warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0),
                     seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),
@@ -92,27 +120,56 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                     sample_interval=max(1, min(preset.sample_interval, steps // 4 or 1)),
                     checkpoint_interval=max(1, min(500, steps // 2 or 1)))
     TrainConfig.from_dict(train.to_dict())  # validates learning rate, device, ...
-    corpus_path = corpus_text = None
+    if not isinstance(replace, bool):
+        raise ValueError(f"replace it must be true or false, got {checks.shown(replace)}")
+    corpus_text = corpus_name = None
+    uploaded = False
     if corpus_choice == CORPORA[1]:
         if not upload:
             raise ValueError("choose a .txt file to upload, or pick another corpus")
         path = Path(upload if isinstance(upload, str) else getattr(upload, "name", upload))
-        raw = path.read_bytes()[: limits.max_upload_bytes + 1]
+        with open(path, "rb") as handle:  # read once, at most one byte past the cap; Gradio's temp space keeps it
+            raw = handle.read(limits.max_upload_bytes + 1)
         corpus_text = decode_text(raw, path.name, limits.max_upload_bytes)
+        corpus_name, uploaded = path.stem, True
     elif corpus_choice == CORPORA[2]:
-        corpus_text = checks.text(pasted, "The pasted text", limits.max_upload_bytes)
+        corpus_text = checks.text(pasted, "The pasted text", limits.max_upload_bytes,
+                                  limit_bytes=limits.max_upload_bytes)
         if not corpus_text.strip():
             raise ValueError("the pasted text is empty")
     elif corpus_choice != CORPORA[0]:
         raise ValueError(f"unknown corpus {corpus_choice!r}; choose one of {', '.join(CORPORA)}")
-    request = RunRequest(run_name=str(run_name or "").strip(), model=model, train=train, corpus_path=corpus_path,
-                         corpus_text=corpus_text, resume=bool(resume), weights_dir=ctx.weights)
-    ctx.jobs.start(request)
-    return render_status(ctx.jobs.status())
+    run_request = RunRequest(run_name=str(run_name or "").strip(), model=model, train=train, corpus_text=corpus_text,
+                             resume=bool(resume), weights_dir=ctx.weights, uploaded=uploaded,
+                             corpus_name=corpus_name, visitor=visitor, replace=replace)
+    ctx.jobs.start(run_request)
+    return render_status(ctx.jobs.status(), owned=True)
 
 
-def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: int | None = None):
-    """(status Markdown, loss figure, samples text, probe heatmap, snapshot slider) for one poll."""
+def stop_run(ctx: AppContext, token="", browser_token=None, request: gr.Request = None):
+    """Stop the run in progress: your own, or any with the admin token."""
+    visitor = identify(ctx, token, browser_token, request)
+    return render_status(ctx.jobs.stop(visitor), owned=ctx.jobs.owned_by(visitor))
+
+
+def poll_status(ctx: AppContext, layer, head, snapshot_index, seen, token="", browser_token=None,
+                request: gr.Request = None):
+    """Redraw only when something changed; follow the newest snapshot while new ones arrive."""
+    status = ctx.jobs.status()
+    owned = ctx.jobs.owned_by(identify(ctx, token, browser_token, request, strict=False))
+    key = [status.state, status.run_name, status.step, len(status.probes), len(status.samples), owned, layer, head]
+    if seen == key:
+        return (*[gr.skip()] * 5, seen)
+    follow = not seen or seen[:6] != key[:6]
+    return (*render_status(status, layer or 0, head or 0, None if follow else snapshot_index, owned), key)
+
+
+def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: int | None = None,
+                  owned: bool | None = None):
+    """(status Markdown, loss figure, samples text, probe heatmap, snapshot slider) for one poll.
+
+    ``owned``: whether the page asking owns the run (None: not said). It names no owner either way.
+    """
     if status.state == "idle":
         return ("No run yet. Pick a preset, adjust, press **Start**.", plots.line_chart({}, "loss"), "",
                 None, gr.Slider(minimum=0, maximum=1, value=0, step=1))
@@ -121,11 +178,15 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     bar = "█" * int(progress * 30) + "░" * (30 - int(progress * 30))
     val = f"{status.val_loss[-1][1]:.4f}" if status.val_loss else "–"
     train = f"{status.train_loss[-1][1]:.4f}" if status.train_loss else "–"
-    text = (f"**{status.state.upper()}** · run **{status.run_name}** · {status.message}\n\n"
+    whose = ""
+    if status.active and owned is not None:
+        whose = (" · your run" if owned else
+                 f" · another visitor's run: {status.ends_by_itself()} or when its owner stops it")
+    text = (f"**{status.state.upper()}** · run **{status.run_name}**{whose} · {status.message}\n\n"
             f"`{bar}` step **{status.step} / {status.steps}** ({progress:.0%})\n\n"
             f"train loss {train} · validation loss **{val}** · {status.tokens_per_second:,.0f} tokens/s · "
-            f"learning rate {status.learning_rate:.2e} · elapsed {_fmt_seconds(status.elapsed_seconds)} · "
-            f"ETA {_fmt_seconds(status.eta_seconds)}\n\n"
+            f"learning rate {status.learning_rate:.2e} · elapsed {format_seconds(status.elapsed_seconds)} · "
+            f"ETA {format_seconds(status.eta_seconds)}\n\n"
             f"{status.parameter_count:,} parameters · {status.device} · corpus {status.corpus}"
             + (f" · {done} steps this session" if status.start_step else ""))
     stride = max(1, len(status.train_loss) // 500)
@@ -147,18 +208,35 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     return text, figure, samples, probe_figure, slider
 
 
+# The page's side of a start: make this browser's owner token (128 random bits) the first time one is needed. It runs
+# in the browser as an event of its own, before the handler's, and its value goes to the BrowserState, which keeps it
+# in localStorage. (A page-load event cannot make it: it fires before the Train tab's BrowserState has read
+# localStorage, and its new token would replace the stored one.)
+MAKE_TOKEN_JS = ("(token) => { if (token) return token; const bytes = new Uint8Array(16); "
+                 "crypto.getRandomValues(bytes); return Array.from(bytes, b => b.toString(16).padStart(2, '0'))"
+                 ".join(''); }")
+
+
+def corpus_fields(choice):
+    """Show the upload for "uploaded .txt" and the text box for "pasted text"."""
+    return gr.File(visible=choice == CORPORA[1]), gr.Textbox(visible=choice == CORPORA[2])
+
+
 def build(ctx: AppContext) -> None:
     gr.Markdown(
         "Train a small character-level GPT on the server, in the background: one run at a time for everyone. "
         "Watch the training and validation loss fall, read samples as they improve, and see the attention of a "
-        "fixed probe sentence form. Stop keeps a checkpoint; the Attention and Sample tabs can load it."
+        "fixed probe sentence form. Stop keeps a checkpoint; the Attention and Sample tabs can load it. "
+        f"A run is yours: only this browser can stop, resume or replace it. A run stops after "
+        f"{format_seconds(ctx.limits.max_train_seconds)}, and this server keeps at most {ctx.limits.max_runs} "
+        "visitors' runs: the oldest make room for new ones."
     )
     first = preset_fields("tiny")
     fields: dict[str, gr.components.Component] = {}  # by name: PRESET_FIELDS, start_run's parameters
     with gr.Row():
         preset = gr.Dropdown(list(TRAIN_PRESETS), value="tiny", label="preset",
                              info="; ".join(f"{k}: {v.description}" for k, v in TRAIN_PRESETS.items()))
-        fields["run_name"] = gr.Textbox("my-run", label="run name (folder in weights/)")
+        fields["run_name"] = gr.Textbox(checkpoints.fresh_run_name(ctx.weights), label="run name (folder in weights/)")
         fields["device"] = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value=first["device"], label="device")
     with gr.Row():
         for name in ("layers_num", "heads_num", "embedding_dim", "context_size"):
@@ -173,9 +251,15 @@ def build(ctx: AppContext) -> None:
         fields["seed"] = gr.Number(first["seed"], label="seed", precision=0, minimum=0)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
-        upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath")
-        pasted = gr.Textbox(label="pasted text", lines=3)
-    estimate_md = gr.Markdown(estimate(**{name: first[name] for name in ESTIMATE_FIELDS}))
+        upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
+        pasted = gr.Textbox(label="pasted text", lines=3, visible=False)
+    estimate_with_limits = functools.partial(estimate, limits=ctx.limits)
+    estimate_md = gr.Markdown(estimate_with_limits(**{name: first[name] for name in ESTIMATE_FIELDS}))
+    with gr.Row():
+        replace_box = gr.Checkbox(False, label="replace it",
+                                  info="start over in the run of this name; only its owner can")
+        token = gr.Textbox("", label="owner or admin token", type="password", max_length=TOKEN_CHARS,
+                           info="empty: this browser's own token")
     with gr.Row():
         start = gr.Button("Start", variant="primary")
         resume = gr.Button("Resume run")
@@ -192,34 +276,37 @@ def build(ctx: AppContext) -> None:
             snapshot = gr.Slider(0, 1, value=0, step=1, label="snapshot")
             probe_plot = gr.Plot(label="Probe sentence attention")
     timer = gr.Timer(1.0)
+    owner_token = gr.BrowserState("", storage_key=OWNER_STORAGE_KEY, secret=OWNER_STORAGE_SECRET)
 
     settings = [fields[name] for name in PRESET_FIELDS if name != "run_name"]
     outputs = [status_md, loss_plot, samples, probe_plot, snapshot]
 
-    def poll(layer, head, snapshot_index, seen):
-        """Redraw only when something changed; follow the newest snapshot while new ones arrive."""
-        status = ctx.jobs.status()
-        key = [status.state, status.run_name, status.step, len(status.probes), len(status.samples), layer, head]
-        if seen == key:
-            return (*[gr.skip()] * len(outputs), seen)
-        follow = not seen or seen[:5] != key[:5]
-        return (*render_status(status, layer or 0, head or 0, None if follow else snapshot_index), key)
+    def preset_changed(name):
+        return preset_values(name, ctx.weights)
 
-    def stop_run():
-        return render_status(ctx.jobs.stop())
+    def fresh_name():
+        return checkpoints.fresh_run_name(ctx.weights)
 
-    preset.change(friendly(preset_values), preset, [fields[name] for name in PRESET_FIELDS], api_name="train_preset")
+    # every page load gets a name no run has yet (my-run-1, my-run-2...); an existing run is replaced only on purpose
+    gr.on(None, friendly(fresh_name), None, fields["run_name"], api_visibility="private", show_progress="hidden")
+    preset.change(friendly(preset_changed), preset, [fields[name] for name in PRESET_FIELDS],
+                  api_name="train_preset")
+    corpus.change(corpus_fields, corpus, [upload, pasted], api_name="train_corpus", api_visibility="private",
+                  show_progress="hidden")
     estimate_inputs = [fields[name] for name in ESTIMATE_FIELDS]
     for field in estimate_inputs:
-        field.change(estimate, estimate_inputs, estimate_md, api_name=f"train_estimate_{field.label}".replace(" ", "_"),
-                     api_visibility="private", show_progress="hidden")
-    run_inputs = [*settings, corpus, upload, pasted, fields["run_name"]]
-    start.click(bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
-    resume.click(bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
-    stop.click(friendly(stop_run), None, outputs, api_name="train_stop")
+        field.change(estimate_with_limits, estimate_inputs, estimate_md,
+                     api_name=f"train_estimate_{field.label}".replace(" ", "_"), api_visibility="private",
+                     show_progress="hidden")
+    run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token]
+    start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
+        bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
+    resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
+        bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
+    stop.click(bound(stop_run, ctx), [token, owner_token], outputs, api_name="train_stop")
     seen = gr.State([])
-    timer.tick(friendly(poll), [probe_layer, probe_head, snapshot, seen], [*outputs, seen], api_name="train_status",
-               show_progress="hidden")
+    timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token], [*outputs, seen],
+               api_name="train_status", show_progress="hidden")
     snapshot.release(friendly(lambda layer, head, index: render_status(ctx.jobs.status(), layer or 0, head or 0,
                                                                        index)),
                      [probe_layer, probe_head, snapshot], outputs, api_name="train_replay", api_visibility="private")
