@@ -214,7 +214,7 @@ def _owner_to_record(request: RunRequest, name: str) -> str | None:
         raise checkpoints.CheckpointError(
             f"{name} belongs to another visitor: only its owner can {verb} it; pick another run name, such as "
             f"{checkpoints.fresh_run_name(directory)}")
-    return recorded if request.resume and recorded is not None else visitor.owner
+    return recorded if request.resume else visitor.owner  # a resumed run stays its owner's (an operator's: none)
 
 
 def _check_time(config: ModelConfig, train_config: TrainConfig, start_step: int, device: torch.device,

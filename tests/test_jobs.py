@@ -1,6 +1,7 @@
 import dataclasses
 import functools
 import re
+import threading
 import time
 
 import pytest
@@ -136,17 +137,24 @@ def test_only_the_owner_or_the_admin_stops_a_run(tmp_path, shakespeare_text):
 @pytest.mark.parametrize("ending", ["finish", "stop", "crash"])
 def test_a_run_holds_its_memory_until_it_ends_however_it_ends(tmp_path, shakespeare_text, ending):
     budget = MemoryBudget(8 * 2**30)
+    proceed = threading.Event()  # the run waits until the test has seen its memory held
 
     def crash_later(run, **callbacks):
         callbacks["on_step"](1, StepMetrics(1, 2, 3.0, 1e-3, 100.0, 0.1))
         raise RuntimeError("device fell over")
 
-    execute = {"finish": run_training, "stop": slow_execute(0.02), "crash": crash_later}[ending]
+    work = {"finish": run_training, "stop": slow_execute(0.02), "crash": crash_later}[ending]
+
+    def execute(run, **callbacks):
+        proceed.wait(30)
+        return work(run, **callbacks)
+
     jobs = TrainingJobs(prepare=functools.partial(prepare_run, budget=budget), execute=execute)
     jobs.start(visitor_request(tmp_path, shakespeare_text[:5000], steps=10 if ending == "finish" else 500))
     assert budget.reserved > 0
     if ending == "stop":
         jobs.stop(OWNER)
+    proceed.set()
     status = jobs.wait(60)
     assert status.state == {"finish": FINISHED, "stop": STOPPED, "crash": FAILED}[ending], status.message
     assert budget.reserved == 0
