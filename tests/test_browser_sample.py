@@ -68,14 +68,20 @@ def stop_recording(page: Page) -> list[str]:
     return page.evaluate("() => { clearInterval(window.seenTimer); return window.seenTexts; }")
 
 
-def generate_and_watch(page: Page, panel: Locator, prompt: str, new_tokens: int, touch: bool,
+def generate_and_watch(page: Page, panel: Locator, prompt: str, new_tokens: int, touch: bool, cache: bool,
                        growing_at_least: int = 2) -> str:
     """Generate; returns the final text after checking it grew through ``growing_at_least`` values on the way
-    (a short text may be done before the first update: the page shows at most one every 80 ms)."""
+    (a short text may be done before the first update: the page shows at most one every 80 ms).
+
+    Each call changes the length or the KV cache from the call before, so the stats tell this run's end apart
+    from the last run's (Gradio may not paint the first update, the bare prompt, before the next one lands).
+    """
     textbox = panel.get_by_label("Text", exact=True)
     start_recording(textbox)
     press(panel.get_by_role("button", name="Generate", exact=True), touch)
-    expect(panel).to_contain_text(f"{new_tokens} characters in", timeout=GENERATE_MS)
+    mode = "with" if cache else "without"
+    expect(panel).to_contain_text(re.compile(rf"tokens/s {mode} the KV cache.*\b{new_tokens} characters in"),
+                                  timeout=GENERATE_MS)
     final = textbox.input_value()
     seen = stop_recording(page)
     assert final.startswith(prompt) and len(final) == len(prompt) + new_tokens
@@ -106,17 +112,17 @@ def test_sample_on_a_desktop_every_control_streams_and_inspects_by_click(page, s
     expect(panel).to_contain_text("shakespeare-char · 1,820,736 parameters", timeout=WAIT_MS)
 
     panel.get_by_label("Prompt", exact=True).fill(PROMPT)
-    settings = {"max new tokens": 300, "number input for temperature": 0.9, "top-k (0 = off)": 20,
+    settings = {"max new tokens": 400, "number input for temperature": 0.9, "top-k (0 = off)": 20,
                 "number input for top-p (1 = off)": 0.95, "seed": 7}
     for label, value in settings.items():
         set_number(panel, label, value)
     set_checked(panel.get_by_label("greedy (always the most likely character)"), False, touch=False)
     set_checked(panel.get_by_label("KV cache", exact=True), True, touch=False)
-    text = generate_and_watch(page, panel, PROMPT, 300, touch=False)
+    text = generate_and_watch(page, panel, PROMPT, 400, touch=False, cache=True)
     expect(panel).to_contain_text(re.compile(r"[\d,]+ tokens/s with the KV cache; switch it off to compare\. "
-                                             r"300 characters in [\d.,]+ s on CPU"))
+                                             r"400 characters in [\d.,]+ s on CPU"))
     # the page sent exactly these settings: the API with the same values writes the same text
-    api = Client(server.url, verbose=False).predict("shakespeare-char", PROMPT, 300, 0.9, 20, 0.95, 7, False, True,
+    api = Client(server.url, verbose=False).predict("shakespeare-char", PROMPT, 400, 0.9, 20, 0.95, 7, False, True,
                                                     False, api_name="/sample")
     assert api[0] == text
     inspect_by_pointing(panel, 5, touch=False)
@@ -126,9 +132,9 @@ def test_sample_on_a_desktop_every_control_streams_and_inspects_by_click(page, s
     # greedy: the same text with and without the cache, and the speeds compared in words
     set_number(panel, "max new tokens", 40)
     set_checked(panel.get_by_label("greedy (always the most likely character)"), True, touch=False)
-    greedy = generate_and_watch(page, panel, PROMPT, 40, touch=False, growing_at_least=0)
+    greedy = generate_and_watch(page, panel, PROMPT, 40, touch=False, cache=True, growing_at_least=0)
     set_checked(panel.get_by_label("KV cache", exact=True), False, touch=False)
-    assert generate_and_watch(page, panel, PROMPT, 40, touch=False, growing_at_least=0) == greedy
+    assert generate_and_watch(page, panel, PROMPT, 40, touch=False, cache=False, growing_at_least=0) == greedy
     expect(panel).to_contain_text(re.compile(r"[\d,]+ tokens/s without the KV cache \([\d,]+ with it last time: "
                                              r"[\d.,]+× faster\)"))
     expect(panel).to_contain_text("KV cache off: every step recomputes keys and values")
@@ -156,10 +162,10 @@ def test_sample_on_a_desktop_every_control_streams_and_inspects_by_click(page, s
 def test_sample_on_a_phone_streams_inspects_by_tap_and_refuses_what_would_take_too_long(phone):
     panel = open_sample(phone, touch=True)
     panel.get_by_label("Prompt", exact=True).fill(PROMPT)
-    set_number(panel, "max new tokens", 200)
+    set_number(panel, "max new tokens", 400)
     set_number(panel, "number input for temperature", 0.7)
     set_checked(panel.get_by_label("KV cache", exact=True), True, touch=True)
-    generate_and_watch(phone, panel, PROMPT, 200, touch=True)
+    generate_and_watch(phone, panel, PROMPT, 400, touch=True, cache=True)
     inspect_by_pointing(panel, 2, touch=True)
     inspect_by_pointing(panel, 12, touch=True)  # another tap moves the inspector
     expect(panel.locator(".sample-coloured .picked")).to_have_count(1)
