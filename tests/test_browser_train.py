@@ -146,12 +146,12 @@ def test_start_stop_resume_goes_on_where_it_stopped(page, server):
     wait_for_step(panel, stopped_at + 40)
     expect(panel).to_contain_text("steps this session")
     stop_and_wait(panel, name)
-    curve = loss_curve(panel)
+    curve = loss_curve(panel)  # past 500 points the chart draws every n-th step
     steps = [step for step, _ in curve]
-    assert steps[: stopped_at + 40] == list(range(1, stopped_at + 41))  # one curve, no gap or restart
-    before = [loss for step, loss in curve if stopped_at - 20 < step <= stopped_at]
-    after = [loss for step, loss in curve if stopped_at < step <= stopped_at + 20]
-    assert sum(after) / 20 < sum(before) / 20 + 0.15, (before, after)  # no jump at the resume point
+    assert steps[0] == 1 and steps == sorted(set(steps)) and steps[-1] >= stopped_at + 40  # one curve, no restart
+    before = [loss for step, loss in curve if stopped_at - 40 < step <= stopped_at]
+    after = [loss for step, loss in curve if stopped_at < step <= stopped_at + 40]
+    assert sum(after) / len(after) < sum(before) / len(before) + 0.15, (before, after)  # no jump at the resume
     expect_no_error(page)
     screenshot(page, "train")
 
