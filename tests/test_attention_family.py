@@ -294,6 +294,9 @@ def test_the_time_estimate_grows_with_every_shape_and_keeps_the_default_sweep_un
     assert sweep_seconds(7, **base, seq_lens=[1024]) > sweep_seconds(7, **base, seq_lens=[512])
     assert sweep_seconds(7, **base, seq_lens=[512], device="cuda") < sweep_seconds(7, **base, seq_lens=[512])
     assert compare_seconds(7, 64, 64, 4, 1024, 2) < compare_seconds(7, 64, 64, 4, 1024, 2, maps=True)
+    half = sweep_seconds(7, **base, seq_lens=[512], dtype=torch.bfloat16)  # no fast bf16 kernels on this CPU
+    assert half > 5 * sweep_seconds(7, **base, seq_lens=[512])
+    assert sweep_seconds(7, **base, seq_lens=[512], dtype=torch.bfloat16, device="cuda") < half
 
 
 def test_the_library_guard_never_plans_past_the_containers_limit(monkeypatch):

@@ -13,8 +13,10 @@ forward. A sweep's cell runs a warm-up and at least MIN_REPEATS repeats of forwa
 and at most REPEAT_BUDGET_S more for cheap cells. The CPU figures were measured on this project's 2-core CPU
 while two other test runs shared it, and taken as they came (a quiet CPU is about 5x faster): the default
 sweep's fused sdpa cells ran their matrix products at about 22 GFLOP/s (15 assumed), and the explicit
-implementations spent about 21 ns more per score (20 assumed). The default sweep (embedding 64, 4 heads,
-batch 2, T 16 to 1024) is estimated at about 33 s; it took 18 s then (3.4 s on the quiet CPU).
+implementations spent about 21 ns more per score (20 assumed); bf16 ran about 5.5x slower than fp32.
+The default sweep (embedding 64, 4 heads, batch 2, T 16 to 1024) is estimated at 34 s; it took 18 s then
+with 1 thread and 40 s with 2 (3.4 s on the quiet CPU). With torch's threads spinning on a CPU busy with other
+work, a sweep can take several times longer than the estimate (the default one once took 153 s).
 This module times and measures; it knows nothing about plotting or the UI (``progress`` is a plain callback).
 """
 
@@ -41,6 +43,7 @@ DEVICE_SPEEDS = {  # (matmul FLOP/s, seconds per (B, h, T, T) score in one forwa
 }
 MIN_REPEATS, MAX_REPEATS, REPEAT_BUDGET_S = 3, 15, 0.04  # _auto_repeats' bounds
 CELL_OVERHEAD_S = 0.02  # building inputs, Python's own work per call
+CPU_HALF_SLOWDOWN = 6  # bf16 sweep on this CPU: 176 s against 32 s in fp32 (embedding 128, 8 heads, batch 2)
 
 
 def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
@@ -123,31 +126,37 @@ def matmul_flops(d_in: int, d_out: int, T: int, batch: int) -> int:
 
 
 def forward_seconds(d_in: int, d_out: int, num_heads: int, T: int, batch: int,
-                    device: torch.device | str = "cpu") -> float:
-    """Estimated time of one forward: its matrix products at the device's rate plus the time of its scores."""
-    rate, per_score = DEVICE_SPEEDS.get(torch.device(device).type, DEVICE_SPEEDS["cpu"])
-    return matmul_flops(d_in, d_out, T, batch) / rate + batch * num_heads * T * T * per_score
+                    device: torch.device | str = "cpu", dtype: torch.dtype | str = torch.float32) -> float:
+    """Estimated time of one forward: its matrix products at the device's rate plus the time of its scores
+    (CPU_HALF_SLOWDOWN times that for bf16 or fp16 on a CPU, which has no fast kernels for them here)."""
+    kind = torch.device(device).type
+    rate, per_score = DEVICE_SPEEDS.get(kind, DEVICE_SPEEDS["cpu"])
+    slowdown = CPU_HALF_SLOWDOWN if kind == "cpu" and _as_dtype(dtype).itemsize == 2 else 1
+    return slowdown * (matmul_flops(d_in, d_out, T, batch) / rate + batch * num_heads * T * T * per_score)
 
 
 def sweep_seconds(implementations: int, d_in: int, d_out: int, num_heads: int, seq_lens: Sequence[int], batch: int,
-                  device: torch.device | str = "cpu", backward: bool = True) -> float:
+                  device: torch.device | str = "cpu", backward: bool = True,
+                  dtype: torch.dtype | str = torch.float32) -> float:
     """How long ``time_implementations`` should take for these shapes, estimated before it starts.
 
     Each cell runs a warm-up and at least MIN_REPEATS repeats of the forward (and of forward + backward, three
     forwards' work); a cheap cell repeats up to MAX_REPEATS times, which adds at most REPEAT_BUDGET_S.
     """
     per_call = 4 if backward else 1  # forward + (forward + backward = 3 forwards)
-    seconds = sum((1 + MIN_REPEATS) * per_call * forward_seconds(d_in, d_out, num_heads, T, batch, device)
+    seconds = sum((1 + MIN_REPEATS) * per_call * forward_seconds(d_in, d_out, num_heads, T, batch, device, dtype)
                   + REPEAT_BUDGET_S + CELL_OVERHEAD_S for T in seq_lens)
     return implementations * seconds
 
 
 def compare_seconds(implementations: int, d_in: int, d_out: int, num_heads: int, T: int, batch: int,
-                    device: torch.device | str = "cpu", maps: bool = False) -> float:
+                    device: torch.device | str = "cpu", maps: bool = False,
+                    dtype: torch.dtype | str = torch.float32) -> float:
     """How long ``equivalence.compare`` should take: a forward of each implementation and two of the reference
     (its output and its context vectors), and one more each for the per-head maps when they are drawn."""
     forwards = (implementations + 2) * (2 if maps else 1)
-    return forwards * forward_seconds(d_in, d_out, num_heads, T, batch, device) + implementations * CELL_OVERHEAD_S
+    return forwards * forward_seconds(d_in, d_out, num_heads, T, batch, device, dtype) \
+        + implementations * CELL_OVERHEAD_S
 
 
 @dataclass(frozen=True)

@@ -138,16 +138,19 @@ def _refuse_if_over(ctx: AppContext, seconds: float, cost: budget.Cost, what: st
         ctx.budget.check(cost, hint=hint())
 
 
-def comparison_cost(ctx: AppContext, d: int, h: int, T: int, B: int, itemsize: int, device) -> budget.Cost:
+def comparison_cost(ctx: AppContext, d: int, h: int, T: int, B: int, dtype: torch.dtype, device) -> budget.Cost:
     """The comparison's memory, refused up front (with what to lower) when it could never fit or run in time."""
-    maps, count = T <= MAX_MAP_T, len(IMPLEMENTATIONS)
+    count = len(IMPLEMENTATIONS)
 
     def cost(T=T, B=B):
-        return budget.compare_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=itemsize,
+        return budget.compare_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=dtype.itemsize,
                                    implementations=count, maps=T <= MAX_MAP_T)
 
+    def seconds(T=T, B=B):
+        return compare_seconds(count, d, d, h, T, B, device, maps=T <= MAX_MAP_T, dtype=dtype)
+
     def in_time(T=T, B=B):
-        return compare_seconds(count, d, d, h, T, B, device, maps=T <= MAX_MAP_T) <= ctx.limits.max_request_seconds
+        return seconds(T, B) <= ctx.limits.max_request_seconds
 
     def fits(T=T, B=B):
         return cost(T, B).bytes <= ctx.budget.total and in_time(T, B)
@@ -156,7 +159,7 @@ def comparison_cost(ctx: AppContext, d: int, h: int, T: int, B: int, itemsize: i
         return _lower({"T": _largest(lambda t: fits(T=t), range(1, T)),
                        "the batch": _largest(lambda b: fits(B=b), range(1, B))}, "embedding_dim or heads_num")
 
-    _refuse_if_over(ctx, compare_seconds(count, d, d, h, T, B, device, maps=maps), cost(),
+    _refuse_if_over(ctx, seconds(), cost(),
                     f"Comparing the {count} implementations at batch {B}, T {T}, embedding {d}, {h} heads", hint)
     return cost()
 
@@ -164,7 +167,7 @@ def comparison_cost(ctx: AppContext, d: int, h: int, T: int, B: int, itemsize: i
 def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device):
     """Plain handler: (summary Markdown, equivalence rows, parameter rows, per-head map grid)."""
     d, h, T, B, seed, torch_dtype, chosen = _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device)
-    cost = comparison_cost(ctx, d, h, T, B, torch_dtype.itemsize, chosen)
+    cost = comparison_cost(ctx, d, h, T, B, torch_dtype, chosen)
     with ctx.budget.reserve(cost):
         result = compare(d, d, h, T, B, seed, bool(qkv_bias), torch_dtype, chosen, with_maps=T <= MAX_MAP_T)
     equivalence = {"headers": ["name", "compared with", "max |diff|", "rel. diff", "atol", "agrees",
@@ -197,17 +200,17 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
     return summary, equivalence, parameters, grid
 
 
-def sweep_cost(ctx: AppContext, names: list[str], d: int, h: int, lengths: list[int], B: int, itemsize: int,
+def sweep_cost(ctx: AppContext, names: list[str], d: int, h: int, lengths: list[int], B: int, dtype: torch.dtype,
                device) -> budget.Cost:
     """The sweep's memory at its largest T, refused up front (with what to lower) when it could never fit or
     would take longer than PLAYGROUND_MAX_REQUEST_SECONDS."""
     def cost(T, B=B):
-        return budget.timing_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=itemsize)
+        return budget.timing_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=dtype.itemsize)
 
     def fits(T=max(lengths), B=B):
         swept = [t for t in lengths if t <= T]
         return cost(T, B).bytes <= ctx.budget.total and \
-            sweep_seconds(len(names), d, d, h, swept, B, device) <= ctx.limits.max_request_seconds
+            sweep_seconds(len(names), d, d, h, swept, B, device, dtype=dtype) <= ctx.limits.max_request_seconds
 
     def hint():
         shorter = [t for t in SWEEP_LENGTHS if t < max(lengths)]
@@ -216,7 +219,8 @@ def sweep_cost(ctx: AppContext, names: list[str], d: int, h: int, lengths: list[
 
     what = (f"Timing {len(names)} implementations at T {lengths[0]} to {lengths[-1]} (batch {B}, embedding {d}, "
             f"{h} heads)")
-    _refuse_if_over(ctx, sweep_seconds(len(names), d, d, h, lengths, B, device), cost(max(lengths)), what, hint)
+    _refuse_if_over(ctx, sweep_seconds(len(names), d, d, h, lengths, B, device, dtype=dtype), cost(max(lengths)),
+                    what, hint)
     return cost(max(lengths))
 
 
@@ -226,7 +230,7 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
     max_len = checks.whole_number(max_len, "largest T", 16, MAX_T)
     lengths = [T for T in SWEEP_LENGTHS if T <= max_len]
     names = [n for n, impl in IMPLEMENTATIONS.items() if impl.unsupported_reason(d, d, h) is None]
-    cost = sweep_cost(ctx, names, d, h, lengths, B, torch_dtype.itemsize, chosen)
+    cost = sweep_cost(ctx, names, d, h, lengths, B, torch_dtype, chosen)
 
     def report(done, total, label):
         if progress is not None:
