@@ -6,15 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
-import torch
 from browser_support import DESKTOP, WAIT_MS, expect_no_error, open_page, open_tab, screenshot, start_app
 from playwright.sync_api import expect
-from test_hub import StubHub
-
-from playground.checkpoints import save_checkpoint
-from playground.config import ModelConfig
-from playground.model import GPT
-from playground.tokenizer import CharTokenizer
+from test_hub import StubHub, make_tiny_checkpoint
 
 pytestmark = pytest.mark.browser
 REPO_ID = "learner/tiny-char"
@@ -22,13 +16,8 @@ REPO_ID = "learner/tiny-char"
 
 @pytest.fixture(scope="module")
 def hub_server(tmp_path_factory):
-    tokenizer = CharTokenizer.train_from_text("to be or not to be\n")
-    torch.manual_seed(3)
-    model = GPT(ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=16, embedding_dim=16,
-                            heads_num=2, layers_num=1)).eval()
-    folder = save_checkpoint(model, tokenizer, "tiny", directory=tmp_path_factory.mktemp("saved"),
-                             training={"steps_done": 7}, card="# tiny\n")
-    stub = StubHub({REPO_ID: {p.name: p.read_bytes() for p in sorted(folder.iterdir())}})
+    _, _, files = make_tiny_checkpoint(tmp_path_factory.mktemp("saved"))
+    stub = StubHub({REPO_ID: files})
     stub.thread.start()
     servers = start_app(tmp_path_factory.mktemp("hub-server"), {"HF_ENDPOINT": stub.url})
     try:

@@ -134,17 +134,19 @@ class StubHub:
                                         "Content-Type": "application/octet-stream"}, body)
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    """A tiny saved checkpoint: (model, tokenizer, {filename: bytes})."""
+def make_tiny_checkpoint(folder: Path):
+    """A tiny saved checkpoint: (model, tokenizer, {filename: bytes}); the stub Hub serves the files."""
     tokenizer = CharTokenizer.train_from_text("to be or not to be\n")
     torch.manual_seed(3)
     model = GPT(ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=16, embedding_dim=16,
                             heads_num=2, layers_num=1)).eval()
-    folder = save_checkpoint(model, tokenizer, "tiny", directory=tmp_path_factory.mktemp("saved"),
-                             training={"steps_done": 7}, card="# tiny\n")
-    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
-    return model, tokenizer, files
+    saved = save_checkpoint(model, tokenizer, "tiny", directory=folder, training={"steps_done": 7}, card="# tiny\n")
+    return model, tokenizer, {p.name: p.read_bytes() for p in sorted(saved.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("saved"))
 
 
 @pytest.fixture
