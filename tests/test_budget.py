@@ -265,11 +265,15 @@ print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - bas
 ITEMSIZE = {"float32": 4, "bfloat16": 2}
 
 
-def _measured_attention_peak(kind: str, shape: tuple) -> int:
-    run = subprocess.run([sys.executable, "-c", ATTENTION_MEASURE, kind, *map(str, shape)], cwd=REPO,
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout)
+def _measured_attention_peak(kind: str, shape: tuple, runs: int = 2) -> int:
+    """The worse of ``runs`` fresh processes: the allocator's peak for one request varies by up to 2x."""
+    peaks = []
+    for _ in range(runs):
+        run = subprocess.run([sys.executable, "-c", ATTENTION_MEASURE, kind, *map(str, shape)], cwd=REPO,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+        peaks.append(json.loads(run.stdout))
+    return max(peaks)
 
 
 @pytest.mark.slow

@@ -84,7 +84,7 @@ class AppContext:
                 self._checkpoints.move_to_end(key)
                 return cached[1]
         loaded = loading.open_checkpoint(key, directory=self.weights, device=self.device,
-                                         max_parameters=self.limits.max_parameters)
+                                         max_parameters=self.limits.max_parameters, memory_budget=self.budget)
         with self._lock:
             self._checkpoints[key] = (stamp, loaded)
             self._checkpoints.move_to_end(key)
