@@ -16,7 +16,6 @@ tests/test_budget.py, where it must stay above the measured peak and within 2x o
 
     tiny preset (2 layers, 128 wide, context 64, batch 32): about 200 MiB; measured 147 MiB.
 
-<<<<<<< HEAD
 One head traced step by step (the Attention tab), in float32, per trace of T tokens, C features, head size d:
 
     6 (T, T) matrices                 scores, scaled, masked, weights, and softmax's and the mask's temporaries
@@ -26,11 +25,8 @@ One head traced step by step (the Attention tab), in float32, per trace of T tok
 
     T 1024, C 1024, d 1024, six traces, two 128 x 128 heatmaps and two bar charts: about 320 MiB.
 
-The Compare tab's two requests, measured the same way (tests/test_budget.py), on the CPU:
-=======
 The Compare tab's two requests, measured the same way (tests/test_budget.py, the worse of two runs: the
 allocator's peaks vary by up to 2x between runs of the same request), on the CPU:
->>>>>>> views2
 
     compare (every implementation's forward, no gradients)   timing sweep (forward + backward at each T)
     4.5 (B, h, T, T) matrices at the dtype's itemsize         7 of them, at the largest T
