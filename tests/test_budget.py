@@ -16,14 +16,17 @@ from playground.config import ModelConfig
 MEASURE = """
 import json, resource, sys, torch
 torch.set_num_threads(1)
-def rss():
+def rss(field='VmRSS'):
     with open('/proc/self/status') as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
+def peak():
+    return rss('VmHWM')
 from playground.config import ModelConfig
 from playground.model import GPT
 L, h, C, T, B, V = map(int, sys.argv[1:7])
 torch.manual_seed(0)
 base = rss()
+open('/proc/self/clear_refs', 'w').write('5')  # the peak from here: not the imports' (a fresh venv compiles .pyc)
 model = GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L))
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
 for _ in range(2):
@@ -32,7 +35,7 @@ for _ in range(2):
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()
-print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base))
+print(json.dumps(peak() - base))
 """
 
 
@@ -148,19 +151,22 @@ def test_the_limit_of_the_process_s_own_cgroup_and_its_ancestors_is_found(tmp_pa
 MEASURE_VIEW = """
 import json, resource, sys, torch
 torch.set_num_threads(1)
-def rss():
+def rss(field='VmRSS'):
     with open('/proc/self/status') as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
+def peak():
+    return rss('VmHWM')
 from playground.walkthrough import random_head, stage_notes
 T, C, d = map(int, sys.argv[1:4])
 small = random_head(8, 4, 2, seed=0)
 stage_notes("weights", small.trace(), **small.as_kwargs())  # the first call's one-off working space
 base = rss()
+open('/proc/self/clear_refs', 'w').write('5')  # the peak from here: not the imports' (a fresh venv compiles .pyc)
 inputs = random_head(T, C, d, seed=0)
 trace = inputs.trace(mask=False)
 default = inputs.trace()
 notes = stage_notes("weights", trace, **inputs.as_kwargs())
-print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base))
+print(json.dumps(peak() - base))
 """
 
 
@@ -247,20 +253,23 @@ def test_costs_combine_part_by_part():
 ATTENTION_MEASURE = """
 import json, resource, sys, torch
 torch.set_num_threads(1)
-def rss():
+def rss(field='VmRSS'):
     with open('/proc/self/status') as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
+def peak():
+    return rss('VmHWM')
 from playground.attention import IMPLEMENTATIONS
 from playground.attention.costs import time_implementations
 from playground.attention.equivalence import compare
 kind, (d, h, T, B), dtype = sys.argv[1], map(int, sys.argv[2:6]), getattr(torch, sys.argv[6])
 base = rss()
+open('/proc/self/clear_refs', 'w').write('5')  # the peak from here: not the imports' (a fresh venv compiles .pyc)
 if kind == "compare":
     compare(d, d, h, T, B, 0, False, dtype, "cpu", with_maps=False)
 else:  # the sweep's peak is at its largest T; one repeat a cell holds what many do
     names = [n for n, impl in IMPLEMENTATIONS.items() if impl.unsupported_reason(d, d, h) is None]
     time_implementations(names, d, d, h, [T // 2, T], B, "cpu", dtype, warmup=1, repeats=1)
-print(json.dumps(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base))
+print(json.dumps(peak() - base))
 """
 ITEMSIZE = {"float32": 4, "bfloat16": 2}
 
