@@ -294,12 +294,7 @@ def _measured_attention_peak(kind: str, shape: tuple, runs: int = 2) -> int:
     (128, 8, 1024, 2, "bfloat16"),
 ])
 def test_the_compare_estimate_bounds_the_measured_peak(shape):
-    measured = _measured_attention_peak("compare", shape)
-    d, h, T, B, dtype = shape
-    estimate = budget.compare_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=ITEMSIZE[dtype]).bytes
-    print(f"compare {shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}, "
-          f"ratio {estimate / measured:.2f}")
-    assert measured <= estimate <= 2 * measured
+    _estimate_bounds_measured("compare", budget.compare_cost, shape)
 
 
 @pytest.mark.slow
@@ -309,10 +304,14 @@ def test_the_compare_estimate_bounds_the_measured_peak(shape):
     (256, 16, 1024, 2, "float32"),
 ])
 def test_the_timing_estimate_bounds_the_measured_peak(shape):
-    measured = _measured_attention_peak("timing", shape)
+    _estimate_bounds_measured("timing", budget.timing_cost, shape)
+
+
+def _estimate_bounds_measured(kind, cost, shape):
+    measured = _measured_attention_peak(kind, shape)
     d, h, T, B, dtype = shape
-    estimate = budget.timing_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=ITEMSIZE[dtype]).bytes
-    print(f"timing {shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}, "
+    estimate = cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=ITEMSIZE[dtype]).bytes
+    print(f"{kind} {shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}, "
           f"ratio {estimate / measured:.2f}")
     assert measured <= estimate <= 2 * measured
 
