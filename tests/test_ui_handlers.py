@@ -353,6 +353,9 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
     ctx = train_ctx
     text = train_tab.start_run(ctx, *RUN, "browser-run", False, "", "token-of-browser-a", session("s1"))[0]
     assert "· your run ·" in text
+    deadline = time.monotonic() + 60
+    while ctx.jobs.status().step == 0 and time.monotonic() < deadline:  # a step, so it leaves a checkpoint
+        time.sleep(0.05)
     # another visitor sees whose it is not, and cannot stop it
     other = train_tab.poll_status(ctx, 0, 0, 0, [], "", "token-of-browser-b", session("s2"))[0]
     assert "another visitor's run: it ends by itself at step 400 (or after 1h 00m" in other

@@ -32,6 +32,7 @@ PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "ba
                  "warmup_steps", "dropout_rate", "seed", "device", "run_name")
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps")
 TOKEN_CHARS = 200  # an owner or admin token's longest accepted length
+STOP_WAIT_SECONDS = 10.0  # Stop answers once the run has saved and ended, or after this long with STOPPING
 # The browser keeps its owner token under this key. The secret is fixed, not random per server start, so a token
 # survives a restart of the Space (a random one would make every stored token unreadable); it hides nothing
 # worth hiding: the token is the visitor's own, and an API client may send any token it likes.
@@ -147,9 +148,16 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
 
 
 def stop_run(ctx: AppContext, token="", browser_token=None, request: gr.Request = None):
-    """Stop the run in progress: your own, or any with the admin token."""
+    """Stop the run in progress: your own, or any with the admin token.
+
+    Waits up to STOP_WAIT_SECONDS for the current step and the checkpoint, so the answer usually says STOPPED
+    and where the checkpoint went; a slower step answers STOPPING and the status poll shows the rest.
+    """
     visitor = identify(ctx, token, browser_token, request)
-    return render_status(ctx.jobs.stop(visitor), owned=ctx.jobs.owned_by(visitor))
+    status = ctx.jobs.stop(visitor)
+    if status.active:
+        status = ctx.jobs.wait(STOP_WAIT_SECONDS)
+    return render_status(status, owned=ctx.jobs.owned_by(visitor))
 
 
 def poll_status(ctx: AppContext, layer, head, snapshot_index, seen, token="", browser_token=None,
@@ -306,7 +314,7 @@ def build(ctx: AppContext) -> None:
     stop.click(bound(stop_run, ctx), [token, owner_token], outputs, api_name="train_stop")
     seen = gr.State([])
     timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token], [*outputs, seen],
-               api_name="train_status", show_progress="hidden")
+               api_name="train_status", show_progress="hidden", trigger_mode="always_last")
     snapshot.release(friendly(lambda layer, head, index: render_status(ctx.jobs.status(), layer or 0, head or 0,
                                                                        index)),
                      [probe_layer, probe_head, snapshot], outputs, api_name="train_replay", api_visibility="private")
