@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-import torch
+# As app.py does, before torch loads OpenMP: the tests run a server, a browser and the test process on a few cores,
+# and spinning OpenMP threads made small torch calls up to 50x slower there.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 pytest_plugins = ["browser_support"]  # the browser tests' fixtures: server, browser, page, phone
 

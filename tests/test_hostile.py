@@ -5,7 +5,7 @@ be made, under an RSS watchdog); its memory budget is its own default, a share o
 scenario replays what once killed, filled or vandalised the server, then asserts that the server still answers,
 that its peak stayed under the limit, and the scenario's own promise (disk under quota, the shipped checkpoint
 byte-identical, another visitor's run untouched, a fast view answering in under a second while long jobs run).
-A few hundred randomised requests at the caps from 8 concurrent clients close the suite. ``pytest -s`` prints
+A hundred and twenty randomised requests at the caps from 8 concurrent clients close the suite. ``pytest -s`` prints
 each scenario's peak memory and the disk figures.
 """
 
@@ -33,6 +33,8 @@ ADMIN_TOKEN = "admin-" + "7" * 24
 SHIPPED = "shakespeare-char"
 REPORT: dict[str, str] = {}
 GENERIC_ERROR = "has not enabled verbose error reporting"
+RANDOMISED_REQUESTS = 120  # requests at the caps; those not started within RANDOMISED_SECONDS are skipped
+RANDOMISED_SECONDS = 150
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +229,7 @@ def test_fast_views_answer_while_long_jobs_run(hostile):
 def test_randomised_requests_at_the_caps_from_8_clients(hostile):
     rng = random.Random(20261123)
     requests = []
-    for _ in range(200):
+    for _ in range(RANDOMISED_REQUESTS):
         kind = rng.choice(["tokenize", "attention", "checkpoint", "compare", "sample", "train", "stop"])
         if kind == "tokenize":
             requests.append(("/tokenize", dict(text="x" * rng.choice([1, 2000]), source="this text",
@@ -260,7 +262,7 @@ def test_randomised_requests_at_the_caps_from_8_clients(hostile):
     # stream between its calls, and concurrent calls on one Client race in gradio_client itself)
     local = threading.local()
     outcomes = {"answered": 0, "refused": 0}
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + RANDOMISED_SECONDS
 
     def work(index):
         if not hasattr(local, "client"):
@@ -279,7 +281,7 @@ def test_randomised_requests_at_the_caps_from_8_clients(hostile):
         _client(hostile).predict(token=ADMIN_TOKEN, api_name="/train_stop")
     except (AppError, TypeError, ValueError):
         pass
-    REPORT["200 randomised requests, 8 clients"] = ", ".join(f"{k} {v}" for k, v in outcomes.items())
+    REPORT[f"{RANDOMISED_REQUESTS} randomised requests, 8 clients"] = ", ".join(f"{k} {v}" for k, v in outcomes.items())
     REPORT["weights/ after the run"] = f"{disk_bytes(hostile.weights) / 2**20:.0f} MiB"
     assert _tree_hash(hostile.weights / SHIPPED) == hostile.shipped_hash
     _healthy(hostile, "randomised requests at the caps")
