@@ -36,6 +36,7 @@ from playground.data import Corpus, CorpusError, TokenIdsDataset, load_corpus, s
 from playground.device import describe, pick_device
 from playground.model import GPT
 from playground.optim_state import OptimizerStateError, flatten_optimizer_state, restore_optimizer_state
+from playground.optimizers import Optimizer, optimizer_name
 from playground.presets import MODEL_FIELDS
 from playground.sampling import generate
 from playground.tokenizer import CharTokenizer
@@ -160,7 +161,7 @@ class PreparedRun:
     device: torch.device
     start_step: int
     history: dict[str, list] = field(default_factory=dict)
-    optimizer: torch.optim.Optimizer | None = None  # restored from the checkpoint on resume when it has one
+    optimizer: Optimizer | None = None  # restored from the checkpoint on resume when it has one
     notes: list[str] = field(default_factory=list)  # what a learner should know before it starts (a cold resume)
     cost: Cost | None = None
     estimated_seconds: float = 0.0
@@ -290,6 +291,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             raise CorpusError(
                 f"the corpus has {len(set(missing))} character(s) the resumed model lacks: {missing!r}"
             )
+        _check_same_optimizer(name, previous.training, train_config.optimizer)
         start_step = previous.steps
         history = {k: list((previous.training or {}).get(k, [])) for k in ("train_loss", "val_loss")}
         if start_step >= train_config.steps:
@@ -338,21 +340,31 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             budget.release(held)
 
 
-def _restore_optimizer(optimizer: torch.optim.Optimizer, model: GPT, name: str, request: RunRequest) -> list[str]:
-    """Put the saved AdamW state back so the run goes on warm; the notes say when it cannot."""
+def _check_same_optimizer(name: str, training: dict[str, Any] | None, optimizer: str) -> None:
+    """A run resumes with the optimizer it was trained with (an older run's, with none recorded, was adamw).
+
+    Switching would throw its optimizer state away and change the method mid-run; a new run is the honest way.
+    """
+    recorded = (training or {}).get("train_config")
+    trained_with = recorded.get("optimizer", "adamw") if isinstance(recorded, dict) else "adamw"
+    if trained_with != optimizer:
+        raise ConfigError(f"{name} was trained with the optimizer {trained_with}, not {optimizer}: resume it with "
+                          f"optimizer {trained_with}, or start a new run to train with {optimizer}")
+
+
+def _restore_optimizer(optimizer: Optimizer, model: GPT, name: str, request: RunRequest) -> list[str]:
+    """Put the saved optimizer state back so the run goes on warm; the notes say when it cannot."""
+    cold = f"so {optimizer_name(optimizer)} starts cold: expect the loss to bump up for a few steps"
     try:
         state = checkpoints.load_optimizer_state(name, request.weights_dir)
     except checkpoints.CheckpointError as exc:
-        return [f"its optimizer state is unreadable ({exc}), so AdamW starts cold: expect the loss to bump up for a "
-                "few steps"]
+        return [f"its optimizer state is unreadable ({exc}), {cold}"]
     if state is None:
-        return ["this checkpoint was saved without its optimizer state (an older one), so AdamW starts cold: expect "
-                "the loss to bump up for a few steps"]
+        return [f"this checkpoint was saved without its optimizer state (an older one), {cold}"]
     try:
         restore_optimizer_state(optimizer, model, *state)
     except OptimizerStateError as exc:
-        return [f"its optimizer state does not fit ({exc}), so AdamW starts cold: expect the loss to bump up for a "
-                "few steps"]
+        return [f"its optimizer state does not fit ({exc}), {cold}"]
     return []
 
 
@@ -473,11 +485,14 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
              f"bias {config.use_bias}")
     schedule = (f"batch {train_config.batch_size}, learning rate {train_config.learning_rate}, warm-up "
                 f"{train_config.warmup_steps}, cosine decay to {train_config.min_learning_rate_ratio}x")
+    optimizer = ("AdamW on every parameter" if train_config.optimizer == "adamw" else
+                 "Muon on the blocks' weight matrices, AdamW on the embeddings, the head, the norms and the biases")
     rows = [
         ("parameters", f"{run.model.parameter_count():,}"),
         ("shape", shape),
         ("corpus", f"{run.corpus.name}, {len(run.corpus.text):,} characters (first 90% trains, last 10% validates)"),
         ("steps", f"{result.steps_done} of {train_config.steps} ({schedule})"),
+        ("optimizer", f"{train_config.optimizer}: {optimizer}"),
         ("validation loss", f"**{val}** (cross-entropy in nats, mean of {train_config.eval_batches} fixed batches "
                             "of the last-10% split)"),
         ("wall time", f"{record['wall_seconds']:.0f} s ({record['eval_seconds']:.0f} s of it evaluation)"),

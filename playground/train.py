@@ -21,6 +21,7 @@ import torch
 from playground.config import TrainConfig
 from playground.data import TokenIdsDataset
 from playground.model import GPT
+from playground.optimizers import Optimizer, OptimizerChain, hidden_matrices
 
 
 class TrainingError(RuntimeError):
@@ -55,14 +56,26 @@ def batch_seed(seed: int, step: int) -> int:
     return seed * 1_000_003 + step
 
 
-def configure_optimizer(model: GPT, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (not biases, LayerNorms)."""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": config.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+def configure_optimizer(model: GPT, config: TrainConfig, device: torch.device) -> Optimizer:
+    """The optimizer ``config.optimizer`` names, over every parameter of ``model``.
+
+    "adamw": AdamW with weight decay on matrices only (not biases, LayerNorms). "muon": torch's Muon on the
+    blocks' hidden matrices (optimizers.hidden_matrices), its step scaled to AdamW's RMS (``match_rms_adamw``) so the
+    same learning rate and weight decay fit, and AdamW as above on the rest (embeddings, LM head, norms, biases);
+    the two come as one OptimizerChain.
+    """
+    hidden = hidden_matrices(model) if config.optimizer == "muon" else []
+    taken = {id(parameter) for parameter in hidden}
+    rest = [parameter for parameter in model.parameters() if id(parameter) not in taken]
+    groups = [{"params": [p for p in rest if p.dim() >= 2], "weight_decay": config.weight_decay},
+              {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0}]
     fused = device.type in ("cuda", "cpu")
-    return torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, 0.99), fused=fused)
+    adamw = torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, 0.99), fused=fused)
+    if not hidden:
+        return adamw
+    muon = torch.optim.Muon(hidden, lr=config.learning_rate, weight_decay=config.weight_decay,
+                            adjust_lr_fn="match_rms_adamw")
+    return OptimizerChain(muon, adamw)
 
 
 @torch.no_grad()
@@ -83,7 +96,7 @@ def evaluate(model: GPT, dataset: TokenIdsDataset, batches: int, batch_size: int
 def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data: TokenIdsDataset | None = None,
           *, on_step: Callable[[int, StepMetrics], None] | None = None,
           should_stop: Callable[[], bool] | None = None, start_step: int = 0,
-          result: TrainResult | None = None, optimizer: torch.optim.Optimizer | None = None) -> TrainResult:
+          result: TrainResult | None = None, optimizer: Optimizer | None = None) -> TrainResult:
     """Train ``model`` in place from ``start_step`` to ``config.steps``; leaves it in eval mode.
 
     Calls ``on_step(step, metrics)`` after every step (with ``val_loss`` set on evaluation steps) and

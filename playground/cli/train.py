@@ -18,13 +18,14 @@ import torch
 from tqdm import tqdm
 
 from playground import checkpoints
+from playground.config import OPTIMIZER_CHOICES
 from playground.device import describe
 from playground.presets import MODEL_FIELDS, TRAIN_PRESETS
 from playground.run import RunRequest, model_card, prepare_run, run_training
 from playground.train import StepMetrics, TrainingError
 
 TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
-                "checkpoint_interval", "seed", "device")
+                "checkpoint_interval", "seed", "device", "optimizer")
 POSTFIX_EVERY = 10  # steps between updates of the bar's loss and speed figures
 
 
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-interval", type=int)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"])
+    parser.add_argument("--optimizer", choices=OPTIMIZER_CHOICES,
+                        help="adamw (default): AdamW trains every weight; muon: Muon orthogonalises the update of each "
+                             "weight matrix inside the blocks, AdamW trains the embeddings, head and norms")
     parser.add_argument("--corpus", help="a UTF-8 text file (default: Tiny Shakespeare, cached or downloaded)")
     parser.add_argument("--run-name", default=None, help="the checkpoint folder name (default: the preset's name)")
     parser.add_argument("--weights-dir", type=Path, default=None, help="where checkpoints go (default weights/)")
