@@ -34,6 +34,7 @@ from playground.budget import BudgetError, Cost, MemoryBudget, human, largest_ba
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, CorpusError, TokenIdsDataset, load_corpus, split_train_val
 from playground.device import describe, pick_device
+from playground.distributed import SINGLE, World
 from playground.model import GPT
 from playground.optim_state import OptimizerStateError, flatten_optimizer_state, restore_optimizer_state
 from playground.optimizers import Optimizer, optimizer_name
@@ -274,6 +275,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
         raise ConfigError(f"context_size {context_size} is above this server's limit of {limits.max_context_size}")
     owner = _owner_to_record(request, name)
     device = pick_device(train_config.device)
+    if device.type == "cuda" and device.index is None:  # the current GPU by number: a torchrun rank's own
+        device = torch.device("cuda", torch.cuda.current_device())
     corpus = load_corpus(request.corpus_path, request.corpus_text, name=request.corpus_name,
                          uploaded=request.uploaded)
     if corpus.from_visitor and len(corpus.text.encode("utf-8", "surrogatepass")) > limits.max_upload_bytes:
@@ -384,6 +387,8 @@ def training_record(run: PreparedRun, result: TrainResult, seconds_before: float
         "train_config": run.request.train.to_dict(),
         "stopped_early": result.stopped,
     }
+    if result.processes > 1:
+        record["processes"] = result.processes  # a distributed run: batch_size windows per rank and step
     if run.owner is not None:
         record[checkpoints.OWNER_FIELD] = run.owner
     return record
@@ -421,7 +426,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
                  should_stop: Callable[[], bool] | None = None,
                  on_sample: Callable[[int, str], None] | None = None,
                  on_probe: Callable[[ProbeSnapshot], None] | None = None,
-                 probe_text: str = PROBE_TEXT) -> TrainResult:
+                 probe_text: str = PROBE_TEXT, world: World = SINGLE) -> TrainResult:
     """Train a prepared run, saving a checkpoint (weights and optimizer state) every ``checkpoint_interval`` steps
     and at the end.
 
@@ -430,11 +435,16 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
     ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention).
     Stops early, saving, when ``should_stop()`` is true or the run's ``max_seconds`` have passed;
     ``result.stop_reason`` says which (STOPPED_BY_VISITOR, STOPPED_BY_TIME_LIMIT).
+
+    In a distributed ``world`` (torchrun, distributed.py) every rank calls this with the same run; only rank 0
+    evaluates, samples, probes, saves and calls the callbacks, the other ranks only train.
     """
     config = run.request.train
     name = checkpoints.validate_name(run.request.run_name)
-    result = TrainResult(steps_done=run.start_step, stopped=False)  # train() keeps it up to date
     optimizer = run.optimizer or configure_optimizer(run.model, config, run.device)
+    if not world.is_main:
+        return train(run.model, config, run.train_data, start_step=run.start_step, optimizer=optimizer, world=world)
+    result = TrainResult(steps_done=run.start_step, stopped=False)  # train() keeps it up to date
     deadline = None if run.max_seconds is None else time.monotonic() + run.max_seconds
 
     def save() -> None:
@@ -469,7 +479,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
 
     probe(run.start_step)
     train(run.model, config, run.train_data, run.val_data, on_step=step_callback, should_stop=stop_now,
-          start_step=run.start_step, result=result, optimizer=optimizer)
+          start_step=run.start_step, result=result, optimizer=optimizer, world=world)
     if result.steps_done > run.start_step:
         save()
     return result
@@ -497,7 +507,9 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
                             "of the last-10% split)"),
         ("wall time", f"{record['wall_seconds']:.0f} s ({record['eval_seconds']:.0f} s of it evaluation)"),
         ("speed", f"{record['tokens_per_second']:,.0f} tokens/s"),
-        ("device", record["device"]),
+        ("device", record["device"] if result.processes == 1 else
+         f"{record['device']} × {result.processes} processes (DistributedDataParallel, batch "
+         f"{train_config.batch_size} each)"),
         ("seed", str(train_config.seed)),
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
