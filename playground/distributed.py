@@ -9,9 +9,9 @@ nothing starts, nothing is wrapped, every collective is the value itself.
 Knows nothing about the run: the CLI (cli/train.py) starts and ends the group, train.py's loop wraps the model and
 averages through here, run.py lets only rank 0 evaluate, sample, save and report.
 
-    torchrun --nproc_per_node=2 -m playground.train --preset tiny                    # 2 processes, this machine
-    torchrun --nnodes=2 --node_rank=0 --nproc_per_node=4 --rdzv_backend=c10d \\
-        --rdzv_endpoint=host0:29500 -m playground.train --preset small              # on host0; node_rank=1 on host1
+    torchrun --standalone --nproc_per_node=2 -m playground.train --device cpu   # 2 processes on this machine
+    torchrun --nnodes=2 --node_rank=0 --nproc_per_node=4 --master_addr=host0 --master_port=29500 \\
+        -m playground.train --preset gpu                                           # host0; --node_rank=1 on host1
 """
 
 from __future__ import annotations
