@@ -120,8 +120,8 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
 
     In a distributed ``world`` (distributed.py, one process per rank) each rank draws its own batches
     (``batch_seed(seed, step, rank)``), steps a DDP wrapper of ``model`` that averages the gradients, and reports
-    the loss averaged over the ranks; every rank stops at the same step. Evaluation uses ``model`` itself: the
-    caller gives ``val_data`` to one rank only (run.py: rank 0), never to some ranks for the wrapper's sake.
+    the loss averaged over the ranks; every rank stops at the same step. Evaluation runs ``model`` itself, not the
+    wrapper, so a caller may give ``val_data`` to one rank only (run.py: rank 0) without the others waiting on it.
     """
     device = next(model.parameters()).device
     if optimizer is None:
