@@ -6,7 +6,7 @@ Each prints its validation loss at every evaluation with the training seconds so
 a final validation loss over more batches; the last lines compare the two at the same training time.
 
     python benchmarks/optimizer_compare.py                  # the tiny preset's 1200 steps each
-    python benchmarks/optimizer_compare.py --steps 300      # shorter
+    python benchmarks/optimizer_compare.py --steps 200 --eval-interval 50    # shorter
 """
 
 from __future__ import annotations
@@ -26,9 +26,12 @@ from playground.tokenizer import CharTokenizer
 from playground.train import StepMetrics, evaluate, train
 
 
-def run(optimizer: str, steps: int | None, final_batches: int, corpus_path: str | None) -> dict:
+def run(optimizer: str, steps: int | None, eval_interval: int | None, final_batches: int,
+        corpus_path: str | None) -> dict:
     preset = TRAIN_PRESETS["tiny"]
-    config = replace(preset.train, optimizer=optimizer, device="cpu", **({"steps": steps} if steps else {}))
+    changes = {"steps": steps, "eval_interval": eval_interval}
+    config = replace(preset.train, optimizer=optimizer, device="cpu",
+                     **{name: value for name, value in changes.items() if value})
     corpus = load_corpus(corpus_path)
     tokenizer = CharTokenizer.train_from_text(corpus.text)
     model_config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **preset.model.to_dict())
@@ -61,18 +64,21 @@ def val_at(curve: list[tuple[int, float, float]], seconds: float) -> tuple[int, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=None, help="steps per run (default: the tiny preset's)")
+    parser.add_argument("--eval-interval", type=int, default=None, help="steps between evaluations (the preset's)")
     parser.add_argument("--final-batches", type=int, default=50, help="batches of the final validation loss")
     parser.add_argument("--corpus", default=None, help="a text file (default: Tiny Shakespeare)")
     args = parser.parse_args()
     print(f"torch {torch.__version__} on {describe(torch.device('cpu'))}; tiny preset "
-          f"{TRAIN_PRESETS['tiny'].model.to_dict()}")
-    results = [run(name, args.steps, args.final_batches, args.corpus) for name in OPTIMIZER_CHOICES]
-    for r in results:
+          f"{TRAIN_PRESETS['tiny'].model.to_dict()}", flush=True)
+    results = []
+    for name in OPTIMIZER_CHOICES:
+        r = run(name, args.steps, args.eval_interval, args.final_batches, args.corpus)
+        results.append(r)
         print(f"\n{r['optimizer']}: {r['steps']} steps on {r['corpus']}, {r['train_seconds']:.1f} s training "
               f"({r['wall_seconds']:.1f} s wall with evaluation), {r['tokens_per_second']:,.0f} tokens/s")
         for step, seconds, val in r["curve"]:
             print(f"  step {step:5d}  {seconds:6.1f} s  val {val:.4f}")
-        print(f"  final val loss ({args.final_batches} batches): {r['final_val']:.4f}")
+        print(f"  final val loss ({args.final_batches} batches): {r['final_val']:.4f}", flush=True)
     adamw, muon = results
     budget = min(adamw["train_seconds"], muon["train_seconds"])
     print(f"\nat the same training time ({budget:.1f} s, the shorter run's):")
