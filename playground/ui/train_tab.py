@@ -33,7 +33,8 @@ PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "ba
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps")
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
-                  "and the head")
+                  "and the head. On a CPU a Muon step is many times slower (torch runs Newton–Schulz in bfloat16), "
+                  "beyond the time estimate")
 TOKEN_CHARS = 200  # an owner or admin token's longest accepted length
 STOP_WAIT_SECONDS = 10.0  # Stop answers once the run has saved and ended, or after this long with STOPPING
 # The browser keeps its owner token under this key. The secret is fixed, not random per server start, so a token
