@@ -15,6 +15,9 @@ from typing import Any
 
 from playground.checks import real_number, whole_number
 
+# What trains the weights: "adamw" every parameter; "muon" the blocks' hidden matrices, with AdamW for the rest.
+OPTIMIZER_CHOICES = ("adamw", "muon")
+
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field and value."""
@@ -105,6 +108,7 @@ class TrainConfig:
     sample_interval: int = 100
     seed: int = 1337
     device: str = "auto"
+    optimizer: str = "adamw"  # one of OPTIMIZER_CHOICES; train.configure_optimizer builds it
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "steps", "eval_interval", "eval_batches", "checkpoint_interval",
@@ -124,6 +128,8 @@ class TrainConfig:
             raise ConfigError(f"grad_clip must be >= 0 (0 turns clipping off), got {self.grad_clip}")
         if self.device not in ("auto", "cpu", "cuda", "mps"):
             raise ConfigError(f"device must be auto, cpu, cuda or mps, got {self.device!r}")
+        if self.optimizer not in OPTIMIZER_CHOICES:
+            raise ConfigError(f"optimizer must be {' or '.join(OPTIMIZER_CHOICES)}, got {self.optimizer!r}")
 
     def learning_rate_at(self, step: int) -> float:
         """Linear warm-up, then cosine decay to ``min_learning_rate_ratio * learning_rate``.

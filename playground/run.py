@@ -34,8 +34,10 @@ from playground.budget import BudgetError, Cost, MemoryBudget, human, largest_ba
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, CorpusError, TokenIdsDataset, load_corpus, split_train_val
 from playground.device import describe, pick_device
+from playground.distributed import SINGLE, World
 from playground.model import GPT
 from playground.optim_state import OptimizerStateError, flatten_optimizer_state, restore_optimizer_state
+from playground.optimizers import Optimizer, optimizer_name
 from playground.presets import MODEL_FIELDS
 from playground.sampling import generate
 from playground.tokenizer import CharTokenizer
@@ -160,7 +162,7 @@ class PreparedRun:
     device: torch.device
     start_step: int
     history: dict[str, list] = field(default_factory=dict)
-    optimizer: torch.optim.Optimizer | None = None  # restored from the checkpoint on resume when it has one
+    optimizer: Optimizer | None = None  # restored from the checkpoint on resume when it has one
     notes: list[str] = field(default_factory=list)  # what a learner should know before it starts (a cold resume)
     cost: Cost | None = None
     estimated_seconds: float = 0.0
@@ -273,6 +275,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
         raise ConfigError(f"context_size {context_size} is above this server's limit of {limits.max_context_size}")
     owner = _owner_to_record(request, name)
     device = pick_device(train_config.device)
+    if device.type == "cuda" and device.index is None:  # the current GPU by number: a torchrun rank's own
+        device = torch.device("cuda", torch.cuda.current_device())
     corpus = load_corpus(request.corpus_path, request.corpus_text, name=request.corpus_name,
                          uploaded=request.uploaded)
     if corpus.from_visitor and len(corpus.text.encode("utf-8", "surrogatepass")) > limits.max_upload_bytes:
@@ -290,6 +294,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             raise CorpusError(
                 f"the corpus has {len(set(missing))} character(s) the resumed model lacks: {missing!r}"
             )
+        _check_same_optimizer(name, previous.training, train_config.optimizer)
         start_step = previous.steps
         history = {k: list((previous.training or {}).get(k, [])) for k in ("train_loss", "val_loss")}
         if start_step >= train_config.steps:
@@ -338,21 +343,31 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             budget.release(held)
 
 
-def _restore_optimizer(optimizer: torch.optim.Optimizer, model: GPT, name: str, request: RunRequest) -> list[str]:
-    """Put the saved AdamW state back so the run goes on warm; the notes say when it cannot."""
+def _check_same_optimizer(name: str, training: dict[str, Any] | None, optimizer: str) -> None:
+    """A run resumes with the optimizer it was trained with (an older run's, with none recorded, was adamw).
+
+    Switching would throw its optimizer state away and change the method mid-run; a new run is the honest way.
+    """
+    recorded = (training or {}).get("train_config")
+    trained_with = recorded.get("optimizer", "adamw") if isinstance(recorded, dict) else "adamw"
+    if trained_with != optimizer:
+        raise ConfigError(f"{name} was trained with the optimizer {trained_with}, not {optimizer}: resume it with "
+                          f"optimizer {trained_with}, or start a new run to train with {optimizer}")
+
+
+def _restore_optimizer(optimizer: Optimizer, model: GPT, name: str, request: RunRequest) -> list[str]:
+    """Put the saved optimizer state back so the run goes on warm; the notes say when it cannot."""
+    cold = f"so {optimizer_name(optimizer)} starts cold: expect the loss to bump up for a few steps"
     try:
         state = checkpoints.load_optimizer_state(name, request.weights_dir)
     except checkpoints.CheckpointError as exc:
-        return [f"its optimizer state is unreadable ({exc}), so AdamW starts cold: expect the loss to bump up for a "
-                "few steps"]
+        return [f"its optimizer state is unreadable ({exc}), {cold}"]
     if state is None:
-        return ["this checkpoint was saved without its optimizer state (an older one), so AdamW starts cold: expect "
-                "the loss to bump up for a few steps"]
+        return [f"this checkpoint was saved without its optimizer state (an older one), {cold}"]
     try:
         restore_optimizer_state(optimizer, model, *state)
     except OptimizerStateError as exc:
-        return [f"its optimizer state does not fit ({exc}), so AdamW starts cold: expect the loss to bump up for a "
-                "few steps"]
+        return [f"its optimizer state does not fit ({exc}), {cold}"]
     return []
 
 
@@ -372,6 +387,8 @@ def training_record(run: PreparedRun, result: TrainResult, seconds_before: float
         "train_config": run.request.train.to_dict(),
         "stopped_early": result.stopped,
     }
+    if result.processes > 1:
+        record["processes"] = result.processes  # a distributed run: batch_size windows per rank and step
     if run.owner is not None:
         record[checkpoints.OWNER_FIELD] = run.owner
     return record
@@ -409,7 +426,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
                  should_stop: Callable[[], bool] | None = None,
                  on_sample: Callable[[int, str], None] | None = None,
                  on_probe: Callable[[ProbeSnapshot], None] | None = None,
-                 probe_text: str = PROBE_TEXT) -> TrainResult:
+                 probe_text: str = PROBE_TEXT, world: World = SINGLE) -> TrainResult:
     """Train a prepared run, saving a checkpoint (weights and optimizer state) every ``checkpoint_interval`` steps
     and at the end.
 
@@ -418,11 +435,16 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
     ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention).
     Stops early, saving, when ``should_stop()`` is true or the run's ``max_seconds`` have passed;
     ``result.stop_reason`` says which (STOPPED_BY_VISITOR, STOPPED_BY_TIME_LIMIT).
+
+    In a distributed ``world`` (torchrun, distributed.py) every rank calls this with the same run; only rank 0
+    evaluates, samples, probes, saves and calls the callbacks, the other ranks only train.
     """
     config = run.request.train
     name = checkpoints.validate_name(run.request.run_name)
-    result = TrainResult(steps_done=run.start_step, stopped=False)  # train() keeps it up to date
     optimizer = run.optimizer or configure_optimizer(run.model, config, run.device)
+    if not world.is_main:
+        return train(run.model, config, run.train_data, start_step=run.start_step, optimizer=optimizer, world=world)
+    result = TrainResult(steps_done=run.start_step, stopped=False)  # train() keeps it up to date
     deadline = None if run.max_seconds is None else time.monotonic() + run.max_seconds
 
     def save() -> None:
@@ -457,7 +479,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
 
     probe(run.start_step)
     train(run.model, config, run.train_data, run.val_data, on_step=step_callback, should_stop=stop_now,
-          start_step=run.start_step, result=result, optimizer=optimizer)
+          start_step=run.start_step, result=result, optimizer=optimizer, world=world)
     if result.steps_done > run.start_step:
         save()
     return result
@@ -473,16 +495,21 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
              f"bias {config.use_bias}")
     schedule = (f"batch {train_config.batch_size}, learning rate {train_config.learning_rate}, warm-up "
                 f"{train_config.warmup_steps}, cosine decay to {train_config.min_learning_rate_ratio}x")
+    optimizer = ("AdamW on every parameter" if train_config.optimizer == "adamw" else
+                 "Muon on the blocks' weight matrices, AdamW on the embeddings, the head, the norms and the biases")
     rows = [
         ("parameters", f"{run.model.parameter_count():,}"),
         ("shape", shape),
         ("corpus", f"{run.corpus.name}, {len(run.corpus.text):,} characters (first 90% trains, last 10% validates)"),
         ("steps", f"{result.steps_done} of {train_config.steps} ({schedule})"),
+        ("optimizer", f"{train_config.optimizer}: {optimizer}"),
         ("validation loss", f"**{val}** (cross-entropy in nats, mean of {train_config.eval_batches} fixed batches "
                             "of the last-10% split)"),
         ("wall time", f"{record['wall_seconds']:.0f} s ({record['eval_seconds']:.0f} s of it evaluation)"),
         ("speed", f"{record['tokens_per_second']:,.0f} tokens/s"),
-        ("device", record["device"]),
+        ("device", record["device"] if result.processes == 1 else
+         f"{record['device']} × {result.processes} processes (DistributedDataParallel, batch "
+         f"{train_config.batch_size} each)"),
         ("seed", str(train_config.seed)),
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)

@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from playground import distributed
 from playground.config import TrainConfig
 from playground.data import TokenIdsDataset
+from playground.distributed import SINGLE, World
 from playground.model import GPT
+from playground.optimizers import Optimizer, OptimizerChain, hidden_matrices
 
 
 class TrainingError(RuntimeError):
@@ -48,21 +51,42 @@ class TrainResult:
     wall_seconds: float = 0.0
     eval_seconds: float = 0.0
     stop_reason: str = ""  # why it stopped early, in the caller's words ("asked", "time limit"); "" if it did not
+    processes: int = 1  # ranks that trained together (torchrun); each drew its own batch_size windows a step
 
 
-def batch_seed(seed: int, step: int) -> int:
-    """The seed of step ``step``'s batch (steps count from 0): one generator state per (seed, step)."""
-    return seed * 1_000_003 + step
+# Rank r's batch seeds sit r * 2**20 above rank 0's. torch's CPU generator keeps a seed's low 32 bits only, so they
+# stay apart for up to 4096 ranks and runs shorter than 2**20 (about a million) steps.
+RANK_STRIDE = 2**20
 
 
-def configure_optimizer(model: GPT, config: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices only (not biases, LayerNorms)."""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": config.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+def batch_seed(seed: int, step: int, rank: int = 0) -> int:
+    """The seed of step ``step``'s batch (steps count from 0) on ``rank``: one generator state per (seed, step, rank).
+
+    Rank 0's are a single process's, so rank 0 of a distributed run draws the batches a plain run would.
+    """
+    return seed * 1_000_003 + step + rank * RANK_STRIDE
+
+
+def configure_optimizer(model: GPT, config: TrainConfig, device: torch.device) -> Optimizer:
+    """The optimizer ``config.optimizer`` names, over every parameter of ``model``.
+
+    "adamw": AdamW with weight decay on matrices only (not biases, LayerNorms). "muon": torch's Muon on the
+    blocks' hidden matrices (optimizers.hidden_matrices), its step scaled to AdamW's RMS (``match_rms_adamw``) so the
+    same learning rate and weight decay fit, and AdamW as above on the rest (embeddings, LM head, norms, biases);
+    the two come as one OptimizerChain.
+    """
+    hidden = hidden_matrices(model) if config.optimizer == "muon" else []
+    taken = {id(parameter) for parameter in hidden}
+    rest = [parameter for parameter in model.parameters() if id(parameter) not in taken]
+    groups = [{"params": [p for p in rest if p.dim() >= 2], "weight_decay": config.weight_decay},
+              {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0}]
     fused = device.type in ("cuda", "cpu")
-    return torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, 0.99), fused=fused)
+    adamw = torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, 0.99), fused=fused)
+    if not hidden:
+        return adamw
+    muon = torch.optim.Muon(hidden, lr=config.learning_rate, weight_decay=config.weight_decay,
+                            adjust_lr_fn="match_rms_adamw")
+    return OptimizerChain(muon, adamw)
 
 
 @torch.no_grad()
@@ -83,7 +107,8 @@ def evaluate(model: GPT, dataset: TokenIdsDataset, batches: int, batch_size: int
 def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data: TokenIdsDataset | None = None,
           *, on_step: Callable[[int, StepMetrics], None] | None = None,
           should_stop: Callable[[], bool] | None = None, start_step: int = 0,
-          result: TrainResult | None = None, optimizer: torch.optim.Optimizer | None = None) -> TrainResult:
+          result: TrainResult | None = None, optimizer: Optimizer | None = None,
+          world: World = SINGLE) -> TrainResult:
     """Train ``model`` in place from ``start_step`` to ``config.steps``; leaves it in eval mode.
 
     Calls ``on_step(step, metrics)`` after every step (with ``val_loss`` set on evaluation steps) and
@@ -92,31 +117,41 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
     that reads the run so far from its callbacks (run.py saves mid-run checkpoints from it) passes its
     own ``result=TrainResult(steps_done=start_step, stopped=False)``. A resumed run passes the ``optimizer`` it
     restored (configure_optimizer's, with the saved state); without one the loop makes a fresh one.
+
+    In a distributed ``world`` (distributed.py, one process per rank) each rank draws its own batches
+    (``batch_seed(seed, step, rank)``), steps a DDP wrapper of ``model`` that averages the gradients, and reports
+    the loss averaged over the ranks; every rank stops at the same step. Evaluation runs ``model`` itself, not the
+    wrapper, so a caller may give ``val_data`` to one rank only (run.py: rank 0) without the others waiting on it.
     """
     device = next(model.parameters()).device
     if optimizer is None:
         optimizer = configure_optimizer(model, config, device)
+    network = distributed.wrap(model, world, device)  # model itself in a single process
+    if world.distributed:  # dropout masks differ by rank too
+        torch.manual_seed(batch_seed(config.seed, start_step, world.rank))
     generator = torch.Generator()
     if result is None:
         result = TrainResult(steps_done=start_step, stopped=False)
-    tokens_per_step = config.batch_size * train_data.block_size
-    model.train()
+    result.processes = world.world_size
+    tokens_per_step = config.batch_size * train_data.block_size * world.world_size
+    network.train()
     started = time.perf_counter()
     for step in range(start_step, config.steps):
-        if should_stop is not None and should_stop():
+        if distributed.any_rank(should_stop is not None and should_stop(), world, device):
             result.stopped = True
             break
         lr = config.learning_rate_at(step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        x, y = train_data.random_batch(config.batch_size, generator.manual_seed(batch_seed(config.seed, step)))
-        loss = model(x.to(device, non_blocking=True), y.to(device, non_blocking=True)).loss
+        generator.manual_seed(batch_seed(config.seed, step, world.rank))
+        x, y = train_data.random_batch(config.batch_size, generator)
+        loss = network(x.to(device, non_blocking=True), y.to(device, non_blocking=True)).loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # DDP: the gradients come back averaged over the ranks
         if config.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
-        loss_value = loss.item()
+        loss_value = distributed.mean(loss, world)
         done = step + 1
         if not math.isfinite(loss_value):
             raise TrainingError(

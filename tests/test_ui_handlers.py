@@ -414,3 +414,21 @@ def test_pasted_text_is_capped_in_utf8_bytes_and_an_upload_is_your_uploaded_file
     finally:
         ctx.jobs.stop()
         ctx.jobs.wait(60)
+
+
+def test_the_optimizer_comes_last_and_a_run_records_it(train_ctx):
+    """start_run's optimizer follows the request Gradio fills in: calls that leave it out train with AdamW."""
+    ctx = train_ctx
+    with pytest.raises(ValueError, match="optimizer must be adamw or muon, got 'sgd'"):
+        train_tab.start_run(ctx, *RUN, "sgd-run", False, "", None, session("s"), "sgd")
+    assert not ctx.jobs.status().active
+    assert "your run" in train_tab.start_run(ctx, *RUN, "muon-run", False, "", None, session("s"), "muon")[0]
+    deadline = time.monotonic() + 60
+    while ctx.jobs.status().step == 0 and time.monotonic() < deadline:  # a step, so it leaves a checkpoint
+        time.sleep(0.05)
+    train_tab.stop_run(ctx, "", None, session("s"))
+    assert ctx.jobs.wait(60).state == "stopped"
+    record = json.loads((ctx.weights / "muon-run" / "training.json").read_text())
+    assert record["train_config"]["optimizer"] == "muon"
+    with pytest.raises(ValueError, match="muon-run was trained with the optimizer muon, not adamw"):
+        train_tab.start_run(ctx, *RUN, "muon-run", False, "", None, session("s"), resume=True)

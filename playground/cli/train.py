@@ -8,6 +8,7 @@ input). The run itself is run.py's ``run_training``, the same code path the Trai
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import shlex
 import sys
@@ -17,14 +18,15 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from playground import checkpoints
-from playground.device import describe
+from playground import checkpoints, distributed
+from playground.config import OPTIMIZER_CHOICES
+from playground.device import describe, pick_device
 from playground.presets import MODEL_FIELDS, TRAIN_PRESETS
 from playground.run import RunRequest, model_card, prepare_run, run_training
 from playground.train import StepMetrics, TrainingError
 
 TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
-                "checkpoint_interval", "seed", "device")
+                "checkpoint_interval", "seed", "device", "optimizer")
 POSTFIX_EVERY = 10  # steps between updates of the bar's loss and speed figures
 
 
@@ -52,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-interval", type=int)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"])
+    parser.add_argument("--optimizer", choices=OPTIMIZER_CHOICES,
+                        help="adamw (default): AdamW trains every weight; muon: Muon orthogonalises the update of each "
+                             "weight matrix inside the blocks, AdamW trains the embeddings, head and norms")
     parser.add_argument("--corpus", help="a UTF-8 text file (default: Tiny Shakespeare, cached or downloaded)")
     parser.add_argument("--run-name", default=None, help="the checkpoint folder name (default: the preset's name)")
     parser.add_argument("--weights-dir", type=Path, default=None, help="where checkpoints go (default weights/)")
@@ -101,36 +106,69 @@ class Progress:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Train as the flags say. Under torchrun (WORLD_SIZE > 1) every rank runs this; see distributed.py."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        run = prepare_run(request_from_args(args))
-    except (ValueError, TrainingError) as exc:
+        world = distributed.World.from_env()
+        request = request_from_args(args)
+        if world.distributed:
+            distributed.start(world, pick_device(request.train.device).type)
+    except (ValueError, distributed.DistributedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"training {run.request.run_name}: {run.model.parameter_count():,} parameters on {describe(run.device)}, "
-          f"corpus {run.corpus.name} ({len(run.corpus.text):,} characters, {run.corpus.source})", file=sys.stderr)
-    for note in run.notes:  # a resumed run whose optimizer state could not come back, say
-        print(f"note: {note}", file=sys.stderr)
     try:
-        with Progress(run.request.train.steps, run.start_step) as progress:  # closed before anything below prints
-            result = run_training(run, on_step=progress)
+        return _train(args, argv, request, world)
+    finally:
+        distributed.finish(world)
+
+
+def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest, world: distributed.World) -> int:
+    """Prepare, train and report; only rank 0 prints (other ranks' errors too, each under its rank)."""
+    say = functools.partial(print, file=sys.stderr) if world.is_main else (lambda *_args, **_kwargs: None)
+    where = "" if world.is_main else f"rank {world.rank}: "
+    try:
+        run = prepare_run(request)
+    except (ValueError, TrainingError) as exc:
+        print(f"{where}error: {exc}", file=sys.stderr)
+        return 2
+    processes = f" × {world.world_size} processes" if world.distributed else ""
+    say(f"training {run.request.run_name}: {run.model.parameter_count():,} parameters on {describe(run.device)}"
+        f"{processes}, corpus {run.corpus.name} ({len(run.corpus.text):,} characters, {run.corpus.source})")
+    for note in run.notes:  # a resumed run whose optimizer state could not come back, say
+        say(f"note: {note}")
+    try:
+        if world.is_main:
+            with Progress(run.request.train.steps, run.start_step) as progress:  # closed before anything below prints
+                result = run_training(run, on_step=progress, world=world)
+        else:
+            result = run_training(run, world=world)
     except KeyboardInterrupt:
-        print("interrupted; the last periodic checkpoint is kept", file=sys.stderr)
+        say("interrupted; the last periodic checkpoint is kept")
         return 130
     except TrainingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"{where}error: {exc}", file=sys.stderr)
         return 1
+    if world.distributed:  # DDP keeps the ranks' weights equal; say so, or say that it did not
+        digests = distributed.gather_digests(run.model, world, run.device)
+        say("weights after the last step: " + ", ".join(f"rank {rank} sha256 {digest}"
+                                                          for rank, digest in enumerate(digests)))
+        if len(set(digests)) > 1:
+            say("error: the ranks' weights differ; the checkpoint holds rank 0's")
+            return 1
+    if not world.is_main:
+        return 0
     last_val = result.val_loss[-1][1] if result.val_loss else float("nan")
     target = (run.request.weights_dir or checkpoints.weights_dir()) / run.request.run_name
     if result.steps_done > run.start_step:
-        command = "python -m playground.train " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+        flags = " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+        command = f"{world.launcher()} -m playground.train {flags}"
         checkpoints.write_card(run.request.run_name, model_card(run, result, command),
                                directory=run.request.weights_dir)
-    print(f"done: {result.steps_done} steps, val loss {last_val:.4f}, {result.tokens_per_second:,.0f} tok/s, "
-          f"{result.wall_seconds:.1f}s (eval {result.eval_seconds:.1f}s); saved {target}", file=sys.stderr)
+    say(f"done: {result.steps_done} steps, val loss {last_val:.4f}, {result.tokens_per_second:,.0f} tok/s, "
+        f"{result.wall_seconds:.1f}s (eval {result.eval_seconds:.1f}s); saved {target}")
     return 0
 
 

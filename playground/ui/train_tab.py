@@ -19,7 +19,7 @@ import gradio as gr
 
 from playground import checkpoints, checks, plots
 from playground.budget import human
-from playground.config import Limits, ModelConfig, TrainConfig
+from playground.config import OPTIMIZER_CHOICES, Limits, ModelConfig, TrainConfig
 from playground.data import decode_text
 from playground.jobs import JobStatus
 from playground.presets import TRAIN_PRESETS
@@ -31,6 +31,10 @@ CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
                  "warmup_steps", "dropout_rate", "seed", "device", "run_name")
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps")
+OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
+                  "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
+                  "and the head. On a CPU a Muon step is many times slower (torch runs Newton–Schulz in bfloat16), "
+                  "beyond the time estimate")
 TOKEN_CHARS = 200  # an owner or admin token's longest accepted length
 STOP_WAIT_SECONDS = 10.0  # Stop answers once the run has saved and ended, or after this long with STOPPING
 # The browser keeps its owner token under this key. The secret is fixed, not random per server start, so a token
@@ -102,8 +106,12 @@ def identify(ctx: AppContext, token, browser_token, request: gr.Request | None, 
 
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
               learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload, pasted, run_name,
-              replace=False, token="", browser_token=None, request: gr.Request = None, *, resume=False):
-    """Validate every field, then hand the run to the job manager."""
+              replace=False, token="", browser_token=None, request: gr.Request = None, optimizer="adamw", *,
+              resume=False):
+    """Validate every field, then hand the run to the job manager.
+
+    ``optimizer`` comes last (after the request Gradio fills in), so a call that leaves it out trains with AdamW.
+    """
     limits = ctx.limits
     visitor = identify(ctx, token, browser_token, request)
     model = dict(layers_num=checks.whole_number(layers_num, "layers_num", 1, 64),
@@ -117,7 +125,8 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                     learning_rate=checks.real_number(learning_rate, "learning rate"),
                     warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0),
                     seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),
-                    device=str(device or "auto"), eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
+                    device=str(device or "auto"), optimizer="adamw" if optimizer is None else optimizer,
+                    eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
                     sample_interval=max(1, min(preset.sample_interval, steps // 4 or 1)),
                     checkpoint_interval=max(1, min(500, steps // 2 or 1)))
     TrainConfig.from_dict(train.to_dict())  # validates learning rate, device, ...
@@ -240,6 +249,7 @@ def build(ctx: AppContext) -> None:
         "visitors' runs: the oldest make room for new ones."
     )
     first = preset_fields("tiny")
+    first_train = TRAIN_PRESETS["tiny"].train
     fields: dict[str, gr.components.Component] = {}  # by name: PRESET_FIELDS, start_run's parameters
     with gr.Row():
         preset = gr.Dropdown(list(TRAIN_PRESETS), value="tiny", label="preset",
@@ -257,6 +267,9 @@ def build(ctx: AppContext) -> None:
         fields["learning_rate"] = gr.Number(first["learning_rate"], label="learning rate")
         fields["warmup_steps"] = gr.Number(first["warmup_steps"], label="warmup steps", precision=0, minimum=0)
         fields["seed"] = gr.Number(first["seed"], label="seed", precision=0, minimum=0)
+    with gr.Row():
+        optimizer = gr.Radio(list(OPTIMIZER_CHOICES), value=first_train.optimizer, label="optimizer",
+                             info=OPTIMIZER_INFO)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
@@ -306,7 +319,7 @@ def build(ctx: AppContext) -> None:
         field.change(estimate_with_limits, estimate_inputs, estimate_md,
                      api_name=f"train_estimate_{field.label}".replace(" ", "_"), api_visibility="private",
                      show_progress="hidden")
-    run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token]
+    run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token, optimizer]
     start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
         bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
     resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
