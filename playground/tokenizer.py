@@ -39,6 +39,14 @@ class UnknownCharacterError(ValueError):
         super().__init__(f"{len(unknown)} character(s) not in the vocabulary: {shown}{more}")
 
 
+class VocabularySize(int):
+    """An int that may also be called: ``tokenizer.vocabulary_size`` here, ``tokenizer.vocabulary_size()`` in the
+    notebooks. Calling gives the plain int."""
+
+    def __call__(self) -> int:
+        return int(self)
+
+
 class CharTokenizer:
     """Maps characters to integer IDs and back."""
 
@@ -61,8 +69,9 @@ class CharTokenizer:
         return cls(sorted(set(text)))
 
     @property
-    def vocabulary_size(self) -> int:
-        return len(self.characters)
+    def vocabulary_size(self) -> VocabularySize:
+        """The number of symbols: an int, also callable as notebook 000 calls it (``tokenizer.vocabulary_size()``)."""
+        return VocabularySize(len(self.characters))
 
     def find_unknown(self, text: str) -> list[UnknownCharacter]:
         return [UnknownCharacter(i, c) for i, c in enumerate(text) if c not in self._ids]

@@ -306,3 +306,15 @@ def test_the_library_guard_never_plans_past_the_containers_limit(monkeypatch):
     with pytest.raises(ValueError, match=r"over the budget of 100\.0 MiB \(the container's memory limit\)"):
         check_fits(4, 4, 1024, torch.float32, cap_bytes=None)  # 128 MiB of scores and weights
     check_fits(4, 4, 512, torch.float32, cap_bytes=None)  # 32 MiB fits
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.name)
+def test_every_constructor_takes_the_books_positional_order(cls):
+    """Notebook 001: MultiHeadAttentionWrapper(d_in, d_out, context_length, dropout, num_heads=...), as written."""
+    torch.manual_seed(0)
+    positional = cls(8, 8, 6, 0.0, num_heads=2)
+    torch.manual_seed(0)
+    keywords = build(cls.name, d_in=8, d_out=8, num_heads=2, context_length=6)
+    x = torch.rand(1, 6, 8)
+    assert_close(positional(x), keywords(x))
+    assert head_weights(cls.name, cls(8, 8, 6, 0.0, 2), x).shape == (1, 2, 6, 6)

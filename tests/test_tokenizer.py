@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import torch
 
@@ -38,3 +40,11 @@ def test_decode_refuses_ids_outside_vocabulary():
 
 def test_escaped_forms():
     assert [escape_char(c) for c in (" ", "\n", "a", "\x07")] == ["␣", "\\n", "a", "\\x07"]
+
+
+def test_vocabulary_size_reads_as_an_int_and_calls_as_notebook_000_calls_it():
+    tokenizer = CharTokenizer.train_from_text("hello world")
+    assert tokenizer.vocabulary_size == 8 and tokenizer.vocabulary_size() == 8
+    assert type(tokenizer.vocabulary_size()) is int
+    assert tokenizer.vocabulary_size + 1 == 9 and f"{tokenizer.vocabulary_size}" == "8"
+    assert json.loads(json.dumps({"v": tokenizer.vocabulary_size})) == {"v": 8}

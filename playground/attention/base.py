@@ -6,7 +6,10 @@ from the reference's at all, whether it can express the reference's function (``
 compared with once it holds the reference's weights (``compared_with``), and its parameter formula. Its
 methods say which sizes it cannot build (``unsupported_reason``), how it counts its parameters, how it loads
 the reference's weights (``load_reference``) and which attention kernel runs (``backend``).
-The defaults here are the reference's: batched and sdpa share them. The maths lives in each module; this one
+Every constructor takes the book's positional order, ``(d_in, d_out, context_length, dropout, num_heads,
+qkv_bias=False)``, so ``MultiHeadAttentionWrapper(d_in, d_out, context_length, 0.0, num_heads=2)`` runs as written
+in notebook 001 (``attention.build`` passes keywords). The defaults here are the reference's: batched and sdpa
+share them. The maths lives in each module; this one
 also holds the helpers that copy weights and ask PyTorch which fused kernel it would pick.
 """
 

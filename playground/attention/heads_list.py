@@ -24,7 +24,7 @@ class HeadsListAttention(AttentionImplementation):
     title = "A list of heads, then an output projection"
     why = "the same heads one by one, then the projection: per-head matmuls sum in a different order"
 
-    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         self.check_sizes(d_in, d_out, num_heads)  # d_out divisible by num_heads
         self.num_heads = num_heads

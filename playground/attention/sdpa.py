@@ -24,7 +24,7 @@ class SDPAAttention(AttentionImplementation):
     title = "PyTorch's fused scaled_dot_product_attention"
     why = "the fused kernel computes softmax online, in blocks, with its own rounding"
 
-    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         self.check_sizes(d_in, d_out, num_heads)  # d_out divisible by num_heads
         self.d_out = d_out

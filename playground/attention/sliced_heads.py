@@ -70,7 +70,7 @@ class SlicedHeadsAttention(AttentionImplementation):
             reason = f"sliced_heads needs d_in ({d_in}) divisible by num_heads ({num_heads}): each head reads d_in/h"
         return reason
 
-    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         self.check_sizes(d_in, d_out, num_heads)  # d_out and d_in divisible by num_heads
         self.slice_width = d_in // num_heads

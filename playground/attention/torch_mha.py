@@ -35,7 +35,7 @@ class TorchMHAAttention(AttentionImplementation):
                       "maps embed_dim to embed_dim")
         return reason
 
-    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         self.check_sizes(d_in, d_out, num_heads)  # d_out divisible by num_heads, d_in == d_out
         self.context_length = context_length

@@ -61,7 +61,7 @@ class MultiHeadAttentionWrapper(AttentionImplementation):
     def parameter_count(cls, d_in, d_out, num_heads, qkv_bias=False):
         return qkv_parameters(d_in, d_out, qkv_bias)
 
-    def __init__(self, d_in, d_out, num_heads, context_length, dropout=0.0, qkv_bias=False):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         self.check_sizes(d_in, d_out, num_heads)  # d_out divisible by num_heads
         self.num_heads = num_heads
