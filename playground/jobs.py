@@ -220,5 +220,6 @@ class TrainingJobs:
         verb = "stopped" if result.stopped else "finished"
         if result.stop_reason == STOPPED_BY_TIME_LIMIT:
             verb = f"stopped by this server's time limit ({format_seconds(run.max_seconds)})"
+        notes = "".join(f"; {note}" for note in run.notes)  # still true of the finished run
         self._update(job, state=state,
-                     message=f"{verb} at step {result.steps_done}; checkpoint saved as {run.request.run_name}")
+                     message=f"{verb} at step {result.steps_done}; checkpoint saved as {run.request.run_name}{notes}")

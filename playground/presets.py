@@ -43,6 +43,12 @@ class TrainPreset:
 
 
 TRAIN_PRESETS: dict[str, TrainPreset] = {
+    "toy": TrainPreset(
+        "notebook 004's toy: one block, context 8, for a tiny pasted text such as “hello world”; seconds",
+        ModelShape(layers_num=1, heads_num=1, embedding_dim=16, context_size=8),
+        TrainConfig(batch_size=4, steps=300, learning_rate=1e-2, warmup_steps=10, eval_interval=50, eval_batches=2,
+                    checkpoint_interval=300, sample_interval=50),
+    ),
     "tiny": TrainPreset(
         "about a minute on a laptop CPU",
         ModelShape(layers_num=2, heads_num=4, embedding_dim=128, context_size=64),

@@ -305,14 +305,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
         tokenizer = CharTokenizer.train_from_text(corpus.text)
         config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **request.model)
         _check_size(config, limits, "the model")
-    ids = tokenizer.encode(corpus.text)
-    train_ids, val_ids = split_train_val(ids)
-    if len(val_ids) <= config.context_size:
-        raise CorpusError(
-            f"the corpus ({len(corpus.text):,} characters) is too short for context_size {config.context_size}: "
-            f"its last 10% must hold more than {config.context_size} characters, so it needs at least "
-            f"{10 * (config.context_size + 1):,}"
-        )
+    train_ids, val_ids, split_notes = split_for_context(tokenizer.encode(corpus.text), config.context_size)
     cost, held = _reserve_memory(config, train_config.batch_size, device, budget)  # first: what kills a server
     run = None
     try:
@@ -332,7 +325,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             model = GPT(config)
         model.to(device)
         optimizer = configure_optimizer(model, train_config, device)
-        notes = _restore_optimizer(optimizer, model, name, request) if request.resume else []
+        notes = split_notes + (_restore_optimizer(optimizer, model, name, request) if request.resume else [])
         run = PreparedRun(request, corpus, tokenizer, model, TokenIdsDataset(train_ids, config.context_size),
                           TokenIdsDataset(val_ids, config.context_size), device, start_step, history,
                           optimizer=optimizer, notes=notes, cost=cost, estimated_seconds=estimated,
@@ -420,6 +413,23 @@ def probe_attention(run: PreparedRun, text: str, step: int) -> ProbeSnapshot | N
     finally:
         run.model.train(was_training)
     return ProbeSnapshot(step, list(text), torch.stack([w[0] for w in weights]).float().cpu())
+
+
+def split_for_context(ids: torch.Tensor, context_size: int) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """(train ids, validation ids, notes): the first 90% trains and the last 10% validates when that 10% holds a
+    window of ``context_size + 1``; a shorter text (notebook 004's "hello world") trains and validates on the whole
+    text, and the note says the validation loss then measures memorising. CorpusError when no window fits at all.
+    """
+    train_ids, val_ids = split_train_val(ids)
+    if len(val_ids) > context_size:
+        return train_ids, val_ids, []
+    if len(ids) <= context_size:
+        most = f"lower context_size to at most {len(ids) - 1}" if len(ids) > 1 else "it needs at least 2 characters"
+        raise CorpusError(f"the corpus ({len(ids):,} characters) is too short for context_size {context_size}: a "
+                          f"window of context_size + 1 characters must fit in it; {most}")
+    return ids, ids, [f"the corpus ({len(ids):,} characters) is too short to hold out its last 10% for context_size "
+                      f"{context_size} (that needs {10 * (context_size + 1):,}), so the model trains and validates "
+                      "on the whole text: the validation loss measures memorising, not generalising"]
 
 
 def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None] | None = None,

@@ -80,7 +80,7 @@ def test_resume_with_characters_the_model_lacks_is_refused(tmp_path):
     (dict(train=quick(steps=100)), Limits(max_steps=50), ConfigError, "steps 100 is above this server's limit of 50"),
     (dict(model={**SMALL, "embedding_dim": 512}), Limits(max_parameters=10_000), ConfigError, "parameters"),
     (dict(model={**SMALL, "context_size": 4000}), None, ConfigError, "context_size 4000 is above"),
-    (dict(corpus_text="tiny text"), None, CorpusError, "too short for context_size 16"),
+    (dict(corpus_text="tiny text"), None, CorpusError, "too short for context_size 16: .* to at most 8$"),
     (dict(run_name="../escape"), None, ValueError, "not allowed"),
 ])
 def test_bad_runs_fail_before_anything_starts(tmp_path, request_changes, limits, error, match):
@@ -413,3 +413,17 @@ def test_a_new_run_makes_room_by_removing_the_oldest_visitor_runs(tmp_path):
     prepare_run(visitor_request(tmp_path, "newest"), Limits(max_runs=3))
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["middle", "new",
                                                                                          "operators"]
+
+
+def test_a_corpus_too_short_to_hold_out_validation_trains_and_validates_on_the_whole_text(tmp_path):
+    """Notebook 004's toy: "hello world" at context 8 trains on its 11 characters and says what its loss means."""
+    model = dict(layers_num=1, heads_num=1, embedding_dim=16, context_size=8, dropout_rate=0.0, use_bias=False)
+    run = prepare_run(RunRequest("hello", model, quick(steps=150, batch_size=4, learning_rate=1e-2, eval_interval=50),
+                                 corpus_text="hello world", weights_dir=tmp_path))
+    assert len(run.train_data.data) == len(run.val_data.data) == 11
+    assert run.notes == ["the corpus (11 characters) is too short to hold out its last 10% for context_size 8 (that "
+                         "needs 90), so the model trains and validates on the whole text: the validation loss "
+                         "measures memorising, not generalising"]
+    result = run_training(run)
+    assert result.val_loss[-1][1] < 0.5  # from about ln(8) = 2.08 at the start: the text is memorised
+    assert (tmp_path / "hello" / "model.safetensors").is_file()
