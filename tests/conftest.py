@@ -56,3 +56,16 @@ def tiny_weights(tmp_path_factory, shakespeare_text) -> Path:
     os.environ["PLAYGROUND_OFFLINE"] = "1"
     run_training(prepare_run(request))
     return folder
+
+
+def pytest_collection_modifyitems(config, items):
+    """Drop an endpoint's quick fuzz run when its full run is selected too: the quick run's 20 inputs are the full
+    run's first 20 (the same seeded generator), so it would only repeat them."""
+    def api_of(item, name):
+        return item.callspec.params.get("api") if getattr(item, "originalname", "") == name else None
+
+    full = {api_of(item, "test_fuzz_endpoint") for item in items} - {None}
+    repeated = [item for item in items if api_of(item, "test_fuzz_endpoint_quick") in full]
+    if repeated:
+        config.hook.pytest_deselected(items=repeated)
+        items[:] = [item for item in items if item not in repeated]

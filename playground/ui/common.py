@@ -193,10 +193,13 @@ def bound(fn, ctx: AppContext, then=_unchanged, **fixed):
 
 
 def checkpoint_dropdown(ctx: AppContext, tab: str, **kwargs) -> gr.Dropdown:
-    """A checkpoint picker whose list refreshes on focus, so runs trained since the page loaded appear."""
+    """A checkpoint picker whose list refreshes on focus, so runs trained since the page loaded appear.
+
+    The refresh sets the choices only: a value sent back with them would undo a name typed while it was on its way.
+    """
     names = ctx.checkpoint_names()
     dropdown = gr.Dropdown(names, value=names[0] if names else None, label="Checkpoint", allow_custom_value=True,
                            info="a run in weights/, or type a Hugging Face Hub repo id (owner/name)", **kwargs)
-    dropdown.focus(lambda current: gr.Dropdown(choices=ctx.checkpoint_names(), value=current), dropdown, dropdown,
+    dropdown.focus(lambda: gr.Dropdown(choices=ctx.checkpoint_names()), None, dropdown,
                    api_name=f"{tab}_checkpoints", api_visibility="private", show_progress="hidden")
     return dropdown
