@@ -91,7 +91,7 @@ class NanoGPTCheckpoint:
 def _plain(value: Any) -> Any:
     """A JSON-able copy of a scalar (tensors of one element become numbers), or None for anything else."""
     if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else None
+        return _plain(value.item()) if value.numel() == 1 else None
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
