@@ -5,7 +5,7 @@ be made, under an RSS watchdog); its memory budget is its own default, a share o
 scenario replays what once killed, filled or vandalised the server, then asserts that the server still answers,
 that its peak stayed under the limit, and the scenario's own promise (disk under quota, the shipped checkpoint
 byte-identical, another visitor's run untouched, a fast view answering in under a second while long jobs run).
-A hundred randomised requests at the caps from 8 concurrent clients close the suite. ``pytest -s`` prints
+Sixty randomised requests at the caps from 8 concurrent clients close the suite. ``pytest -s`` prints
 each scenario's peak memory and the disk figures.
 """
 
@@ -36,8 +36,8 @@ REPORT: dict[str, str] = {}
 GENERIC_ERROR = "has not enabled verbose error reporting"
 # Requests at the caps, and how long they may take (those not started by then are skipped). The defaults fit CI;
 # a longer run: PLAYGROUND_HOSTILE_REQUESTS=400 PLAYGROUND_HOSTILE_SECONDS=600 pytest -s tests/test_hostile.py
-RANDOMISED_REQUESTS = int(os.environ.get("PLAYGROUND_HOSTILE_REQUESTS", "100"))
-RANDOMISED_SECONDS = float(os.environ.get("PLAYGROUND_HOSTILE_SECONDS", "120"))
+RANDOMISED_REQUESTS = int(os.environ.get("PLAYGROUND_HOSTILE_REQUESTS", "60"))
+RANDOMISED_SECONDS = float(os.environ.get("PLAYGROUND_HOSTILE_SECONDS", "75"))
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import urllib.error
@@ -46,9 +47,23 @@ def test_an_ordinary_call_passes(server):
     assert status == 200 and b"event_id" in body
 
 
-def test_a_declared_oversized_body_is_refused_before_parsing(server):
+@pytest.mark.parametrize("attempt", range(5))
+def test_a_declared_oversized_body_is_refused_before_parsing(server, attempt):
+    """The client reads the 413 and its message, never a reset (the server reads the rest of the body first)."""
     status, body = _post(server, b'{"data": ["' + b"a" * (body_cap(LIMITS.max_upload_bytes) + 10) + b'"]}')
     assert status == 413 and "larger than this server's limit" in json.loads(body)["error"]
+
+
+def test_a_body_declared_far_over_the_cap_is_answered_without_reading_it(server):
+    host, port = server.local_url.split("//")[1].rstrip("/").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.putrequest("POST", "/gradio_api/call/tokenize")
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Content-Length", str(10**10))  # 10 GB announced, not a byte of it sent
+    connection.endheaders()
+    response = connection.getresponse()
+    assert response.status == 413 and "larger than this server's limit" in json.loads(response.read())["error"]
+    connection.close()
 
 
 def test_a_chunked_oversized_body_is_cut_off_and_the_server_stays_up(server):

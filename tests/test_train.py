@@ -143,8 +143,9 @@ def test_train_module_runs_the_cli_and_keeps_its_flags():
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: python -m playground.train")
-    for flag in ("--preset {gpu,small,tiny}", "--layers-num", "--use-bias, --no-use-bias", "--checkpoint-interval",
-                 "--corpus", "--run-name", "--weights-dir", "--resume", "--threads"):
+    presets = "--preset {" + ",".join(sorted(TRAIN_PRESETS)) + "}"
+    for flag in (presets, "--layers-num", "--use-bias, --no-use-bias", "--checkpoint-interval", "--corpus",
+                 "--run-name", "--weights-dir", "--resume", "--threads"):
         assert flag in result.stdout
 
 

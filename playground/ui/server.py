@@ -4,6 +4,10 @@ A 200 MB JSON body used to be parsed whole before a handler refused its 2,000-ch
 middleware answers 413 as soon as the declared Content-Length, or the bytes actually received (for a
 chunked body), pass the cap. File uploads have their own cap (Gradio's ``max_file_size``), so the upload
 route is left to it.
+
+Before answering, the rest of a body up to the cap again is read and thrown away (never kept): a server that
+answers and closes while a client is still sending makes the client's TCP stack see a reset instead of the 413
+and its message. A body declared larger than that is answered at once without reading it.
 """
 
 from __future__ import annotations
@@ -31,15 +35,19 @@ class BodySizeLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            if int(declared) <= 2 * self.max_bytes:
+                await self._discard_rest(receive, 0)
             await self._refuse(send)
             return
         received = 0
         refused = False
+        complete = False  # the client has sent its whole body
 
         async def counted_receive():
-            nonlocal received, refused
+            nonlocal received, refused, complete
             message = await receive()
             if message["type"] == "http.request":
+                complete = not message.get("more_body", False)
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
                     refused = True
@@ -58,12 +66,24 @@ class BodySizeLimit:
             await self.app(scope, counted_receive, tracked_send)
         except _BodyTooLargeError:
             if not started:
+                if not complete:
+                    await self._discard_rest(receive, received)
                 await self._refuse(send)
         except Exception:
             if not refused:
                 raise
             if not started:
+                if not complete:
+                    await self._discard_rest(receive, received)
                 await self._refuse(send)
+
+    async def _discard_rest(self, receive, received: int) -> None:
+        """Read what the client is still sending, chunk by chunk, keeping none of it, up to the cap again."""
+        while received <= 2 * self.max_bytes:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                return
+            received += len(message.get("body", b""))
 
     async def _refuse(self, send):
         body = json.dumps({"error": f"The request is larger than this server's limit of {self.max_bytes:,} bytes; "
