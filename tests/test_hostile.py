@@ -224,8 +224,9 @@ def test_fast_views_answer_while_long_jobs_run(hostile):
     median, p90 = ordered[len(ordered) // 2], ordered[int(0.9 * (len(ordered) - 1))]
     REPORT["tokenize while 2 samples and a timing sweep run"] = \
         f"{len(latencies)} calls: median {median:.2f} s, 90th percentile {p90:.2f} s, slowest {ordered[-1]:.2f} s"
-    # Under a second as a rule; on 2 shared cores a call that lands on a long job's busiest moment may take more.
-    assert median < 1.0 and p90 < 2.0, latencies
+    # Under a second: the median and nine calls in ten (one call may land on a long job's busiest moment on 2
+    # shared cores; measured here: median 0.18 s, 90th percentile 0.21 s, slowest 0.28 s).
+    assert median < 1.0 and p90 < 1.0, latencies
     _healthy(hostile, "fast views beside long jobs")
 
 
