@@ -3,4 +3,6 @@
     python -m playground.train ...    -> playground.cli.train.main   (the loop: train.py; the run: run.py)
     python -m playground.sample ...   -> playground.cli.sample.main  (decoding: sampling.py)
     python -m playground.convert ...  -> playground.cli.convert.main (nanoGPT's ckpt.pt -> a checkpoint: convert.py)
+
+usage.py: what they share about refusing input (one ``error:`` line, exit status 2).
 """

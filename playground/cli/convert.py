@@ -18,24 +18,15 @@ from pathlib import Path
 from typing import TextIO
 
 from playground import checkpoints
+from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
 from playground.convert import ConversionError, convert_nanogpt
-
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Input the CLI refuses; its message becomes the ``error:`` line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would print usage and exit; we want one error line
-        raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m playground.convert",
-                     description="Convert a nanoGPT character-level checkpoint (out/ckpt.pt) into a playground "
-                                 "checkpoint folder, once, without unpickling anything but tensors and plain data.")
+    parser = OneLineParser(prog="python -m playground.convert",
+                           description="Convert a nanoGPT character-level checkpoint (out/ckpt.pt) into a playground "
+                                       "checkpoint folder, once, without unpickling anything but tensors and plain "
+                                       "data.")
     parser.add_argument("ckpt", type=Path, help="nanoGPT's checkpoint, e.g. out-shakespeare-char/ckpt.pt")
     vocabulary = parser.add_mutually_exclusive_group()
     vocabulary.add_argument("--meta", type=Path, default=None,

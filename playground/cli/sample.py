@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from playground.checkpoints import DEFAULT_CHECKPOINT, Checkpoint, CheckpointError
+from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
 from playground.config import Limits
 from playground.device import DEVICE_CHOICES, DeviceError, describe, pick_device
 from playground.hub import HubError
@@ -28,20 +29,9 @@ from playground.loading import open_checkpoint
 from playground.sampling import SamplingSettings, start_text, stream
 from playground.tokenizer import UnknownCharacterError, escape_char
 
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Input the CLI refuses; its message becomes the ``error:`` line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse would print usage and exit; we want one error line
-        raise UsageError(message)
-
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m playground.sample", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m playground.sample", description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT,
                         help="a checkpoint name in the weights folder, a folder path, or a Hub repo id owner/name "
                              f"(default {DEFAULT_CHECKPOINT})")
