@@ -207,7 +207,8 @@ def open_tab(page: Page, name: str) -> Locator:
 
 
 def expect_no_error(page: Page) -> None:
-    expect(page.locator(ERROR_TOAST)).to_have_count(0)
+    toasts = page.locator(ERROR_TOAST)
+    assert toasts.count() == 0, f"error toasts on the page: {toasts.all_inner_texts()}"
     expect(page.locator(ERROR_BADGE)).to_have_count(0)
 
 

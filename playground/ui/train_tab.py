@@ -153,7 +153,9 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                              resume=bool(resume), weights_dir=ctx.weights, uploaded=uploaded,
                              corpus_name=corpus_name, visitor=visitor, replace=replace)
     ctx.jobs.start(run_request)
-    return render_status(ctx.jobs.status(), owned=True)
+    # The snapshot slider is left to the status poll: shrunk here (a new run has one snapshot), a poll already on
+    # its way with the last run's position would be refused by the slider's new maximum.
+    return (*render_status(ctx.jobs.status(), owned=True)[:4], gr.skip())
 
 
 def stop_run(ctx: AppContext, token="", browser_token=None, request: gr.Request = None):
