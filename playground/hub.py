@@ -403,3 +403,60 @@ def load_from_hub(repo_id: str, device: torch.device | str = "cpu", *, revision:
         remove_download(path)
         raise checkpoints.CheckpointError(f"{repo_id}: {exc}") from None
     return dataclasses.replace(checkpoint, name=repo_id)
+
+
+# ------------------------------------------------------------------------------------ publishing (the operator's)
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """Where a published checkpoint went: the repo's URL, the commit, and the files it carries."""
+
+    repo_id: str
+    url: str
+    commit: str
+    files: tuple[str, ...]
+
+
+def publish_checkpoint(folder: Path, repo_id: str, *, token: str | None = None, private: bool = False,
+                       commit_message: str | None = None) -> Published:
+    """Upload a checkpoint folder to the Hub model repo ``repo_id`` (created if missing) with huggingface_hub's own
+    upload API, so ``repo_id`` then opens anywhere the playground runs.
+
+    Only the checkpoint files go (config, weights, vocabulary, training record, model card), never
+    optimizer.safetensors or anything else in the folder, and only a folder that loads with the one loader. The
+    token is ``token``, else huggingface_hub's own (``HF_TOKEN`` or ``hf auth login``); it needs write access.
+    Raises HubError with what to do (log in, pick another name, go online); CheckpointError if the folder does not
+    load.
+    """
+    repo_id = validate_repo_id(repo_id)
+    folder = Path(folder)
+    checkpoints.load_checkpoint(folder)  # never publish what would not open
+    if offline():
+        raise HubError("publishing needs the Hub, and this process is offline (HF_HUB_OFFLINE / PLAYGROUND_OFFLINE)")
+    files = tuple(name for name in CHECKPOINT_FILES if (folder / name).is_file())
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=_endpoint(), token=token)
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, allow_patterns=list(files),
+                                 commit_message=commit_message or f"Upload the {folder.name} checkpoint")
+    except Exception as exc:  # huggingface_hub, httpx and OS errors all end here, translated
+        raise _publish_error(exc, repo_id) from exc
+    url = str(getattr(info, "repo_url", "") or f"{_endpoint() or 'https://huggingface.co'}/{repo_id}")
+    return Published(repo_id, url, str(info.oid), files)
+
+
+def _publish_error(exc: Exception, repo_id: str) -> HubError:
+    if _is_connection_problem(exc):
+        return HubError(f"cannot reach the Hugging Face Hub to publish {repo_id} (offline?)")
+    status = _status_code(exc)
+    if status == 401:
+        return HubError(f"the Hub refused to publish {repo_id}: not logged in (run `hf auth login` or set HF_TOKEN "
+                        "to a token with write access)")
+    if status == 403:
+        return HubError(f"the Hub refused to publish {repo_id}: this token may not write to {repo_id.split('/')[0]}'s "
+                        "repos (use a write token, or your own user or organisation name)")
+    if status is not None:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return HubError(f"the Hub answered HTTP {status} while publishing {repo_id}: {first}")
+    return HubError(f"publishing {repo_id} failed: {type(exc).__name__}: {exc}")
