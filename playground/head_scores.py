@@ -1,0 +1,121 @@
+"""Which heads do something recognisable: every head of a model scored on generated probe inputs.
+
+Owns the probes and the scores, nothing about the UI. A probe is a batch of random token sequences (seeded,
+drawn uniformly from the model's vocabulary) whose second half repeats its first: ``r1 r2 ... rL r1 r2 ... rL``.
+From the attention weights of every layer and head on it:
+
+  previous token   mean weight from position p to p - 1 (p >= 1): the head that lets each token see its left
+                   neighbour, which almost every model grows in its first layers;
+  induction        mean weight from a repeated token (position L + i) to the token that followed its first
+                   occurrence (position i + 1): the two-head circuit that lets a model continue a pattern it
+                   has seen once;
+  duplicate token  mean weight from position L + i to position i, the earlier copy of the same token;
+  first token      mean weight on position 0, the "attention sink" a head parks its weight on when it has
+                   nothing to do.
+
+Each score sits beside what a head that spreads its weight evenly over the positions it may see would get
+(``chance``), so 0.45 against 0.03 reads as a real pattern and 0.05 against 0.03 as none. Nothing is hard-coded:
+a different checkpoint gets a different table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+PATTERNS = ("previous token", "induction", "duplicate token", "first token")
+DEFAULT_SEQUENCES = 8
+MAX_REPEAT_LENGTH = 48  # L: the probe is 2L tokens, capped so the cost stays small on a big model
+
+
+@dataclass(frozen=True)
+class HeadScore:
+    pattern: str
+    layer: int
+    head: int
+    score: float  # the head's mean weight on the pattern's position
+    chance: float  # what an even spread over the visible positions would give
+
+    @property
+    def lift(self) -> float:
+        """How far above chance: score - chance."""
+        return self.score - self.chance
+
+
+def probe_tokens(vocabulary_size: int, context_size: int, sequences: int = DEFAULT_SEQUENCES,
+                 seed: int = 0) -> torch.Tensor:
+    """(sequences, 2L) random IDs whose second half repeats the first; L = min(48, context // 2).
+
+    vocabulary 65, context 128 -> (8, 96): each row is 48 random IDs, then the same 48 again.
+    """
+    length = min(MAX_REPEAT_LENGTH, context_size // 2)
+    if length < 2:
+        raise ValueError(f"a context of {context_size} tokens is too short to probe heads (needs at least 4)")
+    generator = torch.Generator().manual_seed(seed)
+    half = torch.randint(vocabulary_size, (sequences, length), generator=generator)
+    return torch.cat([half, half], dim=1)  # (S, 2L)
+
+
+def _diagonal_mean(weights: torch.Tensor, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """weights (S, h, T, T) -> (h,): the mean over sequences and pairs of weights[:, :, queries[i], keys[i]]."""
+    return weights[:, :, queries, keys].mean(dim=(0, 2))
+
+
+def score_weights(weights: torch.Tensor, repeat_length: int) -> dict[str, torch.Tensor]:
+    """One layer's attention weights on a probe, (S, h, 2L, 2L) -> {pattern: (h,) scores}."""
+    T = weights.size(-1)
+    L = repeat_length
+    positions = torch.arange(T)
+    second_half = torch.arange(L, 2 * L - 1)  # L + i for i in 0..L-2: i + 1 stays inside the first half
+    return {
+        "previous token": _diagonal_mean(weights, positions[1:], positions[:-1]),
+        "induction": _diagonal_mean(weights, second_half, second_half - L + 1),
+        "duplicate token": _diagonal_mean(weights, second_half, second_half - L),
+        "first token": weights[:, :, 1:, 0].mean(dim=(0, 2)),
+    }
+
+
+def chance_levels(repeat_length: int) -> dict[str, float]:
+    """What a causal head spreading its weight evenly gets: position p sees p + 1 positions, weight 1 / (p + 1)."""
+    L = repeat_length
+    T = 2 * L
+    even = [1.0 / (p + 1) for p in range(T)]
+    second_half = range(L, 2 * L - 1)
+    return {
+        "previous token": sum(even[1:]) / (T - 1),
+        "induction": sum(even[p] for p in second_half) / len(second_half),
+        "duplicate token": sum(even[p] for p in second_half) / len(second_half),
+        "first token": sum(even[1:]) / (T - 1),
+    }
+
+
+@torch.no_grad()
+def score_heads(model, sequences: int = DEFAULT_SEQUENCES, seed: int = 0) -> list[HeadScore]:
+    """Every (pattern, layer, head) of ``model`` (a playground GPT), ranked by how far above chance it scores.
+
+    Runs the model once on the probe with ``return_attention=True``.
+    """
+    config = model.config
+    tokens = probe_tokens(config.vocabulary_size, config.context_size, sequences, seed)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    try:
+        output = model(tokens.to(device), return_attention=True)
+    finally:
+        model.train(was_training)
+    L = tokens.size(1) // 2
+    chance = chance_levels(L)
+    scores = []
+    for layer, weights in enumerate(output.attention_weights):
+        per_pattern = score_weights(weights.float().cpu(), L)
+        for pattern in PATTERNS:
+            for head, value in enumerate(per_pattern[pattern].tolist()):
+                scores.append(HeadScore(pattern, layer, head, value, chance[pattern]))
+    return sorted(scores, key=lambda s: s.lift, reverse=True)
+
+
+def best_per_pattern(scores: list[HeadScore], top: int = 3) -> list[HeadScore]:
+    """The ``top`` heads of each pattern (already ranked), patterns in PATTERNS order."""
+    return [s for pattern in PATTERNS for s in [s for s in scores if s.pattern == pattern][:top]]

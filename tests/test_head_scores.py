@@ -1,0 +1,65 @@
+"""Head scores: each pattern's score on hand-made attention, chance on even attention, and the shipped model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from playground import checkpoints, head_scores
+from playground.model import causal_mask
+
+L = 6
+T = 2 * L
+
+
+def _rows(pairs: dict[int, int]) -> torch.Tensor:
+    """(1, 1, T, T) weights: query p puts all its weight on pairs[p] (else on itself)."""
+    weights = torch.zeros(1, 1, T, T)
+    for p in range(T):
+        weights[0, 0, p, pairs.get(p, p)] = 1.0
+    return weights
+
+
+@pytest.mark.parametrize("pattern, pairs", [
+    ("previous token", {p: p - 1 for p in range(1, T)}),
+    ("induction", {L + i: i + 1 for i in range(L - 1)}),
+    ("duplicate token", {L + i: i for i in range(L - 1)}),
+    ("first token", {p: 0 for p in range(T)}),
+])
+def test_a_head_doing_exactly_one_pattern_scores_one_on_it(pattern, pairs):
+    scores = head_scores.score_weights(_rows(pairs), L)
+    assert scores[pattern].item() == pytest.approx(1.0)
+
+
+def test_even_causal_attention_scores_exactly_chance():
+    even = causal_mask(T, T).float()
+    even = (even / even.sum(-1, keepdim=True)).expand(2, 3, T, T)  # (S, h, T, T)
+    scores = head_scores.score_weights(even, L)
+    chance = head_scores.chance_levels(L)
+    for pattern in head_scores.PATTERNS:
+        torch.testing.assert_close(scores[pattern], torch.full((3,), chance[pattern]), rtol=0, atol=1e-6)
+
+
+def test_the_probe_repeats_its_first_half_and_is_seeded():
+    tokens = head_scores.probe_tokens(65, 128, sequences=3, seed=5)
+    assert tokens.shape == (3, 96)
+    assert torch.equal(tokens[:, :48], tokens[:, 48:])
+    assert torch.equal(tokens, head_scores.probe_tokens(65, 128, sequences=3, seed=5))
+    assert not torch.equal(tokens, head_scores.probe_tokens(65, 128, sequences=3, seed=6))
+    assert head_scores.probe_tokens(65, 10).shape == (8, 10)
+    with pytest.raises(ValueError, match="too short"):
+        head_scores.probe_tokens(65, 3)
+
+
+def test_the_shipped_model_has_one_clear_previous_token_head_and_the_table_is_ranked():
+    model = checkpoints.load_checkpoint("shakespeare-char").model
+    scores = head_scores.score_heads(model)
+    config = model.config
+    assert len(scores) == len(head_scores.PATTERNS) * config.layers_num * config.heads_num
+    lifts = [s.lift for s in scores]
+    assert lifts == sorted(lifts, reverse=True)
+    assert all(0.0 <= s.score <= 1.0 for s in scores)
+    top = scores[0]
+    assert top.pattern == "previous token" and top.layer == 0 and top.score > 10 * top.chance
+    best = head_scores.best_per_pattern(scores, top=2)
+    assert [s.pattern for s in best] == [p for p in head_scores.PATTERNS for _ in range(2)]
