@@ -23,7 +23,7 @@ from playground.config import TrainConfig
 from playground.data import TokenIdsDataset
 from playground.distributed import SINGLE, World
 from playground.model import GPT
-from playground.optimizers import Optimizer, OptimizerChain, hidden_matrices
+from playground.optimizers import Muon, Optimizer, OptimizerChain, hidden_matrices
 
 
 class TrainingError(RuntimeError):
@@ -70,9 +70,10 @@ def batch_seed(seed: int, step: int, rank: int = 0) -> int:
 def configure_optimizer(model: GPT, config: TrainConfig, device: torch.device) -> Optimizer:
     """The optimizer ``config.optimizer`` names, over every parameter of ``model``.
 
-    "adamw": AdamW with weight decay on matrices only (not biases, LayerNorms). "muon": torch's Muon on the
-    blocks' hidden matrices (optimizers.hidden_matrices), its step scaled to AdamW's RMS (``match_rms_adamw``) so the
-    same learning rate and weight decay fit, and AdamW as above on the rest (embeddings, LM head, norms, biases);
+    "adamw": AdamW with weight decay on matrices only (not biases, LayerNorms). "muon": torch's Muon
+    (optimizers.Muon, whose Newton–Schulz runs in float32 on a CPU) on the blocks' hidden matrices
+    (optimizers.hidden_matrices), its step scaled to AdamW's RMS (``match_rms_adamw``) so the same learning rate and
+    weight decay fit, and AdamW as above on the rest (embeddings, LM head, norms, biases);
     the two come as one OptimizerChain.
     """
     hidden = hidden_matrices(model) if config.optimizer == "muon" else []
@@ -84,7 +85,7 @@ def configure_optimizer(model: GPT, config: TrainConfig, device: torch.device) -
     adamw = torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, 0.99), fused=fused)
     if not hidden:
         return adamw
-    muon = torch.optim.Muon(hidden, lr=config.learning_rate, weight_decay=config.weight_decay,
+    muon = Muon(hidden, lr=config.learning_rate, weight_decay=config.weight_decay,
                             adjust_lr_fn="match_rms_adamw")
     return OptimizerChain(muon, adamw)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from playground import checkpoints, optim_state
+from playground import checkpoints, optim_state, optimizers
 from playground.cli import train as train_cli
 from playground.config import ConfigError, ModelConfig, TrainConfig
 from playground.model import GPT
@@ -156,3 +156,54 @@ def test_the_cli_flag_sets_the_optimizer_and_refuses_others(capsys):
     with pytest.raises(SystemExit):
         train_cli.build_parser().parse_args(["--optimizer", "sgd"])
     assert "invalid choice: 'sgd'" in capsys.readouterr().err
+
+
+def _muon_pair():
+    torch.manual_seed(0)
+    weights = [torch.nn.Parameter(torch.randn(24, 8)), torch.nn.Parameter(torch.randn(8, 40))]
+    copies = [torch.nn.Parameter(w.detach().clone()) for w in weights]
+    kwargs = dict(lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    return weights, copies, torch.optim.Muon(weights, **kwargs), optimizers.Muon(copies, **kwargs)
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_our_muon_in_bfloat16_is_torchs_muon_bit_for_bit(monkeypatch, nesterov):
+    monkeypatch.setattr(optimizers, "newton_schulz_dtype", lambda device: torch.bfloat16)
+    weights, copies, theirs, ours = _muon_pair()
+    for group in (*theirs.param_groups, *ours.param_groups):
+        group["nesterov"] = nesterov
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        for a, b in zip(weights, copies, strict=True):
+            a.grad = torch.randn(a.shape, generator=generator)
+            b.grad = a.grad.clone()
+        theirs.step()
+        ours.step()
+    for a, b in zip(weights, copies, strict=True):
+        assert torch.equal(a, b)
+    assert all(torch.equal(theirs.state[a]["momentum_buffer"], ours.state[b]["momentum_buffer"])
+               for a, b in zip(weights, copies, strict=True))
+
+
+def test_on_the_cpu_our_muon_orthogonalises_in_float32_closer_to_exact():
+    torch.manual_seed(2)
+    update = torch.randn(48, 16)
+    exact_u, _, exact_vt = torch.linalg.svd(update, full_matrices=False)
+    exact = exact_u @ exact_vt  # U V^T: what Newton–Schulz approximates (its singular values land near 1)
+    coefficients = (3.4445, -4.775, 2.0315)
+    single = optimizers.newton_schulz(update, coefficients, 5, 1e-7, torch.float32)
+    half = optimizers.newton_schulz(update, coefficients, 5, 1e-7, torch.bfloat16).float()
+    assert optimizers.newton_schulz_dtype(torch.device("cpu")) == torch.float32
+    assert optimizers.newton_schulz_dtype(torch.device("cuda")) == torch.bfloat16
+    assert single.dtype == torch.float32 and single.shape == update.shape
+    # the same iteration: float32 and bfloat16 agree to bfloat16's precision, and both stay near U V^T's directions
+    assert (single - half).abs().max() < 0.05
+    assert torch.nn.functional.cosine_similarity(single.flatten(), exact.flatten(), dim=0) > 0.9
+    singular = torch.linalg.svdvals(single)
+    assert singular.min() > 0.5 and singular.max() < 1.5  # Muon's quintic: singular values in about (0.5, 1.5)
+
+
+def test_configure_optimizer_uses_the_cpu_friendly_muon():
+    model = GPT(ModelConfig(vocabulary_size=11, context_size=8, embedding_dim=16, heads_num=2, layers_num=1))
+    chain = configure_optimizer(model, TrainConfig(optimizer="muon"), torch.device("cpu"))
+    assert isinstance(chain.optimizers[0], optimizers.Muon)
