@@ -169,7 +169,8 @@ class Limits:
     """
 
     max_text_chars: int = 2000
-    max_upload_bytes: int = 5_000_000
+    max_upload_bytes: int = 5_000_000  # a corpus .txt, pasted text, any request body
+    max_model_upload_bytes: int = 32_000_000  # a nanoGPT ckpt.pt uploaded for conversion (weights + AdamW moments)
     max_parameters: int = 20_000_000
     max_steps: int = 20_000
     max_new_tokens: int = 2000
@@ -184,6 +185,7 @@ class Limits:
         return cls(
             max_text_chars=_env_int("PLAYGROUND_MAX_TEXT_CHARS", cls.max_text_chars),
             max_upload_bytes=_env_int("PLAYGROUND_MAX_UPLOAD_BYTES", cls.max_upload_bytes),
+            max_model_upload_bytes=_env_int("PLAYGROUND_MAX_MODEL_UPLOAD_BYTES", cls.max_model_upload_bytes),
             max_parameters=_env_int("PLAYGROUND_MAX_PARAMETERS", cls.max_parameters),
             max_steps=_env_int("PLAYGROUND_MAX_STEPS", cls.max_steps),
             max_new_tokens=_env_int("PLAYGROUND_MAX_NEW_TOKENS", cls.max_new_tokens),

@@ -40,6 +40,7 @@ import io
 import math
 import pickle
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,11 +100,32 @@ def _plain(value: Any) -> Any:
     return None
 
 
+def _check_archive(path: Path) -> None:
+    """Refuse, before torch reads it, a ckpt.pt that is not torch's zip format or that would expand when read.
+
+    torch.save writes its records uncompressed (ZIP_STORED), so what loading allocates is at most the file's own
+    size; a compressed record could expand a small upload into gigabytes (a zip bomb), so one is refused.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = archive.infolist()
+    except (zipfile.BadZipFile, OSError):
+        raise ConversionError(f"{path.name} is not a torch checkpoint in torch's zip format (torch.save since "
+                              "PyTorch 1.6, which nanoGPT uses)") from None
+    packed = [record.filename for record in records if record.compress_type != zipfile.ZIP_STORED]
+    declared = sum(record.file_size for record in records)
+    if packed or declared > path.stat().st_size:
+        what = ", ".join(packed[:3]) if packed else "records larger than the file"
+        raise ConversionError(f"{path.name} holds compressed records ({what}); torch.save never compresses, so this "
+                              "file was not written by it and is not read")
+
+
 def read_nanogpt_checkpoint(path: str | Path) -> NanoGPTCheckpoint:
     """Load ``ckpt.pt`` with ``torch.load(weights_only=True)`` (never anything looser) and pick out its parts."""
     path = Path(path)
     if not path.is_file():
         raise ConversionError(f"{path} is not a file")
+    _check_archive(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, AttributeError) as exc:
@@ -253,13 +275,21 @@ def read_characters_file(path: str | Path) -> list[str]:
         raise ConversionError(f"{Path(path).name} is not UTF-8 text: {exc}") from None
 
 
-def vocabulary(meta_path: str | Path | None = None, characters_path: str | Path | None = None) -> CharTokenizer:
-    """The tokenizer from meta.pkl or a characters file (exactly one), keeping nanoGPT's ID order."""
-    if meta_path is not None and characters_path is not None:
-        raise ConversionError("pass either meta.pkl or a characters file, not both")
-    if meta_path is None and characters_path is None:
+def vocabulary(meta_path: str | Path | None = None, characters_path: str | Path | None = None,
+               characters: str | None = None) -> CharTokenizer:
+    """The tokenizer from meta.pkl, a characters file or pasted characters (exactly one), keeping nanoGPT's ID
+    order."""
+    given = [value for value in (meta_path, characters_path, characters) if value is not None]
+    if len(given) > 1:
+        raise ConversionError("pass one vocabulary: meta.pkl, a characters file or the characters themselves")
+    if not given:
         raise ConversionError(NO_VOCABULARY)
-    characters = read_meta(meta_path) if meta_path is not None else read_characters_file(characters_path)
+    if meta_path is not None:
+        characters = read_meta(meta_path)
+    elif characters_path is not None:
+        characters = read_characters_file(characters_path)
+    else:
+        characters = list(characters)
     try:
         return CharTokenizer(characters)
     except ValueError as exc:
@@ -315,15 +345,19 @@ def model_card(name: str, config: ModelConfig, nano: NanoGPTCheckpoint, source_f
 
 
 def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path | None = None,
-                    characters_path: str | Path | None = None, directory: Path | None = None,
-                    max_parameters: int | None = None, command: str | None = None) -> Path:
-    """Convert nanoGPT's ckpt.pt (+ meta.pkl or a characters file) to ``<directory>/<name>/``; return its path.
+                    characters_path: str | Path | None = None, characters: str | None = None,
+                    directory: Path | None = None, max_parameters: int | None = None, command: str | None = None,
+                    owner: str | None = None) -> Path:
+    """Convert nanoGPT's ckpt.pt (+ meta.pkl, a characters file or the characters) to ``<directory>/<name>/``;
+    return its path.
 
     Everything is checked before anything is written: the name, the vocabulary, the shape (and
-    ``max_parameters``, None for no cap), every weight. ``command`` is recorded in training.json and the card.
+    ``max_parameters``, None for no cap), every weight. ``command`` is recorded in training.json and the card;
+    ``owner`` (a visitor's ``checkpoints.owner_hash``, from the app's upload) too, so the folder counts as that
+    visitor's.
     """
     name = checkpoints.validate_name(name)
-    tokenizer = vocabulary(meta_path, characters_path)
+    tokenizer = vocabulary(meta_path, characters_path, characters)
     nano = read_nanogpt_checkpoint(ckpt_path)
     config = model_config(nano.model_args)
     if max_parameters is not None and config.parameter_count() > max_parameters:
@@ -342,10 +376,14 @@ def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path |
     model.load_state_dict(state, strict=True, assign=True)  # the converted tensors become the parameters
     model.eval()
     source_file = Path(ckpt_path).name
-    vocabulary_file = Path(meta_path if meta_path is not None else characters_path).name
+    vocabulary_file = "pasted characters" if characters is not None else \
+        Path(meta_path if meta_path is not None else characters_path).name
+    record = training_record(nano, source_file, vocabulary_file, command)
+    if owner is not None:
+        record[checkpoints.OWNER_FIELD] = owner
     return checkpoints.save_checkpoint(
         model, tokenizer, name, directory=directory,
-        training=training_record(nano, source_file, vocabulary_file, command),
+        training=record,
         card=model_card(name, config, nano, source_file, command),
     )
 

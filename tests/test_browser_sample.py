@@ -191,3 +191,31 @@ def test_sample_on_a_phone_streams_inspects_by_tap_and_refuses_what_would_take_t
     press(panel.get_by_role("button", name="Generate", exact=True), touch=True)
     expect(phone.locator(ERROR_TOAST).first).to_contain_text("greater than maximum value 2000", timeout=WAIT_MS)
 
+
+
+def test_an_uploaded_nanogpt_checkpoint_is_converted_and_samples(page, tmp_path):
+    """A stranger's nanoGPT ckpt.pt + meta.pkl, uploaded in the Sample tab, becomes a checkpoint that generates."""
+    from test_convert import reference_model, save_nanogpt, write_meta
+
+    save_nanogpt(tmp_path / "ckpt.pt", reference_model(bias=True), bias=True)
+    write_meta(tmp_path / "meta.pkl")
+    panel = open_sample(page, touch=False)
+    panel.get_by_text("Bring your own nanoGPT checkpoint").click()
+    uploads = panel.locator('input[type="file"]')  # an upload field's input goes once it holds a file
+    uploads.first.set_input_files(str(tmp_path / "ckpt.pt"))
+    expect(uploads).to_have_count(1, timeout=WAIT_MS)
+    uploads.first.set_input_files(str(tmp_path / "meta.pkl"))
+    expect(uploads).to_have_count(0, timeout=WAIT_MS)
+    panel.get_by_label("Name it", exact=True).fill("uploaded-nano")
+    panel.get_by_role("button", name="Convert", exact=True).click()
+    expect(panel).to_contain_text(re.compile(r"Converted ckpt\.pt into the checkpoint uploaded-nano: [\d,]+ "
+                                             r"parameters, 2 layers"), timeout=WAIT_MS)
+    checkpoint = panel.get_by_role("combobox", name="Checkpoint")
+    checkpoint.fill("uploaded-nano")
+    checkpoint.press("Enter")
+    expect(panel).to_contain_text("uploaded-nano · ", timeout=WAIT_MS)
+    panel.get_by_label("Prompt", exact=True).fill("to be")
+    set_number(panel, "max new tokens", 3)
+    set_checked(panel.get_by_label("greedy (always the most likely character)"), True, touch=False)
+    generate_and_watch(page, panel, "to be", 3, touch=False, cache=True, growing_at_least=0)
+    expect_no_error(page)

@@ -12,6 +12,7 @@ import pickle
 import random
 import subprocess
 import sys
+import zipfile
 
 import pytest
 import torch
@@ -19,10 +20,10 @@ import torch.nn.functional as F
 from conftest import REPO
 from torch import nn
 
-from playground import convert
+from playground import checkpoints, convert
 from playground.checkpoints import load_checkpoint
 from playground.cli.convert import main
-from playground.convert import ConversionError, convert_nanogpt
+from playground.convert import ConversionError, convert_nanogpt, read_meta
 from playground.sampling import generate
 
 TEXT = "to be or not to be, that is the question\n"
@@ -351,13 +352,38 @@ def test_a_checkpoint_that_needs_more_than_weights_only_is_refused(files):
     with pytest.raises(ConversionError, match=r"weights_only=True.*custom class"):
         convert_nanogpt(folder / "ckpt.pt", "x", meta_path=folder / "meta.pkl", directory=folder / "w")
     (folder / "junk.pt").write_bytes(b"not a checkpoint at all")
-    with pytest.raises(ConversionError, match="cannot be read with torch.load"):
+    with pytest.raises(ConversionError, match="not a torch checkpoint in torch's zip format"):
         convert_nanogpt(folder / "junk.pt", "x", meta_path=folder / "meta.pkl", directory=folder / "w")
     buffer = io.BytesIO()
     torch.save({"weights": torch.zeros(2)}, buffer)
     (folder / "other.pt").write_bytes(buffer.getvalue())
     with pytest.raises(ConversionError, match="not a nanoGPT checkpoint"):
         convert_nanogpt(folder / "other.pt", "x", meta_path=folder / "meta.pkl", directory=folder / "w")
+
+
+def test_a_compressed_archive_is_refused_before_torch_reads_it(files):
+    """torch.save stores its records uncompressed; a deflated one could expand a small upload into gigabytes."""
+    folder, _ = files
+    with zipfile.ZipFile(folder / "ckpt.pt") as source, \
+            zipfile.ZipFile(folder / "bomb.pt", "w", compression=zipfile.ZIP_DEFLATED) as packed:
+        for record in source.infolist():
+            packed.writestr(record.filename, source.read(record.filename))
+    with pytest.raises(ConversionError, match="compressed records"):
+        convert_nanogpt(folder / "bomb.pt", "x", meta_path=folder / "meta.pkl", directory=folder / "w")
+    assert not (folder / "w").exists()
+
+
+def test_pasted_characters_and_an_owner_are_recorded(files):
+    folder, model = files
+    characters = "".join(read_meta(folder / "meta.pkl"))
+    target = convert_nanogpt(folder / "ckpt.pt", "pasted", characters=characters, directory=folder / "w",
+                             owner="f" * 64)
+    record = json.loads((target / "training.json").read_text())
+    assert record["owner"] == "f" * 64 and record["vocabulary_file"] == "pasted characters"
+    assert checkpoints.load_checkpoint(target).tokenizer.vocabulary_size == len(characters)
+    with pytest.raises(ConversionError, match="pass one vocabulary"):
+        convert_nanogpt(folder / "ckpt.pt", "y", meta_path=folder / "meta.pkl", characters=characters,
+                        directory=folder / "w")
 
 
 def test_a_model_over_max_parameters_is_refused(files):

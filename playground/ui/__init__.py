@@ -78,6 +78,9 @@ def launch_options(limits: Limits | None = None) -> dict:
     from starlette.middleware import Middleware
 
     limits = limits or Limits.from_env()
-    return dict(css=CSS, max_file_size=limits.max_upload_bytes, show_error=True,
+    # Gradio has one cap for every file; each handler enforces its own (a corpus max_upload_bytes, a model
+    # max_model_upload_bytes) before reading a byte more
+    max_file_size = max(limits.max_upload_bytes, limits.max_model_upload_bytes)
+    return dict(css=CSS, max_file_size=max_file_size, show_error=True,
                 state_session_capacity=SESSION_CAPACITY,
                 app_kwargs={"middleware": [Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes))]})

@@ -1,0 +1,90 @@
+"""Bring a nanoGPT checkpoint through the browser: upload ckpt.pt (and meta.pkl, or paste the characters), and it
+is converted once into a checkpoint folder that every tab opens by name.
+
+Owns the upload's checks, in the order a stranger's upload meets them: the file's size (before a byte is read), the
+name (new, not a shipped one), the memory it takes to read, the visitor-run quota on disk. The conversion is
+playground/convert.py's (torch.load(weights_only=True), a meta.pkl unpickler that refuses every class, a refused
+compressed archive). The converted folder records its uploader like a visitor's run, so the quota can remove it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from playground import checkpoints, checks
+from playground.budget import MIB, Cost, human
+from playground.convert import convert_nanogpt
+from playground.ui.common import AppContext, bound
+from playground.ui.train_tab import identify
+
+READ_COPIES = 3  # the tensors torch.load makes, the converted model, the allocator's slack
+MAX_CHARACTERS = 4096  # a pasted character vocabulary: nanoGPT's shakespeare_char has 65
+
+
+def _path(upload) -> Path | None:
+    if upload is None or upload == "":
+        return None
+    return Path(upload if isinstance(upload, str) else getattr(upload, "name", upload))
+
+
+def conversion_cost(size: int) -> Cost:
+    """What reading and converting a ckpt.pt of ``size`` bytes holds at once (torch.save stores it uncompressed)."""
+    return Cost("converting this checkpoint", (("its tensors, read", size), ("the converted model and slack",
+                                                                            (READ_COPIES - 1) * size + 16 * MIB)))
+
+
+def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Request = None) -> str:
+    """Check and convert an uploaded nanoGPT ckpt.pt; return a Markdown note naming the new checkpoint."""
+    ckpt_path, meta_path = _path(ckpt), _path(meta)
+    if ckpt_path is None:
+        raise ValueError("choose nanoGPT's ckpt.pt to upload (out/ckpt.pt after its train.py)")
+    size = ckpt_path.stat().st_size
+    cap = ctx.limits.max_model_upload_bytes
+    if size > cap:
+        raise ValueError(f"{ckpt_path.name} is {human(size)}; this server converts checkpoints up to {human(cap)} "
+                         "(PLAYGROUND_MAX_MODEL_UPLOAD_BYTES)")
+    pasted = checks.text(characters, "the pasted characters", MAX_CHARACTERS) if characters else ""
+    if meta_path is None and not pasted:
+        raise ValueError("add the vocabulary: nanoGPT's data/<dataset>/meta.pkl, or paste its characters in ID order")
+    if meta_path is not None and pasted:
+        raise ValueError("give the vocabulary once: meta.pkl or the pasted characters, not both")
+    name = checkpoints.validate_name(checks.text(name, "the checkpoint name", 64).strip())
+    if checkpoints.is_shipped(name) or checkpoints.exists(name, ctx.weights):
+        raise ValueError(f"a checkpoint named {name} already exists; pick a new name, such as "
+                         f"{checkpoints.fresh_run_name(ctx.weights, stem='my-nanogpt')}")
+    visitor = identify(ctx, "", None, request)
+    with ctx.budget.reserve(conversion_cost(size), hint="try again when the server is less busy"):
+        checkpoints.make_room(ctx.weights, size, max_runs=ctx.limits.max_runs, max_bytes=ctx.limits.max_runs_bytes)
+        target = convert_nanogpt(ckpt_path, name, meta_path=meta_path, characters=pasted or None,
+                                 directory=ctx.weights, max_parameters=ctx.limits.max_parameters,
+                                 command=f"uploaded {ckpt_path.name} through the app", owner=visitor.owner)
+    config = checkpoints.read_config(target)
+    return (f"Converted **{ckpt_path.name}** into the checkpoint **{name}**: {config.parameter_count():,} "
+            f"parameters, {config.layers_num} layers, {config.heads_num} heads, embedding {config.embedding_dim}, "
+            f"context {config.context_size}, {config.vocabulary_size} characters. Pick **{name}** in any tab's "
+            "checkpoint list.")
+
+
+def build(ctx: AppContext) -> None:
+    """An accordion: the uploads, the name, a Convert button and its result."""
+    with gr.Accordion("Bring your own nanoGPT checkpoint", open=False):
+        gr.Markdown(
+            "Trained a character model with [nanoGPT](https://github.com/karpathy/nanoGPT)? Upload its `ckpt.pt` "
+            "and the dataset's `meta.pkl` (or paste the characters in ID order). It is converted once, read with "
+            "`torch.load(weights_only=True)` and an unpickler that refuses any code, into a checkpoint every tab "
+            f"opens. Up to {human(ctx.limits.max_model_upload_bytes)} and "
+            f"{ctx.limits.max_parameters:,} parameters.")
+        with gr.Row():
+            ckpt = gr.File(label="ckpt.pt", file_types=[".pt"], type="filepath")
+            meta = gr.File(label="meta.pkl", file_types=[".pkl"], type="filepath")
+        with gr.Row():
+            characters = gr.Textbox(label="or the characters, in ID order", lines=1, max_lines=3,
+                                    max_length=MAX_CHARACTERS)
+            name = gr.Textbox(label="Name it", value=checkpoints.fresh_run_name(ctx.weights, stem="my-nanogpt"),
+                              max_length=64)
+        convert = gr.Button("Convert", variant="secondary")
+        result = gr.Markdown()
+    convert.click(bound(convert_upload, ctx), [ckpt, meta, characters, name], result, api_name="convert_nanogpt",
+                  api_visibility="private")
