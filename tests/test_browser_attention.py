@@ -233,6 +233,22 @@ def test_attention_every_source_layer_head_and_the_query_box(page):
     expect_no_error(page)
 
 
+def test_the_ranked_head_table_opens_the_strongest_head(page):
+    """Score every head of the shipped model; its strongest (a previous-character head) opens on a click."""
+    panel = arrive(page)
+    panel.get_by_text("Heads that do something recognisable").click()
+    panel.get_by_role("button", name="Score every head of this checkpoint").click()
+    expect(panel).to_contain_text(re.compile(r"Strongest: layer 0 head 1, previous token, 0\.\d\d against 0\.04"),
+                                  timeout=WAIT_MS)
+    table = panel.get_by_label("ranked heads")
+    strongest = table.get_by_role("row").filter(has_text="previous token").first  # ranked first
+    expect(strongest).to_contain_text("0.831", timeout=WAIT_MS)
+    strongest.get_by_role("gridcell").nth(2).click()
+    expect(panel.get_by_label("head", exact=True)).to_have_value("1", timeout=WAIT_MS)
+    expect(panel).to_contain_text("layer 0, head 1 of the model", timeout=WAIT_MS)
+    expect_no_error(page)
+
+
 def test_attention_export_downloads_the_numbers_shown(page):
     panel = arrive(page)
     panel.get_by_role("radio", name="textbook preset", exact=True).check()

@@ -63,3 +63,26 @@ def test_the_shipped_model_has_one_clear_previous_token_head_and_the_table_is_ra
     assert top.pattern == "previous token" and top.layer == 0 and top.score > 10 * top.chance
     best = head_scores.best_per_pattern(scores, top=2)
     assert [s.pattern for s in best] == [p for p in head_scores.PATTERNS for _ in range(2)]
+
+
+def test_the_attention_tab_table_lists_the_best_heads_and_a_row_opens_its_head(tiny_weights):
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from playground.budget import MemoryBudget
+    from playground.config import Limits
+    from playground.ui import head_table
+    from playground.ui.common import AppContext, bound
+
+    ctx = AppContext(limits=Limits(), weights=tiny_weights)
+    rows, note = bound(head_table.score_table, ctx)("shakespeare-char")
+    assert len(rows) <= len(head_scores.PATTERNS) * head_table.TOP_PER_PATTERN
+    assert [row[0] for row in rows] == sorted((row[0] for row in rows), key=head_scores.PATTERNS.index)
+    assert "Strongest: layer" in note
+    assert head_table.open_head(SimpleNamespace(row_value=rows[0])) == ("trained checkpoint", rows[0][1], rows[0][2])
+    with pytest.raises(gr.Error, match="(?i)no checkpoint named"):
+        bound(head_table.score_table, ctx)("nobody-trained-this")
+    tight = AppContext(limits=Limits(), weights=tiny_weights, budget=MemoryBudget(1024, "test"))
+    with pytest.raises(gr.Error, match="(?i)this forward pass needs about"):
+        bound(head_table.score_table, tight)("shakespeare-char")

@@ -27,6 +27,7 @@ import torch
 
 from playground import budget, checks, plots, walkthrough
 from playground.tokenizer import UnknownCharacterError
+from playground.ui import head_table
 from playground.ui.common import AppContext, bound, checkpoint_dropdown
 from playground.ui.widgets import chips_html
 from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
@@ -358,6 +359,7 @@ def build(ctx: AppContext) -> None:
             query_scores = gr.Plot(label="score row")
             query_weights = gr.Plot(label="softmax row")
         query_md = gr.Markdown(label="values mixed")
+    head_table.build(ctx, source, checkpoint, layer, head)
     with gr.Row():
         export = gr.Button("Export this step (CSV + .npy)")
         files = gr.File(label="Downloads", file_count="multiple", height=140)

@@ -1,0 +1,63 @@
+"""The Attention tab's "heads that do something recognisable": every head of the chosen checkpoint scored on probe
+inputs (playground/head_scores.py), as a ranked table; picking a row opens that head in the tab's stages.
+
+Owns the table's rows, its cost check and the row -> (layer, head) step; the scoring is head_scores.py's.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from playground import budget, head_scores
+from playground.ui.common import AppContext, bound
+
+HEADERS = ["pattern", "layer", "head", "score", "chance", "× chance"]
+TOP_PER_PATTERN = 3
+EXPLAINED = (
+    "Each head is run on random characters whose second half repeats the first. **previous token**: the weight "
+    "from each position to the one before it. **induction**: from a repeated token to the token that followed its "
+    "first copy (how a model continues a pattern it has seen once). **duplicate token**: to the earlier copy "
+    "itself. **first token**: parked on position 0 when the head has nothing to do. *chance* is what a head "
+    "spreading its weight evenly would score. Pick a row to open that head above."
+)
+
+
+def score_table(ctx: AppContext, checkpoint: str) -> tuple[list[list], str]:
+    """The best heads of each pattern in ``checkpoint``, as table rows, and a sentence on the strongest."""
+    loaded = ctx.checkpoint(checkpoint)
+    config = loaded.config
+    sequences = head_scores.DEFAULT_SEQUENCES
+    length = 2 * min(head_scores.MAX_REPEAT_LENGTH, config.context_size // 2)
+    cost = budget.inference_cost(parameters=config.parameter_count(), layers_num=config.layers_num,
+                                 heads_num=config.heads_num, embedding_dim=config.embedding_dim,
+                                 context_size=length, vocabulary_size=config.vocabulary_size,
+                                 batch_size=sequences, attention_maps=True)
+    with ctx.budget.reserve(cost, hint="try again when the server is less busy"):
+        scores = head_scores.score_heads(loaded.model, sequences=sequences)
+    best = head_scores.best_per_pattern(scores, TOP_PER_PATTERN)
+    rows = [[s.pattern, s.layer, s.head, round(s.score, 3), round(s.chance, 3),
+             round(s.score / s.chance, 1) if s.chance else None] for s in best]
+    top = scores[0]
+    note = (f"{loaded.name}: {config.layers_num} layers × {config.heads_num} heads scored on {sequences} probes of "
+            f"{length} tokens. Strongest: layer {top.layer} head {top.head}, **{top.pattern}**, {top.score:.2f} "
+            f"against {top.chance:.2f} by chance.")
+    return rows, note
+
+
+def open_head(event: gr.SelectData) -> tuple:
+    """A picked row -> the Attention tab's source, layer and head (the checkpoint's own stages)."""
+    row = event.row_value if event is not None else None
+    if not row or len(row) < 3:
+        return gr.skip(), gr.skip(), gr.skip()
+    return "trained checkpoint", int(row[1]), int(row[2])
+
+
+def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.Number, head: gr.Number) -> None:
+    with gr.Accordion("Heads that do something recognisable", open=False):
+        gr.Markdown(EXPLAINED)
+        score = gr.Button("Score every head of this checkpoint")
+        table = gr.Dataframe(headers=HEADERS, interactive=False, label="ranked heads", wrap=True)
+        note = gr.Markdown(label="head scores")
+    score.click(bound(score_table, ctx), checkpoint, [table, note], api_name="attention_head_scores",
+                api_visibility="private", **ctx.fast_lane)
+    table.select(open_head, None, [source, layer, head], api_name="attention_open_head", api_visibility="private")
