@@ -167,3 +167,29 @@ def test_offline_refuses_to_publish(saved_run, monkeypatch, capsys):
     _, folder = saved_run
     assert push.main([str(folder), REPO_ID]) == 2
     assert "offline" in capsys.readouterr().err
+
+
+def test_the_space_owner_publishes_from_the_app_and_nobody_else_can(uploading_hub, saved_run):
+    from types import SimpleNamespace
+
+    import gradio as gr
+
+    from playground.config import Limits
+    from playground.ui import publish
+    from playground.ui.common import AppContext, bound
+
+    _, folder = saved_run
+    ctx = AppContext(limits=Limits(), weights=folder.parent, admin_token="the-owner")
+    request = SimpleNamespace(session_hash="a-visitor")
+    handler = bound(publish.publish, ctx)
+    with pytest.raises(gr.Error, match="(?i)only the Space owner may publish"):
+        handler("tiny", REPO_ID, False, "a guess", request=request)
+    with pytest.raises(gr.Error, match="(?i)only the Space owner may publish"):
+        handler("tiny", REPO_ID, False, "", request=request)
+    assert not uploading_hub.requests
+    note = handler("tiny", REPO_ID, True, "the-owner", request=request)
+    assert REPO_ID in note and "Published **tiny**" in note
+    assert uploading_hub.commits[0]["repo"] == REPO_ID
+    nobody = AppContext(limits=Limits(), weights=folder.parent, admin_token="")
+    with pytest.raises(gr.Error, match="(?i)only the Space owner may publish"):
+        bound(publish.publish, nobody)("tiny", REPO_ID, False, "", request=request)

@@ -20,7 +20,7 @@ from playground.budget import inference_cost
 from playground.device import describe
 from playground.sampling import SamplingSettings, check_sampling_time, sampling_cost, start_text, stream
 from playground.tokenizer import escape_char
-from playground.ui import bring_model
+from playground.ui import bring_model, publish
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
 
 DEFAULT_PROMPT = "ROMEO:\n"
@@ -279,3 +279,4 @@ def build(ctx: AppContext) -> None:
                    [position, candidates_plot, attention_plot, inspect_note, inspect_section],
                    api_name="sample_inspect_picked", api_visibility="private", **ctx.fast_lane)
     bring_model.build(ctx)  # a nanoGPT checkpoint, uploaded and converted, joins the checkpoint lists
+    publish.build(ctx)  # the Space owner's: shown only where PLAYGROUND_ADMIN_TOKEN is set
