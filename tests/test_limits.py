@@ -37,7 +37,7 @@ from playground.ui.train_tab import start_run
 GENERIC_ERROR = "has not enabled verbose error reporting"
 ENV_LIMITS = {"PLAYGROUND_MAX_TEXT_CHARS": "100", "PLAYGROUND_MAX_UPLOAD_BYTES": "3000",
               "PLAYGROUND_MAX_PARAMETERS": "60000", "PLAYGROUND_MAX_STEPS": "40", "PLAYGROUND_MAX_NEW_TOKENS": "12",
-              "PLAYGROUND_MAX_CONTEXT_SIZE": "32"}
+              "PLAYGROUND_MAX_CONTEXT_SIZE": "32", "PLAYGROUND_MAX_MODEL_UPLOAD_BYTES": "4000"}
 
 TRAVERSAL_NAMES = [
     "../x", "..\\x", "/etc", "/etc/passwd", "a/../b", "~root", "~", "x\x00", "%2e%2e", "%2e%2e%2fx", "..%2fx",
@@ -228,19 +228,26 @@ def test_bad_uploads_get_a_message_through_the_api(served, uploads, file, messag
     assert message in text
 
 
-def test_an_upload_over_the_cap_is_refused_by_the_server(served, uploads):
-    # gradio_client reads max_file_size from the app and refuses before sending ...
+def test_an_upload_over_the_cap_is_refused_by_the_server(served, uploads, tmp_path):
+    # Gradio's one file cap is the larger of the corpus and model caps (4,000 bytes here): gradio_client reads it
+    # from the app and refuses a bigger file before sending ...
+    huge = tmp_path / "huge.txt"
+    huge.write_bytes(b"a" * 4001)
     with pytest.raises(ValueError, match="exceeds the maximum file size"):
-        served.client.predict(*_train_args(corpus="uploaded .txt", upload=handle_file(str(uploads["big.txt"]))),
+        served.client.predict(*_train_args(corpus="uploaded .txt", upload=handle_file(str(huge))),
                               api_name="/train_start")
-    # ... and a client that sends it anyway is refused by the server's upload route
+    # ... a client that sends it anyway is refused by the server's upload route ...
     before = _files_under(served.gradio_tmp) if served.gradio_tmp.exists() else set()
-    with open(uploads["big.txt"], "rb") as handle:
+    with open(huge, "rb") as handle:
         answer = httpx.post(f"{served.app.local_url.rstrip('/')}/gradio_api/upload",
-                            files={"files": ("big.txt", handle, "text/plain")}, timeout=30)
+                            files={"files": ("huge.txt", handle, "text/plain")}, timeout=30)
     assert answer.status_code == 413, (answer.status_code, answer.text[:300])
     after = _files_under(served.gradio_tmp) if served.gradio_tmp.exists() else set()
-    assert not {p for p in after - before if p.endswith("big.txt")}
+    assert not {p for p in after - before if p.endswith("huge.txt")}
+    # ... and a corpus under that but over the corpus cap (3,000 bytes) is refused by the handler, with its size
+    with pytest.raises(AppError, match="Big.txt is 3,001 bytes; the limit is 3,000 bytes"):
+        served.client.predict(*_train_args(corpus="uploaded .txt", upload=handle_file(str(uploads["big.txt"]))),
+                              api_name="/train_start")
     # a file under the cap goes through and trains
     served.client.predict(*_train_args(corpus="uploaded .txt", upload=handle_file(str(uploads["ok.txt"])),
                                        run_name="upload-ok"), api_name="/train_start")
@@ -254,7 +261,8 @@ def test_limits_come_from_the_environment(monkeypatch):
     for name, value in ENV_LIMITS.items():
         monkeypatch.setenv(name, value)
     assert Limits.from_env() == Limits(max_text_chars=100, max_upload_bytes=3000, max_parameters=60000,
-                                       max_steps=40, max_new_tokens=12, max_context_size=32)
+                                       max_steps=40, max_new_tokens=12, max_context_size=32,
+                                       max_model_upload_bytes=4000)
     for bad in ("abc", "-5", "0", "1e3"):
         monkeypatch.setenv("PLAYGROUND_MAX_STEPS", bad)
         with pytest.raises(ConfigError, match="PLAYGROUND_MAX_STEPS"):
