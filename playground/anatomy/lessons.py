@@ -11,7 +11,7 @@ here turns them into sentences a learner reads, the way walkthrough/lessons.py d
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from playground.anatomy.levels import LEVELS, AllHeads, BlockWalk, LogitLens, ScoreCell
 
@@ -20,6 +20,7 @@ LEVEL_LABELS = ("1 · score", "2 · head", "3 · all heads", "4 · block", "5 ·
 NORM_ORDER_LABELS = {"pre": "pre-norm (GPT)", "post": "post-norm (notebooks 002/003)"}
 ATTENTION_LABELS = {True: "decoder (causal mask)", False: "encoder (no mask)"}
 ACTIVATION_LABELS = {"gelu": "GELU", "relu": "ReLU"}
+GPT_SWITCHES = "pre-norm, causal, GELU (a GPT)"  # how every checkpoint's blocks were trained
 EMBEDDINGS, FINAL_NORM, LM_HEAD, PROBABILITIES = "Embeddings", "Final norm", "LM head", "Next-character probabilities"
 MODEL_PARTS = (EMBEDDINGS, FINAL_NORM, LM_HEAD, PROBABILITIES)  # the map's parts outside the blocks
 DROPPED_HOVER = "dropped by dropout: this weight is 0 in training"
@@ -207,8 +208,9 @@ def lens_formula(layers_num: int) -> str:
     return (f"after each of the {layers_num} blocks: probabilities = softmax(LM head(final norm(residual stream)))")
 
 
-def lens_text(lens: LogitLens, position: int, labels: Sequence[str], tokens: Sequence[str], part: str) -> str:
-    """How each block changes the prediction after position ``position``; ``labels`` names every vocabulary id."""
+def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequence[str], tokens: Sequence[str],
+              part: str) -> str:
+    """How each block changes the prediction after position ``position``; ``labels[id]`` names a vocabulary id."""
     steps = []
     for stage in lens.stages:
         best = int(stage.top_ids[position, 0])
