@@ -143,17 +143,22 @@ def test_a_view_over_the_memory_budget_says_what_to_lower(tmp_path):
 
 
 def test_the_model_map_navigates():
-    assert model_tab.navigate("Block 3", SCORE, 0) == (SCORE, 2)  # inside a block: keep the level
-    assert model_tab.navigate("Block 1", MODEL, 3) == (BLOCK, 0)
-    assert model_tab.navigate("LM head", HEADS, 1) == (MODEL, 1)
-    assert model_tab.navigate("Embeddings", BLOCK, 2) == (MODEL, 2)
+    assert model_tab.navigate("Block 3", SCORE, 0) == (SCORE, 2, "Block 3")  # inside a block: keep the level
+    assert model_tab.navigate("Block 1", MODEL, 3) == (BLOCK, 0, "Block 1")
+    assert model_tab.navigate("LM head", HEADS, 1) == (MODEL, 1, "LM head")
+    assert model_tab.navigate("Embeddings", BLOCK, 2) == (MODEL, 2, "Embeddings")
     with pytest.raises(gr.Error, match="Unknown part of the model"):
         friendly(model_tab.navigate)("the tail", SCORE, 0)
 
 
-def test_the_shown_view_updates_the_maps_parts(ctx):
+def test_the_shown_view_and_the_controls_follow_the_level_and_the_model(ctx):
     shown = model_tab._shown(view(ctx, HEAD))
-    assert shown[0].choices == [(part, part) for part in lessons.map_parts(4)] and shown[0].value == "Block 2"
-    assert [plot.visible for plot in shown[2:6]] == [True, True, False, False]
-    checkpoint, layer, head, key, switches = model_tab.controls("textbook inputs", BLOCK)
+    assert shown[0] == "Block 2" and [plot.visible for plot in shown[2:6]] == [True, True, False, False]
+    checkpoint, layer, head, key, switches, model_map = model_tab.controls(ctx, "textbook inputs", None, BLOCK)
     assert not checkpoint.visible and not layer.visible and not head.visible and switches.visible
+    assert model_map.choices == [(part, part) for part in lessons.map_parts(1)]
+    *visible, model_map = model_tab.controls(ctx, "trained checkpoint", "shakespeare-char", SCORE)
+    assert [c.visible for c in visible] == [True, True, True, True, False]
+    assert model_map.choices == [(part, part) for part in lessons.map_parts(4)]
+    *_, unchanged = model_tab.controls(ctx, "trained checkpoint", "no-such-run", MODEL)  # the view says why
+    assert unchanged == gr.skip()

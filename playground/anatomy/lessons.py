@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from playground import checks
 from playground.anatomy.levels import LEVELS, AllHeads, BlockWalk, LogitLens, ScoreCell
 
 LEVEL_TITLES = ("1. One score", "2. One head", "3. All heads", "4. The block", "5. The model")  # one per LEVELS
@@ -36,7 +37,7 @@ def level_key(title_or_key: str) -> str:
         return LEVELS[LEVEL_TITLES.index(title_or_key)]
     if title_or_key in LEVELS:
         return title_or_key
-    raise ValueError(f"level: {title_or_key!r} is not one of the levels ({', '.join(LEVEL_TITLES)})")
+    raise ValueError(f"level: {checks.shown(title_or_key)} is not one of the levels ({', '.join(LEVEL_TITLES)})")
 
 
 def block_part(layer: int) -> str:

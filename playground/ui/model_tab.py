@@ -389,9 +389,10 @@ def _textbook_view(settings: Settings, part) -> View:
 # --------------------------------------------------------------------------------------------- handlers
 
 def model_view(ctx: AppContext, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
-               activation, dropout, dropout_seed, part) -> View:
-    """Plain handler: one zoom level's view. Returns a View (map part, heading Markdown, up to four figures, a
-    numbers Markdown table, and the map's parts for this model)."""
+               activation, dropout, dropout_seed, part: str = "") -> View:
+    """Plain handler: one zoom level's view. Returns a View (the map's part, heading Markdown, up to four figures,
+    a numbers Markdown table, and the map's parts for this model). ``part``: the part of the model map last
+    clicked (the page keeps it; API clients leave it out)."""
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
     settings = _settings(level, layer, head, query, key, norm_order, attention, activation, dropout, dropout_seed)
     source = checks.choice(source, "source", SOURCES)
@@ -400,33 +401,39 @@ def model_view(ctx: AppContext, source, checkpoint, text, level, layer, head, qu
     return _textbook_view(settings, part)
 
 
-def navigate(part, level, layer) -> tuple[str, object]:
-    """A click on the model map -> (level, layer): a block keeps a level inside the block (score, head, heads,
-    block) or goes to the block level; every other part goes to the model level."""
+def navigate(part, level, layer) -> tuple[str, object, str]:
+    """A click on the model map -> (level, layer, the part clicked): a block keeps a level inside the block
+    (score, head, heads, block) or goes to the block level; every other part goes to the model level."""
     current = lessons.level_key(level) if level in LEVEL_TITLES else "score"
     if isinstance(part, str) and part.startswith("Block "):
         number = checks.whole_number(part.removeprefix("Block "), "block", 1)
-        return (level if current != "model" else LEVEL_TITLES[anatomy.LEVELS.index("block")]), number - 1
+        return (level if current != "model" else LEVEL_TITLES[anatomy.LEVELS.index("block")]), number - 1, part
     if part in MODEL_PARTS:
-        return LEVEL_TITLES[anatomy.LEVELS.index("model")], layer
+        return LEVEL_TITLES[anatomy.LEVELS.index("model")], layer, part
     raise ValueError(f"unknown part of the model {checks.shown(part)}")
 
 
-def controls(source, level) -> tuple:
-    """Which pickers the view uses: (checkpoint group, layer, head, key, block switches) visible or not."""
+def controls(ctx: AppContext, source, checkpoint, level) -> tuple:
+    """Which pickers the view uses, (checkpoint group, layer, head, key, block switches) visible or not, and the
+    model map's parts for this model (left as they are when the checkpoint does not load: the view says why)."""
     key = lessons.level_key(level) if level in LEVEL_TITLES else "score"
-    checkpoint = source == SOURCES[0]  # the textbook has one layer, and its block one head
-    return (gr.Group(visible=checkpoint), gr.Number(visible=checkpoint and key != "model"),
-            gr.Number(visible=checkpoint and key in ("score", "head", "heads", "block")),
-            gr.Number(visible=key == "score"),
-            gr.Group(visible=key == "block"))
+    from_checkpoint = source == SOURCES[0]  # the textbook has one layer, and its block one head
+    model_map = gr.Radio(choices=lessons.map_parts(1))
+    if from_checkpoint:
+        try:
+            model_map = gr.Radio(choices=lessons.map_parts(ctx.checkpoint(checkpoint or "").config.layers_num))
+        except (ValueError, OSError, RuntimeError):
+            model_map = gr.skip()
+    return (gr.Group(visible=from_checkpoint), gr.Number(visible=from_checkpoint and key != "model"),
+            gr.Number(visible=from_checkpoint and key in ("score", "head", "heads", "block")),
+            gr.Number(visible=key == "score"), gr.Group(visible=key == "block"), model_map)
 
 
 def _shown(view: View) -> tuple:
-    """The view as component values: the map with this model's parts, and only the figures the level draws."""
+    """The view as component values: the map's part, and only the figures the level draws."""
     figures = (view.plot_a, view.plot_b, view.plot_c, view.plot_d)
-    return (gr.Radio(choices=view.parts, value=view.part), view.heading,
-            *(gr.Plot(value=figure, visible=figure is not None) for figure in figures), view.numbers)
+    return (view.part, view.heading, *(gr.Plot(value=figure, visible=figure is not None) for figure in figures),
+            view.numbers)
 
 
 def _first_parts(ctx: AppContext, name: str | None) -> list[str]:
@@ -489,22 +496,26 @@ def build(ctx: AppContext) -> None:
             plot_d = gr.Plot(label="figure 4")
     numbers = gr.Markdown(label="numbers")
 
+    clicked = gr.State("")  # the part of the model map last clicked: the model level names it
+
     settings = [source, checkpoint, text, level, layer, head, query, key, norm_order, attention, activation, dropout,
-                dropout_seed, model_map]
+                dropout_seed, clicked]
     view_io = dict(inputs=settings, outputs=[model_map, heading, plot_a, plot_b, plot_c, plot_d, numbers])
     view = bound(model_view, ctx, then=_shown)
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
-    shown_controls = dict(fn=controls, inputs=[source, level],
-                          outputs=[checkpoint_group, layer, head, key, switches], show_progress="hidden")
+    shown_controls = dict(fn=bound(controls, ctx), inputs=[source, checkpoint, level],
+                          outputs=[checkpoint_group, layer, head, key, switches, model_map], show_progress="hidden",
+                          trigger_mode="always_last", **ctx.fast_lane)
     # on arrival (see attention_tab): the view reads the page's values once it has loaded
     arrival = gr.on(None, None, api_name="model_arrival", api_visibility="private")
     arrival.then(view, **view_io, api_name="model_load", api_visibility="private", **quick)
     arrival.then(**shown_controls, api_name="model_arrival_controls", api_visibility="private")
-    gr.on([source.change, level.change], **shown_controls, api_name="model_controls", api_visibility="private")
+    gr.on([source.change, checkpoint.change, level.change], **shown_controls, api_name="model_controls",
+          api_visibility="private")
     # level and layer also change when the map is clicked: .input here, and the map's click renders once itself
     gr.on([source.change, checkpoint.change, text.change, level.input, layer.input, head.change, query.change,
            key.change, norm_order.change, attention.change, activation.change, dropout.change, dropout_seed.change],
           view, **view_io, api_name="model_view", **quick)
-    model_map.input(friendly(navigate), [model_map, level, layer], [level, layer],
+    model_map.input(friendly(navigate), [model_map, level, layer], [level, layer, clicked],
                     api_name="model_navigate", api_visibility="private", show_progress="hidden").then(
         view, **view_io, api_name="model_navigate_view", api_visibility="private", **quick)
