@@ -277,24 +277,26 @@ def heads_grid(weights: torch.Tensor, labels: Sequence[str], title: str = "", *,
     hidden = (torch.as_tensor(masked, dtype=torch.bool).cpu()[window, window].numpy() if masked is not None
               else np.zeros((side, side), dtype=bool))
     ticks = list(range(0, side, max(1, math.ceil(side / 8))))
+    positions = np.arange(start, start + side)  # the axes count positions in the whole text, so hover names them
     for head in range(shown_heads):
         z = values[head, window, window].numpy()
         z = np.where(hidden, np.nan, z)
         row, col = head // cols + 1, head % cols + 1
-        figure.add_trace(go.Heatmap(z=z, x=np.arange(side), y=np.arange(side), coloraxis="coloraxis", xgap=1, ygap=1,
+        figure.add_trace(go.Heatmap(z=z, x=positions, y=positions, coloraxis="coloraxis", xgap=1, ygap=1,
                                     hovertemplate=f"head {head}<br>query %{{y}} → key %{{x}}: %{{z:.4f}}"
                                                   "<extra></extra>"), row=row, col=col)
         if hidden.any():
-            figure.add_trace(go.Heatmap(z=np.where(hidden, 1.0, np.nan), x=np.arange(side), y=np.arange(side),
+            figure.add_trace(go.Heatmap(z=np.where(hidden, 1.0, np.nan), x=positions, y=positions,
                                         colorscale=[[0.0, MASKED_COLOUR], [1.0, MASKED_COLOUR]], showscale=False,
                                         hoverinfo="skip", xgap=1, ygap=1), row=row, col=col)
-        figure.update_yaxes(autorange="reversed", tickmode="array", tickvals=ticks,
+        figure.update_yaxes(autorange="reversed", tickmode="array", tickvals=[start + t for t in ticks],
                             ticktext=[names[t] for t in ticks], showticklabels=col == 1, row=row, col=col)
-        figure.update_xaxes(tickmode="array", tickvals=ticks, ticktext=[names[t] for t in ticks], row=row, col=col)
-        if highlight_row is not None and 0 <= highlight_row - start < side:
-            r = highlight_row - start
-            figure.add_shape(type="rect", x0=-0.5, x1=side - 0.5, y0=r - 0.5, y1=r + 0.5, row=row, col=col,
-                             line=dict(color=HIGHLIGHT_COLOUR, width=2), fillcolor="rgba(0,0,0,0)")
+        figure.update_xaxes(tickmode="array", tickvals=[start + t for t in ticks], ticktext=[names[t] for t in ticks],
+                            row=row, col=col)
+        if highlight_row is not None and start <= highlight_row < start + side:
+            figure.add_shape(type="rect", x0=start - 0.5, x1=start + side - 0.5, y0=highlight_row - 0.5,
+                             y1=highlight_row + 0.5, row=row, col=col, line=dict(color=HIGHLIGHT_COLOUR, width=2),
+                             fillcolor="rgba(0,0,0,0)")
     title_layout, top = _title_layout(title)
     figure.update_layout(title=title_layout, height=min(1400, 80 + top + 300 * rows),
                          coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0),

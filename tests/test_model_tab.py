@@ -6,8 +6,10 @@ import json
 
 import gradio as gr
 import pytest
+import torch
 from conftest import REPO
 
+from playground import plots
 from playground.anatomy import lessons
 from playground.anatomy.lessons import LEVEL_TITLES
 from playground.budget import MemoryBudget
@@ -162,3 +164,26 @@ def test_the_shown_view_and_the_controls_follow_the_level_and_the_model(ctx):
     assert model_map.choices == [(part, part) for part in lessons.map_parts(4)]
     *_, unchanged = model_tab.controls(ctx, "trained checkpoint", "no-such-run", MODEL)  # the view says why
     assert unchanged == gr.skip()
+
+
+# ------------------------------------------------------------------------------------------------ its figures
+
+def test_the_heads_grid_never_grows_with_heads_times_t_squared():
+    weights = torch.softmax(torch.randn(20, 300, 300), dim=-1)  # 20 heads of 300 tokens
+    figure = plots.heads_grid(weights, [f"t{i}" for i in range(300)], "grid", highlight_row=150, start=120)
+    heatmaps = [trace for trace in figure.data if trace.type == "heatmap"]
+    assert len(heatmaps) == plots.MAX_GRID_PANELS and plots.grid_side(20, 300) == 64
+    assert all(len(trace.z) == 64 and len(trace.z[0]) == 64 for trace in heatmaps)
+    assert sum(len(t.z) * len(t.z[0]) for t in heatmaps) <= plots.GRID_CELLS
+    assert "(heads 0–15 of 20, tokens 120–183 of 300)" in figure.layout.title.text.replace("<br>", " ")
+    assert list(heatmaps[0].x[:2]) == [120, 121]  # hover names positions in the whole text
+    assert plots.grid_side(4, 42) == 42 and plots.grid_side(4, 1000) == plots.MAX_SIDE
+
+
+def test_the_text_heatmap_windows_its_rows_and_writes_its_words():
+    words = [[f"w{r}.{c}" for c in range(10)] for r in range(200)]
+    figure = plots.text_heatmap(torch.rand(200, 10), words, [str(r) for r in range(200)], list("0123456789"),
+                                "top 10", first_row=150, highlight_row=160)
+    assert len(figure.data[0].z) == plots.MAX_SIDE and figure.data[0].text[0][0] == "w72.0"  # rows 72-199
+    assert "(rows 72–199 of 200)" in figure.layout.title.text.replace("<br>", " ")
+    assert figure.layout.shapes[0].y0 == 160 - 72 - 0.5
