@@ -1,6 +1,6 @@
 """The Model tab in Chromium on a desktop: the shipped model, zoomed through the five levels, the model map, the
 block switches (post-norm, encoder, ReLU, seeded dropout) and the textbook inputs with notebook 001's numbers.
-No console error, no error toast. Screenshots: model-<level>.png."""
+No console error, no error toast. Screenshots: model-score, model-block, model-lens, model-textbook-heads."""
 
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     expect(panel).to_contain_text("Open the Attention tab (trained checkpoint, layer 0, head 0)")
     zoom(panel, 3)
     expect(plot_titled(panel, "Layer 0: every head's attention weights")).to_be_visible(timeout=WAIT_MS)
-    screenshot(page, "model-heads")
 
     zoom(panel, 4)
     expect(plot_titled(panel, "‖x‖ of each token")).to_be_visible(timeout=WAIT_MS)
