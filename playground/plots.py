@@ -219,3 +219,131 @@ def heatmap_grid(matrices: Sequence[Sequence[torch.Tensor]], row_titles: Sequenc
     figure.update_layout(title=title, height=max(320, 150 * rows + 80), coloraxis=dict(colorscale="Blues"),
                          margin=dict(l=20, r=140, t=60, b=20))
     return figure
+
+
+# ------------------------------------------------------------------------------------- the Model tab's figures
+
+MAX_GRID_PANELS = 16  # heads drawn side by side in one grid; more are named in the title, not drawn
+GRID_CELLS = 4 * MAX_SIDE * MAX_SIDE  # cells one grid draws at most: panels share them, each side at most MAX_SIDE
+GRID_COLUMNS = 4  # panels per row
+
+
+def frame_cell(figure: go.Figure, row: int, col: int, first_row: int = 0, first_col: int = 0) -> go.Figure:
+    """Frame cell (row, col) of a ``heatmap`` drawn from (``first_row``, ``first_col``), when it is in the window."""
+    r, c = row - first_row, col - first_col
+    if 0 <= r < MAX_SIDE and 0 <= c < MAX_SIDE:
+        figure.add_shape(type="rect", xref="x", yref="y", x0=c - 0.5, x1=c + 0.5, y0=r - 0.5, y1=r + 0.5,
+                         line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)", name="chosen cell")
+    return figure
+
+
+def grid_side(panels: int, length: int) -> int:
+    """How many rows and columns of each (length x length) panel a grid of ``panels`` draws: GRID_CELLS shared.
+
+        grid_side(4, 200) -> 128        grid_side(16, 200) -> 64
+    """
+    panels = max(1, min(panels, MAX_GRID_PANELS))
+    return max(1, min(length, MAX_SIDE, math.isqrt(GRID_CELLS // panels)))
+
+
+def heads_grid(weights: torch.Tensor, labels: Sequence[str], title: str = "", *, masked: torch.Tensor | None = None,
+               highlight_row: int | None = None, start: int = 0) -> go.Figure:
+    """Every head's (T, T) attention weights side by side, on one 0-1 colour scale: weights (h, T, T).
+
+    At most MAX_GRID_PANELS heads and ``grid_side`` rows and columns of each (a window from position ``start``),
+    so the figure's size never grows with h·T²; the title says what was left out. ``masked`` (T, T) cells are
+    grey (weights that are 0 because their score was −∞). ``highlight_row`` is framed in every panel.
+    """
+    from plotly.subplots import make_subplots
+
+    values = torch.as_tensor(weights, dtype=torch.float64).detach().cpu()
+    heads, T = values.size(0), values.size(1)
+    shown_heads = min(heads, MAX_GRID_PANELS)
+    side = grid_side(shown_heads, T)
+    start = max(0, min(int(start), T - side))
+    window = slice(start, start + side)
+    names = [_display_label(str(s)) for s in list(labels)[window]]
+    cols = min(GRID_COLUMNS, shown_heads)
+    rows = math.ceil(shown_heads / cols)
+    notes = []
+    if shown_heads < heads:
+        notes.append(f"heads 0–{shown_heads - 1} of {heads}")
+    if side < T:
+        notes.append(f"tokens {start}–{start + side - 1} of {T}")
+    if notes:
+        title = f"{title}<br>" * bool(title) + f"({', '.join(notes)})"
+    figure = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {i}" for i in range(shown_heads)],
+                           horizontal_spacing=0.03, vertical_spacing=0.08 if rows > 1 else 0.0)
+    hidden = (torch.as_tensor(masked, dtype=torch.bool).cpu()[window, window].numpy() if masked is not None
+              else np.zeros((side, side), dtype=bool))
+    ticks = list(range(0, side, max(1, math.ceil(side / 8))))
+    positions = np.arange(start, start + side)  # the axes count positions in the whole text, so hover names them
+    for head in range(shown_heads):
+        z = values[head, window, window].numpy()
+        z = np.where(hidden, np.nan, z)
+        row, col = head // cols + 1, head % cols + 1
+        figure.add_trace(go.Heatmap(z=z, x=positions, y=positions, coloraxis="coloraxis", xgap=1, ygap=1,
+                                    hovertemplate=f"head {head}<br>query %{{y}} → key %{{x}}: %{{z:.4f}}"
+                                                  "<extra></extra>"), row=row, col=col)
+        if hidden.any():
+            figure.add_trace(go.Heatmap(z=np.where(hidden, 1.0, np.nan), x=positions, y=positions,
+                                        colorscale=[[0.0, MASKED_COLOUR], [1.0, MASKED_COLOUR]], showscale=False,
+                                        hoverinfo="skip", xgap=1, ygap=1), row=row, col=col)
+        figure.update_yaxes(autorange="reversed", tickmode="array", tickvals=[start + t for t in ticks],
+                            ticktext=[names[t] for t in ticks], showticklabels=col == 1, row=row, col=col)
+        figure.update_xaxes(tickmode="array", tickvals=[start + t for t in ticks], ticktext=[names[t] for t in ticks],
+                            row=row, col=col)
+        if highlight_row is not None and start <= highlight_row < start + side:
+            figure.add_shape(type="rect", x0=start - 0.5, x1=start + side - 0.5, y0=highlight_row - 0.5,
+                             y1=highlight_row + 0.5, row=row, col=col, line=dict(color=HIGHLIGHT_COLOUR, width=2),
+                             fillcolor="rgba(0,0,0,0)")
+    title_layout, top = _title_layout(title)
+    figure.update_layout(title=title_layout, height=min(1400, 80 + top + 300 * rows),
+                         coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0),
+                         margin=dict(l=50, r=20, t=top + 30, b=40), plot_bgcolor="rgba(0,0,0,0)")
+    return figure
+
+
+def text_heatmap(values: torch.Tensor | Sequence[Sequence[float]], text: Sequence[Sequence[str]],
+                 row_labels: Sequence[str], col_labels: Sequence[str], title: str = "", *, colorscale: str = "Blues",
+                 zmin: float | None = 0.0, zmax: float | None = 1.0, x_title: str = "", y_title: str = "",
+                 highlight_row: int | None = None, first_row: int = 0, height: int | None = None) -> go.Figure:
+    """A heatmap whose cells show a word (a predicted character) over a colour (its probability).
+
+    Index axes with tick labels, like ``heatmap``; at most MAX_SIDE rows (a window from ``first_row``, named in
+    the title) and MAX_SIDE columns. Hover shows the row, the column, the word and the value.
+    """
+    full = torch.as_tensor(values, dtype=torch.float64).detach().cpu()
+    total_rows, total_cols = full.shape
+    first_row = max(0, min(int(first_row), max(0, total_rows - MAX_SIDE)))
+    rows_shown, cols_shown = slice(first_row, first_row + MAX_SIDE), slice(0, MAX_SIDE)
+    v = full[rows_shown, cols_shown].numpy()
+    rows, cols = v.shape
+    words = np.array([[_display_label(str(w)) for w in list(line)[cols_shown]] for line in list(text)[rows_shown]],
+                     dtype=str).reshape(rows, cols)
+    row_names = [_display_label(str(s)) for s in list(row_labels)[rows_shown]]
+    col_names = [_display_label(str(s)) for s in list(col_labels)[cols_shown]]
+    if rows != total_rows or cols != total_cols:
+        cut = [f"rows {first_row}–{first_row + rows - 1} of {total_rows}"] if rows != total_rows else []
+        cut += [f"columns 0–{cols - 1} of {total_cols}"] if cols != total_cols else []
+        title = f"{title}<br>" * bool(title) + f"({', '.join(cut)})"
+    row_part = np.array([f"{name}, " for name in row_names])[:, None]
+    col_part = np.array([f"{name}: " for name in col_names])[None, :]
+    hover = np.char.add(np.char.add(np.char.add(row_part, col_part), words), np.char.mod(" %.4f", v))
+    figure = go.Figure(go.Heatmap(
+        z=v, x=np.arange(cols), y=np.arange(rows), colorscale=colorscale, zmin=zmin, zmax=zmax, text=words,
+        texttemplate="%{text}", customdata=hover, hovertemplate="%{customdata}<extra></extra>", xgap=1, ygap=1))
+    height = height or min(1800, max(260, 110 + 18 * rows))
+    y_step = max(1, math.ceil(rows / max(1, (height - 100) // 12)))
+    title_layout, top = _title_layout(title)
+    figure.update_layout(
+        title=title_layout, height=height, margin=dict(l=60, r=20, t=top, b=50),
+        xaxis=dict(tickmode="array", tickvals=list(range(cols)), ticktext=col_names, title=dict(text=x_title),
+                   tickangle=0, automargin=True),
+        yaxis=dict(tickmode="array", tickvals=list(range(0, rows, y_step)), ticktext=row_names[::y_step],
+                   title=dict(text=y_title), autorange="reversed", automargin=True))
+    if highlight_row is not None and 0 <= highlight_row - first_row < rows:
+        r = highlight_row - first_row
+        figure.add_shape(type="rect", x0=-0.5, x1=cols - 0.5, y0=r - 0.5, y1=r + 0.5,
+                         line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)")
+    return figure

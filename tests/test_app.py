@@ -14,7 +14,7 @@ from gradio_client.exceptions import AppError
 from playground.config import Limits
 from playground.ui import build_app, launch_options
 
-TAB_ORDER = ["Tokenize", "Attention", "Compare", "Train", "Sample"]
+TAB_ORDER = ["Tokenize", "Attention", "Model", "Compare", "Train", "Sample"]
 
 
 def _figure(plot: dict) -> dict:
@@ -57,7 +57,7 @@ def test_every_public_endpoint_is_named_and_tested(served):
     _, client, _ = served
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert names == {"/tokenize", "/attention_step", "/attention_export", "/train_preset", "/train_start",
-                     "/train_resume", "/train_stop", "/train_status", "/sample", "/checkpoint_info",
+                     "/train_resume", "/train_stop", "/train_status", "/sample", "/checkpoint_info", "/model_view",
                      *COMPARE_ENDPOINTS}
 
 
@@ -127,6 +127,19 @@ def test_attention_bad_input_is_a_readable_error(served, changes, message):
         settings[index] = value
     with pytest.raises(AppError, match="(?i)" + message):
         client.predict(*settings, api_name="/attention_step")
+
+
+def test_model_view_zooms_through_the_api(served):
+    _, client, _ = served
+    settings = ["trained checkpoint", "shakespeare-char", "To be", "4. The block", 1, 1, -1, 0, "post", "encoder",
+                "relu", 0.5, 3]
+    part, heading, *_ = client.predict(*settings, api_name="/model_view")
+    assert part == "Block 2" and "post-norm (notebooks 002/003), encoder (no mask), ReLU" in heading
+    textbook = client.predict("textbook inputs", None, "", "3. All heads", 0, 0, 0, 0, "pre", "decoder", "gelu", 0.0,
+                              0, api_name="/model_view")
+    assert "[-0.4519, 0.2216, 0.4772, 0.1063]" in textbook[1]
+    with pytest.raises(AppError, match="Layer 5 is out of range: this model has 2 layers"):
+        client.predict(*settings[:4], 5, *settings[5:], api_name="/model_view")
 
 
 def test_sample_streams_reproducibly(served):

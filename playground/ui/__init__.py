@@ -1,6 +1,6 @@
-"""The Gradio app: build_app() assembles the five tabs. The only package besides plots.py that imports gradio.
+"""The Gradio app: build_app() assembles the six tabs. The only package besides plots.py that imports gradio.
 
-Owns the app-wide layout: the tab bar (all five tabs stay visible on a phone: it wraps instead of hiding tabs
+Owns the app-wide layout: the tab bar (all six tabs stay visible on a phone: it wraps instead of hiding tabs
 behind an overflow menu), the CSS every tab shares (a Dataframe with ``elem_classes=["playground-table"]``
 keeps TABLE_MIN_WIDTH on a phone and scrolls sideways instead of squeezing its columns to a letter each; Gradio
 sizes the columns from that width, so percentages in ``column_widths`` still hold), and the launch options.
@@ -16,7 +16,7 @@ import gradio as gr
 from playground import checkpoints
 from playground.config import Limits
 from playground.device import pick_device
-from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
+from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext
 from playground.ui.server import BodySizeLimit, body_cap
 
@@ -38,7 +38,7 @@ footer {{ visibility: hidden; }}
 
 
 def build_app(weights: Path | None = None, limits: Limits | None = None, device: str | None = None) -> gr.Blocks:
-    """Build the five tabs: Tokenize · Attention · Compare · Train · Sample.
+    """Build the six tabs: Tokenize · Attention · Model · Compare · Train · Sample.
 
     Checkpoints run on ``device`` (default ``PLAYGROUND_DEVICE``, else CUDA, then MPS, then CPU).
     """
@@ -55,6 +55,8 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
                 tokenize_tab.build(ctx)
             with gr.Tab("Attention", id="attention"):
                 attention_tab.build(ctx)
+            with gr.Tab("Model", id="model"):
+                model_tab.build(ctx)
             with gr.Tab("Compare", id="compare"):
                 compare_tab.build(ctx)
             with gr.Tab("Train", id="train"):

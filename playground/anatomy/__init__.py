@@ -1,0 +1,69 @@
+"""The model's anatomy, zoomed from one score to the whole model: the Model tab's core.
+
+    levels.py    the maths of each zoom level: one_score, all_heads / textbook_heads, block_walk, logit_lens,
+                 and view_cost (what a view costs, from its shapes)
+    lessons.py   the level titles, the model map's parts and what to look for at each level (words only)
+
+Level 2 (one head) is the Attention tab's walk-through (playground.walkthrough), reused as it is. Knows nothing
+about Gradio, Plotly or figures.
+
+    from playground.anatomy import block_walk, logit_lens
+    block_walk(model.blocks[0], x, norm_order="post", causal=False, activation="relu", dropout_p=0.1, seed=1)
+    logit_lens(model, ids).stages[-1].top_ids[0]     -> the model's 10 likeliest characters after the first
+"""
+
+from playground.anatomy import lessons
+from playground.anatomy.levels import (
+    ACTIVATIONS,
+    LEVELS,
+    NORM_ORDERS,
+    TEXTBOOK_LAYERS,
+    TEXTBOOK_SEED,
+    TOP,
+    AllHeads,
+    BlockWalk,
+    LensStage,
+    LogitLens,
+    ScoreCell,
+    StreamPoint,
+    all_heads,
+    block_input,
+    block_walk,
+    check_token_ids,
+    logit_lens,
+    model_index,
+    one_score,
+    position,
+    textbook_block,
+    textbook_heads,
+    textbook_inputs,
+    view_cost,
+)
+
+__all__ = [
+    "ACTIVATIONS",
+    "LEVELS",
+    "NORM_ORDERS",
+    "TEXTBOOK_LAYERS",
+    "TEXTBOOK_SEED",
+    "TOP",
+    "AllHeads",
+    "BlockWalk",
+    "LensStage",
+    "LogitLens",
+    "ScoreCell",
+    "StreamPoint",
+    "all_heads",
+    "block_input",
+    "block_walk",
+    "check_token_ids",
+    "lessons",
+    "logit_lens",
+    "model_index",
+    "one_score",
+    "position",
+    "textbook_block",
+    "textbook_heads",
+    "textbook_inputs",
+    "view_cost",
+]

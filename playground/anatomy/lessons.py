@@ -1,0 +1,239 @@
+"""The Model tab's words: the five level titles, the model map's parts, and what to look for at each level.
+
+The ONE place the level titles live (the tab's level picker, its headings and the ``level`` argument of
+``/model_view`` use ``LEVEL_TITLES``). Holds words only: the numbers come from levels.py, and each function
+here turns them into sentences a learner reads, the way walkthrough/lessons.py does for the seven stages.
+
+    LEVEL_TITLES[0] -> "1. One score"        map_parts(4) -> ["Embeddings", "Block 1", ..., "Block 4",
+                                                             "Final norm", "LM head", "Next-character probabilities"]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from playground import checks
+from playground.anatomy.levels import LEVELS, AllHeads, BlockWalk, LogitLens, ScoreCell
+
+LEVEL_TITLES = ("1. One score", "2. One head", "3. All heads", "4. The block", "5. The model")  # one per LEVELS
+LEVEL_LABELS = ("1 · score", "2 · head", "3 · all heads", "4 · block", "5 · model")  # the picker's short labels
+NORM_ORDER_LABELS = {"pre": "pre-norm (GPT)", "post": "post-norm (notebooks 002/003)"}
+ATTENTION_LABELS = {True: "decoder (causal mask)", False: "encoder (no mask)"}
+ACTIVATION_LABELS = {"gelu": "GELU", "relu": "ReLU"}
+GPT_SWITCHES = "pre-norm, causal, GELU (a GPT)"  # how every checkpoint's blocks were trained
+EMBEDDINGS, FINAL_NORM, LM_HEAD, PROBABILITIES = "Embeddings", "Final norm", "LM head", "Next-character probabilities"
+MODEL_PARTS = (EMBEDDINGS, FINAL_NORM, LM_HEAD, PROBABILITIES)  # the map's parts outside the blocks
+DROPPED_HOVER = "dropped by dropout: this weight is 0 in training"
+MASKED_WEIGHT_HOVER = "masked: weight exactly 0 because the score was −∞"
+TEXTBOOK_NO_MODEL = (
+    "The book's inputs are six hand-made 3-d vectors: they have no vocabulary, so there is no LM head and no "
+    "next character to predict. Pick **trained checkpoint** as the source to see the whole model.")
+
+
+def level_key(title_or_key: str) -> str:
+    """"3. All heads" or "heads" -> "heads"; ValueError naming the levels otherwise."""
+    if title_or_key in LEVEL_TITLES:
+        return LEVELS[LEVEL_TITLES.index(title_or_key)]
+    if title_or_key in LEVELS:
+        return title_or_key
+    raise ValueError(f"level: {checks.shown(title_or_key)} is not one of the levels ({', '.join(LEVEL_TITLES)})")
+
+
+def block_part(layer: int) -> str:
+    """The map's name for block ``layer`` (counted from 0): "Block 1" for layer 0."""
+    return f"Block {layer + 1}"
+
+
+def map_parts(layers_num: int) -> list[str]:
+    """The model drawn as its parts, in the order data flows through them."""
+    return [EMBEDDINGS, *(block_part(layer) for layer in range(layers_num)), FINAL_NORM, LM_HEAD, PROBABILITIES]
+
+
+def _vector(values, limit: int = 8) -> str:
+    shown = ", ".join(f"{v:.4f}" for v in values[:limit])
+    return f"[{shown}{', …' if len(values) > limit else ''}]"
+
+
+# --------------------------------------------------------------------------------------------- 1. one score
+
+def score_formula(query: int, key: int, head_size: int) -> str:
+    return (f"S[{query}, {key}] = q_{query} · k_{key} = Σₙ q_{query}[n] × k_{key}[n]  ({head_size} products), "
+            f"then ÷ √{head_size}")
+
+
+def score_text(cell: ScoreCell, query: int, key: int, query_token: str, key_token: str, masked: bool,
+               weight: float) -> str:
+    """What the one score shows, with its numbers."""
+    d = cell.head_size
+    products = cell.products.tolist()
+    largest = max(range(d), key=lambda n: abs(products[n]))
+    positive = sum(p > 0 for p in products)
+    text = (f"Query **{query}** `{query_token}` asks, key **{key}** `{key_token}` answers. Multiply them feature by "
+            f"feature: {d} products, {positive} positive and {d - positive} negative. They add up to the raw score "
+            f"**{cell.total:.4f}**; divided by √{d} = {math.sqrt(d):.3f} that is **{cell.scaled:.4f}**, cell "
+            f"({query}, {key}) of the scaled scores. The biggest single product is feature d{largest} "
+            f"({products[largest]:+.4f}).")
+    if masked:
+        text += (f" **Look for:** key {key} comes after query {query}, so the causal mask replaces this score with "
+                 "−∞ and its weight is exactly 0: the token never sees it, however large the score is.")
+    else:
+        text += (f" **Look for:** after softmax over the row, this cell's weight is **{weight:.4f}**. A score is "
+                 "large when q and k point the same way: many large products with the same sign. Try another key "
+                 "and see which one the query likes best.")
+    return text
+
+
+def score_table(cell: ScoreCell, limit: int = 64) -> str:
+    """The products as a Markdown table (the first ``limit`` features), with the sum below."""
+    rows = ["| feature | q_i | k_j | q_i × k_j |", "|---|---|---|---|"]
+    for n, (q, k, p) in enumerate(zip(cell.q.tolist()[:limit], cell.k.tolist()[:limit], cell.products.tolist())):
+        rows.append(f"| d{n} | {q:.4f} | {k:.4f} | {p:+.4f} |")
+    if cell.head_size > limit:
+        rows.append(f"| … | | | ({cell.head_size - limit} more) |")
+    rows.append(f"| **sum** | | | **{cell.total:.4f}** |")
+    rows.append(f"| **÷ √{cell.head_size}** | | | **{cell.scaled:.4f}** |")
+    return "\n".join(rows)
+
+
+# --------------------------------------------------------------------------------------------- 2. one head
+
+def head_text(where: str, query: int, query_token: str, weights_row: Sequence[float], tokens: Sequence[str],
+              attention_tab_hint: str) -> str:
+    row = list(weights_row)
+    best = max(range(len(row)), key=row.__getitem__)
+    return (f"This is {where}: its attention weights, one row per query, and its output (weights · V). Query "
+            f"**{query}** `{query_token}` puts its largest weight, **{row[best]:.3f}**, on token {best} "
+            f"`{tokens[best]}`. **Look for:** a bright diagonal (each token looks at itself), a bright first "
+            f"column (a resting place when nothing else fits), or a stripe just left of the diagonal (the previous "
+            f"character). {attention_tab_hint}")
+
+
+# --------------------------------------------------------------------------------------------- 3. all heads
+
+def heads_formula(heads: AllHeads) -> str:
+    h, d = heads.heads_num, heads.head_size
+    formula = f"out = concat(head₀, …, head_{h - 1})  ({heads.length} × {h}·{d} = {h * d})"
+    return formula + ("  then · W_out" if heads.projected is not None else "  (no output projection)")
+
+
+def heads_text(heads: AllHeads, query: int, query_token: str) -> str:
+    h, d = heads.heads_num, heads.head_size
+    favourites = [int(heads.weights[i, query].argmax()) for i in range(h)]
+    pattern = ", ".join(f"head {i} → token {j}" for i, j in enumerate(favourites[:8]))
+    text = (f"{heads.description}. Every head reads the same input, with its own weights, so each draws its own "
+            f"pattern. For query **{query}** `{query_token}` the favourite key of each head: {pattern}"
+            f"{' …' if h > 8 else ''}. Their outputs ({d} features each) are laid side by side: features "
+            f"0–{d - 1} come from head 0, {d}–{2 * d - 1} from head 1, and so on.")
+    if heads.projected is not None:
+        text += (" The output projection then mixes them: each output feature is a weighted sum of every head's "
+                 "features, so the heads can combine what they found.")
+    else:
+        text += " Nothing mixes them afterwards: without an output projection the heads stay in separate columns."
+    text += " **Look for:** heads that disagree: they are looking for different things."
+    return text
+
+
+def textbook_heads_text(wrapper: AllHeads, batched: AllHeads) -> str:
+    """Notebook 001's numbers, read off the screen."""
+    same = "both copies in the batch gave the same rows" if wrapper.batch_rows_equal and batched.batch_rows_equal \
+        else "the two copies in the batch differ"
+    return (f"Notebook 001, on screen. With `torch.manual_seed(123)`, the book's `MultiHeadAttentionWrapper(d_in=3, "
+            f"d_out=2, context_length=6, 0.0, num_heads=2)` concatenates two heads of width 2: row 0 is "
+            f"**{_vector(wrapper.concatenated[0].tolist())}**. The batched `MultiHeadAttention(d_in=3, d_out=2, 6, "
+            f"0.0, num_heads=2)` splits d_out = 2 into two heads of width 1, concatenates them and projects with "
+            f"out_proj: row 0 is **{_vector(batched.projected[0].tolist())}**. On the batch of two copies {same}. "
+            "(The book's wrapper gives each head d_out features; this project's family counts d_out as the total, "
+            "so the same wrapper is written with d_out 4 here.) **Look for:** the wrapper's rows are 4 wide and the "
+            "batched layer's 2 wide; the first two columns of the wrapper are notebook 001's single "
+            "CausalAttention head.")
+
+
+# --------------------------------------------------------------------------------------------- 4. the block
+
+def block_formula(walk: BlockWalk) -> str:
+    f = "GELU" if walk.activation == "gelu" else "ReLU"
+    mlp = f"MLP(x) = W₂·{f}(W₁·x)"
+    if walk.norm_order == "pre":
+        return f"a = x + Attn(LN₁(x));   out = a + MLP(LN₂(a));   {mlp}"
+    return f"a = LN₁(x + Attn(x));   out = LN₂(a + MLP(a));   {mlp}"
+
+
+def switches_text(walk: BlockWalk) -> str:
+    words = [NORM_ORDER_LABELS[walk.norm_order], ATTENTION_LABELS[walk.causal], ACTIVATION_LABELS[walk.activation],
+             f"attention dropout p = {walk.dropout_p:g} (seed {walk.seed})" if walk.dropout_p else "dropout off"]
+    return ", ".join(words)
+
+
+def block_text(walk: BlockWalk, head: int, trained_as: str) -> str:
+    means = [(point.name, float(point.norms.mean())) for point in walk.points]
+    path = " → ".join(f"{name} {value:.2f}" for name, value in means)
+    text = (f"Switches: {switches_text(walk)}. The mean length ‖x‖ of the tokens' vectors at each point: {path}. ")
+    if walk.norm_order == "pre":
+        text += ("**Look for:** in pre-norm the residual stream is never normalised inside the block: each part "
+                 "reads a LayerNorm'd copy and *adds* its result, so the stream's length can grow from block to "
+                 "block while every LayerNorm output stays on LayerNorm's own scale. ")
+    else:
+        text += ("**Look for:** in post-norm every residual add is followed by a LayerNorm, so the stream is "
+                 "squeezed back to LayerNorm's scale after each part; the sums just before the LayerNorms are "
+                 "where it grows. ")
+    if trained_as and (walk.norm_order, walk.causal, walk.activation) != ("pre", True, "gelu"):
+        text += (f"These weights were trained as {trained_as}; a switch that differs runs the same weights another "
+                 "way, so compare the numbers rather than expect good predictions. ")
+    if not walk.causal:
+        text += ("Encoder mode: with no mask every row of the weights fills in, so earlier tokens read later ones. ")
+    hidden = walk.mlp_hidden
+    zero = float((hidden == 0).float().mean())
+    negative = float((hidden < 0).float().mean())
+    text += (f"In the MLP's {hidden.size(1)} hidden units, {ACTIVATION_LABELS[walk.activation]} leaves "
+             f"{zero:.0%} exactly 0 and {negative:.0%} negative (ReLU: none negative; GELU: small negatives pass). ")
+    if walk.dropout_p:
+        dropped = walk.dropped[head]
+        seen = int(walk.visible.sum())
+        scale = 1.0 / (1.0 - walk.dropout_p)
+        text += (f"Dropout (training mode) zeroed **{int(dropped.sum())} of the {seen}** weights head {head} can "
+                 f"see (grey on the right) and multiplied every kept one by 1/(1−{walk.dropout_p:g}) = "
+                 f"**{scale:.4f}**, so each row still sums to about 1 on average. The same seed drops the same "
+                 "weights; another seed drops others.")
+        kept = walk.weights[head] * ((~dropped) & walk.visible)  # (T, T) the kept weights, 0 elsewhere
+        if kept.max() > 0:
+            i, j = divmod(int(kept.argmax()), kept.size(1))  # the largest kept weight: the clearest example
+            before, after = float(walk.weights[head, i, j]), float(walk.dropped_weights[head, i, j])
+            text += f" For example the largest kept weight, ({i}, {j}): {before:.4f} × {scale:.4f} = {after:.4f}."
+    return text
+
+
+# --------------------------------------------------------------------------------------------- 5. the model
+
+def lens_formula(layers_num: int) -> str:
+    return (f"after each of the {layers_num} blocks: probabilities = softmax(LM head(final norm(residual stream)))")
+
+
+def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequence[str], tokens: Sequence[str],
+              part: str) -> str:
+    """How each block changes the prediction after position ``position``; ``labels[id]`` names a vocabulary id."""
+    steps = []
+    for stage in lens.stages:
+        best = int(stage.top_ids[position, 0])
+        steps.append(f"{stage.name}: `{labels[best]}` {float(stage.top_probs[position, 0]):.2f}")
+    final = lens.stages[-1]
+    choice = labels[int(final.top_ids[position, 0])]
+    text = (f"After position **{position}** `{tokens[position]}` the model's top guess for the next character is "
+            f"**`{choice}`** ({float(final.top_probs[position, 0]):.2f}). Reading the stream through the final "
+            f"norm and the LM head after each part: {' → '.join(steps)}. ")
+    if position + 1 < len(tokens):
+        actual = float(final.next_probs[position])
+        first = float(lens.stages[0].next_probs[position])
+        text += (f"The character that really comes next, `{tokens[position + 1]}`, gets {first:.2f} from the "
+                 f"embeddings alone and **{actual:.2f}** at the end. ")
+    text += ("**Look for:** the embeddings alone can only guess from the current character (like a bigram table); "
+             "each block adds context from earlier characters, and the guesses sharpen. The last row is exactly "
+             "the model's output.")
+    notes = {EMBEDDINGS: "You clicked **Embeddings**: the first row reads the token + position embeddings "
+                         "straight through the final norm and LM head. ",
+             FINAL_NORM: "You clicked **Final norm**: every row here goes through it (LayerNorm ln_f) before the LM "
+                         "head. ",
+             LM_HEAD: "You clicked **LM head**: it turns each normalised vector into one score (logit) per "
+                      "character; softmax makes them the probabilities shown. ",
+             PROBABILITIES: ""}
+    return notes.get(part, "") + text

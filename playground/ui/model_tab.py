@@ -1,0 +1,521 @@
+"""Model tab: zoom from one score to the whole model, on the learner's own text or on the book's inputs.
+
+A model map at the top (Embeddings -> Block 1..N -> Final norm -> LM head -> Next-character probabilities)
+picks the part; the level picker zooms: 1. one score (q_i, k_j, their products and sum), 2. one head (its
+weights; the Attention tab steps through its seven stages), 3. all heads (weights, concatenation, output
+projection; notebook 001's numbers on the textbook inputs), 4. the block (the residual stream's length at each
+point, with switches for post-norm, encoder, ReLU and seeded attention dropout), 5. the model (a logit lens).
+The maths and the words live in playground.anatomy; what a view costs in anatomy.view_cost. This module lays
+them out.
+
+The view renders when the page loads and whenever a setting changes (``/model_view`` for API clients).
+Refusals arrive as a toast only: the events hide their progress, so the previous figures stay as they were.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import gradio as gr
+import torch
+
+from playground import anatomy, checkpoints, checks, plots, walkthrough
+from playground.anatomy import lessons
+from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PARTS
+from playground.tokenizer import UnknownCharacterError, escape_char
+from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
+
+SOURCES = ("trained checkpoint", "textbook inputs")
+ATTENTION_MODES = {"decoder": True, "encoder": False}  # the switch's value -> causal
+DEFAULT_TEXT = "To be, or not to be: that is the question."
+CONTROL_MIN_WIDTH = 160
+TEXTBOOK_TRAINED_AS = ""  # the textbook block is seeded, not trained: no "trained as" caveat
+
+
+class View(NamedTuple):
+    """What one view shows: the map's part, the heading, up to four figures, a numbers table, the map's parts."""
+
+    part: str
+    heading: str
+    plot_a: object
+    plot_b: object
+    plot_c: object
+    plot_d: object
+    numbers: str
+    parts: list[str]
+
+
+class Settings(NamedTuple):
+    """The view's settings, checked where they enter."""
+
+    level: str
+    layer: object  # checked against the model where there is one
+    head: object
+    query: object
+    key: object
+    norm_order: str
+    causal: bool
+    activation: str
+    dropout: float
+    dropout_seed: int
+
+
+def _settings(level, layer, head, query, key, norm_order, attention, activation, dropout, dropout_seed) -> Settings:
+    return Settings(
+        lessons.level_key(level), layer, head, query, key, checks.choice(norm_order, "norm order", anatomy.NORM_ORDERS),
+        ATTENTION_MODES[checks.choice(attention, "attention", ATTENTION_MODES)],
+        checks.choice(activation, "activation", anatomy.ACTIVATIONS),
+        checks.real_number(dropout, "dropout", 0.0, 0.95), checks.whole_number(dropout_seed, "dropout seed", 0,
+                                                                               2**63 - 1))
+
+
+def _token_label(text: str) -> str:
+    return "".join(escape_char(ch) for ch in text)
+
+
+def _current_part(level: str, layer: int, part, parts: list[str]) -> str:
+    """The map's value for this view: the part clicked at the model level, else the block being zoomed into."""
+    if level == "model":
+        return part if part in MODEL_PARTS else lessons.PROBABILITIES
+    name = lessons.block_part(layer)
+    return name if name in parts else parts[1]
+
+
+def _clamp_notes(query_clamped: bool, asked_query, key_clamped: bool, asked_key, length: int) -> list[str]:
+    notes = []
+    if query_clamped:
+        notes.append(walkthrough.lessons.query_clamped(int(float(asked_query)), length))
+    if key_clamped:
+        notes.append(f"Key position {int(float(asked_key))} is past the end: the text has {length} tokens, so the "
+                     f"last one, {length - 1}, is shown.")
+    return notes
+
+
+def _heading(level: str, formula: str, text: str, where: str, notes: list[str]) -> str:
+    heading = f"### {LEVEL_TITLES[anatomy.LEVELS.index(level)]}\n\n"
+    heading += (f"`{formula}`\n\n" if formula else "") + text + (f"\n\n*{where}*" if where else "")
+    return heading + "".join(f"\n\nℹ️ {note}" for note in notes)
+
+
+# --------------------------------------------------------------------------------------------- figures
+
+def _symmetric(*tensors: torch.Tensor) -> dict:
+    largest = max((float(t[torch.isfinite(t)].abs().max()) for t in tensors if torch.isfinite(t).any()), default=0.0)
+    largest = largest or 1.0
+    return dict(colorscale="RdBu", zmin=-largest, zmax=largest)
+
+
+def _window_start(position: int) -> int:
+    return max(0, position - plots.MAX_SIDE // 2)
+
+
+def _heatmap(matrix: torch.Tensor, row_labels: list[str], col_labels: list[str], title: str, *, row_start: int = 0,
+             col_start: int = 0, highlight_row: int | None = None, masked: torch.Tensor | None = None,
+             frame: tuple[int, int] | None = None, **options):
+    """plots.heatmap of at most MAX_SIDE rows and columns from (row_start, col_start), cut here so the title names
+    the window (plots.heatmap's own note offers an export, which this tab has not)."""
+    rows, cols = matrix.shape
+    side = plots.MAX_SIDE
+    r0, c0 = max(0, min(row_start, rows - side)), max(0, min(col_start, cols - side))
+    shown_rows, shown_cols = slice(r0, r0 + side), slice(c0, c0 + side)
+    cut = [f"rows {r0}–{min(rows, r0 + side) - 1} of {rows}"] if rows > side else []
+    cut += [f"columns {c0}–{min(cols, c0 + side) - 1} of {cols}"] if cols > side else []
+    if cut:
+        title += f" ({', '.join(cut)})"
+    figure = plots.heatmap(matrix[shown_rows, shown_cols], row_labels[shown_rows], col_labels[shown_cols], title,
+                           masked=None if masked is None else masked[shown_rows, shown_cols],
+                           highlight_row=None if highlight_row is None else highlight_row - r0, **options)
+    if frame is not None:
+        plots.frame_cell(figure, frame[0] - r0, frame[1] - c0)
+    return figure
+
+
+def _weights_figure(weights: torch.Tensor, visible: torch.Tensor, tokens: list[str], title: str, query: int,
+                    masked: torch.Tensor | None = None, hover: str = lessons.MASKED_WEIGHT_HOVER,
+                    zmax: float = 1.0):
+    start = _window_start(query)
+    return _heatmap(weights, tokens, tokens, title, colorscale="Blues", zmin=0.0, zmax=zmax,
+                    masked=~visible if masked is None else masked, masked_hover=hover, highlight_row=query,
+                    row_start=start, col_start=start, x_title="key token", y_title="query token")
+
+
+def _features_figure(matrix: torch.Tensor, tokens: list[str], columns: list[str], title: str, query: int,
+                     col_start: int = 0):
+    return _heatmap(matrix, tokens, columns, title, **_symmetric(matrix), highlight_row=query,
+                    row_start=_window_start(query), col_start=col_start, sparse_columns=True, x_title="feature",
+                    y_title="token")
+
+
+def _side(n: int) -> int:
+    return min(n, plots.MAX_SIDE)
+
+
+def _figure_cells(level: str, T: int, C: int, h: int, d: int, layers: int, top: int) -> tuple[int, int]:
+    """(heatmap cells, bars) the level draws, from the shapes: each heatmap is windowed to MAX_SIDE a side."""
+    t = _side(T)
+    if level == "score":
+        return 3 * _side(d) + t * t, d
+    if level == "head":
+        return t * t + t * _side(d), 0
+    if level == "heads":
+        shown = min(h, plots.MAX_GRID_PANELS)
+        return shown * plots.grid_side(shown, T) ** 2 + 2 * t * _side(C), 0
+    if level == "block":
+        return 2 * t * t + 7 * t, 7
+    return t * (layers + 1) + t * top + (layers + 1) * top, layers + 1
+
+
+# --------------------------------------------------------------------------------------------- the levels
+
+def _score_view(inputs: walkthrough.HeadInputs, settings: Settings, where: str, notes: list[str]) -> tuple:
+    trace = inputs.trace()
+    T = trace.length
+    query, query_clamped = anatomy.position(settings.query, "query", T)
+    key, key_clamped = anatomy.position(settings.key, "key", T)
+    notes = notes + _clamp_notes(query_clamped, settings.query, key_clamped, settings.key, T)
+    cell = anatomy.one_score(trace.q[query], trace.k[key])
+    d = cell.head_size
+    tokens = trace.tokens
+    features = [f"d{n}" for n in range(d)]
+    rows = torch.stack((cell.q, cell.k, cell.products))  # (3, d)
+    vectors = _heatmap(rows, [f"q_{query}", f"k_{key}", "q × k"], features,
+                            f"q_{query} ({tokens[query]}), k_{key} ({tokens[key]}) and their products",
+                            **_symmetric(rows), sparse_columns=True, x_title="feature", height=300)
+    products = plots.bar_chart(features, cell.products.tolist(),
+                               f"The {d} products: they add up to {cell.total:.4f}", "q_i[n] × k_j[n]")
+    start = _window_start(query)
+    key_start = start if start <= key < start + plots.MAX_SIDE else _window_start(key)  # the framed cell in view
+    scores = _heatmap(trace.masked_scores, tokens, tokens, f"Scaled scores: cell ({query}, {key}) = "
+                      f"{cell.scaled:.4f}", **_symmetric(trace.masked_scores), highlight_row=query, row_start=start,
+                      col_start=key_start, frame=(query, key), x_title="key token", y_title="query token",
+                      masked_hover=walkthrough.lessons.MASKED_SCORE_HOVER)
+    masked = bool(trace.masked[query, key])
+    text = lessons.score_text(cell, query, key, tokens[query], tokens[key], masked, float(trace.weights[query, key]))
+    heading = _heading("score", lessons.score_formula(query, key, d), text, where, notes)
+    return heading, vectors, products, scores, None, lessons.score_table(cell)
+
+
+def _head_view(inputs: walkthrough.HeadInputs, settings: Settings, where: str, notes: list[str],
+               attention_hint: str) -> tuple:
+    trace = inputs.trace()
+    T = trace.length
+    query, clamped = anatomy.position(settings.query, "query", T)
+    notes = notes + _clamp_notes(clamped, settings.query, False, None, T)
+    tokens = trace.tokens
+    weights = _weights_figure(trace.weights, ~trace.masked, tokens, "Attention weights (each row sums to 1)", query)
+    output = _features_figure(trace.output, tokens, [f"d{n}" for n in range(trace.head_size)],
+                              "Output = weights · V", query)
+    text = lessons.head_text(where, query, tokens[query], trace.weights[query].tolist(), tokens, attention_hint)
+    formula = f"out = softmax(Q·Kᵀ / √{trace.head_size}, causal) · V  ({T} × {trace.head_size})"
+    return _heading("head", formula, text, "", notes), weights, output, None, None, ""
+
+
+def _heads_figures(heads: anatomy.AllHeads, tokens: list[str], query: int, name: str, head: int = 0) -> tuple:
+    T = heads.length
+    visible = torch.ones(T, T, dtype=torch.bool).tril()
+    side = plots.grid_side(min(heads.heads_num, plots.MAX_GRID_PANELS), T)
+    grid = plots.heads_grid(heads.weights, tokens, f"{name}: every head's attention weights", masked=~visible,
+                            highlight_row=query, start=max(0, query - side // 2))
+    d = heads.head_size
+    columns = [f"h{i}·d{n}" for i in range(heads.heads_num) for n in range(d)]
+    concatenated = _features_figure(heads.concatenated, tokens, columns,
+                                    f"{name}: the heads' outputs side by side ({heads.heads_num} × {d})", query,
+                                    col_start=head * d)
+    projected = None
+    if heads.projected is not None:
+        projected = _features_figure(heads.projected, tokens, [f"x{n}" for n in range(heads.projected.size(1))],
+                                     f"{name}: after the output projection", query, col_start=head * d)
+    return grid, concatenated, projected
+
+
+def _rows_table(title: str, matrix: torch.Tensor, tokens: list[str]) -> str:
+    columns = matrix.size(1)
+    table = [f"**{title}**", "", "| token | " + " | ".join(f"{n}" for n in range(columns)) + " |",
+             "|---|" + "---|" * columns]
+    table += [f"| {i} `{token}` | " + " | ".join(f"{v:.4f}" for v in row) + " |"
+              for i, (token, row) in enumerate(zip(tokens, matrix.tolist()))]
+    return "\n".join(table)
+
+
+def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, settings: Settings, where: str,
+                notes: list[str], trained_as: str) -> tuple:
+    T = x.size(0)
+    head = anatomy.model_index(settings.head, "head", heads_num, "heads per layer")
+    query, clamped = anatomy.position(settings.query, "query", T)
+    notes = notes + _clamp_notes(clamped, settings.query, False, None, T)
+    walk = anatomy.block_walk(block, x, norm_order=settings.norm_order, causal=settings.causal,
+                              activation=settings.activation, dropout_p=settings.dropout, seed=settings.dropout_seed)
+    before = _weights_figure(walk.weights[head], walk.visible, tokens, f"Head {head}: attention weights", query)
+    after = None
+    if walk.dropout_p:
+        used = walk.dropped_weights[head]
+        after = _weights_figure(used, walk.visible, tokens,
+                                f"Head {head} after dropout (p = {walk.dropout_p:g}): grey = dropped, the rest "
+                                f"× {1 / (1 - walk.dropout_p):.3f}", query, masked=walk.dropped[head],
+                                hover=lessons.DROPPED_HOVER, zmax=max(1.0, float(used.max())))
+    names = [point.name for point in walk.points]
+    norms = torch.stack([point.norms for point in walk.points])  # (points, T)
+    stream = _heatmap(norms, names, tokens, "‖x‖ of each token at each point of the block", colorscale="Viridis",
+                      zmin=0.0, col_start=_window_start(query), x_title="token", y_title="point", show_values=False)
+    means = plots.bar_chart(names, norms.mean(dim=1).tolist(), "Mean ‖x‖ over the tokens at each point", "‖x‖")
+    text = lessons.block_text(walk, head, trained_as)
+    return _heading("block", lessons.block_formula(walk), text, where, notes), before, after, stream, means, ""
+
+
+def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[str], settings: Settings, part: str,
+               where: str, notes: list[str]) -> tuple:
+    T = ids.numel()
+    query, clamped = anatomy.position(settings.query, "query", T)
+    notes = notes + _clamp_notes(clamped, settings.query, False, None, T)
+    lens = anatomy.logit_lens(loaded.model, ids)
+    shown_ids = sorted({int(i) for stage in lens.stages for i in stage.top_ids.flatten().tolist()})
+    labels = {i: _token_label(loaded.tokenizer.decode([i])) for i in shown_ids}  # only the ids the figures show
+    stage_names = [stage.name for stage in lens.stages]
+    positions = [f"{i} {token}" for i, token in enumerate(tokens)]
+    first_row = _window_start(query)
+    top1 = torch.stack([stage.top_probs[:, 0] for stage in lens.stages], dim=1)  # (T, stages)
+    top1_words = [[labels[int(stage.top_ids[t, 0])] for stage in lens.stages] for t in range(T)]
+    lens_figure = plots.text_heatmap(top1, top1_words, positions, stage_names,
+                                     "Top guess for the next character, after each part (colour: its probability)",
+                                     highlight_row=query, first_row=first_row, x_title="read after",
+                                     y_title="position")
+    final = lens.stages[-1]
+    ranks = [str(r + 1) for r in range(final.top_ids.size(1))]
+    top10 = plots.text_heatmap(final.top_probs, [[labels[int(i)] for i in row] for row in final.top_ids.tolist()],
+                               positions, ranks, f"The model's top {len(ranks)} next characters at every position",
+                               highlight_row=query, first_row=first_row, x_title="rank", y_title="position")
+    here = torch.stack([stage.top_probs[query] for stage in lens.stages])  # (stages, top)
+    here_words = [[labels[int(i)] for i in stage.top_ids[query].tolist()] for stage in lens.stages]
+    changes = plots.text_heatmap(here, here_words, stage_names, ranks,
+                                 f"After position {query} ({tokens[query]}): the top {len(ranks)} after each part",
+                                 x_title="rank", y_title="read after")
+    choice = labels[int(final.top_ids[query, 0])]
+    bars = plots.bar_chart(stage_names, [float(stage.final_choice_probs[query]) for stage in lens.stages],
+                           f"Probability of the final guess '{choice}' after each part", "probability")
+    text = lessons.lens_text(lens, query, labels, tokens, part)
+    heading = _heading("model", lessons.lens_formula(loaded.config.layers_num), text, where, notes)
+    return heading, lens_figure, top10, changes, bars, ""
+
+
+# --------------------------------------------------------------------------------------------- the sources
+
+def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings, part) -> View:
+    loaded = ctx.checkpoint(checkpoint or "")
+    config = loaded.config
+    parts = lessons.map_parts(config.layers_num)
+    try:
+        prepared = walkthrough.prepare_text(text, loaded.tokenizer, config.context_size)
+    except UnknownCharacterError as exc:
+        message = (f"### {LEVEL_TITLES[anatomy.LEVELS.index(settings.level)]}\n\n**{exc}.** Remove them, or pick "
+                   "the textbook inputs.")
+        return View(_current_part(settings.level, 0, part, parts), message, None, None, None, None, "", parts)
+    ids, tokens = prepared.ids, prepared.tokens
+    T, C, h, d, L = len(tokens), config.embedding_dim, config.heads_num, config.head_size, config.layers_num
+    level = settings.level
+    layer = 0 if level == "model" else anatomy.model_index(settings.layer, "layer", L, "layers")
+    cells, bars = _figure_cells(level, T, C, h, d, L, anatomy.TOP)
+    cost = anatomy.view_cost(level, length=T, embedding_dim=C, heads_num=h, layers_num=L,
+                             vocabulary_size=config.vocabulary_size, parameters=config.parameter_count(),
+                             heatmap_cells=cells, bars=bars)
+    where = f"{loaded.name}: {L} blocks, {h} heads of {d} features, C = {C}, on your {T} tokens"
+    notes = list(prepared.notices)
+    with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
+        if level in ("score", "head"):
+            head = anatomy.model_index(settings.head, "head", h, "heads per layer")
+            inputs = walkthrough.checkpoint_head_inputs(loaded.model, ids, layer, head, tokens=tokens)
+            where_head = f"layer {layer}, head {head} of {loaded.name} on your {T} tokens"
+            if level == "score":
+                shown = _score_view(inputs, settings, where_head, notes)
+            else:
+                hint = (f"**Open the Attention tab** (trained checkpoint, layer {layer}, head {head}) to step "
+                        "through this head's seven stages: X, Q K V, scores, scaling, mask, softmax, output.")
+                shown = _head_view(inputs, settings, where_head, notes, hint)
+        elif level == "heads":
+            heads = anatomy.all_heads(loaded.model, ids, layer)
+            head = anatomy.model_index(settings.head, "head", h, "heads per layer")
+            query, clamped = anatomy.position(settings.query, "query", T)
+            grid, concatenated, projected = _heads_figures(heads, tokens, query, f"Layer {layer}", head)
+            text = lessons.heads_text(heads, query, tokens[query])
+            notes += _clamp_notes(clamped, settings.query, False, None, T)
+            shown = (_heading("heads", lessons.heads_formula(heads), text, where, notes), grid, concatenated,
+                     projected, None, "")
+        elif level == "block":
+            x = anatomy.block_input(loaded.model, ids, layer)
+            shown = _block_view(loaded.model.blocks[layer], x, tokens, h, settings,
+                                f"block {layer + 1} (layer {layer}) of {where}", notes,
+                                lessons.GPT_SWITCHES)
+        else:
+            shown = _lens_view(loaded, ids, tokens, settings, part, where, notes)
+    return View(_current_part(level, layer, part, parts), *shown, parts)
+
+
+def _textbook_view(settings: Settings, part) -> View:
+    parts = lessons.map_parts(1)
+    level = settings.level
+    x, tokens = anatomy.textbook_inputs()
+    notes = ["The textbook inputs are fixed: the text box is not used."]
+    if level in ("score", "head"):
+        inputs = walkthrough.journey_preset(anatomy.TEXTBOOK_SEED)
+        where = f"the book's CausalAttention head on \"Your journey starts with one step\" ({inputs.description})"
+        if level == "score":
+            shown = _score_view(inputs, settings, where, notes)
+        else:
+            hint = ("**Open the Attention tab** (textbook preset, journey) to step through this head's seven "
+                    "stages with the same numbers.")
+            shown = _head_view(inputs, settings, where, notes, hint)
+    elif level == "heads":
+        query, clamped = anatomy.position(settings.query, "query", len(tokens))
+        notes += _clamp_notes(clamped, settings.query, False, None, len(tokens))
+        wrapper, batched = anatomy.textbook_heads("wrapper"), anatomy.textbook_heads("batched")
+        wrapper_grid, wrapper_concat, _ = _heads_figures(wrapper, tokens, query, "Wrapper")
+        batched_grid, _, batched_out = _heads_figures(batched, tokens, query, "MultiHeadAttention")
+        numbers = "\n\n".join((_rows_table("MultiHeadAttentionWrapper: context vectors (batch row 0)",
+                                           wrapper.concatenated, tokens),
+                               _rows_table("MultiHeadAttention: context vectors after out_proj (batch row 0)",
+                                           batched.projected, tokens)))
+        text = lessons.textbook_heads_text(wrapper, batched)
+        shown = (_heading("heads", "out = concat(head₀, head₁)  then · W_out for MultiHeadAttention", text, "", notes),
+                 wrapper_grid, wrapper_concat, batched_grid, batched_out, numbers)
+    elif level == "block":
+        block = anatomy.textbook_block()
+        where = (f"a block around the book's 6 × 3 inputs: one head of width 3, an MLP of 12 units, seeded random "
+                 f"weights (torch.manual_seed({anatomy.TEXTBOOK_SEED}), PyTorch's default initialisation)")
+        shown = _block_view(block, x, tokens, 1, settings._replace(head=0), where, notes, TEXTBOOK_TRAINED_AS)
+    else:
+        shown = (_heading("model", "", lessons.TEXTBOOK_NO_MODEL, "", []), None, None, None, None, "")
+    return View(_current_part(level, 0, part, parts), *shown, parts)
+
+
+# --------------------------------------------------------------------------------------------- handlers
+
+def model_view(ctx: AppContext, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
+               activation, dropout, dropout_seed, part: str = "") -> View:
+    """Plain handler: one zoom level's view. Returns a View (the map's part, heading Markdown, up to four figures,
+    a numbers Markdown table, and the map's parts for this model). ``part``: the part of the model map last
+    clicked (the page keeps it; API clients leave it out)."""
+    text = checks.text(text, "The text", ctx.limits.max_text_chars)
+    settings = _settings(level, layer, head, query, key, norm_order, attention, activation, dropout, dropout_seed)
+    source = checks.choice(source, "source", SOURCES)
+    if source == SOURCES[0]:
+        return _checkpoint_view(ctx, checkpoint, text, settings, part)
+    return _textbook_view(settings, part)
+
+
+def navigate(part, level, layer) -> tuple[str, object, str]:
+    """A click on the model map -> (level, layer, the part clicked): a block keeps a level inside the block
+    (score, head, heads, block) or goes to the block level; every other part goes to the model level."""
+    current = lessons.level_key(level) if level in LEVEL_TITLES else "score"
+    if isinstance(part, str) and part.startswith("Block "):
+        number = checks.whole_number(part.removeprefix("Block "), "block", 1)
+        return (level if current != "model" else LEVEL_TITLES[anatomy.LEVELS.index("block")]), number - 1, part
+    if part in MODEL_PARTS:
+        return LEVEL_TITLES[anatomy.LEVELS.index("model")], layer, part
+    raise ValueError(f"unknown part of the model {checks.shown(part)}")
+
+
+def controls(ctx: AppContext, source, checkpoint, level) -> tuple:
+    """Which pickers the view uses, (checkpoint group, layer, head, key, block switches) visible or not, and the
+    model map's parts for this model (left as they are when the checkpoint does not load: the view says why)."""
+    key = lessons.level_key(level) if level in LEVEL_TITLES else "score"
+    from_checkpoint = source == SOURCES[0]  # the textbook has one layer, and its block one head
+    model_map = gr.Radio(choices=lessons.map_parts(1))
+    if from_checkpoint:
+        try:
+            model_map = gr.Radio(choices=lessons.map_parts(ctx.checkpoint(checkpoint or "").config.layers_num))
+        except (ValueError, OSError, RuntimeError):
+            model_map = gr.skip()
+    return (gr.Group(visible=from_checkpoint), gr.Number(visible=from_checkpoint and key != "model"),
+            gr.Number(visible=from_checkpoint and key in ("score", "head", "heads", "block")),
+            gr.Number(visible=key == "score"), gr.Group(visible=key == "block"), model_map)
+
+
+def _shown(view: View) -> tuple:
+    """The view as component values: the map's part, and only the figures the level draws."""
+    figures = (view.plot_a, view.plot_b, view.plot_c, view.plot_d)
+    return (view.part, view.heading, *(gr.Plot(value=figure, visible=figure is not None) for figure in figures),
+            view.numbers)
+
+
+def _first_parts(ctx: AppContext, name: str | None) -> list[str]:
+    """The map's parts for the default checkpoint, from its config alone (nothing is loaded at build time)."""
+    if name:
+        try:
+            return lessons.map_parts(checkpoints.read_config(checkpoints.resolve(name, ctx.weights)).layers_num)
+        except checkpoints.CheckpointError:
+            pass
+    return lessons.map_parts(1)
+
+
+def build(ctx: AppContext) -> None:
+    gr.Markdown(
+        "The whole model, and how to zoom into it: from one score (a query times a key) to one head, all heads, a "
+        "block, and the model's next-character probabilities. Click a part of the model, pick a zoom level, and "
+        "type your own text."
+    )
+    names = ctx.checkpoint_names()
+    first_source = SOURCES[0] if names else SOURCES[1]
+    parts = _first_parts(ctx, names[0] if names else None)
+    with gr.Row():
+        source = gr.Radio(list(SOURCES), value=first_source, label="Numbers from", scale=1,
+                          min_width=CONTROL_MIN_WIDTH)
+        with gr.Group(visible=first_source == SOURCES[0]) as checkpoint_group:
+            checkpoint = checkpoint_dropdown(ctx, "model", min_width=CONTROL_MIN_WIDTH)
+    text = gr.Textbox(DEFAULT_TEXT, label="Text (the checkpoint reads it; the textbook inputs are fixed)", lines=2)
+    model_map = gr.Radio(parts, value=parts[1], label="The model, part by part (click one)",
+                         info="Embeddings → blocks → final norm → LM head → next-character probabilities")
+    level = gr.Radio(list(zip(LEVEL_LABELS, LEVEL_TITLES)), value=LEVEL_TITLES[0], label="Zoom level")
+    with gr.Row():
+        layer = gr.Number(0, label="layer", precision=0, minimum=0, min_width=CONTROL_MIN_WIDTH,
+                          visible=first_source == SOURCES[0])
+        head = gr.Number(0, label="head", precision=0, minimum=0, min_width=CONTROL_MIN_WIDTH)
+        query = gr.Number(-1, label="query position (-1 = last)", precision=0, minimum=-1,
+                          min_width=CONTROL_MIN_WIDTH)
+        key = gr.Number(0, label="key position (-1 = last)", precision=0, minimum=-1, min_width=CONTROL_MIN_WIDTH)
+    with gr.Group(visible=False) as switches, gr.Row():
+        norm_order = gr.Radio([(lessons.NORM_ORDER_LABELS[k], k) for k in anatomy.NORM_ORDERS], value="pre",
+                              label="LayerNorm", min_width=CONTROL_MIN_WIDTH)
+        attention = gr.Radio([(lessons.ATTENTION_LABELS[causal], mode) for mode, causal in ATTENTION_MODES.items()],
+                             value="decoder", label="attention", min_width=CONTROL_MIN_WIDTH)
+        activation = gr.Radio([(lessons.ACTIVATION_LABELS[k], k) for k in anatomy.ACTIVATIONS], value="gelu",
+                              label="MLP activation", min_width=CONTROL_MIN_WIDTH)
+        dropout = gr.Slider(0.0, 0.9, value=0.0, step=0.05, label="attention dropout p",
+                            info="training mode, seeded; 0 = off", min_width=CONTROL_MIN_WIDTH)
+        dropout_seed = gr.Number(0, label="dropout seed", precision=0, minimum=0, min_width=CONTROL_MIN_WIDTH)
+    heading = gr.Markdown(label="level")
+    # Each figure keeps its own column, shown or not: a figure beside one that appears or goes keeps its width
+    # (Plotly does not redraw when its box is resized, so it would spill out of its half or leave it empty).
+    with gr.Row():
+        with gr.Column(min_width=CONTROL_MIN_WIDTH * 2):
+            plot_a = gr.Plot(label="figure 1")
+        with gr.Column(min_width=CONTROL_MIN_WIDTH * 2):
+            plot_b = gr.Plot(label="figure 2")
+    with gr.Row():
+        with gr.Column(min_width=CONTROL_MIN_WIDTH * 2):
+            plot_c = gr.Plot(label="figure 3")
+        with gr.Column(min_width=CONTROL_MIN_WIDTH * 2):
+            plot_d = gr.Plot(label="figure 4")
+    numbers = gr.Markdown(label="numbers")
+
+    clicked = gr.State("")  # the part of the model map last clicked: the model level names it
+
+    settings = [source, checkpoint, text, level, layer, head, query, key, norm_order, attention, activation, dropout,
+                dropout_seed, clicked]
+    view_io = dict(inputs=settings, outputs=[model_map, heading, plot_a, plot_b, plot_c, plot_d, numbers])
+    view = bound(model_view, ctx, then=_shown)
+    quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
+    shown_controls = dict(fn=bound(controls, ctx), inputs=[source, checkpoint, level],
+                          outputs=[checkpoint_group, layer, head, key, switches, model_map], show_progress="hidden",
+                          trigger_mode="always_last", **ctx.fast_lane)
+    # on arrival (see attention_tab): the view reads the page's values once it has loaded
+    arrival = gr.on(None, None, api_name="model_arrival", api_visibility="private")
+    arrival.then(view, **view_io, api_name="model_load", api_visibility="private", **quick)
+    arrival.then(**shown_controls, api_name="model_arrival_controls", api_visibility="private")
+    gr.on([source.change, checkpoint.change, level.change], **shown_controls, api_name="model_controls",
+          api_visibility="private")
+    # level and layer also change when the map is clicked: .input here, and the map's click renders once itself
+    gr.on([source.change, checkpoint.change, text.change, level.input, layer.input, head.change, query.change,
+           key.change, norm_order.change, attention.change, activation.change, dropout.change, dropout_seed.change],
+          view, **view_io, api_name="model_view", **quick)
+    model_map.input(friendly(navigate), [model_map, level, layer], [level, layer, clicked],
+                    api_name="model_navigate", api_visibility="private", show_progress="hidden").then(
+        view, **view_io, api_name="model_navigate_view", api_visibility="private", **quick)

@@ -1,0 +1,67 @@
+"""The Model tab in Chromium on a desktop: the shipped model, zoomed through the five levels, the model map, the
+block switches (post-norm, encoder, ReLU, seeded dropout) and the textbook inputs with notebook 001's numbers.
+No console error, no error toast. Screenshots: model-score, model-block, model-lens, model-textbook-heads."""
+
+from __future__ import annotations
+
+import pytest
+from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot
+from playwright.sync_api import Locator, expect
+
+from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
+
+pytestmark = pytest.mark.browser
+
+
+def heading(panel: Locator) -> Locator:
+    return panel.get_by_role("heading", level=3)
+
+
+def zoom(panel: Locator, number: int) -> None:
+    panel.get_by_role("radio", name=LEVEL_LABELS[number - 1], exact=True).check()
+    expect(heading(panel)).to_have_text(LEVEL_TITLES[number - 1], timeout=WAIT_MS)
+
+
+def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
+    panel = open_tab(page, "Model")
+    expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)  # drawn on arrival
+    expect(plot_titled(panel, "Scaled scores: cell (41, 0)")).to_be_visible(timeout=WAIT_MS)
+    expect(panel).to_contain_text("add up to the raw score")
+    expect_no_error(page)
+    screenshot(page, "model-score")
+
+    zoom(panel, 2)
+    expect(panel).to_contain_text("Open the Attention tab (trained checkpoint, layer 0, head 0)")
+    zoom(panel, 3)
+    expect(plot_titled(panel, "Layer 0: every head's attention weights")).to_be_visible(timeout=WAIT_MS)
+
+    zoom(panel, 4)
+    expect(plot_titled(panel, "‖x‖ of each token")).to_be_visible(timeout=WAIT_MS)
+    for switch in ("post-norm (notebooks 002/003)", "encoder (no mask)", "ReLU"):
+        panel.get_by_role("radio", name=switch, exact=True).check()
+    expect(panel).to_contain_text("post-norm (notebooks 002/003), encoder (no mask), ReLU", timeout=WAIT_MS)
+    dropout = panel.get_by_label("number input for attention dropout p")
+    dropout.fill("0.2")
+    dropout.press("Enter")
+    expect(plot_titled(panel, "Head 0 after dropout (p = 0.2)")).to_be_visible(timeout=WAIT_MS)
+    expect(panel).to_contain_text("1/(1−0.2) = 1.2500")
+    expect_no_error(page)
+    screenshot(page, "model-block")
+
+    zoom(panel, 5)
+    expect(plot_titled(panel, "The model's top 10 next characters")).to_be_visible(timeout=WAIT_MS)
+    screenshot(page, "model-lens")
+
+    panel.get_by_role("radio", name="Block 3", exact=True).check()  # the model map
+    expect(heading(panel)).to_have_text(LEVEL_TITLES[3], timeout=WAIT_MS)
+    expect(panel).to_contain_text("block 3 (layer 2)", timeout=WAIT_MS)
+    panel.get_by_role("radio", name="LM head", exact=True).check()
+    expect(panel).to_contain_text("You clicked LM head", timeout=WAIT_MS)
+
+    panel.get_by_role("radio", name="textbook inputs", exact=True).check()
+    zoom(panel, 3)
+    expect(panel).to_contain_text("row 0 is [-0.4519, 0.2216, 0.4772, 0.1063]", timeout=WAIT_MS)
+    expect(panel).to_contain_text("row 0 is [0.3190, 0.4858]")
+    expect(plot_titled(panel, "MultiHeadAttention: after")).to_be_visible()
+    expect_no_error(page)
+    screenshot(page, "model-textbook-heads")

@@ -1,0 +1,189 @@
+"""The Model tab's handlers called directly, on the shipped checkpoint and on the textbook inputs."""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+import pytest
+import torch
+from conftest import REPO
+
+from playground import plots
+from playground.anatomy import lessons
+from playground.anatomy.lessons import LEVEL_TITLES
+from playground.budget import MemoryBudget
+from playground.config import Limits
+from playground.ui import model_tab
+from playground.ui.common import AppContext, bound, friendly
+
+SCORE, HEAD, HEADS, BLOCK, MODEL = LEVEL_TITLES
+TEXT = "To be, or not to be: that is the question."
+GPT_SWITCHES = ("pre", "decoder", "gelu", 0.0, 0)
+
+
+@pytest.fixture(scope="module")
+def ctx() -> AppContext:
+    return AppContext(limits=Limits(), weights=REPO / "weights")
+
+
+def view(ctx, level, *, source="trained checkpoint", text=TEXT, layer=1, head=2, query=-1, key=3,
+         switches=GPT_SWITCHES, part="Block 2", handler=model_tab.model_view):
+    return handler(ctx, source, "shakespeare-char", text, level, layer, head, query, key, *switches, part)
+
+
+def figures(result: model_tab.View) -> list:
+    return [f for f in (result.plot_a, result.plot_b, result.plot_c, result.plot_d) if f is not None]
+
+
+def titles(result: model_tab.View) -> list[str]:
+    return [f.layout.title.text.replace("<br>", " ") for f in figures(result)]
+
+
+@pytest.mark.parametrize(("level", "count"), [(SCORE, 3), (HEAD, 2), (HEADS, 3), (BLOCK, 3), (MODEL, 4)])
+def test_every_level_draws_its_figures_and_says_what_to_look_for(ctx, level, count):
+    result = view(ctx, level)
+    assert result.heading.startswith(f"### {level}") and "**Look for:**" in result.heading
+    assert len(figures(result)) == count
+    assert result.parts == lessons.map_parts(4)  # the shipped model: 4 blocks
+    assert result.part == ("Next-character probabilities" if level == MODEL else "Block 2")
+    for figure in figures(result):
+        json.loads(figure.to_json())  # each figure serialises as the browser receives it
+
+
+def test_one_score_shows_the_products_and_their_sum(ctx):
+    result = view(ctx, SCORE, query=10, key=4)
+    assert "Scaled scores: cell (10, 4)" in titles(result)[2]
+    assert "| **sum** |" in result.numbers and result.numbers.count("| d") == 48  # head_size 192 / 4
+    assert "after softmax over the row, this cell's weight is" in result.heading
+    masked = view(ctx, SCORE, query=2, key=5)
+    assert "causal mask replaces this score with −∞" in masked.heading
+
+
+def test_one_head_points_to_the_attention_tab(ctx):
+    assert "Open the Attention tab** (trained checkpoint, layer 1, head 2)" in view(ctx, HEAD).heading
+
+
+def test_all_heads_of_a_layer(ctx):
+    result = view(ctx, HEADS, layer=3)
+    window = "(columns 64–191 of 192)"  # C 192 > 128 columns: the window shows head 2's features
+    assert titles(result) == ["Layer 3: every head's attention weights",
+                              f"Layer 3: the heads' outputs side by side (4 × 48) {window}",
+                              f"Layer 3: after the output projection {window}"]
+    assert "concat(head₀, …, head_3)" in result.heading
+
+
+def test_the_block_with_dropout_names_the_dropped_weights(ctx):
+    result = view(ctx, BLOCK, switches=("post", "encoder", "relu", 0.2, 5))
+    assert "post-norm (notebooks 002/003), encoder (no mask), ReLU, attention dropout p = 0.2 (seed 5)" in \
+        result.heading
+    assert "multiplied every kept one by 1/(1−0.2) = **1.2500**" in result.heading
+    assert "These weights were trained as pre-norm, causal, GELU" in result.heading
+    after = result.plot_b
+    assert after.layout.title.text.startswith("Head 2 after dropout")
+    grey = after.data[1].z  # the masked (dropped) cells' layer
+    dropped = sum(1 for row in grey for value in row if value == 1.0)
+    assert f"zeroed **{dropped} of the" in result.heading
+    assert result.heading == view(ctx, BLOCK, switches=("post", "encoder", "relu", 0.2, 5)).heading  # seeded
+
+
+def test_the_model_level_reads_each_block_through_the_lm_head(ctx):
+    result = view(ctx, MODEL, query=5, part="LM head")
+    assert result.part == "LM head" and "You clicked **LM head**" in result.heading
+    assert "embeddings: `" in result.heading and "block 4: `" in result.heading
+    assert titles(result)[1] == "The model's top 10 next characters at every position"
+
+
+def test_textbook_levels_reproduce_notebook_001(ctx):
+    result = view(ctx, HEADS, source="textbook inputs", query=0)
+    for number in ("-0.4519", "0.2216", "0.4772", "0.1063", "0.3190", "0.4858"):
+        assert number in result.numbers
+    assert "row 0 is **[-0.4519, 0.2216, 0.4772, 0.1063]**" in result.heading
+    assert "row 0 is **[0.3190, 0.4858]**" in result.heading
+    assert len(figures(result)) == 4 and result.parts == lessons.map_parts(1)
+    score = view(ctx, SCORE, source="textbook inputs", query=1, key=0, head=7)  # the head box is not used
+    assert "Query **1** `journey` asks, key **0** `Your` answers" in score.heading
+    block = view(ctx, BLOCK, source="textbook inputs", head=3)
+    assert "seeded random weights" in block.heading and len(figures(block)) == 3
+    model = view(ctx, MODEL, source="textbook inputs")
+    assert lessons.TEXTBOOK_NO_MODEL in model.heading and figures(model) == []
+
+
+def test_unknown_characters_are_named_not_fatal(ctx):
+    result = view(ctx, SCORE, text="hi ∑")
+    assert "not in the vocabulary" in result.heading and figures(result) == []
+
+
+def test_positions_past_the_end_are_clamped_with_a_notice(ctx):
+    result = view(ctx, SCORE, text="To be", query=40, key=99)
+    assert "Query position 40 is past the end" in result.heading
+    assert "Key position 99 is past the end" in result.heading
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"layer": 9}, "layer 9 is out of range: this model has 4 layers"),
+    ({"head": -1}, "head -1 is out of range"),
+    ({"level": "6. Everything"}, "not one of the levels"),
+    ({"switches": ("pre", "decoder", "gelu", 0.99, 0)}, "dropout must be at most 0.95"),
+    ({"switches": ("sandwich", "decoder", "gelu", 0.0, 0)}, "norm order"),
+    ({"text": "x" * 3000}, "The text is 3,000 characters long"),
+    ({"source": "a hat"}, "source"),
+    ({"query": "two"}, "query must be a whole number"),
+])
+def test_bad_input_is_a_clear_gradio_error(ctx, changes, message):
+    handler = bound(model_tab.model_view, ctx)
+    args = {"level": SCORE, **changes}
+    level = args.pop("level")
+    with pytest.raises(gr.Error, match="(?i)" + message):
+        view(ctx, level, handler=lambda _ctx, *rest: handler(*rest), **args)
+
+
+def test_a_view_over_the_memory_budget_says_what_to_lower(tmp_path):
+    small = AppContext(limits=Limits(), weights=REPO / "weights", budget=MemoryBudget(8 * 2**20, "a test budget"))
+    with pytest.raises(ValueError, match=r"over this server's memory budget.*use a shorter text \(it is 42 tokens\)"):
+        view(small, MODEL)
+
+
+def test_the_model_map_navigates():
+    assert model_tab.navigate("Block 3", SCORE, 0) == (SCORE, 2, "Block 3")  # inside a block: keep the level
+    assert model_tab.navigate("Block 1", MODEL, 3) == (BLOCK, 0, "Block 1")
+    assert model_tab.navigate("LM head", HEADS, 1) == (MODEL, 1, "LM head")
+    assert model_tab.navigate("Embeddings", BLOCK, 2) == (MODEL, 2, "Embeddings")
+    with pytest.raises(gr.Error, match="Unknown part of the model"):
+        friendly(model_tab.navigate)("the tail", SCORE, 0)
+
+
+def test_the_shown_view_and_the_controls_follow_the_level_and_the_model(ctx):
+    shown = model_tab._shown(view(ctx, HEAD))
+    assert shown[0] == "Block 2" and [plot.visible for plot in shown[2:6]] == [True, True, False, False]
+    checkpoint, layer, head, key, switches, model_map = model_tab.controls(ctx, "textbook inputs", None, BLOCK)
+    assert not checkpoint.visible and not layer.visible and not head.visible and switches.visible
+    assert model_map.choices == [(part, part) for part in lessons.map_parts(1)]
+    *visible, model_map = model_tab.controls(ctx, "trained checkpoint", "shakespeare-char", SCORE)
+    assert [c.visible for c in visible] == [True, True, True, True, False]
+    assert model_map.choices == [(part, part) for part in lessons.map_parts(4)]
+    *_, unchanged = model_tab.controls(ctx, "trained checkpoint", "no-such-run", MODEL)  # the view says why
+    assert unchanged == gr.skip()
+
+
+# ------------------------------------------------------------------------------------------------ its figures
+
+def test_the_heads_grid_never_grows_with_heads_times_t_squared():
+    weights = torch.softmax(torch.randn(20, 300, 300), dim=-1)  # 20 heads of 300 tokens
+    figure = plots.heads_grid(weights, [f"t{i}" for i in range(300)], "grid", highlight_row=150, start=120)
+    heatmaps = [trace for trace in figure.data if trace.type == "heatmap"]
+    assert len(heatmaps) == plots.MAX_GRID_PANELS and plots.grid_side(20, 300) == 64
+    assert all(len(trace.z) == 64 and len(trace.z[0]) == 64 for trace in heatmaps)
+    assert sum(len(t.z) * len(t.z[0]) for t in heatmaps) <= plots.GRID_CELLS
+    assert "(heads 0–15 of 20, tokens 120–183 of 300)" in figure.layout.title.text.replace("<br>", " ")
+    assert list(heatmaps[0].x[:2]) == [120, 121]  # hover names positions in the whole text
+    assert plots.grid_side(4, 42) == 42 and plots.grid_side(4, 1000) == plots.MAX_SIDE
+
+
+def test_the_text_heatmap_windows_its_rows_and_writes_its_words():
+    words = [[f"w{r}.{c}" for c in range(10)] for r in range(200)]
+    figure = plots.text_heatmap(torch.rand(200, 10), words, [str(r) for r in range(200)], list("0123456789"),
+                                "top 10", first_row=150, highlight_row=160)
+    assert len(figure.data[0].z) == plots.MAX_SIDE and figure.data[0].text[0][0] == "w72.0"  # rows 72-199
+    assert "(rows 72–199 of 200)" in figure.layout.title.text.replace("<br>", " ")
+    assert figure.layout.shapes[0].y0 == 160 - 72 - 0.5
