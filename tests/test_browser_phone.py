@@ -1,4 +1,4 @@
-"""Every tab on a phone (390 x 844): all five tab names visible (none behind an overflow menu), each tab's main
+"""Every tab on a phone (390 x 844): all six tab names visible (none behind an overflow menu), each tab's main
 action where it is cheap, no cut-off label in the Tokenize and Compare tabs, Compare's tables scroll sideways
 with readable columns, and no chart title wider than its chart. Screenshots: phone-<tab>.png."""
 
@@ -15,9 +15,11 @@ from browser_support import (
 )
 from playwright.sync_api import Page, expect
 
+from playground.anatomy.lessons import LEVEL_TITLES
+
 pytestmark = pytest.mark.browser
 
-TABS = ["Tokenize", "Attention", "Compare", "Train", "Sample"]
+TABS = ["Tokenize", "Attention", "Model", "Compare", "Train", "Sample"]
 MIN_COLUMN_PX = 60  # narrower than this, a column shows a letter or two per line
 
 
@@ -82,6 +84,13 @@ def test_every_tab_on_a_phone(phone):
     expect_no_error(page)
     screenshot(page, "phone-attention", publish=False)
     report(page, "Attention")
+
+    panel = open_tab(page, "Model")
+    expect(panel.get_by_role("heading", level=3)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)  # on arrival
+    expect(panel).to_contain_text("add up to the raw score", timeout=WAIT_MS)
+    expect_no_error(page)
+    screenshot(page, "phone-model", publish=False)
+    report(page, "Model")
 
     panel = open_tab(page, "Compare")
     panel.get_by_role("button", name="Compare", exact=True).click()
