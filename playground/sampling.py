@@ -267,8 +267,12 @@ def most_new_tokens_within(seconds: float, config: ModelConfig, parameters: int,
 
 
 def check_sampling_time(config: ModelConfig, parameters: int, prompt_length: int, settings: SamplingSettings,
-                        use_cache: bool, limit_seconds: float, rate: DecodingRate = CPU_RATE) -> float:
-    """The estimate in seconds, or a ValueError that says what to lower (and to what) to fit ``limit_seconds``."""
+                        use_cache: bool, limit_seconds: float, rate: DecodingRate = CPU_RATE, *,
+                        token_name: str = "character") -> float:
+    """The estimate in seconds, or a ValueError that says what to lower (and to what) to fit ``limit_seconds``.
+
+    ``prompt_length`` counts tokens; ``token_name`` is what the message calls them (the tokenizer's).
+    """
     estimate = sampling_seconds(config, parameters, prompt_length, settings.max_new_tokens, use_cache, rate)
     if estimate <= limit_seconds:
         return estimate
@@ -279,7 +283,7 @@ def check_sampling_time(config: ModelConfig, parameters: int, prompt_length: int
         cached = sampling_seconds(config, parameters, prompt_length, settings.max_new_tokens, True, rate)
         if cached <= limit_seconds:
             advice.append(f"switch the KV cache on (about {math.ceil(cached)} s for all {settings.max_new_tokens})")
-    raise ValueError(f"{settings.max_new_tokens} new characters {'with' if use_cache else 'without'} the KV cache "
+    raise ValueError(f"{settings.max_new_tokens} new {token_name}s {'with' if use_cache else 'without'} the KV cache "
                      f"would take about {math.ceil(estimate)} s on this server, over its limit of "
                      f"{limit_seconds:g} s per request (PLAYGROUND_MAX_REQUEST_SECONDS): " + ", or ".join(advice))
 

@@ -235,3 +235,67 @@ def test_model_config_gpt2_fields_keep_character_checkpoints_as_they_were():
                          ({"tie_embeddings": "yes"}, "tie_embeddings must be true or false")):
         with pytest.raises(ValueError, match=message):
             ModelConfig(vocabulary_size=5, **bad)
+
+
+# ------------------------------------------------------------------------------ the tabs, on a GPT-2 checkpoint
+@pytest.fixture
+def gpt2_ctx(tiny_gpt2, tmp_path):
+    from playground.config import Limits
+    from playground.ui.common import AppContext
+
+    folder = tmp_path / "weights" / "tiny-gpt2"
+    folder.mkdir(parents=True)
+    for name, data in tiny_gpt2[2].items():
+        (folder / name).write_bytes(data)
+    return AppContext(limits=Limits(), weights=tmp_path / "weights")
+
+
+def test_tokenize_tab_shows_bpe_pieces_beside_characters_and_the_merges(gpt2_ctx, tiny_gpt2):
+    from playground.ui import tokenize_tab
+
+    tokenizer = tiny_gpt2[1]
+    text = "To be, or not to be"
+    chips, ids, decoded, stats, table = tokenize_tab.tokenize(gpt2_ctx, text, "loaded checkpoint", "tiny-gpt2")
+    expected = tokenizer.encode(text).tolist()
+    assert ids == str(expected) and decoded == text and len(expected) < len(text)
+    bpe_row, char_row = chips.split('<div class="tok-row tok-character">')
+    assert bpe_row.count('class="tok-chip"') == len(expected) and char_row.count('class="tok-chip"') == len(text)
+    assert f"**{len(expected)}** BPE tokens" in stats and f"the character tokenizer needs **{len(text)}**" in stats
+    assert "GPT-2 layout from tiny-gpt2, byte-level BPE tokenizer" in stats and "“Ġ”" in stats
+    assert [row[3] for row in table["data"]] == [tokenizer.label(i) for i in expected]
+    assert any(row[2].startswith("Ġ") and row[3].startswith("␣") for row in table["data"])
+    steps = tokenize_tab.merges(gpt2_ctx, " question", "tiny-gpt2")  # this small BPE never learnt the whole word
+    assert "**␣question** (written `Ġquestion` in the vocabulary)" in steps
+    assert "1. `o` + `n` (merge 16 of the list) → `␣` `q` `u` `e` `s` `t` `i` `on`" in steps
+    assert "The tokenizers library gives `␣`, `q`, `u`, `est`, `ion`: the same." in steps
+    with pytest.raises(ValueError, match="Type a word"):
+        tokenize_tab.merges(gpt2_ctx, "", "tiny-gpt2")
+
+
+def test_attention_tab_traces_a_gpt2_head_on_bpe_tokens(gpt2_ctx, tiny_gpt2):
+    from playground.ui import attention_tab
+    from playground.walkthrough import STEP_TITLES
+
+    tokenizer, text = tiny_gpt2[1], "To be, or not to be"
+    pieces = [tokenizer.label(i) for i in tokenizer.encode(text).tolist()]
+    for step in STEP_TITLES:
+        heading, a, *_ = attention_tab.attention_step(gpt2_ctx, "trained checkpoint", "tiny-gpt2", 1, 1, 0, 16, 8,
+                                                       "journey", text, True, True, 1.0, False, step, None)
+        assert a is not None and f"T = {len(pieces)} tokens · C = 32 · d_k = 16" in heading
+    assert list(a.layout.yaxis.ticktext) == pieces and "␣be" in pieces  # the rows are the BPE pieces
+
+
+def test_sample_tab_streams_bpe_tokens_and_inspects_one(gpt2_ctx, tiny_gpt2):
+    from playground.ui import sample_tab
+
+    *_, (text, coloured, stats, state) = sample_tab.sample(gpt2_ctx, "tiny-gpt2", "To be", 12, 1.0, 0, 1.0, 3,
+                                                           True, True)
+    ids = tiny_gpt2[1].encode("To be").tolist() + [t["id"] for t in state["tokens"]]
+    assert text == tiny_gpt2[1].decode(ids) and "12 tokens in" in stats
+    top, attention, note = sample_tab.inspect_position(gpt2_ctx, state, 3, 1, 0)
+    assert "Token #3" in note and f"the last {len(ids) - 12 + 3} tokens" in note
+    assert abs(sum(attention.data[0].y) - 1) < 1e-4
+    *_, (text, _, stats, _) = sample_tab.sample(gpt2_ctx, "tiny-gpt2", "", 4, 1.0, 0, 1.0, 3, True, False)
+    assert "generation starts from '<|endoftext|>'" in stats
+    summary = sample_tab.checkpoint_summary(gpt2_ctx, "tiny-gpt2")
+    assert "GPT-2 layout from tiny-gpt2, byte-level BPE tokenizer, 320 tokens, context 64" in summary
