@@ -299,3 +299,22 @@ def test_sample_tab_streams_bpe_tokens_and_inspects_one(gpt2_ctx, tiny_gpt2):
     assert "generation starts from '<|endoftext|>'" in stats
     summary = sample_tab.checkpoint_summary(gpt2_ctx, "tiny-gpt2")
     assert "GPT-2 layout from tiny-gpt2, byte-level BPE tokenizer, 320 tokens, context 64" in summary
+
+
+def test_the_checkpoint_cache_counts_a_models_real_bytes(gpt2_ctx):
+    """Two models whose weights together pass half the memory budget are not both kept: the older is dropped."""
+    import shutil
+
+    from playground.budget import MemoryBudget
+
+    shutil.copytree(gpt2_ctx.weights / "tiny-gpt2", gpt2_ctx.weights / "other-gpt2")
+    first = gpt2_ctx.checkpoint("tiny-gpt2")
+    one = first.model.weights_bytes()
+    assert one == 4 * first.config.parameter_count()  # fp32, the tied matrix once
+    gpt2_ctx.budget = MemoryBudget(3 * one, "test")  # room for 1.5 models' weights
+    gpt2_ctx.checkpoint("other-gpt2")
+    assert gpt2_ctx.checkpoint("tiny-gpt2") is not first  # dropped, loaded again
+    gpt2_ctx.budget = MemoryBudget(5 * one, "test")  # room for 2.5
+    second = gpt2_ctx.checkpoint("other-gpt2")
+    assert gpt2_ctx.checkpoint("tiny-gpt2") is gpt2_ctx.checkpoint("tiny-gpt2") and \
+        gpt2_ctx.checkpoint("other-gpt2") is second
