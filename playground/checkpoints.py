@@ -100,7 +100,7 @@ class Checkpoint:
         if self.layout == GPT2_LAYOUT:
             return gpt2.describe(self.name, self.config, self.tokenizer.describe(), parameters)
         return (f"Attention Playground checkpoint {self.name}, {self.tokenizer.describe()}, "
-                f"context {self.config.context_size}, {parameters / 1e6:.2f}M parameters")
+                f"context {self.config.context_size}, {gpt2.parameters_text(parameters)}")
 
     @property
     def val_loss(self) -> float | None:

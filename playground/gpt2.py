@@ -179,7 +179,12 @@ def map_state_dict(keys: Iterable[str], read: Callable[[str], torch.Tensor],
     return state
 
 
+def parameters_text(parameters: int) -> str:
+    """124,439,808 -> "124.4M parameters"; 37,760 -> "37,760 parameters"."""
+    return f"{parameters / 1e6:.1f}M parameters" if parameters >= 1_000_000 else f"{parameters:,} parameters"
+
+
 def describe(source: str, config: ModelConfig, tokenizer_description: str, parameters: int) -> str:
     """"GPT-2 layout from owner/name, byte-level BPE tokenizer, 50,257 tokens, context 1024, 124.4M parameters"."""
     return (f"GPT-2 layout from {source}, {tokenizer_description}, context {config.context_size}, "
-            f"{parameters / 1e6:.1f}M parameters")
+            f"{parameters_text(parameters)}")

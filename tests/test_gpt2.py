@@ -183,7 +183,8 @@ def test_the_checkpoint_says_what_it_is(gpt2_hub, tiny_gpt2):
     checkpoint = loading.open_checkpoint(REPO_ID)
     parameters = tiny_gpt2[0].num_parameters()
     assert checkpoint.description == (f"GPT-2 layout from {REPO_ID}, byte-level BPE tokenizer, 320 tokens, "
-                                      f"context 64, {parameters / 1e6:.1f}M parameters")
+                                      f"context 64, {parameters:,} parameters")
+    assert gpt2.parameters_text(124_439_808) == "124.4M parameters"
 
 
 def test_a_key_that_maps_to_nothing_is_named(tiny_gpt2):
