@@ -123,9 +123,11 @@ def target_name(key: str, layers_num: int) -> str | None:
     match = _BLOCK_KEY.match(name)
     if match:
         layer, rest = int(match.group(1)), match.group(2)
+        if layer >= layers_num:
+            raise LayoutError(f"weights: {key!r} belongs to layer {layer}, but config.json has n_layer {layers_num}")
         if rest in OLD_BUFFERS:
             return None
-        if rest in BLOCK_NAMES and layer < layers_num:
+        if rest in BLOCK_NAMES:
             return f"blocks.{layer}.{BLOCK_NAMES[rest]}"
     raise LayoutError(f"weights: {key!r} is not a GPT-2 weight the playground's model has")
 

@@ -31,6 +31,7 @@ Settings are read when a function is called, not when huggingface_hub was import
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import logging
 import os
 import re
@@ -280,8 +281,7 @@ def largest_weights_bytes(parameters: int) -> int:
 
 
 def _pickles(sizes: dict[str, int]) -> list[str]:
-    import fnmatch
-
+    """The files of a listing that are pickles (pytorch_model.bin...), which are never fetched."""
     return sorted(name for name in sizes if any(fnmatch.fnmatch(name, pattern) for pattern in PICKLE_PATTERNS))
 
 

@@ -191,6 +191,8 @@ def test_a_key_that_maps_to_nothing_is_named(tiny_gpt2):
     config = gpt2.model_config(json.loads(tiny_gpt2[2]["config.json"]))
     with pytest.raises(gpt2.LayoutError, match=r"'transformer.h.0.attn.rotary.weight' is not a GPT-2 weight"):
         gpt2.map_state_dict(["transformer.h.0.attn.rotary.weight"], lambda key: torch.zeros(1), config)
+    with pytest.raises(gpt2.LayoutError, match=r"'h.2.ln_1.weight' belongs to layer 2, but config.json has n_layer 2"):
+        gpt2.map_state_dict(["h.2.ln_1.weight"], lambda key: torch.zeros(1), config)
     with pytest.raises(gpt2.LayoutError, match=r"missing wpe.weight, ln_f.weight, ln_f.bias, h.0.ln_1.bias, .* "
                                                 r"\(26 of the 28 the config needs\)"):
         gpt2.map_state_dict(["wte.weight", "h.0.ln_1.weight"], lambda key: torch.zeros(1), config)
