@@ -2,15 +2,19 @@
 
 A checkpoint is a folder of plain files, never a pickle:
   config.json        the ModelConfig
-  model.safetensors  the weights
-  vocabulary.json    the tokenizer
+  model.safetensors  the weights (a tied LM head is stored once, as the token embedding)
+  vocabulary.json    the character tokenizer, or
+  tokenizer.json     a BPE tokenizer (subword.BPETokenizer)
   training.json      optional: how it was trained (steps, losses, speed, corpus, device, seed)
   README.md          optional: the model card
   optimizer.safetensors  optional: the optimizer's state, so a resumed run goes on warm (optim_state.py)
 Saving is atomic: files go to a temporary folder beside the target, which then replaces it by
 rename, so a crash leaves either the old checkpoint or the new one, never half of one.
-Listing and loading only read. What a crash can leave behind (``.tmp-`` and ``.old-`` folders) is cleared
-by ``recover``, which the app runs once at start-up and the training CLI once before it starts.
+The loader also opens Hugging Face's GPT-2 layout (config.json with ``"model_type": "gpt2"``, model.safetensors,
+tokenizer.json), mapped into the playground's model by gpt2.py: ``read_config`` and ``load_checkpoint`` tell the
+two layouts apart by config.json. Listing and loading only read. What a crash can leave behind (``.tmp-`` and
+``.old-`` folders) is cleared by ``recover``, which the app runs once at start-up and the training CLI once
+before it starts.
 
 Who may write what (the app asks; the command line is the operator's and may write any name):
   * shipped checkpoints (``SHIPPED_CHECKPOINTS``, the ones that came with the repository) are read-only;
@@ -39,16 +43,20 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from playground import gpt2
 from playground.config import ConfigError, ModelConfig
 from playground.model import GPT
 from playground.optim_state import OptimizerState
-from playground.tokenizer import CharTokenizer
+from playground.subword import BPETokenizer
+from playground.tokenizer import CharTokenizer, Tokenizer
 
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 VOCABULARY_FILE = "vocabulary.json"
+TOKENIZER_FILE = gpt2.TOKENIZER_FILE  # tokenizer.json: a BPE tokenizer, in either layout
+PLAYGROUND_LAYOUT, GPT2_LAYOUT = "playground", "gpt2"
 TRAINING_FILE = "training.json"
 CARD_FILE = "README.md"
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -73,12 +81,26 @@ class MissingCheckpointError(CheckpointError):
 
 @dataclass
 class Checkpoint:
-    name: str
+    name: str  # the checkpoint's name, or the Hub repo id it came from
     path: Path
     config: ModelConfig
-    tokenizer: CharTokenizer
+    tokenizer: Tokenizer  # CharTokenizer or subword.BPETokenizer
     model: GPT
     training: dict[str, Any] | None
+    layout: str = PLAYGROUND_LAYOUT  # or GPT2_LAYOUT: the files it was read from
+
+    @property
+    def description(self) -> str:
+        """What kind of model this is, in one line: its layout and source, tokenizer, context and size.
+
+        "GPT-2 layout from openai-community/gpt2, byte-level BPE tokenizer, 50,257 tokens, context 1024,
+        124.4M parameters"
+        """
+        parameters = self.model.parameter_count()
+        if self.layout == GPT2_LAYOUT:
+            return gpt2.describe(self.name, self.config, self.tokenizer.describe(), parameters)
+        return (f"Attention Playground checkpoint {self.name}, {self.tokenizer.describe()}, "
+                f"context {self.config.context_size}, {gpt2.parameters_text(parameters)}")
 
     @property
     def val_loss(self) -> float | None:
@@ -279,7 +301,24 @@ def _claimed_temporary(parent: Path, name: str):
         os.close(claim)  # closing drops the flock
 
 
-def save_checkpoint(model: GPT, tokenizer: CharTokenizer, name: str, *, directory: Path | None = None,
+def check_vocabulary(tokenizer: Tokenizer, config: ModelConfig, name: str) -> None:
+    """The tokenizer's IDs must be the model's rows: as many for characters; a BPE tokenizer may have fewer
+    (a fine-tune can pad its embedding to a round 50,304), never more."""
+    size, rows = tokenizer.vocabulary_size, config.vocabulary_size
+    if size > rows or (size != rows and not isinstance(tokenizer, BPETokenizer)):
+        raise CheckpointError(f"{name}: the tokenizer has {size} symbols but the model expects {rows}")
+
+
+def stored_state(model: GPT) -> dict[str, torch.Tensor]:
+    """The tensors model.safetensors holds: the state dict on the CPU, a tied head left out (it is the token
+    embedding; safetensors refuses two names for one tensor)."""
+    state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+    if model.config.tie_embeddings:
+        del state["lm_head.weight"]
+    return state
+
+
+def save_checkpoint(model: GPT, tokenizer: Tokenizer, name: str, *, directory: Path | None = None,
                     training: dict[str, Any] | None = None, card: str | None = None,
                     optimizer_state: OptimizerState | None = None) -> Path:
     """Write ``<directory>/<name>/`` atomically and return its path.
@@ -288,20 +327,18 @@ def save_checkpoint(model: GPT, tokenizer: CharTokenizer, name: str, *, director
     optimizer.safetensors in the same folder, replaced with the weights or not at all.
     """
     name = validate_name(name)
-    if tokenizer.vocabulary_size != model.config.vocabulary_size:
-        raise CheckpointError(
-            f"tokenizer has {tokenizer.vocabulary_size} symbols but the model expects "
-            f"{model.config.vocabulary_size}"
-        )
+    check_vocabulary(tokenizer, model.config, name)
     parent = Path(directory) if directory is not None else weights_dir()
     parent.mkdir(parents=True, exist_ok=True)
     target = parent / name
     with _claimed_temporary(parent, name) as tmp:
         try:
             _write_json(tmp / CONFIG_FILE, model.config.to_dict())
-            state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
-            save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
-            _write_json(tmp / VOCABULARY_FILE, tokenizer.to_dict())
+            save_file(stored_state(model), str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
+            if isinstance(tokenizer, BPETokenizer):
+                (tmp / TOKENIZER_FILE).write_text(tokenizer.to_str(), encoding="utf-8")
+            else:
+                _write_json(tmp / VOCABULARY_FILE, tokenizer.to_dict())
             if training is not None:
                 _write_json(tmp / TRAINING_FILE, training)
             if card is not None:
@@ -425,12 +462,41 @@ def resolve(name_or_path: str | Path, directory: Path | None = None) -> Path:
     return path
 
 
-def read_config(folder: Path) -> ModelConfig:
-    """The ModelConfig in ``folder/config.json``, or a CheckpointError saying what is wrong with it."""
+def read_layout(folder: Path) -> tuple[str, ModelConfig]:
+    """Which layout ``folder/config.json`` is in (PLAYGROUND_LAYOUT or GPT2_LAYOUT) and its ModelConfig, or a
+    CheckpointError saying what is wrong with it."""
+    data = _read_json(Path(folder) / CONFIG_FILE)
     try:
-        return ModelConfig.from_dict(_read_json(Path(folder) / CONFIG_FILE))
-    except (ConfigError, TypeError) as exc:
+        if gpt2.is_gpt2_config(data):
+            return GPT2_LAYOUT, gpt2.model_config(data)
+        return PLAYGROUND_LAYOUT, ModelConfig.from_dict(data)
+    except (ConfigError, gpt2.LayoutError, TypeError) as exc:
         raise CheckpointError(f"{Path(folder).name}/{CONFIG_FILE} is not a valid model config: {exc}") from None
+
+
+def read_config(folder: Path) -> ModelConfig:
+    """The ModelConfig in ``folder/config.json`` (either layout), or a CheckpointError saying what is wrong."""
+    return read_layout(folder)[1]
+
+
+def read_tokenizer(folder: Path, layout: str = PLAYGROUND_LAYOUT) -> Tokenizer:
+    """vocabulary.json (characters) or tokenizer.json (BPE); the GPT-2 layout reads tokenizer.json only."""
+    folder = Path(folder)
+    has_bpe = (folder / TOKENIZER_FILE).is_file()
+    if layout == PLAYGROUND_LAYOUT and ((folder / VOCABULARY_FILE).is_file() or not has_bpe):
+        try:
+            return CharTokenizer.from_dict(_read_json(folder / VOCABULARY_FILE))
+        except ValueError as exc:
+            if isinstance(exc, CheckpointError):
+                raise
+            raise CheckpointError(f"{folder.name}/{VOCABULARY_FILE} is not a valid vocabulary: {exc}") from None
+    if not has_bpe:
+        raise CheckpointError(f"{folder.name} has no {TOKENIZER_FILE} (a GPT-2 layout repo keeps its BPE "
+                              "tokenizer there)")
+    try:
+        return BPETokenizer.from_file(folder / TOKENIZER_FILE)
+    except ValueError as exc:
+        raise CheckpointError(f"{folder.name}/{TOKENIZER_FILE}: {exc}") from None
 
 
 def check_size(config: ModelConfig, name: str, max_parameters: int | None) -> None:
@@ -441,34 +507,43 @@ def check_size(config: ModelConfig, name: str, max_parameters: int | None) -> No
         )
 
 
+def _read_gpt2_weights(path: Path, config: ModelConfig) -> dict[str, torch.Tensor]:
+    """model.safetensors in the GPT-2 layout -> the playground's state dict (gpt2.map_state_dict); the old
+    buffers are never read."""
+    try:
+        with safe_open(str(path / WEIGHTS_FILE), framework="pt", device="cpu") as handle:
+            return gpt2.map_state_dict(list(handle.keys()), handle.get_tensor, config)
+    except gpt2.LayoutError as exc:
+        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE}: {exc}") from None
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE} is corrupt or not safetensors: {exc}") from None
+
+
 def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
                     device: torch.device | str = "cpu", max_parameters: int | None = None) -> Checkpoint:
-    """Load config, vocabulary and weights strictly (a missing or unexpected key is an error).
+    """Load config, tokenizer and weights strictly (a missing or unexpected key is an error), in the
+    playground's layout or GPT-2's (gpt2.py maps its names and transposes its Conv1D weights).
 
     ``max_parameters`` refuses a model larger than that before its weights are read.
     """
     path = resolve(name_or_path, directory)
-    config = read_config(path)
-    try:
-        tokenizer = CharTokenizer.from_dict(_read_json(path / VOCABULARY_FILE))
-    except ValueError as exc:
-        if isinstance(exc, CheckpointError):
-            raise
-        raise CheckpointError(f"{path.name}/{VOCABULARY_FILE} is not a valid vocabulary: {exc}") from None
+    layout, config = read_layout(path)
+    tokenizer = read_tokenizer(path, layout)
     check_size(config, path.name, max_parameters)
-    if tokenizer.vocabulary_size != config.vocabulary_size:
-        raise CheckpointError(
-            f"{path.name}: vocabulary has {tokenizer.vocabulary_size} symbols, config says {config.vocabulary_size}"
-        )
+    check_vocabulary(tokenizer, config, path.name)
     weights_path = path / WEIGHTS_FILE
     if not weights_path.is_file():
         raise CheckpointError(f"{path.name} has no {WEIGHTS_FILE}")
-    try:
-        state = load_file(str(weights_path), device="cpu")
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE} is corrupt or not safetensors: {exc}") from None
-    model = GPT(config)
-    expected = model.state_dict()
+    if layout == GPT2_LAYOUT:
+        state = _read_gpt2_weights(path, config)
+    else:
+        try:
+            state = load_file(str(weights_path), device="cpu")
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise CheckpointError(f"{path.name}/{WEIGHTS_FILE} is corrupt or not safetensors: {exc}") from None
+    with torch.device("meta"):  # shapes only: the loaded tensors become the parameters, no second copy is made
+        model = GPT(config)
+    expected = stored_state_shapes(model)
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
@@ -479,14 +554,27 @@ def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
             parts.append(f"unexpected keys: {', '.join(unexpected[:5])}{' ...' if len(unexpected) > 5 else ''}")
         raise CheckpointError(f"{path.name}: weights do not match the config ({'; '.join(parts)})")
     for key, tensor in state.items():
-        if tensor.shape != expected[key].shape:
+        if tensor.shape != expected[key]:
             raise CheckpointError(
-                f"{path.name}: {key} has shape {tuple(tensor.shape)}, the config needs {tuple(expected[key].shape)}"
+                f"{path.name}: {key} has shape {tuple(tensor.shape)}, the config needs {tuple(expected[key])}"
             )
-    model.load_state_dict(state, strict=True)
+    state = {key: tensor.to(torch.float32) for key, tensor in state.items()}
+    if config.tie_embeddings:
+        state["lm_head.weight"] = state["token_embedding.weight"]
+    model.load_state_dict(state, strict=True, assign=True)
+    if config.tie_embeddings:  # assign gave the head its own Parameter over the same numbers: make it the same one
+        model.lm_head.weight = model.token_embedding.weight
     model.to(device).eval()
     training = _read_json(path / TRAINING_FILE) if (path / TRAINING_FILE).is_file() else None
-    return Checkpoint(path.name, path, config, tokenizer, model, training)
+    return Checkpoint(path.name, path, config, tokenizer, model, training, layout)
+
+
+def stored_state_shapes(model: GPT) -> dict[str, torch.Size]:
+    """The names and shapes model.safetensors must hold for this model (a tied head is not stored)."""
+    shapes = {key: tensor.shape for key, tensor in model.state_dict().items()}
+    if model.config.tie_embeddings:
+        del shapes["lm_head.weight"]
+    return shapes
 
 
 def load_optimizer_state(name_or_path: str | Path, directory: Path | None = None) -> OptimizerState | None:

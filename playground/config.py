@@ -17,6 +17,9 @@ from playground.checks import real_number, whole_number
 
 # What trains the weights: "adamw" every parameter; "muon" the blocks' hidden matrices, with AdamW for the rest.
 OPTIMIZER_CHOICES = ("adamw", "muon")
+# The MLP's non-linearity: "gelu" the exact erf form (the playground's own models), "gelu_tanh" the tanh
+# approximation GPT-2 was trained with (Hugging Face calls it gelu_new), "relu" the original Transformer's.
+ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu")
 
 
 class ConfigError(ValueError):
@@ -44,9 +47,13 @@ def _from_dict(cls, data: dict[str, Any]):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The shape of a GPT-style character model.
+    """The shape of a GPT-style model: the playground's character models, and GPT-2's family.
 
     ``head_size`` is derived: ``embedding_dim // heads_num`` (128 // 4 -> 32).
+    The last three fields are what GPT-2 needs and default to what the playground's own checkpoints always were
+    (exact GELU, LayerNorm epsilon 1e-5, a separate LM head); ``to_dict`` leaves them out at those defaults, so a
+    character checkpoint's config.json reads as it always did. GPT-2: ``activation="gelu_tanh"``,
+    ``use_bias=True``, ``tie_embeddings=True`` (the LM head is the token embedding, counted once, and has no bias).
     """
 
     vocabulary_size: int
@@ -56,6 +63,9 @@ class ModelConfig:
     layers_num: int = 4
     dropout_rate: float = 0.0
     use_bias: bool = False
+    activation: str = "gelu"  # one of ACTIVATION_CHOICES
+    layer_norm_eps: float = 1e-5
+    tie_embeddings: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocabulary_size", "context_size", "embedding_dim", "heads_num", "layers_num"):
@@ -67,8 +77,14 @@ class ModelConfig:
         _check_real(self, "dropout_rate")
         if not 0.0 <= self.dropout_rate < 1.0:
             raise ConfigError(f"dropout_rate must be in [0, 1), got {self.dropout_rate}")
-        if not isinstance(self.use_bias, bool):
-            raise ConfigError(f"use_bias must be true or false, got {self.use_bias!r}")
+        for name in ("use_bias", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.activation not in ACTIVATION_CHOICES:
+            raise ConfigError(f"activation must be one of {', '.join(ACTIVATION_CHOICES)}, got {self.activation!r}")
+        _check_real(self, "layer_norm_eps")
+        if not 0 < self.layer_norm_eps < 1:
+            raise ConfigError(f"layer_norm_eps must be in (0, 1), got {self.layer_norm_eps}")
 
     @property
     def head_size(self) -> int:
@@ -81,14 +97,28 @@ class ModelConfig:
         attention = 3 * c * c + c * c + (4 * c if b else 0)
         mlp = 4 * c * c * 2 + (5 * c if b else 0)
         block = 2 * layer_norm + attention + mlp
-        return v * c + t * c + self.layers_num * block + layer_norm + c * v + (v if b else 0)
+        head = 0 if self.tie_embeddings else c * v + (v if b else 0)  # a tied head is the embedding: no new numbers
+        return v * c + t * c + self.layers_num * block + layer_norm + head
+
+    @property
+    def head_bias(self) -> bool:
+        """Whether the LM head has a bias: with use_bias, unless it is tied to the embedding (GPT-2 has none)."""
+        return self.use_bias and not self.tie_embeddings
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The JSON form; the GPT-2 fields only where they differ from their defaults (see the class docstring)."""
+        data = dataclasses.asdict(self)
+        for item in fields(self):
+            if item.name in _OPTIONAL_FIELDS and data[item.name] == item.default:
+                del data[item.name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         return _from_dict(cls, data)
+
+
+_OPTIONAL_FIELDS = ("activation", "layer_norm_eps", "tie_embeddings")
 
 
 @dataclass(frozen=True)

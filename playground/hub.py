@@ -2,7 +2,9 @@
 
 Owns the calls to ``huggingface_hub`` (imported inside functions, so importing this module costs nothing)
 and turns their many exceptions into one, ``HubError``, with a message a learner can act on.
-Only the five checkpoint files are ever downloaded (see checkpoints.py), never a pickle
+A repo is a checkpoint in the playground's own layout or in Hugging Face's GPT-2 layout (config.json with
+``"model_type": "gpt2"``, model.safetensors, tokenizer.json; see gpt2.py). Only the checkpoint files are ever
+downloaded (see checkpoints.py), never a pickle
 (``*.bin``, ``*.pt``, ``*.pkl``), nor a pushed run's optimizer.safetensors (twice the weights' size, and only a
 resumed run reads it: training resumes local runs, never a Hub repo); loading goes through
 ``checkpoints.load_checkpoint``, the one loader.
@@ -10,10 +12,13 @@ resumed run reads it: training resumes local runs, never a Hub repo); loading go
 Repo ids come from strangers, so before a byte of weights is fetched:
   * the id must match ``PLAYGROUND_HUB_ALLOW`` when the owner set it (``owner/name`` ids or ``owner/*``);
   * the repo's file listing (one metadata request) must show the checkpoint files at sizes this server
-    accepts: small JSON files, and weights no larger than ``max_parameters`` fp32 numbers;
+    accepts: small JSON files, a tokenizer.json of at most 16 MiB, and (in the playground's layout) weights no
+    larger than ``max_parameters`` fp32 numbers;
   * config.json (a few hundred bytes) is fetched and must describe a model within ``max_parameters``, whose
-    weights file is no larger than the config implies (4 bytes a parameter + a header) and whose forward pass
-    fits the memory budget (``budget.inference_cost``).
+    weights file is no larger than the config implies (4 bytes a parameter + a header, + GPT-2's old mask
+    buffers, up to 4·T² bytes a layer: gpt2.largest_buffer_bytes) and whose forward pass fits the memory budget
+    (``budget.inference_cost``). For a GPT-2 layout repo this is where the weights' size is first checked: the
+    buffers make its file larger than its parameters alone, and only its config says by how much.
 A download refused after the fact (a file that turned out bigger, weights that do not load) is removed from
 the cache again. No request carries this server's HF token (``token=False``) unless the owner opts in with
 ``PLAYGROUND_HUB_USE_TOKEN=1``: a visitor's id must not read the owner's private or gated repos.
@@ -26,6 +31,7 @@ Settings are read when a function is called, not when huggingface_hub was import
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import logging
 import os
 import re
@@ -33,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from playground import budget, checkpoints
+from playground import budget, checkpoints, gpt2
 from playground.settings import offline
 
 logger = logging.getLogger(__name__)
@@ -42,13 +48,16 @@ CHECKPOINT_FILES = (
     checkpoints.CONFIG_FILE,
     checkpoints.WEIGHTS_FILE,
     checkpoints.VOCABULARY_FILE,
+    checkpoints.TOKENIZER_FILE,
     checkpoints.TRAINING_FILE,
     checkpoints.CARD_FILE,
 )
-REQUIRED_FILES = (checkpoints.CONFIG_FILE, checkpoints.WEIGHTS_FILE, checkpoints.VOCABULARY_FILE)
+REQUIRED_FILES = (checkpoints.CONFIG_FILE, checkpoints.WEIGHTS_FILE)
+TOKENIZER_FILES = (checkpoints.VOCABULARY_FILE, checkpoints.TOKENIZER_FILE)  # one of them, as the layout says
 PICKLE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt")
 MAX_REPO_ID_LENGTH = 96
 MAX_SMALL_FILE_BYTES = 1 * 2**20  # config.json, vocabulary.json, training.json, README.md: a few KiB each
+MAX_TOKENIZER_BYTES = 16 * 2**20  # tokenizer.json: GPT-2's is 1.4 MiB (50,257 tokens and 50,000 merges)
 WEIGHTS_HEADER_BYTES = 1 * 2**20  # room for model.safetensors' JSON header (names, shapes, offsets)
 _PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"
 _REPO_ID_PATTERN = re.compile(rf"^{_PART}/{_PART}$")
@@ -271,19 +280,39 @@ def largest_weights_bytes(parameters: int) -> int:
     return 4 * parameters + WEIGHTS_HEADER_BYTES
 
 
+def _pickles(sizes: dict[str, int]) -> list[str]:
+    """The files of a listing that are pickles (pytorch_model.bin...), which are never fetched."""
+    return sorted(name for name in sizes if any(fnmatch.fnmatch(name, pattern) for pattern in PICKLE_PATTERNS))
+
+
+def _looks_gpt2(sizes: dict[str, int]) -> bool:
+    """A listing with tokenizer.json and no vocabulary.json: the GPT-2 layout, until its config.json says."""
+    return checkpoints.TOKENIZER_FILE in sizes and checkpoints.VOCABULARY_FILE not in sizes
+
+
 def _check_sizes(repo_id: str, sizes: dict[str, int], max_parameters: int | None) -> None:
     """Refuse, from the sizes alone, a repo that is not a checkpoint or whose files this server would not take."""
     for name in REQUIRED_FILES:
         if name not in sizes:
-            raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {name}")
+            pickles = _pickles(sizes) if name == checkpoints.WEIGHTS_FILE else []
+            also = (f", only {', '.join(pickles[:3])}: pickled weights, which this server never loads (safetensors "
+                    "only: convert them, e.g. save_pretrained(..., safe_serialization=True))") if pickles else ""
+            raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {name}{also}")
+    if not any(name in sizes for name in TOKENIZER_FILES):
+        raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {TOKENIZER_FILES[0]} "
+                       f"(the playground's layout) or {TOKENIZER_FILES[1]} (the GPT-2 layout)")
     for name in CHECKPOINT_FILES:
         size = sizes.get(name)
         if size is None:
             continue
         if size < 0:
             raise HubError(f"the Hub did not say how large {repo_id}'s {name} is, so it is not downloaded")
-        if name != checkpoints.WEIGHTS_FILE:
+        if name == checkpoints.TOKENIZER_FILE:
+            limit, what = MAX_TOKENIZER_BYTES, "the most this server reads for it"
+        elif name != checkpoints.WEIGHTS_FILE:
             limit, what = MAX_SMALL_FILE_BYTES, "the most this server reads for it"
+        elif _looks_gpt2(sizes):
+            continue  # its size is checked against its config.json (_check_config), before it is fetched
         elif max_parameters is not None:
             limit = largest_weights_bytes(max_parameters)
             what = f"the most a model of {max_parameters:,} parameters (this server's limit) needs"
@@ -296,15 +325,23 @@ def _check_sizes(repo_id: str, sizes: dict[str, int], max_parameters: int | None
 
 def _check_config(repo_id: str, folder: Path, sizes: dict[str, int], max_parameters: int | None,
                   memory_budget: budget.MemoryBudget | None) -> None:
-    """The config must describe a model within the limits whose weights file is no larger than it implies."""
-    config = checkpoints.read_config(folder)
+    """The config must describe a model within the limits whose weights file is no larger than it implies
+    (GPT-2's: its parameters and the old mask buffers), with the tokenizer file its layout reads."""
+    layout, config = checkpoints.read_layout(folder)
     checkpoints.check_size(config, repo_id, max_parameters)
     parameters = config.parameter_count()
     implied = largest_weights_bytes(parameters)
+    what = "fp32 weights"
+    if layout == checkpoints.GPT2_LAYOUT:
+        if checkpoints.TOKENIZER_FILE not in sizes:
+            raise HubError(f"{repo_id} is in the GPT-2 layout but has no {checkpoints.TOKENIZER_FILE} (its BPE "
+                           "tokenizer, which the playground reads with the tokenizers library)")
+        implied += gpt2.largest_buffer_bytes(config)
+        what = "fp32 weights and GPT-2's old mask buffers"
     weights = sizes.get(checkpoints.WEIGHTS_FILE, 0)
     if weights > implied:
         raise HubError(f"{repo_id}'s {checkpoints.WEIGHTS_FILE} is {budget.human(weights)}, but its config.json "
-                       f"describes {parameters:,} parameters, at most {budget.human(implied)} of fp32 weights; "
+                       f"describes {parameters:,} parameters, at most {budget.human(implied)} of {what}; "
                        "it is not downloaded")
     cost = budget.inference_cost(parameters=parameters, layers_num=config.layers_num, heads_num=config.heads_num,
                                  embedding_dim=config.embedding_dim, context_size=config.context_size,
@@ -373,9 +410,6 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
             revision = listing.commit  # what was checked is what is downloaded, even if the repo changes now
             _check_config(repo_id, folder, listing.sizes, max_parameters, memory_budget)
         path = _snapshot(repo_id, revision, cache_dir, list(CHECKPOINT_FILES), local_only, status)
-        for name in REQUIRED_FILES:
-            if not (path / name).is_file():
-                raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {name}")
         sizes = _local_sizes(path)  # what arrived (or was cached) is checked as the listing was
         _check_sizes(repo_id, sizes, max_parameters)
         _check_config(repo_id, path, sizes, max_parameters, memory_budget)

@@ -1,7 +1,8 @@
 """A GPT-style character model: the maths only.
 
 Token + learned position embeddings, ``layers_num`` pre-LayerNorm blocks (causal multi-head
-self-attention + MLP, each with a residual), a final LayerNorm and the LM head.
+self-attention + MLP, each with a residual), a final LayerNorm and the LM head. GPT-2's variations are
+config fields: the MLP's activation, the LayerNorm epsilon and an LM head tied to the token embedding.
 Training runs attention through ``F.scaled_dot_product_attention``; on request the model computes
 attention explicitly and returns every layer's per-head weights and the input each layer's attention saw.
 Knows nothing about files (see checkpoints.py), tokenizers or the UI.
@@ -120,23 +121,37 @@ class CausalSelfAttention(nn.Module):
         return self.resid_dropout(self.proj(y)), weights
 
 
+def activation(name: str, x: torch.Tensor) -> torch.Tensor:
+    """The MLP's non-linearity by its config name: "gelu" (erf), "gelu_tanh" (GPT-2's gelu_new) or "relu"."""
+    if name == "gelu_tanh":
+        return F.gelu(x, approximate="tanh")
+    if name == "relu":
+        return F.relu(x)
+    return F.gelu(x)
+
+
 class MLP(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.fc = nn.Linear(config.embedding_dim, 4 * config.embedding_dim, bias=config.use_bias)
         self.proj = nn.Linear(4 * config.embedding_dim, config.embedding_dim, bias=config.use_bias)
         self.dropout = nn.Dropout(config.dropout_rate)
+        self.activation = config.activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.proj(F.gelu(self.fc(x))))
+        return self.dropout(self.proj(activation(self.activation, self.fc(x))))
+
+
+def layer_norm(config: ModelConfig) -> nn.LayerNorm:
+    return nn.LayerNorm(config.embedding_dim, eps=config.layer_norm_eps, bias=config.use_bias)
 
 
 class Block(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.embedding_dim, bias=config.use_bias)
+        self.ln_1 = layer_norm(config)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = nn.LayerNorm(config.embedding_dim, bias=config.use_bias)
+        self.ln_2 = layer_norm(config)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, need_weights: bool = False, cache: KVCache | None = None,
@@ -156,8 +171,10 @@ class GPT(nn.Module):
         self.position_embedding = nn.Embedding(config.context_size, config.embedding_dim)
         self.dropout = nn.Dropout(config.dropout_rate)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers_num))
-        self.ln_f = nn.LayerNorm(config.embedding_dim, bias=config.use_bias)
-        self.lm_head = nn.Linear(config.embedding_dim, config.vocabulary_size, bias=config.use_bias)
+        self.ln_f = layer_norm(config)
+        self.lm_head = nn.Linear(config.embedding_dim, config.vocabulary_size, bias=config.head_bias)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.token_embedding.weight  # one (V, C) matrix reads tokens in and scores them out
         self.apply(self._init_weights)
         for name, parameter in self.named_parameters():
             if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
@@ -171,7 +188,13 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def parameter_count(self) -> int:
+        """Every parameter once (``parameters()`` yields a tied matrix once)."""
         return sum(p.numel() for p in self.parameters())
+
+    def weights_bytes(self) -> int:
+        """Bytes the parameters and buffers take in memory, a tied matrix once."""
+        return sum(p.numel() * p.element_size() for p in self.parameters()) + \
+            sum(b.numel() * b.element_size() for b in self.buffers())
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token + position embeddings for positions start..start+T-1: (B, T) -> (B, T, C)."""

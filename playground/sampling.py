@@ -1,7 +1,9 @@
 """Text generation from a trained GPT: temperature, top-k, top-p, greedy, a seed, and a KV cache.
 
-Owns the decoding loop, the sampling distribution, the one check of its settings (SamplingSettings) and
-what an empty prompt starts from (``start_text``). Knows nothing about files, the UI or the command line.
+Owns the decoding loop, the sampling distribution and the one check of its settings (SamplingSettings).
+Works through the tokenizer's interface (tokenizer.Tokenizer): one step draws one token (a character, or a BPE
+piece whose text the tokenizer's stream decoder releases once its character is whole); an empty prompt starts
+from the tokenizer's ``start_text``. Knows nothing about files, the UI or the command line.
 
 Beyond the context window (learned positions stop at ``context_size``) the window slides:
 without the cache every step re-reads the last ``context_size`` tokens (the nanoGPT way); with
@@ -27,7 +29,7 @@ from playground import checks
 from playground.budget import Cost, inference_cost
 from playground.config import Limits, ModelConfig
 from playground.model import GPT, KVCache
-from playground.tokenizer import CharTokenizer
+from playground.tokenizer import Tokenizer
 
 MAX_SEED = 2**63 - 1
 
@@ -98,21 +100,22 @@ def sampling_distribution(logits: torch.Tensor, temperature: float = 1.0, top_k:
 @dataclass
 class GeneratedToken:
     token_id: int
-    text: str
+    text: str  # what it adds to the text: "" for a BPE piece of a character that the next piece completes
     probability: float  # the probability it was drawn with
-    candidates: list[tuple[str, float]]  # top 10 of the distribution it was drawn from
+    candidates: list[tuple[str, float]]  # top 10 of the distribution it was drawn from: (tokenizer.label, p)
     cache_length: int  # keys/values each layer holds after this step (0 without the cache)
 
 
-def start_text(tokenizer: CharTokenizer) -> str:
-    """What an empty prompt starts from: a newline, or the vocabulary's first symbol if it has none."""
-    return "\n" if not tokenizer.find_unknown("\n") else tokenizer.characters[0]
+def start_text(tokenizer: Tokenizer) -> str:
+    """What an empty prompt starts from: a newline or the vocabulary's first symbol (characters), GPT-2's
+    ``<|endoftext|>`` (BPE)."""
+    return tokenizer.start_text
 
 
 @torch.no_grad()
-def stream(model: GPT, tokenizer: CharTokenizer, prompt: str, settings: SamplingSettings,
+def stream(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSettings,
            use_cache: bool = True) -> Iterator[GeneratedToken]:
-    """Yield one GeneratedToken per new character; an empty prompt starts from ``start_text(tokenizer)``.
+    """Yield one GeneratedToken per new token; an empty prompt starts from ``start_text(tokenizer)``.
 
     The model runs in eval mode while this generates and goes back to the mode it was in afterwards (also
     when the caller stops early or an error ends it), so a training loop can sample mid-run.
@@ -125,11 +128,13 @@ def stream(model: GPT, tokenizer: CharTokenizer, prompt: str, settings: Sampling
         model.train(was_training)
 
 
-def _decode(model: GPT, tokenizer: CharTokenizer, prompt: str, settings: SamplingSettings,
+def _decode(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSettings,
             use_cache: bool) -> Iterator[GeneratedToken]:
     device = next(model.parameters()).device
     context_size = model.config.context_size
+    vocabulary_size = int(tokenizer.vocabulary_size)  # a padded embedding's extra rows are never drawn
     ids = tokenizer.encode(prompt).tolist()
+    text = tokenizer.stream_decoder()
     generator = torch.Generator(device="cpu")
     if settings.seed is not None:
         generator.manual_seed(settings.seed)
@@ -138,7 +143,7 @@ def _decode(model: GPT, tokenizer: CharTokenizer, prompt: str, settings: Samplin
     top_k = min(settings.top_k, tokenizer.vocabulary_size) if settings.top_k else None
     cache: KVCache | None = None
     pending: list[int] = []
-    for _ in range(settings.max_new_tokens):
+    for step in range(settings.max_new_tokens):
         if use_cache:
             if cache is None or cache.length + len(pending) > context_size:
                 keep = ids[-(context_size // 2 if cache is not None else context_size):]
@@ -149,23 +154,24 @@ def _decode(model: GPT, tokenizer: CharTokenizer, prompt: str, settings: Samplin
         else:
             step_input = torch.tensor([ids[-context_size:]], device=device)
             logits = model(step_input).logits[0, -1]
-        probs = sampling_distribution(logits.cpu(), settings.temperature, top_k, settings.top_p)
+        probs = sampling_distribution(logits[:vocabulary_size].cpu(), settings.temperature, top_k, settings.top_p)
         if settings.greedy:
             token = int(torch.argmax(probs))
         else:
             token = int(torch.multinomial(probs, 1, generator=generator))
         top = torch.topk(probs, min(10, probs.numel()))
-        candidates = [(tokenizer.characters[int(i)], float(p)) for p, i in zip(top.values, top.indices)]
+        candidates = [(tokenizer.label(int(i)), float(p)) for p, i in zip(top.values, top.indices)]
         ids.append(token)
         pending = [token]
-        yield GeneratedToken(token, tokenizer.characters[token], float(probs[token]), candidates,
+        yield GeneratedToken(token, text.step(token, final=step == settings.max_new_tokens - 1), float(probs[token]),
+                             candidates,
                              cache.length if cache is not None else 0)
 
 
-def generate(model: GPT, tokenizer: CharTokenizer, prompt: str, max_new_tokens: int = 200,
+def generate(model: GPT, tokenizer: Tokenizer, prompt: str, max_new_tokens: int = 200,
              temperature: float = 1.0, top_k: int | None = None, seed: int | None = 1337,
              top_p: float | None = None, greedy: bool = False, use_cache: bool = True) -> str:
-    """The prompt's continuation (new characters only)."""
+    """The prompt's continuation (new text only)."""
     settings = SamplingSettings(max_new_tokens, temperature, top_k, top_p, greedy, seed)
     return "".join(t.text for t in stream(model, tokenizer, prompt, settings, use_cache))
 
@@ -261,8 +267,12 @@ def most_new_tokens_within(seconds: float, config: ModelConfig, parameters: int,
 
 
 def check_sampling_time(config: ModelConfig, parameters: int, prompt_length: int, settings: SamplingSettings,
-                        use_cache: bool, limit_seconds: float, rate: DecodingRate = CPU_RATE) -> float:
-    """The estimate in seconds, or a ValueError that says what to lower (and to what) to fit ``limit_seconds``."""
+                        use_cache: bool, limit_seconds: float, rate: DecodingRate = CPU_RATE, *,
+                        token_name: str = "character") -> float:
+    """The estimate in seconds, or a ValueError that says what to lower (and to what) to fit ``limit_seconds``.
+
+    ``prompt_length`` counts tokens; ``token_name`` is what the message calls them (the tokenizer's).
+    """
     estimate = sampling_seconds(config, parameters, prompt_length, settings.max_new_tokens, use_cache, rate)
     if estimate <= limit_seconds:
         return estimate
@@ -273,7 +283,7 @@ def check_sampling_time(config: ModelConfig, parameters: int, prompt_length: int
         cached = sampling_seconds(config, parameters, prompt_length, settings.max_new_tokens, True, rate)
         if cached <= limit_seconds:
             advice.append(f"switch the KV cache on (about {math.ceil(cached)} s for all {settings.max_new_tokens})")
-    raise ValueError(f"{settings.max_new_tokens} new characters {'with' if use_cache else 'without'} the KV cache "
+    raise ValueError(f"{settings.max_new_tokens} new {token_name}s {'with' if use_cache else 'without'} the KV cache "
                      f"would take about {math.ceil(estimate)} s on this server, over its limit of "
                      f"{limit_seconds:g} s per request (PLAYGROUND_MAX_REQUEST_SECONDS): " + ", or ".join(advice))
 

@@ -1,4 +1,5 @@
-"""Character-level tokenizer: one token per character, IDs in sorted character order.
+"""Character-level tokenizer: one token per character, IDs in sorted character order; and the interface every
+tokenizer the app uses shares (``Tokenizer``), which subword.BPETokenizer also implements.
 
 Owns the vocabulary and its JSON form. Knows nothing about models or files on disk.
 On Tiny Shakespeare (65 symbols) "Hello world" -> [20, 43, 50, 50, 53, 1, 61, 53, 56, 50, 42].
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -21,6 +23,23 @@ def escape_char(ch: str) -> str:
         code = ord(ch)
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
     return ch
+
+
+def escape_text(text: str) -> str:
+    """escape_char on every character: "to be\n" -> "to␣be\\n"."""
+    return "".join(escape_char(ch) for ch in text)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One token of a text as a chip shows it: its ID (None: not in the vocabulary), the characters
+    ``text[start:end]`` it came from, a readable label ("␣world") and a sentence for its hover."""
+
+    token_id: int | None
+    start: int
+    end: int
+    label: str
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,8 +66,65 @@ class VocabularySize(int):
         return int(self)
 
 
+class StreamDecoder(Protocol):
+    def step(self, token_id: int, final: bool = False) -> str:
+        """The text one more generated token adds ("" while it is part of a character still incomplete;
+        ``final``: the last token, so an incomplete character comes out as "�" instead of waiting)."""
+
+
+class Tokenizer(Protocol):
+    """What the app asks of a tokenizer, whatever its kind (CharTokenizer, subword.BPETokenizer)."""
+
+    kind: str  # "character" or "BPE"
+    token_name: str  # what one token is called in a sentence: "character" or "token"
+
+    @property
+    def vocabulary_size(self) -> VocabularySize: ...
+
+    @property
+    def start_text(self) -> str: ...
+
+    def encode(self, text: str) -> torch.Tensor: ...
+
+    def decode(self, ids: Iterable[int] | torch.Tensor) -> str: ...
+
+    def find_unknown(self, text: str) -> list[UnknownCharacter]: ...
+
+    def pieces(self, text: str) -> list[Piece]: ...
+
+    def label(self, token_id: int) -> str: ...
+
+    def stream_decoder(self) -> StreamDecoder: ...
+
+    def describe(self) -> str: ...
+
+
+def without_unknown(tokenizer: Tokenizer, text: str) -> str:
+    """``text`` with the characters the vocabulary lacks left out: "a∑b" -> "ab" for a vocabulary of a and b."""
+    unknown = {u.position for u in tokenizer.find_unknown(text)}
+    return "".join(ch for i, ch in enumerate(text) if i not in unknown) if unknown else text
+
+
+def labels(tokenizer: Tokenizer, ids: Iterable[int] | torch.Tensor) -> list[str]:
+    """One readable label per token ID, for chips and heatmap axes: [46, 47] -> ["h", "i"]; " world" -> ["␣world"]."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.reshape(-1).tolist()
+    return [tokenizer.label(int(i)) for i in ids]
+
+
+class _CharStream:
+    def __init__(self, tokenizer: CharTokenizer):
+        self.tokenizer = tokenizer
+
+    def step(self, token_id: int, final: bool = False) -> str:
+        return self.tokenizer.decode([token_id])
+
+
 class CharTokenizer:
     """Maps characters to integer IDs and back."""
+
+    kind = "character"
+    token_name = "character"
 
     def __init__(self, characters: Iterable[str]):
         chars = list(characters)
@@ -92,6 +168,30 @@ class CharTokenizer:
                 raise ValueError(f"token id {i} is outside the vocabulary (0..{len(self.characters) - 1})")
             out.append(self.characters[int(i)])
         return "".join(out)
+
+    @property
+    def start_text(self) -> str:
+        """What an empty prompt starts from: a newline, or the vocabulary's first symbol if it has none."""
+        return "\n" if "\n" in self._ids else self.characters[0]
+
+    def pieces(self, text: str) -> list[Piece]:
+        """One piece per character; a character the vocabulary lacks has no ID."""
+        out = []
+        for position, ch in enumerate(text):
+            token_id = self._ids.get(ch)
+            meaning = "not in the vocabulary" if token_id is None else f"-> {token_id}"
+            out.append(Piece(token_id, position, position + 1, escape_char(ch),
+                             f"position {position}: {escape_char(ch)!r} {meaning}"))
+        return out
+
+    def label(self, token_id: int) -> str:
+        return escape_char(self.decode([token_id]))
+
+    def stream_decoder(self) -> StreamDecoder:
+        return _CharStream(self)
+
+    def describe(self) -> str:
+        return f"character tokenizer, {self.vocabulary_size} characters"
 
     def to_dict(self) -> dict:
         return {"type": "char", "characters": list(self.characters)}

@@ -189,8 +189,8 @@ def test_download_then_load_gives_identical_logits(stub_hub, tiny_checkpoint, tm
     assert checkpoint.tokenizer == tokenizer and checkpoint.config == model.config
     idx = torch.randint(0, tokenizer.vocabulary_size, (2, 16))
     assert torch.equal(checkpoint.model(idx).logits, model(idx).logits)
-    assert sorted(stub_hub.requested_files()) == sorted(
-        [f for f in hub.CHECKPOINT_FILES for _ in ("HEAD", "GET")])
+    held = [f for f in hub.CHECKPOINT_FILES if f != "tokenizer.json"]  # a character checkpoint has no BPE file
+    assert sorted(stub_hub.requested_files()) == sorted([f for f in held for _ in ("HEAD", "GET")])
 
 
 def test_second_call_offline_uses_the_cache_without_requests(stub_hub, monkeypatch):

@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from playground.tokenizer import CharTokenizer, UnknownCharacterError, escape_char
+from playground.tokenizer import CharTokenizer, UnknownCharacterError, escape_char, labels, without_unknown
 
 
 def test_tiny_shakespeare_vocabulary_and_hello_world(shakespeare_text):
@@ -48,3 +48,66 @@ def test_vocabulary_size_reads_as_an_int_and_calls_as_notebook_000_calls_it():
     assert type(tokenizer.vocabulary_size()) is int
     assert tokenizer.vocabulary_size + 1 == 9 and f"{tokenizer.vocabulary_size}" == "8"
     assert json.loads(json.dumps({"v": tokenizer.vocabulary_size})) == {"v": 8}
+
+
+# ------------------------------------------------------------------------------ the interface, and BPE
+def test_character_pieces_and_dropping_unknown_characters():
+    tokenizer = CharTokenizer.train_from_text("ab ")
+    pieces = tokenizer.pieces("a∑ b")
+    assert [(p.token_id, p.start, p.label) for p in pieces] == [(1, 0, "a"), (None, 1, "∑"), (0, 2, "␣"), (2, 3, "b")]
+    assert without_unknown(tokenizer, "a∑ b∑") == "a b"
+    assert labels(tokenizer, tokenizer.encode("ba ")) == ["b", "a", "␣"]
+    assert tokenizer.start_text == " " and CharTokenizer.train_from_text("a\n").start_text == "\n"
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    from test_gpt2 import train_bpe
+
+    return train_bpe()
+
+
+def test_bpe_pieces_show_the_space_marker_and_round_trip_any_text(bpe):
+    pieces = bpe.pieces("To be or not")
+    assert "".join(p.label for p in pieces) == "To␣be␣or␣not" and len(pieces) < 12  # merged: fewer than characters
+    assert any(p.label.startswith("␣") and len(p.label) > 1 for p in pieces)  # " be": one token, space first
+    assert all(bpe.token(p.token_id).startswith("Ġ") == p.label.startswith("␣") for p in pieces)
+    text = "Grüße, жизнь ∑ 🙂\n\t<|endoftext|>"
+    assert bpe.find_unknown(text) == [] and bpe.decode(bpe.encode(text)) == text
+    assert bpe.encode("<|endoftext|>").tolist() == [bpe.vocabulary_size - 1] and bpe.start_text == "<|endoftext|>"
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        bpe.decode([bpe.vocabulary_size])
+
+
+def test_a_character_split_over_two_tokens_streams_whole(bpe):
+    ids = bpe.encode("жж").tolist()  # never seen in training: two byte tokens each (0xd0 0xb6)
+    assert len(ids) == 4 and bpe.label(ids[0]) == "\\xd0"
+    stream = bpe.stream_decoder()
+    assert [stream.step(i) for i in ids] == ["", "ж", "", "ж"]
+    assert bpe.stream_decoder().step(ids[0], final=True) == "\ufffd"  # the last token: no waiting
+
+
+def test_merges_replay_the_merge_list_and_end_at_the_librarys_tokens(bpe):
+    for word in ("nobler", " question", " to be", "Café", "xyz"):
+        for piece in bpe.word_merges(word):
+            assert piece.matches, piece
+            symbols = list(piece.start)
+            for step in piece.steps:  # each step joins one pair of the list, wherever it occurs
+                assert (step.left + step.right) in step.symbols and len(step.symbols) < len(symbols)
+                symbols = list(step.symbols)
+    question = bpe.word_merges(" question")[0]
+    assert question.piece == "Ġquestion" and question.start == tuple("Ġquestion") and question.steps
+    assert [s.rank for s in question.steps] == sorted(s.rank for s in question.steps)  # lowest rank first
+    assert [bpe.symbol_label(s) for s in question.start[:2]] == ["␣", "q"]
+    assert len(bpe.word_merges(" to be")) == 2  # the pre-tokenizer splits words first
+
+
+def test_a_tokenizer_file_that_is_not_bpe_is_refused():
+    from playground.subword import BPETokenizer, TokenizerFileError
+
+    with pytest.raises(TokenizerFileError, match="not a tokenizer.json the tokenizers library can read"):
+        BPETokenizer.from_str("{not json")
+    from tokenizers import Tokenizer, models
+
+    with pytest.raises(TokenizerFileError, match="holds a WordLevel model, not BPE"):
+        BPETokenizer.from_str(Tokenizer(models.WordLevel({"a": 0}, unk_token="a")).to_str())

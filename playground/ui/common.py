@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 
 FAST_SLOTS = 4  # quick views served at once
 CHECKPOINT_CACHE_SIZE = 4  # loaded checkpoints kept in memory, least recently used dropped first
+CHECKPOINT_CACHE_SHARE = 0.5  # and their weights' bytes together at most this share of the memory budget
 
 
 @dataclass
@@ -75,7 +76,8 @@ class AppContext:
     def checkpoint(self, name: str) -> checkpoints.Checkpoint:
         """A local checkpoint (reloaded when its files change) or a Hub repo id ``owner/name`` (downloaded
         once), loaded onto this server's device. The last ``CHECKPOINT_CACHE_SIZE`` stay loaded, keyed by
-        their canonical form, so "big" and "big " are one entry."""
+        their canonical form, so "big" and "big " are one entry; fewer when their weights' bytes together
+        (a GPT-2 holds 0.5 GB) pass CHECKPOINT_CACHE_SHARE of the memory budget, the last one loaded always kept."""
         key = loading.source_key(name)  # never a folder path: the API only reads this server's weights folder
         stamp = loading.weights_stamp(key, self.weights)
         with self._lock:
@@ -88,7 +90,9 @@ class AppContext:
         with self._lock:
             self._checkpoints[key] = (stamp, loaded)
             self._checkpoints.move_to_end(key)
-            while len(self._checkpoints) > CHECKPOINT_CACHE_SIZE:
+            room = CHECKPOINT_CACHE_SHARE * self.budget.total
+            while len(self._checkpoints) > CHECKPOINT_CACHE_SIZE or len(self._checkpoints) > 1 and sum(
+                    entry.model.weights_bytes() for _, entry in self._checkpoints.values()) > room:
                 self._checkpoints.popitem(last=False)
         return loaded
 

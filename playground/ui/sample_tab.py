@@ -1,9 +1,10 @@
 """Sample tab: stream text from a checkpoint with temperature, top-k, top-p, a seed and a KV cache.
 
-Every generated character keeps the distribution it was drawn from; tapping or clicking it in the coloured text
-(a gr.HTML whose js_on_load fires its click event with the character's position) shows the top-10 candidates
-and what that character attended to, on a phone as on a desktop. A generation is priced before it starts
-(sampling.check_sampling_time, sampling.sampling_cost) and shown as it grows, in batches the browser keeps up with.
+Every generated token (a character, or a GPT-2 checkpoint's BPE piece) keeps the distribution it was drawn from;
+tapping or clicking it in the coloured text (a gr.HTML whose js_on_load fires its click event with the token's
+position) shows the top-10 candidates and what that token attended to, on a phone as on a desktop. A generation
+is priced before it starts (sampling.check_sampling_time, sampling.sampling_cost) and shown as it grows, in
+batches the browser keeps up with.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from playground import checks, plots
 from playground.budget import inference_cost
 from playground.device import describe
 from playground.sampling import SamplingSettings, check_sampling_time, sampling_cost, start_text, stream
-from playground.tokenizer import escape_char
+from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, without_unknown
 from playground.ui import bring_model, publish
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
 
@@ -48,7 +49,13 @@ def checkpoint_summary(ctx: AppContext, name: str) -> str:
     device = next(loaded.model.parameters()).device
     return (f"**{loaded.name}** · {loaded.model.parameter_count():,} parameters · {config.layers_num} layers × "
             f"{config.heads_num} heads · embedding {config.embedding_dim} · context {config.context_size} · "
-            f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}")
+            f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}\n\n"
+            f"{loaded.description}")
+
+
+def _plural(tokenizer: Tokenizer) -> str:
+    """What the generated tokens are called: "characters", or "tokens" for a subword tokenizer."""
+    return f"{tokenizer.token_name}s"
 
 
 def _span(position: int, token) -> str:
@@ -57,7 +64,7 @@ def _span(position: int, token) -> str:
     longer text only appends to its value and Gradio streams just the new spans."""
     shade = int(255 * token.probability)
     title = f"#{position}: p = {token.probability:.3f}; top: " + ", ".join(
-        f"{escape_char(c)!r} {p:.2f}" for c, p in token.candidates[:5])
+        f"{label!r} {p:.2f}" for label, p in token.candidates[:5])
     text = html.escape(token.text).replace("\n", "↵<br>")
     return (f'<span data-position="{position}" title="{html.escape(title)}" style="background:rgb(255,'
             f'{155 + shade * 100 // 255},{80 + shade * 175 // 255})">{text}</span>')
@@ -106,27 +113,35 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
                                 top_p=None if top_p in (None, "", 1) else top_p,  # and so does its 1
                                 greedy=bool(greedy), seed=seed).within(ctx.limits)
     loaded = ctx.checkpoint(checkpoint)
+    tokenizer = loaded.tokenizer
     notes = []
-    unknown = loaded.tokenizer.find_unknown(prompt)
+    unknown = tokenizer.find_unknown(prompt)
     if unknown:
         listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
         if not drop_unknown:
             raise ValueError(f"the prompt has {len(unknown)} character(s) this model does not know: {listed}. "
                              "Tick 'drop unknown characters' to remove them, or edit the prompt.")
-        prompt = "".join(c for c in prompt if not loaded.tokenizer.find_unknown(c))
+        prompt = without_unknown(tokenizer, prompt)
         notes.append(f"dropped {len(unknown)} unknown character(s): {listed}")
     vocabulary_size = loaded.tokenizer.vocabulary_size
     if settings.top_k is not None and settings.top_k > vocabulary_size:
         notes.append(f"top-k {settings.top_k} is larger than the vocabulary; clamped to {vocabulary_size}")
         settings = replace(settings, top_k=vocabulary_size)
-    start = prompt or start_text(loaded.tokenizer)
+    start = prompt or start_text(tokenizer)
     if not prompt:
-        notes.append("the prompt is empty: generation starts from "
-                     + ("a newline" if start == "\n" else f"{escape_char(start)!r}, the vocabulary's first symbol"))
+        if start == "\n":
+            origin = "a newline"
+        elif isinstance(tokenizer, CharTokenizer):
+            origin = f"{escape_char(start)!r}, the vocabulary's first symbol"
+        else:
+            origin = f"{start!r}, the special token that separated the documents it was trained on"
+        notes.append(f"the prompt is empty: generation starts from {origin}")
+    prompt_ids = tokenizer.encode(start).tolist()
     config = loaded.config
     parameters = loaded.model.parameter_count()
     limit = max_request_seconds(ctx)
-    check_sampling_time(config, parameters, len(start), settings, use_cache, limit)
+    check_sampling_time(config, parameters, len(prompt_ids), settings, use_cache, limit,
+                        token_name=tokenizer.token_name)
     cost = sampling_cost(config, parameters)
     device = describe(next(loaded.model.parameters()).device)
     all_speeds = dict((history or {}).get("speeds", {}))
@@ -139,39 +154,40 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         elapsed = max(clock() - started, 1e-9)
         rate = len(tokens) / elapsed
         speeds[mode] = rate
-        stats = (f"{speed_sentence(rate, use_cache, speeds.get(other))}. {len(tokens)} characters in "
+        stats = (f"{speed_sentence(rate, use_cache, speeds.get(other))}. {len(tokens)} {_plural(tokenizer)} in "
                  f"{elapsed:,.1f} s on {device}.\n\n"
                  + _cache_line(config.layers_num, config.heads_num, config.head_size, cache_length, use_cache))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
 
     with ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"):
         started = last_shown = clock()
-        yield (prompt, "", f"Generating {settings.max_new_tokens} characters…",
+        yield (prompt, "", f"Generating {settings.max_new_tokens} {_plural(tokenizer)}…",
                {"generating": True, "speeds": all_speeds})  # a tap now waits for the finished text
         cache_length = 0
-        for token in stream(loaded.model, loaded.tokenizer, prompt, settings, use_cache=use_cache):
+        for token in stream(loaded.model, tokenizer, prompt, settings, use_cache=use_cache):
             spans.append(_span(len(tokens), token))
             tokens.append(token)
             cache_length = token.cache_length
             now = clock()
             if now - started > limit and len(tokens) < settings.max_new_tokens:  # slower than estimated: busy
-                notes.append(f"stopped after {len(tokens)} of {settings.max_new_tokens} characters at this server's "
-                             f"limit of {limit:g} s per request (PLAYGROUND_MAX_REQUEST_SECONDS): it is busier than "
-                             "usual; ask for fewer characters" + ("" if use_cache else " or switch the KV cache on"))
+                notes.append(f"stopped after {len(tokens)} of {settings.max_new_tokens} {_plural(tokenizer)} at "
+                             f"this server's limit of {limit:g} s per request (PLAYGROUND_MAX_REQUEST_SECONDS): it is "
+                             f"busier than usual; ask for fewer {_plural(tokenizer)}"
+                             + ("" if use_cache else " or switch the KV cache on"))
                 break
             if now - last_shown >= update_seconds and len(tokens) < settings.max_new_tokens:
                 last_shown = now
                 yield *shown(cache_length), gr.skip()
         final = shown(cache_length)
     all_speeds[loaded.name] = speeds
-    state = {"checkpoint": checkpoint, "prompt": prompt, "speeds": all_speeds,
-             "tokens": [{"text": t.text, "probability": t.probability, "candidates": t.candidates}
+    state = {"checkpoint": checkpoint, "prompt": prompt, "prompt_ids": prompt_ids, "speeds": all_speeds,
+             "tokens": [{"id": t.token_id, "text": t.text, "probability": t.probability, "candidates": t.candidates}
                         for t in tokens]}
     yield *final, state
 
 
 def inspect_position(ctx: AppContext, history: dict | None, position, layer, head):
-    """(top-10 bar chart, attention-over-context bar chart, Markdown) for one generated character."""
+    """(top-10 bar chart, attention-over-context bar chart, Markdown) for one generated token."""
     if history and history.get("generating"):
         raise ValueError("There is no finished text to inspect yet: wait until the generation ends (or generate "
                          "again), then pick a character")
@@ -179,36 +195,39 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
         raise ValueError("Generate some text first, then pick a position")
     tokens = history["tokens"]
     position = checks.whole_number(position, "position", 0)
-    if position >= len(tokens):
-        raise ValueError(f"position {position} is past the end: this text has {len(tokens)} generated characters, "
-                         f"at positions 0 to {len(tokens) - 1}. Tap or click a character to pick it.")
     loaded = ctx.checkpoint(history["checkpoint"])
-    config = loaded.config
+    tokenizer, config = loaded.tokenizer, loaded.config
+    if position >= len(tokens):
+        raise ValueError(f"position {position} is past the end: this text has {len(tokens)} generated "
+                         f"{_plural(tokenizer)}, at positions 0 to {len(tokens) - 1}. Tap or click a "
+                         f"{tokenizer.token_name} to pick it.")
     layer = checks.whole_number(layer, "layer", 0, config.layers_num - 1)
     head = checks.whole_number(head, "head", 0, config.heads_num - 1)
     token = tokens[position]
     candidates = token["candidates"]
+    drawn = tokenizer.label(token["id"])
     top = plots.bar_chart([c for c, _ in candidates], [p for _, p in candidates],
-                          f"Top-10 candidates at #{position}<br>drawn: {escape_char(token['text'])!r}, "
+                          f"Top-10 candidates at #{position}<br>drawn: {drawn!r}, "
                           f"p = {token['probability']:.3f}", "probability")  # two lines: a phone is narrow
-    context_text = (history["prompt"] or start_text(loaded.tokenizer)) + "".join(t["text"] for t in tokens[:position])
-    context_text = context_text[-config.context_size:]
+    # what the model saw when it drew this token: the prompt's IDs and the tokens drawn before, cut to its context
+    context_ids = [*history["prompt_ids"], *(t["id"] for t in tokens[:position])][-config.context_size:]
+    context_labels = labels(tokenizer, context_ids)
     cost = inference_cost(parameters=loaded.model.parameter_count(), layers_num=config.layers_num,
                           heads_num=config.heads_num, embedding_dim=config.embedding_dim,
-                          context_size=len(context_text), vocabulary_size=config.vocabulary_size, attention_maps=True)
+                          context_size=len(context_ids), vocabulary_size=config.vocabulary_size, attention_maps=True)
     with ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"), \
             torch.no_grad():
-        ids = loaded.tokenizer.encode(context_text)[None].to(next(loaded.model.parameters()).device)
+        ids = torch.tensor([context_ids], dtype=torch.long, device=next(loaded.model.parameters()).device)
         weights = loaded.model(ids, return_attention=True).attention_weights[layer][0, head, -1].cpu()
-    attention = plots.bar_chart(list(context_text), weights.tolist(),
+    attention = plots.bar_chart(context_labels, weights.tolist(),
                                 f"What drawing #{position} attended to<br>layer {layer}, head {head}",
                                 "attention weight")
     strongest = torch.topk(weights, min(5, weights.numel()))
-    named = ", ".join(f"{escape_char(context_text[i])!r} ({i}) {w:.2f}"
+    named = ", ".join(f"{context_labels[i]!r} ({i}) {w:.2f}"
                       for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
-    note = (f"Character #{position} ({escape_char(token['text'])!r}) was drawn with probability "
+    note = (f"{tokenizer.token_name.capitalize()} #{position} ({drawn!r}) was drawn with probability "
             f"{token['probability']:.3f} from the distribution after temperature, top-k and top-p; the model saw "
-            f"the last {len(context_text)} characters. Strongest attention: {named}.")
+            f"the last {len(context_ids)} {_plural(tokenizer)}. Strongest attention: {named}.")
     return top, attention, note
 
 
@@ -222,7 +241,8 @@ def inspect_picked(ctx: AppContext, history: dict | None, position, layer, head)
 
 def build(ctx: AppContext) -> None:
     gr.Markdown(
-        "Generate text one character at a time. Each step the model gives a probability to every character; "
+        "Generate text one character at a time (one subword token at a time from a GPT-2 checkpoint: type a Hub "
+        "repo id such as openai-community/gpt2). Each step the model gives a probability to every character; "
         "temperature sharpens or flattens that distribution, top-k and top-p cut its tail, and the seed makes "
         "the draw repeatable. The KV cache keeps each layer's keys and values so earlier characters are not "
         "recomputed: switch it off and compare the speed."

@@ -1,4 +1,8 @@
-"""Tokenize tab: text -> character tokens with IDs, the round trip, counts and the vocabulary table.
+"""Tokenize tab: text -> tokens with IDs, the round trip, counts and the vocabulary table.
+
+The checkpoint's own tokenizer decides the chips: one per character for the playground's checkpoints, one per
+BPE piece for a GPT-2 layout checkpoint, shown beside the same text in characters (how many tokens each needs),
+with the byte-level space marker explained and, on request, the merges that built a word.
 
 The result is drawn when the page opens and again as the text, the vocabulary source or the checkpoint
 changes, without a click; the Tokenize button (api_name "tokenize") stays for the API and for people who
@@ -14,21 +18,26 @@ import gradio as gr
 
 from playground import checks
 from playground.data import is_tiny_shakespeare
-from playground.tokenizer import CharTokenizer, escape_char
+from playground.subword import SPACE_MARKER_NOTE, BPETokenizer
+from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, without_unknown
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, message_for
 from playground.ui.widgets import chips_html
 
 SOURCES = ("loaded checkpoint", "corpus (Tiny Shakespeare)", "this text")
 DEFAULT_TEXT = "Hello world"
 TABLE_HEADERS = ["ID", "character", "shown as", "count"]
+PIECE_HEADERS = ["#", "ID", "token in the vocabulary", "shown as", "characters"]
+MAX_WORD_CHARS = 64  # the merges of a word or two: a step per merge, each listing the word's symbols
 
 
 def _vocabulary(ctx: AppContext, source: str, checkpoint: str | None,
-                text: str) -> tuple[CharTokenizer, str, Counter, str | None]:
+                text: str) -> tuple[Tokenizer, str, Counter, str | None]:
     """The tokenizer for ``source``, a name for where its counts come from, those counts, and a notice when
     the corpus counted in is not the one asked for (offline, the built-in Sonnets stand in for Tiny Shakespeare)."""
     if source == SOURCES[0]:
         loaded = ctx.checkpoint(checkpoint or ctx.default_checkpoint_name() or "")
+        if not isinstance(loaded.tokenizer, CharTokenizer):
+            return loaded.tokenizer, "this text", Counter(), loaded.description
         trained_on = (loaded.training or {}).get("corpus") or {}
         if not is_tiny_shakespeare(trained_on.get("name"), trained_on.get("source")):
             return loaded.tokenizer, "this text", Counter(text), None
@@ -55,8 +64,10 @@ def tokenize(ctx: AppContext, text: str, source: str, checkpoint: str | None, *,
     """
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
     tokenizer, counts_label, counts, corpus_notice = _vocabulary(ctx, source, checkpoint, text)
+    if not isinstance(tokenizer, CharTokenizer):
+        return _subword(text, tokenizer, corpus_notice, warn)
     unknown = tokenizer.find_unknown(text)
-    known_text = "".join(c for c in text if not tokenizer.find_unknown(c))
+    known_text = without_unknown(tokenizer, text)
     ids = tokenizer.encode(known_text).tolist()
     decoded = tokenizer.decode(ids)
     notes = [corpus_notice] if corpus_notice else []
@@ -75,6 +86,68 @@ def tokenize(ctx: AppContext, text: str, source: str, checkpoint: str | None, *,
     return chips_html(text, tokenizer), str(ids), decoded, "\n\n".join([stats, *notes]), table
 
 
+def _subword(text: str, tokenizer: Tokenizer, description: str | None, warn: bool):
+    """``tokenize`` for a subword tokenizer: its pieces, and the same text as characters beside them."""
+    unknown = tokenizer.find_unknown(text)
+    known_text = without_unknown(tokenizer, text)
+    pieces = tokenizer.pieces(known_text)
+    ids = [p.token_id for p in pieces]
+    decoded = tokenizer.decode(ids)
+    characters = CharTokenizer.train_from_text(text) if text else None
+    chips = chips_html(known_text, tokenizer, f"{tokenizer.kind}, the checkpoint's own tokenizer: {len(ids)} tokens")
+    if characters is not None:
+        chips += chips_html(text, characters, f"The character tokenizer on the same text: {len(text)} tokens")
+    ratio = f" ({len(text) / len(ids):.1f} characters a token)" if ids else ""
+    stats = (f"**{len(text)}** characters · **{len(ids)}** {tokenizer.kind} tokens{ratio}; the character tokenizer "
+             f"needs **{len(text)}** · vocabulary of **{tokenizer.vocabulary_size:,}** tokens · round trip "
+             f"{'exact' if decoded == text else 'loses the unknown characters'}")
+    notes = [note for note in (description,) if note]
+    if isinstance(tokenizer, BPETokenizer) and tokenizer.byte_level:
+        notes.append(SPACE_MARKER_NOTE)
+    if unknown:
+        listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
+        notes.append(f"**{len(unknown)} character(s) are not in this vocabulary**: {listed}"
+                     f"{' ...' if len(unknown) > 10 else ''}. They were left out of the IDs.")
+        if warn:
+            gr.Warning(f"{len(unknown)} character(s) are not in the vocabulary: {listed}")
+    written = tokenizer.token if isinstance(tokenizer, BPETokenizer) else tokenizer.label
+    rows = [[i, p.token_id, written(p.token_id), p.label, known_text[p.start:p.end]] for i, p in enumerate(pieces)]
+    table = {"headers": PIECE_HEADERS, "data": rows}
+    return chips, str(ids), decoded, "\n\n".join([stats, *notes]), table
+
+
+def merges(ctx: AppContext, word: str, checkpoint: str | None) -> str:
+    """Markdown: the merges that built ``word`` in the checkpoint's BPE tokenizer, step by step."""
+    word = checks.text(word, "The word", MAX_WORD_CHARS)
+    if not word:
+        raise ValueError("Type a word to see the merges that build it")
+    loaded = ctx.checkpoint(checkpoint or ctx.default_checkpoint_name() or "")
+    tokenizer = loaded.tokenizer
+    if not isinstance(tokenizer, BPETokenizer):
+        return (f"{loaded.name} has a {tokenizer.kind} tokenizer: every character is a token, so nothing is "
+                "merged. Type a GPT-2 Hub repo id (owner/name) in Checkpoint to see BPE merges.")
+    label = tokenizer.symbol_label
+    parts = []
+    for piece in tokenizer.word_merges(word):
+        lines = [f"**{label(piece.piece)}** (written `{piece.piece}` in the vocabulary)", "",
+                 "start: " + " ".join(f"`{label(s)}`" for s in piece.start)]
+        if piece.whole_word:
+            lines.append("the whole piece is in the vocabulary: this tokenizer takes it without merging")
+        for number, step in enumerate(piece.steps, 1):
+            lines.append(f"{number}. `{label(step.left)}` + `{label(step.right)}` (merge {step.rank:,} of the list) "
+                         "→ " + " ".join(f"`{label(s)}`" for s in step.symbols))
+        library = ", ".join(f"`{label(token)}`" for token in piece.library_tokens)
+        lines.append("")
+        lines.append(f"The tokenizers library gives {library}" + (
+            ": the same." if piece.matches else ": different from this replay (its options differ from the "
+                                                "plain merge order)."))
+        parts.append("\n".join(lines))
+    intro = ("BPE starts from single bytes and applies its merge list in order: each step joins the adjacent pair "
+             "that was learnt earliest, wherever it occurs, until no listed pair is left. ")
+    note = SPACE_MARKER_NOTE if tokenizer.byte_level else ""
+    return intro + note + "\n\n" + "\n\n---\n\n".join(parts)
+
+
 def tokenize_live(ctx: AppContext, text: str, source: str, checkpoint: str | None):
     """``tokenize`` as the page opens and as a person types: a refusal becomes the counts' text, not an error."""
     try:
@@ -87,7 +160,9 @@ def build(ctx: AppContext) -> None:
     gr.Markdown(
         "A character-level tokenizer gives every distinct character an ID: the IDs are the characters in "
         "sorted order. The model only ever sees these numbers. Type some text and see each character's ID; "
-        "pick where the vocabulary comes from."
+        "pick where the vocabulary comes from. A GPT-2 checkpoint from the Hub (type its repo id, e.g. "
+        "openai-community/gpt2) brings its own BPE tokenizer: its chips are subword pieces, shown beside the "
+        "same text in characters."
     )
     with gr.Row():
         with gr.Column(scale=2):
@@ -104,6 +179,12 @@ def build(ctx: AppContext) -> None:
         decoded = gr.Textbox(label="Decoded back (round trip)", lines=2)
     table = gr.Dataframe(label="Vocabulary", headers=TABLE_HEADERS, interactive=False, max_height=400,
                          elem_classes=["playground-table"])
+    with gr.Accordion("How BPE built a word (a BPE checkpoint's merges)", open=False):
+        with gr.Row():
+            word = gr.Textbox(" question", label="Word", max_length=MAX_WORD_CHARS,
+                              info="a leading space gives the form a word takes inside a sentence")
+            show_merges = gr.Button("Show merges")
+        merge_steps = gr.Markdown(label="merges")
 
     handler = bound(tokenize, ctx)
     inputs, outputs = [text, source, checkpoint], [chips, ids, decoded, stats, table]
@@ -112,3 +193,5 @@ def build(ctx: AppContext) -> None:
     # no triggers: when the page loads and whenever an input changes (typing, the source, the checkpoint)
     gr.on(None, bound(tokenize_live, ctx), inputs, outputs, api_name="tokenize_live", api_visibility="private",
           show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
+    gr.on([show_merges.click, word.submit], bound(merges, ctx), [word, checkpoint], merge_steps,
+          api_name="tokenize_merges", api_visibility="private", **ctx.fast_lane)
