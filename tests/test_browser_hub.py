@@ -1,30 +1,47 @@
 """The Hub field in Chromium: a learner types a repo id, the app fetches it from a stub Hub on 127.0.0.1, and the
-Tokenize and Sample tabs use it. The server is app.py with a user's defaults plus HF_ENDPOINT (the stub)."""
+tabs use it: a playground character checkpoint in Tokenize and Sample, a GPT-2 layout repo (BPE) in Tokenize,
+Attention and Sample. The server is app.py with a user's defaults plus HF_ENDPOINT (the stub); zero console errors."""
 
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
-from browser_support import DESKTOP, WAIT_MS, expect_no_error, open_page, open_tab, screenshot, start_app
+from browser_support import DESKTOP, WAIT_MS, expect_no_error, open_page, open_tab, plot_titled, screenshot, start_app
 from playwright.sync_api import expect
+from test_gpt2 import make_tiny_gpt2
 from test_hub import StubHub, make_tiny_checkpoint
 
 pytestmark = pytest.mark.browser
 REPO_ID = "learner/tiny-char"
+GPT2_REPO_ID = "learner/tiny-gpt2"
+TEXT = "To be, or not to be"
 
 
 @pytest.fixture(scope="module")
 def hub_server(tmp_path_factory):
+    """One app and one stub Hub for both kinds of repo: a playground character checkpoint and a GPT-2 layout repo
+    (a tiny random GPT2LMHeadModel saved by ``transformers`` with a BPE tokenizer.json, test_gpt2)."""
     _, _, files = make_tiny_checkpoint(tmp_path_factory.mktemp("saved"))
     stub = StubHub({REPO_ID: files})
     stub.thread.start()
+    built = {}
+
+    def build():  # importing transformers takes seconds: done while the app starts
+        built["model"], built["tokenizer"], stub.repos[GPT2_REPO_ID] = make_tiny_gpt2(tmp_path_factory.mktemp("gpt2"))
+
+    builder = threading.Thread(target=build)
+    builder.start()
     servers = start_app(tmp_path_factory.mktemp("hub-server"), {"HF_ENDPOINT": stub.url})
     try:
         server = next(servers)
-        server.stub = stub
+        builder.join()
+        assert GPT2_REPO_ID in stub.repos, "the tiny GPT-2 repo was not built"
+        server.stub, server.tokenizer = stub, built["tokenizer"]
         yield server
     finally:
+        builder.join()
         servers.close()
         stub.server.shutdown()
         stub.server.server_close()
@@ -61,3 +78,41 @@ def test_a_hub_checkpoint_tokenizes_and_samples(hub_page, hub_server):
     assert not any(path.endswith((".bin", ".pt", ".pkl")) for _, path in hub_server.stub.requests)
     assert all("authorization" not in {k.lower() for k in headers} for headers in hub_server.stub.headers)
     screenshot(hub_page, "sample-hub", publish=False)
+
+
+def test_a_hub_gpt2_in_tokenize_attention_and_sample(hub_page, hub_server):
+    page, tokenizer = hub_page, hub_server.tokenizer
+    pieces = tokenizer.encode(TEXT).tolist()
+
+    panel = open_tab(page, "Tokenize")
+    panel.get_by_label("Text", exact=True).fill(TEXT)
+    _choose_checkpoint(panel, GPT2_REPO_ID)
+    expect(panel.locator(".tok-bpe .tok-chip")).to_have_count(len(pieces), timeout=WAIT_MS)
+    expect(panel.locator(".tok-character .tok-chip")).to_have_count(len(TEXT))
+    expect(panel.get_by_label("Token IDs")).to_have_value(str(pieces))
+    expect(panel).to_contain_text(f"{len(pieces)} BPE tokens")
+    expect(panel).to_contain_text("GPT-2 layout from learner/tiny-gpt2, byte-level BPE tokenizer")
+    panel.get_by_text("How BPE built a word").click()
+    panel.get_by_role("button", name="Show merges", exact=True).click()
+    expect(panel).to_contain_text("The tokenizers library gives", timeout=WAIT_MS)
+    screenshot(page, "tokenize-gpt2", publish=False)
+
+    panel = open_tab(page, "Attention")
+    panel.get_by_label("Text (not used by the presets)", exact=True).fill(TEXT)
+    _choose_checkpoint(panel, GPT2_REPO_ID)
+    expect(panel).to_contain_text(f"T = {len(pieces)} tokens · C = 32 · d_k = 16", timeout=WAIT_MS)
+    panel.get_by_role("button", name="Next ▶").click()
+    expect(plot_titled(panel, "Q")).to_have_count(1, timeout=WAIT_MS)
+    expect(panel.locator(".js-plotly-plot:visible")).to_have_count(5, timeout=WAIT_MS)  # Q, K, V and a query's rows
+
+    panel = open_tab(page, "Sample")
+    _choose_checkpoint(panel, GPT2_REPO_ID)
+    expect(panel).to_contain_text("GPT-2 layout from learner/tiny-gpt2", timeout=WAIT_MS)
+    panel.get_by_label("Prompt", exact=True).fill("To be")
+    panel.get_by_label("max new tokens", exact=True).fill("16")
+    panel.get_by_role("button", name="Generate", exact=True).click()
+    expect(panel).to_contain_text("16 tokens in", timeout=WAIT_MS)
+    expect(panel.get_by_label("Text", exact=True)).to_have_value(re.compile(r"^To be[\s\S]+"))
+    expect_no_error(page)
+    assert not any(path.endswith((".bin", ".pt", ".pkl")) for _, path in hub_server.stub.requests)
+    screenshot(page, "sample-gpt2", publish=False)
