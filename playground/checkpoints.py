@@ -144,13 +144,19 @@ def owner_hash(token: str) -> str:
     return hashlib.sha256(f"attention-playground owner:{token}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def recorded_owner(name: str, directory: Path | None = None) -> str | None:
-    """The owner hash a run's training.json records, or None (an operator's run, an older one, or no run)."""
+def read_training(name: str, directory: Path | None = None) -> dict[str, Any] | None:
+    """A checkpoint's training.json without loading its weights; None when it has none (or it is unreadable)."""
     path = (Path(directory) if directory is not None else weights_dir()) / validate_name(name) / TRAINING_FILE
     try:
-        owner = json.loads(path.read_text(encoding="utf-8")).get(OWNER_FIELD)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        training = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
+    return training if isinstance(training, dict) else None
+
+
+def recorded_owner(name: str, directory: Path | None = None) -> str | None:
+    """The owner hash a run's training.json records, or None (an operator's run, an older one, or no run)."""
+    owner = (read_training(name, directory) or {}).get(OWNER_FIELD)
     return owner if isinstance(owner, str) and owner else None
 
 

@@ -29,6 +29,7 @@ from playground.run import (
     format_seconds,
     prepare_run,
     run_training,
+    seconds_before,
 )
 from playground.train import StepMetrics, TrainResult
 
@@ -148,7 +149,9 @@ class TrainingJobs:
                          message=f"training on {run.corpus.label} on {run.device}{notes}")
             with self._lock:
                 job.train_loss.extend(tuple(p) for p in run.history.get("train_loss", []))
-                job.val_loss.extend(tuple(p) for p in run.history.get("val_loss", []))
+                seconds = {step: t for step, t in run.history.get("val_seconds", [])}
+                job.val_loss.extend((*p[:2], seconds[p[0]]) if p[0] in seconds else tuple(p)
+                                    for p in run.history.get("val_loss", []))
             job.thread = threading.Thread(target=self._work, args=(job, run), name="training-run", daemon=True)
             job.thread.start()
         except BaseException:
@@ -191,11 +194,12 @@ class TrainingJobs:
             job.status = replace(job.status, **changes)
 
     def _work(self, job: _Job, run: PreparedRun) -> None:
+        before = seconds_before(run)
         def on_step(step: int, metrics: StepMetrics) -> None:
             with self._lock:
                 job.train_loss.append((step, metrics.train_loss))
-                if metrics.val_loss is not None:
-                    job.val_loss.append((step, metrics.val_loss))
+                if metrics.val_loss is not None:  # (step, loss, wall seconds since the run first started)
+                    job.val_loss.append((step, metrics.val_loss, before + metrics.elapsed_seconds))
                 job.status = replace(job.status, step=step, tokens_per_second=metrics.tokens_per_second,
                                      elapsed_seconds=metrics.elapsed_seconds, learning_rate=metrics.learning_rate)
 

@@ -169,6 +169,29 @@ def line_chart(series: dict[str, Sequence[Sequence[float]]], title: str = "", x_
     return figure
 
 
+CURVE_COLOURS = ("#e4572e", "#17bebb", "#4c6ef5", "#76b041", "#9c27b0", "#ff9f1c", "#6d6875")
+
+
+def curve_overlay(runs: Sequence[tuple[str, Sequence[Sequence[float]], Sequence[Sequence[float]]]], title: str = "",
+                  x_title: str = "step", height: int = 420) -> go.Figure:
+    """Runs' curves on one chart: per run (label, validation [x, loss] points, training [x, loss] points), one
+    colour each, validation solid with markers, training thin and faded."""
+    figure = go.Figure()
+    for index, (label, val, train) in enumerate(runs):
+        colour = CURVE_COLOURS[index % len(CURVE_COLOURS)]
+        if train:
+            figure.add_trace(go.Scatter(x=[p[0] for p in train], y=[p[1] for p in train], mode="lines",
+                                        name=f"{label} (train)", line=dict(color=colour, width=1), opacity=0.35,
+                                        legendgroup=label, showlegend=False))
+        if val:
+            figure.add_trace(go.Scatter(x=[p[0] for p in val], y=[p[1] for p in val], mode="lines+markers",
+                                        name=label, line=dict(color=colour, width=2.5), legendgroup=label))
+    layout, top = _title_layout(title)
+    figure.update_layout(title=layout, height=height, xaxis_title=x_title, yaxis_title="loss",
+                         margin=dict(l=60, r=20, t=top, b=50), legend=dict(orientation="h", y=-0.22))
+    return figure
+
+
 def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y_title: str = "",
               height: int = 300, *, masked: Sequence[bool] | None = None,
               masked_hover: str = "masked (−∞)") -> go.Figure:

@@ -54,6 +54,9 @@ CUDA_FLOPS, CUDA_STEP_OVERHEAD_S, CUDA_LAYER_OVERHEAD_S = 4e12, 3e-3, 1e-3
 STOPPED_BY_VISITOR, STOPPED_BY_TIME_LIMIT = "asked", "time limit"
 
 
+CURVE_FIELDS = ("train_loss", "val_loss", "val_seconds")  # training.json's curves, carried on by a resumed run
+SECONDS_FIELD = "seconds_before"  # in PreparedRun.history: [a resumed run's earlier wall_seconds]
+
 def format_seconds(seconds: float | None) -> str:
     """42 -> '42s', 125 -> '2m 05s', 7260 -> '2h 01m'; None -> '–'."""
     if seconds is None:
@@ -296,7 +299,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             )
         _check_same_optimizer(name, previous.training, train_config.optimizer)
         start_step = previous.steps
-        history = {k: list((previous.training or {}).get(k, [])) for k in ("train_loss", "val_loss")}
+        history = {k: list((previous.training or {}).get(k, [])) for k in CURVE_FIELDS}
+        history[SECONDS_FIELD] = [float((previous.training or {}).get("wall_seconds", 0.0))]
         if start_step >= train_config.steps:
             raise ConfigError(
                 f"{name} has already done {start_step} steps; set steps above {start_step} to continue"
@@ -364,15 +368,28 @@ def _restore_optimizer(optimizer: Optimizer, model: GPT, name: str, request: Run
     return []
 
 
-def training_record(run: PreparedRun, result: TrainResult, seconds_before: float = 0.0) -> dict[str, Any]:
-    """What training.json holds; a visitor's run also records its owner's hash (checkpoints.OWNER_FIELD)."""
+def seconds_before(run: PreparedRun) -> float:
+    """The wall seconds a resumed run had trained before this session: where its time axis goes on."""
+    return float(run.history.get(SECONDS_FIELD, [0.0])[0]) if run.history.get(SECONDS_FIELD) else 0.0
+
+
+def training_record(run: PreparedRun, result: TrainResult) -> dict[str, Any]:
+    """What training.json holds; a visitor's run also records its owner's hash (checkpoints.OWNER_FIELD).
+
+    The curves: ``train_loss`` and ``val_loss`` as [step, loss], ``val_seconds`` as [step, wall seconds since the
+    run first started] at each evaluation (a resumed run's go on from its earlier ``wall_seconds``), so a later run
+    can be drawn against it by step or by time.
+    """
+    before = seconds_before(run)
     record = {
         "steps_done": result.steps_done,
         "steps_planned": run.request.train.steps,
         "train_loss": run.history.get("train_loss", []) + result.train_loss,
         "val_loss": run.history.get("val_loss", []) + result.val_loss,
+        "val_seconds": run.history.get("val_seconds", []) + [[step, round(before + seconds, 2)]
+                                                             for step, seconds in result.val_seconds],
         "tokens_per_second": round(result.tokens_per_second, 1),
-        "wall_seconds": round(seconds_before + result.wall_seconds, 2),
+        "wall_seconds": round(before + result.wall_seconds, 2),
         "eval_seconds": round(result.eval_seconds, 2),
         "corpus": {"name": run.corpus.name, "characters": len(run.corpus.text), "source": run.corpus.source},
         "device": describe(run.device),

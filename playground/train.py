@@ -47,6 +47,7 @@ class TrainResult:
     stopped: bool
     train_loss: list[list[float]] = field(default_factory=list)  # [step, loss]
     val_loss: list[list[float]] = field(default_factory=list)
+    val_seconds: list[list[float]] = field(default_factory=list)  # [step, wall seconds since this call began]
     tokens_per_second: float = 0.0
     wall_seconds: float = 0.0
     eval_seconds: float = 0.0
@@ -170,6 +171,7 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
             metrics.val_loss = evaluate(model, val_data, config.eval_batches, config.batch_size)
             result.eval_seconds += time.perf_counter() - eval_started
             result.val_loss.append([done, metrics.val_loss])
+            result.val_seconds.append([done, round(time.perf_counter() - started, 3)])
         result.tokens_per_second = metrics.tokens_per_second
         result.wall_seconds = time.perf_counter() - started
         if on_step is not None:

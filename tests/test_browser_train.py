@@ -244,6 +244,18 @@ def test_the_toy_preset_learns_hello_world_and_the_sample_tab_writes_it(page):
     validation = re.search(r"validation loss ([\d.]+)", panel.inner_text())
     assert validation and float(validation.group(1)) < 0.5, panel.inner_text()
 
+    # the finished run's curve beside the shipped model's, by step and by seconds
+    panel.get_by_text("Compare this run's curve with earlier runs").click()
+    earlier = panel.get_by_label("earlier runs")
+    earlier.click()
+    page.get_by_role("option", name="shakespeare-char", exact=True).click()
+    compared = plot_titled(panel, "Loss against steps")
+    expect(compared).to_contain_text(f"{name} (this run, finished)", timeout=WAIT_MS)
+    expect(compared).to_contain_text("shakespeare-char · adamw, lr 0.002, batch 32")
+    panel.get_by_role("radio", name="seconds", exact=True).check()
+    expect(plot_titled(panel, "Loss against seconds")).to_be_visible(timeout=WAIT_MS)
+    expect(panel).to_contain_text("Lowest last validation loss:")
+
     sample = open_tab(page, "Sample")
     checkpoint = sample.get_by_role("combobox", name="Checkpoint")
     checkpoint.fill(name)

@@ -44,7 +44,9 @@ def test_start_status_finish(tmp_path, shakespeare_text):
     jobs.start(request(tmp_path, shakespeare_text[:5000], steps=20))
     status = jobs.wait(30)
     assert status.state == FINISHED and status.step == 20
-    assert len(status.train_loss) == 20 and [s for s, _ in status.val_loss] == [5, 10, 15, 20]
+    assert len(status.train_loss) == 20 and [p[0] for p in status.val_loss] == [5, 10, 15, 20]
+    seconds = [p[2] for p in status.val_loss]  # (step, loss, seconds since the run started)
+    assert seconds == sorted(seconds) and seconds[0] > 0
     assert [s for s, _ in status.samples] == [10, 20]
     assert [p.step for p in status.probes] == [0, 5, 10, 15, 20]
     assert status.probes[-1].weights.shape[:2] == (1, 2)
@@ -104,7 +106,8 @@ def test_the_manager_only_records_what_the_run_reports(tmp_path, shakespeare_tex
     jobs.start(request(tmp_path, shakespeare_text[:5000], steps=2))
     status = jobs.wait(10)
     assert status.state == STOPPED and status.message == "stopped at step 1; checkpoint saved as job"
-    assert status.train_loss == ((1, 3.0),) and status.val_loss == ((1, 2.5),) and status.samples == ((1, "sampled"),)
+    assert status.train_loss == ((1, 3.0),) and status.val_loss == ((1, 2.5, 0.1),)  # (step, loss, seconds)
+    assert status.samples == ((1, "sampled"),)
     assert [p.step for p in status.probes] == [0] and status.tokens_per_second == 100.0
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground import checkpoints, checks, plots
+from playground import checkpoints, checks, curves, plots
 from playground.budget import human
 from playground.config import OPTIMIZER_CHOICES, Limits, ModelConfig, TrainConfig
 from playground.data import decode_text
@@ -236,6 +236,59 @@ MAKE_TOKEN_JS = ("(token) => { if (token) return token; const bytes = new Uint8A
                  ".join(''); }")
 
 
+X_AXES = ("steps", "seconds")
+
+
+def _series(curve: curves.RunCurve, x_axis: str) -> tuple[str, list, list]:
+    if x_axis == X_AXES[0]:
+        return curve.label, [(s, loss) for s, loss, _ in curve.val], list(curve.train)
+    return (curve.label, [(t, loss) for _, loss, t in curve.val],
+            [(s * curve.seconds_per_step, loss) for s, loss in curve.train])
+
+
+def compare_curves(ctx: AppContext, runs, x_axis, include_current=True):
+    """Earlier runs' curves (and the current run's) on one chart, by step or by seconds; a note says what is drawn."""
+    x_axis = checks.choice(x_axis, "the x axis", X_AXES)
+    names = [] if runs is None else ([runs] if isinstance(runs, str) else runs)
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ValueError("pick earlier runs by name")
+    if len(names) > curves.MAX_OVERLAYS:
+        raise ValueError(f"pick at most {curves.MAX_OVERLAYS} earlier runs to draw at once (you picked {len(names)})")
+    drawn, notes = [], []
+    status = ctx.jobs.status()
+    if include_current and status.run_name:
+        live = curves.live_curve(f"{status.run_name} (this run, {status.state})",
+                                 f"{status.run_name} (this run, {status.state})", status.val_loss,
+                                 status.train_loss, status.elapsed_seconds, status.step - status.start_step)
+        if live is not None:
+            drawn.append(live)
+            names = [name for name in names if name != status.run_name]
+    for name in dict.fromkeys(names):
+        curve = curves.read_curve(checkpoints.validate_name(name), ctx.weights)
+        if curve is None:
+            notes.append(f"{name} has no recorded validation curve")
+            continue
+        drawn.append(curve)
+        if x_axis == X_AXES[1] and curve.seconds_estimated:
+            notes.append(f"{name}'s times are its wall time spread evenly over its steps (it was trained before "
+                         "runs recorded the time of each evaluation)")
+    x_title = "step" if x_axis == X_AXES[0] else "seconds since the run started (evaluation included)"
+    figure = plots.curve_overlay([_series(curve, x_axis) for curve in drawn],
+                                 title=f"Loss against {x_axis}: validation (bold), training (faint)", x_title=x_title)
+    if not drawn:
+        notes.insert(0, "Pick earlier runs to draw (and start a run to see it grow against them)")
+    else:
+        best = min(drawn, key=lambda curve: curve.val[-1][1] if curve.val else float("inf"))
+        if best.val:
+            notes.insert(0, f"Lowest last validation loss: {best.label}: {best.val[-1][1]:.4f} at step "
+                            f"{best.val[-1][0]:,} ({format_seconds(best.val[-1][2])})")
+    return figure, ". ".join(notes) + "." if notes else ""
+
+
+def curve_runs(ctx: AppContext) -> gr.Dropdown:
+    return gr.Dropdown(choices=curves.runs_with_curves(ctx.weights))
+
+
 def corpus_fields(choice):
     """Show the upload for "uploaded .txt" and the text box for "pasted text"."""
     return gr.File(visible=choice == CORPORA[1]), gr.Textbox(visible=choice == CORPORA[2])
@@ -289,6 +342,17 @@ def build(ctx: AppContext) -> None:
         stop = gr.Button("Stop", variant="stop")
     status_md = gr.Markdown(label="status")
     loss_plot = gr.Plot(label="Loss")
+    with gr.Accordion("Compare this run's curve with earlier runs", open=False):
+        gr.Markdown("Overlay any earlier run's curves on this one, by step or by wall time, to see what another "
+                    "optimizer, batch size, learning rate or model size changes.")
+        with gr.Row():
+            earlier = gr.Dropdown(curves.runs_with_curves(ctx.weights), value=[], multiselect=True,
+                                  max_choices=curves.MAX_OVERLAYS, label="earlier runs", scale=3)
+            x_axis = gr.Radio(list(X_AXES), value=X_AXES[0], label="x axis", scale=1)
+            current = gr.Checkbox(True, label="include the current run", scale=1)
+            redraw = gr.Button("Redraw", scale=0, min_width=100)
+        compare_plot = gr.Plot(label="Curves compared")
+        compare_note = gr.Markdown(label="curves note")
     with gr.Row():
         with gr.Column():
             samples = gr.Textbox(label="Samples (newest first)", lines=12)
@@ -327,6 +391,12 @@ def build(ctx: AppContext) -> None:
     resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
         bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
     stop.click(bound(stop_run, ctx), [token, owner_token], outputs, api_name="train_stop")
+    compare_io = dict(inputs=[earlier, x_axis, current], outputs=[compare_plot, compare_note],
+                      api_visibility="private", show_progress="hidden", **ctx.fast_lane)
+    earlier.focus(functools.partial(curve_runs, ctx), None, earlier, api_name="train_curve_runs",
+                  api_visibility="private", show_progress="hidden")
+    gr.on([earlier.change, x_axis.change, current.change, redraw.click], bound(compare_curves, ctx),
+          api_name="train_compare_curves", **compare_io)
     seen = gr.State([])
     timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token], [*outputs, seen],
                api_name="train_status", show_progress="hidden", trigger_mode="always_last")

@@ -1,0 +1,93 @@
+"""Learning curves kept and compared: each run records validation loss by step and by wall time, a resumed run's
+times go on from its earlier ones, and the Train tab overlays earlier runs' curves (curves.py, train_tab)."""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+import pytest
+from test_train import SMALL, quick
+
+from playground import curves
+from playground.config import Limits
+from playground.run import RunRequest, prepare_run, run_training
+from playground.ui.common import AppContext, bound
+from playground.ui.train_tab import compare_curves
+
+
+def _record(folder, name):
+    return json.loads((folder / name / "training.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, shakespeare_text):
+    folder = tmp_path_factory.mktemp("curves")
+    text = shakespeare_text[:5000]
+    run_training(prepare_run(RunRequest("first", SMALL, quick(steps=20), corpus_text=text, weights_dir=folder)))
+    (folder / "first-session.json").write_text(json.dumps(_record(folder, "first")))
+    run_training(prepare_run(RunRequest("first", SMALL, quick(steps=30), corpus_text=text, resume=True,
+                                        weights_dir=folder)))
+    run_training(prepare_run(RunRequest("second", SMALL, quick(steps=20, learning_rate=1e-2, optimizer="muon"),
+                                        corpus_text=text, weights_dir=folder)))
+    return folder
+
+
+def test_each_evaluation_records_its_time_and_a_resumed_run_goes_on_from_its_earlier_time(two_runs):
+    record = _record(two_runs, "first")
+    assert [s for s, _ in record["val_seconds"]] == [s for s, _ in record["val_loss"]] == [10, 20, 30]
+    times = [t for _, t in record["val_seconds"]]
+    assert times == sorted(times) and times[0] > 0
+    first_session = json.loads((two_runs / "first-session.json").read_text())
+    assert times[:2] == [t for _, t in first_session["val_seconds"]]  # kept as recorded
+    assert times[2] > first_session["wall_seconds"]  # the resumed session's times go on from the first's
+    assert record["wall_seconds"] > first_session["wall_seconds"]
+
+
+def test_a_curve_reads_back_with_what_the_run_was(two_runs):
+    curve = curves.read_curve("second", two_runs)
+    assert [s for s, _, _ in curve.val] == [10, 20] and not curve.seconds_estimated
+    assert "muon, lr 0.01, batch 8" in curve.label and "M parameters" in curve.label
+    assert len(curve.train) == 20
+    assert curves.runs_with_curves(two_runs) == ["first", "second"]
+
+
+def test_an_older_record_without_times_is_spread_over_its_wall_time(two_runs):
+    record = _record(two_runs, "second")
+    del record["val_seconds"]
+    (two_runs / "second" / "training.json").write_text(json.dumps(record))
+    try:
+        curve = curves.read_curve("second", two_runs)
+        assert curve.seconds_estimated
+        assert curve.val[-1][2] == pytest.approx(record["wall_seconds"], abs=0.01)
+    finally:
+        (two_runs / "second" / "training.json").write_text(json.dumps({**record, "val_seconds": []}))
+
+
+def test_thinning_keeps_the_last_point():
+    points = [(i, 1.0 / i) for i in range(1, 1201)]
+    kept = curves.thin(points, 400)
+    assert len(kept) <= 401 and kept[0] == points[0] and kept[-1] == points[-1]
+    assert curves.thin(points[:10], 400) == points[:10]
+
+
+def test_the_train_tab_draws_earlier_runs_by_step_or_by_seconds(two_runs):
+    ctx = AppContext(limits=Limits(), weights=two_runs)
+    handler = bound(compare_curves, ctx)
+    figure, note = handler(["first", "second"], "steps", True)
+    names = [trace.name for trace in figure.data if trace.showlegend is not False]
+    assert len(names) == 2 and names[0].startswith("first") and names[1].startswith("second")
+    assert list(figure.data[1].x) == [10, 20, 30]
+    assert "Lowest last validation loss" in note
+    figure, _ = handler(["first"], "seconds", True)
+    assert list(figure.data[1].x) == [t for _, t in _record(two_runs, "first")["val_seconds"]]
+    _, note = handler([], "steps", True)
+    assert "Pick earlier runs" in note
+    with pytest.raises(gr.Error, match="(?i)pick at most 5 earlier runs"):
+        handler(["first"] * 6, "steps", True)
+    with pytest.raises(gr.Error, match="(?i)x axis"):
+        handler(["first"], "minutes", True)
+    _, note = handler(["no-such-run"], "steps", True)
+    assert "no-such-run has no recorded validation curve" in note
+    with pytest.raises(gr.Error, match="(?i)not allowed"):
+        handler(["../x"], "steps", True)
