@@ -1,6 +1,6 @@
 """Fuzz every public api_name through gradio_client and check the server survives it.
 
-Each endpoint gets ``FUZZ_INPUTS`` (100; PLAYGROUND_FUZZ_INPUTS=300 for a deeper run) inputs from a seeded
+Each endpoint gets ``FUZZ_INPUTS`` (60; PLAYGROUND_FUZZ_INPUTS=300 for a deeper run) inputs from a seeded
 ``random.Random``: a cheap valid call with one or more slots swapped for something hostile (empty, 100k-character,
 emoji/CJK/combining/RTL and control-character strings; negative, zero, 1e308, NaN/inf numbers; wrong types; bad
 choices; path-traversal names; broken uploads). The slot kinds come from ``view_api``, so a new input on an old
@@ -44,7 +44,7 @@ from playground.ui import build_app, launch_options
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 20261122
-FUZZ_INPUTS = int(os.environ.get("PLAYGROUND_FUZZ_INPUTS", "100"))  # 300 or more for a deeper run
+FUZZ_INPUTS = int(os.environ.get("PLAYGROUND_FUZZ_INPUTS", "60"))  # 300 or more for a deeper run
 THREADS = 4
 GENERIC_ERROR = "has not enabled verbose error reporting"
 MAX_MESSAGE_CHARS = 1000
@@ -522,7 +522,7 @@ def test_fuzz_endpoint_quick(served, api):
 @pytest.mark.slow
 @pytest.mark.parametrize("api", sorted(BASE_ARGS))
 def test_fuzz_endpoint(served, api):
-    """The full run: FUZZ_INPUTS (100 unless PLAYGROUND_FUZZ_INPUTS says more) generated inputs per endpoint."""
+    """The full run: FUZZ_INPUTS (60 unless PLAYGROUND_FUZZ_INPUTS says more) generated inputs per endpoint."""
     fuzz_and_check(served, api, FUZZ_INPUTS)
 
 
