@@ -285,6 +285,7 @@ def test_attention_tab_traces_a_gpt2_head_on_bpe_tokens(gpt2_ctx, tiny_gpt2):
         heading, a, *_ = attention_tab.attention_step(gpt2_ctx, "trained checkpoint", "tiny-gpt2", 1, 1, 0, 16, 8,
                                                        "journey", text, True, True, 1.0, False, step, None)
         assert a is not None and f"T = {len(pieces)} tokens · C = 32 · d_k = 16" in heading
+        assert "Model: GPT-2 layout from tiny-gpt2, byte-level BPE tokenizer" in heading
     assert list(a.layout.yaxis.ticktext) == pieces and "␣be" in pieces  # the rows are the BPE pieces
 
 

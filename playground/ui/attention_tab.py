@@ -53,6 +53,7 @@ class HeadRequest:
     notices: list[str] = field(default_factory=list)
     forward: budget.Cost | None = None
     hint: str = ""
+    about: str = ""  # what kind of model the weights come from (a checkpoint's description)
 
     def cost(self, own: budget.Cost) -> budget.Cost:
         """``own`` (the traces, figures or files) plus the checkpoint's forward pass when there is one."""
@@ -75,7 +76,7 @@ def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, he
             T, config.embedding_dim, config.head_size, notices=prepared.notices, forward=forward,
             build=lambda: walkthrough.checkpoint_head_inputs(loaded.model, prepared.ids, layer, head,
                                                              tokens=prepared.tokens),
-            hint=f"use a shorter text (it is {T} tokens)")
+            hint=f"use a shorter text (it is {T} tokens)", about=loaded.description)
     if source == SOURCES[1]:
         if not text:
             raise ValueError("Type some text first")
@@ -223,6 +224,8 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
     heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
                f"*{inputs.description}* · T = {trace.length} tokens · C = {trace.embedding_dim} · "
                f"d_k = {trace.head_size}")
+    if request.about:
+        heading += f"\n\nModel: {request.about}"
     if request.notices:
         heading += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in request.notices)
     mixes = ", ".join(f"`{m.token}` ({m.position}) × {m.weight:.3f}" for m in row.mixes[:12])
