@@ -1,0 +1,207 @@
+"""Time to quality on this machine: validation loss against training seconds, nanoGPT's CPU recipe beside ours.
+
+One process, one data split (nanoGPT's: the first 90% of Tiny Shakespeare's characters train, the last 10%
+validate) and one fixed set of validation windows (``--val-windows`` windows of 64 characters at seeded offsets),
+scored the same way for every run. Each run gets ``--seconds`` of training; evaluation is not counted (its clock
+stops while it is scored, every ``--eval-every`` seconds of training), so a run that evaluates more often is not
+slower for it. The runs:
+
+  nanoGPT baby    nanoGPT's config/train_shakespeare_char.py with the README's CPU overrides (4 layers, 4 heads,
+                  128 wide, context 64, batch 12, lr 1e-3, 100 warm-up steps, cosine to 1e-4 over 2000 steps,
+                  AdamW betas (0.9, 0.99), weight decay 0.1, grad clip 1, no dropout), re-implemented as in
+                  train_speed.py
+  tiny adamw      our ``tiny`` preset as the Train tab and the CLI run it
+  tiny muon       the same with ``--optimizer muon`` (optimizers.Muon: Newton–Schulz in float32 on a CPU)
+
+Then tokens/s on nanoGPT's exact baby configuration, ours against the baseline, alternating ``--repeats`` times.
+It prints the issue's goals beside the figures: the tiny preset at val <= 1.886 within 20 s and <= 1.55 at 60 s;
+ours >= 1.25x nanoGPT's tokens/s.
+
+    python benchmarks/time_to_quality.py                   # 60 s per run, 3 alternating speed repeats
+    python benchmarks/time_to_quality.py --seconds 20 --repeats 1     # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from train_speed import BABY, BABY_BATCH, BABY_LR, NanoGPTBaseline, _nanogpt_lr, time_baseline, time_ours
+
+from playground.config import ModelConfig, TrainConfig
+from playground.data import TokenIdsDataset, load_corpus, split_train_val
+from playground.device import describe
+from playground.model import GPT
+from playground.presets import TRAIN_PRESETS
+from playground.tokenizer import CharTokenizer
+from playground.train import train
+
+TARGET_LOSS = 1.886  # nanoGPT's baby recipe after its 2000 steps
+GOALS = {"time to 1.886": 20.0, "val at 60 s": 1.55, "tokens/s ratio": 1.25}
+CONTEXT = 64  # nanoGPT's baby context and the tiny preset's: one set of validation windows fits both
+
+
+class Clock:
+    """Training seconds: runs while the model trains, paused while it is scored."""
+
+    def __init__(self):
+        self.started, self.paused = time.perf_counter(), 0.0
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started - self.paused
+
+
+@torch.no_grad()
+def score(model, x: torch.Tensor, y: torch.Tensor, batch: int = 64) -> float:
+    """Mean cross-entropy over the fixed windows (x, y), in chunks; the model's mode is left as it was."""
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for start in range(0, len(x), batch):
+        xb, yb = x[start:start + batch], y[start:start + batch]
+        out = model(xb, yb)
+        loss = out if isinstance(out, torch.Tensor) else out.loss
+        total += float(loss) * len(xb)
+    model.train(was_training)
+    return total / len(x)
+
+
+class Recorder:
+    """Scores the model every ``every`` training seconds (clock paused) and stops the run at ``limit``."""
+
+    def __init__(self, model, windows, every: float, limit: float):
+        self.model, self.windows, self.every, self.limit = model, windows, every, limit
+        self.clock, self.points, self.next_at, self.steps = Clock(), [], every, 0
+
+    def after_step(self, step: int) -> None:
+        self.steps = step
+        now = self.clock.seconds()
+        if now >= self.next_at or now >= self.limit:
+            paused = time.perf_counter()
+            self.points.append((now, step, score(self.model, *self.windows)))
+            self.clock.paused += time.perf_counter() - paused
+            self.next_at = now + self.every
+
+    def done(self) -> bool:
+        return self.clock.seconds() >= self.limit
+
+
+def run_nanogpt(train_data: TokenIdsDataset, vocab: int, windows, every: float, limit: float) -> Recorder:
+    torch.manual_seed(1337)
+    model = NanoGPTBaseline(vocab, BABY["context_size"], BABY["embedding_dim"], BABY["heads_num"], BABY["layers_num"])
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                                  lr=BABY_LR, betas=(0.9, 0.99))
+    generator = torch.Generator().manual_seed(1337)
+    recorder = Recorder(model, windows, every, limit)
+    step = 0
+    while not recorder.done() and step < 2000:
+        for group in optimizer.param_groups:
+            group["lr"] = _nanogpt_lr(step)
+        x, y = train_data.random_batch(BABY_BATCH, generator)
+        loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss.item()
+        step += 1
+        recorder.after_step(step)
+    return recorder
+
+
+def run_ours(config: TrainConfig, model_fields: dict, train_data: TokenIdsDataset, vocab: int, windows,
+             every: float, limit: float) -> Recorder:
+    torch.manual_seed(config.seed)
+    model = GPT(ModelConfig(vocabulary_size=vocab, **model_fields))
+    recorder = Recorder(model, windows, every, limit)
+    train(model, replace(config, device="cpu"), train_data, None,
+          on_step=lambda step, metrics: recorder.after_step(step), should_stop=recorder.done)
+    return recorder
+
+
+def first_below(points, target: float) -> float | None:
+    return next((seconds for seconds, _, loss in points if loss <= target), None)
+
+
+def loss_at(points, seconds: float) -> float | None:
+    """The last score taken at or before ``seconds`` of training; None if the run did not train that long."""
+    if not points or points[-1][0] < seconds - 1e-9:
+        return None
+    taken = [loss for at, _, loss in points if at <= seconds + 1e-9]
+    return taken[-1] if taken else None
+
+
+def shown(value: float | None, form: str, missing: str = "-") -> str:
+    return missing if value is None else format(value, form)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="training seconds per run (evaluation excluded)")
+    parser.add_argument("--eval-every", type=float, default=5.0, help="score every this many training seconds")
+    parser.add_argument("--val-windows", type=int, default=512, help="fixed validation windows of 64 characters")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating tokens/s measurements of each")
+    parser.add_argument("--speed-steps", type=int, default=150, help="steps per tokens/s measurement")
+    parser.add_argument("--data", type=Path, default=None, help="a text file (default: Tiny Shakespeare)")
+    parser.add_argument("--seed", type=int, default=0, help="where the validation windows start")
+    args = parser.parse_args()
+
+    corpus = load_corpus(str(args.data) if args.data else None)
+    tokenizer = CharTokenizer.train_from_text(corpus.text)
+    train_ids, val_ids = split_train_val(tokenizer.encode(corpus.text))
+    vocab = tokenizer.vocabulary_size
+    val_data = TokenIdsDataset(val_ids, CONTEXT)
+    windows = val_data.random_batch(args.val_windows, torch.Generator().manual_seed(args.seed))
+    train_data = TokenIdsDataset(train_ids, CONTEXT)
+    print(f"{corpus.name}: {len(corpus.text):,} characters, nanoGPT's 90/10 split; {args.val_windows} fixed "
+          f"validation windows of {CONTEXT}; {describe('cpu')}, {torch.get_num_threads()} threads, "
+          f"torch {torch.__version__}; {args.seconds:g} s of training per run, scored every {args.eval_every:g} s")
+
+    tiny = TRAIN_PRESETS["tiny"]
+    runs = {
+        "nanoGPT baby": lambda: run_nanogpt(train_data, vocab, windows, args.eval_every, args.seconds),
+        "tiny adamw": lambda: run_ours(tiny.train, tiny.model.to_dict(), train_data, vocab, windows,
+                                       args.eval_every, args.seconds),
+        "tiny muon": lambda: run_ours(replace(tiny.train, optimizer="muon"), tiny.model.to_dict(), train_data,
+                                      vocab, windows, args.eval_every, args.seconds),
+    }
+    results = {}
+    for name, fn in runs.items():
+        recorder = fn()
+        results[name] = recorder
+        curve = ", ".join(f"{seconds:.0f}s {loss:.3f}" for seconds, _, loss in recorder.points)
+        print(f"  {name:13s} {recorder.steps:5d} steps: {curve}")
+
+    print(f"\n{'run':13s} {'to <= 1.886':>12s} {'val at 20 s':>12s} {'val at 60 s':>12s} {'last val':>9s}")
+    for name, recorder in results.items():
+        reached = first_below(recorder.points, TARGET_LOSS)
+        at20, at60 = loss_at(recorder.points, 20.0), loss_at(recorder.points, 60.0)
+        last = recorder.points[-1][2] if recorder.points else float("nan")
+        print(f"{name:13s} {shown(reached, '.1f', 'not reached'):>12s} {shown(at20, '.3f'):>12s} "
+              f"{shown(at60, '.3f'):>12s} {last:9.3f}")
+    print(f"goals for the tiny preset: val <= {TARGET_LOSS} within {GOALS['time to 1.886']:g} s, "
+          f"<= {GOALS['val at 60 s']} at 60 s")
+
+    baby_config = TrainConfig(batch_size=BABY_BATCH, steps=args.speed_steps, learning_rate=BABY_LR, warmup_steps=100,
+                              min_learning_rate_ratio=0.1, weight_decay=0.1, grad_clip=1.0, eval_interval=10**6,
+                              seed=1337, device="cpu")
+    tokens_per_step = BABY_BATCH * BABY["context_size"]
+    theirs, ours = [], []
+    for _ in range(args.repeats):  # alternating, so a busier moment hurts both
+        theirs.append(tokens_per_step / statistics.median(time_baseline(train_data, vocab, args.speed_steps)[10:]))
+        ours.append(tokens_per_step / statistics.median(time_ours(train_data, vocab, args.speed_steps, BABY,
+                                                                  baby_config)[10:]))
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    print(f"\nnanoGPT's baby config, {args.speed_steps} steps x {args.repeats} alternating: nanoGPT-style "
+          f"{statistics.median(theirs):,.0f} tokens/s, ours {statistics.median(ours):,.0f} tokens/s: {ratio:.2f}x "
+          f"(goal >= {GOALS['tokens/s ratio']}x)")
+
+
+if __name__ == "__main__":
+    main()
