@@ -203,14 +203,15 @@ def forgotten_text(heads: AllHeads, query: int, tokens: Sequence[str]) -> str:
     """Why the transpose is needed, what forgetting it did to these heads, and what to look for."""
     forgotten = heads.forgotten
     h, d, T = heads.heads_num, heads.head_size, heads.length
-    text = (f"**What if you forget the transpose?** Notebook 002's code joins the heads with `.contiguous().view(B, "
-            f"T, h·d)` straight from (B, h, T, d). The heads' outputs lie in memory as (h, T, d) = ({h}, {T}, {d}): "
-            f"head 0's {T} rows of {_count(d, 'feature')} first, then head 1's {T} rows, and so on. A view moves nothing: it "
-            f"cuts that same memory, in order, into {T} rows of {h * d}. So row 0 takes head 0's rows for tokens "
-            f"0–{min(h, T) - 1}, row 1 the next ones, …: a token's row gets whole rows of *other tokens*, and the "
-            f"first rows hold head 0 alone. `.transpose(1, 2)` first makes it (B, T, h, d), so that after "
-            f"`.contiguous()` each token's {h} head rows lie side by side and the view joins the right pieces. "
-            "PyTorch raises no error: the shapes match either way, which is why the bug is silent. ")
+    text = (f"**What if you forget the transpose?** Notebook 002's code joins the heads with "
+            f"`.contiguous().view(B, T, h·d)` straight from (B, h, T, d). The heads' outputs lie in memory as "
+            f"(h, T, d) = ({h}, {T}, {d}): head 0's {T} rows of {_count(d, 'feature')} first, then head 1's {T} "
+            f"rows, and so on. A view moves nothing: it cuts that same memory, in order, into {T} rows of {h * d}. "
+            f"So row 0 takes head 0's rows for tokens 0–{min(h, T) - 1}, row 1 the next ones, …: a token's row gets "
+            "whole rows of *other tokens*, and the first rows hold head 0 alone. `.transpose(1, 2)` first makes it "
+            f"(B, T, h, d), so that after `.contiguous()` each token's {h} head rows lie side by side and the view "
+            "joins the right pieces. PyTorch raises no error: the shapes match either way, which is why the bug is "
+            "silent. ")
     if h == 1 or T == 1:
         why = ("with one head, (1, T, d) and (T, 1, d)" if h == 1 else "with one token, (h, 1, d) and (1, h, d)")
         return text + (f"Here {why} hold the same numbers in the same order, so both joins agree: there is "
