@@ -217,3 +217,15 @@ def test_the_text_heatmap_windows_its_rows_and_writes_its_words():
     assert len(figure.data[0].z) == plots.MAX_SIDE and figure.data[0].text[0][0] == "w72.0"  # rows 72-199
     assert "(rows 72–199 of 200)" in figure.layout.title.text.replace("<br>", " ")
     assert figure.layout.shapes[0].y0 == 160 - 72 - 0.5
+
+
+def test_the_category_heatmap_windows_its_rows_and_names_its_categories():
+    categories = torch.arange(200 * 3).view(200, 3) // 150  # 0..3: four categories
+    words = [[f"w{r}.{c}" for c in range(3)] for r in range(200)]
+    figure = plots.category_heatmap(categories, words, words, ["a", "b", "c", "d"], [str(r) for r in range(200)],
+                                    ["x", "y", "z"], "blocks", first_row=150, highlight_row=160)
+    trace = figure.data[0]
+    assert len(trace.z) == plots.MAX_SIDE and trace.customdata[0][0] == "w72.0"  # rows 72-199
+    assert trace.text is None  # 128 rows: too many for a word per cell
+    assert list(trace.colorbar.ticktext) == ["a", "b", "c", "d"] and (trace.zmin, trace.zmax) == (-0.5, 3.5)
+    assert "(rows 72–199 of 200)" in figure.layout.title.text.replace("<br>", " ")
