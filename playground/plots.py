@@ -364,7 +364,8 @@ def category_heatmap(categories: torch.Tensor | Sequence[Sequence[int]], words: 
     """A heatmap of whole-number categories 0..n-1 (e.g. which head a block was read from), one colour each, named
     in the colour bar; each cell shows its word (up to CATEGORY_TEXT_ROWS x CATEGORY_TEXT_COLUMNS cells) and says
     its ``hover`` line. Index axes with tick labels; at most MAX_SIDE rows (a window from ``first_row``) and
-    MAX_SIDE columns, the cut named in the title. More than len(CATEGORY_COLOURS) categories reuse the colours.
+    MAX_SIDE columns, the cut named in the title (``words`` and ``hover`` rows outside the window are never read).
+    More than len(CATEGORY_COLOURS) categories reuse the colours.
     """
     full = torch.as_tensor(categories, dtype=torch.long).detach().cpu()
     total_rows, total_cols = full.shape

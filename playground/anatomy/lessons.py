@@ -218,7 +218,7 @@ def forgotten_text(heads: AllHeads, query: int, tokens: Sequence[str]) -> str:
                        "nothing to scramble. **Look for:** "
                        + ("a layer with more heads." if h == 1 else "the scramble on a longer text."))
     misplaced, mixed = int(forgotten.misplaced.sum()), forgotten.mixed_rows
-    own = [t for t in range(T) if t not in set(mixed)]
+    own = sorted(set(range(T)) - set(mixed))
     text += (f"Here, with the same weights: **{misplaced} of the {T * h} blocks** ({_count(d, 'feature')} each) land "
              "in the "
              f"wrong place, and **{len(mixed)} of the {T} rows** mix other tokens' features"
@@ -245,8 +245,10 @@ def forgotten_table(forgotten: ForgottenJoin, tokens: Sequence[str], first_row: 
     shown = range(first_row, min(T, first_row + rows))
     right_output = forgotten.right_projected if forgotten.right_projected is not None else forgotten.right_concatenated
     wrong_output = forgotten.wrong_projected if forgotten.wrong_projected is not None else forgotten.wrong_concatenated
-    difference = (wrong_output - right_output).abs().amax(dim=1).tolist()  # (T,)
-    sources, misplaced = forgotten.block_sources.tolist(), forgotten.misplaced.tolist()
+    rows_shown = slice(shown.start, shown.stop)
+    difference = (wrong_output[rows_shown] - right_output[rows_shown]).abs().amax(dim=1).tolist()  # (rows,)
+    sources = forgotten.block_sources[rows_shown].tolist()  # (rows, h, 2)
+    misplaced = forgotten.misplaced[rows_shown].tolist()  # (rows, h)
     columns = [f"block {i} ({_features(i, d)})" for i in range(min(h, blocks))]
     cut = [f"rows {shown.start}–{shown.stop - 1} of {T}"] if len(shown) < T else []
     cut += [f"blocks 0–{blocks - 1} of {h}"] if h > blocks else []
@@ -254,10 +256,10 @@ def forgotten_table(forgotten: ForgottenJoin, tokens: Sequence[str], first_row: 
              + "".join(f"; {c}" for c in cut) + ")", "",
              "| row | " + " | ".join(columns) + " | output: max \\|wrong − right\\| |",
              "|---|" + "---|" * (len(columns) + 1)]
-    for t in shown:
-        cells = [forgotten_cell(head, token, not misplaced[t][i])
-                 for i, (head, token) in enumerate(sources[t][:blocks])]
-        table.append(f"| {t} {_cell_word(tokens[t])} | " + " | ".join(cells) + f" | {difference[t]:.4f} |")
+    for n, t in enumerate(shown):
+        cells = [forgotten_cell(head, token, not misplaced[n][i])
+                 for i, (head, token) in enumerate(sources[n][:blocks])]
+        table.append(f"| {t} {_cell_word(tokens[t])} | " + " | ".join(cells) + f" | {difference[n]:.4f} |")
     return "\n".join(table)
 
 

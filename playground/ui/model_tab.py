@@ -242,17 +242,20 @@ def _heads_figures(heads: anatomy.AllHeads, tokens: list[str], query: int, name:
 def _forgotten_map(forgotten: anatomy.ForgottenJoin, tokens: list[str], query: int, name: str):
     """Rows (tokens) x blocks of the scrambled join, coloured by the head each block was read from; each cell
     names its (head, token), ✓ where that is the right place; hover says what the right join puts there."""
-    sources = forgotten.block_sources.tolist()  # (T, h, 2)
-    misplaced = forgotten.misplaced.tolist()  # (T, h)
-    d, h = forgotten.pitfall.head_size, forgotten.heads_num
-    words = [[lessons.forgotten_cell(head, token, not misplaced[t][i]) for i, (head, token) in enumerate(row)]
-             for t, row in enumerate(sources)]
-    hover = [[lessons.forgotten_hover(t, i, d, head, token, tokens) for i, (head, token) in enumerate(row)]
-             for t, row in enumerate(sources)]
+    T, d, h = forgotten.length, forgotten.pitfall.head_size, forgotten.heads_num
+    first = max(0, min(_window_start(query), T - plots.MAX_SIDE))
+    shown = slice(first, first + plots.MAX_SIDE)  # words and hover lines for the rows the figure draws only
+    sources = forgotten.block_sources[shown].tolist()  # (rows, h, 2)
+    misplaced = forgotten.misplaced[shown].tolist()  # (rows, h)
+    words, hover = [[""] * h] * first, [[""] * h] * first  # the rows above the window: never drawn
+    for t, row in enumerate(sources, start=first):
+        words.append([lessons.forgotten_cell(head, token, not misplaced[t - first][i])
+                      for i, (head, token) in enumerate(row)])
+        hover.append([lessons.forgotten_hover(t, i, d, head, token, tokens) for i, (head, token) in enumerate(row)])
     return plots.category_heatmap(forgotten.block_sources[..., 0], words, hover, [f"head {i}" for i in range(h)],
                                   tokens, [f"block {i}" for i in range(h)],
                                   f"{name}: where each block came from without the transpose (colour: the head, "
-                                  f"{lessons.RIGHT_MARK} the right place)", first_row=_window_start(query),
+                                  f"{lessons.RIGHT_MARK} the right place)", first_row=first,
                                   highlight_row=query, x_title=f"block of the joined row ({d} features each)",
                                   y_title="row (token)")
 
