@@ -1,4 +1,5 @@
-"""The Model tab's words: the five level titles, the model map's parts, and what to look for at each level.
+"""The Model tab's words: the five level titles, the model map's parts, and what to look for at each level
+(level 3 also explains notebook 002's forgotten transpose, block by block).
 
 The ONE place the level titles live (the tab's level picker, its headings and the ``level`` argument of
 ``/model_view`` use ``LEVEL_TITLES``). Holds words only: the numbers come from levels.py, and each function
