@@ -370,3 +370,65 @@ def text_heatmap(values: torch.Tensor | Sequence[Sequence[float]], text: Sequenc
         figure.add_shape(type="rect", x0=-0.5, x1=cols - 0.5, y0=r - 0.5, y1=r + 0.5,
                          line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)")
     return figure
+
+
+# ------------------------------------------------------------------------------------- categories (which head)
+
+CATEGORY_COLOURS = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5", "#ffffb3",
+                    "#bc80bd", "#ccebc5", "#ffed6f", "#d9d9d9")  # ColorBrewer Set3: light, so black words read
+CATEGORY_TEXT_ROWS, CATEGORY_TEXT_COLUMNS = 64, 16  # cells get their word up to this size
+
+
+def category_heatmap(categories: torch.Tensor | Sequence[Sequence[int]], words: Sequence[Sequence[str]],
+                     hover: Sequence[Sequence[str]], category_names: Sequence[str], row_labels: Sequence[str],
+                     col_labels: Sequence[str], title: str = "", *, first_row: int = 0,
+                     highlight_row: int | None = None, x_title: str = "", y_title: str = "",
+                     height: int | None = None) -> go.Figure:
+    """A heatmap of whole-number categories 0..n-1 (e.g. which head a block was read from), one colour each, named
+    in the colour bar; each cell shows its word (up to CATEGORY_TEXT_ROWS x CATEGORY_TEXT_COLUMNS cells) and says
+    its ``hover`` line. Index axes with tick labels; at most MAX_SIDE rows (a window from ``first_row``) and
+    MAX_SIDE columns, the cut named in the title (``words`` and ``hover`` rows outside the window are never read).
+    More than len(CATEGORY_COLOURS) categories reuse the colours.
+    """
+    full = torch.as_tensor(categories, dtype=torch.long).detach().cpu()
+    total_rows, total_cols = full.shape
+    first_row = max(0, min(int(first_row), max(0, total_rows - MAX_SIDE)))
+    rows_shown, cols_shown = slice(first_row, first_row + MAX_SIDE), slice(0, MAX_SIDE)
+    v = full[rows_shown, cols_shown].numpy()
+    rows, cols = v.shape
+    n = max(1, len(category_names))
+    colours = [CATEGORY_COLOURS[k % len(CATEGORY_COLOURS)] for k in range(n)]
+    scale = [[edge, colour] for k, colour in enumerate(colours) for edge in (k / n, (k + 1) / n)]
+    cell_words = np.array([[_display_label(str(w)) for w in list(line)[cols_shown]]
+                           for line in list(words)[rows_shown]], dtype=str).reshape(rows, cols)
+    cell_hover = np.array([list(line)[cols_shown] for line in list(hover)[rows_shown]], dtype=str).reshape(rows, cols)
+    row_names = [_display_label(str(s)) for s in list(row_labels)[rows_shown]]
+    col_names = [_display_label(str(s)) for s in list(col_labels)[cols_shown]]
+    if rows != total_rows or cols != total_cols:
+        cut = [f"rows {first_row}–{first_row + rows - 1} of {total_rows}"] if rows != total_rows else []
+        cut += [f"columns 0–{cols - 1} of {total_cols}"] if cols != total_cols else []
+        title = f"{title}<br>" * bool(title) + f"({', '.join(cut)})"
+    show_words = rows <= CATEGORY_TEXT_ROWS and cols <= CATEGORY_TEXT_COLUMNS
+    tick_step = max(1, math.ceil(n / 16))
+    figure = go.Figure(go.Heatmap(
+        z=v, x=np.arange(cols), y=np.arange(rows), colorscale=scale, zmin=-0.5, zmax=n - 0.5,
+        text=cell_words if show_words else None, texttemplate="%{text}" if show_words else None,
+        textfont=dict(size=10 if rows > 32 else 12, color="#1f2937"), customdata=cell_hover,
+        hovertemplate="%{customdata}<extra></extra>", xgap=1, ygap=1,
+        colorbar=dict(tickmode="array", tickvals=list(range(0, n, tick_step)),
+                      ticktext=[str(name) for name in category_names][::tick_step], thickness=14)))
+    height = height or min(1800, max(300, 110 + 16 * rows))
+    y_step = max(1, math.ceil(rows / max(1, (height - 100) // 12)))
+    x_step = label_step(cols, max((len(name) for name in col_names), default=1))
+    title_layout, top = _title_layout(title)
+    figure.update_layout(
+        title=title_layout, height=height, margin=dict(l=60, r=20, t=top, b=50),
+        xaxis=dict(tickmode="array", tickvals=list(range(0, cols, x_step)), ticktext=col_names[::x_step],
+                   title=dict(text=x_title), tickangle=0, automargin=True),
+        yaxis=dict(tickmode="array", tickvals=list(range(0, rows, y_step)), ticktext=row_names[::y_step],
+                   title=dict(text=y_title), autorange="reversed", automargin=True))
+    if highlight_row is not None and 0 <= highlight_row - first_row < rows:
+        r = highlight_row - first_row
+        figure.add_shape(type="rect", x0=-0.5, x1=cols - 0.5, y0=r - 0.5, y1=r + 0.5,
+                         line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)", name="chosen query")
+    return figure

@@ -9,9 +9,11 @@ import torch
 from torch.testing import assert_close
 
 from playground.anatomy import (
+    AllHeads,
     all_heads,
     block_input,
     block_walk,
+    forgotten_join,
     lessons,
     logit_lens,
     one_score,
@@ -21,8 +23,10 @@ from playground.anatomy import (
     textbook_inputs,
 )
 from playground.attention import MultiHeadAttentionWrapper
+from playground.attention.batched import BatchedAttention
 from playground.config import ModelConfig
 from playground.model import GPT
+from playground.textbook import MultiHeadSelfAttention
 from playground.walkthrough import checkpoint_head_inputs, journey_preset
 
 # Notebook 001 (chapter 3 of Raschka's book), torch.manual_seed(123), the batch of two copies of the 6 x 3 inputs
@@ -121,6 +125,85 @@ def test_all_heads_are_the_models_own_heads(model):
     with torch.no_grad():
         attended = block.attn(block.ln_1(block_input(model, IDS, layer))[None])[0][0]
     assert_close(heads.projected, attended)
+
+
+# ------------------------------------------------------------------------------------------------ 3. no transpose
+
+def test_forgotten_join_is_what_notebook_002s_attention_computes():
+    """Run notebook 002's class with forget_transpose=True and the same weights: forgotten_join gives its output."""
+    torch.manual_seed(5)
+    right = MultiHeadSelfAttention(24, 4)
+    wrong = MultiHeadSelfAttention(24, 4, forget_transpose=True)
+    wrong.load_state_dict(right.state_dict(), strict=True)
+    x = torch.randn(1, 7, 24, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        join = forgotten_join(right.heads_output(x)[0], right.W_o)
+        assert_close(join.wrong_projected, wrong(x)[0])
+        assert_close(join.right_projected, right(x)[0])
+        assert join.output_difference == pytest.approx(float((wrong(x) - right(x)).abs().max()), rel=1e-5)
+    assert join.output_difference > 0.05 and join.concatenated_difference > 0.05
+    with pytest.raises(ValueError, match=r"\(h, T, d\)"):
+        forgotten_join(torch.ones(1, 2, 3, 4))
+
+
+def test_all_heads_without_the_transpose_is_the_notebooks_reshape_of_the_same_heads(model):
+    layer = 1
+    right, wrong = all_heads(model, IDS, layer), all_heads(model, IDS, layer, forget_transpose=True)
+    h, T, d = model.config.heads_num, IDS.numel(), model.config.head_size
+    assert torch.equal(wrong.weights, right.weights) and torch.equal(wrong.head_outputs, right.head_outputs)
+    explicit = right.head_outputs.contiguous().view(1, h, T, d).view(1, T, h * d)[0]  # the notebook's line, B = 1
+    assert_close(wrong.concatenated, explicit, rtol=0, atol=0)
+    with torch.no_grad():
+        assert_close(wrong.projected, model.blocks[layer].attn.proj(explicit))
+    forgotten = wrong.forgotten
+    assert right.forgotten is None
+    assert_close(forgotten.right_concatenated, right.concatenated) and assert_close(forgotten.right_projected,
+                                                                                   right.projected)
+    assert forgotten.output_difference == pytest.approx(float((wrong.projected - right.projected).abs().max()))
+    for t in range(T):  # the map says where every block came from
+        for i, (head, token) in enumerate(forgotten.block_sources[t].tolist()):
+            assert torch.equal(wrong.concatenated[t, i * d:(i + 1) * d], right.head_outputs[head, token])
+            assert (head, token) == divmod(t * h + i, T)
+    # block i of row t is in its place only where t·h + i = i·T + t, i.e. t·3 = i·9 for h 4, T 10
+    assert forgotten.misplaced.logical_not().nonzero().tolist() == [[0, 0], [3, 1], [6, 2], [9, 3]]
+    assert forgotten.mixed_rows == list(range(T))  # every row reads some other token
+
+
+def test_textbook_batched_without_the_transpose_is_the_books_layer_minus_one_line():
+    heads = textbook_heads("batched", forget_transpose=True)
+    x, _ = textbook_inputs()
+    batch = torch.stack((x, x))
+    torch.manual_seed(123)
+    module = BatchedAttention(3, 2, 6, 0.0, num_heads=2)
+    with torch.no_grad():  # notebook 001's forward with `.transpose(1, 2)` left out of the context vectors
+        queries, keys, values = module._queries_keys_values(batch)
+        context = (module._attention_weights(queries, keys) @ values).contiguous().view(2, 6, 2)
+        expected = module.out_proj(context)
+    assert_close(heads.projected, expected[0]) and assert_close(heads.concatenated, context[0])
+    assert heads.batch_rows_equal
+    assert_close(heads.forgotten.right_projected, BOOK_BATCHED_ROWS, atol=1e-4, rtol=0)  # the book's own rows
+    assert heads.forgotten.block_sources.tolist() == [[[0, 0], [0, 1]], [[0, 2], [0, 3]], [[0, 4], [0, 5]],
+                                                      [[1, 0], [1, 1]], [[1, 2], [1, 3]], [[1, 4], [1, 5]]]
+    assert int(heads.forgotten.misplaced.sum()) == 10
+    with pytest.raises(ValueError, match="no transpose to forget"):
+        textbook_heads("wrapper", forget_transpose=True)
+
+
+def test_forgotten_text_counts_the_misplaced_blocks_and_names_the_rows_sources():
+    heads = textbook_heads("batched", forget_transpose=True)
+    _, tokens = textbook_inputs()
+    text = lessons.forgotten_text(heads, 4, tokens)
+    assert "head 0's 6 rows of 1 feature first" in text and "**10 of the 12 blocks**" in text
+    assert "**6 of the 6 rows** mix other tokens' features" in text
+    assert f"up to **{heads.forgotten.output_difference:.2f}**" in text
+    assert "Row **4** `one` now holds: block 0 ← head 1, token 2 `starts`; block 1 ← head 1, token 3 `with`" in text
+    table = lessons.forgotten_table(heads.forgotten, tokens)
+    assert "| 0 `Your` | h0·t0 ✓ | h0·t1 |" in table and "| 5 `step` | h1·t4 | h1·t5 ✓ |" in table
+    one_head = torch.randn(1, 5, 3)  # (h, T, d): one head, nothing to scramble
+    single = AllHeads(torch.zeros(5, 3), torch.zeros(1, 5, 5), one_head, one_head[0], None,
+                      forgotten=forgotten_join(one_head))
+    assert single.forgotten.output_difference == 0 and not single.forgotten.misplaced.any()
+    assert "both joins agree" in lessons.forgotten_text(single, 0, list("abcde"))
 
 
 # ------------------------------------------------------------------------------------------------ 4. the block

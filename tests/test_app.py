@@ -73,6 +73,7 @@ def test_api_inputs_have_their_handlers_names(served):
     assert names["/sample"] == ["checkpoint", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed",
                                 "greedy", "use_cache", "drop_unknown"]
     assert names["/attention_step"][:4] == ["source", "checkpoint", "layer", "head"]
+    assert names["/model_view"][-2:] == ["dropout_seed", "forget_transpose"]  # optional: older calls still work
     # optional after run_name; the optimizer last, so calls written before it existed still train with AdamW
     assert names["/train_start"][14:] == ["run_name", "replace", "token", "browser_token", "optimizer"]
     assert names["/train_stop"] == ["token", "browser_token"] and names["/compare"][0] == "embedding_dim"

@@ -1,6 +1,7 @@
 """The Model tab in Chromium on a desktop: the shipped model, zoomed through the five levels, the model map, the
-block switches (post-norm, encoder, ReLU, seeded dropout) and the textbook inputs with notebook 001's numbers.
-No console error, no error toast. Screenshots: model-score, model-block, model-lens, model-textbook-heads."""
+block switches (post-norm, encoder, ReLU, seeded dropout), the textbook inputs with notebook 001's numbers and,
+at level 3, notebook 002's forgotten transpose. No console error, no error toast. Screenshots: model-score,
+model-block, model-lens, model-textbook-heads, model-no-transpose."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot
 from playwright.sync_api import Locator, expect
 
-from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
+from playground.anatomy.lessons import FORGET_TRANSPOSE_LABEL, LEVEL_LABELS, LEVEL_TITLES
 
 pytestmark = pytest.mark.browser
 
@@ -65,3 +66,10 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     expect(plot_titled(panel, "MultiHeadAttention: after")).to_be_visible()
     expect_no_error(page)
     screenshot(page, "model-textbook-heads")
+
+    panel.get_by_role("checkbox", name=FORGET_TRANSPOSE_LABEL).check()  # notebook 002's missing transpose
+    expect(plot_titled(panel, "MultiHeadAttention: where each block")).to_be_visible(timeout=WAIT_MS)
+    expect(panel).to_contain_text("10 of the 12 blocks")
+    expect(panel).to_contain_text("h1·t5 ✓")  # the table: the last row's last block is in its place
+    expect_no_error(page)
+    screenshot(page, "model-no-transpose")

@@ -64,7 +64,7 @@ BASE_ARGS: dict[str, list] = {
     "/attention_export": ["textbook preset", "shakespeare-char", 0, 0, 0, 8, 4, "journey", "To be", True, True, 1.0,
                           False, "2. Q, K, V"],
     "/model_view": ["trained checkpoint", "shakespeare-char", "To be", "4. The block", 0, 0, -1, 0, "pre", "decoder",
-                    "gelu", 0.1, 0],
+                    "gelu", 0.1, 0, False],
     "/compare": [8, 2, 4, 1, 0, False, "fp32", "cpu"],
     "/compare_timing": [8, 2, 1, "fp32", "cpu", 16],
     "/compare_source": ["batched"],

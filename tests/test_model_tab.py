@@ -8,8 +8,9 @@ import gradio as gr
 import pytest
 import torch
 from conftest import REPO
+from torch.testing import assert_close
 
-from playground import plots
+from playground import anatomy, plots, walkthrough
 from playground.anatomy import lessons
 from playground.anatomy.lessons import LEVEL_TITLES
 from playground.budget import MemoryBudget
@@ -28,8 +29,8 @@ def ctx() -> AppContext:
 
 
 def view(ctx, level, *, source="trained checkpoint", text=TEXT, layer=1, head=2, query=-1, key=3,
-         switches=GPT_SWITCHES, part="Block 2", handler=model_tab.model_view):
-    return handler(ctx, source, "shakespeare-char", text, level, layer, head, query, key, *switches, part)
+         switches=GPT_SWITCHES, forget=False, part="Block 2", handler=model_tab.model_view):
+    return handler(ctx, source, "shakespeare-char", text, level, layer, head, query, key, *switches, forget, part)
 
 
 def figures(result: model_tab.View) -> list:
@@ -71,6 +72,33 @@ def test_all_heads_of_a_layer(ctx):
                               f"Layer 3: the heads' outputs side by side (4 × 48) {window}",
                               f"Layer 3: after the output projection {window}"]
     assert "concat(head₀, …, head_3)" in result.heading
+
+
+def test_all_heads_forgetting_the_transpose_shows_the_notebooks_numbers_and_the_map(ctx):
+    result = view(ctx, HEADS, layer=3, query=5, forget=True)
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = walkthrough.prepare_text(TEXT, loaded.tokenizer, loaded.config.context_size).ids
+    heads = anatomy.all_heads(loaded.model, ids, 3, forget_transpose=True)  # what the view showed, recomputed
+    assert titles(result)[1].startswith("Layer 3: the heads joined without the transpose (4 blocks of 48")
+    assert titles(result)[2].startswith("Layer 3: the output projection of the scrambled join")
+    assert titles(result)[3].startswith("Layer 3: where each block came from without the transpose")
+    shown = result.plot_c.data[0].z  # the projection's window: columns 64–191 (head 2's features first)
+    assert_close(torch.tensor(shown[5], dtype=torch.float32), heads.projected[5, 64:192])
+    assert "contiguous().view(B, T, h·d)  ← no .transpose(1, 2)" in result.heading
+    assert "**166 of the 168 blocks**" in result.heading and "**42 of the 42 rows**" in result.heading
+    assert f"up to **{heads.forgotten.output_difference:.2f}**" in result.heading
+    assert "Row **5** `,` now holds: block 0 ← head 0, token 20" in result.heading
+    sources = heads.forgotten.block_sources
+    assert result.plot_d.data[0].z.tolist() == sources[..., 0].tolist()  # coloured by the source head
+    assert result.plot_d.data[0].text[5][1] == "h0·t21"
+    assert "block 1 (d48–d95) ← head 0, token 21" in result.plot_d.data[0].customdata[5][1]
+    assert "| 5 `,` | h0·t20 | h0·t21 | h0·t22 | h0·t23 |" in result.numbers
+    textbook = view(ctx, HEADS, source="textbook inputs", query=0, forget=True)
+    assert "**10 of the 12 blocks**" in textbook.heading and lessons.WRAPPER_HAS_NO_TRANSPOSE in textbook.heading
+    for number in ("0.1351", "0.3790", "0.3190", "0.4858"):  # without the transpose, then the book's own row 0
+        assert number in textbook.numbers
+    assert len(figures(textbook)) == 4
+    assert view(ctx, SCORE, forget=True).heading == view(ctx, SCORE).heading  # the switch belongs to level 3
 
 
 def test_the_block_with_dropout_names_the_dropped_weights(ctx):
@@ -156,11 +184,13 @@ def test_the_model_map_navigates():
 def test_the_shown_view_and_the_controls_follow_the_level_and_the_model(ctx):
     shown = model_tab._shown(view(ctx, HEAD))
     assert shown[0] == "Block 2" and [plot.visible for plot in shown[2:6]] == [True, True, False, False]
-    checkpoint, layer, head, key, switches, model_map = model_tab.controls(ctx, "textbook inputs", None, BLOCK)
+    checkpoint, layer, head, key, switches, forget, model_map = model_tab.controls(ctx, "textbook inputs", None,
+                                                                                    BLOCK)
     assert not checkpoint.visible and not layer.visible and not head.visible and switches.visible
+    assert not forget.visible and model_tab.controls(ctx, "textbook inputs", None, HEADS)[5].visible
     assert model_map.choices == [(part, part) for part in lessons.map_parts(1)]
     *visible, model_map = model_tab.controls(ctx, "trained checkpoint", "shakespeare-char", SCORE)
-    assert [c.visible for c in visible] == [True, True, True, True, False]
+    assert [c.visible for c in visible] == [True, True, True, True, False, False]
     assert model_map.choices == [(part, part) for part in lessons.map_parts(4)]
     *_, unchanged = model_tab.controls(ctx, "trained checkpoint", "no-such-run", MODEL)  # the view says why
     assert unchanged == gr.skip()
@@ -187,3 +217,15 @@ def test_the_text_heatmap_windows_its_rows_and_writes_its_words():
     assert len(figure.data[0].z) == plots.MAX_SIDE and figure.data[0].text[0][0] == "w72.0"  # rows 72-199
     assert "(rows 72–199 of 200)" in figure.layout.title.text.replace("<br>", " ")
     assert figure.layout.shapes[0].y0 == 160 - 72 - 0.5
+
+
+def test_the_category_heatmap_windows_its_rows_and_names_its_categories():
+    categories = torch.arange(200 * 3).view(200, 3) // 150  # 0..3: four categories
+    words = [[f"w{r}.{c}" for c in range(3)] for r in range(200)]
+    figure = plots.category_heatmap(categories, words, words, ["a", "b", "c", "d"], [str(r) for r in range(200)],
+                                    ["x", "y", "z"], "blocks", first_row=150, highlight_row=160)
+    trace = figure.data[0]
+    assert len(trace.z) == plots.MAX_SIDE and trace.customdata[0][0] == "w72.0"  # rows 72-199
+    assert trace.text is None  # 128 rows: too many for a word per cell
+    assert list(trace.colorbar.ticktext) == ["a", "b", "c", "d"] and (trace.zmin, trace.zmax) == (-0.5, 3.5)
+    assert "(rows 72–199 of 200)" in figure.layout.title.text.replace("<br>", " ")

@@ -1,7 +1,8 @@
 """The model's anatomy, zoomed from one score to the whole model: the Model tab's core.
 
-    levels.py    the maths of each zoom level: one_score, all_heads / textbook_heads, block_walk, logit_lens,
-                 and view_cost (what a view costs, from its shapes)
+    levels.py    the maths of each zoom level: one_score, all_heads / textbook_heads (and forgotten_join, notebook
+                 002's forgotten transpose as a what-if), block_walk, logit_lens, and view_cost (what a view
+                 costs, from its shapes)
     lessons.py   the level titles, the model map's parts and what to look for at each level (words only)
 
 Level 2 (one head) is the Attention tab's walk-through (playground.walkthrough), reused as it is. Knows nothing
@@ -15,6 +16,7 @@ about Gradio, Plotly or figures.
 from playground.anatomy import lessons
 from playground.anatomy.levels import (
     ACTIVATIONS,
+    FORGOTTEN_MAP_BYTES,
     LEVELS,
     NORM_ORDERS,
     TEXTBOOK_LAYERS,
@@ -22,6 +24,7 @@ from playground.anatomy.levels import (
     TOP,
     AllHeads,
     BlockWalk,
+    ForgottenJoin,
     LensStage,
     LogitLens,
     ScoreCell,
@@ -30,6 +33,7 @@ from playground.anatomy.levels import (
     block_input,
     block_walk,
     check_token_ids,
+    forgotten_join,
     logit_lens,
     model_index,
     one_score,
@@ -42,6 +46,7 @@ from playground.anatomy.levels import (
 
 __all__ = [
     "ACTIVATIONS",
+    "FORGOTTEN_MAP_BYTES",
     "LEVELS",
     "NORM_ORDERS",
     "TEXTBOOK_LAYERS",
@@ -49,6 +54,7 @@ __all__ = [
     "TOP",
     "AllHeads",
     "BlockWalk",
+    "ForgottenJoin",
     "LensStage",
     "LogitLens",
     "ScoreCell",
@@ -57,6 +63,7 @@ __all__ = [
     "block_input",
     "block_walk",
     "check_token_ids",
+    "forgotten_join",
     "lessons",
     "logit_lens",
     "model_index",

@@ -1,4 +1,5 @@
-"""The Model tab's words: the five level titles, the model map's parts, and what to look for at each level.
+"""The Model tab's words: the five level titles, the model map's parts, and what to look for at each level
+(level 3 also explains notebook 002's forgotten transpose, block by block).
 
 The ONE place the level titles live (the tab's level picker, its headings and the ``level`` argument of
 ``/model_view`` use ``LEVEL_TITLES``). Holds words only: the numbers come from levels.py, and each function
@@ -14,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from playground import checks
-from playground.anatomy.levels import LEVELS, AllHeads, BlockWalk, LogitLens, ScoreCell
+from playground.anatomy.levels import LEVELS, AllHeads, BlockWalk, ForgottenJoin, LogitLens, ScoreCell
 
 LEVEL_TITLES = ("1. One score", "2. One head", "3. All heads", "4. The block", "5. The model")  # one per LEVELS
 LEVEL_LABELS = ("1 · score", "2 · head", "3 · all heads", "4 · block", "5 · model")  # the picker's short labels
@@ -26,6 +27,13 @@ EMBEDDINGS, FINAL_NORM, LM_HEAD, PROBABILITIES = "Embeddings", "Final norm", "LM
 MODEL_PARTS = (EMBEDDINGS, FINAL_NORM, LM_HEAD, PROBABILITIES)  # the map's parts outside the blocks
 DROPPED_HOVER = "dropped by dropout: this weight is 0 in training"
 MASKED_WEIGHT_HOVER = "masked: weight exactly 0 because the score was −∞"
+FORGET_TRANSPOSE_LABEL = "forget the transpose (notebook 002's bug)"
+FORGET_TRANSPOSE_INFO = "join the heads with .view(B, T, h·d) straight from (B, h, T, d), as notebook 002's code does"
+WRAPPER_HAS_NO_TRANSPOSE = (
+    "The wrapper joins its heads with `torch.cat(..., dim=-1)`: it has no transpose to forget. The what-if runs "
+    "on the book's batched `MultiHeadAttention`, whose context vectors go through `.transpose(1, 2)` and then "
+    "`.contiguous().view(b, num_tokens, d_out)`: here that view comes straight after `attn_weights @ values`.")
+RIGHT_MARK = "✓"  # a block the forgotten transpose happens to leave where it belongs
 TEXTBOOK_NO_MODEL = (
     "The book's inputs are six hand-made 3-d vectors: they have no vocabulary, so there is no LM head and no "
     "next character to predict. Pick **trained checkpoint** as the source to see the whole model.")
@@ -147,6 +155,124 @@ def textbook_heads_text(wrapper: AllHeads, batched: AllHeads) -> str:
             "so the same wrapper is written with d_out 4 here.) **Look for:** the wrapper's rows are 4 wide and the "
             "batched layer's 2 wide; the first two columns of the wrapper are notebook 001's single "
             "CausalAttention head.")
+
+
+# --------------------------------------------------------------------------------------------- 3. what if: no transpose
+
+def forgotten_formula(heads: AllHeads) -> str:
+    h, d, T = heads.heads_num, heads.head_size, heads.length
+    formula = (f"out = heads.contiguous().view(B, T, h·d)  ← no .transpose(1, 2) first: (B, {h}, {T}, {d}) read in "
+               f"memory order as (B, {T}, {h * d})")
+    return formula + ("  then · W_out" if heads.projected is not None else "")
+
+
+def block_source(head: int, token: int, tokens: Sequence[str]) -> str:
+    """ "head 0, token 5 `o`": where a block of the joined row was read from."""
+    return f"head {head}, token {token} `{tokens[token]}`"
+
+
+def forgotten_cell(head: int, token: int, right: bool) -> str:
+    """The map's short cell word: "h0·t5", with RIGHT_MARK where the block is in its right place."""
+    return f"h{head}·t{token}" + (f" {RIGHT_MARK}" if right else "")
+
+
+def forgotten_hover(row: int, block: int, head_size: int, head: int, token: int, tokens: Sequence[str]) -> str:
+    """One cell of the map: "row 2 `b`, block 1 (features 48–95) ← head 0, token 5 `o`; right: head 1, token 2"."""
+    where = (f"row {row} `{tokens[row]}`, block {block} ({_features(block, head_size)}) ← "
+             f"{block_source(head, token, tokens)}")
+    if (head, token) == (block, row):
+        return where + ": the right place"
+    return where + f"; the right join puts {block_source(block, row, tokens)} here"
+
+
+def _row_sources(forgotten: ForgottenJoin, row: int, tokens: Sequence[str], limit: int = 8) -> str:
+    sources = forgotten.block_sources[row].tolist()
+    parts = [f"block {i} ← {block_source(head, token, tokens)}" for i, (head, token) in enumerate(sources[:limit])]
+    return "; ".join(parts) + ("; …" if len(sources) > limit else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _positions(rows: Sequence[int], limit: int = 12) -> str:
+    shown = ", ".join(str(r) for r in rows[:limit])
+    return shown + (", …" if len(rows) > limit else "")
+
+
+def forgotten_text(heads: AllHeads, query: int, tokens: Sequence[str]) -> str:
+    """Why the transpose is needed, what forgetting it did to these heads, and what to look for."""
+    forgotten = heads.forgotten
+    h, d, T = heads.heads_num, heads.head_size, heads.length
+    text = (f"**What if you forget the transpose?** Notebook 002's code joins the heads with "
+            f"`.contiguous().view(B, T, h·d)` straight from (B, h, T, d). The heads' outputs lie in memory as "
+            f"(h, T, d) = ({h}, {T}, {d}): head 0's {T} rows of {_count(d, 'feature')} first, then head 1's {T} "
+            f"rows, and so on. A view moves nothing: it cuts that same memory, in order, into {T} rows of {h * d}. "
+            f"So row 0 takes head 0's rows for tokens 0–{min(h, T) - 1}, row 1 the next ones, …: a token's row gets "
+            "whole rows of *other tokens*, and the first rows hold head 0 alone. `.transpose(1, 2)` first makes it "
+            f"(B, T, h, d), so that after `.contiguous()` each token's {h} head rows lie side by side and the view "
+            "joins the right pieces. PyTorch raises no error: the shapes match either way, which is why the bug is "
+            "silent. ")
+    if h == 1 or T == 1:
+        why = ("with one head, (1, T, d) and (T, 1, d)" if h == 1 else "with one token, (h, 1, d) and (1, h, d)")
+        return text + (f"Here {why} hold the same numbers in the same order, so both joins agree: there is "
+                       "nothing to scramble. **Look for:** "
+                       + ("a layer with more heads." if h == 1 else "the scramble on a longer text."))
+    misplaced, mixed = int(forgotten.misplaced.sum()), forgotten.mixed_rows
+    own = sorted(set(range(T)) - set(mixed))
+    text += (f"Here, with the same weights: **{misplaced} of the {T * h} blocks** ({_count(d, 'feature')} each) land "
+             "in the "
+             f"wrong place, and **{len(mixed)} of the {T} rows** mix other tokens' features"
+             + (f" (only row{'s' if len(own) > 1 else ''} {_positions(own)} read{'' if len(own) > 1 else 's'} its "
+                f"own token alone)" if own else "") + ". ")
+    output = "the output projection" if heads.projected is not None else "the output"
+    text += (f"The layer's output differs from the right one by up to **{forgotten.output_difference:.2f}** "
+             f"(the joined features by up to {forgotten.concatenated_difference:.2f}): that is the difference a "
+             "learner sees comparing notebook 002's numbers with this project's, with no error to explain it. "
+             f"Row **{query}** `{tokens[query]}` now holds: {_row_sources(forgotten, query, tokens)} (the right "
+             f"join: head 0–{h - 1} of token {query}), and {output} then mixes those pieces into every feature. ")
+    return text + (f"**Look for:** in the map, the colours (the source head) run in horizontal bands, about "
+                   f"{max(1, T // h)} rows per head, instead of repeating head 0, 1, … across every row; the "
+                   f"{RIGHT_MARK} cells are the few blocks that land right by chance (row 0's first block and the "
+                   "last row's last block always do).")
+
+
+def forgotten_table(forgotten: ForgottenJoin, tokens: Sequence[str], first_row: int = 0, rows: int = 16,
+                    blocks: int = 8) -> str:
+    """Where each d-wide block of rows first_row.. of the wrong join came from, and each row's largest difference
+    from the right output, as a Markdown table of at most ``rows`` rows and ``blocks`` blocks."""
+    T, h, d = forgotten.length, forgotten.heads_num, forgotten.pitfall.head_size
+    first_row = max(0, min(first_row, T - rows))
+    shown = range(first_row, min(T, first_row + rows))
+    right_output = forgotten.right_projected if forgotten.right_projected is not None else forgotten.right_concatenated
+    wrong_output = forgotten.wrong_projected if forgotten.wrong_projected is not None else forgotten.wrong_concatenated
+    rows_shown = slice(shown.start, shown.stop)
+    difference = (wrong_output[rows_shown] - right_output[rows_shown]).abs().amax(dim=1).tolist()  # (rows,)
+    sources = forgotten.block_sources[rows_shown].tolist()  # (rows, h, 2)
+    misplaced = forgotten.misplaced[rows_shown].tolist()  # (rows, h)
+    columns = [f"block {i} ({_features(i, d)})" for i in range(min(h, blocks))]
+    cut = [f"rows {shown.start}–{shown.stop - 1} of {T}"] if len(shown) < T else []
+    cut += [f"blocks 0–{blocks - 1} of {h}"] if h > blocks else []
+    table = [f"**Without the transpose: where each block of a row was read from** ({RIGHT_MARK}: the right place"
+             + "".join(f"; {c}" for c in cut) + ")", "",
+             "| row | " + " | ".join(columns) + " | output: max \\|wrong − right\\| |",
+             "|---|" + "---|" * (len(columns) + 1)]
+    for n, t in enumerate(shown):
+        cells = [forgotten_cell(head, token, not misplaced[n][i])
+                 for i, (head, token) in enumerate(sources[n][:blocks])]
+        table.append(f"| {t} {_cell_word(tokens[t])} | " + " | ".join(cells) + f" | {difference[n]:.4f} |")
+    return "\n".join(table)
+
+
+def _features(block: int, head_size: int) -> str:
+    first, last = block * head_size, (block + 1) * head_size - 1
+    return f"d{first}" if first == last else f"d{first}–d{last}"
+
+
+def _cell_word(token: str) -> str:
+    """A token as code in a Markdown table cell: its pipes escaped, a backtick inside a double-backtick span."""
+    token = token.replace("|", "\\|")
+    return f"`` {token} ``" if "`" in token else f"`{token}`"
 
 
 # --------------------------------------------------------------------------------------------- 4. the block

@@ -3,7 +3,8 @@
   1. one score   ``one_score(q_i, k_j)``: the products q_i[n]·k_j[n], their sum S[i, j] and S[i, j] / √d_k
   2. one head    walkthrough.checkpoint_head_inputs(...).trace() (the Attention tab's seven stages, unchanged)
   3. all heads   ``all_heads(model, ids, layer)`` and ``textbook_heads(name)``: every head's weights and output,
-                 the concatenation and the output projection
+                 the concatenation and the output projection; with ``forget_transpose=True`` the heads are joined
+                 the way notebook 002's code joins them (``forgotten_join``: no transpose before the view)
   4. the block   ``block_walk(block, x, ...)``: LayerNorm, attention, residual add, LayerNorm, MLP, residual add,
                  rebuilt from the Block's own submodules with switches (post-norm, encoder, ReLU, dropout)
   5. the model   ``logit_lens(model, ids)``: after each block, ln_f + lm_head -> the top next characters
@@ -14,12 +15,14 @@ float32 and on the CPU, whatever device the model runs on.
     block_walk(model.blocks[0], x).output  ==  model.blocks[0](x[None])[0][0]        (pre-norm, causal, GELU)
     logit_lens(model, ids).stages[-1]      ->  the top 10 of softmax(model(ids[None]).logits[0])
     textbook_heads("wrapper").concatenated[0]  ->  [-0.4519, 0.2216, 0.4772, 0.1063]   (notebook 001)
+    all_heads(model, ids, 0, forget_transpose=True).projected
+        ==  attn.proj(head_outputs.contiguous().view(T, h·d))        (notebook 002's line, the same weights)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -31,6 +34,7 @@ from playground.attention import MultiHeadAttentionWrapper
 from playground.attention.batched import BatchedAttention
 from playground.config import ModelConfig
 from playground.model import GPT, Block, causal_mask
+from playground.textbook import ForgottenTranspose, combine_heads, forgotten_transpose
 from playground.walkthrough.sources import JOURNEY_EMBEDDINGS, JOURNEY_TOKENS
 
 LEVELS = ("score", "head", "heads", "block", "model")  # the zoom levels, from one number to the whole model
@@ -39,6 +43,8 @@ ACTIVATIONS = ("gelu", "relu")
 TOP = 10  # next characters the logit lens keeps per position
 TEXTBOOK_SEED = 123  # notebook 001's torch.manual_seed
 TEXTBOOK_LAYERS = ("wrapper", "batched")  # MultiHeadAttentionWrapper and MultiHeadAttention of notebook 001
+# forgotten_transpose's two (T, h·d, 3) int64 source tables and the int64 index tensors that build them
+FORGOTTEN_MAP_BYTES = 2 * 3 * 8 + 5 * 8
 
 
 def _cpu(tensor: torch.Tensor) -> torch.Tensor:
@@ -141,16 +147,102 @@ def one_score(q_i: torch.Tensor, k_j: torch.Tensor) -> ScoreCell:
 # --------------------------------------------------------------------------------------------- 3. all heads
 
 @dataclass(eq=False)
+class ForgottenJoin:
+    """Notebook 002's forgotten transpose on one layer's heads, the "what if": the heads' outputs (h, T, d) joined
+    with ``.contiguous().view(T, h·d)`` straight away, as the notebook's code does, the output projection applied
+    to that, and the right join and projection beside them. The same weights throughout: only the join differs.
+
+    The view reads the (h, T, d) numbers in memory order, so row t of the join is the flat range
+    [t·h·d, (t+1)·h·d): its block i (features i·d..(i+1)·d-1) is head (t·h + i) // T's row for token (t·h + i) % T.
+    """
+
+    pitfall: ForgottenTranspose  # textbook.pitfalls: both joins (1, T, h·d) and the source of every feature
+    right_concatenated: torch.Tensor  # (T, h·d): transpose, then view (head i on features i·d..(i+1)·d-1)
+    wrong_concatenated: torch.Tensor  # (T, h·d): the view alone, notebook 002's line
+    right_projected: torch.Tensor | None  # (T, C_out) the output projection of the right join; None without one
+    wrong_projected: torch.Tensor | None  # (T, C_out) ... of the wrong join: what the notebook's code returns
+
+    @property
+    def heads_num(self) -> int:
+        return self.pitfall.num_heads
+
+    @property
+    def length(self) -> int:
+        return self.pitfall.num_tokens
+
+    @property
+    def block_sources(self) -> torch.Tensor:
+        """(T, h, 2) long: the (head, token) whose d features the wrong join put in block i of row t."""
+        return self.pitfall.wrong_source[:, :: self.pitfall.head_size, :2]
+
+    @property
+    def misplaced(self) -> torch.Tensor:
+        """(T, h) bool: True where block i of row t is not (head i, token t), what the right join puts there."""
+        sources = self.block_sources
+        heads = torch.arange(self.heads_num).view(1, -1)  # (1, h)
+        tokens = torch.arange(self.length).view(-1, 1)  # (T, 1)
+        return (sources[..., 0] != heads) | (sources[..., 1] != tokens)
+
+    @property
+    def mixed_rows(self) -> list[int]:
+        """The rows that hold some other token's features: every row but those that read only their own token."""
+        tokens = torch.arange(self.length).view(-1, 1)  # (T, 1)
+        return [int(t) for t in (self.block_sources[..., 1] != tokens).any(dim=1).nonzero()[:, 0]]
+
+    @property
+    def concatenated_difference(self) -> float:
+        """max |wrong − right| over the joins."""
+        return self.pitfall.max_abs_difference
+
+    @property
+    def output_difference(self) -> float:
+        """max |wrong − right| over what the layer returns: the projection, or the join without one."""
+        if self.wrong_projected is None:
+            return self.concatenated_difference
+        return float((self.wrong_projected - self.right_projected).abs().max())
+
+
+def forgotten_join(head_outputs: torch.Tensor,
+                   projection: Callable[[torch.Tensor], torch.Tensor] | None = None) -> ForgottenJoin:
+    """Join head_outputs (h, T, d) both ways (textbook.pitfalls.forgotten_transpose) and apply ``projection``
+    (the layer's output projection, e.g. ``attn.proj`` or notebook 002's ``W_o``) to each, on the outputs'
+    device and dtype, as the layer itself would. No gradients; every result float32 on the CPU.
+
+        forgotten_join(msa.heads_output(x)[0], msa.W_o).wrong_projected
+            == MultiHeadSelfAttention(d_model, h, forget_transpose=True) with msa's weights, on x
+    """
+    if not isinstance(head_outputs, torch.Tensor) or head_outputs.dim() != 3 or not head_outputs.is_floating_point():
+        raise ValueError("head_outputs must be a 3-D (h, T, d) tensor of floating-point numbers")
+    with torch.no_grad():
+        batch = head_outputs.detach()[None]  # (1, h, T, d): the notebook's B of one
+        pitfall = forgotten_transpose(batch)  # (1, T, h·d) each way, on the outputs' device
+        right, wrong = pitfall.right[0], pitfall.wrong[0]  # (T, h·d)
+        right_projected = wrong_projected = None
+        if projection is not None:
+            right_projected, wrong_projected = _cpu(projection(right)), _cpu(projection(wrong))  # (T, C_out)
+    pitfall = ForgottenTranspose(right=_cpu(pitfall.right), wrong=_cpu(pitfall.wrong),
+                                 max_abs_difference=pitfall.max_abs_difference, wrong_source=pitfall.wrong_source,
+                                 right_source=pitfall.right_source, num_heads=pitfall.num_heads,
+                                 head_size=pitfall.head_size)
+    return ForgottenJoin(pitfall, _cpu(right), _cpu(wrong), right_projected, wrong_projected)
+
+
+@dataclass(eq=False)
 class AllHeads:
-    """Every head of one attention layer on one sequence: weights, outputs, concatenation, projection."""
+    """Every head of one attention layer on one sequence: weights, outputs, concatenation, projection.
+
+    With ``forgotten`` set (``forget_transpose=True``), ``concatenated`` and ``projected`` are what notebook 002's
+    code computes, the heads joined without the transpose; ``forgotten`` holds the right ones and the map.
+    """
 
     x: torch.Tensor  # (T, C_in) what the heads read (a GPT layer: the LayerNorm'd residual stream)
     weights: torch.Tensor  # (h, T, T) each head's attention weights
     head_outputs: torch.Tensor  # (h, T, d) each head's weights @ values
-    concatenated: torch.Tensor  # (T, h·d) the heads' outputs side by side
+    concatenated: torch.Tensor  # (T, h·d) the heads' outputs side by side (scrambled when forgotten is set)
     projected: torch.Tensor | None  # (T, C_out) the output projection of the concatenation; None without one
     description: str = ""
     batch_rows_equal: bool | None = None  # textbook: whether both copies in the batch of two gave the same numbers
+    forgotten: ForgottenJoin | None = None  # the forgotten-transpose what-if, when asked for
 
     @property
     def heads_num(self) -> int:
@@ -173,8 +265,9 @@ def _stream_before(model: GPT, ids: torch.Tensor, layer: int) -> torch.Tensor:
     return x[0]
 
 
-def all_heads(model: GPT, token_ids: torch.Tensor, layer: int) -> AllHeads:
-    """Every head of GPT layer ``layer`` on token_ids (1-D, at most context_size), as the model computes them."""
+def all_heads(model: GPT, token_ids: torch.Tensor, layer: int, forget_transpose: bool = False) -> AllHeads:
+    """Every head of GPT layer ``layer`` on token_ids (1-D, at most context_size), as the model computes them;
+    ``forget_transpose``: the heads joined notebook 002's way and the layer's own proj applied to that."""
     config = model.config
     layer = model_index(layer, "layer", config.layers_num, "layers")
     ids = check_token_ids(model, token_ids)
@@ -188,9 +281,14 @@ def all_heads(model: GPT, token_ids: torch.Tensor, layer: int) -> AllHeads:
         head_outputs = weights @ v  # (h, T, d)
         concatenated = head_outputs.transpose(0, 1).reshape(T, C)  # (T, h·d): head i on features i·d..(i+1)·d-1
         projected = attn.proj(concatenated)  # (T, C)
+        forgotten = forgotten_join(head_outputs, attn.proj) if forget_transpose else None
+    description = f"layer {layer} of the model: {config.heads_num} heads of {config.head_size} features on {T} tokens"
+    if forgotten is not None:
+        return AllHeads(_cpu(x), _cpu(weights), _cpu(head_outputs), forgotten.wrong_concatenated,
+                        forgotten.wrong_projected, description=description + ", joined without the transpose",
+                        forgotten=forgotten)
     return AllHeads(_cpu(x), _cpu(weights), _cpu(head_outputs), _cpu(concatenated), _cpu(projected),
-                    description=f"layer {layer} of the model: {config.heads_num} heads of {config.head_size} "
-                                f"features on {T} tokens")
+                    description=description)
 
 
 def textbook_inputs() -> tuple[torch.Tensor, list[str]]:
@@ -198,7 +296,7 @@ def textbook_inputs() -> tuple[torch.Tensor, list[str]]:
     return torch.tensor(JOURNEY_EMBEDDINGS), list(JOURNEY_TOKENS)
 
 
-def textbook_heads(name: str, seed: int = TEXTBOOK_SEED) -> AllHeads:
+def textbook_heads(name: str, seed: int = TEXTBOOK_SEED, forget_transpose: bool = False) -> AllHeads:
     """Notebook 001's two multi-head layers on the batch of two copies of its 6 × 3 inputs, through the
     project's attention family (playground.attention), built after ``torch.manual_seed(seed)``.
 
@@ -207,12 +305,17 @@ def textbook_heads(name: str, seed: int = TEXTBOOK_SEED) -> AllHeads:
     ``MultiHeadAttentionWrapper(3, 4, 6, 0.0, num_heads=2)`` here; row 0 is [-0.4519, 0.2216, 0.4772, 0.1063].
     "batched": the book's ``MultiHeadAttention(d_in=3, d_out=2, 6, 0.0, num_heads=2)``: two heads of width 1,
     their context vectors, then out_proj; row 0 is [0.3190, 0.4858]. The global RNG state is restored.
+    ``forget_transpose`` ("batched" only): its context vectors joined notebook 002's way, then its out_proj.
     """
     name = checks.choice(name, "textbook layer", TEXTBOOK_LAYERS)
+    if forget_transpose and name == "wrapper":
+        raise ValueError("the wrapper joins its heads with torch.cat along the features: it has no transpose to "
+                         "forget (the batched MultiHeadAttention has one)")
     seed = checks.whole_number(seed, "seed", 0)
     embeddings, _ = textbook_inputs()
     batch = torch.stack((embeddings, embeddings))  # (2, 6, 3): the book's batch of two copies
     T = embeddings.size(0)
+    forgotten = None
     with _seeded(seed):
         if name == "wrapper":
             module = MultiHeadAttentionWrapper(3, 4, T, 0.0, num_heads=2)
@@ -228,14 +331,21 @@ def textbook_heads(name: str, seed: int = TEXTBOOK_SEED) -> AllHeads:
             concatenated = module.context_vectors(batch)  # (2, T, 2)
             projected = module(batch)  # (2, T, 2)
             head_outputs = concatenated.view(2, T, module.num_heads, module.head_dim).transpose(1, 2)  # (2, h, T, d)
+            if forget_transpose:  # the book's context_vectors with the transpose left out, then its out_proj
+                forgotten = forgotten_join(head_outputs[0], module.out_proj)
+                concatenated = combine_heads(head_outputs, forget_transpose=True)  # (2, T, 2)
+                projected = module.out_proj(concatenated)  # (2, T, 2)
     final = concatenated if projected is None else projected
     description = ("the book's MultiHeadAttentionWrapper(d_in=3, d_out=2, num_heads=2): two heads of width 2, "
                    "concatenated" if name == "wrapper" else
                    "the book's MultiHeadAttention(d_in=3, d_out=2, num_heads=2): two heads of width 1, then out_proj")
+    if forget_transpose:
+        description += ", its heads joined without the transpose (notebook 002's line)"
     return AllHeads(embeddings, _cpu(weights[0]), _cpu(head_outputs[0]), _cpu(concatenated[0]),
                     None if projected is None else _cpu(projected[0]),
                     description=f"{description}; torch.manual_seed({seed}), a batch of two copies",
-                    batch_rows_equal=bool(torch.equal(final[0], final[1])))
+                    batch_rows_equal=bool(torch.equal(final[0], final[1])),
+                    forgotten=forgotten)
 
 
 # --------------------------------------------------------------------------------------------- 4. the block
@@ -438,12 +548,15 @@ def logit_lens(model: GPT, token_ids: torch.Tensor, top: int = TOP) -> LogitLens
 # --------------------------------------------------------------------------------------------- what a view costs
 
 def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, layers_num: int,
-              vocabulary_size: int, parameters: int, heatmap_cells: int, bars: int = 0) -> budget.Cost:
+              vocabulary_size: int, parameters: int, heatmap_cells: int, bars: int = 0,
+              forget_transpose: bool = False) -> budget.Cost:
     """Peak memory of one view of ``level`` on T = ``length`` tokens, from the shapes alone (float32):
 
     the forward pass (with every layer's attention maps), the level's own tensors and the figures:
       score, head   one head's trace (budget.attention_view_cost)
-      heads         4 (h, T, T) and 4 (T, C)        block   6 (h, T, T), 12 (T, C) and 2 (T, 4C)
+      heads         4 (h, T, T) and 4 (T, C); forgetting the transpose adds 6 (T, C) floats (both joins and
+                    projections, and their CPU copies) and FORGOTTEN_MAP_BYTES per (T, C) entry for the maps
+      block         6 (h, T, T), 12 (T, C) and 2 (T, 4C)
       model         3 (T, V) (one stage at a time), the stream after every block (T, C) and their top lists
     """
     level = checks.choice(level, "level", LEVELS)
@@ -454,7 +567,7 @@ def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, la
     own = {
         "score": budget.attention_view_cost(length=T, embedding_dim=C, head_size=max(1, C // h)).bytes,
         "head": budget.attention_view_cost(length=T, embedding_dim=C, head_size=max(1, C // h)).bytes,
-        "heads": f * (4 * h * T * T + 4 * T * C),
+        "heads": f * (4 * h * T * T + 4 * T * C) + forget_transpose * (6 * f + FORGOTTEN_MAP_BYTES) * T * C,
         "block": f * (6 * h * T * T + 12 * T * C + 2 * 4 * T * C),
         "model": f * (3 * T * V + (layers_num + 1) * T * C) + (layers_num + 1) * 16 * T * TOP,
     }[level]

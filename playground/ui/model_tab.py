@@ -3,7 +3,8 @@
 A model map at the top (Embeddings -> Block 1..N -> Final norm -> LM head -> Next-character probabilities)
 picks the part; the level picker zooms: 1. one score (q_i, k_j, their products and sum), 2. one head (its
 weights; the Attention tab steps through its seven stages), 3. all heads (weights, concatenation, output
-projection; notebook 001's numbers on the textbook inputs), 4. the block (the residual stream's length at each
+projection; notebook 001's numbers on the textbook inputs; a switch that forgets notebook 002's transpose and
+maps where each block of the scrambled rows came from), 4. the block (the residual stream's length at each
 point, with switches for post-norm, encoder, ReLU and seeded attention dropout), 5. the model (a logit lens).
 The maths and the words live in playground.anatomy; what a view costs in anatomy.view_cost. This module lays
 them out.
@@ -29,6 +30,7 @@ SOURCES = ("trained checkpoint", "textbook inputs")
 ATTENTION_MODES = {"decoder": True, "encoder": False}  # the switch's value -> causal
 DEFAULT_TEXT = "To be, or not to be: that is the question."
 CONTROL_MIN_WIDTH = 160
+TABLE_ROWS = 16  # rows of the forgotten transpose's table, around the query
 TEXTBOOK_TRAINED_AS = ""  # the textbook block is seeded, not trained: no "trained as" caveat
 
 
@@ -58,15 +60,18 @@ class Settings(NamedTuple):
     activation: str
     dropout: float
     dropout_seed: int
+    forget_transpose: bool  # level 3: join the heads the way notebook 002's code does
 
 
-def _settings(level, layer, head, query, key, norm_order, attention, activation, dropout, dropout_seed) -> Settings:
+def _settings(level, layer, head, query, key, norm_order, attention, activation, dropout, dropout_seed,
+              forget_transpose) -> Settings:
     return Settings(
         lessons.level_key(level), layer, head, query, key, checks.choice(norm_order, "norm order", anatomy.NORM_ORDERS),
         ATTENTION_MODES[checks.choice(attention, "attention", ATTENTION_MODES)],
         checks.choice(activation, "activation", anatomy.ACTIVATIONS),
         checks.real_number(dropout, "dropout", 0.0, 0.95), checks.whole_number(dropout_seed, "dropout seed", 0,
-                                                                               2**63 - 1))
+                                                                               2**63 - 1),
+        bool(forget_transpose))
 
 
 def _token_label(text: str) -> str:
@@ -150,8 +155,10 @@ def _side(n: int) -> int:
     return min(n, plots.MAX_SIDE)
 
 
-def _figure_cells(level: str, T: int, C: int, h: int, d: int, layers: int, top: int) -> tuple[int, int]:
-    """(heatmap cells, bars) the level draws, from the shapes: each heatmap is windowed to MAX_SIDE a side."""
+def _figure_cells(level: str, T: int, C: int, h: int, d: int, layers: int, top: int,
+                  forget_transpose: bool = False) -> tuple[int, int]:
+    """(heatmap cells, bars) the level draws, from the shapes: each heatmap is windowed to MAX_SIDE a side; the
+    forgotten transpose's map counts twice (a word and a hover line per cell)."""
     t = _side(T)
     if level == "score":
         return 3 * _side(d) + t * t, d
@@ -159,7 +166,7 @@ def _figure_cells(level: str, T: int, C: int, h: int, d: int, layers: int, top: 
         return t * t + t * _side(d), 0
     if level == "heads":
         shown = min(h, plots.MAX_GRID_PANELS)
-        return shown * plots.grid_side(shown, T) ** 2 + 2 * t * _side(C), 0
+        return shown * plots.grid_side(shown, T) ** 2 + 2 * t * _side(C) + forget_transpose * 2 * t * _side(h), 0
     if level == "block":
         return 2 * t * t + 7 * t, 7
     return t * (layers + 1) + t * top + (layers + 1) * top, layers + 1
@@ -211,21 +218,51 @@ def _head_view(inputs: walkthrough.HeadInputs, settings: Settings, where: str, n
 
 
 def _heads_figures(heads: anatomy.AllHeads, tokens: list[str], query: int, name: str, head: int = 0) -> tuple:
+    """The weights grid, the concatenation and the projection; with the transpose forgotten the concatenation's
+    columns are blocks (b1·d0), not heads: which head a block holds changes from row to row (see the map)."""
     T = heads.length
     visible = torch.ones(T, T, dtype=torch.bool).tril()
     side = plots.grid_side(min(heads.heads_num, plots.MAX_GRID_PANELS), T)
     grid = plots.heads_grid(heads.weights, tokens, f"{name}: every head's attention weights", masked=~visible,
                             highlight_row=query, start=max(0, query - side // 2))
-    d = heads.head_size
-    columns = [f"h{i}·d{n}" for i in range(heads.heads_num) for n in range(d)]
-    concatenated = _features_figure(heads.concatenated, tokens, columns,
-                                    f"{name}: the heads' outputs side by side ({heads.heads_num} × {d})", query,
-                                    col_start=head * d)
+    d, h = heads.head_size, heads.heads_num
+    forgot = heads.forgotten is not None
+    columns = [f"{'b' if forgot else 'h'}{i}·d{n}" for i in range(h) for n in range(d)]
+    joined = (f"{name}: the heads joined without the transpose ({h} blocks of {d}, scrambled)" if forgot else
+              f"{name}: the heads' outputs side by side ({h} × {d})")
+    concatenated = _features_figure(heads.concatenated, tokens, columns, joined, query, col_start=head * d)
     projected = None
     if heads.projected is not None:
         projected = _features_figure(heads.projected, tokens, [f"x{n}" for n in range(heads.projected.size(1))],
-                                     f"{name}: after the output projection", query, col_start=head * d)
+                                     f"{name}: the output projection of the scrambled join (notebook 002's output)"
+                                     if forgot else f"{name}: after the output projection", query, col_start=head * d)
     return grid, concatenated, projected
+
+
+def _forgotten_map(forgotten: anatomy.ForgottenJoin, tokens: list[str], query: int, name: str):
+    """Rows (tokens) x blocks of the scrambled join, coloured by the head each block was read from; each cell
+    names its (head, token), ✓ where that is the right place; hover says what the right join puts there."""
+    T, d, h = forgotten.length, forgotten.pitfall.head_size, forgotten.heads_num
+    first = max(0, min(_window_start(query), T - plots.MAX_SIDE))
+    shown = slice(first, first + plots.MAX_SIDE)  # words and hover lines for the rows the figure draws only
+    sources = forgotten.block_sources[shown].tolist()  # (rows, h, 2)
+    misplaced = forgotten.misplaced[shown].tolist()  # (rows, h)
+    words, hover = [[""] * h] * first, [[""] * h] * first  # the rows above the window: never drawn
+    for t, row in enumerate(sources, start=first):
+        words.append([lessons.forgotten_cell(head, token, not misplaced[t - first][i])
+                      for i, (head, token) in enumerate(row)])
+        hover.append([lessons.forgotten_hover(t, i, d, head, token, tokens) for i, (head, token) in enumerate(row)])
+    return plots.category_heatmap(forgotten.block_sources[..., 0], words, hover, [f"head {i}" for i in range(h)],
+                                  tokens, [f"block {i}" for i in range(h)],
+                                  f"{name}: where each block came from without the transpose (colour: the head, "
+                                  f"{lessons.RIGHT_MARK} the right place)", first_row=first,
+                                  highlight_row=query, x_title=f"block of the joined row ({d} features each)",
+                                  y_title="row (token)")
+
+
+def _table_start(query: int, rows: int = TABLE_ROWS) -> int:
+    """The first row of a ``rows``-row table that keeps the query in view."""
+    return max(0, query - rows // 2)
 
 
 def _rows_table(title: str, matrix: torch.Tensor, tokens: list[str]) -> str:
@@ -313,10 +350,11 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
     T, C, h, d, L = len(tokens), config.embedding_dim, config.heads_num, config.head_size, config.layers_num
     level = settings.level
     layer = 0 if level == "model" else anatomy.model_index(settings.layer, "layer", L, "layers")
-    cells, bars = _figure_cells(level, T, C, h, d, L, anatomy.TOP)
+    forget = level == "heads" and settings.forget_transpose
+    cells, bars = _figure_cells(level, T, C, h, d, L, anatomy.TOP, forget)
     cost = anatomy.view_cost(level, length=T, embedding_dim=C, heads_num=h, layers_num=L,
                              vocabulary_size=config.vocabulary_size, parameters=config.parameter_count(),
-                             heatmap_cells=cells, bars=bars)
+                             heatmap_cells=cells, bars=bars, forget_transpose=forget)
     where = f"{loaded.name}: {L} blocks, {h} heads of {d} features, C = {C}, on your {T} tokens"
     notes = list(prepared.notices)
     with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
@@ -331,14 +369,21 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
                         "through this head's seven stages: X, Q K V, scores, scaling, mask, softmax, output.")
                 shown = _head_view(inputs, settings, where_head, notes, hint)
         elif level == "heads":
-            heads = anatomy.all_heads(loaded.model, ids, layer)
+            heads = anatomy.all_heads(loaded.model, ids, layer, forget_transpose=forget)
             head = anatomy.model_index(settings.head, "head", h, "heads per layer")
             query, clamped = anatomy.position(settings.query, "query", T)
             grid, concatenated, projected = _heads_figures(heads, tokens, query, f"Layer {layer}", head)
-            text = lessons.heads_text(heads, query, tokens[query])
             notes += _clamp_notes(clamped, settings.query, False, None, T)
-            shown = (_heading("heads", lessons.heads_formula(heads), text, where, notes), grid, concatenated,
-                     projected, None, "")
+            if forget:
+                shown = (_heading("heads", lessons.forgotten_formula(heads),
+                                  lessons.forgotten_text(heads, query, tokens), f"layer {layer} of {where}", notes),
+                         grid, concatenated, projected, _forgotten_map(heads.forgotten, tokens, query,
+                                                                       f"Layer {layer}"),
+                         lessons.forgotten_table(heads.forgotten, tokens, _table_start(query)))
+            else:
+                text = lessons.heads_text(heads, query, tokens[query])
+                shown = (_heading("heads", lessons.heads_formula(heads), text, where, notes), grid, concatenated,
+                         projected, None, "")
         elif level == "block":
             x = anatomy.block_input(loaded.model, ids, layer)
             shown = _block_view(loaded.model.blocks[layer], x, tokens, h, settings,
@@ -363,6 +408,21 @@ def _textbook_view(settings: Settings, part) -> View:
             hint = ("**Open the Attention tab** (textbook preset, journey) to step through this head's seven "
                     "stages with the same numbers.")
             shown = _head_view(inputs, settings, where, notes, hint)
+    elif level == "heads" and settings.forget_transpose:
+        query, clamped = anatomy.position(settings.query, "query", len(tokens))
+        notes += [lessons.WRAPPER_HAS_NO_TRANSPOSE, *_clamp_notes(clamped, settings.query, False, None, len(tokens))]
+        batched = anatomy.textbook_heads("batched", forget_transpose=True)
+        grid, concatenated, projected = _heads_figures(batched, tokens, query, "MultiHeadAttention")
+        numbers = "\n\n".join((
+            lessons.forgotten_table(batched.forgotten, tokens, _table_start(query)),
+            _rows_table("MultiHeadAttention without the transpose: after out_proj (batch row 0)", batched.projected,
+                        tokens),
+            _rows_table("MultiHeadAttention as notebook 001 writes it, with the transpose: after out_proj",
+                        batched.forgotten.right_projected, tokens)))
+        shown = (_heading("heads", lessons.forgotten_formula(batched),
+                          lessons.forgotten_text(batched, query, tokens), batched.description, notes),
+                 grid, concatenated, projected, _forgotten_map(batched.forgotten, tokens, query, "MultiHeadAttention"),
+                 numbers)
     elif level == "heads":
         query, clamped = anatomy.position(settings.query, "query", len(tokens))
         notes += _clamp_notes(clamped, settings.query, False, None, len(tokens))
@@ -389,12 +449,14 @@ def _textbook_view(settings: Settings, part) -> View:
 # --------------------------------------------------------------------------------------------- handlers
 
 def model_view(ctx: AppContext, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
-               activation, dropout, dropout_seed, part: str = "") -> View:
+               activation, dropout, dropout_seed, forget_transpose: bool = False, part: str = "") -> View:
     """Plain handler: one zoom level's view. Returns a View (the map's part, heading Markdown, up to four figures,
-    a numbers Markdown table, and the map's parts for this model). ``part``: the part of the model map last
-    clicked (the page keeps it; API clients leave it out)."""
+    a numbers Markdown table, and the map's parts for this model). ``forget_transpose`` (level 3 only): join the
+    heads as notebook 002's code does, without the transpose. ``part``: the part of the model map last clicked
+    (the page keeps it; API clients leave it out)."""
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
-    settings = _settings(level, layer, head, query, key, norm_order, attention, activation, dropout, dropout_seed)
+    settings = _settings(level, layer, head, query, key, norm_order, attention, activation, dropout, dropout_seed,
+                         forget_transpose)
     source = checks.choice(source, "source", SOURCES)
     if source == SOURCES[0]:
         return _checkpoint_view(ctx, checkpoint, text, settings, part)
@@ -414,8 +476,9 @@ def navigate(part, level, layer) -> tuple[str, object, str]:
 
 
 def controls(ctx: AppContext, source, checkpoint, level) -> tuple:
-    """Which pickers the view uses, (checkpoint group, layer, head, key, block switches) visible or not, and the
-    model map's parts for this model (left as they are when the checkpoint does not load: the view says why)."""
+    """Which pickers the view uses, (checkpoint group, layer, head, key, block switches, the forget-the-transpose
+    switch) visible or not, and the model map's parts for this model (left as they are when the checkpoint does
+    not load: the view says why)."""
     key = lessons.level_key(level) if level in LEVEL_TITLES else "score"
     from_checkpoint = source == SOURCES[0]  # the textbook has one layer, and its block one head
     model_map = gr.Radio(choices=lessons.map_parts(1))
@@ -426,7 +489,8 @@ def controls(ctx: AppContext, source, checkpoint, level) -> tuple:
             model_map = gr.skip()
     return (gr.Group(visible=from_checkpoint), gr.Number(visible=from_checkpoint and key != "model"),
             gr.Number(visible=from_checkpoint and key in ("score", "head", "heads", "block")),
-            gr.Number(visible=key == "score"), gr.Group(visible=key == "block"), model_map)
+            gr.Number(visible=key == "score"), gr.Group(visible=key == "block"), gr.Checkbox(visible=key == "heads"),
+            model_map)
 
 
 def _shown(view: View) -> tuple:
@@ -481,6 +545,8 @@ def build(ctx: AppContext) -> None:
         dropout = gr.Slider(0.0, 0.9, value=0.0, step=0.05, label="attention dropout p",
                             info="training mode, seeded; 0 = off", min_width=CONTROL_MIN_WIDTH)
         dropout_seed = gr.Number(0, label="dropout seed", precision=0, minimum=0, min_width=CONTROL_MIN_WIDTH)
+    forget_transpose = gr.Checkbox(False, label=lessons.FORGET_TRANSPOSE_LABEL, info=lessons.FORGET_TRANSPOSE_INFO,
+                                   visible=False)
     heading = gr.Markdown(label="level")
     # Each figure keeps its own column, shown or not: a figure beside one that appears or goes keeps its width
     # (Plotly does not redraw when its box is resized, so it would spill out of its half or leave it empty).
@@ -499,12 +565,13 @@ def build(ctx: AppContext) -> None:
     clicked = gr.State("")  # the part of the model map last clicked: the model level names it
 
     settings = [source, checkpoint, text, level, layer, head, query, key, norm_order, attention, activation, dropout,
-                dropout_seed, clicked]
+                dropout_seed, forget_transpose, clicked]
     view_io = dict(inputs=settings, outputs=[model_map, heading, plot_a, plot_b, plot_c, plot_d, numbers])
     view = bound(model_view, ctx, then=_shown)
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
     shown_controls = dict(fn=bound(controls, ctx), inputs=[source, checkpoint, level],
-                          outputs=[checkpoint_group, layer, head, key, switches, model_map], show_progress="hidden",
+                          outputs=[checkpoint_group, layer, head, key, switches, forget_transpose, model_map],
+                          show_progress="hidden",
                           trigger_mode="always_last", **ctx.fast_lane)
     # on arrival (see attention_tab): the view reads the page's values once it has loaded
     arrival = gr.on(None, None, api_name="model_arrival", api_visibility="private")
@@ -514,7 +581,8 @@ def build(ctx: AppContext) -> None:
           api_visibility="private")
     # level and layer also change when the map is clicked: .input here, and the map's click renders once itself
     gr.on([source.change, checkpoint.change, text.change, level.input, layer.input, head.change, query.change,
-           key.change, norm_order.change, attention.change, activation.change, dropout.change, dropout_seed.change],
+           key.change, norm_order.change, attention.change, activation.change, dropout.change, dropout_seed.change,
+           forget_transpose.change],
           view, **view_io, api_name="model_view", **quick)
     model_map.input(friendly(navigate), [model_map, level, layer], [level, layer, clicked],
                     api_name="model_navigate", api_visibility="private", show_progress="hidden").then(
