@@ -341,3 +341,21 @@ def test_block_text_names_the_dropped_weights_and_the_rescale(model):
     dropped, seen = int(walk.dropped[1].sum()), int(walk.visible.sum())
     assert f"zeroed **{dropped} of the {seen}** weights head 1 can see" in text
     assert "1/(1−0.5) = **2.0000**" in text
+
+
+def test_a_gpt2_blocks_walk_uses_its_own_tanh_gelu():
+    """A GPT-2 block (activation gelu_tanh): the walk's GELU is the block's own, so it equals Block.forward."""
+    from playground.anatomy import block_walk
+    from playground.config import ModelConfig
+    from playground.model import GPT
+
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocabulary_size=11, context_size=8, embedding_dim=16, heads_num=2, layers_num=1,
+                            activation="gelu_tanh", use_bias=True)).eval()
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        expected, _, _ = model.blocks[0](x[None])
+    walked = block_walk(model.blocks[0], x)
+    torch.testing.assert_close(walked.output, expected[0])
+    erf = block_walk(model.blocks[0], x, activation="relu")  # a different switch does change it
+    assert not torch.allclose(erf.output, expected[0])

@@ -34,6 +34,7 @@ from playground.attention import MultiHeadAttentionWrapper
 from playground.attention.batched import BatchedAttention
 from playground.config import ModelConfig
 from playground.model import GPT, Block, causal_mask
+from playground.model import activation as model_activation
 from playground.textbook import ForgottenTranspose, combine_heads, forgotten_transpose
 from playground.walkthrough.sources import JOURNEY_EMBEDDINGS, JOURNEY_TOKENS
 
@@ -424,7 +425,8 @@ def block_walk(block: Block, x: torch.Tensor, *, norm_order: str = "pre", causal
     if x.size(1) != C or x.size(0) == 0:
         raise ValueError(f"x must have shape (T, {C}) with T at least 1, got {tuple(x.shape)}")
     attn = block.attn
-    act = F.gelu if activation == "gelu" else F.relu
+    own = getattr(block.mlp, "activation", "gelu")  # the block's GELU: erf, or GPT-2's tanh approximation
+    act = (lambda t: model_activation(own if own != "relu" else "gelu", t)) if activation == "gelu" else F.relu
     parameter = next(block.parameters())
     T = x.size(0)
     generator = torch.Generator().manual_seed(seed)
