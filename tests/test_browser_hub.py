@@ -1,6 +1,7 @@
 """The Hub field in Chromium: a learner types a repo id, the app fetches it from a stub Hub on 127.0.0.1, and the
 tabs use it: a playground character checkpoint in Tokenize and Sample, a GPT-2 layout repo (BPE) in Tokenize,
-Attention and Sample. The server is app.py with a user's defaults plus HF_ENDPOINT (the stub); zero console errors."""
+Attention, Model and Sample. The server is app.py with a user's defaults plus HF_ENDPOINT (the stub); zero console
+errors."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from browser_support import DESKTOP, WAIT_MS, expect_no_error, open_page, open_t
 from playwright.sync_api import expect
 from test_gpt2 import make_tiny_gpt2
 from test_hub import StubHub, make_tiny_checkpoint
+
+from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
 
 pytestmark = pytest.mark.browser
 REPO_ID = "learner/tiny-char"
@@ -104,6 +107,12 @@ def test_a_hub_gpt2_in_tokenize_attention_and_sample(hub_page, hub_server):
     panel.get_by_role("button", name="Next ▶").click()
     expect(plot_titled(panel, "Q")).to_have_count(1, timeout=WAIT_MS)
     expect(panel.locator(".js-plotly-plot:visible")).to_have_count(5, timeout=WAIT_MS)  # Q, K, V and a query's rows
+
+    panel = open_tab(page, "Model")
+    _choose_checkpoint(panel, GPT2_REPO_ID)
+    panel.get_by_role("radio", name=LEVEL_LABELS[-1], exact=True).check()  # the logit lens, over BPE tokens
+    expect(panel.get_by_role("heading", level=3)).to_have_text(LEVEL_TITLES[-1], timeout=WAIT_MS)
+    expect(panel).to_contain_text(f"{GPT2_REPO_ID}: 2 blocks", timeout=WAIT_MS)
 
     panel = open_tab(page, "Sample")
     _choose_checkpoint(panel, GPT2_REPO_ID)

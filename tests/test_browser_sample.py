@@ -23,6 +23,7 @@ pytestmark = pytest.mark.browser
 
 GENERATE_MS = 90_000  # a generation on a busy 2-core machine (the server stops one at 60 s)
 PROMPT = "JULIET:\n"
+MODEL_TEXT_LABEL = "Text (the checkpoint reads it; the textbook inputs are fixed)"  # the Model tab's text box
 
 
 def open_sample(page: Page, touch: bool) -> Locator:
@@ -195,7 +196,7 @@ def test_sample_on_a_phone_streams_inspects_by_tap_and_refuses_what_would_take_t
 
 def test_an_uploaded_nanogpt_checkpoint_is_converted_and_samples(page, tmp_path):
     """A stranger's nanoGPT ckpt.pt + meta.pkl, uploaded in the Sample tab, becomes a checkpoint that generates."""
-    from test_convert import reference_model, save_nanogpt, write_meta
+    from test_convert import CHARS, reference_model, save_nanogpt, write_meta
 
     save_nanogpt(tmp_path / "ckpt.pt", reference_model(bias=True), bias=True)
     write_meta(tmp_path / "meta.pkl")
@@ -214,6 +215,21 @@ def test_an_uploaded_nanogpt_checkpoint_is_converted_and_samples(page, tmp_path)
     checkpoint.fill("uploaded-nano")
     checkpoint.press("Enter")
     expect(panel).to_contain_text("uploaded-nano · ", timeout=WAIT_MS)
+    for tab, shown in (("Tokenize", f"vocabulary of {len(CHARS)} symbols"),
+                       ("Attention", "uploaded-nano, character tokenizer"),
+                       ("Model", "of uploaded-nano on your 5 tokens")):  # the converted checkpoint opens in every tab
+        other = open_tab(page, tab)
+        field = other.get_by_role("combobox", name="Checkpoint")
+        if tab == "Tokenize":
+            other.get_by_role("radio", name="loaded checkpoint", exact=True).check()
+        elif tab == "Attention":
+            other.get_by_label("Text (not used by the presets)", exact=True).fill("to be or")
+        else:
+            other.get_by_label(MODEL_TEXT_LABEL, exact=True).fill("to be")
+        field.fill("uploaded-nano")
+        field.press("Enter")
+        expect(other).to_contain_text(shown, timeout=WAIT_MS)
+    panel = open_sample(page, touch=False)
     panel.get_by_label("Prompt", exact=True).fill("to be")
     set_number(panel, "max new tokens", 3)
     set_checked(panel.get_by_label("greedy (always the most likely character)"), True, touch=False)

@@ -37,7 +37,7 @@ GENERIC_ERROR = "has not enabled verbose error reporting"
 # Requests at the caps, and how long they may take (those not started by then are skipped). The defaults fit CI;
 # a longer run: PLAYGROUND_HOSTILE_REQUESTS=400 PLAYGROUND_HOSTILE_SECONDS=600 pytest -s tests/test_hostile.py
 RANDOMISED_REQUESTS = int(os.environ.get("PLAYGROUND_HOSTILE_REQUESTS", "60"))
-RANDOMISED_SECONDS = float(os.environ.get("PLAYGROUND_HOSTILE_SECONDS", "60"))
+RANDOMISED_SECONDS = float(os.environ.get("PLAYGROUND_HOSTILE_SECONDS", "45"))
 
 
 @pytest.fixture(scope="module")
