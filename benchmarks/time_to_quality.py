@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from train_speed import BABY, BABY_BATCH, BABY_LR, NanoGPTBaseline, _nanogpt_lr, time_baseline, time_ours
+from train_speed import BABY, BABY_BATCH, BABY_LR, BABY_STEPS, nanogpt_baseline, nanogpt_step, time_baseline, time_ours
 
 from playground.config import ModelConfig, TrainConfig
 from playground.data import TokenIdsDataset, load_corpus, split_train_val
@@ -91,25 +91,12 @@ class Recorder:
 
 
 def run_nanogpt(train_data: TokenIdsDataset, vocab: int, windows, every: float, limit: float) -> Recorder:
-    torch.manual_seed(1337)
-    model = NanoGPTBaseline(vocab, BABY["context_size"], BABY["embedding_dim"], BABY["heads_num"], BABY["layers_num"])
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    other = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
-                                  lr=BABY_LR, betas=(0.9, 0.99))
+    model, optimizer = nanogpt_baseline(vocab)
     generator = torch.Generator().manual_seed(1337)
     recorder = Recorder(model, windows, every, limit)
     step = 0
-    while not recorder.done() and step < 2000:
-        for group in optimizer.param_groups:
-            group["lr"] = _nanogpt_lr(step)
-        x, y = train_data.random_batch(BABY_BATCH, generator)
-        loss = model(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss.item()
+    while not recorder.done() and step < BABY_STEPS:
+        nanogpt_step(model, optimizer, train_data, generator, step)
         step += 1
         recorder.after_step(step)
     return recorder

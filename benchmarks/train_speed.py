@@ -95,7 +95,8 @@ def _nanogpt_lr(step: int) -> float:
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * min(ratio, 1.0))) * (lr - min_lr)
 
 
-def time_baseline(data: TokenIdsDataset, vocab: int, steps: int) -> list[float]:
+def nanogpt_baseline(vocab: int) -> tuple[NanoGPTBaseline, torch.optim.Optimizer]:
+    """nanoGPT's baby model (seed 1337) and its AdamW: decay on matrices only, betas (0.9, 0.99)."""
     torch.manual_seed(1337)
     model = NanoGPTBaseline(vocab, BABY["context_size"], BABY["embedding_dim"], BABY["heads_num"],
                             BABY["layers_num"])
@@ -103,19 +104,30 @@ def time_baseline(data: TokenIdsDataset, vocab: int, steps: int) -> list[float]:
     other = [p for p in model.parameters() if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
                                   lr=BABY_LR, betas=(0.9, 0.99))  # nanoGPT uses fused only on CUDA
+    return model, optimizer
+
+
+def nanogpt_step(model: NanoGPTBaseline, optimizer: torch.optim.Optimizer, data: TokenIdsDataset,
+                 generator: torch.Generator, step: int) -> float:
+    """One step of nanoGPT's loop: its learning rate, a batch of 12, backward, clip 1, AdamW; the loss."""
+    for group in optimizer.param_groups:
+        group["lr"] = _nanogpt_lr(step)
+    x, y = data.random_batch(BABY_BATCH, generator)
+    loss = model(x, y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+
+
+def time_baseline(data: TokenIdsDataset, vocab: int, steps: int) -> list[float]:
+    model, optimizer = nanogpt_baseline(vocab)
     generator = torch.Generator().manual_seed(1337)
     times = []
     for step in range(steps):
         started = time.perf_counter()
-        for group in optimizer.param_groups:
-            group["lr"] = _nanogpt_lr(step)
-        x, y = data.random_batch(BABY_BATCH, generator)
-        loss = model(x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss.item()
+        nanogpt_step(model, optimizer, data, generator, step)
         times.append(time.perf_counter() - started)
     return times
 
