@@ -327,6 +327,21 @@ def heads_grid(weights: torch.Tensor, labels: Sequence[str], title: str = "", *,
     return figure
 
 
+def _row_window(first_row: int, total_rows: int) -> tuple[int, slice, slice]:
+    """At most MAX_SIDE rows from ``first_row`` (clamped so the window stays full) and the first MAX_SIDE columns."""
+    first_row = max(0, min(int(first_row), max(0, total_rows - MAX_SIDE)))
+    return first_row, slice(first_row, first_row + MAX_SIDE), slice(0, MAX_SIDE)
+
+
+def _window_title(title: str, first_row: int, rows: int, cols: int, total_rows: int, total_cols: int) -> str:
+    """``title`` with the cut named when the window shows less than the whole: "(rows 64–191 of 300)"."""
+    if rows == total_rows and cols == total_cols:
+        return title
+    cut = [f"rows {first_row}–{first_row + rows - 1} of {total_rows}"] if rows != total_rows else []
+    cut += [f"columns 0–{cols - 1} of {total_cols}"] if cols != total_cols else []
+    return f"{title}<br>" * bool(title) + f"({', '.join(cut)})"
+
+
 def text_heatmap(values: torch.Tensor | Sequence[Sequence[float]], text: Sequence[Sequence[str]],
                  row_labels: Sequence[str], col_labels: Sequence[str], title: str = "", *, colorscale: str = "Blues",
                  zmin: float | None = 0.0, zmax: float | None = 1.0, x_title: str = "", y_title: str = "",
@@ -338,18 +353,14 @@ def text_heatmap(values: torch.Tensor | Sequence[Sequence[float]], text: Sequenc
     """
     full = torch.as_tensor(values, dtype=torch.float64).detach().cpu()
     total_rows, total_cols = full.shape
-    first_row = max(0, min(int(first_row), max(0, total_rows - MAX_SIDE)))
-    rows_shown, cols_shown = slice(first_row, first_row + MAX_SIDE), slice(0, MAX_SIDE)
+    first_row, rows_shown, cols_shown = _row_window(first_row, total_rows)
     v = full[rows_shown, cols_shown].numpy()
     rows, cols = v.shape
     words = np.array([[_display_label(str(w)) for w in list(line)[cols_shown]] for line in list(text)[rows_shown]],
                      dtype=str).reshape(rows, cols)
     row_names = [_display_label(str(s)) for s in list(row_labels)[rows_shown]]
     col_names = [_display_label(str(s)) for s in list(col_labels)[cols_shown]]
-    if rows != total_rows or cols != total_cols:
-        cut = [f"rows {first_row}–{first_row + rows - 1} of {total_rows}"] if rows != total_rows else []
-        cut += [f"columns 0–{cols - 1} of {total_cols}"] if cols != total_cols else []
-        title = f"{title}<br>" * bool(title) + f"({', '.join(cut)})"
+    title = _window_title(title, first_row, rows, cols, total_rows, total_cols)
     row_part = np.array([f"{name}, " for name in row_names])[:, None]
     col_part = np.array([f"{name}: " for name in col_names])[None, :]
     hover = np.char.add(np.char.add(np.char.add(row_part, col_part), words), np.char.mod(" %.4f", v))
@@ -392,8 +403,7 @@ def category_heatmap(categories: torch.Tensor | Sequence[Sequence[int]], words: 
     """
     full = torch.as_tensor(categories, dtype=torch.long).detach().cpu()
     total_rows, total_cols = full.shape
-    first_row = max(0, min(int(first_row), max(0, total_rows - MAX_SIDE)))
-    rows_shown, cols_shown = slice(first_row, first_row + MAX_SIDE), slice(0, MAX_SIDE)
+    first_row, rows_shown, cols_shown = _row_window(first_row, total_rows)
     v = full[rows_shown, cols_shown].numpy()
     rows, cols = v.shape
     n = max(1, len(category_names))
@@ -404,10 +414,7 @@ def category_heatmap(categories: torch.Tensor | Sequence[Sequence[int]], words: 
     cell_hover = np.array([list(line)[cols_shown] for line in list(hover)[rows_shown]], dtype=str).reshape(rows, cols)
     row_names = [_display_label(str(s)) for s in list(row_labels)[rows_shown]]
     col_names = [_display_label(str(s)) for s in list(col_labels)[cols_shown]]
-    if rows != total_rows or cols != total_cols:
-        cut = [f"rows {first_row}–{first_row + rows - 1} of {total_rows}"] if rows != total_rows else []
-        cut += [f"columns 0–{cols - 1} of {total_cols}"] if cols != total_cols else []
-        title = f"{title}<br>" * bool(title) + f"({', '.join(cut)})"
+    title = _window_title(title, first_row, rows, cols, total_rows, total_cols)
     show_words = rows <= CATEGORY_TEXT_ROWS and cols <= CATEGORY_TEXT_COLUMNS
     tick_step = max(1, math.ceil(n / 16))
     figure = go.Figure(go.Heatmap(

@@ -30,6 +30,15 @@ PIECE_HEADERS = ["#", "ID", "token in the vocabulary", "shown as", "characters"]
 MAX_WORD_CHARS = 64  # the merges of a word or two: a step per merge, each listing the word's symbols
 
 
+
+def _unknown_note(unknown: list, warn: bool, where: str = "") -> str:
+    """The note naming the characters the vocabulary lacks (the first ten); also a toast when ``warn``."""
+    listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
+    if warn:
+        gr.Warning(f"{len(unknown)} character(s) are not in the vocabulary: {listed}")
+    return (f"**{len(unknown)} character(s) are not in this vocabulary**{where}: {listed}"
+            f"{' ...' if len(unknown) > 10 else ''}. They were left out of the IDs.")
+
 def _vocabulary(ctx: AppContext, source: str, checkpoint: str | None,
                 text: str) -> tuple[Tokenizer, str, Counter, str | None]:
     """The tokenizer for ``source``, a name for where its counts come from, those counts, and a notice when
@@ -72,11 +81,7 @@ def tokenize(ctx: AppContext, text: str, source: str, checkpoint: str | None, *,
     decoded = tokenizer.decode(ids)
     notes = [corpus_notice] if corpus_notice else []
     if unknown:
-        listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
-        notes.append(f"**{len(unknown)} character(s) are not in this vocabulary** (highlighted in red): {listed}"
-                     f"{' ...' if len(unknown) > 10 else ''}. They were left out of the IDs.")
-        if warn:
-            gr.Warning(f"{len(unknown)} character(s) are not in the vocabulary: {listed}")
+        notes.append(_unknown_note(unknown, warn, " (highlighted in red)"))
     stats = (f"**{len(text)}** characters · **{len(ids)}** tokens · vocabulary of "
              f"**{tokenizer.vocabulary_size}** symbols · round trip "
              f"{'exact' if decoded == text else 'loses the unknown characters'}")
@@ -105,11 +110,7 @@ def _subword(text: str, tokenizer: Tokenizer, description: str | None, warn: boo
     if isinstance(tokenizer, BPETokenizer) and tokenizer.byte_level:
         notes.append(SPACE_MARKER_NOTE)
     if unknown:
-        listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
-        notes.append(f"**{len(unknown)} character(s) are not in this vocabulary**: {listed}"
-                     f"{' ...' if len(unknown) > 10 else ''}. They were left out of the IDs.")
-        if warn:
-            gr.Warning(f"{len(unknown)} character(s) are not in the vocabulary: {listed}")
+        notes.append(_unknown_note(unknown, warn))
     written = tokenizer.token if isinstance(tokenizer, BPETokenizer) else tokenizer.label
     rows = [[i, p.token_id, written(p.token_id), p.label, known_text[p.start:p.end]] for i, p in enumerate(pieces)]
     table = {"headers": PIECE_HEADERS, "data": rows}
