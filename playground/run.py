@@ -46,10 +46,16 @@ from playground.train import StepMetrics, TrainResult, configure_optimizer, trai
 PROBE_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 SAMPLE_CHARACTERS = 120  # the length of each sample a run reports
 # The time estimate, calibrated on a 2-core CPU with torch 2.13 (python benchmarks/train_speed.py and small runs):
-# training sustains about 1.2e11 FLOP/s (6 per parameter per token, plus attention), and every step also pays a
-# fixed cost for Python, kernel launches and the optimizer, about 0.6 ms plus 0.5 ms per layer. The CUDA figures
-# are a guess for a small GPU (T4-class, fp32), not a measurement: the cap is also enforced while a run goes.
-CPU_FLOPS, CPU_STEP_OVERHEAD_S, CPU_LAYER_OVERHEAD_S = 1.2e11, 6e-4, 5e-4
+# training sustains about 1.0e11 FLOP/s (6 per parameter per token, plus attention; the small preset's forward and
+# backward, 49.6 GFLOP, take 0.50 s), and every step also pays a
+# fixed cost for Python, kernel launches and the optimizer, about 0.6 ms plus 0.5 ms per layer. Muon adds its
+# Newton–Schulz products (5 iterations on each block matrix, at the same FLOP/s); dropout adds its random masks, which
+# a CPU draws one element at a time: about 14 ns per element masked (benchmarks/dropout_cost.py; the shipped model's
+# 0.82 s steps against 0.60 s without dropout). The CUDA figures are a guess for a small GPU (T4-class, fp32), not a
+# measurement: the cap is also enforced while a run goes.
+CPU_FLOPS, CPU_STEP_OVERHEAD_S, CPU_LAYER_OVERHEAD_S = 1.0e11, 6e-4, 5e-4
+CPU_DROPOUT_S_PER_ELEMENT = 14e-9
+NEWTON_SCHULZ_STEPS = 5  # torch.optim.Muon's default, which configure_optimizer keeps
 CUDA_FLOPS, CUDA_STEP_OVERHEAD_S, CUDA_LAYER_OVERHEAD_S = 4e12, 3e-3, 1e-3
 STOPPED_BY_VISITOR, STOPPED_BY_TIME_LIMIT = "asked", "time limit"
 
@@ -67,21 +73,44 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def step_seconds(config: ModelConfig, batch_size: int, device_type: str = "cpu") -> float:
-    """A rough wall time of one training step (forward, backward, AdamW) for these shapes on this kind of device."""
+def step_seconds(config: ModelConfig, batch_size: int, device_type: str = "cpu", optimizer: str = "adamw") -> float:
+    """A rough wall time of one training step (forward, backward, the optimizer; dropout if the config has it) for
+    these shapes on this kind of device."""
     if device_type == "cuda":
         flops, fixed, per_layer = CUDA_FLOPS, CUDA_STEP_OVERHEAD_S, CUDA_LAYER_OVERHEAD_S
     else:  # MPS gets the CPU's figures: slower than it is, never faster
         flops, fixed, per_layer = CPU_FLOPS, CPU_STEP_OVERHEAD_S, CPU_LAYER_OVERHEAD_S
     tokens = batch_size * config.context_size
     flops_per_token = 6 * config.parameter_count() + 12 * config.layers_num * config.context_size * config.embedding_dim
-    return tokens * flops_per_token / flops + fixed + per_layer * config.layers_num
+    seconds = tokens * flops_per_token / flops + fixed + per_layer * config.layers_num
+    if optimizer == "muon":
+        seconds += _newton_schulz_flops(config) / flops
+    if config.dropout_rate > 0 and device_type != "cuda":
+        seconds += _dropout_elements(config, batch_size) * CPU_DROPOUT_S_PER_ELEMENT
+    return seconds
 
 
-def estimate_seconds(config: ModelConfig, batch_size: int, steps: int, device_type: str = "cpu") -> float:
-    """``steps`` of ``step_seconds``: the tiny preset (2 layers, 128 wide, context 64, batch 32), 1200 steps on a
-    CPU -> about 50 s."""
-    return steps * step_seconds(config, batch_size, device_type)
+def _newton_schulz_flops(config: ModelConfig) -> float:
+    """Muon's orthogonalisation per step: per block matrix (m x n, m <= n) and iteration, 2m²n + m³ multiply-adds."""
+    width = config.embedding_dim
+    shapes = ((width, 3 * width), (width, width), (width, 4 * width), (width, 4 * width))  # qkv, proj, fc, proj
+    per_block = sum(2 * m * m * n + m**3 for m, n in shapes)
+    return 2 * NEWTON_SCHULZ_STEPS * per_block * config.layers_num
+
+
+def _dropout_elements(config: ModelConfig, batch_size: int) -> int:
+    """Elements masked per step: the embeddings, then in each block the attention weights, attention's output
+    and the MLP's output."""
+    tokens = batch_size * config.context_size
+    per_block = batch_size * config.heads_num * config.context_size**2 + 2 * tokens * config.embedding_dim
+    return tokens * config.embedding_dim + config.layers_num * per_block
+
+
+def estimate_seconds(config: ModelConfig, batch_size: int, steps: int, device_type: str = "cpu",
+                     optimizer: str = "adamw") -> float:
+    """``steps`` of ``step_seconds``: the tiny preset's shape (2 layers, 128 wide, context 64, batch 32), 1200
+    AdamW steps on a CPU -> about 70 s."""
+    return steps * step_seconds(config, batch_size, device_type, optimizer)
 
 
 def where(device_type: str) -> str:
@@ -225,7 +254,7 @@ def _owner_to_record(request: RunRequest, name: str) -> str | None:
 def _check_time(config: ModelConfig, train_config: TrainConfig, start_step: int, device: torch.device,
                 max_seconds: int) -> float:
     """The estimated seconds of the steps to go; refuse, saying to what to lower steps, past ``max_seconds``."""
-    per_step = step_seconds(config, train_config.batch_size, device.type)
+    per_step = step_seconds(config, train_config.batch_size, device.type, train_config.optimizer)
     to_go = train_config.steps - start_step
     seconds = to_go * per_step
     if seconds <= max_seconds:
@@ -314,7 +343,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
     run = None
     try:
         max_seconds = None
-        estimated = estimate_seconds(config, train_config.batch_size, train_config.steps - start_step, device.type)
+        estimated = estimate_seconds(config, train_config.batch_size, train_config.steps - start_step, device.type,
+                                     train_config.optimizer)
         if request.visitor is not None:
             estimated = _check_time(config, train_config, start_step, device, limits.max_train_seconds)
             max_seconds = float(limits.max_train_seconds)

@@ -349,6 +349,26 @@ def test_a_run_past_the_time_limit_is_refused_with_the_steps_that_fit(tmp_path):
                                        corpus_text=TEXT * 3, visitor=None), Limits()).max_seconds is None  # the CLI
 
 
+def test_the_time_estimate_counts_muon_and_dropout():
+    """Muon's Newton–Schulz products and dropout's masks are part of a step's time; the small preset has both."""
+    shape = dict(layers_num=4, heads_num=4, embedding_dim=192, context_size=128)
+    config = ModelConfig(vocabulary_size=65, **shape)
+    plain = step_seconds(config, 32)
+    # 5 iterations on each of 4 blocks' qkv (192x576), proj (192x192), fc and proj (192x768): 2m²n + m³ each
+    per_block = sum(2 * 192 * 192 * n + 192**3 for n in (576, 192, 768, 768))
+    newton_schulz = 2 * 5 * 4 * per_block / run_module.CPU_FLOPS
+    assert step_seconds(config, 32, "cpu", "muon") - plain == pytest.approx(newton_schulz)
+    dropped = ModelConfig(vocabulary_size=65, dropout_rate=0.1, **shape)
+    # masked: the embeddings, then per block the attention weights (B, h, T, T) and two (B, T, C) outputs
+    elements = 32 * 128 * 192 + 4 * (32 * 4 * 128 * 128 + 2 * 32 * 128 * 192)
+    assert step_seconds(dropped, 32) - plain == pytest.approx(elements * run_module.CPU_DROPOUT_S_PER_ELEMENT)
+    assert step_seconds(dropped, 32, "cuda") == step_seconds(config, 32, "cuda")  # a GPU draws masks in bulk
+    small = TRAIN_PRESETS["small"]
+    small_config = ModelConfig(vocabulary_size=65, **small.model.to_dict())
+    assert small.train.optimizer == "muon" and small_config.dropout_rate == 0.1  # the shipped model's recipe
+    assert 0.6 < step_seconds(small_config, 32, "cpu", "muon") < 1.0  # measured: 0.82 s a step on 2 cores
+
+
 def test_a_run_stops_and_saves_when_its_time_is_up(tmp_path, monkeypatch):
     run = prepare_run(visitor_request(tmp_path, train=quick(steps=10_000)), Limits(max_train_seconds=3600))
     assert run.max_seconds == 3600

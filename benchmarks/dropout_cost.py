@@ -1,0 +1,98 @@
+"""What dropout costs a training step on this machine: the random masks, per element and per step.
+
+A CPU draws dropout's random mask one element at a time, so on 2 cores it is far from free; playground/run.py's time
+estimate charges ``CPU_DROPOUT_S_PER_ELEMENT`` for each element masked. This prints:
+
+  - the cost per element of F.dropout (forward and backward) on a large tensor, against a plain multiply;
+  - the median training step of a preset's shape (default ``small``, the shipped model's) with its dropout and
+    with none, alternating, and the difference per element masked (run._dropout_elements counts them);
+  - what the estimate says for both.
+
+    python benchmarks/dropout_cost.py                  # the small preset, 12 timed steps each way
+    python benchmarks/dropout_cost.py --preset tiny --dropout 0.1
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+
+from playground.config import ModelConfig
+from playground.device import describe
+from playground.model import GPT
+from playground.presets import TRAIN_PRESETS
+from playground.run import CPU_DROPOUT_S_PER_ELEMENT, _dropout_elements, step_seconds
+from playground.train import configure_optimizer
+
+
+def per_element(p: float, elements: int = 2**22, repeats: int = 10) -> tuple[float, float]:
+    """Seconds per element of F.dropout(x, p) forward and backward, and of x * 1.0 the same way."""
+    x = torch.randn(elements, requires_grad=True)
+    timings = []
+    for fn in (lambda: F.dropout(x, p), lambda: x * 1.0):
+        fn().sum().backward()
+        started = time.perf_counter()
+        for _ in range(repeats):
+            fn().sum().backward()
+        timings.append((time.perf_counter() - started) / repeats / elements)
+    return timings[0], timings[1]
+
+
+def step_times(config: ModelConfig, optimizer: str, batch: int, steps: int) -> list[float]:
+    torch.manual_seed(0)
+    model = GPT(config)
+    model.train()
+    chosen = configure_optimizer(model, replace(TRAIN_PRESETS["tiny"].train, optimizer=optimizer),
+                                 torch.device("cpu"))
+    x = torch.randint(config.vocabulary_size, (batch, config.context_size))
+    y = torch.randint(config.vocabulary_size, (batch, config.context_size))
+    times = []
+    for _ in range(steps + 2):
+        started = time.perf_counter()
+        loss = model(x, y).loss
+        chosen.zero_grad(set_to_none=True)
+        loss.backward()
+        chosen.step()
+        times.append(time.perf_counter() - started)
+    return times[2:]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="small", choices=list(TRAIN_PRESETS))
+    parser.add_argument("--dropout", type=float, default=None, help="the rate to time (default: the preset's)")
+    parser.add_argument("--steps", type=int, default=12, help="timed steps each way, per round")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds")
+    args = parser.parse_args()
+
+    preset = TRAIN_PRESETS[args.preset]
+    rate = args.dropout if args.dropout is not None else preset.model.dropout_rate or 0.1
+    masked, plain = per_element(rate)
+    print(f"{describe('cpu')}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(f"F.dropout(p={rate}) forward + backward: {masked * 1e9:.1f} ns per element; x * 1.0: {plain * 1e9:.1f} ns")
+
+    shape = {**preset.model.to_dict(), "dropout_rate": rate}
+    with_dropout = ModelConfig(vocabulary_size=65, **shape)
+    without = replace(with_dropout, dropout_rate=0.0)
+    batch, optimizer = preset.train.batch_size, preset.train.optimizer
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    for _ in range(args.rounds):  # alternating, so a busier moment hurts both
+        times["with"] += step_times(with_dropout, optimizer, batch, args.steps)
+        times["without"] += step_times(without, optimizer, batch, args.steps)
+    slow, fast = statistics.median(times["with"]), statistics.median(times["without"])
+    elements = _dropout_elements(with_dropout, batch)
+    print(f"{args.preset} shape ({optimizer}, batch {batch}): median step {slow:.3f} s with dropout {rate}, "
+          f"{fast:.3f} s without: dropout is {(slow - fast) / slow:.0%} of the step, "
+          f"{(slow - fast) / elements * 1e9:.1f} ns per element masked ({elements:,} a step)")
+    print(f"the estimate (CPU_DROPOUT_S_PER_ELEMENT {CPU_DROPOUT_S_PER_ELEMENT * 1e9:.0f} ns): "
+          f"{step_seconds(with_dropout, batch, 'cpu', optimizer):.3f} s with, "
+          f"{step_seconds(without, batch, 'cpu', optimizer):.3f} s without")
+
+
+if __name__ == "__main__":
+    main()
