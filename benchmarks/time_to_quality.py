@@ -10,8 +10,12 @@ slower for it. The runs:
                   128 wide, context 64, batch 12, lr 1e-3, 100 warm-up steps, cosine to 1e-4 over 2000 steps,
                   AdamW betas (0.9, 0.99), weight decay 0.1, grad clip 1, no dropout), re-implemented as in
                   train_speed.py
-  tiny adamw      our ``tiny`` preset as the Train tab and the CLI run it
-  tiny muon       the same with ``--optimizer muon`` (optimizers.Muon: Newton–Schulz in float32 on a CPU)
+  tiny before     the ``tiny`` preset until benchmarks/sweep.py tuned it: AdamW, lr 4e-3, 1200 steps
+  tiny preset     our ``tiny`` preset as the Train tab and the CLI run it (Muon, the sweep's learning rate)
+
+Then the ``tiny`` preset the way a learner runs it: ``python -m playground.train --preset tiny`` in a fresh process,
+each of its own evaluation lines timed from the command's start (imports, corpus, evaluation and checkpoints all
+counted: the goal's "wall from the command's start").
 
 Then tokens/s on nanoGPT's exact baby configuration, ours against the baseline, alternating ``--repeats`` times.
 It prints the issue's goals beside the figures: the tiny preset at val <= 1.886 within 20 s and <= 1.55 at 60 s;
@@ -24,7 +28,11 @@ ours >= 1.25x nanoGPT's tokens/s.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +50,7 @@ from playground.train import train
 
 TARGET_LOSS = 1.886  # nanoGPT's baby recipe after its 2000 steps
 GOALS = {"time to 1.886": 20.0, "val at 60 s": 1.55, "tokens/s ratio": 1.25}
+TINY_BEFORE = dict(optimizer="adamw", learning_rate=4e-3, steps=1200)  # the tiny preset's training before the sweep
 CONTEXT = 64  # nanoGPT's baby context and the tiny preset's: one set of validation windows fits both
 
 
@@ -86,6 +95,11 @@ class Recorder:
             self.clock.paused += time.perf_counter() - paused
             self.next_at = now + self.every
 
+    def finish(self) -> None:
+        """Score the last step too, if its schedule ended the run between two scores."""
+        if not self.points or self.points[-1][1] != self.steps:
+            self.points.append((self.clock.seconds(), self.steps, score(self.model, *self.windows)))
+
     def done(self) -> bool:
         return self.clock.seconds() >= self.limit
 
@@ -99,6 +113,7 @@ def run_nanogpt(train_data: TokenIdsDataset, vocab: int, windows, every: float, 
         nanogpt_step(model, optimizer, train_data, generator, step)
         step += 1
         recorder.after_step(step)
+    recorder.finish()
     return recorder
 
 
@@ -109,18 +124,46 @@ def run_ours(config: TrainConfig, model_fields: dict, train_data: TokenIdsDatase
     recorder = Recorder(model, windows, every, limit)
     train(model, replace(config, device="cpu"), train_data, None,
           on_step=lambda step, metrics: recorder.after_step(step), should_stop=recorder.done)
+    recorder.finish()
     return recorder
+
+
+EVAL_LINE = re.compile(r"step (\d+)/\d+: train loss [\d.]+, val loss ([\d.]+)")
+
+
+def run_cli(data: Path | None) -> tuple[list[tuple[float, int, float]], float]:
+    """``python -m playground.train --preset tiny`` in a fresh process, into a throwaway weights folder.
+
+    Returns its evaluations as (seconds since the command started, step, val loss) and the command's whole wall time.
+    """
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as weights:
+        command = [sys.executable, "-m", "playground.train", "--preset", "tiny", "--device", "cpu",
+                   "--weights-dir", weights, "--run-name", "time-to-quality"]
+        if data is not None:
+            command += ["--corpus", str(data)]
+        started = time.perf_counter()
+        process = subprocess.Popen(command, cwd=root, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        points = []
+        for line in process.stderr:  # the evaluation lines arrive as they are written (tqdm's bar aside)
+            found = EVAL_LINE.search(line)
+            if found:
+                points.append((time.perf_counter() - started, int(found.group(1)), float(found.group(2))))
+        if process.wait() != 0:
+            raise SystemExit(f"{' '.join(command)} failed with exit code {process.returncode}")
+        return points, time.perf_counter() - started
 
 
 def first_below(points, target: float) -> float | None:
     return next((seconds for seconds, _, loss in points if loss <= target), None)
 
 
+MARK_SLACK = 0.5  # a score is taken at the first step past its mark: one within this many seconds counts as the mark's
+
+
 def loss_at(points, seconds: float) -> float | None:
-    """The last score taken at or before ``seconds`` of training; None if the run did not train that long."""
-    if not points or points[-1][0] < seconds - 1e-9:
-        return None
-    taken = [loss for at, _, loss in points if at <= seconds + 1e-9]
+    """The last score taken by ``seconds`` of training (a run that ended sooner: its last); None before the first."""
+    taken = [loss for at, _, loss in points if at <= seconds + MARK_SLACK]
     return taken[-1] if taken else None
 
 
@@ -153,10 +196,10 @@ def main() -> None:
     tiny = TRAIN_PRESETS["tiny"]
     runs = {
         "nanoGPT baby": lambda: run_nanogpt(train_data, vocab, windows, args.eval_every, args.seconds),
-        "tiny adamw": lambda: run_ours(tiny.train, tiny.model.to_dict(), train_data, vocab, windows,
-                                       args.eval_every, args.seconds),
-        "tiny muon": lambda: run_ours(replace(tiny.train, optimizer="muon"), tiny.model.to_dict(), train_data,
-                                      vocab, windows, args.eval_every, args.seconds),
+        "tiny before": lambda: run_ours(replace(tiny.train, **TINY_BEFORE), tiny.model.to_dict(), train_data, vocab,
+                                        windows, args.eval_every, args.seconds),
+        "tiny preset": lambda: run_ours(tiny.train, tiny.model.to_dict(), train_data, vocab, windows,
+                                        args.eval_every, args.seconds),
     }
     results = {}
     for name, fn in runs.items():
@@ -174,6 +217,18 @@ def main() -> None:
               f"{shown(at60, '.3f'):>12s} {last:9.3f}")
     print(f"goals for the tiny preset: val <= {TARGET_LOSS} within {GOALS['time to 1.886']:g} s, "
           f"<= {GOALS['val at 60 s']} at 60 s")
+
+    points, wall = run_cli(args.data)
+    tiny_train = tiny.train
+    print(f"\n`python -m playground.train --preset tiny` ({tiny_train.optimizer}, lr {tiny_train.learning_rate:g}, "
+          f"batch {tiny_train.batch_size}, {tiny_train.steps} steps; its own {tiny_train.eval_batches} validation "
+          f"batches), seconds from the command's start: "
+          + ", ".join(f"{seconds:.1f}s {loss:.3f}" for seconds, _, loss in points)
+          + f"; done after {wall:.1f} s")
+    reached = first_below(points, TARGET_LOSS)
+    print(f"  val <= {TARGET_LOSS} at {shown(reached, '.1f', 'never')} s from the command's start "
+          f"(goal {GOALS['time to 1.886']:g} s); val at 60 s: {shown(loss_at(points, 60.0), '.3f')} "
+          f"(goal {GOALS['val at 60 s']})")
 
     baby_config = TrainConfig(batch_size=BABY_BATCH, steps=args.speed_steps, learning_rate=BABY_LR, warmup_steps=100,
                               min_learning_rate_ratio=0.1, weight_decay=0.1, grad_clip=1.0, eval_interval=10**6,

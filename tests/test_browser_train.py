@@ -103,6 +103,9 @@ def test_each_preset_changes_the_fields_and_names_a_fresh_run(page):
                              ("batch size", preset.train.batch_size)]:
             expect(panel.get_by_label(label, exact=True)).to_have_value(str(value), timeout=WAIT_MS)
         expect(panel.get_by_label("run name (folder in weights/)")).to_have_value(re.compile(rf"^{name}-\d+$"))
+        expect(panel.get_by_label(preset.train.optimizer, exact=True)).to_be_checked()  # the optimizer follows too
+        rate = re.escape(f"{preset.model.dropout_rate:g}")  # 0.1, or 0 shown as "0" or "0.0"
+        expect(panel.get_by_label("dropout_rate", exact=True)).to_have_value(re.compile(rf"^{rate}(\.0)?$"))
         parameters = ModelConfig(vocabulary_size=65, **preset.model.to_dict()).parameter_count()
         expect(panel).to_contain_text(f"{parameters:,} parameters")  # the estimate follows the fields
     expect_no_error(page)
@@ -251,7 +254,7 @@ def test_the_toy_preset_learns_hello_world_and_the_sample_tab_writes_it(page):
     page.get_by_role("option", name="shakespeare-char", exact=True).click()
     compared = plot_titled(panel, "Loss against steps")
     expect(compared).to_contain_text(f"{name} (this run, finished)", timeout=WAIT_MS)
-    expect(compared).to_contain_text("shakespeare-char · adamw, lr 0.002, batch 32")
+    expect(compared).to_contain_text("shakespeare-char · muon, lr 0.003, batch 32")
     panel.get_by_role("radio", name="seconds", exact=True).check()
     expect(plot_titled(panel, "Loss against seconds")).to_be_visible(timeout=WAIT_MS)
     expect(panel).to_contain_text("Lowest last validation loss:")

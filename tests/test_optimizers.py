@@ -152,7 +152,9 @@ def test_a_saved_chain_state_does_not_load_into_adamw_alone():
 def test_the_cli_flag_sets_the_optimizer_and_refuses_others(capsys):
     args = train_cli.build_parser().parse_args(["--optimizer", "muon", "--steps", "7"])
     assert train_cli.request_from_args(args).train.optimizer == "muon"
-    assert train_cli.request_from_args(train_cli.build_parser().parse_args([])).train.optimizer == "adamw"
+    assert train_cli.request_from_args(train_cli.build_parser().parse_args([])).train.optimizer == "muon"  # tiny's
+    toy = train_cli.build_parser().parse_args(["--preset", "toy"])
+    assert train_cli.request_from_args(toy).train.optimizer == "adamw"  # each preset's own
     with pytest.raises(SystemExit):
         train_cli.build_parser().parse_args(["--optimizer", "sgd"])
     assert "invalid choice: 'sgd'" in capsys.readouterr().err
@@ -207,3 +209,31 @@ def test_configure_optimizer_uses_the_cpu_friendly_muon():
     model = GPT(ModelConfig(vocabulary_size=11, context_size=8, embedding_dim=16, heads_num=2, layers_num=1))
     chain = configure_optimizer(model, TrainConfig(optimizer="muon"), torch.device("cpu"))
     assert isinstance(chain.optimizers[0], optimizers.Muon)
+
+
+def test_on_the_cpu_same_shaped_matrices_are_orthogonalised_together_with_the_same_result():
+    torch.manual_seed(3)
+    coefficients = (3.4445, -4.775, 2.0315)
+    stack = torch.randn(3, 8, 24)
+    batched = optimizers.newton_schulz_batched(stack, coefficients, 5, 1e-7)
+    one_by_one = torch.stack([optimizers.newton_schulz(m, coefficients, 5, 1e-7, torch.float32) for m in stack])
+    torch.testing.assert_close(batched, one_by_one, rtol=1e-5, atol=1e-6)
+
+    # the optimizer: tall, wide and square matrices, two of each shape (a tall one shares its wide twin's bucket),
+    # step for step the per-matrix float32 update that the accelerator path computes in bfloat16
+    shapes = [(24, 8), (8, 24), (24, 8), (16, 16), (16, 16)]
+    weights = [torch.nn.Parameter(torch.randn(shape)) for shape in shapes]
+    copies = [torch.nn.Parameter(w.detach().clone()) for w in weights]
+    kwargs = dict(lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    batched_muon, reference = optimizers.Muon(weights, **kwargs), optimizers.Muon(copies, **kwargs)
+    generator = torch.Generator().manual_seed(4)
+    for _ in range(3):
+        for a, b in zip(weights, copies, strict=True):
+            a.grad = torch.randn(a.shape, generator=generator)
+            b.grad = a.grad.clone()
+        batched_muon.step()
+        with pytest.MonkeyPatch.context() as patch:  # per matrix: the non-float32 path, here in float64
+            patch.setattr(optimizers, "newton_schulz_dtype", lambda device: torch.float64)
+            reference.step()
+    for a, b in zip(weights, copies, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

@@ -217,14 +217,16 @@ def test_train_estimate_and_presets(tmp_path):
     assert "parameters" in train_tab.estimate(2, 4, 128, 64, 32, 1000)
     assert "not divisible" in train_tab.estimate(2, 3, 128, 64, 32, 1000)
     # the estimate's calibration agrees with the presets' descriptions: tiny about a minute, small about half an hour
-    tiny = train_tab.preset_values("tiny")
-    assert re.search(r"about (4\ds|5\ds|1m \d\ds) on a 2-core CPU", train_tab.estimate(*tiny[:6]))
-    small = train_tab.preset_values("small")
-    assert re.search(r"about (2\dm|3\dm) \d\ds", train_tab.estimate(*small[:6]))
-    assert "about 1h 43m" in train_tab.estimate(4, 4, 192, 128, 32, 15_000)  # hours past 60 minutes
-    assert train_tab.preset_values("small", tmp_path)[-1] == "small-1"  # a fresh run name: never someone's run
+    tiny, small = (train_tab.preset_fields(name) for name in ("tiny", "small"))
+    assert re.search(r"about (4\ds|5\ds|1m \d\ds) on a 2-core CPU",
+                     train_tab.estimate(*(tiny[name] for name in train_tab.ESTIMATE_FIELDS)))
+    assert re.search(r"about (2\dm|3\dm) \d\ds",
+                     train_tab.estimate(*(small[name] for name in train_tab.ESTIMATE_FIELDS)))
+    assert "about 2h 04m" in train_tab.estimate(4, 4, 192, 128, 32, 15_000)  # hours past 60 minutes
+    run_name = train_tab.PRESET_FIELDS.index("run_name")
+    assert train_tab.preset_values("small", tmp_path)[run_name] == "small-1"  # a fresh run name: never someone's run
     (tmp_path / "small-1").mkdir()
-    assert train_tab.preset_values("small", tmp_path)[-1] == "small-2"
+    assert train_tab.preset_values("small", tmp_path)[run_name] == "small-2"
     text = train_tab.estimate(4, 4, 192, 128, 32, 15_000, limits=Limits(max_train_seconds=1800))
     assert re.search(r"needs about \d+\.\d MiB of memory · ⚠️ over this server's 30m 00s limit", text)
     with pytest.raises(ValueError, match="unknown preset"):

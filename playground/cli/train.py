@@ -55,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda", "mps"])
     parser.add_argument("--optimizer", choices=OPTIMIZER_CHOICES,
-                        help="adamw (default): AdamW trains every weight; muon: Muon orthogonalises the update of each "
-                             "weight matrix inside the blocks, AdamW trains the embeddings, head and norms")
+                        help="adamw: AdamW trains every weight; muon: Muon orthogonalises the update of each weight "
+                             "matrix inside the blocks, AdamW trains the embeddings, head and norms (default: the "
+                             "preset's: muon for tiny and small, adamw for toy and gpu)")
     parser.add_argument("--corpus", help="a UTF-8 text file (default: Tiny Shakespeare, cached or downloaded)")
     parser.add_argument("--run-name", default=None, help="the checkpoint folder name (default: the preset's name)")
     parser.add_argument("--weights-dir", type=Path, default=None, help="where checkpoints go (default weights/)")

@@ -28,13 +28,15 @@ from playground.ui.common import AppContext, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 # The fields a preset fills, by start_run's parameter names, in the order /train_preset returns them.
+# The run name and the optimizer come last: start_run takes the others first, in this order, and those two later.
 PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
-                 "warmup_steps", "dropout_rate", "seed", "device", "run_name")
-ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps")
+                 "warmup_steps", "dropout_rate", "seed", "device", "run_name", "optimizer")
+SETTINGS_FIELDS = PRESET_FIELDS[:-2]  # start_run's leading parameters
+ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "dropout_rate",
+                   "optimizer")
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
-                  "and the head. On a CPU a Muon step is many times slower (torch runs Newton–Schulz in bfloat16), "
-                  "beyond the time estimate")
+                  "and the head. A Muon step costs a little more (the estimate counts it) and learns more per step")
 TOKEN_CHARS = 200  # an owner or admin token's longest accepted length
 STOP_WAIT_SECONDS = 10.0  # Stop answers once the run has saved and ended, or after this long with STOPPING
 # The browser keeps its owner token under this key. The secret is fixed, not random per server start, so a token
@@ -44,18 +46,19 @@ OWNER_STORAGE_KEY, OWNER_STORAGE_SECRET = "attention-playground-owner-token", "a
 LOCAL_OWNER = "this-process"  # a handler called from Python, with no browser or session (tests)
 
 
-def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
-             limits: Limits | None = None) -> str:
+def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
+             optimizer="adamw", limits: Limits | None = None) -> str:
     """Parameter count, a rough CPU time estimate and the memory a run of the fields as they stand needs."""
     try:
         config = ModelConfig(vocabulary_size=65, context_size=checks.whole_number(context_size, "context_size", 1),
                              embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1),
                              heads_num=checks.whole_number(heads_num, "heads_num", 1),
-                             layers_num=checks.whole_number(layers_num, "layers_num", 1))
+                             layers_num=checks.whole_number(layers_num, "layers_num", 1),
+                             dropout_rate=0.0 if dropout_rate is None else dropout_rate)
         batch, steps = checks.whole_number(batch_size, "batch size", 1), checks.whole_number(steps, "steps", 1)
     except ValueError as exc:
         return f"⚠️ {exc}"
-    seconds = estimate_seconds(config, batch, steps)
+    seconds = estimate_seconds(config, batch, steps, optimizer="muon" if optimizer == "muon" else "adamw")
     memory = memory_cost(config, batch).bytes
     text = (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
             f"{batch * config.context_size:,} tokens per step · about {format_seconds(seconds)} on a 2-core CPU "
@@ -304,7 +307,6 @@ def build(ctx: AppContext) -> None:
         "visitors' runs: the oldest make room for new ones."
     )
     first = preset_fields("tiny")
-    first_train = TRAIN_PRESETS["tiny"].train
     fields: dict[str, gr.components.Component] = {}  # by name: PRESET_FIELDS, start_run's parameters
     with gr.Row():
         preset = gr.Dropdown(list(TRAIN_PRESETS), value="tiny", label="preset",
@@ -323,8 +325,8 @@ def build(ctx: AppContext) -> None:
         fields["warmup_steps"] = gr.Number(first["warmup_steps"], label="warmup steps", precision=0, minimum=0)
         fields["seed"] = gr.Number(first["seed"], label="seed", precision=0, minimum=0)
     with gr.Row():
-        optimizer = gr.Radio(list(OPTIMIZER_CHOICES), value=first_train.optimizer, label="optimizer",
-                             info=OPTIMIZER_INFO)
+        fields["optimizer"] = gr.Radio(list(OPTIMIZER_CHOICES), value=first["optimizer"], label="optimizer",
+                                       info=OPTIMIZER_INFO)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
@@ -365,7 +367,7 @@ def build(ctx: AppContext) -> None:
     timer = gr.Timer(1.0)
     owner_token = gr.BrowserState("", storage_key=OWNER_STORAGE_KEY, secret=OWNER_STORAGE_SECRET)
 
-    settings = [fields[name] for name in PRESET_FIELDS if name != "run_name"]
+    settings = [fields[name] for name in SETTINGS_FIELDS]
     outputs = [status_md, loss_plot, samples, probe_plot, snapshot]
 
     def preset_changed(name):
@@ -385,7 +387,8 @@ def build(ctx: AppContext) -> None:
         field.change(estimate_with_limits, estimate_inputs, estimate_md,
                      api_name=f"train_estimate_{field.label}".replace(" ", "_"), api_visibility="private",
                      show_progress="hidden")
-    run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token, optimizer]
+    run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token,
+                  fields["optimizer"]]
     start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
         bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
     resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(

@@ -1,0 +1,161 @@
+"""A seeded search for the ``tiny`` preset's recipe: the best validation loss a fixed number of training seconds buys.
+
+Coordinate search, one axis at a time (optimizer, then learning rate, then batch size, then shape): each axis tries
+its values with the best settings found so far for the others, keeps the best, and moves on. Every run:
+
+  - starts from the same seed (the same initial weights for a shape, the same batch sequence);
+  - gets a schedule that ends when its time is up: its step time is measured first on a throwaway copy (once per
+    optimizer, batch and shape), and its ``steps`` (warm-up, then cosine decay) are sized so the run takes
+    ``--seconds`` of training;
+  - is scored like time_to_quality.py: nanoGPT's 90/10 split, the same ``--val-windows`` fixed windows of 64
+    characters, evaluation not counted in the training seconds, scored every ``--eval-every`` seconds and at the end.
+
+It prints one line per run and, at the end, a table of every run sorted by final validation loss, with the loss
+at 20 s and when (if ever) it reached nanoGPT's 1.886.
+
+    python benchmarks/sweep.py                         # 60 s per run, the default axes (about 12 minutes)
+    python benchmarks/sweep.py --seconds 20            # the 20-second budget
+    python benchmarks/sweep.py --lrs 0.004 0.008 --batches 32 --shapes 2x128   # a narrower search
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+from time_to_quality import CONTEXT, TARGET_LOSS, Recorder, first_below, loss_at, shown
+
+from playground.config import ModelConfig, TrainConfig
+from playground.data import TokenIdsDataset, load_corpus, split_train_val
+from playground.device import describe
+from playground.model import GPT
+from playground.presets import TRAIN_PRESETS
+from playground.tokenizer import CharTokenizer
+from playground.train import train
+
+
+@dataclass(frozen=True)
+class Recipe:
+    optimizer: str
+    learning_rate: float
+    batch_size: int
+    layers_num: int
+    embedding_dim: int
+
+    @property
+    def label(self) -> str:
+        return (f"{self.optimizer:5s} lr {self.learning_rate:<7g} batch {self.batch_size:<3d} "
+                f"{self.layers_num}x{self.embedding_dim}")
+
+    def model_fields(self) -> dict:
+        heads = max(1, self.embedding_dim // 32)  # head size 32, as nanoGPT's baby and the tiny preset
+        return dict(layers_num=self.layers_num, heads_num=heads, embedding_dim=self.embedding_dim,
+                    context_size=CONTEXT)
+
+    def train_config(self, steps: int) -> TrainConfig:
+        warmup = max(1, min(TRAIN_PRESETS["tiny"].train.warmup_steps, steps // 10))
+        return replace(TRAIN_PRESETS["tiny"].train, optimizer=self.optimizer, learning_rate=self.learning_rate,
+                       batch_size=self.batch_size, steps=steps, warmup_steps=warmup, device="cpu")
+
+
+def seconds_per_step(recipe: Recipe, model: GPT, data: TokenIdsDataset, timed: int = 30) -> float:
+    """The median step time of ``recipe`` on a throwaway copy of ``model`` (a few warm-up steps first)."""
+    trial = copy.deepcopy(model)
+    times, last = [], [time.perf_counter()]
+
+    def on_step(step, metrics):
+        now = time.perf_counter()
+        times.append(now - last[0])
+        last[0] = now
+
+    train(trial, recipe.train_config(steps=timed + 4), data, None, on_step=on_step)
+    return statistics.median(times[4:])
+
+
+STEP_TIMES: dict[tuple, float] = {}  # by (optimizer, batch, shape): a learning rate does not change a step's time
+
+
+def run(recipe: Recipe, seconds: float, train_data: TokenIdsDataset, vocab: int, windows, every: float,
+        seed: int) -> tuple[Recorder, int]:
+    torch.manual_seed(seed)
+    model = GPT(ModelConfig(vocabulary_size=vocab, **recipe.model_fields()))
+    timing = (recipe.optimizer, recipe.batch_size, recipe.layers_num, recipe.embedding_dim)
+    if timing not in STEP_TIMES:
+        STEP_TIMES[timing] = seconds_per_step(recipe, model, train_data)
+    steps = max(20, int(seconds / STEP_TIMES[timing]))
+    recorder = Recorder(model, windows, every, seconds * 1.15)  # a margin: the schedule, not the clock, ends it
+    train(model, replace(recipe.train_config(steps), seed=seed), train_data, None,
+          on_step=lambda step, metrics: recorder.after_step(step), should_stop=recorder.done)
+    recorder.finish()
+    return recorder, steps
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    layers, width = text.lower().split("x")
+    return int(layers), int(width)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="training seconds per run (evaluation excluded)")
+    parser.add_argument("--eval-every", type=float, default=10.0, help="score every this many training seconds")
+    parser.add_argument("--val-windows", type=int, default=512)
+    parser.add_argument("--seed", type=int, default=1337, help="the weights' and the batches' seed")
+    parser.add_argument("--optimizers", nargs="+", default=["adamw", "muon"])
+    parser.add_argument("--lrs", nargs="+", type=float, default=[0.002, 0.004, 0.008])
+    parser.add_argument("--batches", nargs="+", type=int, default=[16, 32, 64])
+    parser.add_argument("--shapes", nargs="+", default=["2x128", "3x128", "4x128", "2x192"],
+                        help="layers x width (head size 32, context 64)")
+    parser.add_argument("--data", type=Path, default=None, help="a text file (default: Tiny Shakespeare)")
+    args = parser.parse_args()
+
+    corpus = load_corpus(str(args.data) if args.data else None)
+    tokenizer = CharTokenizer.train_from_text(corpus.text)
+    train_ids, val_ids = split_train_val(tokenizer.encode(corpus.text))
+    vocab = tokenizer.vocabulary_size
+    windows = TokenIdsDataset(val_ids, CONTEXT).random_batch(args.val_windows, torch.Generator().manual_seed(0))
+    train_data = TokenIdsDataset(train_ids, CONTEXT)
+    print(f"{corpus.name}: {len(corpus.text):,} characters, nanoGPT's 90/10 split, {args.val_windows} fixed "
+          f"validation windows of {CONTEXT}; {describe('cpu')}, {torch.get_num_threads()} threads, torch "
+          f"{torch.__version__}; {args.seconds:g} s of training per run, seed {args.seed}")
+
+    tiny = TRAIN_PRESETS["tiny"]
+    best = Recipe(tiny.train.optimizer, tiny.train.learning_rate, tiny.train.batch_size, tiny.model.layers_num,
+                  tiny.model.embedding_dim)
+    shapes = [parse_shape(shape) for shape in args.shapes]
+    axes = [("optimizer", [{"optimizer": name} for name in args.optimizers]),
+            ("learning rate", [{"learning_rate": lr} for lr in args.lrs]),
+            ("batch size", [{"batch_size": batch} for batch in args.batches]),
+            ("shape", [{"layers_num": layers, "embedding_dim": width} for layers, width in shapes])]
+    results: dict[Recipe, tuple[Recorder, int]] = {}
+    for axis, choices in axes:
+        print(f"\n{axis}:")
+        for change in choices:
+            recipe = replace(best, **change)
+            if recipe not in results:
+                recorder, steps = run(recipe, args.seconds, train_data, vocab, windows, args.eval_every, args.seed)
+                results[recipe] = (recorder, steps)
+                curve = ", ".join(f"{at:.0f}s {loss:.3f}" for at, _, loss in recorder.points)
+                print(f"  {recipe.label}: {steps} steps; {curve}", flush=True)
+        best = min((replace(best, **change) for change in choices),
+                   key=lambda r: loss_at(results[r][0].points, args.seconds))
+        print(f"  best so far: {best.label} ({loss_at(results[best][0].points, args.seconds):.3f})")
+
+    print(f"\n{'recipe':38s} {'steps':>6s} {'to <= 1.886':>12s} {'val at 20 s':>12s} "
+          f"{f'val at {args.seconds:g} s':>12s} {'last val':>9s}")
+    for recipe, (recorder, steps) in sorted(results.items(), key=lambda item: loss_at(item[1][0].points,
+                                                                                        args.seconds)):
+        reached = first_below(recorder.points, TARGET_LOSS)
+        print(f"{recipe.label:38s} {steps:6d} {shown(reached, '.1f', 'not reached'):>12s} "
+              f"{shown(loss_at(recorder.points, 20.0), '.3f'):>12s} "
+              f"{loss_at(recorder.points, args.seconds):12.3f} {recorder.points[-1][2]:9.3f}")
+    print(f"\nbest after {args.seconds:g} s: {best.label}")
+
+
+if __name__ == "__main__":
+    main()
