@@ -27,6 +27,7 @@ from browser_support import (
 )
 from playwright.sync_api import Locator, Page, expect
 
+from playground import checkpoints, head_scores
 from playground.walkthrough import STEP_LABELS, STEP_TITLES, journey_preset, lessons
 
 pytestmark = pytest.mark.browser
@@ -235,17 +236,19 @@ def test_attention_every_source_layer_head_and_the_query_box(page):
 
 def test_the_ranked_head_table_opens_the_strongest_head(page):
     """Score every head of the shipped model; its strongest (a previous-character head) opens on a click."""
+    top = head_scores.score_heads(checkpoints.load_checkpoint("shakespeare-char").model)[0]  # what the core ranks first
+    assert top.pattern == "previous token" and top.score > 10 * top.chance
     panel = arrive(page)
     panel.get_by_text("Heads that do something recognisable").click()
     panel.get_by_role("button", name="Score every head of this checkpoint").click()
-    expect(panel).to_contain_text(re.compile(r"Strongest: layer 0 head 1, previous token, 0\.\d\d against 0\.04"),
-                                  timeout=WAIT_MS)
+    expect(panel).to_contain_text(re.compile(rf"Strongest: layer {top.layer} head {top.head}, previous token, "
+                                             rf"{top.score:.2f} against {top.chance:.2f}"), timeout=WAIT_MS)
     table = panel.get_by_label("ranked heads")
     strongest = table.get_by_role("row").filter(has_text="previous token").first  # ranked first
-    expect(strongest).to_contain_text("0.831", timeout=WAIT_MS)
+    expect(strongest).to_contain_text(f"{top.score:.3f}", timeout=WAIT_MS)
     strongest.get_by_role("gridcell").nth(2).click()
-    expect(panel.get_by_label("head", exact=True)).to_have_value("1", timeout=WAIT_MS)
-    expect(panel).to_contain_text("layer 0, head 1 of the model", timeout=WAIT_MS)
+    expect(panel.get_by_label("head", exact=True)).to_have_value(str(top.head), timeout=WAIT_MS)
+    expect(panel).to_contain_text(f"layer {top.layer}, head {top.head} of the model", timeout=WAIT_MS)
     expect_no_error(page)
 
 
