@@ -22,7 +22,7 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from playground.config import ModelConfig
+from playground.config import ModelConfig, TrainConfig
 from playground.device import describe
 from playground.model import GPT
 from playground.presets import TRAIN_PRESETS
@@ -43,12 +43,13 @@ def per_element(p: float, elements: int = 2**22, repeats: int = 10) -> tuple[flo
     return timings[0], timings[1]
 
 
-def step_times(config: ModelConfig, optimizer: str, batch: int, steps: int) -> list[float]:
+def step_times(config: ModelConfig, train_config: TrainConfig, steps: int) -> list[float]:
+    """Wall seconds of ``steps`` training steps on one fixed random batch (2 warm-up steps dropped)."""
     torch.manual_seed(0)
     model = GPT(config)
     model.train()
-    chosen = configure_optimizer(model, replace(TRAIN_PRESETS["tiny"].train, optimizer=optimizer),
-                                 torch.device("cpu"))
+    chosen = configure_optimizer(model, train_config, torch.device("cpu"))
+    batch = train_config.batch_size
     x = torch.randint(config.vocabulary_size, (batch, config.context_size))
     y = torch.randint(config.vocabulary_size, (batch, config.context_size))
     times = []
@@ -82,8 +83,8 @@ def main() -> None:
     batch, optimizer = preset.train.batch_size, preset.train.optimizer
     times: dict[str, list[float]] = {"with": [], "without": []}
     for _ in range(args.rounds):  # alternating, so a busier moment hurts both
-        times["with"] += step_times(with_dropout, optimizer, batch, args.steps)
-        times["without"] += step_times(without, optimizer, batch, args.steps)
+        times["with"] += step_times(with_dropout, preset.train, args.steps)
+        times["without"] += step_times(without, preset.train, args.steps)
     slow, fast = statistics.median(times["with"]), statistics.median(times["without"])
     elements = _dropout_elements(with_dropout, batch)
     print(f"{args.preset} shape ({optimizer}, batch {batch}): median step {slow:.3f} s with dropout {rate}, "

@@ -21,14 +21,13 @@ at 20 s and when (if ever) it reached nanoGPT's 1.886.
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 from time_to_quality import CONTEXT, TARGET_LOSS, Recorder, first_below, loss_at, shown
+from train_speed import time_ours
 
 from playground.config import ModelConfig, TrainConfig
 from playground.data import TokenIdsDataset, load_corpus, split_train_val
@@ -63,18 +62,10 @@ class Recipe:
                        batch_size=self.batch_size, steps=steps, warmup_steps=warmup, device="cpu")
 
 
-def seconds_per_step(recipe: Recipe, model: GPT, data: TokenIdsDataset, timed: int = 30) -> float:
-    """The median step time of ``recipe`` on a throwaway copy of ``model`` (a few warm-up steps first)."""
-    trial = copy.deepcopy(model)
-    times, last = [], [time.perf_counter()]
-
-    def on_step(step, metrics):
-        now = time.perf_counter()
-        times.append(now - last[0])
-        last[0] = now
-
-    train(trial, recipe.train_config(steps=timed + 4), data, None, on_step=on_step)
-    return statistics.median(times[4:])
+def seconds_per_step(recipe: Recipe, data: TokenIdsDataset, vocab: int, timed: int = 30) -> float:
+    """The median step time of ``recipe`` on a throwaway model (train_speed.time_ours; 4 warm-up steps dropped)."""
+    return statistics.median(time_ours(data, vocab, timed + 4, recipe.model_fields(),
+                                       recipe.train_config(steps=timed + 4))[4:])
 
 
 STEP_TIMES: dict[tuple, float] = {}  # by (optimizer, batch, shape): a learning rate does not change a step's time
@@ -82,11 +73,11 @@ STEP_TIMES: dict[tuple, float] = {}  # by (optimizer, batch, shape): a learning 
 
 def run(recipe: Recipe, seconds: float, train_data: TokenIdsDataset, vocab: int, windows, every: float,
         seed: int) -> tuple[Recorder, int]:
-    torch.manual_seed(seed)
-    model = GPT(ModelConfig(vocabulary_size=vocab, **recipe.model_fields()))
     timing = (recipe.optimizer, recipe.batch_size, recipe.layers_num, recipe.embedding_dim)
     if timing not in STEP_TIMES:
-        STEP_TIMES[timing] = seconds_per_step(recipe, model, train_data)
+        STEP_TIMES[timing] = seconds_per_step(recipe, train_data, vocab)
+    torch.manual_seed(seed)
+    model = GPT(ModelConfig(vocabulary_size=vocab, **recipe.model_fields()))
     steps = max(20, int(seconds / STEP_TIMES[timing]))
     recorder = Recorder(model, windows, every, seconds * 1.15)  # a margin: the schedule, not the clock, ends it
     train(model, replace(recipe.train_config(steps), seed=seed), train_data, None,

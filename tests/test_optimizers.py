@@ -160,25 +160,31 @@ def test_the_cli_flag_sets_the_optimizer_and_refuses_others(capsys):
     assert "invalid choice: 'sgd'" in capsys.readouterr().err
 
 
-def _muon_pair():
-    torch.manual_seed(0)
-    weights = [torch.nn.Parameter(torch.randn(24, 8)), torch.nn.Parameter(torch.randn(8, 40))]
+def _muon_pair(shapes=((24, 8), (8, 40)), first=torch.optim.Muon):
+    """Weights of these shapes and clones of them, under a ``first`` Muon and our Muon with the same settings."""
+    weights = [torch.nn.Parameter(torch.randn(shape)) for shape in shapes]
     copies = [torch.nn.Parameter(w.detach().clone()) for w in weights]
     kwargs = dict(lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
-    return weights, copies, torch.optim.Muon(weights, **kwargs), optimizers.Muon(copies, **kwargs)
+    return weights, copies, first(weights, **kwargs), optimizers.Muon(copies, **kwargs)
+
+
+def _same_gradients(weights, copies, generator: torch.Generator) -> None:
+    """A fresh random gradient for each weight, and the same one for its copy."""
+    for a, b in zip(weights, copies, strict=True):
+        a.grad = torch.randn(a.shape, generator=generator)
+        b.grad = a.grad.clone()
 
 
 @pytest.mark.parametrize("nesterov", [True, False])
 def test_our_muon_in_bfloat16_is_torchs_muon_bit_for_bit(monkeypatch, nesterov):
     monkeypatch.setattr(optimizers, "newton_schulz_dtype", lambda device: torch.bfloat16)
+    torch.manual_seed(0)
     weights, copies, theirs, ours = _muon_pair()
     for group in (*theirs.param_groups, *ours.param_groups):
         group["nesterov"] = nesterov
     generator = torch.Generator().manual_seed(1)
     for _ in range(3):
-        for a, b in zip(weights, copies, strict=True):
-            a.grad = torch.randn(a.shape, generator=generator)
-            b.grad = a.grad.clone()
+        _same_gradients(weights, copies, generator)
         theirs.step()
         ours.step()
     for a, b in zip(weights, copies, strict=True):
@@ -222,15 +228,10 @@ def test_on_the_cpu_same_shaped_matrices_are_orthogonalised_together_with_the_sa
     # the optimizer: tall, wide and square matrices, two of each shape (a tall one shares its wide twin's bucket),
     # step for step the per-matrix float32 update that the accelerator path computes in bfloat16
     shapes = [(24, 8), (8, 24), (24, 8), (16, 16), (16, 16)]
-    weights = [torch.nn.Parameter(torch.randn(shape)) for shape in shapes]
-    copies = [torch.nn.Parameter(w.detach().clone()) for w in weights]
-    kwargs = dict(lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
-    batched_muon, reference = optimizers.Muon(weights, **kwargs), optimizers.Muon(copies, **kwargs)
+    weights, copies, batched_muon, reference = _muon_pair(shapes, first=optimizers.Muon)
     generator = torch.Generator().manual_seed(4)
     for _ in range(3):
-        for a, b in zip(weights, copies, strict=True):
-            a.grad = torch.randn(a.shape, generator=generator)
-            b.grad = a.grad.clone()
+        _same_gradients(weights, copies, generator)
         batched_muon.step()
         with pytest.MonkeyPatch.context() as patch:  # per matrix: the non-float32 path, here in float64
             patch.setattr(optimizers, "newton_schulz_dtype", lambda device: torch.float64)

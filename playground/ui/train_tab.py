@@ -58,7 +58,7 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
         batch, steps = checks.whole_number(batch_size, "batch size", 1), checks.whole_number(steps, "steps", 1)
     except ValueError as exc:
         return f"⚠️ {exc}"
-    seconds = estimate_seconds(config, batch, steps, optimizer="muon" if optimizer == "muon" else "adamw")
+    seconds = estimate_seconds(config, batch, steps, optimizer=optimizer)
     memory = memory_cost(config, batch).bytes
     text = (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
             f"{batch * config.context_size:,} tokens per step · about {format_seconds(seconds)} on a 2-core CPU "
