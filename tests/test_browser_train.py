@@ -20,6 +20,7 @@ from browser_support import (
     open_page,
     open_tab,
     plot_titled,
+    reload,
     screenshot,
 )
 from playwright.sync_api import Locator, Page, expect
@@ -193,8 +194,7 @@ def test_another_visitor_cannot_stop_the_run(page, stranger):
     expect(theirs).to_contain_text("RUNNING")
     screenshot(stranger, "train-another-visitor", publish=False)
 
-    expect_errors(page, "AbortError")  # a reload aborts the page's requests in flight (the status timer's)
-    page.reload()  # the owner's token is kept in the browser: a reloaded page still owns the run
+    reload(page)  # the owner's token is kept in the browser: a reloaded page still owns the run
     panel = open_tab(page, "Train")
     expect(panel).to_contain_text(f"RUNNING · run {name} · your run", timeout=WAIT_MS)
     stop_and_wait(panel, name)
