@@ -12,7 +12,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-pytest_plugins = ["browser_support"]  # the browser tests' fixtures: server, browser, page, phone
+pytest_plugins = ["browser_support", "docker_support"]  # the browser tests' fixtures; the Docker build
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = Path(os.environ.get("PLAYGROUND_TINY_SHAKESPEARE", REPO.parent / "shared" / "data" /

@@ -7,6 +7,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# Debian's Chromium installs in the background while pip fills the venv (both mostly wait on downloads and disk).
+install_chromium() {
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+  elif command -v sudo >/dev/null; then
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+  fi
+}
+chromium_pid=
+if [ ! -x /usr/bin/chromium ]; then
+  install_chromium &
+  chromium_pid=$!
+fi
+
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -14,12 +28,8 @@ fi
 .venv/bin/python -m pip install -q torch==2.13.0 -r requirements.txt -r requirements-dev.txt
 .venv/bin/python -m pip install -q --no-deps -e .  # the dependencies are the requirements above
 
-if [ ! -x /usr/bin/chromium ]; then
-  if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
-  elif command -v sudo >/dev/null; then
-    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
-  fi
+if [ -n "$chromium_pid" ]; then
+  wait "$chromium_pid" || echo "installing chromium failed (exit code $?)"
 fi
 [ -x /usr/bin/chromium ] || { echo "Debian's chromium is needed for the browser tests (apt-get install chromium)"; exit 1; }
 

@@ -1,48 +1,35 @@
 """The Docker image builds, answers, samples and trains, and stops cleanly on SIGTERM.
 
 Runs ``../shared/tools/docker-smoke`` (podman on a local stand-in for python:3.11-slim, since no image registry
-is reachable here) from the project's root, then starts the image once more and times ``podman stop``: the app
-must exit by itself on SIGTERM, well inside the 10 s after which docker/podman would kill it.
+is reachable here) from the project's root, in the background while the rest of the suite runs (docker_support.py),
+then starts the image once more and times ``podman stop``: the app must exit by itself on SIGTERM, well inside the
+10 s after which docker/podman would kill it.
 Skipped, saying why, where neither podman nor docker can run (no engine and no root to install one).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 import urllib.request
 
 import pytest
-from conftest import REPO
+from docker_support import engine_reason, smoke_result
 
-SMOKE = REPO.parent / "shared" / "tools" / "docker-smoke"
 IMAGE = "localhost/attention-playground:local"
 PORT = 7871
 
 pytestmark = pytest.mark.slow
 
 
-def _engine_reason() -> str | None:
-    if not SMOKE.is_file():
-        return f"no {SMOKE} beside the project"
-    if shutil.which("podman"):
-        return None
-    if os.geteuid() == 0 and shutil.which("apt-get"):
-        return None  # the smoke script installs podman itself
-    return "neither podman nor docker can run here (no engine installed and not root to install one)"
-
-
 @pytest.fixture(scope="module")
 def image():
-    reason = _engine_reason()
+    reason = engine_reason()
     if reason:
         pytest.skip(f"Docker image not built: {reason}")
-    result = subprocess.run(["bash", str(SMOKE)], cwd=REPO, capture_output=True, text=True, timeout=1500,
-                            stdin=subprocess.DEVNULL)
-    print(result.stdout[-3000:])
-    assert result.returncode == 0, f"docker-smoke failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    code, output = smoke_result()  # started in the background right after collection (docker_support.py)
+    print(output[-3000:])
+    assert code == 0, f"docker-smoke failed:\n{output}"
     return IMAGE
 
 

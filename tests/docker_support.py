@@ -1,0 +1,91 @@
+"""The Docker smoke test's build, started in the background as soon as pytest knows it will be needed.
+
+``../shared/tools/docker-smoke`` installs podman, makes a stand-in base image, builds the project's Dockerfile and
+smoke-tests the container: minutes on a fresh machine, most of them spent waiting on apt, debootstrap and pip rather
+than on the CPU. When the collected tests include tests/test_docker.py, it starts right after collection, on a free
+port and with its output in a log file, so the rest of the suite runs meanwhile; test_docker.py's ``image``
+fixture then waits for its result (``smoke_result``). Nothing starts when test_docker.py is not selected or no
+engine can run here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO.parent / "shared" / "tools" / "docker-smoke"
+SMOKE_TIMEOUT_SECONDS = 1500
+_RUNNING: dict[str, Smoke] = {}
+
+
+def engine_reason() -> str | None:
+    """Why the image cannot be built here, or None when it can."""
+    if not SMOKE.is_file():
+        return f"no {SMOKE} beside the project"
+    if shutil.which("podman"):
+        return None
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        return None  # the smoke script installs podman itself
+    return "neither podman nor docker can run here (no engine installed and not root to install one)"
+
+
+@dataclass
+class Smoke:
+    process: subprocess.Popen
+    log: Path
+
+    def result(self) -> tuple[int, str]:
+        """Wait for the build and smoke test to end: (exit code, the last of its output)."""
+        try:
+            code = self.process.wait(SMOKE_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+            return code, f"docker-smoke ran past {SMOKE_TIMEOUT_SECONDS} s and was killed\n" + self.output()
+        return code, self.output()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-6000:]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_smoke() -> Smoke:
+    """Start docker-smoke from the project's root (once per session); its output goes to a log file."""
+    if "smoke" not in _RUNNING:
+        log = Path(tempfile.mkdtemp(prefix="docker-smoke-")) / "smoke.log"
+        with open(log, "wb") as out:
+            process = subprocess.Popen(["bash", str(SMOKE)], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env={**os.environ, "PORT": str(_free_port())})
+        _RUNNING["smoke"] = Smoke(process, log)
+    return _RUNNING["smoke"]
+
+
+def smoke_result() -> tuple[int, str]:
+    """The smoke test's exit code and output, starting it now if collection did not."""
+    return start_smoke().result()
+
+
+def pytest_collection_finish(session) -> None:
+    if any(Path(str(item.path)).name == "test_docker.py" for item in session.items) and engine_reason() is None:
+        start_smoke()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    smoke = _RUNNING.get("smoke")
+    if smoke is not None and smoke.process.poll() is None:  # the run ended (or was interrupted) before it was read
+        smoke.process.terminate()
+        try:
+            smoke.process.wait(30)
+        except subprocess.TimeoutExpired:
+            smoke.process.kill()
