@@ -27,6 +27,7 @@ import torch
 PATTERNS = ("previous token", "induction", "duplicate token", "first token")
 DEFAULT_SEQUENCES = 8
 MAX_REPEAT_LENGTH = 48  # L: the probe is 2L tokens, capped so the cost stays small on a big model
+RECOGNISABLE_RATIO = 2.0  # a head does a pattern when it scores at least this many times chance
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class HeadScore:
     head: int
     score: float  # the head's mean weight on the pattern's position
     chance: float  # what an even spread over the visible positions would give
+
+    @property
+    def recognisable(self) -> bool:
+        """Whether the head clearly does this pattern: at least RECOGNISABLE_RATIO times chance."""
+        return self.score >= RECOGNISABLE_RATIO * self.chance
 
     @property
     def lift(self) -> float:
@@ -117,5 +123,11 @@ def score_heads(model, sequences: int = DEFAULT_SEQUENCES, seed: int = 0) -> lis
 
 
 def best_per_pattern(scores: list[HeadScore], top: int = 3) -> list[HeadScore]:
-    """The ``top`` heads of each pattern (already ranked), patterns in PATTERNS order."""
-    return [s for pattern in PATTERNS for s in [s for s in scores if s.pattern == pattern][:top]]
+    """The ``top`` recognisable heads of each pattern (already ranked), patterns in PATTERNS order; a pattern no
+    head does has no row (``missing_patterns`` names it)."""
+    return [s for pattern in PATTERNS for s in [s for s in scores if s.pattern == pattern and s.recognisable][:top]]
+
+
+def missing_patterns(scores: list[HeadScore]) -> list[str]:
+    """The patterns no head of the model does (none reaches RECOGNISABLE_RATIO times chance)."""
+    return [pattern for pattern in PATTERNS if not any(s.pattern == pattern and s.recognisable for s in scores)]

@@ -59,7 +59,8 @@ class JobStatus:
     train_loss: tuple = ()
     val_loss: tuple = ()
     tokens_per_second: float = 0.0
-    elapsed_seconds: float = 0.0
+    elapsed_seconds: float = 0.0  # this session's: since Start or Resume
+    seconds_before: float = 0.0  # what a resumed run had trained before this session
     learning_rate: float = 0.0
     samples: tuple = ()  # (step, text)
     probes: tuple = ()  # ProbeSnapshot
@@ -72,6 +73,11 @@ class JobStatus:
     @property
     def active(self) -> bool:
         return self.state in (RUNNING, STOPPING)
+
+    @property
+    def total_seconds(self) -> float:
+        """The run's wall time over all its sessions, as its curve's time axis counts it."""
+        return self.seconds_before + self.elapsed_seconds
 
     @property
     def eta_seconds(self) -> float | None:
@@ -145,7 +151,7 @@ class TrainingJobs:
             self._update(job, start_step=run.start_step, step=run.start_step,
                          parameter_count=run.model.parameter_count(), device=str(run.device),
                          corpus=f"{run.corpus.label} ({len(run.corpus.text):,} characters)",
-                         time_limit_seconds=run.max_seconds,
+                         time_limit_seconds=run.max_seconds, seconds_before=seconds_before(run),
                          message=f"training on {run.corpus.label} on {run.device}{notes}")
             with self._lock:
                 job.train_loss.extend(tuple(p) for p in run.history.get("train_loss", []))

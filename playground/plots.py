@@ -158,7 +158,8 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
 
 def line_chart(series: dict[str, Sequence[Sequence[float]]], title: str = "", x_title: str = "step",
                y_title: str = "loss", height: int = 360) -> go.Figure:
-    """One line per named series of [x, y] points."""
+    """One line per named series of [x, y] points (y never below zero: a loss, a rate). With no points yet the
+    chart says so on axes from 0, instead of Plotly's empty default of -1 to 4."""
     figure = go.Figure()
     for name, points in series.items():
         if points:
@@ -166,6 +167,11 @@ def line_chart(series: dict[str, Sequence[Sequence[float]]], title: str = "", x_
                                         if len(points) < 30 else "lines", name=name))
     figure.update_layout(title=title, height=height, xaxis_title=x_title, yaxis_title=y_title,
                          margin=dict(l=60, r=20, t=50, b=50), legend=dict(orientation="h", y=1.12))
+    figure.update_yaxes(rangemode="nonnegative")
+    if not figure.data:
+        figure.update_xaxes(range=[0, 1])
+        figure.update_yaxes(range=[0, 1])
+        figure.add_annotation(text="no points yet", x=0.5, y=0.5, showarrow=False, font=dict(color="#888"))
     return figure
 
 

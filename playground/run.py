@@ -488,7 +488,8 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
     and at the end.
 
     Reports through optional callbacks: ``on_step(step, metrics)`` after every step; ``on_sample(step, text)``
-    every ``sample_interval`` steps (SAMPLE_CHARACTERS generated from the start text, seeded by the step);
+    every ``sample_interval`` steps and at the last step (SAMPLE_CHARACTERS generated from the start text, seeded
+    by the step);
     ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention).
     Stops early, saving, when ``should_stop()`` is true or the run's ``max_seconds`` have passed;
     ``result.stop_reason`` says which (STOPPED_BY_VISITOR, STOPPED_BY_TIME_LIMIT).
@@ -523,12 +524,16 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
         if snapshot is not None:
             on_probe(snapshot)
 
+    def sample(step: int) -> None:
+        if on_sample is not None:
+            on_sample(step, generate(run.model, run.tokenizer, "", max_new_tokens=SAMPLE_CHARACTERS, seed=step,
+                                     top_k=None))
+
     def step_callback(step: int, metrics: StepMetrics) -> None:
         if on_step is not None:
             on_step(step, metrics)
-        if on_sample is not None and step % config.sample_interval == 0:
-            on_sample(step, generate(run.model, run.tokenizer, "", max_new_tokens=SAMPLE_CHARACTERS, seed=step,
-                                     top_k=None))
+        if step % config.sample_interval == 0:
+            sample(step)
         if metrics.val_loss is not None:
             probe(step)
         if step % config.checkpoint_interval == 0 and step < config.steps:
@@ -538,6 +543,8 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
     train(run.model, config, run.train_data, run.val_data, on_step=step_callback, should_stop=stop_now,
           start_step=run.start_step, result=result, optimizer=optimizer, world=world)
     if result.steps_done > run.start_step:
+        if result.steps_done % config.sample_interval:  # stopped (or ended) between samples: show where it got to
+            sample(result.steps_done)
         save()
     return result
 

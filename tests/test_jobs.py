@@ -1,5 +1,6 @@
 import dataclasses
 import functools
+import json
 import re
 import threading
 import time
@@ -62,6 +63,7 @@ def test_second_start_is_refused_then_stop_keeps_checkpoint(tmp_path, shakespear
     jobs.stop()
     status = jobs.wait(30)
     assert status.state == STOPPED and 0 < status.step < 500
+    assert status.samples[-1][0] == status.step  # a Stop between samples still shows what the model writes now
     assert not (tmp_path / "other").exists() and (tmp_path / "job" / "training.json").is_file()
 
 
@@ -185,4 +187,16 @@ def test_the_time_limit_ends_a_run_with_a_message(tmp_path, shakespeare_text):
     jobs.start(visitor_request(tmp_path, shakespeare_text[:5000]))
     status = jobs.wait(60)
     assert status.state == STOPPED and 0 < status.step < 500
+    assert status.samples[-1][0] == status.step  # a Stop between samples still shows what the model writes now
     assert re.match(r"stopped by this server's time limit \(0s\) at step \d+; checkpoint saved as job$", status.message)
+
+
+def test_a_resumed_run_counts_its_earlier_time_in_elapsed(tmp_path, shakespeare_text):
+    jobs = TrainingJobs()
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=20))
+    first = jobs.wait(30)
+    earlier = json.loads((tmp_path / "job" / "training.json").read_text())["wall_seconds"]
+    jobs.start(dataclasses.replace(request(tmp_path, shakespeare_text[:5000], steps=30), resume=True))
+    status = jobs.wait(30)
+    assert status.state == FINISHED and status.start_step == first.step == 20
+    assert status.seconds_before == pytest.approx(earlier) and status.total_seconds > earlier

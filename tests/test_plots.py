@@ -15,6 +15,7 @@ from playground.plots import (
     bar_chart,
     heatmap,
     label_step,
+    line_chart,
     wrap_title,
 )
 
@@ -129,3 +130,12 @@ def test_masked_bars_are_marked_not_drawn_as_zero():
     bars, marks = figure.data
     assert list(bars.y) == [0.5, None, None] and list(marks.x) == [1, 2] and "masked (−∞)" in marks.hovertemplate
     assert len(bar_chart(list("ab"), [0.5, 0.5]).data) == 1
+
+
+def test_a_loss_chart_never_reaches_below_zero_and_an_empty_one_says_so():
+    empty = line_chart({"train": [], "validation": []}, "Loss")
+    assert not empty.data and tuple(empty.layout.yaxis.range) == (0, 1)
+    assert [a.text for a in empty.layout.annotations] == ["no points yet"]
+    drawn = line_chart({"train": [(1, 4.2), (2, 3.9)]}, "Loss")
+    assert drawn.layout.yaxis.rangemode == "nonnegative" and drawn.layout.yaxis.range is None
+    assert not drawn.layout.annotations

@@ -218,11 +218,14 @@ def test_train_estimate_and_presets(tmp_path):
     assert "not divisible" in train_tab.estimate(2, 3, 128, 64, 32, 1000)
     # the estimate's calibration agrees with the presets' descriptions: tiny about a minute, small about half an hour
     tiny, small = (train_tab.preset_fields(name) for name in ("tiny", "small"))
-    assert re.search(r"about (4\ds|5\ds|1m \d\ds) on a 2-core CPU",
+    assert re.search(r"about (4\ds|5\ds|1m \d\ds) of training steps on a quiet 2-core CPU",
                      train_tab.estimate(*(tiny[name] for name in train_tab.ESTIMATE_FIELDS)))
     assert re.search(r"about (2\dm|3\dm) \d\ds",
                      train_tab.estimate(*(small[name] for name in train_tab.ESTIMATE_FIELDS)))
     assert "about 2h 04m" in train_tab.estimate(4, 4, 192, 128, 32, 15_000)  # hours past 60 minutes
+    toy = train_tab.preset_fields("toy")
+    toy_estimate = train_tab.estimate(*(toy[name] for name in train_tab.ESTIMATE_FIELDS))
+    assert "· under a second of training steps" in toy_estimate
     run_name = train_tab.PRESET_FIELDS.index("run_name")
     assert train_tab.preset_values("small", tmp_path)[run_name] == "small-1"  # a fresh run name: never someone's run
     (tmp_path / "small-1").mkdir()
@@ -231,6 +234,9 @@ def test_train_estimate_and_presets(tmp_path):
     assert re.search(r"needs about \d+\.\d MiB of memory · ⚠️ over this server's 30m 00s limit", text)
     with pytest.raises(ValueError, match="unknown preset"):
         train_tab.preset_values("huge")
+    assert train_tab.preset_note("toy").startswith("**toy**: notebook 004's toy")
+    with pytest.raises(ValueError, match=r"the preset: 'huge' is not one of the choices \(toy, tiny"):
+        train_tab.preset_note("huge")
 
 
 def _step(ctx, *, source="random weights", text="abcdefgh", scale=True, mask=True, temperature=1.0,
@@ -434,3 +440,14 @@ def test_the_optimizer_comes_last_and_a_run_records_it(train_ctx):
     assert record["train_config"]["optimizer"] == "muon"
     with pytest.raises(ValueError, match="muon-run was trained with the optimizer muon, not adamw"):
         train_tab.start_run(ctx, *RUN, "muon-run", False, "", None, session("s"), resume=True)
+
+
+def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
+    from playground.jobs import JobStatus
+    status = JobStatus(state="running", run_name="r", step=130, start_step=100, steps=200, elapsed_seconds=20.0,
+                       seconds_before=90.0)
+    text = train_tab.render_status(status)[0]
+    assert "elapsed 1m 50s (20s since resuming at step 100)" in text and "30 steps this session" in text
+    fresh = train_tab.render_status(dataclasses.replace(status, start_step=0, seconds_before=0.0))[0]
+    assert "elapsed 20s ·" in fresh and "since resuming" not in fresh
+

@@ -18,7 +18,10 @@ EXPLAINED = (
     "from each position to the one before it. **induction**: from a repeated token to the token that followed its "
     "first copy (how a model continues a pattern it has seen once). **duplicate token**: to the earlier copy "
     "itself. **first token**: parked on position 0 when the head has nothing to do. *chance* is what a head "
-    "spreading its weight evenly would score. Pick a row to open that head above."
+    f"spreading its weight evenly would score; the table lists up to {TOP_PER_PATTERN} heads per pattern that score "
+    f"at least {head_scores.RECOGNISABLE_RATIO:g}× chance. The scores are averages: on your own text a head may "
+    "do its pattern at most positions and something else at a few (a previous-token head often looks at itself "
+    "on punctuation). Pick a row to open that head above."
 )
 
 
@@ -41,7 +44,17 @@ def score_table(ctx: AppContext, checkpoint: str) -> tuple[list[list], str]:
     note = (f"{loaded.name}: {config.layers_num} layers × {config.heads_num} heads scored on {sequences} probes of "
             f"{length} tokens. Strongest: layer {top.layer} head {top.head}, **{top.pattern}**, {top.score:.2f} "
             f"against {top.chance:.2f} by chance.")
+    missing = head_scores.missing_patterns(scores)
+    if missing:
+        note += (f" No head reaches {head_scores.RECOGNISABLE_RATIO:g}× chance for {_listed(missing)}: this model "
+                 f"has no such head, so the table lists none.")
     return rows, note
+
+
+def _listed(names: list[str]) -> str:
+    """['a'] -> '**a**'; ['a', 'b', 'c'] -> '**a**, **b** or **c**'."""
+    bold = [f"**{name}**" for name in names]
+    return bold[0] if len(bold) == 1 else ", ".join(bold[:-1]) + " or " + bold[-1]
 
 
 def open_head(event: gr.SelectData) -> tuple:

@@ -74,7 +74,9 @@ def _cache_line(ctx_layers: int, heads: int, head_size: int, length: int, use_ca
     if not use_cache:
         return "KV cache off: every step recomputes keys and values for the whole window"
     numbers = 2 * ctx_layers * heads * length * head_size
-    return (f"KV cache: each of the {ctx_layers} layers holds {length} keys and {length} values per head "
+    return (f"KV cache: each of the {ctx_layers} layers holds {length} keys and {length} values per head, one of "
+            f"each for every token the model sees now (the prompt and what it has written, up to its context); a new "
+            f"token computes only its own key and value and reads the rest from the cache "
             f"({numbers:,} numbers, {numbers * 4 / 1024:,.0f} KiB in fp32)")
 
 

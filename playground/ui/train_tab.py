@@ -60,12 +60,18 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
         return f"⚠️ {exc}"
     seconds = estimate_seconds(config, batch, steps, optimizer=optimizer)
     memory = memory_cost(config, batch).bytes
+    duration = "under a second" if seconds < 1 else f"about {format_seconds(seconds)}"
     text = (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
-            f"{batch * config.context_size:,} tokens per step · about {format_seconds(seconds)} on a 2-core CPU "
-            f"(rough) · needs about {human(memory)} of memory")
+            f"{batch * config.context_size:,} tokens per step · {duration} of training steps on a quiet 2-core CPU "
+            f"(rough: evaluations, samples and a busy server add to it) · needs about {human(memory)} of memory")
     if limits is not None and seconds > limits.max_train_seconds:
         text += f" · ⚠️ over this server's {format_seconds(limits.max_train_seconds)} limit for a run"
     return text
+
+
+def preset_note(name: str) -> str:
+    """The chosen preset in a sentence: '**tiny**: about a minute on a 2-core CPU: ...'."""
+    return f"**{checks.choice(name, 'the preset', tuple(TRAIN_PRESETS))}**: {TRAIN_PRESETS[name].description}"
 
 
 def preset_fields(name: str) -> dict[str, Any]:
@@ -200,6 +206,9 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     bar = "█" * int(progress * 30) + "░" * (30 - int(progress * 30))
     val = f"{status.val_loss[-1][1]:.4f}" if status.val_loss else "–"
     train = f"{status.train_loss[-1][1]:.4f}" if status.train_loss else "–"
+    elapsed = format_seconds(status.total_seconds)
+    if status.start_step:  # resumed: the run's whole time, and this session's
+        elapsed += f" ({format_seconds(status.elapsed_seconds)} since resuming at step {status.start_step})"
     whose = ""
     if status.active and owned is not None:
         whose = (" · your run" if owned else
@@ -207,7 +216,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     text = (f"**{status.state.upper()}** · run **{status.run_name}**{whose} · {status.message}\n\n"
             f"`{bar}` step **{status.step} / {status.steps}** ({progress:.0%})\n\n"
             f"train loss {train} · validation loss **{val}** · {status.tokens_per_second:,.0f} tokens/s · "
-            f"learning rate {status.learning_rate:.2e} · elapsed {format_seconds(status.elapsed_seconds)} · "
+            f"learning rate {status.learning_rate:.2e} · elapsed {elapsed} · "
             f"ETA {format_seconds(status.eta_seconds)}\n\n"
             f"{status.parameter_count:,} parameters · {status.device} · corpus {status.corpus}"
             + (f" · {done} steps this session" if status.start_step else ""))
@@ -309,10 +318,10 @@ def build(ctx: AppContext) -> None:
     first = preset_fields("tiny")
     fields: dict[str, gr.components.Component] = {}  # by name: PRESET_FIELDS, start_run's parameters
     with gr.Row():
-        preset = gr.Dropdown(list(TRAIN_PRESETS), value="tiny", label="preset",
-                             info="; ".join(f"{k}: {v.description}" for k, v in TRAIN_PRESETS.items()))
+        preset = gr.Dropdown(list(TRAIN_PRESETS), value="tiny", label="preset", info="fills the fields below")
         fields["run_name"] = gr.Textbox(checkpoints.fresh_run_name(ctx.weights), label="run name (folder in weights/)")
         fields["device"] = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value=first["device"], label="device")
+    preset_md = gr.Markdown(preset_note("tiny"))
     with gr.Row():
         for name in ("layers_num", "heads_num", "embedding_dim", "context_size"):
             fields[name] = gr.Number(first[name], label=name, precision=0, minimum=1)
@@ -380,6 +389,8 @@ def build(ctx: AppContext) -> None:
     gr.on(None, friendly(fresh_name), None, fields["run_name"], api_visibility="private", show_progress="hidden")
     preset.change(friendly(preset_changed), preset, [fields[name] for name in PRESET_FIELDS],
                   api_name="train_preset")
+    preset.change(friendly(preset_note), preset, preset_md, api_name="train_preset_note", api_visibility="private",
+                  show_progress="hidden")
     corpus.change(corpus_fields, corpus, [upload, pasted], api_name="train_corpus", api_visibility="private",
                   show_progress="hidden")
     estimate_inputs = [fields[name] for name in ESTIMATE_FIELDS]
