@@ -1,11 +1,13 @@
-"""The Docker smoke test's build, started in the background as soon as pytest knows it will be needed.
+"""The Docker smoke test's build, run in the background while the rest of the suite goes on.
 
 ``../shared/tools/docker-smoke`` installs podman, makes a stand-in base image, builds the project's Dockerfile and
 smoke-tests the container: minutes on a fresh machine, most of them spent waiting on apt, debootstrap and pip rather
-than on the CPU. When the collected tests include tests/test_docker.py, it starts right after collection, on a free
-port and with its output in a log file, so the rest of the suite runs meanwhile; test_docker.py's ``image``
-fixture then waits for its result (``smoke_result``). Nothing starts when test_docker.py is not selected or no
-engine can run here.
+than on the CPU. When the collected tests include tests/test_docker.py, those tests move to the end of the run and
+the smoke test starts in the background (on a free port, its output in a log file) as soon as the last browser test
+has finished, or right after collection when no browser test is selected. Not sooner: podman's container networks
+come and go while it builds, and Chromium aborts its requests in flight (net::ERR_NETWORK_CHANGED) when the host's
+network changes. test_docker.py's ``image`` fixture then waits for the result (``smoke_result``). Nothing starts
+when test_docker.py is not selected or no engine can run here.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO.parent / "shared" / "tools" / "docker-smoke"
 SMOKE_TIMEOUT_SECONDS = 1500
-_RUNNING: dict[str, Smoke] = {}
+_RUNNING: dict = {}  # "smoke": the Smoke once started; "after": the browser test it waits for
 
 
 def engine_reason() -> str | None:
@@ -76,8 +78,27 @@ def smoke_result() -> tuple[int, str]:
     return start_smoke().result()
 
 
+def _is_docker_test(item) -> bool:
+    return Path(str(item.path)).name == "test_docker.py"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The Docker tests last, so the smoke test has the rest of the suite's time to run."""
+    items[:] = [item for item in items if not _is_docker_test(item)] + [item for item in items if _is_docker_test(item)]
+
+
 def pytest_collection_finish(session) -> None:
-    if any(Path(str(item.path)).name == "test_docker.py" for item in session.items) and engine_reason() is None:
+    if not any(_is_docker_test(item) for item in session.items) or engine_reason() is not None:
+        return
+    browser_tests = [item.nodeid for item in session.items if item.get_closest_marker("browser")]
+    if browser_tests:
+        _RUNNING["after"] = browser_tests[-1]  # pytest_runtest_logfinish starts it then
+    else:
+        start_smoke()
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    if _RUNNING.get("after") == nodeid:
         start_smoke()
 
 
