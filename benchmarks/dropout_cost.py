@@ -1,9 +1,11 @@
 """What dropout costs a training step on this machine: the random masks, per element and per step.
 
-A CPU draws dropout's random mask one element at a time, so on 2 cores it is far from free; playground/run.py's time
-estimate charges ``CPU_DROPOUT_S_PER_ELEMENT`` for each element masked. This prints:
+torch's F.dropout draws a CPU's random mask one element at a time, so on 2 cores it is far from free; the model uses
+playground/dropout.py's masks on a CPU instead (two elements per random draw), and run.py's time estimate charges
+``CPU_DROPOUT_S_PER_ELEMENT`` for each element masked. This prints:
 
-  - the cost per element of F.dropout (forward and backward) on a large tensor, against a plain multiply;
+  - the cost per element of F.dropout and of the playground's dropout (forward and backward) on a large tensor,
+    against a plain multiply;
   - the median training step of a preset's shape (default ``small``, the shipped model's) with its dropout and
     with none, alternating, and the difference per element masked (run._dropout_elements counts them);
   - what the estimate says for both.
@@ -24,23 +26,28 @@ import torch.nn.functional as F
 
 from playground.config import ModelConfig, TrainConfig
 from playground.device import describe
+from playground.dropout import dropout
 from playground.model import GPT
 from playground.presets import TRAIN_PRESETS
 from playground.run import CPU_DROPOUT_S_PER_ELEMENT, _dropout_elements, step_seconds
 from playground.train import configure_optimizer
 
 
-def per_element(p: float, elements: int = 2**22, repeats: int = 10) -> tuple[float, float]:
-    """Seconds per element of F.dropout(x, p) forward and backward, and of x * 1.0 the same way."""
+def per_element(p: float, elements: int = 2**22, repeats: int = 10) -> dict[str, float]:
+    """Seconds per element, forward and backward, of torch's F.dropout(x, p), the playground's dropout (dropout.py)
+    and a plain x * 1.0, alternating."""
     x = torch.randn(elements, requires_grad=True)
-    timings = []
-    for fn in (lambda: F.dropout(x, p), lambda: x * 1.0):
+    ways = {"F.dropout": lambda: F.dropout(x, p), "playground dropout": lambda: dropout(x, p),
+            "x * 1.0": lambda: x * 1.0}
+    timings = {name: [] for name in ways}
+    for fn in ways.values():
         fn().sum().backward()
-        started = time.perf_counter()
-        for _ in range(repeats):
+    for _ in range(repeats):
+        for name, fn in ways.items():
+            started = time.perf_counter()
             fn().sum().backward()
-        timings.append((time.perf_counter() - started) / repeats / elements)
-    return timings[0], timings[1]
+            timings[name].append((time.perf_counter() - started) / elements)
+    return {name: statistics.median(times) for name, times in timings.items()}
 
 
 def step_times(config: ModelConfig, train_config: TrainConfig, steps: int) -> list[float]:
@@ -73,9 +80,10 @@ def main() -> None:
 
     preset = TRAIN_PRESETS[args.preset]
     rate = args.dropout if args.dropout is not None else preset.model.dropout_rate or 0.1
-    masked, plain = per_element(rate)
+    costs = per_element(rate)
     print(f"{describe('cpu')}, {torch.get_num_threads()} threads, torch {torch.__version__}")
-    print(f"F.dropout(p={rate}) forward + backward: {masked * 1e9:.1f} ns per element; x * 1.0: {plain * 1e9:.1f} ns")
+    print(f"forward + backward at p={rate}, ns per element: "
+          + "; ".join(f"{name} {seconds * 1e9:.1f}" for name, seconds in costs.items()))
 
     shape = {**preset.model.to_dict(), "dropout_rate": rate}
     with_dropout = ModelConfig(vocabulary_size=65, **shape)

@@ -3,8 +3,9 @@
 Token + learned position embeddings, ``layers_num`` pre-LayerNorm blocks (causal multi-head
 self-attention + MLP, each with a residual), a final LayerNorm and the LM head. GPT-2's variations are
 config fields: the MLP's activation, the LayerNorm epsilon and an LM head tied to the token embedding.
-Training runs attention through ``F.scaled_dot_product_attention``; on request the model computes
-attention explicitly and returns every layer's per-head weights and the input each layer's attention saw.
+Training runs attention through ``F.scaled_dot_product_attention``, except with dropout on a CPU, where the
+explicit computation with dropout.py's cheaper masks is faster; on request the model computes attention
+explicitly and returns every layer's per-head weights and the input each layer's attention saw.
 Knows nothing about files (see checkpoints.py), tokenizers or the UI.
 """
 
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from playground.config import ModelConfig
+from playground.dropout import Dropout, dropout
 
 
 def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> torch.Tensor:
@@ -69,7 +71,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.embedding_dim, 3 * config.embedding_dim, bias=config.use_bias)
         self.proj = nn.Linear(config.embedding_dim, config.embedding_dim, bias=config.use_bias)
         self.dropout_rate = config.dropout_rate
-        self.resid_dropout = nn.Dropout(config.dropout_rate)
+        self.resid_dropout = Dropout(config.dropout_rate)
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(B, T, C) -> q, k, v each (B, h, T, head_size); head i uses features i*d:(i+1)*d."""
@@ -105,11 +107,13 @@ class CausalSelfAttention(nn.Module):
         key_len = k.size(2)
         dropout_p = self.dropout_rate if self.training else 0.0
         weights = None
-        if need_weights:
+        # with dropout on a CPU, explicit: scaled_dot_product_attention would draw its mask one element at a time
+        if need_weights or (dropout_p > 0 and x.device.type == "cpu"):
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_size)  # (B, h, T, T_keys)
             scores = scores.masked_fill(~causal_mask(T, key_len, x.device), float("-inf"))
             weights = F.softmax(scores, dim=-1)
-            y = F.dropout(weights, dropout_p, self.training) @ v  # (B, h, T, d)
+            y = dropout(weights, dropout_p, self.training) @ v  # (B, h, T, d)
+            weights = weights if need_weights else None
         elif key_len == T:
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
         elif T == 1:
@@ -135,7 +139,7 @@ class MLP(nn.Module):
         super().__init__()
         self.fc = nn.Linear(config.embedding_dim, 4 * config.embedding_dim, bias=config.use_bias)
         self.proj = nn.Linear(4 * config.embedding_dim, config.embedding_dim, bias=config.use_bias)
-        self.dropout = nn.Dropout(config.dropout_rate)
+        self.dropout = Dropout(config.dropout_rate)
         self.activation = config.activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -169,7 +173,7 @@ class GPT(nn.Module):
         self.config = config
         self.token_embedding = nn.Embedding(config.vocabulary_size, config.embedding_dim)
         self.position_embedding = nn.Embedding(config.context_size, config.embedding_dim)
-        self.dropout = nn.Dropout(config.dropout_rate)
+        self.dropout = Dropout(config.dropout_rate)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers_num))
         self.ln_f = layer_norm(config)
         self.lm_head = nn.Linear(config.embedding_dim, config.vocabulary_size, bias=config.head_bias)

@@ -49,12 +49,13 @@ SAMPLE_CHARACTERS = 120  # the length of each sample a run reports
 # training sustains about 1.0e11 FLOP/s (6 per parameter per token, plus attention; the small preset's forward and
 # backward, 49.6 GFLOP, take 0.50 s), and every step also pays a
 # fixed cost for Python, kernel launches and the optimizer, about 0.6 ms plus 0.5 ms per layer. Muon adds its
-# Newton–Schulz products (5 iterations on each block matrix, at the same FLOP/s); dropout adds its random masks, which
-# a CPU draws one element at a time: about 14 ns per element masked (benchmarks/dropout_cost.py; the shipped model's
-# 0.82 s steps against 0.60 s without dropout). The CUDA figures are a guess for a small GPU (T4-class, fp32), not a
+# Newton–Schulz products (5 iterations on each block matrix, at the same FLOP/s); dropout adds its random masks: with
+# torch's F.dropout about 14 ns per element masked on that machine (the shipped model's 0.82 s steps against 0.60 s
+# without dropout), and dropout.py's masks cost two thirds of F.dropout's in a step (benchmarks/dropout_cost.py, same
+# run: 3.7 against 5.6 ns per element), so 9 ns. The CUDA figures are a guess for a small GPU (T4-class, fp32), not a
 # measurement: the cap is also enforced while a run goes.
 CPU_FLOPS, CPU_STEP_OVERHEAD_S, CPU_LAYER_OVERHEAD_S = 1.0e11, 6e-4, 5e-4
-CPU_DROPOUT_S_PER_ELEMENT = 14e-9
+CPU_DROPOUT_S_PER_ELEMENT = 9e-9
 NEWTON_SCHULZ_STEPS = 5  # torch.optim.Muon's default, which configure_optimizer keeps
 CUDA_FLOPS, CUDA_STEP_OVERHEAD_S, CUDA_LAYER_OVERHEAD_S = 4e12, 3e-3, 1e-3
 STOPPED_BY_VISITOR, STOPPED_BY_TIME_LIMIT = "asked", "time limit"
