@@ -16,9 +16,10 @@ import time
 from dataclasses import replace
 
 import torch
+from train_speed import shakespeare
 
 from playground.config import OPTIMIZER_CHOICES, ModelConfig
-from playground.data import TokenIdsDataset, load_corpus, split_train_val
+from playground.data import TokenIdsDataset, split_train_val
 from playground.device import describe
 from playground.model import GPT
 from playground.presets import TRAIN_PRESETS
@@ -32,7 +33,7 @@ def run(optimizer: str, steps: int | None, eval_interval: int | None, final_batc
     changes = {"steps": steps, "eval_interval": eval_interval}
     config = replace(preset.train, optimizer=optimizer, device="cpu",
                      **{name: value for name, value in changes.items() if value})
-    corpus = load_corpus(corpus_path)
+    corpus = shakespeare(corpus_path)
     tokenizer = CharTokenizer.train_from_text(corpus.text)
     model_config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **preset.model.to_dict())
     train_ids, val_ids = split_train_val(tokenizer.encode(corpus.text))

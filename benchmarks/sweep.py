@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 from time_to_quality import CONTEXT, TARGET_LOSS, Recorder, first_below, loss_at, shown
-from train_speed import time_ours
+from train_speed import shakespeare, time_ours
 
 from playground.config import ModelConfig, TrainConfig
-from playground.data import TokenIdsDataset, load_corpus, split_train_val
+from playground.data import TokenIdsDataset, split_train_val
 from playground.device import describe
 from playground.model import GPT
 from playground.presets import TRAIN_PRESETS
@@ -105,7 +105,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=None, help="a text file (default: Tiny Shakespeare)")
     args = parser.parse_args()
 
-    corpus = load_corpus(str(args.data) if args.data else None)
+    corpus = shakespeare(args.data)
     tokenizer = CharTokenizer.train_from_text(corpus.text)
     train_ids, val_ids = split_train_val(tokenizer.encode(corpus.text))
     vocab = tokenizer.vocabulary_size

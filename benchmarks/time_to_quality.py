@@ -38,10 +38,20 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from train_speed import BABY, BABY_BATCH, BABY_LR, BABY_STEPS, nanogpt_baseline, nanogpt_step, time_baseline, time_ours
+from train_speed import (
+    BABY,
+    BABY_BATCH,
+    BABY_LR,
+    BABY_STEPS,
+    nanogpt_baseline,
+    nanogpt_step,
+    shakespeare,
+    time_baseline,
+    time_ours,
+)
 
 from playground.config import ModelConfig, TrainConfig
-from playground.data import TokenIdsDataset, load_corpus, split_train_val
+from playground.data import TokenIdsDataset, split_train_val
 from playground.device import describe
 from playground.model import GPT
 from playground.presets import TRAIN_PRESETS
@@ -182,7 +192,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="where the validation windows start")
     args = parser.parse_args()
 
-    corpus = load_corpus(str(args.data) if args.data else None)
+    corpus = shakespeare(args.data)
     tokenizer = CharTokenizer.train_from_text(corpus.text)
     train_ids, val_ids = split_train_val(tokenizer.encode(corpus.text))
     vocab = tokenizer.vocabulary_size
