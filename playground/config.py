@@ -17,6 +17,7 @@ from playground.checks import real_number, whole_number
 
 # What trains the weights: "adamw" every parameter; "muon" the blocks' hidden matrices, with AdamW for the rest.
 OPTIMIZER_CHOICES = ("adamw", "muon")
+PRECISION_CHOICES = ("auto", "float32", "bfloat16")  # device.py resolves "auto"
 # The MLP's non-linearity: "gelu" the exact erf form (the playground's own models), "gelu_tanh" the tanh
 # approximation GPT-2 was trained with (Hugging Face calls it gelu_new), "relu" the original Transformer's.
 ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu")
@@ -139,6 +140,7 @@ class TrainConfig:
     seed: int = 1337
     device: str = "auto"
     optimizer: str = "adamw"  # one of OPTIMIZER_CHOICES; train.configure_optimizer builds it
+    precision: str = "auto"  # one of PRECISION_CHOICES: the forward's autocast dtype (device.training_dtype)
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "steps", "eval_interval", "eval_batches", "checkpoint_interval",
@@ -160,6 +162,8 @@ class TrainConfig:
             raise ConfigError(f"device must be auto, cpu, cuda or mps, got {self.device!r}")
         if self.optimizer not in OPTIMIZER_CHOICES:
             raise ConfigError(f"optimizer must be {' or '.join(OPTIMIZER_CHOICES)}, got {self.optimizer!r}")
+        if self.precision not in PRECISION_CHOICES:
+            raise ConfigError(f"precision must be {', '.join(PRECISION_CHOICES)}, got {self.precision!r}")
 
     def learning_rate_at(self, step: int) -> float:
         """Linear warm-up, then cosine decay to ``min_learning_rate_ratio * learning_rate``.

@@ -108,10 +108,27 @@ def start(world: World, device_type: str) -> None:
     dist.init_process_group(backend, rank=world.rank, world_size=world.world_size, timeout=TIMEOUT)
 
 
-def finish(world: World) -> None:
-    """Leave the process group, if this process joined one."""
-    if world.distributed and dist.is_initialized():
-        dist.destroy_process_group()
+FINISH_WAIT = datetime.timedelta(seconds=60)  # how long a rank that is done waits for the others to be done too
+
+
+def finish(world: World, together: bool = True) -> None:
+    """Leave the process group, if this process joined one.
+
+    ``together`` (the run ended well): first wait, up to FINISH_WAIT, until every rank is done. Rank 0 finishes
+    last (it saves and prints); a rank that tore its group down and exited meanwhile made rank 0's gloo threads
+    abort the process ("terminate called without an active exception", exit code -6) after a good run.
+    """
+    if not (world.distributed and dist.is_initialized()):
+        return
+    if together:
+        try:
+            if dist.get_backend() == "gloo":
+                dist.monitored_barrier(timeout=FINISH_WAIT)
+            else:
+                dist.barrier()
+        except RuntimeError:  # a rank that failed or left: leave anyway, the run's own exit code says what happened
+            pass
+    dist.destroy_process_group()
 
 
 def wrap(model: nn.Module, world: World, device: torch.device) -> nn.Module:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from playground.device import describe_training
 from playground.run import (
     STOPPED_BY_TIME_LIMIT,
     PreparedRun,
@@ -149,7 +150,8 @@ class TrainingJobs:
                 job.owners = job.owners | ({run.owner} - {None})
             notes = "".join(f"; {note}" for note in run.notes)
             self._update(job, start_step=run.start_step, step=run.start_step,
-                         parameter_count=run.model.parameter_count(), device=str(run.device),
+                         parameter_count=run.model.parameter_count(),
+                         device=describe_training(run.device, run.request.train.precision),
                          corpus=f"{run.corpus.label} ({len(run.corpus.text):,} characters)",
                          time_limit_seconds=run.max_seconds, seconds_before=seconds_before(run),
                          message=f"training on {run.corpus.label} on {run.device}{notes}")

@@ -33,7 +33,7 @@ from playground import checkpoints
 from playground.budget import BudgetError, Cost, MemoryBudget, human, largest_batch, training_cost
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, CorpusError, TokenIdsDataset, load_corpus, split_train_val
-from playground.device import describe, pick_device
+from playground.device import describe, describe_training, pick_device, training_dtype
 from playground.distributed import SINGLE, World
 from playground.model import GPT
 from playground.optim_state import OptimizerStateError, flatten_optimizer_state, restore_optimizer_state
@@ -310,6 +310,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
     device = pick_device(train_config.device)
     if device.type == "cuda" and device.index is None:  # the current GPU by number: a torchrun rank's own
         device = torch.device("cuda", torch.cuda.current_device())
+    training_dtype(device, train_config.precision)  # bfloat16 asked for where it cannot run: refused now, not mid-run
     corpus = load_corpus(request.corpus_path, request.corpus_text, name=request.corpus_name,
                          uploaded=request.uploaded)
     if corpus.from_visitor and len(corpus.text.encode("utf-8", "surrogatepass")) > limits.max_upload_bytes:
@@ -423,7 +424,7 @@ def training_record(run: PreparedRun, result: TrainResult) -> dict[str, Any]:
         "wall_seconds": round(before + result.wall_seconds, 2),
         "eval_seconds": round(result.eval_seconds, 2),
         "corpus": {"name": run.corpus.name, "characters": len(run.corpus.text), "source": run.corpus.source},
-        "device": describe(run.device),
+        "device": describe_training(run.device, run.request.train.precision),
         "seed": run.request.train.seed,
         "train_config": run.request.train.to_dict(),
         "stopped_early": result.stopped,

@@ -5,8 +5,9 @@ about the UI, files or threads: it calls ``on_step(step, metrics)`` after every 
 ``should_stop()`` before each (minGPT's callbacks). The batch of step ``s`` comes from a generator seeded with
 ``batch_seed(seed, s)``, so a run resumed at any step (with its optimizer state) draws the very batches an
 uninterrupted one would and takes the very same steps (dropout masks excepted: they use torch's global
-generator). The run around it (corpus, tokenizer, checkpoints,
-samples, probes) lives in run.py, presets in presets.py, the command line in cli/train.py.
+generator). The forward runs under bfloat16 autocast where ``TrainConfig.precision`` resolves to it
+(device.training_dtype); the weights, gradients and optimizer state stay float32. The run around it (corpus,
+tokenizer, checkpoints, samples, probes) lives in run.py, presets in presets.py, the command line in cli/train.py.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 from playground import distributed
 from playground.config import TrainConfig
 from playground.data import TokenIdsDataset
+from playground.device import training_dtype
 from playground.distributed import SINGLE, World
 from playground.model import GPT
 from playground.optimizers import Muon, Optimizer, OptimizerChain, hidden_matrices
@@ -128,6 +130,7 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
     device = next(model.parameters()).device
     if optimizer is None:
         optimizer = configure_optimizer(model, config, device)
+    dtype = training_dtype(device, config.precision)  # the forward's; weights, gradients and optimizer stay float32
     network = distributed.wrap(model, world, device)  # model itself in a single process
     if world.distributed:  # dropout masks differ by rank too
         torch.manual_seed(batch_seed(config.seed, start_step, world.rank))
@@ -147,7 +150,8 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
             group["lr"] = lr
         generator.manual_seed(batch_seed(config.seed, step, world.rank))
         x, y = train_data.random_batch(config.batch_size, generator)
-        loss = network(x.to(device, non_blocking=True), y.to(device, non_blocking=True)).loss
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            loss = network(x.to(device, non_blocking=True), y.to(device, non_blocking=True)).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # DDP: the gradients come back averaged over the ranks
         if config.grad_clip > 0:

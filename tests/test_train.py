@@ -448,3 +448,17 @@ def test_a_corpus_too_short_to_hold_out_validation_trains_and_validates_on_the_w
     result = run_training(run)
     assert result.val_loss[-1][1] < 0.5  # from about ln(8) = 2.08 at the start: the text is memorised
     assert (tmp_path / "hello" / "model.safetensors").is_file()
+
+
+def test_bfloat16_autocast_trains_float32_weights_and_the_record_says_so(tmp_path, shakespeare_text):
+    request = RunRequest("bf", SMALL, quick(steps=60, precision="bfloat16"), corpus_text=shakespeare_text[:20000],
+                         weights_dir=tmp_path)
+    run = prepare_run(request)
+    result = run_training(run)
+    first = sum(loss for _, loss in result.train_loss[:5]) / 5
+    last = sum(loss for _, loss in result.train_loss[-5:]) / 5
+    assert last < first - 0.5
+    assert all(p.dtype == torch.float32 for p in run.model.parameters())
+    record = json.loads((tmp_path / "bf" / "training.json").read_text())
+    assert record["device"].endswith(" · bfloat16 autocast")
+    assert json.loads((tmp_path / "bf" / "config.json").read_text()) == run.model.config.to_dict()

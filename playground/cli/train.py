@@ -19,14 +19,14 @@ import torch
 from tqdm import tqdm
 
 from playground import checkpoints, distributed
-from playground.config import OPTIMIZER_CHOICES
-from playground.device import describe, pick_device
+from playground.config import OPTIMIZER_CHOICES, PRECISION_CHOICES
+from playground.device import describe_training, pick_device
 from playground.presets import MODEL_FIELDS, TRAIN_PRESETS
 from playground.run import RunRequest, model_card, prepare_run, run_training
 from playground.train import StepMetrics, TrainingError
 
 TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
-                "checkpoint_interval", "seed", "device", "optimizer")
+                "checkpoint_interval", "seed", "device", "optimizer", "precision")
 POSTFIX_EVERY = 10  # steps between updates of the bar's loss and speed figures
 
 
@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="adamw: AdamW trains every weight; muon: Muon orthogonalises the update of each weight "
                              "matrix inside the blocks, AdamW trains the embeddings, head and norms (default: the "
                              "preset's: muon for tiny and small, adamw for toy and gpu)")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES,
+                        help="the forward pass's dtype: auto (default) is bfloat16 autocast on a CPU with bfloat16 "
+                             "matrix instructions (AVX-512 BF16, AMX), float32 elsewhere; the weights stay float32")
     parser.add_argument("--corpus", help="a UTF-8 text file (default: Tiny Shakespeare, cached or downloaded)")
     parser.add_argument("--run-name", default=None, help="the checkpoint folder name (default: the preset's name)")
     parser.add_argument("--weights-dir", type=Path, default=None, help="where checkpoints go (default weights/)")
@@ -120,10 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, distributed.DistributedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    code = 2
     try:
-        return _train(args, argv, request, world)
+        code = _train(args, argv, request, world)
+        return code
     finally:
-        distributed.finish(world)
+        distributed.finish(world, together=code == 0)
 
 
 def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest, world: distributed.World) -> int:
@@ -136,7 +141,8 @@ def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest
         print(f"{where}error: {exc}", file=sys.stderr)
         return 2
     processes = f" × {world.world_size} processes" if world.distributed else ""
-    say(f"training {run.request.run_name}: {run.model.parameter_count():,} parameters on {describe(run.device)}"
+    device = describe_training(run.device, run.request.train.precision)
+    say(f"training {run.request.run_name}: {run.model.parameter_count():,} parameters on {device}"
         f"{processes}, corpus {run.corpus.name} ({len(run.corpus.text):,} characters, {run.corpus.source})")
     for note in run.notes:  # a resumed run whose optimizer state could not come back, say
         say(f"note: {note}")
