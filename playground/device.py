@@ -1,9 +1,12 @@
-"""Which device computations run on: pick CUDA, then Apple MPS, then CPU, and describe it.
+"""Which device computations run on: pick CUDA, then Apple MPS, then CPU, and describe it; and the dtype a training
+step's forward runs in there (float32, or bfloat16 autocast on a CPU that multiplies it natively).
 
 Probing happens when a function is called, never at import time.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -76,16 +79,22 @@ def supported_dtypes(device: torch.device | str) -> list[str]:
     return names
 
 
+@functools.cache
+def _cpuinfo() -> str:
+    """/proc/cpuinfo, read once per process ("" where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+            return file.read()
+    except OSError:
+        return ""
+
+
 def cpu_multiplies_bfloat16(cpuinfo: str | None = None) -> bool:
     """Whether this CPU has bfloat16 matrix instructions (AVX-512 BF16 or AMX; read from /proc/cpuinfo, so Linux
     x86 only): there bfloat16 autocast makes a training step faster (1.24x on nanoGPT's CPU baby shape,
     benchmarks/train_speed.py); elsewhere PyTorch emulates it, slower than float32."""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
-                cpuinfo = file.read()
-        except OSError:
-            return False
+        cpuinfo = _cpuinfo()
     flags = set()
     for line in cpuinfo.splitlines():
         if line.startswith("flags"):

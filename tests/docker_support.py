@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from browser_support import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO.parent / "shared" / "tools" / "docker-smoke"
@@ -56,19 +57,13 @@ class Smoke:
         return self.log.read_text(errors="replace")[-6000:]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_smoke() -> Smoke:
     """Start docker-smoke from the project's root (once per session); its output goes to a log file."""
     if "smoke" not in _RUNNING:
         log = Path(tempfile.mkdtemp(prefix="docker-smoke-")) / "smoke.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(["bash", str(SMOKE)], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, env={**os.environ, "PORT": str(_free_port())})
+                                       stdin=subprocess.DEVNULL, env={**os.environ, "PORT": str(free_port())})
         _RUNNING["smoke"] = Smoke(process, log)
     return _RUNNING["smoke"]
 
