@@ -56,7 +56,7 @@ TRAIN_PRESETS: dict[str, TrainPreset] = {
                     eval_batches=10, checkpoint_interval=700, sample_interval=200, optimizer="muon"),
     ),
     "small": TrainPreset(
-        "the shipped model's recipe, half its 4,000 steps: about half an hour on a slow 2-core CPU",
+        "the shipped model's recipe for a quarter of its 8,000 steps: about half an hour on a slow 2-core CPU",
         ModelShape(layers_num=4, heads_num=4, embedding_dim=192, context_size=128, dropout_rate=0.1),
         TrainConfig(batch_size=32, steps=2000, learning_rate=3e-3, warmup_steps=100, eval_interval=250,
                     eval_batches=20, checkpoint_interval=1000, sample_interval=500, optimizer="muon"),
