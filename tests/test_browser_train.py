@@ -25,6 +25,7 @@ from browser_support import (
 )
 from playwright.sync_api import Locator, Page, expect
 
+from playground import checkpoints
 from playground.config import ModelConfig
 from playground.presets import TRAIN_PRESETS
 
@@ -46,10 +47,11 @@ def fill(panel: Locator, values) -> None:
         panel.get_by_label(label, exact=True).fill(str(value))
 
 
-def run_name(panel: Locator, name: str | None = None) -> str:
+def run_name(panel: Locator, server) -> str:
+    """The name the page proposes once its load event has set it: the first my-run-N no run has. The page's HTML
+    carries the name that was fresh when the server started, which an earlier test's run may have taken since."""
     box = panel.get_by_label("run name (folder in weights/)")
-    if name is not None:
-        box.fill(name)
+    expect(box).to_have_value(checkpoints.fresh_run_name(server.weights), timeout=WAIT_MS)
     return box.input_value()
 
 
@@ -92,9 +94,9 @@ def refusal(page: Page, words: str) -> None:
     expect(toast).not_to_contain_text("Traceback")
 
 
-def test_each_preset_changes_the_fields_and_names_a_fresh_run(page):
+def test_each_preset_changes_the_fields_and_names_a_fresh_run(page, server):
     panel = open_tab(page, "Train")
-    assert re.fullmatch(r"my-run-\d+", run_name(panel))  # never an existing run's name
+    assert re.fullmatch(r"my-run-\d+", run_name(panel, server))  # never an existing run's name
     for name in ("small", "gpu", "tiny"):
         preset = TRAIN_PRESETS[name]
         panel.get_by_label("preset").click()
@@ -112,7 +114,7 @@ def test_each_preset_changes_the_fields_and_names_a_fresh_run(page):
     expect_no_error(page)
 
 
-def test_an_uploaded_txt_trains_as_your_uploaded_file(page, tmp_path):
+def test_an_uploaded_txt_trains_as_your_uploaded_file(page, tmp_path, server):
     panel = open_tab(page, "Train")
     upload_label = panel.get_by_text(".txt upload", exact=True)
     expect(upload_label).to_be_hidden()  # shown only for the corpus that needs it
@@ -123,7 +125,7 @@ def test_an_uploaded_txt_trains_as_your_uploaded_file(page, tmp_path):
     panel.locator('input[type="file"]').set_input_files(str(corpus))
     expect(panel.get_by_text("my-notes.txt")).to_be_visible(timeout=WAIT_MS)
     fill(panel, SMALL_RUN)
-    name = run_name(panel)
+    name = run_name(panel, server)
     click(panel, "Start")
     expect(panel).to_contain_text(f"RUNNING · run {name} · your run · training on your uploaded file",
                                   timeout=WAIT_MS)
@@ -136,7 +138,7 @@ def test_an_uploaded_txt_trains_as_your_uploaded_file(page, tmp_path):
 def test_start_stop_resume_goes_on_where_it_stopped(page, server):
     panel = open_tab(page, "Train")
     fill(panel, SMALL_RUN)
-    name = run_name(panel)
+    name = run_name(panel, server)
     click(panel, "Start")
     expect(panel).to_contain_text(f"RUNNING · run {name} · your run", timeout=WAIT_MS)
     wait_for_step(panel, 60)
@@ -160,10 +162,10 @@ def test_start_stop_resume_goes_on_where_it_stopped(page, server):
     screenshot(page, "train")
 
 
-def test_an_existing_run_is_replaced_only_with_the_box_ticked(page):
+def test_an_existing_run_is_replaced_only_with_the_box_ticked(page, server):
     panel = open_tab(page, "Train")
     fill(panel, SMALL_RUN)
-    name = run_name(panel)
+    name = run_name(panel, server)
     click(panel, "Start")
     wait_for_step(panel, 1)
     stop_and_wait(panel, name)
@@ -178,10 +180,10 @@ def test_an_existing_run_is_replaced_only_with_the_box_ticked(page):
     stop_and_wait(panel, name)
 
 
-def test_another_visitor_cannot_stop_the_run(page, stranger):
+def test_another_visitor_cannot_stop_the_run(page, stranger, server):
     panel = open_tab(page, "Train")
     fill(panel, SMALL_RUN)
-    name = run_name(panel)
+    name = run_name(panel, server)
     click(panel, "Start")
     wait_for_step(panel, 1)
 
@@ -229,15 +231,17 @@ def test_the_train_tab_fits_a_phone(phone):
     screenshot(phone, "train-phone")
 
 
-def test_the_toy_preset_learns_hello_world_and_the_sample_tab_writes_it(page):
+def test_the_toy_preset_learns_hello_world_and_the_sample_tab_writes_it(page, server):
     """Notebook 004 through the UI: "hello world" is too short to hold out a validation split, so the run trains and
     validates on the whole text and says so; the Sample tab then writes it back from "h"."""
     panel = open_tab(page, "Train")
+    run_name(panel, server)  # the page's own name first, so that it cannot land over the preset's
     panel.get_by_label("preset").click()
     page.get_by_role("option", name="toy", exact=True).click()
     expect(panel.get_by_label("context_size", exact=True)).to_have_value("8", timeout=WAIT_MS)
-    expect(panel.get_by_label("run name (folder in weights/)")).to_have_value(re.compile(r"^toy-\d+$"))
-    name = run_name(panel)
+    box = panel.get_by_label("run name (folder in weights/)")
+    expect(box).to_have_value(re.compile(r"^toy-\d+$"))
+    name = box.input_value()
     panel.get_by_role("radio", name="pasted text").check()
     panel.get_by_role("textbox", name="pasted text").fill("hello world")
     click(panel, "Start")
