@@ -31,7 +31,7 @@ def run(optimizer: str, steps: int | None, eval_interval: int | None, final_batc
         corpus_path: str | None) -> dict:
     preset = TRAIN_PRESETS["tiny"]
     changes = {"steps": steps, "eval_interval": eval_interval}
-    config = replace(preset.train, optimizer=optimizer, device="cpu",
+    config = replace(preset.train, optimizer=optimizer, device="cpu", time_budget_seconds=0.0,  # equal steps
                      **{name: value for name, value in changes.items() if value})
     corpus = shakespeare(corpus_path)
     tokenizer = CharTokenizer.train_from_text(corpus.text)

@@ -59,7 +59,8 @@ class Recipe:
     def train_config(self, steps: int) -> TrainConfig:
         warmup = max(1, min(TRAIN_PRESETS["tiny"].train.warmup_steps, steps // 10))
         return replace(TRAIN_PRESETS["tiny"].train, optimizer=self.optimizer, learning_rate=self.learning_rate,
-                       batch_size=self.batch_size, steps=steps, warmup_steps=warmup, device="cpu")
+                       batch_size=self.batch_size, steps=steps, warmup_steps=warmup, device="cpu",
+                       time_budget_seconds=0.0)  # sized by steps (above), as the sweep was run
 
 
 def seconds_per_step(recipe: Recipe, data: TokenIdsDataset, vocab: int, timed: int = 30) -> float:

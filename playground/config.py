@@ -141,6 +141,10 @@ class TrainConfig:
     device: str = "auto"
     optimizer: str = "adamw"  # one of OPTIMIZER_CHOICES; train.configure_optimizer builds it
     precision: str = "auto"  # one of PRECISION_CHOICES: the forward's autocast dtype (device.training_dtype)
+    # 0: the run ends at ``steps``. Otherwise it also ends once its training steps have taken this many seconds
+    # (evaluations, samples and checkpoints not counted), and the learning rate's decay follows whichever of the
+    # two is further along: "whatever a minute buys" on any machine (see ``progress``).
+    time_budget_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "steps", "eval_interval", "eval_batches", "checkpoint_interval",
@@ -148,7 +152,7 @@ class TrainConfig:
             _check_whole(self, name)
         _check_whole(self, "warmup_steps", minimum=0)
         _check_whole(self, "seed", minimum=0)
-        for name in ("learning_rate", "min_learning_rate_ratio", "weight_decay", "grad_clip"):
+        for name in ("learning_rate", "min_learning_rate_ratio", "weight_decay", "grad_clip", "time_budget_seconds"):
             _check_real(self, name)
         if not 0 < self.learning_rate <= 1:
             raise ConfigError(f"learning_rate must be in (0, 1], got {self.learning_rate}")
@@ -156,6 +160,8 @@ class TrainConfig:
             raise ConfigError(f"min_learning_rate_ratio must be in [0, 1], got {self.min_learning_rate_ratio}")
         if self.weight_decay < 0:
             raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if self.time_budget_seconds < 0:
+            raise ConfigError(f"time_budget_seconds must be >= 0 (0: no time budget), got {self.time_budget_seconds}")
         if self.grad_clip < 0:
             raise ConfigError(f"grad_clip must be >= 0 (0 turns clipping off), got {self.grad_clip}")
         if self.device not in ("auto", "cpu", "cuda", "mps"):
@@ -165,17 +171,34 @@ class TrainConfig:
         if self.precision not in PRECISION_CHOICES:
             raise ConfigError(f"precision must be {', '.join(PRECISION_CHOICES)}, got {self.precision!r}")
 
-    def learning_rate_at(self, step: int) -> float:
-        """Linear warm-up, then cosine decay to ``min_learning_rate_ratio * learning_rate``.
+    def progress(self, step: int, seconds: float = 0.0) -> float:
+        """How far through its schedule a run is after ``step`` steps and ``seconds`` of training steps, in [0, 1].
 
-        ``step`` counts from 0; with warmup 10 the rate at step 0 is lr/10 and at step 9 it is lr.
+        The larger of ``step / steps`` and, with a time budget, ``seconds / time_budget_seconds``; the run ends at
+        1. steps 1000, budget 60 s: step 300 at 30 s -> 0.5 (the clock leads); step 600 at 30 s -> 0.6.
+        """
+        done = step / self.steps
+        if self.time_budget_seconds > 0:
+            done = max(done, seconds / self.time_budget_seconds)
+        return min(1.0, done)
+
+    def learning_rate_at(self, step: int, seconds: float = 0.0) -> float:
+        """Linear warm-up over ``warmup_steps``, then cosine decay to ``min_learning_rate_ratio * learning_rate``.
+
+        ``step`` counts from 0; with warmup 10 the rate at step 0 is lr/10 and at step 9 it is lr. Without a time
+        budget the decay runs from step ``warmup_steps`` to ``steps``; with one, the further along of that and
+        ``seconds / time_budget_seconds`` (the clock counts the warm-up's few seconds too), so a run that meets its
+        budget first has decayed fully there: 1000 steps, warm-up 50, budget 60 s: step 100 at 30 s -> halfway.
         """
         if step < self.warmup_steps:
             return self.learning_rate * (step + 1) / self.warmup_steps
         decay_steps = max(1, self.steps - self.warmup_steps)
-        progress = min(1.0, (step - self.warmup_steps) / decay_steps)
+        position = (step - self.warmup_steps) / decay_steps
+        if self.time_budget_seconds > 0:
+            position = max(position, seconds / self.time_budget_seconds)
+        position = min(1.0, position)
         floor = self.learning_rate * self.min_learning_rate_ratio
-        return floor + 0.5 * (1 + math.cos(math.pi * progress)) * (self.learning_rate - floor)
+        return floor + 0.5 * (1 + math.cos(math.pi * position)) * (self.learning_rate - floor)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -3,8 +3,8 @@
 Owns reading torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK; torch itself reads MASTER_ADDR and
 MASTER_PORT), starting and ending the process group (gloo on the CPU, NCCL on CUDA, where rank r uses
 ``cuda:LOCAL_RANK``), wrapping a model in DDP and the few collectives a run needs: the mean of the loss, whether
-any rank asks to stop, every rank's digest of its weights. A plain process (no WORLD_SIZE, or 1) is ``SINGLE``:
-nothing starts, nothing is wrapped, every collective is the value itself.
+any rank asks to stop, the slowest rank's clock, every rank's digest of its weights. A plain process (no
+WORLD_SIZE, or 1) is ``SINGLE``: nothing starts, nothing is wrapped, every collective is the value itself.
 
 Knows nothing about the run: the CLI (cli/train.py) starts and ends the group, train.py's loop wraps the model and
 averages through here, run.py lets only rank 0 evaluate, sample, save and report.
@@ -158,6 +158,15 @@ def any_rank(flag: bool, world: World, device: torch.device) -> bool:
     value = torch.tensor([1.0 if flag else 0.0], device=device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value.item())
+
+
+def largest(value: float, world: World, device: torch.device) -> float:
+    """The largest of every rank's ``value`` (a time budget's clock: the slowest rank's); the value itself if SINGLE."""
+    if not world.distributed:
+        return value
+    tensor = torch.tensor([value], dtype=torch.float64 if device.type == "cpu" else torch.float32, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return float(tensor.item())
 
 
 def parameter_digest(model: nn.Module) -> str:

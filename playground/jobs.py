@@ -70,6 +70,8 @@ class JobStatus:
     device: str = ""
     corpus: str = ""
     time_limit_seconds: float | None = None  # the run stops and saves when its wall time passes this
+    time_budget_seconds: float = 0.0  # the run's own TrainConfig.time_budget_seconds (0: none)
+    progress: float = 0.0  # how far through its schedule, in [0, 1]: by steps, or by its time budget if further
 
     @property
     def active(self) -> bool:
@@ -85,13 +87,19 @@ class JobStatus:
         done = self.step - self.start_step
         if not self.active or done <= 0:
             return None
-        return (self.steps - self.step) * self.elapsed_seconds / done
+        eta = (self.steps - self.step) * self.elapsed_seconds / done
+        if self.time_budget_seconds > 0:  # the budget's seconds left (evaluations and samples come on top)
+            eta = min(eta, (1.0 - self.progress) * self.time_budget_seconds)
+        return eta
 
     def ends_by_itself(self) -> str:
-        """'it ends by itself at step 1200 (or after 1h 00m, this server's time limit)'."""
+        """'it ends by itself at step 1200 (or after 1h 00m, this server's time limit)'; with a time budget, 'at
+        step 3000 or after 50 s of training steps, its time budget, ...'."""
+        budget = (f" or after {format_seconds(self.time_budget_seconds)} of training steps, its time budget,"
+                  if self.time_budget_seconds > 0 else "")
         limit = (f" (or after {format_seconds(self.time_limit_seconds)}, this server's time limit)"
                  if self.time_limit_seconds else "")
-        return f"it ends by itself at step {self.steps}{limit}"
+        return f"it ends by itself at step {self.steps}{budget}{limit}"
 
     def busy_message(self) -> str:
         started = datetime.fromtimestamp(self.started_at).strftime("%H:%M:%S") if self.started_at else "?"
@@ -136,7 +144,9 @@ class TrainingJobs:
                 raise JobBusyError(self._job.status.busy_message())
             started_by = request.visitor.owner if request.visitor is not None else None
             self._job = _Job(JobStatus(state=RUNNING, run_name=request.run_name, started_at=time.time(),
-                                       steps=request.train.steps, message="preparing the corpus and model"),
+                                       steps=request.train.steps,
+                                       time_budget_seconds=request.train.time_budget_seconds,
+                                       message="preparing the corpus and model"),
                              owners=frozenset({started_by} - {None}))
             job = self._job
         try:
@@ -209,7 +219,8 @@ class TrainingJobs:
                 if metrics.val_loss is not None:  # (step, loss, wall seconds since the run first started)
                     job.val_loss.append((step, metrics.val_loss, before + metrics.elapsed_seconds))
                 job.status = replace(job.status, step=step, tokens_per_second=metrics.tokens_per_second,
-                                     elapsed_seconds=metrics.elapsed_seconds, learning_rate=metrics.learning_rate)
+                                     elapsed_seconds=metrics.elapsed_seconds, learning_rate=metrics.learning_rate,
+                                     progress=metrics.progress)
 
         def on_sample(step: int, text: str) -> None:
             with self._lock:
@@ -230,6 +241,8 @@ class TrainingJobs:
             run.release_memory()  # however the run ended, its memory goes back to the server's budget
         state = STOPPED if result.stopped else FINISHED
         verb = "stopped" if result.stopped else "finished"
+        if result.budget_reached:
+            verb = f"finished: its time budget ({format_seconds(run.request.train.time_budget_seconds)}) ended it"
         if result.stop_reason == STOPPED_BY_TIME_LIMIT:
             verb = f"stopped by this server's time limit ({format_seconds(run.max_seconds)})"
         notes = "".join(f"; {note}" for note in run.notes)  # still true of the finished run

@@ -108,10 +108,11 @@ def _dropout_elements(config: ModelConfig, batch_size: int) -> int:
 
 
 def estimate_seconds(config: ModelConfig, batch_size: int, steps: int, device_type: str = "cpu",
-                     optimizer: str = "adamw") -> float:
+                     optimizer: str = "adamw", time_budget_seconds: float = 0.0) -> float:
     """``steps`` of ``step_seconds``: the tiny preset's shape (2 layers, 128 wide, context 64, batch 32), 1200
-    AdamW steps on a CPU -> about 70 s."""
-    return steps * step_seconds(config, batch_size, device_type, optimizer)
+    AdamW steps on a CPU -> about 70 s. A time budget (the seconds a run's steps have left of it) caps it."""
+    seconds = steps * step_seconds(config, batch_size, device_type, optimizer)
+    return min(seconds, time_budget_seconds) if time_budget_seconds > 0 else seconds
 
 
 def where(device_type: str) -> str:
@@ -195,6 +196,7 @@ class PreparedRun:
     device: torch.device
     start_step: int
     history: dict[str, list] = field(default_factory=dict)
+    step_seconds_before: float = 0.0  # a resumed run's earlier seconds of training steps: its time budget's clock
     optimizer: Optimizer | None = None  # restored from the checkpoint on resume when it has one
     notes: list[str] = field(default_factory=list)  # what a learner should know before it starts (a cold resume)
     cost: Cost | None = None
@@ -252,18 +254,27 @@ def _owner_to_record(request: RunRequest, name: str) -> str | None:
     return recorded if request.resume else visitor.owner  # a resumed run stays its owner's (an operator's: none)
 
 
+def budget_left(train_config: TrainConfig, step_seconds_before: float) -> float:
+    """The seconds of training steps a run's time budget has left after ``step_seconds_before``; 0: no budget."""
+    if train_config.time_budget_seconds <= 0:
+        return 0.0
+    return max(0.0, train_config.time_budget_seconds - step_seconds_before)
+
+
 def _check_time(config: ModelConfig, train_config: TrainConfig, start_step: int, device: torch.device,
-                max_seconds: int) -> float:
-    """The estimated seconds of the steps to go; refuse, saying to what to lower steps, past ``max_seconds``."""
+                max_seconds: int, step_seconds_before: float = 0.0) -> float:
+    """The estimated seconds of the steps to go (a time budget caps them); refuse, saying to what to lower steps or
+    the time budget, past ``max_seconds``."""
     per_step = step_seconds(config, train_config.batch_size, device.type, train_config.optimizer)
     to_go = train_config.steps - start_step
-    seconds = to_go * per_step
+    seconds = estimate_seconds(config, train_config.batch_size, to_go, device.type, train_config.optimizer,
+                               budget_left(train_config, step_seconds_before))
     if seconds <= max_seconds:
         return seconds
     fit = int(max_seconds // per_step)
-    advice = (f"lower steps to at most {start_step + fit:,} (now {train_config.steps:,}), or make the model or the "
-              "batch smaller" if fit >= 1 else "one step alone takes longer: lower batch_size, context_size or "
-              "the model's size")
+    advice = (f"lower steps to at most {start_step + fit:,} (now {train_config.steps:,}), set a time budget of at "
+              f"most {max_seconds:,} s, or make the model or the batch smaller" if fit >= 1 else
+              "one step alone takes longer: lower batch_size, context_size or the model's size")
     raise ConfigError(f"this run would take about {format_seconds(seconds)} ({to_go:,} steps at about "
                       f"{per_step:.2g} s each on {where(device.type)}, a rough estimate); this server stops a run "
                       f"after {format_seconds(max_seconds)}: {advice}")
@@ -315,7 +326,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
                          uploaded=request.uploaded)
     if corpus.from_visitor and len(corpus.text.encode("utf-8", "surrogatepass")) > limits.max_upload_bytes:
         raise CorpusError(f"{corpus.label} is larger than this server's limit of {limits.max_upload_bytes:,} bytes")
-    start_step, history = 0, {}
+    start_step, history, step_seconds_before = 0, {}, 0.0
     if request.resume:
         config = checkpoints.read_config(checkpoints.resolve(name, request.weights_dir))
         _check_size(config, limits, name)  # before its weights are read
@@ -332,9 +343,16 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
         start_step = previous.steps
         history = {k: list((previous.training or {}).get(k, [])) for k in CURVE_FIELDS}
         history[SECONDS_FIELD] = [float((previous.training or {}).get("wall_seconds", 0.0))]
+        step_seconds_before = recorded_step_seconds(previous.training)
         if start_step >= train_config.steps:
             raise ConfigError(
                 f"{name} has already done {start_step} steps; set steps above {start_step} to continue"
+            )
+        if train_config.time_budget_seconds > 0 and not budget_left(train_config, step_seconds_before):
+            raise ConfigError(
+                f"{name} has already trained for {step_seconds_before:.1f} s, its whole time budget of "
+                f"{train_config.time_budget_seconds:g} s; set time_budget_seconds above {step_seconds_before:.1f} "
+                "(or 0, for no time budget) to continue"
             )
     else:
         tokenizer = CharTokenizer.train_from_text(corpus.text)
@@ -346,9 +364,10 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
     try:
         max_seconds = None
         estimated = estimate_seconds(config, train_config.batch_size, train_config.steps - start_step, device.type,
-                                     train_config.optimizer)
+                                     train_config.optimizer, budget_left(train_config, step_seconds_before))
         if request.visitor is not None:
-            estimated = _check_time(config, train_config, start_step, device, limits.max_train_seconds)
+            estimated = _check_time(config, train_config, start_step, device, limits.max_train_seconds,
+                                    step_seconds_before)
             max_seconds = float(limits.max_train_seconds)
             checkpoints.make_room(request.weights_dir, checkpoints.estimated_bytes(config.parameter_count(),
                                                                                    train_config.steps),
@@ -364,8 +383,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
         notes = split_notes + (_restore_optimizer(optimizer, model, name, request) if request.resume else [])
         run = PreparedRun(request, corpus, tokenizer, model, TokenIdsDataset(train_ids, config.context_size),
                           TokenIdsDataset(val_ids, config.context_size), device, start_step, history,
-                          optimizer=optimizer, notes=notes, cost=cost, estimated_seconds=estimated,
-                          max_seconds=max_seconds, owner=owner, memory=held, budget=budget)
+                          step_seconds_before=step_seconds_before, optimizer=optimizer, notes=notes, cost=cost,
+                          estimated_seconds=estimated, max_seconds=max_seconds, owner=owner, memory=held, budget=budget)
         return run
     finally:
         if run is None and budget is not None:
@@ -400,6 +419,15 @@ def _restore_optimizer(optimizer: Optimizer, model: GPT, name: str, request: Run
     return []
 
 
+def recorded_step_seconds(training: dict[str, Any] | None) -> float:
+    """The seconds of training steps a checkpoint's training.json records (all its sessions); a record from before
+    they were kept: its wall time less the last session's evaluation, the closest figure it has."""
+    training = training or {}
+    if "step_seconds" in training:
+        return float(training["step_seconds"])
+    return max(0.0, float(training.get("wall_seconds", 0.0)) - float(training.get("eval_seconds", 0.0)))
+
+
 def seconds_before(run: PreparedRun) -> float:
     """The wall seconds a resumed run had trained before this session: where its time axis goes on."""
     return float(run.history.get(SECONDS_FIELD, [0.0])[0]) if run.history.get(SECONDS_FIELD) else 0.0
@@ -423,11 +451,13 @@ def training_record(run: PreparedRun, result: TrainResult) -> dict[str, Any]:
         "tokens_per_second": round(result.tokens_per_second, 1),
         "wall_seconds": round(before + result.wall_seconds, 2),
         "eval_seconds": round(result.eval_seconds, 2),
+        "step_seconds": round(result.step_seconds, 2),  # every session's: the time budget's clock
         "corpus": {"name": run.corpus.name, "characters": len(run.corpus.text), "source": run.corpus.source},
         "device": describe_training(run.device, run.request.train.precision),
         "seed": run.request.train.seed,
         "train_config": run.request.train.to_dict(),
         "stopped_early": result.stopped,
+        "budget_reached": result.budget_reached,
     }
     if result.processes > 1:
         record["processes"] = result.processes  # a distributed run: batch_size windows per rank and step
@@ -502,9 +532,11 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
     config = run.request.train
     name = checkpoints.validate_name(run.request.run_name)
     optimizer = run.optimizer or configure_optimizer(run.model, config, run.device)
+    result = TrainResult(steps_done=run.start_step, stopped=False,  # train() keeps it up to date
+                         step_seconds=run.step_seconds_before)
     if not world.is_main:
-        return train(run.model, config, run.train_data, start_step=run.start_step, optimizer=optimizer, world=world)
-    result = TrainResult(steps_done=run.start_step, stopped=False)  # train() keeps it up to date
+        return train(run.model, config, run.train_data, start_step=run.start_step, result=result,
+                     optimizer=optimizer, world=world)
     deadline = None if run.max_seconds is None else time.monotonic() + run.max_seconds
 
     def save() -> None:
@@ -561,6 +593,9 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
              f"bias {config.use_bias}")
     schedule = (f"batch {train_config.batch_size}, learning rate {train_config.learning_rate}, warm-up "
                 f"{train_config.warmup_steps}, cosine decay to {train_config.min_learning_rate_ratio}x")
+    if train_config.time_budget_seconds > 0:
+        schedule += (f", sized to a time budget of {train_config.time_budget_seconds:g} s of training steps"
+                     + (", which ended the run" if result.budget_reached else ""))
     optimizer = ("AdamW on every parameter" if train_config.optimizer == "adamw" else
                  "Muon on the blocks' weight matrices, AdamW on the embeddings, the head, the norms and the biases")
     rows = [

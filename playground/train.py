@@ -41,6 +41,7 @@ class StepMetrics:
     tokens_per_second: float
     elapsed_seconds: float
     val_loss: float | None = None
+    progress: float = 0.0  # how far through its schedule the run is, in [0, 1] (TrainConfig.progress)
 
 
 @dataclass
@@ -55,6 +56,10 @@ class TrainResult:
     eval_seconds: float = 0.0
     stop_reason: str = ""  # why it stopped early, in the caller's words ("asked", "time limit"); "" if it did not
     processes: int = 1  # ranks that trained together (torchrun); each drew its own batch_size windows a step
+    # Seconds spent in the training steps themselves (not evaluations or callbacks): what a time budget counts. A
+    # resumed run's caller passes a result that starts from the earlier sessions' total.
+    step_seconds: float = 0.0
+    budget_reached: bool = False  # ended by TrainConfig.time_budget_seconds before config.steps
 
 
 # Rank r's batch seeds sit r * 2**20 above rank 0's. torch's CPU generator keeps a seed's low 32 bits only, so they
@@ -113,7 +118,8 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
           should_stop: Callable[[], bool] | None = None, start_step: int = 0,
           result: TrainResult | None = None, optimizer: Optimizer | None = None,
           world: World = SINGLE) -> TrainResult:
-    """Train ``model`` in place from ``start_step`` to ``config.steps``; leaves it in eval mode.
+    """Train ``model`` in place from ``start_step`` to ``config.steps``, or until its time budget is spent (the
+    steps' own seconds, ``result.step_seconds``, reach ``config.time_budget_seconds``); leaves it in eval mode.
 
     Calls ``on_step(step, metrics)`` after every step (with ``val_loss`` set on evaluation steps) and
     stops early when ``should_stop()`` is true. Raises TrainingError if the loss stops being finite.
@@ -126,6 +132,8 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
     (``batch_seed(seed, step, rank)``), steps a DDP wrapper of ``model`` that averages the gradients, and reports
     the loss averaged over the ranks; every rank stops at the same step. Evaluation runs ``model`` itself, not the
     wrapper, so a caller may give ``val_data`` to one rank only (run.py: rank 0) without the others waiting on it.
+    With a time budget every rank follows the slowest rank's clock (distributed.largest), so their learning rates
+    stay equal and they end at the same step.
     """
     device = next(model.parameters()).device
     if optimizer is None:
@@ -139,13 +147,16 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
         result = TrainResult(steps_done=start_step, stopped=False)
     result.processes = world.world_size
     tokens_per_step = config.batch_size * train_data.block_size * world.world_size
+    budget = config.time_budget_seconds
+    seconds = result.step_seconds  # the schedule's clock: the same on every rank
     network.train()
     started = time.perf_counter()
     for step in range(start_step, config.steps):
         if distributed.any_rank(should_stop is not None and should_stop(), world, device):
             result.stopped = True
             break
-        lr = config.learning_rate_at(step)
+        step_started = time.perf_counter()
+        lr = config.learning_rate_at(step, seconds)
         for group in optimizer.param_groups:
             group["lr"] = lr
         generator.manual_seed(batch_seed(config.seed, step, world.rank))
@@ -158,7 +169,11 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         loss_value = distributed.mean(loss, world)
+        result.step_seconds += time.perf_counter() - step_started
+        if budget > 0:
+            seconds = distributed.largest(result.step_seconds, world, device)
         done = step + 1
+        last = done == config.steps or (budget > 0 and seconds >= budget)
         if not math.isfinite(loss_value):
             raise TrainingError(
                 f"the loss became {loss_value} at step {done}; try a lower learning_rate "
@@ -169,8 +184,8 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
         train_seconds = time.perf_counter() - started - result.eval_seconds
         metrics = StepMetrics(done, config.steps, loss_value, lr,
                               (done - start_step) * tokens_per_step / max(train_seconds, 1e-9),
-                              time.perf_counter() - started)
-        if val_data is not None and (done % config.eval_interval == 0 or done == config.steps):
+                              time.perf_counter() - started, progress=1.0 if last else config.progress(done, seconds))
+        if val_data is not None and (done % config.eval_interval == 0 or last):
             eval_started = time.perf_counter()
             metrics.val_loss = evaluate(model, val_data, config.eval_batches, config.batch_size)
             result.eval_seconds += time.perf_counter() - eval_started
@@ -180,6 +195,9 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
         result.wall_seconds = time.perf_counter() - started
         if on_step is not None:
             on_step(done, metrics)
+        if last:
+            result.budget_reached = done < config.steps
+            break
     result.wall_seconds = time.perf_counter() - started
     train_seconds = max(result.wall_seconds - result.eval_seconds, 1e-9)
     result.tokens_per_second = (result.steps_done - start_step) * tokens_per_step / train_seconds

@@ -51,6 +51,23 @@ def test_learning_rate_schedule_warms_up_then_decays_to_floor():
     assert all(a >= b for a, b in zip(rates, rates[1:]))
 
 
+def test_a_time_budget_decays_the_rate_by_the_clock_when_the_clock_leads():
+    """1000 steps, 100 s: at step 100 after 50 s the run is halfway (the clock leads), at step 800 after 50 s
+    four fifths through (the steps lead); the decay follows whichever is further along, and ends at the floor."""
+    config = TrainConfig(steps=1000, learning_rate=1e-3, warmup_steps=0, min_learning_rate_ratio=0.1,
+                         time_budget_seconds=100.0)
+    assert config.progress(100, 50.0) == pytest.approx(0.5) and config.progress(800, 50.0) == pytest.approx(0.8)
+    assert config.progress(10, 500.0) == 1.0
+    assert config.learning_rate_at(100, 50.0) == pytest.approx(0.55e-3)  # cosine's halfway: the mean of lr and floor
+    assert config.learning_rate_at(500, 0.0) == config.learning_rate_at(500, 50.0)  # the steps lead: as without one
+    assert config.learning_rate_at(100, 100.0) == pytest.approx(1e-4)  # the budget spent: the floor
+    no_budget = TrainConfig(steps=1000, learning_rate=1e-3, warmup_steps=0)
+    assert no_budget.learning_rate_at(100, 10**6) == no_budget.learning_rate_at(100)  # seconds count only with one
+    assert no_budget.progress(250, 10**6) == 0.25
+    with pytest.raises(ConfigError, match=r"time_budget_seconds must be >= 0 \(0: no time budget\), got -1"):
+        TrainConfig(time_budget_seconds=-1)
+
+
 @pytest.mark.parametrize("changes,match", [
     ({"learning_rate": 0.0}, "learning_rate"), ({"batch_size": 0}, "batch_size"), ({"device": "tpu"}, "device"),
     ({"steps": 2.5}, "steps must be a whole number"), ({"learning_rate": math.inf}, "finite"),

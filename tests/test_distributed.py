@@ -43,18 +43,23 @@ def test_each_rank_draws_its_own_batches_and_rank_0_a_plain_runs():
     assert not torch.equal(*batches)
 
 
+def torchrun(tmp_path, steps: int, *flags: str) -> subprocess.CompletedProcess:
+    """``torchrun --nproc_per_node=2 -m playground.train`` of a 1-layer model on the CPU (gloo), into tmp_path/w."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               "-m", "playground.train", "--layers-num", "1", "--heads-num", "2", "--embedding-dim", "32",
+               "--context-size", "32", "--batch-size", "8", "--steps", str(steps), "--learning-rate", "1e-2",
+               "--warmup-steps", "5", "--eval-batches", "2", "--corpus", str(SHARED_CORPUS), "--run-name", "ddp",
+               "--weights-dir", str(tmp_path / "w"), "--device", "cpu", *flags]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PLAYGROUND_OFFLINE": "1"}
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+
+
 @pytest.mark.slow
 def test_torchrun_trains_on_two_processes_with_identical_weights_and_one_checkpoint(tmp_path):
     """``torchrun --nproc_per_node=2 -m playground.train`` on the CPU (gloo): rank 0 alone prints and saves, the
     loss falls, and both ranks end with bit-identical weights, rank 0's being the checkpoint's."""
     weights = tmp_path / "w"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "playground.train", "--layers-num", "1", "--heads-num", "2", "--embedding-dim", "32",
-               "--context-size", "32", "--batch-size", "8", "--steps", "40", "--learning-rate", "1e-2",
-               "--warmup-steps", "5", "--eval-interval", "20", "--eval-batches", "2", "--checkpoint-interval", "25",
-               "--corpus", str(SHARED_CORPUS), "--run-name", "ddp", "--weights-dir", str(weights), "--device", "cpu"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PLAYGROUND_OFFLINE": "1"}
-    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    result = torchrun(tmp_path, 40, "--eval-interval", "20", "--checkpoint-interval", "25")
     err = result.stderr
     assert result.returncode == 0, err[-3000:]
     assert err.count("training ddp: ") == 1 and "× 2 processes" in err and err.count("done: 40 steps") == 1
@@ -70,3 +75,18 @@ def test_torchrun_trains_on_two_processes_with_identical_weights_and_one_checkpo
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
     card = (weights / "ddp" / "README.md").read_text()
     assert "torchrun --nproc_per_node=2 -m playground.train --layers-num 1" in card
+
+
+@pytest.mark.slow
+def test_a_time_budget_ends_every_rank_at_the_same_step_with_identical_weights(tmp_path):
+    """Each rank times its own steps; the schedule follows the slowest rank's clock, so the learning rates stay
+    equal (the weights bit-identical) and every rank stops at the same step."""
+    result = torchrun(tmp_path, 5000, "--eval-interval", "1000", "--time-budget-seconds", "2")
+    err = result.stderr
+    assert result.returncode == 0, err[-3000:]
+    done = re.search(r"done: (\d+) steps \(its 2 s time budget ended it\)", err)
+    assert done and 10 < int(done[1]) < 5000, err[-2000:]
+    digests = re.search(r"weights after the last step: rank 0 sha256 (\w+), rank 1 sha256 (\w+)", err)
+    assert digests and digests[1] == digests[2]
+    record = json.loads((tmp_path / "w" / "ddp" / "training.json").read_text())
+    assert record["budget_reached"] and record["steps_done"] == int(done[1]) and record["step_seconds"] >= 2

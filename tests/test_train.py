@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -65,6 +66,45 @@ def test_resume_continues_the_step_count(tmp_path, shakespeare_text):
     assert result.steps_done == 15 and result.train_loss[0][0] == 11
     record = json.loads((tmp_path / "r" / "training.json").read_text())
     assert [s for s, _ in record["train_loss"]] == list(range(1, 16))
+
+
+def test_a_time_budget_ends_the_run_with_its_rate_decayed_and_a_resume_goes_on_from_its_clock(tmp_path,
+                                                                                            shakespeare_text):
+    """A 0.4 s budget ends a 20,000-step run early: evaluated at its last step, the learning rate at its floor,
+    training.json keeps the steps' seconds; a resume counts them against a larger budget, and a spent one is
+    refused with what to raise."""
+    text = shakespeare_text[:5000]
+    config = quick(steps=20_000, eval_interval=10**5, time_budget_seconds=0.4, min_learning_rate_ratio=0.1)
+    seen = []
+    result = run_training(prepare_run(RunRequest("b", SMALL, config, corpus_text=text, weights_dir=tmp_path)),
+                          on_step=lambda step, metrics: seen.append(metrics))
+    assert result.budget_reached and not result.stopped and 5 < result.steps_done < 20_000
+    assert 0.4 <= result.step_seconds < 0.4 + 10 * (result.step_seconds / result.steps_done)
+    assert seen[-1].progress == 1.0 and seen[-1].val_loss is not None  # the last step is evaluated
+    assert seen[-1].learning_rate == pytest.approx(config.learning_rate * 0.1, rel=0.05)
+    assert all(0 <= a.progress <= b.progress <= 1 for a, b in zip(seen, seen[1:]))
+    record = json.loads((tmp_path / "b" / "training.json").read_text())
+    assert record["budget_reached"] and record["step_seconds"] == pytest.approx(result.step_seconds, abs=0.01)
+    assert [s for s, _ in record["val_loss"]] == [result.steps_done]
+    with pytest.raises(ConfigError, match=r"b has already trained for 0\.\d s, its whole time budget of 0.4 s; set "
+                                          r"time_budget_seconds above 0\.\d \(or 0, for no time budget\)"):
+        prepare_run(RunRequest("b", SMALL, config, corpus_text=text, resume=True, weights_dir=tmp_path))
+    longer = prepare_run(RunRequest("b", SMALL, replace(config, time_budget_seconds=0.8), corpus_text=text,
+                                    resume=True, weights_dir=tmp_path))
+    assert longer.step_seconds_before == pytest.approx(record["step_seconds"])
+    more = run_training(longer)
+    assert more.budget_reached and more.steps_done > result.steps_done and 0.8 <= more.step_seconds < 1.6
+    assert json.loads((tmp_path / "b" / "training.json").read_text())["step_seconds"] == pytest.approx(
+        more.step_seconds, abs=0.01)
+
+
+def test_the_tiny_preset_is_a_minute_by_its_time_budget_whatever_the_machine():
+    tiny = TRAIN_PRESETS["tiny"].train
+    assert tiny.time_budget_seconds == 50 and "50 s of training steps" in TRAIN_PRESETS["tiny"].description
+    shape = ModelConfig(vocabulary_size=65, **TRAIN_PRESETS["tiny"].model.to_dict())
+    # a machine of the estimate's speed would need longer than the budget for the steps: the budget ends the run
+    assert run_module.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer) > 50
+    assert run_module.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer, 50.0) == 50.0
 
 
 def test_resume_with_characters_the_model_lacks_is_refused(tmp_path):

@@ -26,7 +26,7 @@ from playground.run import RunRequest, model_card, prepare_run, run_training
 from playground.train import StepMetrics, TrainingError
 
 TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
-                "checkpoint_interval", "seed", "device", "optimizer", "precision")
+                "checkpoint_interval", "seed", "device", "optimizer", "precision", "time_budget_seconds")
 POSTFIX_EVERY = 10  # steps between updates of the bar's loss and speed figures
 
 
@@ -61,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=PRECISION_CHOICES,
                         help="the forward pass's dtype: auto (default) is bfloat16 autocast on a CPU with bfloat16 "
                              "matrix instructions (AVX-512 BF16, AMX), float32 elsewhere; the weights stay float32")
+    parser.add_argument("--time-budget-seconds", type=float,
+                        help="end the run once its training steps have taken this many seconds (evaluations and "
+                             "checkpoints not counted), the learning rate's decay sized to end then; 0: none "
+                             "(default: the preset's: 50 for tiny, 0 for the others)")
     parser.add_argument("--corpus", help="a UTF-8 text file (default: Tiny Shakespeare, cached or downloaded)")
     parser.add_argument("--run-name", default=None, help="the checkpoint folder name (default: the preset's name)")
     parser.add_argument("--weights-dir", type=Path, default=None, help="where checkpoints go (default weights/)")
@@ -174,7 +178,9 @@ def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest
         command = f"{world.launcher()} -m playground.train {flags}"
         checkpoints.write_card(run.request.run_name, model_card(run, result, command),
                                directory=run.request.weights_dir)
-    say(f"done: {result.steps_done} steps, val loss {last_val:.4f}, {result.tokens_per_second:,.0f} tok/s, "
+    budget = (f" (its {run.request.train.time_budget_seconds:g} s time budget ended it)" if result.budget_reached
+              else "")
+    say(f"done: {result.steps_done} steps{budget}, val loss {last_val:.4f}, {result.tokens_per_second:,.0f} tok/s, "
         f"{result.wall_seconds:.1f}s (eval {result.eval_seconds:.1f}s); saved {target}")
     return 0
 

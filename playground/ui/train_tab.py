@@ -28,12 +28,16 @@ from playground.ui.common import AppContext, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 # The fields a preset fills, by start_run's parameter names, in the order /train_preset returns them.
-# The run name and the optimizer come last: start_run takes the others first, in this order, and those two later.
+# The run name, the optimizer and the time budget come last: start_run takes the others first, in this order, and
+# those three later (each added after the API had callers, so a call that leaves them out still works).
 PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
-                 "warmup_steps", "dropout_rate", "seed", "device", "run_name", "optimizer")
-SETTINGS_FIELDS = PRESET_FIELDS[:-2]  # start_run's leading parameters
+                 "warmup_steps", "dropout_rate", "seed", "device", "run_name", "optimizer", "time_budget_seconds")
+SETTINGS_FIELDS = PRESET_FIELDS[:-3]  # start_run's leading parameters
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "dropout_rate",
-                   "optimizer")
+                   "optimizer", "time_budget_seconds")
+TIME_BUDGET_INFO = ("0: none, the run ends at its last step. Otherwise it also ends once its training steps have "
+                    "taken this many seconds (evaluations and samples not counted), with the learning rate's decay "
+                    "sized to end then: the best a minute buys on this machine, whatever its speed")
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
                   "and the head. A Muon step costs a little more (the estimate counts it) and learns more per step")
@@ -47,8 +51,9 @@ LOCAL_OWNER = "this-process"  # a handler called from Python, with no browser or
 
 
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
-             optimizer="adamw", limits: Limits | None = None) -> str:
-    """Parameter count, a rough CPU time estimate and the memory a run of the fields as they stand needs."""
+             optimizer="adamw", time_budget_seconds=0.0, limits: Limits | None = None) -> str:
+    """Parameter count, a rough CPU time estimate (a time budget caps it) and the memory a run of the fields as
+    they stand needs."""
     try:
         config = ModelConfig(vocabulary_size=65, context_size=checks.whole_number(context_size, "context_size", 1),
                              embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1),
@@ -56,17 +61,27 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
                              layers_num=checks.whole_number(layers_num, "layers_num", 1),
                              dropout_rate=0.0 if dropout_rate is None else dropout_rate)
         batch, steps = checks.whole_number(batch_size, "batch size", 1), checks.whole_number(steps, "steps", 1)
+        budget = time_budget(time_budget_seconds)
     except ValueError as exc:
         return f"⚠️ {exc}"
-    seconds = estimate_seconds(config, batch, steps, optimizer=optimizer)
+    by_steps = estimate_seconds(config, batch, steps, optimizer=optimizer)
+    seconds = estimate_seconds(config, batch, steps, optimizer=optimizer, time_budget_seconds=budget)
     memory = memory_cost(config, batch).bytes
     duration = "under a second" if seconds < 1 else f"about {format_seconds(seconds)}"
     text = (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
             f"{batch * config.context_size:,} tokens per step · {duration} of training steps on a quiet 2-core CPU "
             f"(rough: evaluations, samples and a busy server add to it) · needs about {human(memory)} of memory")
+    if seconds < by_steps:
+        text += (f" · the time budget ends it before its {steps:,} steps (about {format_seconds(by_steps)} here; "
+                 "a faster machine does more of them)")
     if limits is not None and seconds > limits.max_train_seconds:
         text += f" · ⚠️ over this server's {format_seconds(limits.max_train_seconds)} limit for a run"
     return text
+
+
+def time_budget(value) -> float:
+    """The time budget field: seconds, 0 (or empty) for none; the one check of it."""
+    return 0.0 if value is None else checks.real_number(value, "time budget (seconds)", 0.0)
 
 
 def preset_note(name: str) -> str:
@@ -115,11 +130,12 @@ def identify(ctx: AppContext, token, browser_token, request: gr.Request | None, 
 
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
               learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload, pasted, run_name,
-              replace=False, token="", browser_token=None, request: gr.Request = None, optimizer="adamw", *,
-              resume=False):
+              replace=False, token="", browser_token=None, request: gr.Request = None, optimizer="adamw",
+              time_budget_seconds=0.0, *, resume=False):
     """Validate every field, then hand the run to the job manager.
 
-    ``optimizer`` comes last (after the request Gradio fills in), so a call that leaves it out trains with AdamW.
+    ``optimizer`` and ``time_budget_seconds`` come last (after the request Gradio fills in), so a call that leaves
+    them out trains with AdamW and no time budget.
     """
     limits = ctx.limits
     visitor = identify(ctx, token, browser_token, request)
@@ -135,6 +151,7 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                     warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0),
                     seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),
                     device=str(device or "auto"), optimizer="adamw" if optimizer is None else optimizer,
+                    time_budget_seconds=time_budget(time_budget_seconds),
                     eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
                     sample_interval=max(1, min(preset.sample_interval, steps // 4 or 1)),
                     checkpoint_interval=max(1, min(500, steps // 2 or 1)))
@@ -202,7 +219,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
         return ("No run yet. Pick a preset, adjust, press **Start**.", plots.line_chart({}, "loss"), "",
                 None, gr.Slider(minimum=0, maximum=1, value=0, step=1))
     done = max(0, status.step - status.start_step)
-    progress = status.step / status.steps if status.steps else 0
+    progress = max(status.progress, status.step / status.steps if status.steps else 0)
     bar = "█" * int(progress * 30) + "░" * (30 - int(progress * 30))
     val = f"{status.val_loss[-1][1]:.4f}" if status.val_loss else "–"
     train = f"{status.train_loss[-1][1]:.4f}" if status.train_loss else "–"
@@ -214,7 +231,9 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
         whose = (" · your run" if owned else
                  f" · another visitor's run: {status.ends_by_itself()} or when its owner stops it")
     text = (f"**{status.state.upper()}** · run **{status.run_name}**{whose} · {status.message}\n\n"
-            f"`{bar}` step **{status.step} / {status.steps}** ({progress:.0%})\n\n"
+            f"`{bar}` step **{status.step} / {status.steps}** ({progress:.0%}"
+            + (f" of the steps or of a {format_seconds(status.time_budget_seconds)} time budget, whichever ends "
+               "first" if status.time_budget_seconds > 0 else "") + ")\n\n"
             f"train loss {train} · validation loss **{val}** · {status.tokens_per_second:,.0f} tokens/s · "
             f"learning rate {status.learning_rate:.2e} · elapsed {elapsed} · "
             f"ETA {format_seconds(status.eta_seconds)}\n\n"
@@ -335,7 +354,9 @@ def build(ctx: AppContext) -> None:
         fields["seed"] = gr.Number(first["seed"], label="seed", precision=0, minimum=0)
     with gr.Row():
         fields["optimizer"] = gr.Radio(list(OPTIMIZER_CHOICES), value=first["optimizer"], label="optimizer",
-                                       info=OPTIMIZER_INFO)
+                                       info=OPTIMIZER_INFO, scale=2)
+        fields["time_budget_seconds"] = gr.Number(first["time_budget_seconds"], label="time budget (seconds)",
+                                                  minimum=0, info=TIME_BUDGET_INFO, scale=1)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
@@ -394,12 +415,12 @@ def build(ctx: AppContext) -> None:
     corpus.change(corpus_fields, corpus, [upload, pasted], api_name="train_corpus", api_visibility="private",
                   show_progress="hidden")
     estimate_inputs = [fields[name] for name in ESTIMATE_FIELDS]
-    for field in estimate_inputs:
+    for name, field in zip(ESTIMATE_FIELDS, estimate_inputs):
         field.change(estimate_with_limits, estimate_inputs, estimate_md,
-                     api_name=f"train_estimate_{field.label}".replace(" ", "_"), api_visibility="private",
+                     api_name=f"train_estimate_{name}", api_visibility="private",
                      show_progress="hidden")
     run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token,
-                  fields["optimizer"]]
+                  fields["optimizer"], fields["time_budget_seconds"]]
     start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
         bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
     resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
