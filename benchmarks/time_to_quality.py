@@ -11,7 +11,9 @@ slower for it. The runs:
                   AdamW betas (0.9, 0.99), weight decay 0.1, grad clip 1, no dropout), re-implemented as in
                   train_speed.py
   tiny before     the ``tiny`` preset until benchmarks/sweep.py tuned it: AdamW, lr 4e-3, 1200 steps
-  tiny preset     our ``tiny`` preset as the Train tab and the CLI run it (Muon, the sweep's learning rate)
+  tiny 700 steps  the ``tiny`` preset until it had a time budget: Muon, the sweep's learning rate, 700 steps
+  tiny preset     our ``tiny`` preset as the Train tab and the CLI run it: the same, for 50 s of training steps (its
+                  time budget, which sizes the learning rate's decay) or 3,000 steps, whichever ends first
 
 Then the ``tiny`` preset the way a learner runs it: ``python -m playground.train --preset tiny`` in a fresh process,
 each of its own evaluation lines timed from the command's start (imports, corpus, evaluation and checkpoints all
@@ -61,6 +63,7 @@ from playground.train import train
 TARGET_LOSS = 1.886  # nanoGPT's baby recipe after its 2000 steps
 GOALS = {"time to 1.886": 20.0, "val at 60 s": 1.55, "tokens/s ratio": 1.25}
 TINY_BEFORE = dict(optimizer="adamw", learning_rate=4e-3, steps=1200, time_budget_seconds=0.0)  # before the sweep
+TINY_700 = dict(steps=700, time_budget_seconds=0.0)  # after the sweep, before the time budget
 CONTEXT = 64  # nanoGPT's baby context and the tiny preset's: one set of validation windows fits both
 
 
@@ -208,6 +211,8 @@ def main() -> None:
         "nanoGPT baby": lambda: run_nanogpt(train_data, vocab, windows, args.eval_every, args.seconds),
         "tiny before": lambda: run_ours(replace(tiny.train, **TINY_BEFORE), tiny.model.to_dict(), train_data, vocab,
                                         windows, args.eval_every, args.seconds),
+        "tiny 700 steps": lambda: run_ours(replace(tiny.train, **TINY_700), tiny.model.to_dict(), train_data, vocab,
+                                           windows, args.eval_every, args.seconds),
         "tiny preset": lambda: run_ours(tiny.train, tiny.model.to_dict(), train_data, vocab, windows,
                                         args.eval_every, args.seconds),
     }
@@ -216,23 +221,24 @@ def main() -> None:
         recorder = fn()
         results[name] = recorder
         curve = ", ".join(f"{seconds:.0f}s {loss:.3f}" for seconds, _, loss in recorder.points)
-        print(f"  {name:13s} {recorder.steps:5d} steps: {curve}")
+        print(f"  {name:14s} {recorder.steps:5d} steps: {curve}")
 
-    print(f"\n{'run':13s} {'to <= 1.886':>12s} {'val at 20 s':>12s} {'val at 60 s':>12s} {'last val':>9s}")
+    print(f"\n{'run':14s} {'to <= 1.886':>12s} {'val at 20 s':>12s} {'val at 60 s':>12s} {'last val':>9s}")
     for name, recorder in results.items():
         reached = first_below(recorder.points, TARGET_LOSS)
         at20, at60 = loss_at(recorder.points, 20.0), loss_at(recorder.points, 60.0)
         last = recorder.points[-1][2] if recorder.points else float("nan")
-        print(f"{name:13s} {shown(reached, '.1f', 'not reached'):>12s} {shown(at20, '.3f'):>12s} "
+        print(f"{name:14s} {shown(reached, '.1f', 'not reached'):>12s} {shown(at20, '.3f'):>12s} "
               f"{shown(at60, '.3f'):>12s} {last:9.3f}")
     print(f"goals for the tiny preset: val <= {TARGET_LOSS} within {GOALS['time to 1.886']:g} s, "
           f"<= {GOALS['val at 60 s']} at 60 s")
 
     points, wall = run_cli(args.data)
     tiny_train = tiny.train
+    budget = (f"{tiny_train.time_budget_seconds:g} s of steps or " if tiny_train.time_budget_seconds else "")
     print(f"\n`python -m playground.train --preset tiny` ({tiny_train.optimizer}, lr {tiny_train.learning_rate:g}, "
-          f"batch {tiny_train.batch_size}, {tiny_train.steps} steps; its own {tiny_train.eval_batches} validation "
-          f"batches), seconds from the command's start: "
+          f"batch {tiny_train.batch_size}, {budget}{tiny_train.steps} steps; its own {tiny_train.eval_batches} "
+          f"validation batches), seconds from the command's start: "
           + ", ".join(f"{seconds:.1f}s {loss:.3f}" for seconds, _, loss in points)
           + f"; done after {wall:.1f} s")
     reached = first_below(points, TARGET_LOSS)

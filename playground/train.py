@@ -5,7 +5,8 @@ about the UI, files or threads: it calls ``on_step(step, metrics)`` after every 
 ``should_stop()`` before each (minGPT's callbacks). The batch of step ``s`` comes from a generator seeded with
 ``batch_seed(seed, s)``, so a run resumed at any step (with its optimizer state) draws the very batches an
 uninterrupted one would and takes the very same steps (dropout masks excepted: they use torch's global
-generator). The forward runs under bfloat16 autocast where ``TrainConfig.precision`` resolves to it
+generator; and with a time budget, whose clock is the machine's, the learning rates and the last step differ
+from run to run). The forward runs under bfloat16 autocast where ``TrainConfig.precision`` resolves to it
 (device.training_dtype); the weights, gradients and optimizer state stay float32. The run around it (corpus,
 tokenizer, checkpoints, samples, probes) lives in run.py, presets in presets.py, the command line in cli/train.py.
 """

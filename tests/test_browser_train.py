@@ -107,6 +107,8 @@ def test_each_preset_changes_the_fields_and_names_a_fresh_run(page, server):
             expect(panel.get_by_label(label, exact=True)).to_have_value(str(value), timeout=WAIT_MS)
         expect(panel.get_by_label("run name (folder in weights/)")).to_have_value(re.compile(rf"^{name}-\d+$"))
         expect(panel.get_by_label(preset.train.optimizer, exact=True)).to_be_checked()  # the optimizer follows too
+        budget = re.escape(f"{preset.train.time_budget_seconds:g}")  # tiny's 50 s; 0 (none) for the others
+        expect(panel.get_by_label("time budget (seconds)", exact=True)).to_have_value(re.compile(rf"^{budget}(\.0)?$"))
         rate = re.escape(f"{preset.model.dropout_rate:g}")  # 0.1, or 0 shown as "0" or "0.0"
         expect(panel.get_by_label("dropout_rate", exact=True)).to_have_value(re.compile(rf"^{rate}(\.0)?$"))
         parameters = ModelConfig(vocabulary_size=65, **preset.model.to_dict()).parameter_count()
