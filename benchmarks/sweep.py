@@ -4,16 +4,16 @@ Coordinate search, one axis at a time (optimizer, then learning rate, then batch
 its values with the best settings found so far for the others, keeps the best, and moves on. Every run:
 
   - starts from the same seed (the same initial weights for a shape, the same batch sequence);
-  - gets a schedule that ends when its time is up: its step time is measured first on a throwaway copy (once per
-    optimizer, batch and shape), and its ``steps`` (warm-up, then cosine decay) are sized so the run takes
-    ``--seconds`` of training;
+  - gets a schedule that ends when its time is up: a time budget of ``--seconds`` (TrainConfig.time_budget_seconds,
+    as the ``tiny`` preset runs), so its warm-up and cosine decay fit that many seconds of training steps on this
+    machine, however many steps that is;
   - is scored like time_to_quality.py: nanoGPT's 90/10 split, the same ``--val-windows`` fixed windows of 64
     characters, evaluation not counted in the training seconds, scored every ``--eval-every`` seconds and at the end.
 
 It prints one line per run and, at the end, a table of every run sorted by final validation loss, with the loss
 at 20 s and when (if ever) it reached nanoGPT's 1.886.
 
-    python benchmarks/sweep.py                         # 60 s per run, the default axes (about 12 minutes)
+    python benchmarks/sweep.py                         # 60 s per run, the default axes (about 11 minutes)
     python benchmarks/sweep.py --seconds 20            # the 20-second budget
     python benchmarks/sweep.py --lrs 0.004 0.008 --batches 32 --shapes 2x128   # a narrower search
 """
@@ -21,13 +21,12 @@ at 20 s and when (if ever) it reached nanoGPT's 1.886.
 from __future__ import annotations
 
 import argparse
-import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
-from time_to_quality import CONTEXT, TARGET_LOSS, Recorder, first_below, loss_at, shown
-from train_speed import shakespeare, time_ours
+from time_to_quality import CONTEXT, TARGET_LOSS, Recorder, first_below, loss_at, shown, warm_up
+from train_speed import shakespeare
 
 from playground.config import ModelConfig, TrainConfig
 from playground.data import TokenIdsDataset, split_train_val
@@ -56,35 +55,29 @@ class Recipe:
         return dict(layers_num=self.layers_num, heads_num=heads, embedding_dim=self.embedding_dim,
                     context_size=CONTEXT)
 
-    def train_config(self, steps: int) -> TrainConfig:
-        warmup = max(1, min(TRAIN_PRESETS["tiny"].train.warmup_steps, steps // 10))
+    def train_config(self, seconds: float) -> TrainConfig:
+        """The tiny preset's training with this recipe's changes, ended by a time budget of ``seconds``."""
         return replace(TRAIN_PRESETS["tiny"].train, optimizer=self.optimizer, learning_rate=self.learning_rate,
-                       batch_size=self.batch_size, steps=steps, warmup_steps=warmup, device="cpu",
-                       time_budget_seconds=0.0)  # sized by steps (above), as the sweep was run
+                       batch_size=self.batch_size, steps=MAX_STEPS, time_budget_seconds=seconds, device="cpu")
 
 
-def seconds_per_step(recipe: Recipe, data: TokenIdsDataset, vocab: int, timed: int = 30) -> float:
-    """The median step time of ``recipe`` on a throwaway model (train_speed.time_ours; 4 warm-up steps dropped)."""
-    return statistics.median(time_ours(data, vocab, timed + 4, recipe.model_fields(),
-                                       recipe.train_config(steps=timed + 4))[4:])
-
-
-STEP_TIMES: dict[tuple, float] = {}  # by (optimizer, batch, shape): a learning rate does not change a step's time
+MAX_STEPS = 1_000_000  # the time budget, not the steps, ends every run
 
 
 def run(recipe: Recipe, seconds: float, train_data: TokenIdsDataset, vocab: int, windows, every: float,
         seed: int) -> tuple[Recorder, int]:
-    timing = (recipe.optimizer, recipe.batch_size, recipe.layers_num, recipe.embedding_dim)
-    if timing not in STEP_TIMES:
-        STEP_TIMES[timing] = seconds_per_step(recipe, train_data, vocab)
     torch.manual_seed(seed)
     model = GPT(ModelConfig(vocabulary_size=vocab, **recipe.model_fields()))
-    steps = max(20, int(seconds / STEP_TIMES[timing]))
-    recorder = Recorder(model, windows, every, seconds * 1.15)  # a margin: the schedule, not the clock, ends it
-    train(model, replace(recipe.train_config(steps), seed=seed), train_data, None,
-          on_step=lambda step, metrics: recorder.after_step(step), should_stop=recorder.done)
+    recorder = Recorder(model, windows, every, seconds * 1.15)  # a margin: the budget, not this clock, ends it
+    result = train(model, replace(recipe.train_config(seconds), seed=seed), train_data, None,
+                   on_step=lambda step, metrics: recorder.after_step(step), should_stop=recorder.done)
     recorder.finish()
-    return recorder, steps
+    return recorder, result.steps_done
+
+
+def final(recorder: Recorder) -> float:
+    """A run's score once its time budget ended it: what ``--seconds`` of training steps bought."""
+    return recorder.points[-1][2]
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -117,6 +110,7 @@ def main() -> None:
           f"{torch.__version__}; {args.seconds:g} s of training per run, seed {args.seed}")
 
     tiny = TRAIN_PRESETS["tiny"]
+    warm_up()
     best = Recipe(tiny.train.optimizer, tiny.train.learning_rate, tiny.train.batch_size, tiny.model.layers_num,
                   tiny.model.embedding_dim)
     shapes = [parse_shape(shape) for shape in args.shapes]
@@ -134,18 +128,15 @@ def main() -> None:
                 results[recipe] = (recorder, steps)
                 curve = ", ".join(f"{at:.0f}s {loss:.3f}" for at, _, loss in recorder.points)
                 print(f"  {recipe.label}: {steps} steps; {curve}", flush=True)
-        best = min((replace(best, **change) for change in choices),
-                   key=lambda r: loss_at(results[r][0].points, args.seconds))
-        print(f"  best so far: {best.label} ({loss_at(results[best][0].points, args.seconds):.3f})")
+        best = min((replace(best, **change) for change in choices), key=lambda r: final(results[r][0]))
+        print(f"  best so far: {best.label} ({final(results[best][0]):.3f})")
 
     print(f"\n{'recipe':38s} {'steps':>6s} {'to <= 1.886':>12s} {'val at 20 s':>12s} "
-          f"{f'val at {args.seconds:g} s':>12s} {'last val':>9s}")
-    for recipe, (recorder, steps) in sorted(results.items(), key=lambda item: loss_at(item[1][0].points,
-                                                                                        args.seconds)):
+          f"{f'val after {args.seconds:g} s':>15s}")
+    for recipe, (recorder, steps) in sorted(results.items(), key=lambda item: final(item[1][0])):
         reached = first_below(recorder.points, TARGET_LOSS)
         print(f"{recipe.label:38s} {steps:6d} {shown(reached, '.1f', 'not reached'):>12s} "
-              f"{shown(loss_at(recorder.points, 20.0), '.3f'):>12s} "
-              f"{loss_at(recorder.points, args.seconds):12.3f} {recorder.points[-1][2]:9.3f}")
+              f"{shown(loss_at(recorder.points, 20.0), '.3f'):>12s} {final(recorder):15.3f}")
     print(f"\nbest after {args.seconds:g} s: {best.label}")
 
 
