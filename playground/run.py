@@ -351,8 +351,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
         if train_config.time_budget_seconds > 0 and not budget_left(train_config, step_seconds_before):
             raise ConfigError(
                 f"{name} has already trained for {step_seconds_before:.1f} s, its whole time budget of "
-                f"{train_config.time_budget_seconds:g} s; set time_budget_seconds above {step_seconds_before:.1f} "
-                "(or 0, for no time budget) to continue"
+                f"{train_config.time_budget_seconds:g} s; raise the time budget above {step_seconds_before:.1f} s "
+                "(or set it to 0, for none) to continue"
             )
     else:
         tokenizer = CharTokenizer.train_from_text(corpus.text)

@@ -86,8 +86,8 @@ def test_a_time_budget_ends_the_run_with_its_rate_decayed_and_a_resume_goes_on_f
     record = json.loads((tmp_path / "b" / "training.json").read_text())
     assert record["budget_reached"] and record["step_seconds"] == pytest.approx(result.step_seconds, abs=0.01)
     assert [s for s, _ in record["val_loss"]] == [result.steps_done]
-    with pytest.raises(ConfigError, match=r"b has already trained for 0\.\d s, its whole time budget of 0.4 s; set "
-                                          r"time_budget_seconds above 0\.\d \(or 0, for no time budget\)"):
+    with pytest.raises(ConfigError, match=r"b has already trained for 0\.\d s, its whole time budget of 0.4 s; "
+                                          r"raise the time budget above 0\.\d s \(or set it to 0, for none\)"):
         prepare_run(RunRequest("b", SMALL, config, corpus_text=text, resume=True, weights_dir=tmp_path))
     longer = prepare_run(RunRequest("b", SMALL, replace(config, time_budget_seconds=0.8), corpus_text=text,
                                     resume=True, weights_dir=tmp_path))
