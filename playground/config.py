@@ -21,6 +21,9 @@ PRECISION_CHOICES = ("auto", "float32", "bfloat16")  # device.py resolves "auto"
 # The MLP's non-linearity: "gelu" the exact erf form (the playground's own models), "gelu_tanh" the tanh
 # approximation GPT-2 was trained with (Hugging Face calls it gelu_new), "relu" the original Transformer's.
 ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu")
+# With a time budget the warm-up also ends once this share of the budget has passed: a short budget still decays,
+# and the decay, which follows the clock from then on, starts within 2.5% of the full rate (cos(0.1 pi) = 0.95).
+BUDGET_WARMUP_SHARE = 0.1
 
 
 class ConfigError(ValueError):
@@ -187,13 +190,17 @@ class TrainConfig:
 
         ``step`` counts from 0; with warmup 10 the rate at step 0 is lr/10 and at step 9 it is lr. Without a time
         budget the decay runs from step ``warmup_steps`` to ``steps``; with one, the further along of that and
-        ``seconds / time_budget_seconds`` (the clock counts the warm-up's few seconds too), so a run that meets its
-        budget first has decayed fully there: 1000 steps, warm-up 50, budget 60 s: step 100 at 30 s -> halfway.
+        ``seconds / time_budget_seconds``, so a run that meets its budget first has decayed fully there: 1000 steps,
+        warm-up 50, budget 60 s: step 100 at 30 s -> halfway. The warm-up then also ends at BUDGET_WARMUP_SHARE of
+        the budget (a 4 s budget: after 0.4 s, however few steps that was).
         """
-        if step < self.warmup_steps:
-            return self.learning_rate * (step + 1) / self.warmup_steps
+        warmed = 1.0 if step >= self.warmup_steps else (step + 1) / self.warmup_steps
+        if self.time_budget_seconds > 0:
+            warmed = max(warmed, seconds / (BUDGET_WARMUP_SHARE * self.time_budget_seconds))
+        if warmed < 1.0:
+            return self.learning_rate * warmed
         decay_steps = max(1, self.steps - self.warmup_steps)
-        position = (step - self.warmup_steps) / decay_steps
+        position = max(0.0, (step - self.warmup_steps) / decay_steps)
         if self.time_budget_seconds > 0:
             position = max(position, seconds / self.time_budget_seconds)
         position = min(1.0, position)

@@ -27,6 +27,7 @@ from playground.run import (
     ProbeSnapshot,
     RunRequest,
     Visitor,
+    format_budget,
     format_seconds,
     prepare_run,
     run_training,
@@ -95,7 +96,7 @@ class JobStatus:
     def ends_by_itself(self) -> str:
         """'it ends by itself at step 1200 (or after 1h 00m, this server's time limit)'; with a time budget, 'at
         step 3000 or after 50 s of training steps, its time budget, ...'."""
-        budget = (f" or after {format_seconds(self.time_budget_seconds)} of training steps, its time budget,"
+        budget = (f" or after {format_budget(self.time_budget_seconds)} of training steps, its time budget,"
                   if self.time_budget_seconds > 0 else "")
         limit = (f" (or after {format_seconds(self.time_limit_seconds)}, this server's time limit)"
                  if self.time_limit_seconds else "")
@@ -138,10 +139,14 @@ class TrainingJobs:
             return self._job.snapshot()
 
     def start(self, request: RunRequest) -> JobStatus:
-        """Prepare and launch a run; raises JobBusyError, or the preparation's own clear error."""
+        """Prepare and launch a run; raises JobBusyError, or the preparation's own clear error.
+
+        A refused run leaves the last run's status (its curve, its samples) as it was.
+        """
         with self._lock:
             if self._job.status.active:
                 raise JobBusyError(self._job.status.busy_message())
+            previous = self._job
             started_by = request.visitor.owner if request.visitor is not None else None
             self._job = _Job(JobStatus(state=RUNNING, run_name=request.run_name, started_at=time.time(),
                                        steps=request.train.steps,
@@ -153,7 +158,7 @@ class TrainingJobs:
             run = self._prepare(request)
         except BaseException:
             with self._lock:
-                self._job = _Job(JobStatus())
+                self._job = previous
             raise
         try:
             with self._lock:
@@ -164,6 +169,7 @@ class TrainingJobs:
                          device=describe_training(run.device, run.request.train.precision),
                          corpus=f"{run.corpus.label} ({len(run.corpus.text):,} characters)",
                          time_limit_seconds=run.max_seconds, seconds_before=seconds_before(run),
+                         progress=run.request.train.progress(run.start_step, run.step_seconds_before),
                          message=f"training on {run.corpus.label} on {run.device}{notes}")
             with self._lock:
                 job.train_loss.extend(tuple(p) for p in run.history.get("train_loss", []))
@@ -175,7 +181,7 @@ class TrainingJobs:
         except BaseException:
             run.release_memory()
             with self._lock:
-                self._job = _Job(JobStatus())
+                self._job = previous
             raise
         return self.status()
 
@@ -242,7 +248,7 @@ class TrainingJobs:
         state = STOPPED if result.stopped else FINISHED
         verb = "stopped" if result.stopped else "finished"
         if result.budget_reached:
-            verb = f"finished: its time budget ({format_seconds(run.request.train.time_budget_seconds)}) ended it"
+            verb = f"finished: its time budget ({format_budget(run.request.train.time_budget_seconds)}) ended it"
         if result.stop_reason == STOPPED_BY_TIME_LIMIT:
             verb = f"stopped by this server's time limit ({format_seconds(run.max_seconds)})"
         notes = "".join(f"; {note}" for note in run.notes)  # still true of the finished run

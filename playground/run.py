@@ -74,6 +74,11 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
+def format_budget(seconds: float) -> str:
+    """A time budget as the Train tab says it: 8 -> '8s', 0.5 -> '0.5s' (not format_seconds' '0s'), 150 -> '2m 30s'."""
+    return f"{seconds:g}s" if seconds < 60 else format_seconds(seconds)
+
+
 def step_seconds(config: ModelConfig, batch_size: int, device_type: str = "cpu", optimizer: str = "adamw") -> float:
     """A rough wall time of one training step (forward, backward, the optimizer; dropout if the config has it) for
     these shapes on this kind of device."""
@@ -350,7 +355,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             )
         if train_config.time_budget_seconds > 0 and not budget_left(train_config, step_seconds_before):
             raise ConfigError(
-                f"{name} has already trained for {step_seconds_before:.1f} s, its whole time budget of "
+                f"the run {name} has already trained for {step_seconds_before:.1f} s, its whole time budget of "
                 f"{train_config.time_budget_seconds:g} s; raise the time budget above {step_seconds_before:.1f} s "
                 "(or set it to 0, for none) to continue"
             )

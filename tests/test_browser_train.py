@@ -28,6 +28,7 @@ from playwright.sync_api import Locator, Page, expect
 from playground import checkpoints
 from playground.config import ModelConfig
 from playground.presets import TRAIN_PRESETS
+from playground.ui import train_tab
 
 pytestmark = pytest.mark.browser
 
@@ -108,7 +109,8 @@ def test_each_preset_changes_the_fields_and_names_a_fresh_run(page, server):
         expect(panel.get_by_label("run name (folder in weights/)")).to_have_value(re.compile(rf"^{name}-\d+$"))
         expect(panel.get_by_label(preset.train.optimizer, exact=True)).to_be_checked()  # the optimizer follows too
         budget = re.escape(f"{preset.train.time_budget_seconds:g}")  # tiny's 50 s; 0 (none) for the others
-        expect(panel.get_by_label("time budget (seconds)", exact=True)).to_have_value(re.compile(rf"^{budget}(\.0)?$"))
+        expect(panel.get_by_label(train_tab.TIME_BUDGET_LABEL, exact=True)).to_have_value(
+            re.compile(rf"^{budget}(\.0)?$"))
         rate = re.escape(f"{preset.model.dropout_rate:g}")  # 0.1, or 0 shown as "0" or "0.0"
         expect(panel.get_by_label("dropout_rate", exact=True)).to_have_value(re.compile(rf"^{rate}(\.0)?$"))
         parameters = ModelConfig(vocabulary_size=65, **preset.model.to_dict()).parameter_count()

@@ -61,6 +61,12 @@ def test_a_time_budget_decays_the_rate_by_the_clock_when_the_clock_leads():
     assert config.learning_rate_at(100, 50.0) == pytest.approx(0.55e-3)  # cosine's halfway: the mean of lr and floor
     assert config.learning_rate_at(500, 0.0) == config.learning_rate_at(500, 50.0)  # the steps lead: as without one
     assert config.learning_rate_at(100, 100.0) == pytest.approx(1e-4)  # the budget spent: the floor
+    # a 4 s budget ends the 50-step warm-up after 0.4 s (a tenth of it), however few steps that was, and decays
+    short = TrainConfig(steps=1000, learning_rate=1e-3, warmup_steps=50, min_learning_rate_ratio=0.1,
+                        time_budget_seconds=4.0)
+    assert short.learning_rate_at(10, 0.2) == pytest.approx(0.5e-3)  # half the warm-up's time: half the rate
+    assert short.learning_rate_at(10, 0.4) == pytest.approx(1e-4 + 0.5 * (1 + math.cos(0.1 * math.pi)) * 0.9e-3)
+    assert short.learning_rate_at(10, 4.0) == pytest.approx(1e-4)
     no_budget = TrainConfig(steps=1000, learning_rate=1e-3, warmup_steps=0)
     assert no_budget.learning_rate_at(100, 10**6) == no_budget.learning_rate_at(100)  # seconds count only with one
     assert no_budget.progress(250, 10**6) == 0.25

@@ -87,6 +87,23 @@ def test_bad_request_fails_at_start_and_leaves_the_slot_free(tmp_path):
     assert jobs.status().state == "idle"
 
 
+def test_a_refused_start_keeps_the_last_runs_status(tmp_path, shakespeare_text):
+    """A refused Resume (a spent time budget, here) leaves the finished run on screen: its curve and message."""
+    jobs = TrainingJobs()
+    text = shakespeare_text[:5000]
+    budgeted = dataclasses.replace(request(tmp_path, text, steps=20_000), train=TrainConfig(
+        batch_size=4, steps=20_000, eval_interval=10**5, eval_batches=1, time_budget_seconds=0.3))
+    jobs.start(budgeted)
+    finished = jobs.wait(30)
+    assert finished.state == FINISHED and "finished: its time budget (0.3s) ended it at step" in finished.message
+    assert finished.progress == 1.0
+    with pytest.raises(ValueError, match="its whole time budget of 0.3 s"):
+        jobs.start(dataclasses.replace(budgeted, resume=True))
+    after = jobs.status()
+    assert (after.state, after.run_name, after.message, after.val_loss, after.train_loss) == \
+        (finished.state, finished.run_name, finished.message, finished.val_loss, finished.train_loss)
+
+
 def test_status_is_shared_across_viewers(tmp_path, shakespeare_text):
     """A reloaded page is just another status() call on the same manager."""
     jobs = TrainingJobs(execute=slow_execute(0.01), prepare=prepare_run)

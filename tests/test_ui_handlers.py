@@ -235,6 +235,17 @@ def test_train_estimate_and_presets(tmp_path):
     with pytest.raises(ValueError, match="unknown preset"):
         train_tab.preset_values("huge")
     assert train_tab.preset_note("toy").startswith("**toy**: notebook 004's toy")
+    # the time budget: the estimate says when it ends the run first, and whose time the steps would have taken
+    budgeted = train_tab.estimate(2, 4, 128, 64, 32, 3000, 0.0, "muon", 8)
+    assert "about 8s of training steps" in budgeted and "time budget 8s: the run ends once its training steps " \
+        "have taken that long" in budgeted and "all 3,000 steps would take about" in budgeted
+    assert "its 10 steps should end it first" in train_tab.estimate(2, 4, 128, 64, 32, 10, 0.0, "muon", 8)
+    assert "time budget" not in train_tab.estimate(2, 4, 128, 64, 32, 3000, 0.0, "muon", 0)
+    assert "⚠️ time budget (seconds) must be at least 0.0, got -1" in train_tab.estimate(2, 4, 128, 64, 32, 10, 0.0,
+                                                                                      "muon", -1)
+    assert train_tab.time_budget(None) == 0.0 and train_tab.time_budget(0.5) == 0.5
+    with pytest.raises(ValueError, match=r"time budget \(seconds\) must be at most 1800, got 1000000000000"):
+        train_tab.time_budget(1e12, Limits(max_train_seconds=1800))
     with pytest.raises(ValueError, match=r"the preset: 'huge' is not one of the choices \(toy, tiny"):
         train_tab.preset_note("huge")
 

@@ -23,7 +23,7 @@ from playground.config import OPTIMIZER_CHOICES, Limits, ModelConfig, TrainConfi
 from playground.data import decode_text
 from playground.jobs import JobStatus
 from playground.presets import TRAIN_PRESETS
-from playground.run import RunRequest, Visitor, estimate_seconds, format_seconds, memory_cost
+from playground.run import RunRequest, Visitor, estimate_seconds, format_budget, format_seconds, memory_cost
 from playground.ui.common import AppContext, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
@@ -35,9 +35,7 @@ PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "ba
 SETTINGS_FIELDS = PRESET_FIELDS[:-3]  # start_run's leading parameters
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "dropout_rate",
                    "optimizer", "time_budget_seconds")
-TIME_BUDGET_INFO = ("0: none, the run ends at its last step. Otherwise it also ends once its training steps have "
-                    "taken this many seconds (evaluations and samples not counted), with the learning rate's decay "
-                    "sized to end then: the best a minute buys on this machine, whatever its speed")
+TIME_BUDGET_LABEL = "time budget (s; 0: none)"  # the estimate below the fields says what it does
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
                   "and the head. A Muon step costs a little more (the estimate counts it) and learns more per step")
@@ -71,17 +69,22 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
     text = (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
             f"{batch * config.context_size:,} tokens per step · {duration} of training steps on a quiet 2-core CPU "
             f"(rough: evaluations, samples and a busy server add to it) · needs about {human(memory)} of memory")
-    if seconds < by_steps:
-        text += (f" · the time budget ends it before its {steps:,} steps (about {format_seconds(by_steps)} here; "
-                 "a faster machine does more of them)")
+    if budget > 0:
+        text += (f" · time budget {format_budget(budget)}: the run ends once its training steps have taken that "
+                 "long, its learning rate's decay sized to end then; ")
+        text += (f"all {steps:,} steps would take about {format_seconds(by_steps)} here, so the budget ends it first "
+                 "(a faster machine does more steps in it)" if seconds < by_steps else
+                 f"its {steps:,} steps should end it first")
     if limits is not None and seconds > limits.max_train_seconds:
         text += f" · ⚠️ over this server's {format_seconds(limits.max_train_seconds)} limit for a run"
     return text
 
 
-def time_budget(value) -> float:
-    """The time budget field: seconds, 0 (or empty) for none; the one check of it."""
-    return 0.0 if value is None else checks.real_number(value, "time budget (seconds)", 0.0)
+def time_budget(value, limits: Limits | None = None) -> float:
+    """The time budget field: seconds, 0 (or empty) for none, at most a server's time limit for a run; the one
+    check of it."""
+    most = None if limits is None else limits.max_train_seconds
+    return 0.0 if value is None else checks.real_number(value, "time budget (seconds)", 0.0, most)
 
 
 def preset_note(name: str) -> str:
@@ -151,7 +154,7 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                     warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0),
                     seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),
                     device=str(device or "auto"), optimizer="adamw" if optimizer is None else optimizer,
-                    time_budget_seconds=time_budget(time_budget_seconds),
+                    time_budget_seconds=time_budget(time_budget_seconds, limits),
                     eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
                     sample_interval=max(1, min(preset.sample_interval, steps // 4 or 1)),
                     checkpoint_interval=max(1, min(500, steps // 2 or 1)))
@@ -219,7 +222,13 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
         return ("No run yet. Pick a preset, adjust, press **Start**.", plots.line_chart({}, "loss"), "",
                 None, gr.Slider(minimum=0, maximum=1, value=0, step=1))
     done = max(0, status.step - status.start_step)
-    progress = max(status.progress, status.step / status.steps if status.steps else 0)
+    by_steps = status.step / status.steps if status.steps else 0
+    progress = max(status.progress, by_steps)
+    share = f"{progress:.0%}"
+    if status.time_budget_seconds > 0:  # say which of the two ends the run
+        budget = format_budget(status.time_budget_seconds)
+        share += (f" of its {budget} time budget, or of its {status.steps:,} steps if they come first"
+                  if status.progress > by_steps else f" of its steps, or of its {budget} time budget if it comes first")
     bar = "█" * int(progress * 30) + "░" * (30 - int(progress * 30))
     val = f"{status.val_loss[-1][1]:.4f}" if status.val_loss else "–"
     train = f"{status.train_loss[-1][1]:.4f}" if status.train_loss else "–"
@@ -231,9 +240,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
         whose = (" · your run" if owned else
                  f" · another visitor's run: {status.ends_by_itself()} or when its owner stops it")
     text = (f"**{status.state.upper()}** · run **{status.run_name}**{whose} · {status.message}\n\n"
-            f"`{bar}` step **{status.step} / {status.steps}** ({progress:.0%}"
-            + (f" of the steps or of a {format_seconds(status.time_budget_seconds)} time budget, whichever ends "
-               "first" if status.time_budget_seconds > 0 else "") + ")\n\n"
+            f"`{bar}` step **{status.step} / {status.steps}** ({share})\n\n"
             f"train loss {train} · validation loss **{val}** · {status.tokens_per_second:,.0f} tokens/s · "
             f"learning rate {status.learning_rate:.2e} · elapsed {elapsed} · "
             f"ETA {format_seconds(status.eta_seconds)}\n\n"
@@ -349,14 +356,14 @@ def build(ctx: AppContext) -> None:
         fields["batch_size"] = gr.Number(first["batch_size"], label="batch size", precision=0, minimum=1)
         fields["steps"] = gr.Number(first["steps"], label="steps", precision=0, minimum=1,
                                     maximum=ctx.limits.max_steps)
+        fields["time_budget_seconds"] = gr.Number(first["time_budget_seconds"], label=TIME_BUDGET_LABEL,
+                                                  minimum=0, maximum=ctx.limits.max_train_seconds)
         fields["learning_rate"] = gr.Number(first["learning_rate"], label="learning rate")
         fields["warmup_steps"] = gr.Number(first["warmup_steps"], label="warmup steps", precision=0, minimum=0)
         fields["seed"] = gr.Number(first["seed"], label="seed", precision=0, minimum=0)
     with gr.Row():
         fields["optimizer"] = gr.Radio(list(OPTIMIZER_CHOICES), value=first["optimizer"], label="optimizer",
-                                       info=OPTIMIZER_INFO, scale=2)
-        fields["time_budget_seconds"] = gr.Number(first["time_budget_seconds"], label="time budget (seconds)",
-                                                  minimum=0, info=TIME_BUDGET_INFO, scale=1)
+                                       info=OPTIMIZER_INFO)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
