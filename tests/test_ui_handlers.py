@@ -390,6 +390,12 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
     assert "· your run ·" in train_tab.poll_status(ctx, 0, 0, 0, [], "", "token-of-browser-a", session("s3"))[0]
     train_tab.stop_run(ctx, "", "token-of-browser-a", session("s3"))
     assert ctx.jobs.wait(60).state == "stopped"
+    # a reloaded page proposes a fresh run name; Resume on it points the owner at the run the page shows
+    with pytest.raises(ValueError, match="no checkpoint named 'my-run-1' to resume; the run on this page is "
+                                         "browser-run: put browser-run in the run name box to resume it"):
+        train_tab.start_run(ctx, *RUN, "my-run-1", False, "", "token-of-browser-a", session("s4"), resume=True)
+    with pytest.raises(ValueError, match="^no checkpoint named 'my-run-1' to resume$"):  # not someone else's run
+        train_tab.start_run(ctx, *RUN, "my-run-1", False, "", "token-of-browser-b", session("s5"), resume=True)
     assert json.loads((ctx.weights / "browser-run" / "training.json").read_text())["owner"] == \
         checkpoints.owner_hash("token-of-browser-a")
 

@@ -181,7 +181,14 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
     run_request = RunRequest(run_name=str(run_name or "").strip(), model=model, train=train, corpus_text=corpus_text,
                              resume=bool(resume), weights_dir=ctx.weights, uploaded=uploaded,
                              corpus_name=corpus_name, visitor=visitor, replace=replace)
-    ctx.jobs.start(run_request)
+    try:
+        ctx.jobs.start(run_request)
+    except checkpoints.MissingCheckpointError as exc:  # a reloaded page proposes a fresh name, not its last run's
+        last = ctx.jobs.status().run_name
+        if resume and last and last != run_request.run_name and ctx.jobs.owned_by(visitor):
+            raise checkpoints.MissingCheckpointError(
+                f"{exc}; the run on this page is {last}: put {last} in the run name box to resume it") from None
+        raise
     # The snapshot slider is left to the status poll: shrunk here (a new run has one snapshot), a poll already on
     # its way with the last run's position would be refused by the slider's new maximum.
     return (*render_status(ctx.jobs.status(), owned=True)[:4], gr.skip())
