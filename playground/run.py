@@ -351,7 +351,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
         step_seconds_before = recorded_step_seconds(previous.training)
         if start_step >= train_config.steps:
             raise ConfigError(
-                f"{name} has already done {start_step} steps; set steps above {start_step} to continue"
+                f"the run {name} has already done {start_step} steps; set steps above {start_step} to continue"
             )
         if train_config.time_budget_seconds > 0 and not budget_left(train_config, step_seconds_before):
             raise ConfigError(

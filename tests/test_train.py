@@ -62,6 +62,8 @@ def test_resume_continues_the_step_count(tmp_path, shakespeare_text):
     resumed = prepare_run(RunRequest("r", SMALL, quick(steps=15), corpus_text=text, resume=True,
                                      weights_dir=tmp_path))
     assert resumed.start_step == 10
+    with pytest.raises(ConfigError, match="^the run r has already done 10 steps; set steps above 10 to continue$"):
+        prepare_run(RunRequest("r", SMALL, quick(steps=10), corpus_text=text, resume=True, weights_dir=tmp_path))
     result = run_training(resumed)
     assert result.steps_done == 15 and result.train_loss[0][0] == 11
     record = json.loads((tmp_path / "r" / "training.json").read_text())
