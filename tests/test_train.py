@@ -173,10 +173,19 @@ def test_cli_reports_bad_input_without_traceback(tmp_path, capsys):
 def test_cli_prints_a_line_per_evaluation_above_the_progress_bar(tmp_path, shakespeare_text, capsys):
     code = train_cli.main(["--layers-num", "1", "--embedding-dim", "16", "--heads-num", "2", "--context-size", "16",
                            "--batch-size", "4", "--steps", "4", "--eval-interval", "2", "--eval-batches", "1",
-                           "--run-name", "bar", "--weights-dir", str(tmp_path), "--device", "cpu"])
+                           "--run-name", "bar", "--weights-dir", str(tmp_path), "--device", "cpu",
+                           "--time-budget-seconds", "0"])
     err = capsys.readouterr().err
     assert code == 0 and err.startswith("training bar: ")
     assert "step 2/4: train loss " in err and "step 4/4: train loss " in err and "4/4 [" in err  # tqdm's bar
+    # with a time budget (the tiny preset's), the bar counts the schedule's percent, which the budget may end early
+    code = train_cli.main(["--layers-num", "1", "--embedding-dim", "16", "--heads-num", "2", "--context-size", "16",
+                           "--batch-size", "4", "--steps", "20000", "--eval-interval", "100000", "--eval-batches", "1",
+                           "--run-name", "budget", "--weights-dir", str(tmp_path), "--device", "cpu",
+                           "--time-budget-seconds", "0.5"])
+    err = capsys.readouterr().err
+    assert code == 0 and "100/100% [" in err and "step=" in err
+    assert re.search(r"done: \d+ steps \(its 0.5 s time budget ended it\)", err)
 
 
 def test_train_module_runs_the_cli_and_keeps_its_flags():

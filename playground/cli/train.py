@@ -28,6 +28,7 @@ from playground.train import StepMetrics, TrainingError
 TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
                 "checkpoint_interval", "seed", "device", "optimizer", "precision", "time_budget_seconds")
 POSTFIX_EVERY = 10  # steps between updates of the bar's loss and speed figures
+PERCENT_BAR = "{l_bar}{bar}| {n:.0f}/100% [{elapsed}<{remaining}{postfix}]"  # a time-budgeted run's bar
 
 
 def _add_bool(parser: argparse.ArgumentParser, name: str, help_text: str) -> None:
@@ -87,10 +88,19 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
 
 
 class Progress:
-    """A tqdm bar on stderr with the loss and speed; each evaluation also leaves a line above it."""
+    """A tqdm bar on stderr with the loss and speed; each evaluation also leaves a line above it.
 
-    def __init__(self, total: int, start: int):
-        self.bar = tqdm(total=total, initial=start, unit="step", file=sys.stderr, dynamic_ncols=True)
+    It counts steps, or with a time budget (``budgeted``) the percent of the schedule done, which the budget may end
+    long before the last step; the step is then among the figures.
+    """
+
+    def __init__(self, total: int, start: int, budgeted: bool = False, start_progress: float = 0.0):
+        self.budgeted = budgeted
+        if budgeted:
+            self.bar = tqdm(total=100, initial=round(100 * start_progress, 1), unit="%", file=sys.stderr,
+                            dynamic_ncols=True, bar_format=PERCENT_BAR)
+        else:
+            self.bar = tqdm(total=total, initial=start, unit="step", file=sys.stderr, dynamic_ncols=True)
         self.val_loss: float | None = None
 
     def __call__(self, step: int, metrics: StepMetrics) -> None:
@@ -99,12 +109,13 @@ class Progress:
             self.bar.write(f"step {step}/{metrics.steps}: train loss {metrics.train_loss:.3f}, "
                            f"val loss {metrics.val_loss:.3f}", file=sys.stderr)
         if step % POSTFIX_EVERY == 0 or step == metrics.steps or metrics.val_loss is not None:
-            figures = {"loss": f"{metrics.train_loss:.3f}"}
+            figures = {"step": str(step)} if self.budgeted else {}
+            figures["loss"] = f"{metrics.train_loss:.3f}"
             if self.val_loss is not None:
                 figures["val"] = f"{self.val_loss:.3f}"
             figures["tok/s"] = f"{metrics.tokens_per_second:,.0f}"
             self.bar.set_postfix(figures, refresh=False)
-        self.bar.update(step - self.bar.n)
+        self.bar.update((round(100 * metrics.progress, 1) if self.budgeted else step) - self.bar.n)
 
     def __enter__(self) -> Progress:
         return self
@@ -152,7 +163,9 @@ def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest
         say(f"note: {note}")
     try:
         if world.is_main:
-            with Progress(run.request.train.steps, run.start_step) as progress:  # closed before anything below prints
+            config = run.request.train
+            with Progress(config.steps, run.start_step, config.time_budget_seconds > 0,
+                          config.progress(run.start_step, run.step_seconds_before)) as progress:  # closed first
                 result = run_training(run, on_step=progress, world=world)
         else:
             result = run_training(run, world=world)
