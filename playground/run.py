@@ -353,7 +353,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             raise ConfigError(
                 f"the run {name} has already done {start_step} steps; set steps above {start_step} to continue"
             )
-        if train_config.time_budget_seconds > 0 and not budget_left(train_config, step_seconds_before):
+        if 0 < train_config.time_budget_seconds <= step_seconds_before:  # its budget is spent
             raise ConfigError(
                 f"the run {name} has already trained for {step_seconds_before:.1f} s, its whole time budget of "
                 f"{train_config.time_budget_seconds:g} s; raise the time budget above {step_seconds_before:.1f} s "
