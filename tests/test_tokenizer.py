@@ -33,6 +33,20 @@ def test_unknown_characters_are_named_with_positions():
     assert not isinstance(info.value, KeyError)
 
 
+
+def test_encode_maps_every_code_point_as_the_vocabulary_orders_it():
+    """encode looks code points up in a sorted table: IDs follow the vocabulary's own order (not the sorted one),
+    characters beyond the BMP and a lone surrogate are single characters, and an empty text is an empty tensor."""
+    vocabulary = ["😀", "z", "a", "\ud800", "\n", "é"]
+    tokenizer = CharTokenizer(vocabulary)
+    text = "a😀\ud800z\néa😀"
+    assert tokenizer.encode(text).tolist() == [vocabulary.index(c) for c in text]
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    assert tokenizer.encode("").tolist() == [] and tokenizer.encode("").dtype == torch.long
+    with pytest.raises(UnknownCharacterError) as info:
+        tokenizer.encode("a{😁")  # '{' sorts past every entry, '😁' just after one
+    assert [(u.position, u.character) for u in info.value.unknown] == [(1, "{"), (2, "😁")]
+
 def test_decode_refuses_ids_outside_vocabulary():
     with pytest.raises(ValueError, match="token id 7 is outside"):
         CharTokenizer.train_from_text("ab").decode([0, 7])
