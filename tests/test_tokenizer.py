@@ -44,7 +44,7 @@ def test_encode_maps_every_code_point_as_the_vocabulary_orders_it():
     assert tokenizer.decode(tokenizer.encode(text)) == text
     assert tokenizer.encode("").tolist() == [] and tokenizer.encode("").dtype == torch.long
     with pytest.raises(UnknownCharacterError) as info:
-        tokenizer.encode("a{😁")  # '{' sorts past every entry, '😁' just after one
+        tokenizer.encode("a{😁")  # '{' sorts just after 'z', '😁' past every entry
     assert [(u.position, u.character) for u in info.value.unknown] == [(1, "{"), (2, "😁")]
 
 def test_decode_refuses_ids_outside_vocabulary():
