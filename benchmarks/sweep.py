@@ -16,6 +16,7 @@ at 20 s and when (if ever) it reached nanoGPT's 1.886.
     python benchmarks/sweep.py                         # 60 s per run, the default axes (about 11 minutes)
     python benchmarks/sweep.py --seconds 20            # the 20-second budget
     python benchmarks/sweep.py --lrs 0.004 0.008 --batches 32 --shapes 2x128   # a narrower search
+    python benchmarks/sweep.py --from-shape 2x96 --shapes 2x96 3x96   # learning rate and batch tried on 2x96
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ def main() -> None:
     parser.add_argument("--batches", nargs="+", type=int, default=[16, 32, 64])
     parser.add_argument("--shapes", nargs="+", default=["2x128", "3x128", "4x128", "2x192"],
                         help="layers x width (head size 32, context 64)")
+    parser.add_argument("--from-shape", default=None,
+                        help="the shape the search starts from, so the earlier axes are tried on it (default: the "
+                             "tiny preset's)")
     parser.add_argument("--data", type=Path, default=None, help="a text file (default: Tiny Shakespeare)")
     args = parser.parse_args()
 
@@ -111,8 +115,9 @@ def main() -> None:
 
     tiny = TRAIN_PRESETS["tiny"]
     warm_up()
-    best = Recipe(tiny.train.optimizer, tiny.train.learning_rate, tiny.train.batch_size, tiny.model.layers_num,
-                  tiny.model.embedding_dim)
+    layers, width = (parse_shape(args.from_shape) if args.from_shape
+                     else (tiny.model.layers_num, tiny.model.embedding_dim))
+    best = Recipe(tiny.train.optimizer, tiny.train.learning_rate, tiny.train.batch_size, layers, width)
     shapes = [parse_shape(shape) for shape in args.shapes]
     axes = [("optimizer", [{"optimizer": name} for name in args.optimizers]),
             ("learning rate", [{"learning_rate": lr} for lr in args.lrs]),

@@ -10,10 +10,12 @@ slower for it. The runs:
                   128 wide, context 64, batch 12, lr 1e-3, 100 warm-up steps, cosine to 1e-4 over 2000 steps,
                   AdamW betas (0.9, 0.99), weight decay 0.1, grad clip 1, no dropout), re-implemented as in
                   train_speed.py
-  tiny before     the ``tiny`` preset until benchmarks/sweep.py tuned it: AdamW, lr 4e-3, 1200 steps
-  tiny 700 steps  the ``tiny`` preset until it had a time budget: Muon, the sweep's learning rate, 700 steps
-  tiny preset     our ``tiny`` preset as the Train tab and the CLI run it: the same, for 50 s of training steps (its
-                  time budget, which sizes the learning rate's decay) or 3,000 steps, whichever ends first
+  tiny before     the ``tiny`` preset until benchmarks/sweep.py tuned it: AdamW, lr 4e-3, 1200 steps, 2 layers x 128
+  tiny 2x128      the ``tiny`` preset until the sweep tried smaller shapes: Muon at the sweep's learning rate, 2 layers
+                  x 128 (4 heads), ended by its 50 s time budget
+  tiny preset     our ``tiny`` preset as the Train tab and the CLI run it: the same, 2 layers x 96 (3 heads of 32), for
+                  50 s of training steps (its time budget, which sizes the learning rate's decay) or 3,000 steps,
+                  whichever ends first
 
 Then the ``tiny`` preset the way a learner runs it: ``python -m playground.train --preset tiny`` in a fresh process,
 each of its own evaluation lines timed from the command's start (imports, corpus, evaluation and checkpoints all
@@ -63,7 +65,7 @@ from playground.train import train
 TARGET_LOSS = 1.886  # nanoGPT's baby recipe after its 2000 steps
 GOALS = {"time to 1.886": 20.0, "val at 60 s": 1.55, "tokens/s ratio": 1.25}
 TINY_BEFORE = dict(optimizer="adamw", learning_rate=4e-3, steps=1200, time_budget_seconds=0.0)  # before the sweep
-TINY_700 = dict(steps=700, time_budget_seconds=0.0)  # after the sweep, before the time budget
+SHAPE_2X128 = dict(layers_num=2, heads_num=4, embedding_dim=128, context_size=64)  # the shape before the second sweep
 CONTEXT = 64  # nanoGPT's baby context and the tiny preset's: one set of validation windows fits both
 
 
@@ -216,10 +218,10 @@ def main() -> None:
     warm_up()
     runs = {
         "nanoGPT baby": lambda: run_nanogpt(train_data, vocab, windows, args.eval_every, args.seconds),
-        "tiny before": lambda: run_ours(replace(tiny.train, **TINY_BEFORE), tiny.model.to_dict(), train_data, vocab,
+        "tiny before": lambda: run_ours(replace(tiny.train, **TINY_BEFORE), SHAPE_2X128, train_data, vocab,
                                         windows, args.eval_every, args.seconds),
-        "tiny 700 steps": lambda: run_ours(replace(tiny.train, **TINY_700), tiny.model.to_dict(), train_data, vocab,
-                                           windows, args.eval_every, args.seconds),
+        "tiny 2x128": lambda: run_ours(tiny.train, SHAPE_2X128, train_data, vocab, windows, args.eval_every,
+                                       args.seconds),
         "tiny preset": lambda: run_ours(tiny.train, tiny.model.to_dict(), train_data, vocab, windows,
                                         args.eval_every, args.seconds),
     }

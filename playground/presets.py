@@ -4,7 +4,7 @@ Owns ``TRAIN_PRESETS`` and the shape a preset names before a corpus fixes the vo
 preset dropdown and the CLI's ``--preset`` both read them; neither runs anything here. (The Attention tab's
 textbook presets are a different thing: ``TEXTBOOK_PRESETS`` in playground/attention/trace.py.)
 
-    TRAIN_PRESETS["tiny"].model.to_dict()  -> {"layers_num": 2, "heads_num": 4, "embedding_dim": 128, ...}
+    TRAIN_PRESETS["tiny"].model.to_dict()  -> {"layers_num": 2, "heads_num": 3, "embedding_dim": 96, ...}
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ TRAIN_PRESETS: dict[str, TrainPreset] = {
     ),
     "tiny": TrainPreset(
         "about a minute on any machine: 50 s of training steps (a time budget, the learning rate's decay sized to "
-        "end then) or 3,000 steps, whichever comes first; Muon at the learning rate benchmarks/sweep.py found best "
-        "for a minute",
-        ModelShape(layers_num=2, heads_num=4, embedding_dim=128, context_size=64),
+        "end then) or 3,000 steps, whichever comes first; Muon, and the shape and learning rate benchmarks/sweep.py "
+        "found best for that minute",
+        ModelShape(layers_num=2, heads_num=3, embedding_dim=96, context_size=64),
         TrainConfig(batch_size=32, steps=3000, learning_rate=1.2e-2, warmup_steps=50, eval_interval=100,
                     eval_batches=10, checkpoint_interval=1000, sample_interval=200, optimizer="muon",
                     time_budget_seconds=50.0),
