@@ -185,12 +185,20 @@ def test_sample_on_a_phone_streams_inspects_by_tap_and_refuses_what_would_take_t
     expect(toast).to_contain_text(re.compile(r"2000 new characters without the KV cache would take about \d+ s on this "
                                              r"server, over its limit of 60 s per request"), timeout=WAIT_MS)
     expect(toast).to_contain_text(re.compile(r"lower max_new_tokens to \d+ or fewer, or switch the KV cache on"))
-    # and a number over the field's own maximum is refused by Gradio before the handler runs
+    # and a number over the server's limit, or under 1, is refused by the handler, which names the field
     phone.locator(ERROR_TOAST).first.get_by_role("button").first.tap()
     set_number(panel, "max new tokens", 5000)
-    expect_errors(phone, "greater than maximum value 2000")
+    expect_errors(phone, "must be at most 2000")
     press(panel.get_by_role("button", name="Generate", exact=True), touch=True)
-    expect(phone.locator(ERROR_TOAST).first).to_contain_text("greater than maximum value 2000", timeout=WAIT_MS)
+    expect(phone.locator(ERROR_TOAST).first).to_contain_text("Max_new_tokens must be at most 2000 (the limit "
+                                                             "PLAYGROUND_MAX_NEW_TOKENS sets), got 5000",
+                                                             timeout=WAIT_MS)
+    phone.locator(ERROR_TOAST).first.get_by_role("button").first.tap()
+    set_number(panel, "max new tokens", -5)
+    expect_errors(phone, "must be positive")
+    press(panel.get_by_role("button", name="Generate", exact=True), touch=True)
+    expect(phone.locator(ERROR_TOAST).first).to_contain_text("Max new tokens must be positive, got -5",
+                                                             timeout=WAIT_MS)
 
 
 

@@ -110,6 +110,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     """
     prompt = checks.text(prompt, "The prompt", ctx.limits.max_text_chars)
     use_cache = bool(use_cache)
+    max_new_tokens = checks.whole_number(max_new_tokens, "max new tokens", 1)  # the core allows 0; the page asks for 1+
     settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature,
                                 top_k=None if top_k in (None, "", 0) else top_k,  # the field's 0 means off
                                 top_p=None if top_p in (None, "", 1) else top_p,  # and so does its 1
@@ -255,12 +256,11 @@ def build(ctx: AppContext) -> None:
                           label="checkpoint")
     prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2)
     with gr.Row():
-        max_new_tokens = gr.Number(200, label="max new tokens", precision=0, minimum=1,
-                                   maximum=ctx.limits.max_new_tokens)
+        max_new_tokens = gr.Number(200, label="max new tokens", precision=0)
         temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="temperature")
-        top_k = gr.Number(0, label="top-k (0 = off)", precision=0, minimum=0)
+        top_k = gr.Number(0, label="top-k (0 = off)", precision=0)
         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
-        seed = gr.Number(1337, label="seed", precision=0, minimum=0)
+        seed = gr.Number(1337, label="seed", precision=0)
     with gr.Row():
         greedy = gr.Checkbox(False, label="greedy (always the most likely character)")
         use_cache = gr.Checkbox(True, label="KV cache")
@@ -276,9 +276,9 @@ def build(ctx: AppContext) -> None:
     history = gr.State({})
     with gr.Accordion("Inspect one generated character", open=False) as inspect_section:
         with gr.Row():
-            position = gr.Number(0, label="position (0 = first generated character)", precision=0, minimum=0)
-            layer = gr.Number(0, label="layer", precision=0, minimum=0)
-            head = gr.Number(0, label="head", precision=0, minimum=0)
+            position = gr.Number(0, label="position (0 = first generated character)", precision=0)
+            layer = gr.Number(0, label="layer", precision=0)
+            head = gr.Number(0, label="head", precision=0)
             inspect = gr.Button("Inspect")
         with gr.Row():
             candidates_plot = gr.Plot(label="top-10 candidates")

@@ -357,17 +357,15 @@ def build(ctx: AppContext) -> None:
     preset_md = gr.Markdown(preset_note("tiny"))
     with gr.Row():
         for name in ("layers_num", "heads_num", "embedding_dim", "context_size"):
-            fields[name] = gr.Number(first[name], label=name, precision=0, minimum=1)
-        fields["dropout_rate"] = gr.Number(first["dropout_rate"], label="dropout_rate", minimum=0, maximum=0.99)
+            fields[name] = gr.Number(first[name], label=name, precision=0)
+        fields["dropout_rate"] = gr.Number(first["dropout_rate"], label="dropout_rate")
     with gr.Row():
-        fields["batch_size"] = gr.Number(first["batch_size"], label="batch size", precision=0, minimum=1)
-        fields["steps"] = gr.Number(first["steps"], label="steps", precision=0, minimum=1,
-                                    maximum=ctx.limits.max_steps)
-        fields["time_budget_seconds"] = gr.Number(first["time_budget_seconds"], label=TIME_BUDGET_LABEL,
-                                                  minimum=0, maximum=ctx.limits.max_train_seconds)
+        fields["batch_size"] = gr.Number(first["batch_size"], label="batch size", precision=0)
+        fields["steps"] = gr.Number(first["steps"], label="steps", precision=0)
+        fields["time_budget_seconds"] = gr.Number(first["time_budget_seconds"], label=TIME_BUDGET_LABEL)
         fields["learning_rate"] = gr.Number(first["learning_rate"], label="learning rate")
-        fields["warmup_steps"] = gr.Number(first["warmup_steps"], label="warmup steps", precision=0, minimum=0)
-        fields["seed"] = gr.Number(first["seed"], label="seed", precision=0, minimum=0)
+        fields["warmup_steps"] = gr.Number(first["warmup_steps"], label="warmup steps", precision=0)
+        fields["seed"] = gr.Number(first["seed"], label="seed", precision=0)
     with gr.Row():
         fields["optimizer"] = gr.Radio(list(OPTIMIZER_CHOICES), value=first["optimizer"], label="optimizer",
                                        info=OPTIMIZER_INFO)
@@ -404,8 +402,8 @@ def build(ctx: AppContext) -> None:
             samples = gr.Textbox(label="Samples (newest first)", lines=12)
         with gr.Column():
             with gr.Row():
-                probe_layer = gr.Number(0, label="layer", precision=0, minimum=0)
-                probe_head = gr.Number(0, label="head", precision=0, minimum=0)
+                probe_layer = gr.Number(0, label="layer", precision=0)
+                probe_head = gr.Number(0, label="head", precision=0)
             snapshot = gr.Slider(0, 1, value=0, step=1, label="snapshot")
             probe_plot = gr.Plot(label="Probe sentence attention")
     timer = gr.Timer(1.0)
