@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import gradio as gr
 import numpy as np
 import pytest
+import torch
 
 from playground import checkpoints
 from playground.budget import MIB, BudgetError, MemoryBudget
@@ -468,3 +469,22 @@ def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
     fresh = train_tab.render_status(dataclasses.replace(status, start_step=0, seconds_before=0.0))[0]
     assert "elapsed 20s ·" in fresh and "since resuming" not in fresh
 
+
+
+def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
+    """The status timer redraws the probe every poll, so an out-of-range layer or head box is clamped and the title
+    says so (a toast would repeat every poll)."""
+    from playground.jobs import JobStatus
+    from playground.run import ProbeSnapshot
+
+    probe = ProbeSnapshot(step=20, tokens=["a", "b", "c"], weights=torch.full((2, 3, 3, 3), 1 / 3))
+    status = JobStatus(state="finished", run_name="r", step=20, steps=20, probes=(probe,))
+    title = train_tab.render_status(status, -5, 99)[3].layout.title.text.replace("<br>", " ")  # wrapped
+    assert "layer 0 head 2 (asked for layer -5 head 99: this model has layers 0-1, heads 0-2)" in title
+    assert "asked" not in train_tab.render_status(status, 1, 2)[3].layout.title.text
+
+
+def test_a_warm_up_longer_than_the_run_is_refused_by_name(train_ctx):
+    with pytest.raises(ValueError, match="warmup steps must be at most 400, got 99999999"):
+        train_tab.start_run(train_ctx, *RUN[:7], 99999999, *RUN[8:], "long-warm-up", False, "", None, session("w"))
+    assert not train_ctx.jobs.status().active

@@ -151,8 +151,8 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
     preset = TRAIN_PRESETS["tiny"].train
     train = dataclasses.replace(preset, batch_size=checks.whole_number(batch_size, "batch size", 1, 1024), steps=steps,
                     learning_rate=checks.real_number(learning_rate, "learning rate"),
-                    warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0),
-                    seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),
+                    warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0, steps),  # past the last step
+                    seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),                     # it never ends
                     device=str(device or "auto"), optimizer="adamw" if optimizer is None else optimizer,
                     time_budget_seconds=time_budget(time_budget_seconds, limits),
                     eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
@@ -262,10 +262,14 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     index = last if snapshot is None else max(0, min(int(snapshot), last))
     if status.probes:
         probe = status.probes[index]
-        layer = max(0, min(int(layer), probe.weights.shape[0] - 1))
-        head = max(0, min(int(head), probe.weights.shape[1] - 1))
+        layers, heads = probe.weights.shape[:2]
+        asked = (int(layer), int(head))
+        layer, head = max(0, min(asked[0], layers - 1)), max(0, min(asked[1], heads - 1))
+        # a timer redraws this every poll, so an out-of-range box is said in the title, not raised as a toast
+        unshown = "" if asked == (layer, head) else (f" (asked for layer {asked[0]} head {asked[1]}: this model has "
+                                                      f"layers 0-{layers - 1}, heads 0-{heads - 1})")
         probe_figure = plots.heatmap(probe.weights[layer, head], probe.tokens, probe.tokens,
-                                     f"Probe attention at step {probe.step} · layer {layer} head {head}",
+                                     f"Probe attention at step {probe.step} · layer {layer} head {head}{unshown}",
                                      show_values=False, x_title="key (looked at)", y_title="query")
     slider = gr.Slider(minimum=0, maximum=max(last, 1), value=max(index, 0), step=1,
                        label=f"snapshot ({len(status.probes)} saved, at each evaluation)")
