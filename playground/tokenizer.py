@@ -156,8 +156,8 @@ class CharTokenizer:
     def encode(self, text: str) -> torch.Tensor:
         """Text -> 1-D LongTensor of IDs; raises UnknownCharacterError naming each unknown character.
 
-        Looks the code points up in the sorted vocabulary's (torch.searchsorted) rather than a character at a time:
-        Tiny Shakespeare's 1.1M characters take about 20 ms, not 0.4 s, when a run starts.
+        Looks every code point up at once among the vocabulary's sorted code points (torch.searchsorted) rather than
+        a character at a time: Tiny Shakespeare's 1.1M characters take about 30 ms, not 0.45 s, when a run starts.
         """
         if not text:
             return torch.empty(0, dtype=torch.long)
