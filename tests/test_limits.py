@@ -354,7 +354,7 @@ def test_resume_meets_the_size_caps_through_the_api(served, tiny_weights):
     _owned_copy(served, tiny_weights, "resume-too-long", context_size=64)
     assert "this server's limit is 60,000" in served.refused("/train_resume",
                                                               *_train_args(run_name="resume-too-big", steps=40))
-    assert "Context_size 64 is above this server's limit of 32" in served.refused(
+    assert "context_size 64 is above this server's limit of 32" in served.refused(
         "/train_resume", *_train_args(run_name="resume-too-long", steps=40))
     assert not served.app.playground_context.jobs.status().active
 
@@ -478,7 +478,7 @@ RAW_REFUSALS = [
     ("tokenize", ["hi", "this text", OUTSIDE_UPLOADS], "not uploaded by a user"),
     ("tokenize", [None, None, None], "Unknown vocabulary source"),
     ("compare", [], "needed: 8, got: 0"),
-    ("compare", [None] * 8, "Embedding_dim is empty"),
+    ("compare", [None] * 8, "embedding_dim is empty"),
     ("compare", [OUTSIDE_UPLOADS, 4, 8, 2, 0, False, "fp32", "cpu"], "not uploaded by a user"),
     ("compare_timing", [], "needed: 6, got: 0"),
     ("compare_timing", [4096, 64, 64, "fp32", "cpu", 1024], "PLAYGROUND_MAX_REQUEST_SECONDS"),
@@ -486,6 +486,21 @@ RAW_REFUSALS = [
     ("compare_source", [None], "Unknown implementation"),
     ("compare_source", [{"path": "../../etc/passwd", "meta": {"_type": "gradio.FileData"}}], "not uploaded"),
 ]
+
+
+def test_a_refusal_leaves_one_line_in_the_server_log_not_a_traceback(served, capfd, caplog):
+    """Gradio prints a traceback for every gr.Error unless told not to: a public Space's visitors' typos must not
+    fill its log with them. The refusal is logged once, as a line naming the handler."""
+    caplog.set_level("INFO", logger="playground.ui.common")
+    capfd.readouterr()
+    base = served.app.local_url.rstrip("/") + "/gradio_api/call/compare"
+    posted = httpx.post(base, json={"data": [None] * 8}, timeout=30)
+    answer = httpx.get(f"{base}/{posted.json()['event_id']}", timeout=120).text
+    assert "embedding_dim is empty" in answer, answer[:300]
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err, (out + err)[-2000:]
+    assert any(record.getMessage().endswith(" refused: embedding_dim is empty")
+               for record in caplog.records), [record.getMessage() for record in caplog.records]
 
 
 @pytest.mark.parametrize("api,data,message", RAW_REFUSALS, ids=[f"{a}-{i}" for i, (a, _, _) in

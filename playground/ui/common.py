@@ -132,20 +132,38 @@ class AppContext:
 
 
 def message_for(exc: BaseException) -> str:
+    """An exception's message as a sentence: its first letter capitalised, unless its first word is a field's
+    name as the page shows it (``embedding_dim must be at most 1024``), which keeps its spelling."""
     text = str(exc).strip() or exc.__class__.__name__
+    if "_" in text.split(" ", 1)[0]:
+        return text
     return text[0].upper() + text[1:]
 
 
+REFUSALS = (ValueError, TypeError, JobBusyError, KeyError)  # a request the handler declined: its message says why
+FAILURES = (OSError, RuntimeError)  # the work failed (a disk, torch): the visitor reads why, the log keeps where
+
+
 def friendly(fn):
-    """Run a handler; expected errors become gr.Error with their message, others a short apology."""
+    """Run a handler; expected errors become gr.Error with their message, others a short apology.
+
+    The server's log gets one line per refusal and one traceback per failure (never Gradio's second copy: every
+    gr.Error here has ``print_exception=False``), so a public Space's log is not a wall of tracebacks for
+    visitors' typos.
+    """
 
     def convert(exc: Exception) -> gr.Error:
         if isinstance(exc, gr.Error):
             return exc
-        if isinstance(exc, (ValueError, TypeError, JobBusyError, KeyError, OSError, RuntimeError)):
-            return gr.Error(message_for(exc))
+        if isinstance(exc, REFUSALS):
+            logger.info("handler %s refused: %s", fn.__name__, exc)
+            return gr.Error(message_for(exc), print_exception=False)
+        if isinstance(exc, FAILURES):
+            logger.warning("handler %s failed: %s", fn.__name__, exc, exc_info=exc)
+            return gr.Error(message_for(exc), print_exception=False)
         logger.exception("handler %s failed", fn.__name__)
-        return gr.Error(f"Something went wrong ({exc.__class__.__name__}); the server logged the details.")
+        return gr.Error(f"Something went wrong ({exc.__class__.__name__}); the server logged the details.",
+                        print_exception=False)
 
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
