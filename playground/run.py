@@ -218,13 +218,20 @@ class PreparedRun:
             self.budget.release(held)
 
 
-def _check_size(config: ModelConfig, limits: Limits, what: str) -> None:
+def check_size(config: ModelConfig, limits: Limits, what: str) -> None:
+    """Refuse a model over the server's parameter or context limit (a ConfigError naming ``what``)."""
     if config.parameter_count() > limits.max_parameters:
         raise ConfigError(f"{what} would have {config.parameter_count():,} parameters; this server's limit is "
                           f"{limits.max_parameters:,}")
     if config.context_size > limits.max_context_size:
         raise ConfigError(f"context_size {config.context_size} is above this server's limit of "
                           f"{limits.max_context_size}")
+
+
+def check_steps(steps: int, limits: Limits) -> None:
+    """Refuse more steps than the server allows a run."""
+    if steps > limits.max_steps:
+        raise ConfigError(f"steps {steps} is above this server's limit of {limits.max_steps}")
 
 
 def _owner_to_record(request: RunRequest, name: str) -> str | None:
@@ -314,8 +321,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
     limits = limits or Limits.from_env()
     name = checkpoints.validate_name(request.run_name)
     train_config = request.train
-    if train_config.steps > limits.max_steps:
-        raise ConfigError(f"steps {train_config.steps} is above this server's limit of {limits.max_steps}")
+    check_steps(train_config.steps, limits)
     unknown = sorted(set(request.model) - set(MODEL_FIELDS))
     if unknown:
         raise ConfigError(f"unknown model setting(s): {', '.join(unknown)}")
@@ -334,7 +340,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
     start_step, history, step_seconds_before = 0, {}, 0.0
     if request.resume:
         config = checkpoints.read_config(checkpoints.resolve(name, request.weights_dir))
-        _check_size(config, limits, name)  # before its weights are read
+        check_size(config, limits, name)  # before its weights are read
         previous = checkpoints.load_checkpoint(name, directory=request.weights_dir,
                                                max_parameters=limits.max_parameters)
         tokenizer = previous.tokenizer
@@ -362,7 +368,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
     else:
         tokenizer = CharTokenizer.train_from_text(corpus.text)
         config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **request.model)
-        _check_size(config, limits, "the model")
+        check_size(config, limits, "the model")
     train_ids, val_ids, split_notes = split_for_context(tokenizer.encode(corpus.text), config.context_size)
     cost, held = _reserve_memory(config, train_config.batch_size, device, budget)  # first: what kills a server
     run = None

@@ -21,7 +21,7 @@ from playground import checkpoints
 from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import Limits
 from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
-from playground.ui.common import AppContext
+from playground.ui.common import AppContext, message_for
 from playground.walkthrough import STEP_TITLES, journey_preset, lessons
 
 
@@ -185,6 +185,27 @@ def test_sample_refuses_what_would_take_too_long_and_says_what_to_lower(ctx, mon
     assert ctx.budget.reserved == 0
 
 
+@pytest.mark.parametrize("max_new_tokens,top_k,message", [
+    (-5, 0, "max new tokens must be positive, got -5"),
+    (5000, 0, "max new tokens must be at most 2000, got 5000"),
+    (10, -3, "top-k (0 = off) must be at least 0, got -3"),
+    (10, 2.5, "top-k (0 = off) must be a whole number, got 2.5"),
+])
+def test_sample_refusals_name_the_fields_as_the_page_labels_them(ctx, max_new_tokens, top_k, message):
+    ctx.limits = dataclasses.replace(ctx.limits, max_new_tokens=2000)
+    with pytest.raises(ValueError) as refused:
+        next(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", max_new_tokens, 1.0, top_k, 1.0, 3, False, True))
+    assert str(refused.value) == message
+    assert message_for(refused.value) == message[0].upper() + message[1:]
+
+
+def test_messages_keep_a_field_name_spelt_as_the_page_shows_it():
+    assert message_for(ValueError("embedding_dim must be at most 1024, got 5000")) == \
+        "embedding_dim must be at most 1024, got 5000"
+    assert message_for(ValueError("the prompt is empty")) == "The prompt is empty"
+    assert message_for(KeyError()) == "KeyError"
+
+
 def test_sample_stops_at_the_time_limit_when_the_server_is_slower_than_estimated(ctx, monkeypatch):
     monkeypatch.setattr(sample_tab, "max_request_seconds", lambda ctx: 2)
     *_, (text, coloured, stats, state) = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 40, 1.0, 0, 1.0, 3,
@@ -233,6 +254,13 @@ def test_train_estimate_and_presets(tmp_path):
     assert train_tab.preset_values("small", tmp_path)[run_name] == "small-2"
     text = train_tab.estimate(4, 4, 192, 128, 32, 15_000, limits=Limits(max_train_seconds=1800))
     assert re.search(r"needs about \d+\.\d MiB of memory · ⚠️ over this server's 30m 00s limit", text)
+    # what Start would refuse is said before it is pressed, in Start's words
+    huge = train_tab.estimate(500, 4, 1024, 64, 32, 10, limits=Limits(max_parameters=10_000_000))
+    assert re.search(r"⚠️ this model would have 6,\d{3},\d{3},\d{3} parameters; this server's limit is 10,000,000$",
+                     huge)
+    assert train_tab.estimate(2, 4, 128, 64, 32, 10**6, limits=Limits(max_steps=100_000)).endswith(
+        "⚠️ steps 1000000 is above this server's limit of 100000")
+    assert "⚠️" not in train_tab.estimate(2, 4, 128, 64, 32, 1000, limits=Limits())
     with pytest.raises(ValueError, match="unknown preset"):
         train_tab.preset_values("huge")
     assert train_tab.preset_note("toy").startswith("**toy**: notebook 004's toy")

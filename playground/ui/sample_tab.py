@@ -110,9 +110,11 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     """
     prompt = checks.text(prompt, "The prompt", ctx.limits.max_text_chars)
     use_cache = bool(use_cache)
-    max_new_tokens = checks.whole_number(max_new_tokens, "max new tokens", 1)  # the core allows 0; the page asks for 1+
+    # checked here under the page's labels (the core allows 0 new tokens and names its fields top_k, top_p)
+    max_new_tokens = checks.whole_number(max_new_tokens, "max new tokens", 1, ctx.limits.max_new_tokens)
+    top_k = 0 if top_k in (None, "") else checks.whole_number(top_k, "top-k (0 = off)", 0)
     settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature,
-                                top_k=None if top_k in (None, "", 0) else top_k,  # the field's 0 means off
+                                top_k=top_k or None,  # the field's 0 means off
                                 top_p=None if top_p in (None, "", 1) else top_p,  # and so does its 1
                                 greedy=bool(greedy), seed=seed).within(ctx.limits)
     loaded = ctx.checkpoint(checkpoint)

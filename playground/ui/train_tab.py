@@ -23,7 +23,16 @@ from playground.config import OPTIMIZER_CHOICES, Limits, ModelConfig, TrainConfi
 from playground.data import decode_text
 from playground.jobs import JobStatus
 from playground.presets import TRAIN_PRESETS
-from playground.run import RunRequest, Visitor, estimate_seconds, format_budget, format_seconds, memory_cost
+from playground.run import (
+    RunRequest,
+    Visitor,
+    check_size,
+    check_steps,
+    estimate_seconds,
+    format_budget,
+    format_seconds,
+    memory_cost,
+)
 from playground.ui.common import AppContext, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
@@ -77,6 +86,12 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
                  f"its {steps:,} steps should end it first")
     if limits is not None and seconds > limits.max_train_seconds:
         text += f" · ⚠️ over this server's {format_seconds(limits.max_train_seconds)} limit for a run"
+    if limits is not None:
+        try:  # what Start would refuse, said before it is pressed
+            check_size(config, limits, "this model")
+            check_steps(steps, limits)
+        except ValueError as exc:
+            text += f" · ⚠️ {exc}"
     return text
 
 
