@@ -8,6 +8,8 @@ input/output embeddings, no torch.compile). Ours runs the same config through pl
     python benchmarks/train_speed.py                       # timing: 200 steps each, medians, ratio
     python benchmarks/train_speed.py --full                # + ours for 2000 steps, val loss at 2000
     python benchmarks/train_speed.py --tiny-preset         # the "tiny" preset: val loss reached in 60 s
+    python benchmarks/train_speed.py --compile             # + the baseline through torch.compile (nanoGPT's
+                                                           #   compile=True), its compile time and break-even
 
 Reference on this project's 2-core machines (nanoGPT itself): 49.7 ms/step median, about 15,400 tokens/s,
 val loss 1.886 at step 2000 in about 1 min 50 s.
@@ -143,6 +145,28 @@ def time_baseline(data: TokenIdsDataset, vocab: int, steps: int) -> list[float]:
     return times
 
 
+def time_compiled(data: TokenIdsDataset, vocab: int, steps: int) -> tuple[float, list[float]]:
+    """The baseline as nanoGPT's ``compile=True`` runs it (torch.compile, inductor), compiled from nothing: inductor's
+    caches are off, so the first steps pay the whole compilation as a fresh machine would. Returns the seconds the
+    first three steps took (compilation included) and every later step's time."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.force_disable_caches = True
+    model, optimizer = nanogpt_baseline(vocab)
+    compiled = torch.compile(model)
+    generator = torch.Generator().manual_seed(1337)
+    started = time.perf_counter()
+    for step in range(3):
+        nanogpt_step(compiled, optimizer, data, generator, step)
+    first = time.perf_counter() - started
+    times = []
+    for step in range(3, steps):
+        started = time.perf_counter()
+        nanogpt_step(compiled, optimizer, data, generator, step)
+        times.append(time.perf_counter() - started)
+    return first, times
+
+
 def time_ours(data: TokenIdsDataset, vocab: int, steps: int, model_fields: dict, config: TrainConfig) -> list[float]:
     torch.manual_seed(config.seed)
     model = GPT(ModelConfig(vocabulary_size=vocab, **model_fields))
@@ -162,6 +186,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="timed steps per implementation")
     parser.add_argument("--full", action="store_true", help="also train ours 2000 steps and report val loss")
     parser.add_argument("--tiny-preset", action="store_true", help="train the tiny preset, report val loss vs time")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time the baseline through torch.compile, its compilation included")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--data", type=Path, default=None,
                         help="Tiny Shakespeare's path (default: found as the app finds it)")
@@ -191,6 +217,20 @@ def main() -> None:
         print(f"  {name:26s} {ms:7.2f} ms/step  {tps:10,.0f} tokens/s")
     print(f"  ratio ours / baseline: {rows[1][2] / rows[0][2]:.2f}x tokens/s "
           f"(goal >= 1.00, stretch 1.25; reference nanoGPT on these machines: 15,400 tokens/s)")
+
+    if args.compile:
+        first, times = time_compiled(baby_data, vocab, args.steps)
+        eager = rows[0][1] / 1000
+        median = statistics.median(times[7:])  # the first 10 dropped, as above
+        saved = eager - median
+        print(f"\nthe baseline through torch.compile: first 3 steps {first:.1f} s (compilation), then "
+              f"{median * 1000:.2f} ms/step, {tokens_per_step / median:,.0f} tokens/s: "
+              f"{eager / median:.2f}x the eager baseline")
+        if saved > 0:
+            print(f"  compilation pays back after about {(first - 3 * median) / saved:,.0f} steps "
+                  f"(nanoGPT's baby recipe runs {BABY_STEPS:,})")
+        else:
+            print("  no faster per step: compilation never pays back")
 
     if args.full:
         torch.manual_seed(1337)

@@ -20,8 +20,9 @@ import torch
 from playground import checkpoints
 from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import Limits
+from playground.jobs import NotYourRunError
 from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
-from playground.ui.common import AppContext, message_for
+from playground.ui.common import AppContext, friendly, message_for
 from playground.walkthrough import STEP_TITLES, journey_preset, lessons
 
 
@@ -197,6 +198,25 @@ def test_sample_refusals_name_the_fields_as_the_page_labels_them(ctx, max_new_to
         next(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", max_new_tokens, 1.0, top_k, 1.0, 3, False, True))
     assert str(refused.value) == message
     assert message_for(refused.value) == message[0].upper() + message[1:]
+
+
+@pytest.mark.parametrize("exc,logged,traceback", [
+    (ValueError("steps must be positive, got 0"), "handler handler refused: steps must be positive, got 0", False),
+    (NotYourRunError("this run belongs to another visitor"), "handler handler refused: this run belongs to another "
+                                                              "visitor", False),
+    (OSError("No space left on device"), "handler handler failed: No space left on device", True),
+    (ZeroDivisionError("division by zero"), "handler handler failed", True),
+])
+def test_friendly_logs_a_refusal_as_one_line_and_a_failure_with_its_traceback_once(caplog, exc, logged, traceback):
+    def handler():
+        raise exc
+
+    caplog.set_level("INFO", logger="playground.ui.common")
+    with pytest.raises(gr.Error) as raised:
+        friendly(handler)()
+    assert raised.value.print_exception is False  # Gradio would print a second traceback
+    [record] = caplog.records
+    assert record.getMessage() == logged and bool(record.exc_info) is traceback
 
 
 def test_messages_keep_a_field_name_spelt_as_the_page_shows_it():

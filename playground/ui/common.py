@@ -23,7 +23,7 @@ from playground import checkpoints, loading
 from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
-from playground.jobs import JobBusyError, TrainingJobs
+from playground.jobs import JobBusyError, NotYourRunError, TrainingJobs
 from playground.run import prepare_run
 
 logger = logging.getLogger(__name__)
@@ -140,8 +140,9 @@ def message_for(exc: BaseException) -> str:
     return text[0].upper() + text[1:]
 
 
-REFUSALS = (ValueError, TypeError, JobBusyError, KeyError)  # a request the handler declined: its message says why
-FAILURES = (OSError, RuntimeError)  # the work failed (a disk, torch): the visitor reads why, the log keeps where
+# a request the handler declined (its message says why), and work that failed (a disk, torch: the log keeps where)
+REFUSALS = (ValueError, TypeError, JobBusyError, NotYourRunError, KeyError)
+FAILURES = (OSError, RuntimeError)
 
 
 def friendly(fn):
