@@ -47,13 +47,19 @@ def served(tiny_weights, tmp_path_factory):
     app.close()
 
 
-def test_number_fields_leave_their_bounds_to_the_handlers(served):
+def test_number_fields_leave_their_bounds_and_rounding_to_the_handlers(served):
     """A gr.Number with a minimum or maximum makes Gradio refuse out-of-range input itself, with a message that names
-    no field ("Value -5 is less than minimum value 1."); without them the handler's check names it."""
+    no field ("Value -5 is less than minimum value 1."), and one with a precision rounds silently; without them the
+    handler's check names the field."""
     app, client, _ = served
     numbers = [block for block in app.blocks.values() if block.__class__.__name__ == "Number"]
     bounded = [block.label for block in numbers if block.minimum is not None or block.maximum is not None]
     assert numbers and bounded == []
+    # nor a precision: precision=0 rounds 1.5 to 2 before the handler sees it (a layer box's 1.5 showed layer 2)
+    rounded = [block.label for block in numbers if block.precision is not None]
+    assert rounded == []
+    with pytest.raises(AppError, match="(?i)T must be a whole number, got 1.5"):
+        client.predict(64, 4, 1.5, 1, 0, True, "fp32", "cpu", api_name="/compare")
     with pytest.raises(AppError, match="(?i)embedding_dim must be positive, got -5"):
         client.predict(-5, 4, 8, 1, 0, True, "fp32", "cpu", api_name="/compare")
 
@@ -176,9 +182,11 @@ def test_sample_streams_reproducibly(served):
     (["shakespeare-char", "hello ∑", 10, 1.0, 0, 1.0, 0, False, True, False], "does not know: '∑' at 6"),
     (["shakespeare-char", "hi", 10, 0.0, 0, 1.0, 0, False, True, False],
      "temperature must be above 0|less than minimum value"),
-    (["shakespeare-char", "hi", 100000, 1.0, 0, 1.0, 0, False, True, False], "max_new_tokens must be at most 300"),
+    (["shakespeare-char", "hi", 100000, 1.0, 0, 1.0, 0, False, True, False],
+     "max new tokens must be at most 300, got 100000"),
     (["shakespeare-char", "hi", -5, 1.0, 0, 1.0, 0, False, True, False], "max new tokens must be positive, got -5"),
-    (["shakespeare-char", "hi", 10, 1.0, -3, 1.0, 0, False, True, False], "top_k must be positive, got -3"),
+    (["shakespeare-char", "hi", 10, 1.0, -3, 1.0, 0, False, True, False],
+     r"top-k \(0 = off\) must be at least 0, got -3"),
     (["shakespeare-char", "hi", 10, 1.0, 0, 1.0, -1, False, True, False], "seed must be at least 0, got -1"),
     (["../../etc", "hi", 10, 1.0, 0, 1.0, 0, False, True, False], "not allowed"),
     (["missing", "hi", 10, 1.0, 0, 1.0, 0, False, True, False], "no checkpoint named 'missing'"),

@@ -289,6 +289,13 @@ def test_attention_a_refusal_leaves_the_view_as_it_was(page, server):
     assert figure(plot_titled(panel, "X"))["title"] == before and heading(panel).inner_text() == STEP_TITLES[0]
     screenshot(page, "attention-error", publish=False)
 
+    # a decimal in a whole-number box is refused by name, not rounded (1.5 used to show layer 2 without a word)
+    expect_errors(page, "must be a whole number")
+    set_number(panel, "layer", 1.5)
+    expect(page.locator(ERROR_TOAST).filter(has_text="Layer must be a whole number, got 1.5").first).to_be_visible(
+        timeout=WAIT_MS)
+    assert figure(plot_titled(panel, "X"))["title"] == before
+
     set_number(panel, "layer", 1)
     expect(panel).to_contain_text("layer 1, head 0 of the model", timeout=WAIT_MS)
     expect(plot_titled(panel, "X")).to_be_visible()

@@ -518,7 +518,6 @@ def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
     assert "elapsed 20s ·" in fresh and "since resuming" not in fresh
 
 
-
 def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
     """The status timer redraws the probe every poll, so an out-of-range layer or head box is clamped and the title
     says so (a toast would repeat every poll)."""
@@ -530,6 +529,9 @@ def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
     title = train_tab.render_status(status, -5, 99)[3].layout.title.text.replace("<br>", " ")  # wrapped
     assert "layer 0 head 2 (asked for layer -5 head 99: this model has layers 0-1, heads 0-2)" in title
     assert "asked" not in train_tab.render_status(status, 1, 2)[3].layout.title.text
+    for layer, message in ((1.5, "layer must be a whole number, got 1.5"), (None, "layer is empty")):
+        title = train_tab.render_status(status, layer, 2)[3].layout.title.text.replace("<br>", " ")
+        assert f"layer 0 head 0 ({message}; layer 0 head 0 shown)" in title
 
 
 def test_a_warm_up_past_the_servers_step_limit_is_refused_by_name(train_ctx):

@@ -320,12 +320,12 @@ def build(ctx: AppContext) -> None:
         source = gr.Radio(list(SOURCES), value=first_source, label="Weights from", scale=1)
         with gr.Group(visible=first_source == SOURCES[0]) as checkpoint_group, gr.Row():
             checkpoint = checkpoint_dropdown(ctx, "attention", scale=2, min_width=CONTROL_MIN_WIDTH)
-            layer = gr.Number(0, label="layer", precision=0, scale=1)
-            head = gr.Number(0, label="head", precision=0, scale=1)
+            layer = gr.Number(0, label="layer", scale=1)
+            head = gr.Number(0, label="head", scale=1)
         with gr.Group(visible=first_source == SOURCES[1]) as random_group, gr.Row():
-            seed = gr.Number(0, label="seed", precision=0)
-            embedding_dim = gr.Number(16, label="embedding_dim", precision=0)
-            head_size = gr.Number(8, label="head_size", precision=0)
+            seed = gr.Number(0, label="seed")
+            embedding_dim = gr.Number(16, label="embedding_dim")
+            head_size = gr.Number(8, label="head_size")
         with gr.Group(visible=first_source == SOURCES[2]) as preset_group:
             preset = gr.Dropdown([(f"{k}: {v.description}", k) for k, v in walkthrough.TEXTBOOK_PRESETS.items()],
                                  value="journey", label="preset")
@@ -356,7 +356,7 @@ def build(ctx: AppContext) -> None:
         plot_c = gr.Plot(label="matrix 3", visible=False)
     whatif = gr.Markdown(label="what if")
     with gr.Accordion("One query token", open=True):
-        query = gr.Number(-1, label="query position (-1 = the last token)", precision=0,
+        query = gr.Number(-1, label="query position (-1 = the last token)",
                           info="its row is framed in orange on the heatmaps")
         with gr.Row():
             query_scores = gr.Plot(label="score row")

@@ -271,11 +271,11 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
 def build(ctx: AppContext) -> None:
     gr.Markdown(intro())
     with gr.Row():
-        embedding_dim = gr.Number(64, label="embedding_dim", precision=0)
-        heads_num = gr.Number(4, label="heads_num", precision=0)
-        seq_len = gr.Number(16, label="T", precision=0)
-        batch = gr.Number(2, label="batch", precision=0)
-        seed = gr.Number(0, label="seed", precision=0)
+        embedding_dim = gr.Number(64, label="embedding_dim")
+        heads_num = gr.Number(4, label="heads_num")
+        seq_len = gr.Number(16, label="T")
+        batch = gr.Number(2, label="batch")
+        seed = gr.Number(0, label="seed")
     with gr.Row():
         qkv_bias = gr.Checkbox(False, label="qkv bias")
         dtype = gr.Radio(list(DTYPES), value="fp32", label="dtype")
@@ -292,7 +292,7 @@ def build(ctx: AppContext) -> None:
     grid = gr.Plot(label="Per-head attention maps")
     with gr.Accordion("Cost curves", open=False):
         with gr.Row():
-            max_len = gr.Number(1024, label="largest T", precision=0)
+            max_len = gr.Number(1024, label="largest T")
             time_button = gr.Button("Time them")
         timing_plot = gr.Plot(label="time")
         memory_plot = gr.Plot(label="memory")

@@ -529,11 +529,11 @@ def build(ctx: AppContext) -> None:
                          info="Embeddings → blocks → final norm → LM head → next-character probabilities")
     level = gr.Radio(list(zip(LEVEL_LABELS, LEVEL_TITLES)), value=LEVEL_TITLES[0], label="Zoom level")
     with gr.Row():
-        layer = gr.Number(0, label="layer", precision=0, min_width=CONTROL_MIN_WIDTH,
+        layer = gr.Number(0, label="layer", min_width=CONTROL_MIN_WIDTH,
                           visible=first_source == SOURCES[0])
-        head = gr.Number(0, label="head", precision=0, min_width=CONTROL_MIN_WIDTH)
-        query = gr.Number(-1, label="query position (-1 = last)", precision=0, min_width=CONTROL_MIN_WIDTH)
-        key = gr.Number(0, label="key position (-1 = last)", precision=0, min_width=CONTROL_MIN_WIDTH)
+        head = gr.Number(0, label="head", min_width=CONTROL_MIN_WIDTH)
+        query = gr.Number(-1, label="query position (-1 = last)", min_width=CONTROL_MIN_WIDTH)
+        key = gr.Number(0, label="key position (-1 = last)", min_width=CONTROL_MIN_WIDTH)
     with gr.Group(visible=False) as switches, gr.Row():
         norm_order = gr.Radio([(lessons.NORM_ORDER_LABELS[k], k) for k in anatomy.NORM_ORDERS], value="pre",
                               label="LayerNorm", min_width=CONTROL_MIN_WIDTH)
@@ -543,7 +543,7 @@ def build(ctx: AppContext) -> None:
                               label="MLP activation", min_width=CONTROL_MIN_WIDTH)
         dropout = gr.Slider(0.0, 0.9, value=0.0, step=0.05, label="attention dropout p",
                             info="training mode, seeded; 0 = off", min_width=CONTROL_MIN_WIDTH)
-        dropout_seed = gr.Number(0, label="dropout seed", precision=0, min_width=CONTROL_MIN_WIDTH)
+        dropout_seed = gr.Number(0, label="dropout seed", min_width=CONTROL_MIN_WIDTH)
     forget_transpose = gr.Checkbox(False, label=lessons.FORGET_TRANSPOSE_LABEL, info=lessons.FORGET_TRANSPOSE_INFO,
                                    visible=False)
     heading = gr.Markdown(label="level")

@@ -258,11 +258,11 @@ def build(ctx: AppContext) -> None:
                           label="checkpoint")
     prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2)
     with gr.Row():
-        max_new_tokens = gr.Number(200, label="max new tokens", precision=0)
+        max_new_tokens = gr.Number(200, label="max new tokens")
         temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="temperature")
-        top_k = gr.Number(0, label="top-k (0 = off)", precision=0)
+        top_k = gr.Number(0, label="top-k (0 = off)")
         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
-        seed = gr.Number(1337, label="seed", precision=0)
+        seed = gr.Number(1337, label="seed")
     with gr.Row():
         greedy = gr.Checkbox(False, label="greedy (always the most likely character)")
         use_cache = gr.Checkbox(True, label="KV cache")
@@ -278,9 +278,9 @@ def build(ctx: AppContext) -> None:
     history = gr.State({})
     with gr.Accordion("Inspect one generated character", open=False) as inspect_section:
         with gr.Row():
-            position = gr.Number(0, label="position (0 = first generated character)", precision=0)
-            layer = gr.Number(0, label="layer", precision=0)
-            head = gr.Number(0, label="head", precision=0)
+            position = gr.Number(0, label="position (0 = first generated character)")
+            layer = gr.Number(0, label="layer")
+            head = gr.Number(0, label="head")
             inspect = gr.Button("Inspect")
         with gr.Row():
             candidates_plot = gr.Plot(label="top-10 candidates")

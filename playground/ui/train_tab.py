@@ -278,11 +278,17 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     if status.probes:
         probe = status.probes[index]
         layers, heads = probe.weights.shape[:2]
-        asked = (int(layer), int(head))
+        # a timer redraws this every poll, so a box out of range or not a whole number is said in the title, not
+        # raised as a toast
+        try:
+            asked = (checks.whole_number(layer, "layer"), checks.whole_number(head, "head"))
+            unshown = ""
+        except ValueError as exc:
+            asked, unshown = (0, 0), f" ({exc}; layer 0 head 0 shown)"
         layer, head = max(0, min(asked[0], layers - 1)), max(0, min(asked[1], heads - 1))
-        # a timer redraws this every poll, so an out-of-range box is said in the title, not raised as a toast
-        unshown = "" if asked == (layer, head) else (f" (asked for layer {asked[0]} head {asked[1]}: this model has "
-                                                      f"layers 0-{layers - 1}, heads 0-{heads - 1})")
+        if not unshown and asked != (layer, head):
+            unshown = (f" (asked for layer {asked[0]} head {asked[1]}: this model has layers 0-{layers - 1}, "
+                       f"heads 0-{heads - 1})")
         probe_figure = plots.heatmap(probe.weights[layer, head], probe.tokens, probe.tokens,
                                      f"Probe attention at step {probe.step} · layer {layer} head {head}{unshown}",
                                      show_values=False, x_title="key (looked at)", y_title="query")
@@ -376,15 +382,15 @@ def build(ctx: AppContext) -> None:
     preset_md = gr.Markdown(preset_note("tiny"))
     with gr.Row():
         for name in ("layers_num", "heads_num", "embedding_dim", "context_size"):
-            fields[name] = gr.Number(first[name], label=name, precision=0)
+            fields[name] = gr.Number(first[name], label=name)
         fields["dropout_rate"] = gr.Number(first["dropout_rate"], label="dropout_rate")
     with gr.Row():
-        fields["batch_size"] = gr.Number(first["batch_size"], label="batch size", precision=0)
-        fields["steps"] = gr.Number(first["steps"], label="steps", precision=0)
+        fields["batch_size"] = gr.Number(first["batch_size"], label="batch size")
+        fields["steps"] = gr.Number(first["steps"], label="steps")
         fields["time_budget_seconds"] = gr.Number(first["time_budget_seconds"], label=TIME_BUDGET_LABEL)
         fields["learning_rate"] = gr.Number(first["learning_rate"], label="learning rate")
-        fields["warmup_steps"] = gr.Number(first["warmup_steps"], label="warmup steps", precision=0)
-        fields["seed"] = gr.Number(first["seed"], label="seed", precision=0)
+        fields["warmup_steps"] = gr.Number(first["warmup_steps"], label="warmup steps")
+        fields["seed"] = gr.Number(first["seed"], label="seed")
     with gr.Row():
         fields["optimizer"] = gr.Radio(list(OPTIMIZER_CHOICES), value=first["optimizer"], label="optimizer",
                                        info=OPTIMIZER_INFO)
@@ -421,8 +427,8 @@ def build(ctx: AppContext) -> None:
             samples = gr.Textbox(label="Samples (newest first)", lines=12)
         with gr.Column():
             with gr.Row():
-                probe_layer = gr.Number(0, label="layer", precision=0)
-                probe_head = gr.Number(0, label="head", precision=0)
+                probe_layer = gr.Number(0, label="layer")
+                probe_head = gr.Number(0, label="head")
             snapshot = gr.Slider(0, 1, value=0, step=1, label="snapshot")
             probe_plot = gr.Plot(label="Probe sentence attention")
     timer = gr.Timer(1.0)
