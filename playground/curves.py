@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from playground import checkpoints
+from playground import checkpoints, gpt2
 
 MAX_OVERLAYS = 5  # earlier runs drawn at once
 MAX_TRAIN_POINTS = 400  # the training loss is thinned to about this many points per run
@@ -62,7 +62,7 @@ def describe(name: str, training: dict[str, Any], parameters: int | None) -> str
     if recipe:
         parts.append(", ".join(recipe))
     if parameters is not None:
-        parts.append(f"{parameters / 1e6:.1f}M parameters")
+        parts.append(gpt2.parameters_text(parameters))  # 5,168 parameters, not 0.0M
     return " · ".join(parts)
 
 

@@ -49,14 +49,19 @@ class UnknownCharacter:
     character: str
 
 
+def list_unknown(unknown: list[UnknownCharacter], at: str = "at", limit: int = 10) -> str:
+    """The first ``limit`` unknown characters for a message, each quoted as escape_char shows it (not repr, which
+    would double its backslash): ``'∑' at 6, '\\u200b' at 9 and 3 more``."""
+    shown = ", ".join(f"'{escape_char(u.character)}' {at} {u.position}" for u in unknown[:limit])
+    return shown + (f" and {len(unknown) - limit} more" if len(unknown) > limit else "")
+
+
 class UnknownCharacterError(ValueError):
     """Text holds characters the vocabulary lacks; ``.unknown`` lists each with its position."""
 
     def __init__(self, unknown: list[UnknownCharacter]):
         self.unknown = unknown
-        shown = ", ".join(f"{escape_char(u.character)!r} at position {u.position}" for u in unknown[:10])
-        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
-        super().__init__(f"{len(unknown)} character(s) not in the vocabulary: {shown}{more}")
+        super().__init__(f"{len(unknown)} character(s) not in the vocabulary: {list_unknown(unknown, 'at position')}")
 
 
 class VocabularySize(int):

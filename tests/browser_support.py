@@ -156,6 +156,9 @@ class Problems:
 def watch(page: Page) -> Problems:
     problems = Problems()
     page.on("console", lambda m: m.type == "error" and problems.seen.append(f"console error: {m.text[:300]}"))
+    # a label that is also a key of Gradio's translations ("status") makes svelte-i18n warn, and shows the key's text
+    page.on("console", lambda m: m.type == "warning" and "svelte-i18n" in m.text
+            and problems.seen.append(f"console warning: {m.text[:300]}"))
     page.on("pageerror", lambda e: problems.seen.append(f"page error: {str(e)[:300]}"))
     page.on("response", lambda r: r.status >= 400 and problems.seen.append(f"HTTP {r.status}: {r.url}"))
     # a request that failed to complete, except the ones the page cancels itself (Gradio closes its event

@@ -4,6 +4,7 @@ times go on from its earlier ones, and the Train tab overlays earlier runs' curv
 from __future__ import annotations
 
 import json
+import re
 
 import gradio as gr
 import pytest
@@ -47,9 +48,15 @@ def test_each_evaluation_records_its_time_and_a_resumed_run_goes_on_from_its_ear
 def test_a_curve_reads_back_with_what_the_run_was(two_runs):
     curve = curves.read_curve("second", two_runs)
     assert [s for s, _, _ in curve.val] == [10, 20] and not curve.seconds_estimated
-    assert "muon, lr 0.01, batch 8" in curve.label and "M parameters" in curve.label
+    assert "muon, lr 0.01, batch 8" in curve.label and re.search(r" · [\d,.]+M? parameters$", curve.label)
     assert len(curve.train) == 20
     assert curves.runs_with_curves(two_runs) == ["first", "second"]
+
+
+def test_a_legend_counts_a_small_models_parameters_in_full():
+    training = {"train_config": {"optimizer": "adamw", "learning_rate": 0.01, "batch_size": 4}}
+    assert curves.describe("toy-1", training, 5_168) == "toy-1 · adamw, lr 0.01, batch 4 · 5,168 parameters"
+    assert curves.describe("big", {}, 10_745_088) == "big · 10.7M parameters"
 
 
 def test_an_older_record_without_times_is_spread_over_its_wall_time(two_runs):

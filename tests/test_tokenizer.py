@@ -3,7 +3,14 @@ import json
 import pytest
 import torch
 
-from playground.tokenizer import CharTokenizer, UnknownCharacterError, escape_char, labels, without_unknown
+from playground.tokenizer import (
+    CharTokenizer,
+    UnknownCharacterError,
+    escape_char,
+    labels,
+    list_unknown,
+    without_unknown,
+)
 
 
 def test_tiny_shakespeare_vocabulary_and_hello_world(shakespeare_text):
@@ -31,6 +38,13 @@ def test_unknown_characters_are_named_with_positions():
     assert [(u.position, u.character) for u in info.value.unknown] == [(2, "Z"), (4, "é")]
     assert "'Z' at position 2" in str(info.value) and "'é' at position 4" in str(info.value)
     assert not isinstance(info.value, KeyError)
+
+
+def test_unknown_characters_are_listed_as_the_page_shows_them_and_the_rest_counted():
+    unknown = CharTokenizer.train_from_text("a").find_unknown("a\u200b" + "xyz" * 4)
+    listed = list_unknown(unknown)
+    assert listed.startswith("'\\u200b' at 1, 'x' at 2, ")  # one backslash, as escape_char shows it (repr gave two)
+    assert listed.endswith("'y' at 9, 'z' at 10 and 3 more") and listed.count(" at ") == 10
 
 
 

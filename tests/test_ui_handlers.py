@@ -516,6 +516,9 @@ def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
     assert "elapsed 1m 50s (20s since resuming at step 100)" in text and "30 steps this session" in text
     fresh = train_tab.render_status(dataclasses.replace(status, start_step=0, seconds_before=0.0))[0]
     assert "elapsed 20s ·" in fresh and "since resuming" not in fresh
+    # the probe snapshots are this session's, unlike the curve, which training.json carries over
+    slider = train_tab.render_status(status)[4]
+    assert slider.label == "snapshot (0 saved since resuming at step 100, at each evaluation)"
 
 
 def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
@@ -532,6 +535,24 @@ def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
     for layer, message in ((1.5, "layer must be a whole number, got 1.5"), (None, "layer is empty")):
         title = train_tab.render_status(status, layer, 2)[3].layout.title.text.replace("<br>", " ")
         assert f"layer 0 head 0 ({message}; layer 0 head 0 shown)" in title
+
+
+@pytest.mark.parametrize("position,value,message", [
+    (6, 0.0, "learning rate must be in (0, 1], got 0.0"),
+    (6, 2, "learning rate must be in (0, 1], got 2.0"),
+    (4, 2.5, "batch size must be a whole number, got 2.5"),
+    (0, 1.5, "layers_num must be a whole number, got 1.5"),
+])
+def test_train_refusals_name_the_fields_as_the_page_labels_them(train_ctx, position, value, message):
+    """TrainConfig's own checks speak of learning_rate; the page's box says "learning rate"."""
+    fields = list(RUN)
+    fields[position] = value
+    with pytest.raises(ValueError) as refused:
+        train_tab.start_run(train_ctx, *fields, "labelled", False, "", None, session("l"))
+    assert str(refused.value) == message
+    assert not train_ctx.jobs.status().active
+    assert train_tab.in_labels("warmup_steps must be at least 0, got -1") == "warmup steps must be at least 0, got -1"
+    assert train_tab.in_labels("device 'tpu' is not known") == "device 'tpu' is not known"
 
 
 def test_a_warm_up_past_the_servers_step_limit_is_refused_by_name(train_ctx):

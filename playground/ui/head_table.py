@@ -9,7 +9,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import budget, head_scores
-from playground.ui.common import AppContext, bound
+from playground.ui.common import AppContext, bound, count
 
 HEADERS = ["pattern", "layer", "head", "score", "chance", "× chance"]
 TOP_PER_PATTERN = 3
@@ -41,9 +41,9 @@ def score_table(ctx: AppContext, checkpoint: str) -> tuple[list[list], str]:
     rows = [[s.pattern, s.layer, s.head, round(s.score, 3), round(s.chance, 3),
              round(s.score / s.chance, 1) if s.chance else None] for s in best]
     top = scores[0]
-    note = (f"{loaded.name}: {config.layers_num} layers × {config.heads_num} heads scored on {sequences} probes of "
-            f"{length} tokens. Strongest: layer {top.layer} head {top.head}, **{top.pattern}**, {top.score:.2f} "
-            f"against {top.chance:.2f} by chance.")
+    note = (f"{loaded.name}: {count(config.layers_num, 'layer')} × {count(config.heads_num, 'head')} scored on "
+            f"{sequences} probes of {length} tokens. Strongest: layer {top.layer} head {top.head}, **{top.pattern}**, "
+            f"{top.score:.2f} against {top.chance:.2f} by chance.")
     missing = head_scores.missing_patterns(scores)
     if missing:
         note += (f" No head reaches {head_scores.RECOGNISABLE_RATIO:g}× chance for {_listed(missing)}: this model "

@@ -20,9 +20,9 @@ from playground import checks, plots
 from playground.budget import inference_cost
 from playground.device import describe
 from playground.sampling import SamplingSettings, check_sampling_time, sampling_cost, start_text, stream
-from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, without_unknown
+from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
 from playground.ui import bring_model, publish
-from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
+from playground.ui.common import AppContext, bound, checkpoint_dropdown, count, friendly
 
 DEFAULT_PROMPT = "ROMEO:\n"
 UPDATE_SECONDS = 0.08  # the text changes at most this often: a person sees it grow and the browser keeps up
@@ -47,8 +47,8 @@ def checkpoint_summary(ctx: AppContext, name: str) -> str:
     config = loaded.config
     val = f"{loaded.val_loss:.3f}" if loaded.val_loss is not None else "not recorded"
     device = next(loaded.model.parameters()).device
-    return (f"**{loaded.name}** · {loaded.model.parameter_count():,} parameters · {config.layers_num} layers × "
-            f"{config.heads_num} heads · embedding {config.embedding_dim} · context {config.context_size} · "
+    return (f"**{loaded.name}** · {loaded.model.parameter_count():,} parameters · {count(config.layers_num, 'layer')} "
+            f"× {count(config.heads_num, 'head')} · embedding {config.embedding_dim} · context {config.context_size} · "
             f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}\n\n"
             f"{loaded.description}")
 
@@ -122,7 +122,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     notes = []
     unknown = tokenizer.find_unknown(prompt)
     if unknown:
-        listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
+        listed = list_unknown(unknown)
         if not drop_unknown:
             raise ValueError(f"the prompt has {len(unknown)} character(s) this model does not know: {listed}. "
                              "Tick 'drop unknown characters' to remove them, or edit the prompt.")

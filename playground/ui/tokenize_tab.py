@@ -19,7 +19,7 @@ import gradio as gr
 from playground import checks
 from playground.data import is_tiny_shakespeare
 from playground.subword import SPACE_MARKER_NOTE, BPETokenizer
-from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, without_unknown
+from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, list_unknown, without_unknown
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, message_for
 from playground.ui.widgets import chips_html
 
@@ -33,11 +33,11 @@ MAX_WORD_CHARS = 64  # the merges of a word or two: a step per merge, each listi
 
 def _unknown_note(unknown: list, warn: bool, where: str = "") -> str:
     """The note naming the characters the vocabulary lacks (the first ten); also a toast when ``warn``."""
-    listed = ", ".join(f"{escape_char(u.character)!r} at {u.position}" for u in unknown[:10])
+    listed = list_unknown(unknown)
     if warn:
         gr.Warning(f"{len(unknown)} character(s) are not in the vocabulary: {listed}")
-    return (f"**{len(unknown)} character(s) are not in this vocabulary**{where}: {listed}"
-            f"{' ...' if len(unknown) > 10 else ''}. They were left out of the IDs.")
+    return (f"**{len(unknown)} character(s) are not in this vocabulary**{where}: {listed}. They were left out of the "
+            "IDs.")
 
 def _vocabulary(ctx: AppContext, source: str, checkpoint: str | None,
                 text: str) -> tuple[Tokenizer, str, Counter, str | None]:

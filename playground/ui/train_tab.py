@@ -19,7 +19,7 @@ import gradio as gr
 
 from playground import checkpoints, checks, curves, plots
 from playground.budget import human
-from playground.config import OPTIMIZER_CHOICES, Limits, ModelConfig, TrainConfig
+from playground.config import OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import decode_text
 from playground.jobs import JobStatus
 from playground.presets import TRAIN_PRESETS
@@ -95,6 +95,17 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
     return text
 
 
+FIELD_LABELS = {"batch_size": "batch size", "learning_rate": "learning rate", "warmup_steps": "warmup steps",
+                "time_budget_seconds": "time budget (seconds)"}  # the TrainConfig fields whose box says otherwise
+
+
+def in_labels(message: str) -> str:
+    """A TrainConfig message that starts with a field's name, started with its box's label instead:
+    "learning_rate must be in (0, 1], got 0.0" -> "learning rate must be in (0, 1], got 0.0"."""
+    name, space, rest = message.partition(" ")
+    return FIELD_LABELS[name] + space + rest if name in FIELD_LABELS else message
+
+
 def time_budget(value, limits: Limits | None = None) -> float:
     """The time budget field: seconds, 0 (or empty) for none, at most a server's time limit for a run; the one
     check of it."""
@@ -164,16 +175,21 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                  dropout_rate=checks.real_number(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False)
     steps = checks.whole_number(steps, "steps", 1, limits.max_steps)
     preset = TRAIN_PRESETS["tiny"].train
-    train = dataclasses.replace(preset, batch_size=checks.whole_number(batch_size, "batch size", 1, 1024), steps=steps,
-                    learning_rate=checks.real_number(learning_rate, "learning rate"),
-                    warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0, limits.max_steps),
-                    seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),
-                    device=str(device or "auto"), optimizer="adamw" if optimizer is None else optimizer,
-                    time_budget_seconds=time_budget(time_budget_seconds, limits),
-                    eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
-                    sample_interval=max(1, min(preset.sample_interval, steps // 4 or 1)),
-                    checkpoint_interval=max(1, min(500, steps // 2 or 1)))
-    TrainConfig.from_dict(train.to_dict())  # validates learning rate, device, ...
+    batch_size = checks.whole_number(batch_size, "batch size", 1, 1024)
+    try:  # TrainConfig's own checks (learning rate, device...) speak of its fields: said under the page's labels
+        train = dataclasses.replace(
+            preset, batch_size=batch_size, steps=steps,
+            learning_rate=checks.real_number(learning_rate, "learning rate"),
+            warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0, limits.max_steps),
+            seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),
+            device=str(device or "auto"), optimizer="adamw" if optimizer is None else optimizer,
+            time_budget_seconds=time_budget(time_budget_seconds, limits),
+            eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
+            sample_interval=max(1, min(preset.sample_interval, steps // 4 or 1)),
+            checkpoint_interval=max(1, min(500, steps // 2 or 1)))
+        TrainConfig.from_dict(train.to_dict())
+    except ConfigError as exc:
+        raise ConfigError(in_labels(str(exc))) from None
     if not isinstance(replace, bool):
         raise ValueError(f"replace it must be true or false, got {checks.shown(replace)}")
     corpus_text = corpus_name = None
@@ -292,8 +308,10 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
         probe_figure = plots.heatmap(probe.weights[layer, head], probe.tokens, probe.tokens,
                                      f"Probe attention at step {probe.step} · layer {layer} head {head}{unshown}",
                                      show_values=False, x_title="key (looked at)", y_title="query")
+    # a resumed run's snapshots are this session's (they live in memory, not in the checkpoint), unlike its curve
+    since = f" since resuming at step {status.start_step}" if status.start_step else ""
     slider = gr.Slider(minimum=0, maximum=max(last, 1), value=max(index, 0), step=1,
-                       label=f"snapshot ({len(status.probes)} saved, at each evaluation)")
+                       label=f"snapshot ({len(status.probes)} saved{since}, at each evaluation)")
     return text, figure, samples, probe_figure, slider
 
 
@@ -409,7 +427,7 @@ def build(ctx: AppContext) -> None:
         start = gr.Button("Start", variant="primary")
         resume = gr.Button("Resume run")
         stop = gr.Button("Stop", variant="stop")
-    status_md = gr.Markdown(label="status")
+    status_md = gr.Markdown(label="run status")  # "status" is a key of Gradio's own translations: a console warning
     loss_plot = gr.Plot(label="Loss")
     with gr.Accordion("Compare this run's curve with earlier runs", open=False):
         gr.Markdown("Overlay any earlier run's curves on this one, by step or by wall time, to see what another "
