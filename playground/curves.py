@@ -2,7 +2,8 @@
 
 Owns reading a run's curves (validation loss at each evaluation, by step and by wall seconds since the run first
 started; the training loss thinned to a few hundred points) and the one-line label that says what the run was
-(optimizer, learning rate, batch, model). Knows nothing about figures or the UI.
+(optimizer, learning rate, batch, model), and the note that says when a run has begun to overfit. Knows nothing about
+figures or the UI.
 
     read_curve("my-run-1", weights) -> RunCurve(name="my-run-1", label="my-run-1 · adamw, lr 0.004, batch 32 · ...",
                                                  val=[(200, 2.19, 20.2), ...], train=[(1, 4.19), ...])
@@ -39,6 +40,37 @@ def thin(points: list, limit: int = MAX_TRAIN_POINTS) -> list:
     stride = -(-len(points) // limit)
     kept = points[::stride]
     return kept if kept[-1] == points[-1] else [*kept, points[-1]]
+
+
+OVERFIT_RISE = 0.05  # nats the validation loss must rise above its best, two or more evaluations after it
+TRAIN_WINDOW = 20  # training-loss points averaged on each side of the comparison (one step's loss is noisy)
+
+
+def overfitting_note(train_loss: list, val_loss: list) -> str:
+    """A sentence for a learner when the validation loss has risen while the training loss kept falling; "" if not.
+
+    ``train_loss`` and ``val_loss`` are [step, loss] pairs in step order (a run's JobStatus or training.json). Said
+    when the last validation loss is at least OVERFIT_RISE above the best one, taken two or more evaluations
+    earlier, and the training loss near the end averages below the training loss around the best step.
+    """
+    if len(val_loss) < 3:
+        return ""
+    best_index = min(range(len(val_loss)), key=lambda i: val_loss[i][1])
+    best_step, best = val_loss[best_index][0], val_loss[best_index][1]
+    last_step, last = val_loss[-1][0], val_loss[-1][1]
+    if len(val_loss) - 1 - best_index < 2 or last - best < OVERFIT_RISE:
+        return ""
+    then = [loss for step, loss in train_loss if step <= best_step][-TRAIN_WINDOW:]
+    now = [loss for step, loss in train_loss if step <= last_step][-TRAIN_WINDOW:]
+    if not then or not now:
+        return ""
+    train_then, train_now = sum(then) / len(then), sum(now) / len(now)
+    if train_now >= train_then:
+        return ""
+    return (f"Validation loss has risen from {best:.3f} at step {best_step:.0f} to {last:.3f} at step {last_step:.0f} "
+            f"while the training loss kept falling ({train_then:.3f} to {train_now:.3f}): the model is memorising its "
+            "training text rather than learning what carries over to new text (overfitting). More text, dropout, a "
+            "smaller model or fewer steps help.")
 
 
 def _pairs(value: Any) -> list[tuple[float, float]]:

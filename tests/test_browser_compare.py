@@ -25,6 +25,10 @@ def _equivalence(page, panel):
 
 def test_compare_agrees_and_draws_head_maps(page):
     panel = open_tab(page, "Compare")
+    # on arrival, without a click: the defaults' comparison (the tables were blank until Compare was pressed)
+    expect(panel).to_contain_text("6 of 6 compared implementations agree", timeout=WAIT_MS)
+    expect(panel).to_contain_text("input 2 × 16 × 64, 4 heads of width 16, seed 0")
+    expect(plot_titled(panel, "Per-head attention maps")).to_be_visible(timeout=WAIT_MS)
     panel.get_by_role("button", name="Compare", exact=True).click()
     expect(panel).to_contain_text("6 of 6 compared implementations agree", timeout=WAIT_MS)
     equivalence = _equivalence(page, panel)

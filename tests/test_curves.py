@@ -59,6 +59,20 @@ def test_a_legend_counts_a_small_models_parameters_in_full():
     assert curves.describe("big", {}, 10_745_088) == "big · 10.7M parameters"
 
 
+def test_overfitting_is_said_when_validation_rises_while_training_falls():
+    train = [[step, 3.0 - step / 250] for step in range(1, 501)]  # falling throughout: 2.996 -> 1.0
+    rising = [[100, 2.2], [200, 2.0], [300, 2.1], [400, 2.3], [500, 2.6]]
+    note = curves.overfitting_note(train, rising)
+    assert note.startswith("Validation loss has risen from 2.000 at step 200 to 2.600 at step 500 while the "
+                           "training loss kept falling (2.238 to 1.038)") and "(overfitting)" in note
+    assert "from 2.000 at step 200 to 2.300 at step 400" in curves.overfitting_note(train, rising[:4])
+    assert curves.overfitting_note(train, [[100, 2.2], [200, 2.0], [300, 2.03], [400, 2.04]]) == ""  # within noise
+    assert curves.overfitting_note(train, [[100, 2.2], [200, 2.1], [300, 2.0], [400, 2.3]]) == ""  # one rise only
+    both_rising = [[step, 1.0 + step / 250] for step in range(1, 501)]  # diverging, not memorising
+    assert curves.overfitting_note(both_rising, rising) == ""
+    assert curves.overfitting_note(train, rising[:2]) == ""
+
+
 def test_an_older_record_without_times_is_spread_over_its_wall_time(two_runs):
     record = _record(two_runs, "second")
     del record["val_seconds"]

@@ -219,6 +219,17 @@ def test_friendly_logs_a_refusal_as_one_line_and_a_failure_with_its_traceback_on
     assert record.getMessage() == logged and bool(record.exc_info) is traceback
 
 
+def test_the_compare_tab_opens_with_the_defaults_comparison_computed_once_per_server(ctx):
+    from playground.ui import compare_tab
+
+    first = compare_tab.first_comparison(ctx, *compare_tab.DEFAULTS)
+    assert "6 of 6 compared implementations agree" in first[0] and "input 2 × 16 × 64" in first[0]
+    assert compare_tab.first_comparison(ctx, *compare_tab.DEFAULTS) is first  # from memory
+    other = compare_tab.first_comparison(ctx, 32, 2, 8, 1, 0, False, "fp32", "cpu")  # a quick visitor's own values
+    assert "input 1 × 8 × 32, 2 heads of width 16" in other[0]
+    assert compare_tab.first_comparison(ctx, 32, 2, 8, 1, 0, False, "fp32", "cpu") is not other  # never stored
+
+
 def test_messages_keep_a_field_name_spelt_as_the_page_shows_it():
     assert message_for(ValueError("embedding_dim must be at most 1024, got 5000")) == \
         "embedding_dim must be at most 1024, got 5000"

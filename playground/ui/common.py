@@ -96,6 +96,16 @@ class AppContext:
                 self._checkpoints.popitem(last=False)
         return loaded
 
+    def remembered(self, key: tuple, compute):
+        """``compute()``'s result, computed once per server for ``key`` and then served from memory (callers pass a
+        fixed set of keys, such as a tab's defaults, never a visitor's values, and do not change the result)."""
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]
+        value = compute()
+        with self._lock:
+            return self._cache.setdefault(key, value)
+
     def corpus(self) -> Corpus:
         """The default corpus (Tiny Shakespeare, or the built-in one offline), read once."""
         with self._lock:
