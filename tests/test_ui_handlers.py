@@ -234,6 +234,7 @@ def test_messages_keep_a_field_name_spelt_as_the_page_shows_it():
     assert message_for(ValueError("embedding_dim must be at most 1024, got 5000")) == \
         "embedding_dim must be at most 1024, got 5000"
     assert message_for(ValueError("the prompt is empty")) == "The prompt is empty"
+    assert message_for(ValueError("fp16 is not supported on CPU")) == "fp16 is not supported on CPU"
     assert message_for(KeyError()) == "KeyError"
 
 

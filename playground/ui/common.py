@@ -147,10 +147,11 @@ def count(number: int, word: str) -> str:
 
 
 def message_for(exc: BaseException) -> str:
-    """An exception's message as a sentence: its first letter capitalised, unless its first word is a field's
-    name as the page shows it (``embedding_dim must be at most 1024``), which keeps its spelling."""
+    """An exception's message as a sentence: its first letter capitalised, unless its first word is a name that
+    keeps its spelling: a field's as the page shows it (``embedding_dim must be at most 1024``) or one with digits
+    (``fp16 is not supported on CPU``)."""
     text = str(exc).strip() or exc.__class__.__name__
-    if "_" in text.split(" ", 1)[0]:
+    if any(character == "_" or character.isdigit() for character in text.split(" ", 1)[0]):
         return text
     return text[0].upper() + text[1:]
 
