@@ -17,6 +17,9 @@ import math
 from typing import Any
 
 SHOWN_CHARS = 60
+# Every seed a visitor or a flag gives, in every tab: 0 to 2,147,483,647. A training run's batch seeds are built on
+# it (train.batch_seed) and torch's CPU generator keeps a seed's low 32 bits only.
+MAX_SEED = 2**31 - 1
 
 
 def shown(value: Any) -> str:
@@ -74,6 +77,11 @@ def whole_number(value: Any, name: str, minimum: int | None = None, maximum: int
     if not math.isfinite(number) or not number.is_integer():
         raise error(f"{name} must be a whole number, got {shown(value)}")
     return _in_range(int(number), name, minimum, maximum, error)
+
+
+def seed(value: Any, name: str = "seed") -> int:
+    """A seed: a whole number from 0 to MAX_SEED."""
+    return whole_number(value, name, 0, MAX_SEED)
 
 
 def optional_whole_number(value: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int | None:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
-from playground.checks import real_number, whole_number
+from playground.checks import MAX_SEED, real_number, whole_number
 
 # What trains the weights: "adamw" every parameter; "muon" the blocks' hidden matrices, with AdamW for the rest.
 OPTIMIZER_CHOICES = ("adamw", "muon")
@@ -30,9 +30,9 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message names the field and value."""
 
 
-def _check_whole(config: Any, name: str, minimum: int = 1) -> None:
+def _check_whole(config: Any, name: str, minimum: int = 1, maximum: int | None = None) -> None:
     """Check (and normalise: 4.0 -> 4) a frozen config's whole-number field."""
-    object.__setattr__(config, name, whole_number(getattr(config, name), name, minimum, error=ConfigError))
+    object.__setattr__(config, name, whole_number(getattr(config, name), name, minimum, maximum, error=ConfigError))
 
 
 def _check_real(config: Any, name: str) -> None:
@@ -154,7 +154,7 @@ class TrainConfig:
                      "sample_interval"):
             _check_whole(self, name)
         _check_whole(self, "warmup_steps", minimum=0)
-        _check_whole(self, "seed", minimum=0)
+        _check_whole(self, "seed", minimum=0, maximum=MAX_SEED)
         for name in ("learning_rate", "min_learning_rate_ratio", "weight_decay", "grad_clip", "time_budget_seconds"):
             _check_real(self, name)
         if not 0 < self.learning_rate <= 1:

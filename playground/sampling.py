@@ -31,8 +31,6 @@ from playground.config import Limits, ModelConfig
 from playground.model import GPT, KVCache
 from playground.tokenizer import Tokenizer
 
-MAX_SEED = 2**63 - 1
-
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -66,7 +64,7 @@ class SamplingSettings:
                 raise ValueError(f"top_p must be in (0, 1], got {top_p}")
             normalise("top_p", top_p)
         if self.seed is not None:
-            normalise("seed", checks.whole_number(self.seed, "seed", 0, MAX_SEED))
+            normalise("seed", checks.seed(self.seed))
 
     def within(self, limits: Limits) -> SamplingSettings:
         """These settings, or a ValueError if they ask for more characters than ``limits`` allow."""

@@ -63,3 +63,18 @@ def test_configs_use_the_same_checks_with_their_own_error():
     with pytest.raises(ConfigError, match="layers_num must be a whole number, got 2.5"):
         ModelConfig(vocabulary_size=65, layers_num=2.5)
     assert ModelConfig(vocabulary_size=65, layers_num=2.0).layers_num == 2
+
+
+def test_every_seed_has_one_range():
+    """The Sample tab took seeds up to 2**63 - 1 and the Compare tab only to 2**31 - 1; now each place a seed enters
+    (the tabs, SamplingSettings, TrainConfig, the CLIs through them) uses checks.seed."""
+    from playground.config import TrainConfig
+    from playground.sampling import SamplingSettings
+
+    too_big = "seed must be at most 2147483647, got 2147483648"
+    assert checks.seed(2**31 - 1) == 2**31 - 1 and checks.seed(0.0) == 0
+    for make in (lambda: checks.seed(2**31), lambda: SamplingSettings(seed=2**31), lambda: TrainConfig(seed=2**31)):
+        with pytest.raises(ValueError, match=too_big):
+            make()
+    with pytest.raises(ValueError, match="dropout seed must be at least 0, got -1"):
+        checks.seed(-1, "dropout seed")

@@ -402,7 +402,7 @@ def _block_switches(norm_order, causal, activation, dropout_p, seed) -> tuple[st
     dropout_p = checks.real_number(dropout_p, "dropout")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout must be at least 0 and below 1, got {dropout_p:g}")
-    return norm_order, bool(causal), activation, dropout_p, checks.whole_number(seed, "dropout seed", 0, 2**63 - 1)
+    return norm_order, bool(causal), activation, dropout_p, checks.seed(seed, "dropout seed")
 
 
 def block_walk(block: Block, x: torch.Tensor, *, norm_order: str = "pre", causal: bool = True,

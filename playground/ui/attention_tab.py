@@ -87,7 +87,7 @@ def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, he
             text = text[:limit]
         C = checks.whole_number(embedding_dim, "embedding_dim", 1, MAX_SIZE)
         d = checks.whole_number(head_size, "head_size", 1, MAX_SIZE)
-        seed = checks.whole_number(seed, "seed", 0, 2**63 - 1)
+        seed = checks.seed(seed)
         return HeadRequest(len(text), C, d, notices=notices,
                            build=lambda: walkthrough.random_head(text, C, d, seed),
                            hint=f"use a shorter text (it is {len(text)} tokens) or lower embedding_dim ({C}) "

@@ -87,7 +87,7 @@ def _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device):
         raise ValueError(f"embedding_dim {embedding_dim} is not divisible by heads_num {heads_num}")
     seq_len = checks.whole_number(seq_len, "T", 1, MAX_T)
     batch = checks.whole_number(batch, "batch", 1, 64)
-    seed = checks.whole_number(seed, "seed", 0, 2**31 - 1)
+    seed = checks.seed(seed)
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     chosen = pick_device(device)

@@ -69,8 +69,7 @@ def _settings(level, layer, head, query, key, norm_order, attention, activation,
         lessons.level_key(level), layer, head, query, key, checks.choice(norm_order, "norm order", anatomy.NORM_ORDERS),
         ATTENTION_MODES[checks.choice(attention, "attention", ATTENTION_MODES)],
         checks.choice(activation, "activation", anatomy.ACTIVATIONS),
-        checks.real_number(dropout, "dropout", 0.0, 0.95), checks.whole_number(dropout_seed, "dropout seed", 0,
-                                                                               2**63 - 1),
+        checks.real_number(dropout, "dropout", 0.0, 0.95), checks.seed(dropout_seed, "dropout seed"),
         bool(forget_transpose))
 
 

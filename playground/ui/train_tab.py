@@ -181,7 +181,7 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
             preset, batch_size=batch_size, steps=steps,
             learning_rate=checks.real_number(learning_rate, "learning rate"),
             warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0, limits.max_steps),
-            seed=checks.whole_number(seed, "seed", 0, 2**31 - 1),
+            seed=checks.seed(seed),
             device=str(device or "auto"), optimizer="adamw" if optimizer is None else optimizer,
             time_budget_seconds=time_budget(time_budget_seconds, limits),
             eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
