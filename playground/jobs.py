@@ -73,6 +73,7 @@ class JobStatus:
     time_limit_seconds: float | None = None  # the run stops and saves when its wall time passes this
     time_budget_seconds: float = 0.0  # the run's own TrainConfig.time_budget_seconds (0: none)
     progress: float = 0.0  # how far through its schedule, in [0, 1]: by steps, or by its time budget if further
+    held_out: bool = True  # its validation text is not its training text (PreparedRun.held_out)
 
     @property
     def active(self) -> bool:
@@ -170,7 +171,7 @@ class TrainingJobs:
                          corpus=f"{run.corpus.label} ({len(run.corpus.text):,} characters)",
                          time_limit_seconds=run.max_seconds, seconds_before=seconds_before(run),
                          progress=run.request.train.progress(run.start_step, run.step_seconds_before),
-                         message=f"training on {run.corpus.label} on {run.device}{notes}")
+                         held_out=run.held_out, message=f"training on {run.corpus.label} on {run.device}{notes}")
             with self._lock:
                 job.train_loss.extend(tuple(p) for p in run.history.get("train_loss", []))
                 seconds = {step: t for step, t in run.history.get("val_seconds", [])}

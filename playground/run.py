@@ -210,6 +210,7 @@ class PreparedRun:
     owner: str | None = None  # the owner hash training.json records
     memory: int = 0
     budget: MemoryBudget | None = None
+    held_out: bool = True  # False: a text too short to hold out validation trains and validates on all of it
 
     def release_memory(self) -> None:
         """Give the run's reserved bytes back to the budget (once; later calls do nothing)."""
@@ -395,7 +396,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
         run = PreparedRun(request, corpus, tokenizer, model, TokenIdsDataset(train_ids, config.context_size),
                           TokenIdsDataset(val_ids, config.context_size), device, start_step, history,
                           step_seconds_before=step_seconds_before, optimizer=optimizer, notes=notes, cost=cost,
-                          estimated_seconds=estimated, max_seconds=max_seconds, owner=owner, memory=held, budget=budget)
+                          estimated_seconds=estimated, max_seconds=max_seconds, owner=owner, memory=held, budget=budget,
+                          held_out=not split_notes)
         return run
     finally:
         if run is None and budget is not None:

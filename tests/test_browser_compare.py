@@ -96,3 +96,18 @@ def test_a_sweep_too_long_for_the_server_is_refused_with_what_to_lower(page):
     expect(toast).to_contain_text("over its limit of 60 s a request", timeout=WAIT_MS)
     expect(toast).to_contain_text("lower")
     screenshot(page, "compare-refused", publish=False)
+
+
+def test_a_compare_pressed_while_one_runs_is_not_dropped(page):
+    """A button's default trigger mode ("once") ignored a click while the last one ran, so the result shown stopped
+    matching the fields; the last click now runs after it (found by a stranger's test in Chromium)."""
+    panel = open_tab(page, "Compare")
+    expect(panel).to_contain_text("input 2 × 16 × 64", timeout=WAIT_MS)  # the arrival's comparison
+    compare = panel.get_by_role("button", name="Compare", exact=True)
+    panel.get_by_label("embedding_dim", exact=True).fill("768")
+    panel.get_by_label("heads_num", exact=True).fill("12")
+    compare.click()  # a slower one, so the next click comes while it runs
+    panel.get_by_label("T", exact=True).fill("7")
+    compare.click()
+    expect(panel).to_contain_text("input 2 × 7 × 768, 12 heads of width 64", timeout=WAIT_MS)
+    expect_no_error(page)

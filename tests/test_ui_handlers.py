@@ -533,6 +533,17 @@ def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
     assert slider.label == "snapshot (0 saved since resuming at step 100, at each evaluation)"
 
 
+def test_the_status_warns_of_overfitting_only_when_validation_is_held_out():
+    from playground.jobs import JobStatus
+
+    train = tuple((step, 3.0 - step / 250) for step in range(1, 501))
+    val = ((100, 2.2), (200, 2.0), (300, 2.1), (400, 2.3), (500, 2.6))
+    status = JobStatus(state="finished", run_name="r", step=500, steps=500, train_loss=train, val_loss=val)
+    assert "⚠️ Validation loss has risen from 2.000 at step 200 to 2.600" in train_tab.render_status(status)[0]
+    whole_text = dataclasses.replace(status, held_out=False)  # the same text validates: memorising is the point
+    assert "Validation loss has risen" not in train_tab.render_status(whole_text)[0]
+
+
 def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
     """The status timer redraws the probe every poll, so an out-of-range layer or head box is clamped and the title
     says so (a toast would repeat every poll)."""

@@ -328,8 +328,10 @@ def build(ctx: AppContext) -> None:
     arrival = gr.on(None, None, api_name="compare_arrival", api_visibility="private").then(
         bound(first_comparison, ctx), inputs, [summary, equivalence, parameters, grid], api_name="compare_load",
         api_visibility="private", show_progress="hidden", **ctx.long_lane)
+    # always_last: a Compare pressed while one runs is done after it (a button's default, "once", dropped it, and the
+    # result shown stopped matching the fields)
     run.click(bound(run_comparison, ctx), inputs, [summary, equivalence, parameters, grid],
-              api_name="compare", cancels=[arrival], **ctx.long_lane)
+              api_name="compare", cancels=[arrival], trigger_mode="always_last", **ctx.long_lane)
     gpt2.click(lambda: (GPT2_SMALL["embedding_dim"], GPT2_SMALL["heads_num"], GPT2_SMALL["seq_len"],
                         GPT2_SMALL["batch"], GPT2_SMALL["qkv_bias"]), None,
                [embedding_dim, heads_num, seq_len, batch, qkv_bias], api_name="compare_gpt2_preset",

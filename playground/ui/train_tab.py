@@ -284,7 +284,8 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
             f"ETA {format_seconds(status.eta_seconds)}\n\n"
             f"{status.parameter_count:,} parameters · {status.device} · corpus {status.corpus}"
             + (f" · {done} steps this session" if status.start_step else ""))
-    overfitting = curves.overfitting_note(status.train_loss, status.val_loss)
+    # (not when it validates on its training text: its status already says that measures memorising)
+    overfitting = curves.overfitting_note(status.train_loss, status.val_loss) if status.held_out else ""
     if overfitting:
         text += f"\n\n⚠️ {overfitting}"
     stride = max(1, len(status.train_loss) // 500)
