@@ -186,6 +186,18 @@ def test_sample_refuses_what_would_take_too_long_and_says_what_to_lower(ctx, mon
     assert ctx.budget.reserved == 0
 
 
+def test_an_empty_seed_box_draws_a_seed_and_says_which(ctx):
+    text, _, stats, _ = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 1.0, 0, 1.0, None, False,
+                                               True))[-1]
+    drawn = re.search(r"the seed box was empty, so seed (\d+) was drawn: type it there to draw this text again", stats)
+    assert drawn, stats
+    again = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 1.0, 0, 1.0, int(drawn.group(1)), False,
+                                   True))[-1][0]
+    assert again == text  # the seed it names draws the very same text
+    greedy = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 5, 1.0, 0, 1.0, None, True, True))[-1][2]
+    assert "seed box was empty" not in greedy  # greedy draws nothing
+
+
 @pytest.mark.parametrize("max_new_tokens,top_k,message", [
     (-5, 0, "max new tokens must be positive, got -5"),
     (5000, 0, "max new tokens must be at most 2000, got 5000"),

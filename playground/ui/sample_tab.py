@@ -10,6 +10,7 @@ batches the browser keeps up with.
 from __future__ import annotations
 
 import html
+import secrets
 import time
 from dataclasses import replace
 
@@ -113,13 +114,17 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     # checked here under the page's labels (the core allows 0 new tokens and names its fields top_k, top_p)
     max_new_tokens = checks.whole_number(max_new_tokens, "max new tokens", 1, ctx.limits.max_new_tokens)
     top_k = 0 if top_k in (None, "") else checks.whole_number(top_k, "top-k (0 = off)", 0)
+    drawn = seed in (None, "") and not greedy  # an empty seed box: a fresh seed, said in the stats so it can be reused
+    if seed in (None, ""):
+        seed = secrets.randbelow(checks.MAX_SEED + 1) if drawn else None  # greedy draws nothing
     settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature,
                                 top_k=top_k or None,  # the field's 0 means off
                                 top_p=None if top_p in (None, "", 1) else top_p,  # and so does its 1
                                 greedy=bool(greedy), seed=seed).within(ctx.limits)
     loaded = ctx.checkpoint(checkpoint)
     tokenizer = loaded.tokenizer
-    notes = []
+    notes = [f"the seed box was empty, so seed {seed} was drawn: type it there to draw this text again"] if drawn \
+        else []
     unknown = tokenizer.find_unknown(prompt)
     if unknown:
         listed = list_unknown(unknown)
