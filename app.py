@@ -3,6 +3,7 @@
 import logging
 import os
 import signal
+import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -14,7 +15,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 def main() -> None:
     from playground.ui import build_app, launch_options
+    from playground.ui.logs import CappedLines
 
+    sys.stderr = CappedLines(sys.stderr)  # before logging takes it: no log line longer than MAX_LOG_LINE
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # As PID 1 in a container, SIGTERM (docker stop) has no default action: make it stop the server like Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)

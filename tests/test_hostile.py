@@ -103,6 +103,28 @@ def _train(client, **changes):
     return client.predict(**args, api_name="/train_start")
 
 
+def test_a_huge_value_gradio_refuses_does_not_flood_the_log(hostile):
+    """Gradio's own input checks (a Radio given a value outside its choices) print a traceback whose last line quotes
+    the value: a 10 MB value wrote 10 MB of log per call. app.py's stderr cuts every line to MAX_LOG_LINE."""
+    import httpx
+
+    from playground.ui.logs import MAX_LOG_LINE
+
+    before = hostile.log.stat().st_size
+    base = hostile.url.rstrip("/") + "/gradio_api/call/tokenize"
+    posted = httpx.post(base, json={"data": ["hello", "x" * 1_000_000, None]}, timeout=60)
+    assert posted.status_code == 200, posted.text[:300]
+    answer = httpx.get(f"{base}/{posted.json()['event_id']}", timeout=60).text
+    assert answer.startswith("event: error"), answer[:300]
+    time.sleep(0.5)  # the log is written by the server process
+    with hostile.log.open("rb") as log:
+        log.seek(before)
+        written = log.read().decode("utf-8", errors="replace")
+    assert len(written) < 50_000, f"{len(written):,} characters logged for one refused call"
+    assert max(map(len, written.splitlines()), default=0) <= MAX_LOG_LINE + 40
+    _healthy(hostile, "a 1 MB value for a Radio")
+
+
 def test_the_killer_training_request_is_refused_with_what_to_lower(hostile):
     client = _client(hostile)
     message = _refusal(lambda: _train(client, layers_num=1, heads_num=1, embedding_dim=1024, context_size=1024,
