@@ -44,6 +44,11 @@ PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "ba
 SETTINGS_FIELDS = PRESET_FIELDS[:-3]  # start_run's leading parameters
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "dropout_rate",
                    "optimizer", "time_budget_seconds")
+# The one place for the words the page uses for TrainConfig fields whose box is not labelled with the field's name:
+# the boxes' labels, the handlers' checks and in_labels (TrainConfig's own messages) all read them here (the time
+# budget's box also says what 0 means: TIME_BUDGET_LABEL).
+FIELD_LABELS = {"batch_size": "batch size", "learning_rate": "learning rate", "warmup_steps": "warmup steps",
+                "time_budget_seconds": "time budget (seconds)"}
 TIME_BUDGET_LABEL = "time budget (s; 0: none)"  # the estimate below the fields says what it does
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
@@ -67,7 +72,8 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
                              heads_num=checks.whole_number(heads_num, "heads_num", 1),
                              layers_num=checks.whole_number(layers_num, "layers_num", 1),
                              dropout_rate=0.0 if dropout_rate is None else dropout_rate)
-        batch, steps = checks.whole_number(batch_size, "batch size", 1), checks.whole_number(steps, "steps", 1)
+        batch = checks.whole_number(batch_size, FIELD_LABELS["batch_size"], 1)
+        steps = checks.whole_number(steps, "steps", 1)
         budget = time_budget(time_budget_seconds)
     except ValueError as exc:
         return f"⚠️ {exc}"
@@ -95,10 +101,6 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
     return text
 
 
-FIELD_LABELS = {"batch_size": "batch size", "learning_rate": "learning rate", "warmup_steps": "warmup steps",
-                "time_budget_seconds": "time budget (seconds)"}  # the TrainConfig fields whose box says otherwise
-
-
 def in_labels(message: str) -> str:
     """A TrainConfig message that starts with a field's name, started with its box's label instead:
     "learning_rate must be in (0, 1], got 0.0" -> "learning rate must be in (0, 1], got 0.0"."""
@@ -110,7 +112,7 @@ def time_budget(value, limits: Limits | None = None) -> float:
     """The time budget field: seconds, 0 (or empty) for none, at most a server's time limit for a run; the one
     check of it."""
     most = None if limits is None else limits.max_train_seconds
-    return 0.0 if value is None else checks.real_number(value, "time budget (seconds)", 0.0, most)
+    return 0.0 if value is None else checks.real_number(value, FIELD_LABELS["time_budget_seconds"], 0.0, most)
 
 
 def preset_note(name: str) -> str:
@@ -175,12 +177,12 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                  dropout_rate=checks.real_number(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False)
     steps = checks.whole_number(steps, "steps", 1, limits.max_steps)
     preset = TRAIN_PRESETS["tiny"].train
-    batch_size = checks.whole_number(batch_size, "batch size", 1, 1024)
+    batch_size = checks.whole_number(batch_size, FIELD_LABELS["batch_size"], 1, 1024)
     try:  # TrainConfig's own checks (learning rate, device...) speak of its fields: said under the page's labels
         train = dataclasses.replace(
             preset, batch_size=batch_size, steps=steps,
-            learning_rate=checks.real_number(learning_rate, "learning rate"),
-            warmup_steps=checks.whole_number(warmup_steps, "warmup steps", 0, limits.max_steps),
+            learning_rate=checks.real_number(learning_rate, FIELD_LABELS["learning_rate"]),
+            warmup_steps=checks.whole_number(warmup_steps, FIELD_LABELS["warmup_steps"], 0, limits.max_steps),
             seed=checks.seed(seed),
             device=str(device or "auto"), optimizer="adamw" if optimizer is None else optimizer,
             time_budget_seconds=time_budget(time_budget_seconds, limits),
@@ -407,11 +409,11 @@ def build(ctx: AppContext) -> None:
             fields[name] = gr.Number(first[name], label=name)
         fields["dropout_rate"] = gr.Number(first["dropout_rate"], label="dropout_rate")
     with gr.Row():
-        fields["batch_size"] = gr.Number(first["batch_size"], label="batch size")
+        fields["batch_size"] = gr.Number(first["batch_size"], label=FIELD_LABELS["batch_size"])
         fields["steps"] = gr.Number(first["steps"], label="steps")
         fields["time_budget_seconds"] = gr.Number(first["time_budget_seconds"], label=TIME_BUDGET_LABEL)
-        fields["learning_rate"] = gr.Number(first["learning_rate"], label="learning rate")
-        fields["warmup_steps"] = gr.Number(first["warmup_steps"], label="warmup steps")
+        fields["learning_rate"] = gr.Number(first["learning_rate"], label=FIELD_LABELS["learning_rate"])
+        fields["warmup_steps"] = gr.Number(first["warmup_steps"], label=FIELD_LABELS["warmup_steps"])
         fields["seed"] = gr.Number(first["seed"], label="seed")
     with gr.Row():
         fields["optimizer"] = gr.Radio(list(OPTIMIZER_CHOICES), value=first["optimizer"], label="optimizer",
