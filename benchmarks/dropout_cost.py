@@ -81,7 +81,7 @@ def main() -> None:
     preset = TRAIN_PRESETS[args.preset]
     rate = args.dropout if args.dropout is not None else preset.model.dropout_rate or 0.1
     costs = per_element(rate)
-    print(f"{describe('cpu')}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(f"{describe('cpu')}, torch {torch.__version__}")
     print(f"forward + backward at p={rate}, ns per element: "
           + "; ".join(f"{name} {seconds * 1e9:.1f}" for name, seconds in costs.items()))
 

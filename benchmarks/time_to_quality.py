@@ -211,7 +211,7 @@ def main() -> None:
     windows = val_data.random_batch(args.val_windows, torch.Generator().manual_seed(args.seed))
     train_data = TokenIdsDataset(train_ids, CONTEXT)
     print(f"{corpus.name}: {len(corpus.text):,} characters, nanoGPT's 90/10 split; {args.val_windows} fixed "
-          f"validation windows of {CONTEXT}; {describe('cpu')}, {torch.get_num_threads()} threads, "
+          f"validation windows of {CONTEXT}; {describe('cpu')}, "
           f"torch {torch.__version__}; {args.seconds:g} s of training per run, scored every {args.eval_every:g} s")
 
     tiny = TRAIN_PRESETS["tiny"]

@@ -50,13 +50,13 @@ TRAIN_PRESETS: dict[str, TrainPreset] = {
                     checkpoint_interval=300, sample_interval=50),
     ),
     "tiny": TrainPreset(
-        "about a minute on any machine: 50 s of training steps (a time budget, the learning rate's decay sized to "
-        "end then) or 3,000 steps, whichever comes first; Muon, and the shape and learning rate benchmarks/sweep.py "
-        "found best for that minute",
+        "about a minute on any machine: 50 s of training steps (a time budget, the learning rate's linear decay to "
+        "zero sized to end then) or 3,000 steps, whichever comes first; Muon, and the shape, learning rate and decay "
+        "benchmarks/sweep.py found best for that minute",
         ModelShape(layers_num=2, heads_num=3, embedding_dim=96, context_size=64),
-        TrainConfig(batch_size=32, steps=3000, learning_rate=1.2e-2, warmup_steps=50, eval_interval=100,
-                    eval_batches=10, checkpoint_interval=1000, sample_interval=200, optimizer="muon",
-                    time_budget_seconds=50.0),
+        TrainConfig(batch_size=32, steps=3000, learning_rate=1.2e-2, warmup_steps=50, min_learning_rate_ratio=0.0,
+                    learning_rate_decay="linear", eval_interval=100, eval_batches=10, checkpoint_interval=1000,
+                    sample_interval=200, optimizer="muon", time_budget_seconds=50.0),
     ),
     "small": TrainPreset(
         "the shipped model's recipe for a quarter of its 8,000 steps: about half an hour on a slow 2-core CPU",

@@ -605,7 +605,8 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
              f"{config.context_size}, vocabulary {config.vocabulary_size}, dropout {config.dropout_rate}, "
              f"bias {config.use_bias}")
     schedule = (f"batch {train_config.batch_size}, learning rate {train_config.learning_rate}, warm-up "
-                f"{train_config.warmup_steps}, cosine decay to {train_config.min_learning_rate_ratio}x")
+                f"{train_config.warmup_steps}, {train_config.learning_rate_decay} decay to "
+                f"{train_config.min_learning_rate_ratio:g}x")
     if train_config.time_budget_seconds > 0:
         schedule += (f", sized to a time budget of {train_config.time_budget_seconds:g} s of training steps"
                      + (", which ended the run" if result.budget_reached else ""))

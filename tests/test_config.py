@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -49,6 +50,25 @@ def test_learning_rate_schedule_warms_up_then_decays_to_floor():
     assert config.learning_rate_at(100) == pytest.approx(1e-4)
     rates = [config.learning_rate_at(s) for s in range(10, 100)]
     assert all(a >= b for a, b in zip(rates, rates[1:]))
+
+
+def test_a_linear_decay_falls_by_equal_steps_to_its_floor():
+    """Warm-up 10 of 110 steps, then a straight line from lr to the floor: a quarter of the way, a quarter down."""
+    config = TrainConfig(steps=110, learning_rate=1e-3, warmup_steps=10, min_learning_rate_ratio=0.0,
+                         learning_rate_decay="linear")
+    assert config.learning_rate_at(9) == pytest.approx(1e-3)
+    assert config.learning_rate_at(35) == pytest.approx(0.75e-3)
+    assert config.learning_rate_at(60) == pytest.approx(0.5e-3)
+    assert config.learning_rate_at(110) == 0.0
+    floored = TrainConfig(steps=110, learning_rate=1e-3, warmup_steps=10, min_learning_rate_ratio=0.2,
+                          learning_rate_decay="linear")
+    assert floored.learning_rate_at(60) == pytest.approx(0.6e-3)  # halfway between lr and its floor
+    budget = replace(config, time_budget_seconds=100.0)
+    assert budget.learning_rate_at(20, 50.0) == pytest.approx(0.5e-3)  # the clock leads, as with cosine
+    assert TrainConfig.from_dict({k: v for k, v in config.to_dict().items() if k != "learning_rate_decay"}) == replace(
+        config, learning_rate_decay="cosine")  # a checkpoint written before the choice existed reads as cosine
+    with pytest.raises(ConfigError, match="learning_rate_decay must be cosine or linear, got 'step'"):
+        TrainConfig(learning_rate_decay="step")
 
 
 def test_a_time_budget_decays_the_rate_by_the_clock_when_the_clock_leads():

@@ -207,6 +207,11 @@ def test_cli_flags_lay_over_the_preset():
     assert request.run_name == "gpu" and request.model == {**gpu.model.to_dict(), "layers_num": 3}
     assert request.train.steps == 7 and request.train.batch_size == gpu.train.batch_size
     assert request.train.device == "auto"  # the gpu preset's cuda only when --device asks for it
+    args = train_cli.build_parser().parse_args(["--learning-rate-decay", "cosine", "--min-learning-rate-ratio", "0.1"])
+    tiny = train_cli.request_from_args(args).train
+    assert (tiny.learning_rate_decay, tiny.min_learning_rate_ratio) == ("cosine", 0.1)
+    assert (TRAIN_PRESETS["tiny"].train.learning_rate_decay, TRAIN_PRESETS["gpu"].train.learning_rate_decay) == (
+        "linear", "cosine")
 
 
 @pytest.mark.parametrize("name", sorted(TRAIN_PRESETS))

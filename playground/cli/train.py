@@ -19,14 +19,15 @@ import torch
 from tqdm import tqdm
 
 from playground import checkpoints, distributed
-from playground.config import OPTIMIZER_CHOICES, PRECISION_CHOICES
+from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
 from playground.device import describe_training, pick_device
 from playground.presets import MODEL_FIELDS, TRAIN_PRESETS
 from playground.run import RunRequest, model_card, prepare_run, run_training
 from playground.train import StepMetrics, TrainingError
 
 TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
-                "checkpoint_interval", "seed", "device", "optimizer", "precision", "time_budget_seconds")
+                "checkpoint_interval", "seed", "device", "optimizer", "precision", "time_budget_seconds",
+                "learning_rate_decay", "min_learning_rate_ratio")
 POSTFIX_EVERY = 10  # steps between updates of the bar's loss and speed figures
 PERCENT_BAR = "{l_bar}{bar}| {n:.0f}/100% [{elapsed}<{remaining}{postfix}]"  # a time-budgeted run's bar
 
@@ -50,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int)
     parser.add_argument("--learning-rate", type=float)
     parser.add_argument("--warmup-steps", type=int)
+    parser.add_argument("--learning-rate-decay", choices=DECAY_CHOICES,
+                        help="how the learning rate falls after the warm-up: cosine (nanoGPT's) or linear (default: "
+                             "the preset's: linear for tiny, cosine for the others)")
+    parser.add_argument("--min-learning-rate-ratio", type=float,
+                        help="where the decay ends, as a share of the learning rate (default: the preset's: 0 for "
+                             "tiny, 0.1 for the others)")
     parser.add_argument("--eval-interval", type=int)
     parser.add_argument("--eval-batches", type=int)
     parser.add_argument("--checkpoint-interval", type=int)
