@@ -1,4 +1,4 @@
-"""The one helper per kind of value that enters the playground: whole numbers, real numbers, text.
+"""The one helper per kind of value that enters the playground: whole numbers, real numbers, text, flags.
 
 Every layer that takes a value from outside (a UI handler, a config, a CLI flag, a core function a notebook
 calls) checks it here, so a wrong value gets the same message wherever it arrives. Knows nothing about
@@ -9,6 +9,7 @@ as ``ConfigError``) whose message names the field and quotes the value, cut shor
     whole_number(0, "heads_num", 1)       -> ValueError("heads_num must be positive, got 0")
     whole_number(4.0, "layers_num", 1)    -> 4        (number boxes send whole floats)
     text("x" * 3000, "The text", 2000)    -> ValueError("The text is 3,000 characters long; ...")
+    flag("false", "greedy")               -> ValueError("greedy must be true or false, got 'false'")
 """
 
 from __future__ import annotations
@@ -103,6 +104,13 @@ def text(value: Any, name: str, limit: int, *, limit_bytes: int | None = None) -
         size = len(value.encode("utf-8", errors="surrogatepass"))
         if size > limit_bytes:
             raise ValueError(f"{name} is {size:,} bytes of UTF-8; this server's limit is {limit_bytes:,} bytes")
+    return value
+
+
+def flag(value: Any, name: str) -> bool:
+    """A checkbox's state: True or False only. An API caller's "false" or 0 is refused, not read as its truth."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {shown(value)}")
     return value
 
 

@@ -64,6 +64,15 @@ def test_number_fields_leave_their_bounds_and_rounding_to_the_handlers(served):
         client.predict(-5, 4, 8, 1, 0, True, "fp32", "cpu", api_name="/compare")
 
 
+def test_checkboxes_take_true_or_false_only(served):
+    """Gradio hands a checkbox's value over as sent: an API caller's "false" was read as true (bool("false"))."""
+    _, client, _ = served
+    with pytest.raises(AppError, match="(?i)qkv bias must be true or false, got 'false'"):
+        client.predict(64, 4, 8, 1, 0, "false", "fp32", "cpu", api_name="/compare")
+    with pytest.raises(AppError, match="(?i)greedy must be true or false, got 'no'"):
+        client.predict("shakespeare-char", "ROMEO:", 5, 0.8, 0, 1.0, 7, "no", True, False, api_name="/sample")
+
+
 def test_tabs_in_order(served):
     app, _, _ = served
     labels = [block.label for block in app.blocks.values() if block.__class__.__name__ == "Tab"]

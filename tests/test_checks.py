@@ -1,6 +1,7 @@
 """One helper per kind of value: the same message wherever a value enters (handler, config, CLI)."""
 
 import math
+import re
 
 import pytest
 
@@ -57,6 +58,14 @@ def test_choice_lists_the_choices():
     assert checks.choice("a", "corpus", ["a", "b"]) == "a"
     with pytest.raises(ValueError, match=r"corpus: 'x.*is not one of the choices \(a, b\)"):
         checks.choice("x" * 500, "corpus", ["a", "b"])
+
+
+def test_a_flag_is_true_or_false_only():
+    """Gradio passes a checkbox's value through as the API caller sent it: "false" must not read as true."""
+    assert checks.flag(True, "greedy") is True and checks.flag(False, "greedy") is False
+    for value in ("false", 0, 1, None, "true"):
+        with pytest.raises(ValueError, match=f"greedy must be true or false, got {re.escape(repr(value))}"):
+            checks.flag(value, "greedy")
 
 
 def test_configs_use_the_same_checks_with_their_own_error():

@@ -117,8 +117,9 @@ def _step_index(step) -> int:
 
 def _switches(scale, mask, temperature, mask_before_scaling) -> dict:
     """The trace's switches; trace_head refuses a temperature that is not above 0."""
-    return dict(scale=bool(scale), mask=bool(mask), temperature=checks.real_number(temperature, "temperature"),
-                mask_before_scaling=bool(mask_before_scaling))
+    return dict(scale=checks.flag(scale, "scale by 1/√d_k"), mask=checks.flag(mask, "causal mask"),
+                temperature=checks.real_number(temperature, "temperature"),
+                mask_before_scaling=checks.flag(mask_before_scaling, "mask before scaling"))
 
 
 def _colour_bound(*tensors: torch.Tensor) -> float:

@@ -167,9 +167,10 @@ def comparison_cost(ctx: AppContext, d: int, h: int, T: int, B: int, dtype: torc
 def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device):
     """Plain handler: (summary Markdown, equivalence rows, parameter rows, per-head map grid)."""
     d, h, T, B, seed, torch_dtype, chosen = _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device)
+    qkv_bias = checks.flag(qkv_bias, "qkv bias")
     cost = comparison_cost(ctx, d, h, T, B, torch_dtype, chosen)
     with ctx.budget.reserve(cost):
-        result = compare(d, d, h, T, B, seed, bool(qkv_bias), torch_dtype, chosen, with_maps=T <= MAX_MAP_T)
+        result = compare(d, d, h, T, B, seed, qkv_bias, torch_dtype, chosen, with_maps=T <= MAX_MAP_T)
     equivalence = {"headers": ["name", "compared with", "max |diff|", "rel. diff", "atol", "agrees",
                                "what it is — why its numbers differ at all"], "data": []}
     for row in result.rows:

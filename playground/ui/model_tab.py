@@ -70,7 +70,7 @@ def _settings(level, layer, head, query, key, norm_order, attention, activation,
         ATTENTION_MODES[checks.choice(attention, "attention", ATTENTION_MODES)],
         checks.choice(activation, "activation", anatomy.ACTIVATIONS),
         checks.real_number(dropout, "dropout", 0.0, 0.95), checks.seed(dropout_seed, "dropout seed"),
-        bool(forget_transpose))
+        checks.flag(forget_transpose, lessons.FORGET_TRANSPOSE_LABEL))
 
 
 def _token_label(text: str) -> str:

@@ -21,7 +21,7 @@ def publish(ctx: AppContext, checkpoint: str, repo_id: str, private: bool, token
     if not ctx.admin_token or not identify(ctx, token, None, request).admin:
         raise ValueError("only the Space owner may publish: type the admin token (PLAYGROUND_ADMIN_TOKEN)")
     folder = checkpoints.resolve(checks.text(checkpoint, "the checkpoint", 64).strip(), ctx.weights)
-    published = hub.publish_checkpoint(folder, repo_id, private=bool(private),
+    published = hub.publish_checkpoint(folder, repo_id, private=checks.flag(private, "private repo"),
                                        commit_message=f"Publish {folder.name} from Attention Playground")
     return (f"Published **{folder.name}** to [{published.repo_id}]({published.url}) "
             f"({', '.join(published.files)}). Type **{published.repo_id}** where a checkpoint is chosen to open it.")

@@ -110,7 +110,9 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     shown at most every ``update_seconds`` and once more at the end, with the full text.
     """
     prompt = checks.text(prompt, "The prompt", ctx.limits.max_text_chars)
-    use_cache = bool(use_cache)
+    use_cache = checks.flag(use_cache, "KV cache")
+    greedy = checks.flag(greedy, "greedy")
+    drop_unknown = checks.flag(drop_unknown, "drop unknown characters from the prompt")
     # checked here under the page's labels (the core allows 0 new tokens and names its fields top_k, top_p)
     max_new_tokens = checks.whole_number(max_new_tokens, "max new tokens", 1, ctx.limits.max_new_tokens)
     top_k = 0 if top_k in (None, "") else checks.whole_number(top_k, "top-k (0 = off)", 0)
@@ -120,7 +122,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature,
                                 top_k=top_k or None,  # the field's 0 means off
                                 top_p=None if top_p in (None, "", 1) else top_p,  # and so does its 1
-                                greedy=bool(greedy), seed=seed).within(ctx.limits)
+                                greedy=greedy, seed=seed).within(ctx.limits)
     loaded = ctx.checkpoint(checkpoint)
     tokenizer = loaded.tokenizer
     notes = [f"the seed box was empty, so seed {seed} was drawn: type it there to draw this text again"] if drawn \

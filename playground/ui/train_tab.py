@@ -192,8 +192,7 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
         TrainConfig.from_dict(train.to_dict())
     except ConfigError as exc:
         raise ConfigError(in_labels(str(exc))) from None
-    if not isinstance(replace, bool):
-        raise ValueError(f"replace it must be true or false, got {checks.shown(replace)}")
+    checks.flag(replace, "replace it")
     corpus_text = corpus_name = None
     uploaded = False
     if corpus_choice == CORPORA[1]:
@@ -350,7 +349,7 @@ def compare_curves(ctx: AppContext, runs, x_axis, include_current=True):
         raise ValueError(f"pick at most {curves.MAX_OVERLAYS} earlier runs to draw at once (you picked {len(names)})")
     drawn, notes = [], []
     status = ctx.jobs.status()
-    if include_current and status.run_name:
+    if checks.flag(include_current, "include the current run") and status.run_name:
         live = curves.live_curve(f"{status.run_name} (this run, {status.state})",
                                  f"{status.run_name} (this run, {status.state})", status.val_loss,
                                  status.train_loss, status.elapsed_seconds, status.step - status.start_step)
