@@ -81,14 +81,14 @@ def _pairs(value: Any) -> list[tuple[float, float]]:
 
 
 def describe(name: str, training: dict[str, Any], parameters: int | None) -> str:
-    """``my-run-1 · adamw, lr 0.004, batch 32 · 2 layers × 128, context 64 · 0.8M parameters``."""
+    """``my-run-1 · adamw, lr 0.004 (cosine), batch 32 · 2 layers × 128, context 64 · 0.8M parameters``."""
     config = training.get("train_config") if isinstance(training.get("train_config"), dict) else {}
     parts = [name]
     recipe = []
     if config:
         recipe.append(str(config.get("optimizer", "adamw")))  # runs from before the choice existed used AdamW
-    if config.get("learning_rate") is not None:
-        recipe.append(f"lr {config['learning_rate']:g}")
+    if config.get("learning_rate") is not None:  # and its decay: runs from before the choice existed used cosine
+        recipe.append(f"lr {config['learning_rate']:g} ({config.get('learning_rate_decay', 'cosine')})")
     if config.get("batch_size") is not None:
         recipe.append(f"batch {config['batch_size']}")
     if recipe:

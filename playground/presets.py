@@ -33,6 +33,9 @@ class ModelShape:
 
 
 MODEL_FIELDS = tuple(field.name for field in dataclasses.fields(ModelShape))
+# Where each learning-rate decay ends, as a share of the rate, in every preset and in the Train tab (which offers the
+# decay, not its floor): cosine to a tenth, as nanoGPT; linear to zero, as benchmarks/sweep.py found best for tiny.
+DECAY_FLOORS = {"cosine": 0.1, "linear": 0.0}
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,9 @@ TRAIN_PRESETS: dict[str, TrainPreset] = {
         "zero sized to end then) or 3,000 steps, whichever comes first; Muon, and the shape, learning rate and decay "
         "benchmarks/sweep.py found best for that minute",
         ModelShape(layers_num=2, heads_num=3, embedding_dim=96, context_size=64),
-        TrainConfig(batch_size=32, steps=3000, learning_rate=1.2e-2, warmup_steps=50, min_learning_rate_ratio=0.0,
-                    learning_rate_decay="linear", eval_interval=100, eval_batches=10, checkpoint_interval=1000,
-                    sample_interval=200, optimizer="muon", time_budget_seconds=50.0),
+        TrainConfig(batch_size=32, steps=3000, learning_rate=1.2e-2, warmup_steps=50, learning_rate_decay="linear",
+                    min_learning_rate_ratio=DECAY_FLOORS["linear"], eval_interval=100, eval_batches=10,
+                    checkpoint_interval=1000, sample_interval=200, optimizer="muon", time_budget_seconds=50.0),
     ),
     "small": TrainPreset(
         "the shipped model's recipe for a quarter of its 8,000 steps: about half an hour on a slow 2-core CPU",

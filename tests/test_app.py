@@ -100,10 +100,10 @@ def test_api_inputs_have_their_handlers_names(served):
                                 "greedy", "use_cache", "drop_unknown"]
     assert names["/attention_step"][:4] == ["source", "checkpoint", "layer", "head"]
     assert names["/model_view"][-2:] == ["dropout_seed", "forget_transpose"]  # optional: older calls still work
-    # optional after run_name; the optimizer and the time budget last, so calls written before they existed still
-    # train with AdamW and no time budget
+    # optional after run_name; the optimizer, the time budget and the decay last, so calls written before they
+    # existed still train with AdamW, no time budget and cosine decay
     assert names["/train_start"][14:] == ["run_name", "replace", "token", "browser_token", "optimizer",
-                                          "time_budget_seconds"]
+                                          "time_budget_seconds", "learning_rate_decay"]
     assert names["/train_stop"] == ["token", "browser_token"] and names["/compare"][0] == "embedding_dim"
     unnamed = {api: params for api, params in names.items() if any(p.startswith("param_") for p in params)}
     assert not unnamed

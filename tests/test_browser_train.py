@@ -262,7 +262,7 @@ def test_the_toy_preset_learns_hello_world_and_the_sample_tab_writes_it(page, se
     page.get_by_role("option", name="shakespeare-char", exact=True).click()
     compared = plot_titled(panel, "Loss against steps")
     expect(compared).to_contain_text(f"{name} (this run, finished)", timeout=WAIT_MS)
-    expect(compared).to_contain_text("shakespeare-char · muon, lr 0.003, batch 32")
+    expect(compared).to_contain_text("shakespeare-char · muon, lr 0.003 (cosine), batch 32")
     panel.get_by_role("radio", name="seconds", exact=True).check()
     expect(plot_titled(panel, "Loss against seconds")).to_be_visible(timeout=WAIT_MS)
     expect(panel).to_contain_text("Lowest last validation loss:")

@@ -48,14 +48,17 @@ def test_each_evaluation_records_its_time_and_a_resumed_run_goes_on_from_its_ear
 def test_a_curve_reads_back_with_what_the_run_was(two_runs):
     curve = curves.read_curve("second", two_runs)
     assert [s for s, _, _ in curve.val] == [10, 20] and not curve.seconds_estimated
-    assert "muon, lr 0.01, batch 8" in curve.label and re.search(r" · [\d,.]+M? parameters$", curve.label)
+    assert "muon, lr 0.01 (cosine), batch 8" in curve.label and re.search(r" · [\d,.]+M? parameters$", curve.label)
     assert len(curve.train) == 20
     assert curves.runs_with_curves(two_runs) == ["first", "second"]
 
 
 def test_a_legend_counts_a_small_models_parameters_in_full():
     training = {"train_config": {"optimizer": "adamw", "learning_rate": 0.01, "batch_size": 4}}
-    assert curves.describe("toy-1", training, 5_168) == "toy-1 · adamw, lr 0.01, batch 4 · 5,168 parameters"
+    # a run from before the decay was a choice trained with cosine
+    assert curves.describe("toy-1", training, 5_168) == "toy-1 · adamw, lr 0.01 (cosine), batch 4 · 5,168 parameters"
+    linear = {"train_config": {**training["train_config"], "learning_rate_decay": "linear"}}
+    assert "adamw, lr 0.01 (linear), batch 4" in curves.describe("toy-2", linear, 5_168)
     assert curves.describe("big", {}, 10_745_088) == "big · 10.7M parameters"
 
 

@@ -19,8 +19,9 @@ import torch
 
 from playground import checkpoints
 from playground.budget import MIB, BudgetError, MemoryBudget
-from playground.config import Limits
+from playground.config import ConfigError, Limits
 from playground.jobs import NotYourRunError
+from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext, friendly, message_for
 from playground.walkthrough import STEP_TITLES, journey_preset, lessons
@@ -530,6 +531,22 @@ def test_the_optimizer_comes_last_and_a_run_records_it(train_ctx):
     assert record["train_config"]["optimizer"] == "muon"
     with pytest.raises(ValueError, match="muon-run was trained with the optimizer muon, not adamw"):
         train_tab.start_run(ctx, *RUN, "muon-run", False, "", None, session("s"), resume=True)
+
+
+def test_the_decay_comes_last_and_each_preset_fills_its_own(train_ctx, monkeypatch):
+    """The Train tab offers the decay (its floor follows: DECAY_FLOORS), so each preset's decay and floor are the
+    ones it fills; a call that leaves the decay out trains with cosine to a tenth, as such calls always did."""
+    for name, preset in TRAIN_PRESETS.items():
+        assert preset.train.min_learning_rate_ratio == DECAY_FLOORS[preset.train.learning_rate_decay], name
+        assert train_tab.preset_fields(name)["learning_rate_decay"] == preset.train.learning_rate_decay
+    started = []
+    monkeypatch.setattr(train_ctx.jobs, "start", started.append)
+    train_tab.start_run(train_ctx, *RUN, "old-call", False, "", None, session("s"), "muon", 0.0)
+    train_tab.start_run(train_ctx, *RUN, "linear", False, "", None, session("s"), "muon", 0.0, "linear")
+    assert [(r.train.learning_rate_decay, r.train.min_learning_rate_ratio) for r in started] == [
+        ("cosine", 0.1), ("linear", 0.0)]
+    with pytest.raises(ConfigError, match="learning rate decay must be cosine or linear, got 'step'"):
+        train_tab.start_run(train_ctx, *RUN, "step", False, "", None, session("s"), "muon", 0.0, "step")
 
 
 def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():

@@ -19,10 +19,10 @@ import gradio as gr
 
 from playground import checkpoints, checks, curves, plots
 from playground.budget import human
-from playground.config import OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
+from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import decode_text
 from playground.jobs import JobStatus
-from playground.presets import TRAIN_PRESETS
+from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.run import (
     RunRequest,
     Visitor,
@@ -37,19 +37,24 @@ from playground.ui.common import AppContext, bound, friendly
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 # The fields a preset fills, by start_run's parameter names, in the order /train_preset returns them.
-# The run name, the optimizer and the time budget come last: start_run takes the others first, in this order, and
-# those three later (each added after the API had callers, so a call that leaves them out still works).
+# The run name, the optimizer, the time budget and the learning rate's decay come last: start_run takes the others
+# first, in this order, and those later (each added after the API had callers, so a call that leaves them out still
+# works).
 PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
-                 "warmup_steps", "dropout_rate", "seed", "device", "run_name", "optimizer", "time_budget_seconds")
-SETTINGS_FIELDS = PRESET_FIELDS[:-3]  # start_run's leading parameters
+                 "warmup_steps", "dropout_rate", "seed", "device", "run_name", "optimizer", "time_budget_seconds",
+                 "learning_rate_decay")
+SETTINGS_FIELDS = PRESET_FIELDS[:PRESET_FIELDS.index("run_name")]  # start_run's leading parameters
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "dropout_rate",
                    "optimizer", "time_budget_seconds")
 # The one place for the words the page uses for TrainConfig fields whose box is not labelled with the field's name:
 # the boxes' labels, the handlers' checks and in_labels (TrainConfig's own messages) all read them here (the time
 # budget's box also says what 0 means: TIME_BUDGET_LABEL).
 FIELD_LABELS = {"batch_size": "batch size", "learning_rate": "learning rate", "warmup_steps": "warmup steps",
-                "time_budget_seconds": "time budget (seconds)"}
+                "time_budget_seconds": "time budget (seconds)", "learning_rate_decay": "learning rate decay"}
 TIME_BUDGET_LABEL = "time budget (s; 0: none)"  # the estimate below the fields says what it does
+DECAY_INFO = ("after the warm-up the learning rate falls, reaching its lowest at the last step (or when the time "
+              "budget runs out): linear, in a straight line to zero; cosine, along half a cosine wave to a tenth of "
+              "itself, as nanoGPT does. Overlay two runs' curves below to see what it changes")
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
                   "and the head. A Muon step costs a little more (the estimate counts it) and learns more per step")
@@ -162,11 +167,11 @@ def identify(ctx: AppContext, token, browser_token, request: gr.Request | None, 
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
               learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload, pasted, run_name,
               replace=False, token="", browser_token=None, request: gr.Request = None, optimizer="adamw",
-              time_budget_seconds=0.0, *, resume=False):
+              time_budget_seconds=0.0, learning_rate_decay="cosine", *, resume=False):
     """Validate every field, then hand the run to the job manager.
 
-    ``optimizer`` and ``time_budget_seconds`` come last (after the request Gradio fills in), so a call that leaves
-    them out trains with AdamW and no time budget.
+    ``optimizer``, ``time_budget_seconds`` and ``learning_rate_decay`` come last (after the request Gradio fills in),
+    so a call that leaves them out trains as such calls always did: AdamW, no time budget, cosine decay to a tenth.
     """
     limits = ctx.limits
     visitor = identify(ctx, token, browser_token, request)
@@ -186,6 +191,8 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
             seed=checks.seed(seed),
             device=str(device or "auto"), optimizer="adamw" if optimizer is None else optimizer,
             time_budget_seconds=time_budget(time_budget_seconds, limits),
+            learning_rate_decay=learning_rate_decay,
+            min_learning_rate_ratio=DECAY_FLOORS.get(learning_rate_decay, preset.min_learning_rate_ratio),
             eval_interval=max(1, min(preset.eval_interval, steps // 4 or 1)),
             sample_interval=max(1, min(preset.sample_interval, steps // 4 or 1)),
             checkpoint_interval=max(1, min(500, steps // 2 or 1)))
@@ -417,6 +424,8 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         fields["optimizer"] = gr.Radio(list(OPTIMIZER_CHOICES), value=first["optimizer"], label="optimizer",
                                        info=OPTIMIZER_INFO)
+        fields["learning_rate_decay"] = gr.Radio(list(DECAY_CHOICES), value=first["learning_rate_decay"],
+                                                 label=FIELD_LABELS["learning_rate_decay"], info=DECAY_INFO)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
@@ -436,7 +445,7 @@ def build(ctx: AppContext) -> None:
     loss_plot = gr.Plot(label="Loss")
     with gr.Accordion("Compare this run's curve with earlier runs", open=False):
         gr.Markdown("Overlay any earlier run's curves on this one, by step or by wall time, to see what another "
-                    "optimizer, batch size, learning rate or model size changes.")
+                    "optimizer, batch size, learning rate, decay or model size changes.")
         with gr.Row():
             earlier = gr.Dropdown(curves.runs_with_curves(ctx.weights), value=[], multiselect=True,
                                   max_choices=curves.MAX_OVERLAYS, label="earlier runs", scale=3)
@@ -480,7 +489,7 @@ def build(ctx: AppContext) -> None:
                      api_name=f"train_estimate_{name}", api_visibility="private",
                      show_progress="hidden")
     run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token,
-                  fields["optimizer"], fields["time_budget_seconds"]]
+                  fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"]]
     start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
         bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
     resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
