@@ -165,11 +165,13 @@ def exists(name: str, directory: Path | None = None) -> bool:
     return ((Path(directory) if directory is not None else weights_dir()) / validate_name(name)).exists()
 
 
-def fresh_run_name(directory: Path | None = None, stem: str = "my-run") -> str:
-    """The first ``<stem>-N`` (N = 1, 2, ...) that names nothing in the weights folder: my-run-1, my-run-2..."""
+def fresh_run_name(directory: Path | None = None, stem: str = "my-run", taken=()) -> str:
+    """The first ``<stem>-N`` (N = 1, 2, ...) that names nothing in the weights folder, nor is ``taken`` (a run
+    still training, whose folder may not hold a checkpoint yet): my-run-1, my-run-2..."""
     stem = validate_name(stem)[:56]
     number = 1
-    while exists(f"{stem}-{number}", directory) or is_shipped(f"{stem}-{number}"):
+    while (exists(f"{stem}-{number}", directory) or is_shipped(f"{stem}-{number}")
+           or f"{stem}-{number}" in taken):
         number += 1
     return f"{stem}-{number}"
 

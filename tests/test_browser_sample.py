@@ -7,6 +7,7 @@ import re
 
 import pytest
 from browser_support import (
+    ERROR_BADGE,
     ERROR_TOAST,
     WAIT_MS,
     cut_labels,
@@ -198,6 +199,10 @@ def test_sample_on_a_phone_streams_inspects_by_tap_and_refuses_what_would_take_t
     press(panel.get_by_role("button", name="Generate", exact=True), touch=True)
     expect(phone.locator(ERROR_TOAST).first).to_contain_text("Max new tokens must be positive, got -5",
                                                              timeout=WAIT_MS)
+    # the last text is still there, without a red "Error" on the outputs that says nothing once the toast has faded
+    # (keep_on_refusal)
+    expect(panel.get_by_label("Text", exact=True)).to_have_value(re.compile("^" + re.escape(PROMPT)))
+    expect(phone.locator(ERROR_BADGE)).to_have_count(0)
 
 
 

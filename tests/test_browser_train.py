@@ -200,11 +200,21 @@ def test_another_visitor_cannot_stop_the_run(page, stranger, server):
     expect(theirs).to_contain_text("RUNNING")
     screenshot(stranger, "train-another-visitor", publish=False)
 
+    expect(theirs.get_by_label("run name (folder in weights/)")).not_to_have_value(name)  # never another's name
+
     reload(page)  # the owner's token is kept in the browser: a reloaded page still owns the run
     panel = open_tab(page, "Train")
     expect(panel).to_contain_text(f"RUNNING · run {name} · your run", timeout=WAIT_MS)
+    # and its name is back in the box, so Resume after Stop goes on with it (a fresh name made Resume fail)
+    expect(panel.get_by_label("run name (folder in weights/)")).to_have_value(name, timeout=WAIT_MS)
+    stop_and_wait(panel, name)
+    click(panel, "Resume run")
+    expect(panel).to_contain_text(f"RUNNING · run {name} · your run", timeout=WAIT_MS)
     stop_and_wait(panel, name)
     expect_no_error(page)
+    click(panel, "Stop")  # nothing left to stop: said, not silent
+    expect(page.locator(".toast-body.warning")).to_contain_text(
+        f"Nothing to stop: no run is in progress (the last one, {name}, stopped)", timeout=WAIT_MS)
 
 
 def open_on_phone(phone: Page) -> Locator:

@@ -16,7 +16,7 @@ import gradio as gr
 from playground import checkpoints, checks
 from playground.budget import MIB, Cost, human
 from playground.convert import convert_nanogpt
-from playground.ui.common import AppContext, bound
+from playground.ui.common import AppContext, bound, keep_on_refusal
 from playground.ui.train_tab import identify
 
 READ_COPIES = 3  # the tensors torch.load makes, the converted model, the allocator's slack
@@ -86,5 +86,6 @@ def build(ctx: AppContext) -> None:
                               max_length=64)
         convert = gr.Button("Convert", variant="secondary")
         result = gr.Markdown()
-    convert.click(bound(convert_upload, ctx), [ckpt, meta, characters, name], result, api_name="convert_nanogpt",
-                  api_visibility="private")
+    keep_on_refusal(convert.click(bound(convert_upload, ctx), [ckpt, meta, characters, name], result,
+                                  api_name="convert_nanogpt", api_visibility="private"), [result],
+                    "convert_nanogpt_refused")

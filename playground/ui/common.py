@@ -231,6 +231,20 @@ def bound(fn, ctx: AppContext, then=_unchanged, **fixed):
     return friendly(call)
 
 
+def keep_on_refusal(event, outputs: list, api_name: str):
+    """After ``event`` fails (a refusal: its toast says why), its ``outputs`` keep what they showed, without a badge.
+
+    Gradio marks each output of a failed event with a red "Error" that says nothing; the toast that does fades after
+    a few seconds, and the badge stayed over an emptied box. A no-op answer to the same outputs puts them back to
+    done. Returns the follow-up event.
+    """
+    def unchanged():
+        return gr.skip() if len(outputs) == 1 else tuple(gr.skip() for _ in outputs)
+
+    return event.failure(unchanged, None, outputs, api_name=api_name, api_visibility="private",
+                         show_progress="hidden", concurrency_limit=None)
+
+
 def checkpoint_dropdown(ctx: AppContext, tab: str, **kwargs) -> gr.Dropdown:
     """A checkpoint picker whose list refreshes on focus, so runs trained since the page loaded appear.
 

@@ -24,7 +24,7 @@ from playground.attention.base import CONTEXT, EXPLICIT_SOFTMAX, OUTPUT
 from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_seconds, time_implementations
 from playground.attention.equivalence import compare
 from playground.device import describe, pick_device, supported_dtypes
-from playground.ui.common import AppContext, bound, friendly
+from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
 
 MAX_T = 1024
 MAX_MAP_T = 48
@@ -331,12 +331,15 @@ def build(ctx: AppContext) -> None:
         api_visibility="private", show_progress="hidden", **ctx.long_lane)
     # always_last: a Compare pressed while one runs is done after it (a button's default, "once", dropped it, and the
     # result shown stopped matching the fields)
-    run.click(bound(run_comparison, ctx), inputs, [summary, equivalence, parameters, grid],
-              api_name="compare", cancels=[arrival], trigger_mode="always_last", **ctx.long_lane)
+    compared = [summary, equivalence, parameters, grid]
+    keep_on_refusal(run.click(bound(run_comparison, ctx), inputs, compared, api_name="compare", cancels=[arrival],
+                              trigger_mode="always_last", **ctx.long_lane), compared, "compare_refused")
     gpt2.click(lambda: (GPT2_SMALL["embedding_dim"], GPT2_SMALL["heads_num"], GPT2_SMALL["seq_len"],
                         GPT2_SMALL["batch"], GPT2_SMALL["qkv_bias"]), None,
                [embedding_dim, heads_num, seq_len, batch, qkv_bias], api_name="compare_gpt2_preset",
                api_visibility="private", **ctx.fast_lane)
-    time_button.click(friendly(timing), [embedding_dim, heads_num, batch, dtype, device, max_len],
-                      [timing_plot, memory_plot, timing_notes], api_name="compare_timing", **ctx.long_lane)
+    timed = [timing_plot, memory_plot, timing_notes]
+    keep_on_refusal(time_button.click(friendly(timing), [embedding_dim, heads_num, batch, dtype, device, max_len],
+                                      timed, api_name="compare_timing", **ctx.long_lane), timed,
+                    "compare_timing_refused")
     which.change(friendly(show_source), which, code, api_name="compare_source", **ctx.fast_lane)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import budget, head_scores
-from playground.ui.common import AppContext, bound, count
+from playground.ui.common import AppContext, bound, count, keep_on_refusal
 
 HEADERS = ["pattern", "layer", "head", "score", "chance", "× chance"]
 TOP_PER_PATTERN = 3
@@ -71,6 +71,7 @@ def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.
         score = gr.Button("Score every head of this checkpoint")
         table = gr.Dataframe(headers=HEADERS, interactive=False, label="ranked heads", wrap=True)
         note = gr.Markdown(label="head scores")
-    score.click(bound(score_table, ctx), checkpoint, [table, note], api_name="attention_head_scores",
-                api_visibility="private", **ctx.fast_lane)
+    keep_on_refusal(score.click(bound(score_table, ctx), checkpoint, [table, note], api_name="attention_head_scores",
+                                api_visibility="private", **ctx.fast_lane), [table, note],
+                    "attention_head_scores_refused")
     table.select(open_head, None, [source, layer, head], api_name="attention_open_head", api_visibility="private")

@@ -23,7 +23,7 @@ from playground.device import describe
 from playground.sampling import SamplingSettings, check_sampling_time, sampling_cost, start_text, stream
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
 from playground.ui import bring_model, publish
-from playground.ui.common import AppContext, bound, checkpoint_dropdown, count, friendly
+from playground.ui.common import AppContext, bound, checkpoint_dropdown, count, friendly, keep_on_refusal
 
 DEFAULT_PROMPT = "ROMEO:\n"
 UPDATE_SECONDS = 0.08  # the text changes at most this often: a person sees it grow and the browser keeps up
@@ -297,15 +297,17 @@ def build(ctx: AppContext) -> None:
     def picked(history: dict | None, layer, head, event: gr.EventData):
         return inspect_picked(ctx, history, getattr(event, "position", None), layer, head)
 
-    checkpoint.change(bound(checkpoint_summary, ctx), checkpoint, summary,
-                      api_name="checkpoint_info")
-    generate.click(bound(sample, ctx),
-                   [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy, use_cache,
-                    drop_unknown, history],
-                   [output, coloured, stats, history], api_name="sample", **ctx.long_lane)
-    inspect.click(bound(inspect_position, ctx),
-                  [history, position, layer, head], [candidates_plot, attention_plot, inspect_note],
-                  api_name="sample_inspect", api_visibility="private", **ctx.fast_lane)
+    keep_on_refusal(checkpoint.change(bound(checkpoint_summary, ctx), checkpoint, summary,
+                                      api_name="checkpoint_info"), [summary], "checkpoint_info_refused")
+    sampled = [output, coloured, stats, history]
+    keep_on_refusal(generate.click(bound(sample, ctx),
+                                   [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy,
+                                    use_cache, drop_unknown, history],
+                                   sampled, api_name="sample", **ctx.long_lane), sampled, "sample_refused")
+    inspected = [candidates_plot, attention_plot, inspect_note]
+    keep_on_refusal(inspect.click(bound(inspect_position, ctx), [history, position, layer, head], inspected,
+                                  api_name="sample_inspect", api_visibility="private", **ctx.fast_lane),
+                    inspected, "sample_inspect_refused")
     coloured.click(friendly(picked), [history, layer, head],
                    [position, candidates_plot, attention_plot, inspect_note, inspect_section],
                    api_name="sample_inspect_picked", api_visibility="private", **ctx.fast_lane)

@@ -20,7 +20,7 @@ from playground import checks
 from playground.data import is_tiny_shakespeare
 from playground.subword import SPACE_MARKER_NOTE, BPETokenizer
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, list_unknown, without_unknown
-from playground.ui.common import AppContext, bound, checkpoint_dropdown, message_for
+from playground.ui.common import AppContext, bound, checkpoint_dropdown, keep_on_refusal, message_for
 from playground.ui.widgets import chips_html
 
 SOURCES = ("loaded checkpoint", "corpus (Tiny Shakespeare)", "this text")
@@ -189,8 +189,10 @@ def build(ctx: AppContext) -> None:
 
     handler = bound(tokenize, ctx)
     inputs, outputs = [text, source, checkpoint], [chips, ids, decoded, stats, table]
-    run.click(handler, inputs, outputs, api_name="tokenize", **ctx.fast_lane)
-    text.submit(handler, inputs, outputs, api_name="tokenize_on_enter", api_visibility="private", **ctx.fast_lane)
+    keep_on_refusal(run.click(handler, inputs, outputs, api_name="tokenize", **ctx.fast_lane), outputs,
+                    "tokenize_refused")
+    keep_on_refusal(text.submit(handler, inputs, outputs, api_name="tokenize_on_enter", api_visibility="private",
+                                **ctx.fast_lane), outputs, "tokenize_on_enter_refused")
     # no triggers: when the page loads and whenever an input changes (typing, the source, the checkpoint)
     gr.on(None, bound(tokenize_live, ctx), inputs, outputs, api_name="tokenize_live", api_visibility="private",
           show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)

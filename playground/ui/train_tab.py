@@ -21,7 +21,7 @@ from playground import checkpoints, checks, curves, plots
 from playground.budget import human
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import decode_text
-from playground.jobs import JobStatus
+from playground.jobs import STOPPED, JobStatus
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.run import (
     RunRequest,
@@ -33,7 +33,7 @@ from playground.run import (
     format_seconds,
     memory_cost,
 )
-from playground.ui.common import AppContext, bound, friendly
+from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 # The fields a preset fills, by start_run's parameter names, in the order /train_preset returns them.
@@ -137,11 +137,11 @@ def preset_fields(name: str) -> dict[str, Any]:
     return {field: values[field] for field in PRESET_FIELDS}
 
 
-def preset_values(name: str, weights: Path | None = None) -> list:
+def preset_values(name: str, weights: Path | None = None, taken=()) -> list:
     """/train_preset's outputs: ``preset_fields`` in PRESET_FIELDS order, the run name the first free
-    ``<preset>-N`` in ``weights`` (so a preset never points at someone's run)."""
+    ``<preset>-N`` in ``weights`` and not ``taken`` (so a preset never points at someone's run)."""
     values = preset_fields(name)
-    values["run_name"] = checkpoints.fresh_run_name(weights, name)
+    values["run_name"] = checkpoints.fresh_run_name(weights, name, taken)
     return list(values.values())
 
 
@@ -233,6 +233,16 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
     return (*render_status(ctx.jobs.status(), owned=True)[:4], gr.skip())
 
 
+def arrival_run_name(ctx: AppContext, browser_token=None, request: gr.Request = None) -> str:
+    """The run name box when the page loads: this browser's run if it is running or stopped (a reload kept it
+    from Resume: the box had a fresh name), else a name no run has yet."""
+    status = ctx.jobs.status()
+    if status.run_name and (status.active or status.state == STOPPED) and ctx.jobs.owned_by(
+            identify(ctx, "", browser_token, request, strict=False)):
+        return status.run_name
+    return checkpoints.fresh_run_name(ctx.weights, taken={status.run_name})
+
+
 def stop_run(ctx: AppContext, token="", browser_token=None, request: gr.Request = None):
     """Stop the run in progress: your own, or any with the admin token.
 
@@ -241,7 +251,10 @@ def stop_run(ctx: AppContext, token="", browser_token=None, request: gr.Request 
     """
     visitor = identify(ctx, token, browser_token, request)
     status = ctx.jobs.stop(visitor)
-    if status.active:
+    if not status.active:  # said, not silent: the page showed no change at all
+        gr.Warning("Nothing to stop: no run is in progress" +
+                   (f" (the last one, {status.run_name}, {status.state})" if status.run_name else ""))
+    else:
         status = ctx.jobs.wait(STOP_WAIT_SECONDS)
     return render_status(status, owned=ctx.jobs.owned_by(visitor))
 
@@ -470,13 +483,12 @@ def build(ctx: AppContext) -> None:
     outputs = [status_md, loss_plot, samples, probe_plot, snapshot]
 
     def preset_changed(name):
-        return preset_values(name, ctx.weights)
+        return preset_values(name, ctx.weights, {ctx.jobs.status().run_name})
 
-    def fresh_name():
-        return checkpoints.fresh_run_name(ctx.weights)
-
-    # every page load gets a name no run has yet (my-run-1, my-run-2...); an existing run is replaced only on purpose
-    gr.on(None, friendly(fresh_name), None, fields["run_name"], api_visibility="private", show_progress="hidden")
+    # every page load gets a name no run has yet (my-run-1, my-run-2...), so an existing run is replaced only on
+    # purpose; a reloaded page whose run is running or stopped gets that run's name, for Stop and Resume
+    gr.on(None, bound(arrival_run_name, ctx), owner_token, fields["run_name"], api_name="train_run_name",
+          api_visibility="private", show_progress="hidden")
     preset.change(friendly(preset_changed), preset, [fields[name] for name in PRESET_FIELDS],
                   api_name="train_preset")
     preset.change(friendly(preset_note), preset, preset_md, api_name="train_preset_note", api_visibility="private",
@@ -490,11 +502,13 @@ def build(ctx: AppContext) -> None:
                      show_progress="hidden")
     run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token,
                   fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"]]
-    start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
-        bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
-    resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
-        bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
-    stop.click(bound(stop_run, ctx), [token, owner_token], outputs, api_name="train_stop")
+    keep_on_refusal(start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
+        bound(start_run, ctx), run_inputs, outputs, api_name="train_start"), outputs, "train_start_refused")
+    keep_on_refusal(resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
+        bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume"), outputs,
+        "train_resume_refused")
+    keep_on_refusal(stop.click(bound(stop_run, ctx), [token, owner_token], outputs, api_name="train_stop"), outputs,
+                    "train_stop_refused")
     compare_io = dict(inputs=[earlier, x_axis, current], outputs=[compare_plot, compare_note],
                       api_visibility="private", show_progress="hidden", **ctx.fast_lane)
     earlier.focus(functools.partial(curve_runs, ctx), None, earlier, api_name="train_curve_runs",
