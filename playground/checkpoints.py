@@ -117,18 +117,20 @@ def weights_dir() -> Path:
     return Path(os.environ.get("PLAYGROUND_WEIGHTS_DIR") or REPO_WEIGHTS_DIR)
 
 
-def validate_name(name: str) -> str:
-    """A run or checkpoint name: letters, digits, '.', '_' and '-', at most 64, no '..' or separators."""
+def validate_name(name: str, what: str = "checkpoint name") -> str:
+    """A run or checkpoint name: letters, digits, '.', '_' and '-', at most 64, no '..' or separators.
+
+    ``what`` is what a refusal calls it: the Train tab's box says "run name"."""
     if not isinstance(name, str):
-        raise CheckpointError(f"a checkpoint name must be text, got {type(name).__name__}")
+        raise CheckpointError(f"a {what} must be text, got {type(name).__name__}")
     name = name.strip()
     if not name:
-        raise CheckpointError("the checkpoint name is empty")
+        raise CheckpointError(f"the {what} is empty")
     if len(name) > 64:
-        raise CheckpointError(f"the checkpoint name is {len(name)} characters long; the limit is 64")
+        raise CheckpointError(f"the {what} is {len(name)} characters long; the limit is 64")
     if ".." in name or not _NAME_PATTERN.match(name):
         raise CheckpointError(
-            f"checkpoint name {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
+            f"{what} {name!r} is not allowed: use letters, digits, '.', '_' and '-' "
             "(no path separators, no '..', not starting with '.')"
         )
     return name

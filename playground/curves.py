@@ -80,19 +80,24 @@ def _pairs(value: Any) -> list[tuple[float, float]]:
             if isinstance(p, (list, tuple)) and len(p) >= 2 and all(isinstance(v, (int, float)) for v in p[:2])]
 
 
+def recipe(config: dict[str, Any]) -> str:
+    """A TrainConfig's dict as a legend says it: ``muon, lr 0.012 (linear), batch 32``; "" for an empty one."""
+    words = []
+    if config:
+        words.append(str(config.get("optimizer", "adamw")))  # runs from before the choice existed used AdamW
+    if config.get("learning_rate") is not None:  # and its decay: runs from before the choice existed used cosine
+        words.append(f"lr {config['learning_rate']:g} ({config.get('learning_rate_decay', 'cosine')})")
+    if config.get("batch_size") is not None:
+        words.append(f"batch {config['batch_size']}")
+    return ", ".join(words)
+
+
 def describe(name: str, training: dict[str, Any], parameters: int | None) -> str:
     """``my-run-1 · adamw, lr 0.004 (cosine), batch 32 · 2 layers × 128, context 64 · 0.8M parameters``."""
     config = training.get("train_config") if isinstance(training.get("train_config"), dict) else {}
     parts = [name]
-    recipe = []
-    if config:
-        recipe.append(str(config.get("optimizer", "adamw")))  # runs from before the choice existed used AdamW
-    if config.get("learning_rate") is not None:  # and its decay: runs from before the choice existed used cosine
-        recipe.append(f"lr {config['learning_rate']:g} ({config.get('learning_rate_decay', 'cosine')})")
-    if config.get("batch_size") is not None:
-        recipe.append(f"batch {config['batch_size']}")
-    if recipe:
-        parts.append(", ".join(recipe))
+    if recipe(config):
+        parts.append(recipe(config))
     if parameters is not None:
         parts.append(gpt2.parameters_text(parameters))  # 5,168 parameters, not 0.0M
     return " · ".join(parts)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from playground import curves
 from playground.device import describe_training
 from playground.run import (
     STOPPED_BY_TIME_LIMIT,
@@ -74,6 +75,7 @@ class JobStatus:
     time_budget_seconds: float = 0.0  # the run's own TrainConfig.time_budget_seconds (0: none)
     progress: float = 0.0  # how far through its schedule, in [0, 1]: by steps, or by its time budget if further
     held_out: bool = True  # its validation text is not its training text (PreparedRun.held_out)
+    recipe: str = ""  # its optimizer, learning rate and decay, batch, as curve legends say them (curves.recipe)
 
     @property
     def active(self) -> bool:
@@ -94,19 +96,23 @@ class JobStatus:
             eta = min(eta, (1.0 - self.progress) * self.time_budget_seconds)
         return eta
 
-    def ends_by_itself(self) -> str:
-        """'it ends by itself at step 1200 (or after 1h 00m, this server's time limit)'; with a time budget, 'at
-        step 3000 or after 50 s of training steps, its time budget, ...'."""
-        budget = (f" or after {format_budget(self.time_budget_seconds)} of training steps, its time budget,"
-                  if self.time_budget_seconds > 0 else "")
-        limit = (f" (or after {format_seconds(self.time_limit_seconds)}, this server's time limit)"
-                 if self.time_limit_seconds else "")
-        return f"it ends by itself at step {self.steps}{budget}{limit}"
+    def how_it_ends(self) -> str:
+        """'it ends by itself at step 1200 (or after 1h 00m, this server's time limit) or when its owner stops it';
+        with a time budget, 'it ends by itself at step 3000 or once its training steps have taken 50 s (its time
+        budget), after 1h 00m at the latest (this server's time limit), or when its owner stops it'."""
+        limit = format_seconds(self.time_limit_seconds) if self.time_limit_seconds else ""
+        if self.time_budget_seconds > 0:
+            return (f"it ends by itself at step {self.steps} or once its training steps have taken "
+                    f"{format_budget(self.time_budget_seconds)} (its time budget), "
+                    + (f"after {limit} at the latest (this server's time limit), " if limit else "")
+                    + "or when its owner stops it")
+        return (f"it ends by itself at step {self.steps}"
+                + (f" (or after {limit}, this server's time limit)" if limit else "") + " or when its owner stops it")
 
     def busy_message(self) -> str:
         started = datetime.fromtimestamp(self.started_at).strftime("%H:%M:%S") if self.started_at else "?"
         return (f"a run is in progress ({self.run_name}, started {started}, step {self.step} of {self.steps}); "
-                f"one run at a time: {self.ends_by_itself()} or when its owner stops it")
+                f"one run at a time: {self.how_it_ends()}")
 
 
 @dataclass
@@ -152,6 +158,7 @@ class TrainingJobs:
             self._job = _Job(JobStatus(state=RUNNING, run_name=request.run_name, started_at=time.time(),
                                        steps=request.train.steps,
                                        time_budget_seconds=request.train.time_budget_seconds,
+                                       recipe=curves.recipe(request.train.to_dict()),
                                        message="preparing the corpus and model"),
                              owners=frozenset({started_by} - {None}))
             job = self._job
@@ -202,8 +209,7 @@ class TrainingJobs:
             job = self._job
             if job.status.state == RUNNING:
                 if visitor is not None and not visitor.admin and visitor.owner not in job.owners:
-                    raise NotYourRunError(f"this run belongs to another visitor; {job.status.ends_by_itself()} or "
-                                          "when its owner stops it")
+                    raise NotYourRunError(f"this run belongs to another visitor; {job.status.how_it_ends()}")
                 job.stop_event.set()
                 job.status = replace(job.status, state=STOPPING, message="stopping after the current step")
             return job.snapshot()

@@ -267,6 +267,9 @@ def test_the_toy_preset_learns_hello_world_and_the_sample_tab_writes_it(page, se
 
     # the finished run's curve beside the shipped model's, by step and by seconds
     panel.get_by_text("Compare this run's curve with earlier runs").click()
+    # opened, it draws the run at once, named with its recipe as the earlier runs are (the toy preset: cosine)
+    expect(plot_titled(panel, "Loss against steps")).to_contain_text(
+        f"{name} (this run, finished) · adamw, lr 0.01 (cosine), batch 4", timeout=WAIT_MS)
     earlier = panel.get_by_label("earlier runs")
     earlier.click()
     page.get_by_role("option", name="shakespeare-char", exact=True).click()

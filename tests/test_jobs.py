@@ -10,7 +10,7 @@ import torch
 
 from playground.budget import BudgetError, MemoryBudget
 from playground.config import TrainConfig
-from playground.jobs import FAILED, FINISHED, STOPPED, JobBusyError, NotYourRunError, TrainingJobs
+from playground.jobs import FAILED, FINISHED, STOPPED, JobBusyError, JobStatus, NotYourRunError, TrainingJobs
 from playground.run import ProbeSnapshot, RunRequest, Visitor, prepare_run, run_training
 from playground.train import StepMetrics, TrainResult
 
@@ -217,3 +217,11 @@ def test_a_resumed_run_counts_its_earlier_time_in_elapsed(tmp_path, shakespeare_
     status = jobs.wait(30)
     assert status.state == FINISHED and status.start_step == first.step == 20
     assert status.seconds_before == pytest.approx(earlier) and status.total_seconds > earlier
+
+
+def test_how_a_run_ends_reads_as_one_sentence():
+    budgeted = JobStatus(steps=3000, time_budget_seconds=50, time_limit_seconds=3600)
+    assert budgeted.how_it_ends() == ("it ends by itself at step 3000 or once its training steps have taken 50s (its "
+                                      "time budget), after 1h 00m at the latest (this server's time limit), or when "
+                                      "its owner stops it")
+    assert JobStatus(steps=500).how_it_ends() == "it ends by itself at step 500 or when its owner stops it"

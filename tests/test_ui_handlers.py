@@ -549,6 +549,21 @@ def test_the_decay_comes_last_and_each_preset_fills_its_own(train_ctx, monkeypat
         train_tab.start_run(train_ctx, *RUN, "step", False, "", None, session("s"), "muon", 0.0, "step")
 
 
+def test_the_train_tab_says_before_start_when_tiny_shakespeare_is_not_here(train_ctx, monkeypatch):
+    """Offline, "Tiny Shakespeare" trains on the built-in Sonnets: said under the choice, not only once running."""
+    from playground import data
+
+    monkeypatch.setattr(train_ctx, "corpus", lambda: data.builtin_corpus(
+        "offline and Tiny Shakespeare is not cached, so the built-in Sonnets are used"))
+    note = train_tab.corpus_note(train_ctx, train_tab.CORPORA[0])
+    size = len(data.builtin_corpus().text)
+    assert note.startswith("⚠️ Tiny Shakespeare is not on this server: offline and Tiny Shakespeare is not cached, so "
+                           f"the built-in Sonnets are used. A run on it trains on those {size:,} characters")
+    assert train_tab.corpus_note(train_ctx, train_tab.CORPORA[2]) == ""  # pasted text: nothing to say
+    monkeypatch.setattr(train_ctx, "corpus", lambda: data.Corpus(data.TINY_SHAKESPEARE_NAME, "x" * 100, "cache"))
+    assert train_tab.corpus_note(train_ctx, train_tab.CORPORA[0]) == ""
+
+
 def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
     from playground.jobs import JobStatus
     status = JobStatus(state="running", run_name="r", step=130, start_step=100, steps=200, elapsed_seconds=20.0,
@@ -605,6 +620,9 @@ def test_train_refusals_name_the_fields_as_the_page_labels_them(train_ctx, posit
     assert not train_ctx.jobs.status().active
     assert train_tab.in_labels("warmup_steps must be at least 0, got -1") == "warmup steps must be at least 0, got -1"
     assert train_tab.in_labels("device 'tpu' is not known") == "device 'tpu' is not known"
+    for name, said in (("  ", "the run name is empty"), ("../x", "run name '../x' is not allowed")):  # as labelled
+        with pytest.raises(ValueError, match=re.escape(said)):
+            train_tab.start_run(train_ctx, *RUN, name, False, "", None, session("l"))
 
 
 def test_a_warm_up_past_the_servers_step_limit_is_refused_by_name(train_ctx):

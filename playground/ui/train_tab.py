@@ -217,7 +217,8 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
             raise ValueError("the pasted text is empty")
     elif corpus_choice != CORPORA[0]:
         raise ValueError(f"unknown corpus {corpus_choice!r}; choose one of {', '.join(CORPORA)}")
-    run_request = RunRequest(run_name=str(run_name or "").strip(), model=model, train=train, corpus_text=corpus_text,
+    run_name = checkpoints.validate_name("" if run_name is None else run_name, "run name")
+    run_request = RunRequest(run_name=run_name, model=model, train=train, corpus_text=corpus_text,
                              resume=bool(resume), weights_dir=ctx.weights, uploaded=uploaded,
                              corpus_name=corpus_name, visitor=visitor, replace=replace)
     try:
@@ -297,7 +298,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     whose = ""
     if status.active and owned is not None:
         whose = (" · your run" if owned else
-                 f" · another visitor's run: {status.ends_by_itself()} or when its owner stops it")
+                 f" · another visitor's run: {status.how_it_ends()}")
     text = (f"**{status.state.upper()}** · run **{status.run_name}**{whose} · {status.message}\n\n"
             f"`{bar}` step **{status.step} / {status.steps}** ({share})\n\n"
             f"train loss {train} · validation loss **{val}** · {status.tokens_per_second:,.0f} tokens/s · "
@@ -370,8 +371,8 @@ def compare_curves(ctx: AppContext, runs, x_axis, include_current=True):
     drawn, notes = [], []
     status = ctx.jobs.status()
     if checks.flag(include_current, "include the current run") and status.run_name:
-        live = curves.live_curve(f"{status.run_name} (this run, {status.state})",
-                                 f"{status.run_name} (this run, {status.state})", status.val_loss,
+        label = " · ".join(filter(None, [f"{status.run_name} (this run, {status.state})", status.recipe]))
+        live = curves.live_curve(f"{status.run_name} (this run, {status.state})", label, status.val_loss,
                                  status.train_loss, status.elapsed_seconds, status.step - status.start_step)
         if live is not None:
             drawn.append(live)
@@ -405,6 +406,19 @@ def curve_runs(ctx: AppContext) -> gr.Dropdown:
 def corpus_fields(choice):
     """Show the upload for "uploaded .txt" and the text box for "pasted text"."""
     return gr.File(visible=choice == CORPORA[1]), gr.Textbox(visible=choice == CORPORA[2])
+
+
+def corpus_note(ctx: AppContext, choice) -> str:
+    """Said under the corpus choice when "Tiny Shakespeare" would train on something else (a server offline, or
+    whose download failed, uses the built-in Sonnets): before Start, not only in the run's status."""
+    if choice != CORPORA[0]:
+        return ""
+    corpus = ctx.corpus()
+    if corpus.is_tiny_shakespeare:
+        return ""
+    return (f"⚠️ Tiny Shakespeare is not on this server: {corpus.reason}. A run on it trains on those "
+            f"{len(corpus):,} characters, few enough that a long run memorises them (the status says when the "
+            "validation loss starts to climb); upload a .txt or paste text for more.")
 
 
 def build(ctx: AppContext) -> None:
@@ -443,6 +457,7 @@ def build(ctx: AppContext) -> None:
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
         pasted = gr.Textbox(label="pasted text", lines=3, visible=False)
+    corpus_md = gr.Markdown(label="corpus note")
     estimate_with_limits = functools.partial(estimate, limits=ctx.limits)
     estimate_md = gr.Markdown(estimate_with_limits(**{name: first[name] for name in ESTIMATE_FIELDS}))
     with gr.Row():
@@ -456,7 +471,7 @@ def build(ctx: AppContext) -> None:
         stop = gr.Button("Stop", variant="stop")
     status_md = gr.Markdown(label="run status")  # "status" is a key of Gradio's own translations: a console warning
     loss_plot = gr.Plot(label="Loss")
-    with gr.Accordion("Compare this run's curve with earlier runs", open=False):
+    with gr.Accordion("Compare this run's curve with earlier runs", open=False) as compare_section:
         gr.Markdown("Overlay any earlier run's curves on this one, by step or by wall time, to see what another "
                     "optimizer, batch size, learning rate, decay or model size changes.")
         with gr.Row():
@@ -493,6 +508,10 @@ def build(ctx: AppContext) -> None:
                   api_name="train_preset")
     preset.change(friendly(preset_note), preset, preset_md, api_name="train_preset_note", api_visibility="private",
                   show_progress="hidden")
+    gr.on([corpus.change], bound(corpus_note, ctx), corpus, corpus_md, api_name="train_corpus_note",
+          api_visibility="private", show_progress="hidden")
+    gr.on(None, bound(corpus_note, ctx), corpus, corpus_md, api_name="train_corpus_note_on_arrival",
+          api_visibility="private", show_progress="hidden")
     corpus.change(corpus_fields, corpus, [upload, pasted], api_name="train_corpus", api_visibility="private",
                   show_progress="hidden")
     estimate_inputs = [fields[name] for name in ESTIMATE_FIELDS]
@@ -513,7 +532,9 @@ def build(ctx: AppContext) -> None:
                       api_visibility="private", show_progress="hidden", **ctx.fast_lane)
     earlier.focus(functools.partial(curve_runs, ctx), None, earlier, api_name="train_curve_runs",
                   api_visibility="private", show_progress="hidden")
-    gr.on([earlier.change, x_axis.change, current.change, redraw.click], bound(compare_curves, ctx),
+    # drawn when opened too: the current run's curve is there before anything is picked
+    gr.on([compare_section.expand, earlier.change, x_axis.change, current.change, redraw.click],
+          bound(compare_curves, ctx),
           api_name="train_compare_curves", **compare_io)
     seen = gr.State([])
     timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token], [*outputs, seen],
