@@ -68,7 +68,8 @@ def overfitting_note(train_loss: list, val_loss: list) -> str:
     if train_now >= train_then:
         return ""
     return (f"Validation loss has risen from {best:.3f} at step {best_step:.0f} to {last:.3f} at step {last_step:.0f} "
-            f"while the training loss kept falling ({train_then:.3f} to {train_now:.3f}): the model is memorising its "
+            f"while the training loss kept falling ({train_then:.3f} to {train_now:.3f}, each the mean of "
+            f"{TRAIN_WINDOW} steps): the model is memorising its "
             "training text rather than learning what carries over to new text (overfitting). More text, dropout, a "
             "smaller model or fewer steps help.")
 
