@@ -210,6 +210,9 @@ def test_cli_flags_lay_over_the_preset():
     args = train_cli.build_parser().parse_args(["--learning-rate-decay", "cosine", "--min-learning-rate-ratio", "0.1"])
     tiny = train_cli.request_from_args(args).train
     assert (tiny.learning_rate_decay, tiny.min_learning_rate_ratio) == ("cosine", 0.1)
+    args = train_cli.build_parser().parse_args(["--preset", "small", "--learning-rate-decay", "linear"])
+    small = train_cli.request_from_args(args).train  # the floor follows the decay, as in the Train tab
+    assert (small.learning_rate_decay, small.min_learning_rate_ratio) == ("linear", 0.0)
     assert (TRAIN_PRESETS["tiny"].train.learning_rate_decay, TRAIN_PRESETS["gpu"].train.learning_rate_decay) == (
         "linear", "cosine")
 

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from playground import checkpoints, distributed
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
 from playground.device import describe_training, pick_device
-from playground.presets import MODEL_FIELDS, TRAIN_PRESETS
+from playground.presets import DECAY_FLOORS, MODEL_FIELDS, TRAIN_PRESETS
 from playground.run import RunRequest, model_card, prepare_run, run_training
 from playground.train import StepMetrics, TrainingError
 
@@ -55,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how the learning rate falls after the warm-up: cosine (nanoGPT's) or linear (default: "
                              "the preset's: linear for tiny, cosine for the others)")
     parser.add_argument("--min-learning-rate-ratio", type=float,
-                        help="where the decay ends, as a share of the learning rate (default: the preset's: 0 for "
-                             "tiny, 0.1 for the others)")
+                        help="where the decay ends, as a share of the learning rate (default: the decay's floor "
+                             "when --learning-rate-decay is given, 0 for linear and 0.1 for cosine; else the "
+                             "preset's)")
     parser.add_argument("--eval-interval", type=int)
     parser.add_argument("--eval-batches", type=int)
     parser.add_argument("--checkpoint-interval", type=int)
@@ -87,6 +88,8 @@ def request_from_args(args: argparse.Namespace) -> RunRequest:
     model = preset.model.to_dict()
     model.update({name: getattr(args, name) for name in MODEL_FIELDS if getattr(args, name) is not None})
     overrides = {name: getattr(args, name) for name in TRAIN_FIELDS if getattr(args, name) is not None}
+    if args.learning_rate_decay is not None and args.min_learning_rate_ratio is None:  # as the Train tab does
+        overrides["min_learning_rate_ratio"] = DECAY_FLOORS[args.learning_rate_decay]
     train_config = replace(preset.train, **overrides)
     if args.device is None and preset.train.device != "auto":
         train_config = replace(train_config, device="auto")
