@@ -19,7 +19,7 @@ from playground.checks import MAX_SEED, real_number, whole_number
 OPTIMIZER_CHOICES = ("adamw", "muon")
 PRECISION_CHOICES = ("auto", "float32", "bfloat16")  # device.py resolves "auto"
 # How the learning rate falls after the warm-up, to its floor: "cosine" (nanoGPT's) or "linear" (a straight line,
-# which benchmarks/sweep.py found better for the tiny preset's minute: validation 1.629 against cosine's 1.644).
+# which benchmarks/sweep.py found better for the tiny preset's minute: validation 1.642 against cosine's 1.656).
 DECAY_CHOICES = ("cosine", "linear")
 # The MLP's non-linearity: "gelu" the exact erf form (the playground's own models), "gelu_tanh" the tanh
 # approximation GPT-2 was trained with (Hugging Face calls it gelu_new), "relu" the original Transformer's.

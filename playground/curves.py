@@ -96,12 +96,10 @@ def recipe(config: dict[str, Any]) -> str:
 def describe(name: str, training: dict[str, Any], parameters: int | None) -> str:
     """``my-run-1 · adamw, lr 0.004 (cosine), batch 32 · 2 layers × 128, context 64 · 0.8M parameters``."""
     config = training.get("train_config") if isinstance(training.get("train_config"), dict) else {}
-    parts = [name]
-    if recipe(config):
-        parts.append(recipe(config))
+    parts = [name, recipe(config)]
     if parameters is not None:
         parts.append(gpt2.parameters_text(parameters))  # 5,168 parameters, not 0.0M
-    return " · ".join(parts)
+    return " · ".join(filter(None, parts))  # a run with no recorded config has no recipe
 
 
 def read_curve(name: str, directory: Path | None = None) -> RunCurve | None:

@@ -235,8 +235,8 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
 
 
 def arrival_run_name(ctx: AppContext, browser_token=None, request: gr.Request = None) -> str:
-    """The run name box when the page loads: this browser's run if it is running or stopped (a reload kept it
-    from Resume: the box had a fresh name), else a name no run has yet."""
+    """The run name box when the page loads: this browser's run if it is running or stopped, so Stop and Resume
+    after a reload act on it; else a name no run has yet, the run still training included."""
     status = ctx.jobs.status()
     if status.run_name and (status.active or status.state == STOPPED) and ctx.jobs.owned_by(
             identify(ctx, "", browser_token, request, strict=False)):
@@ -371,8 +371,8 @@ def compare_curves(ctx: AppContext, runs, x_axis, include_current=True):
     drawn, notes = [], []
     status = ctx.jobs.status()
     if checks.flag(include_current, "include the current run") and status.run_name:
-        label = " · ".join(filter(None, [f"{status.run_name} (this run, {status.state})", status.recipe]))
-        live = curves.live_curve(f"{status.run_name} (this run, {status.state})", label, status.val_loss,
+        name = f"{status.run_name} (this run, {status.state})"
+        live = curves.live_curve(name, " · ".join(filter(None, [name, status.recipe])), status.val_loss,
                                  status.train_loss, status.elapsed_seconds, status.step - status.start_step)
         if live is not None:
             drawn.append(live)
