@@ -8,7 +8,10 @@ from the tokenizer's ``start_text``. Knows nothing about files, the UI or the co
 Beyond the context window (learned positions stop at ``context_size``) the window slides:
 without the cache every step re-reads the last ``context_size`` tokens (the nanoGPT way); with
 the cache, once it is full it is rebuilt from the last ``context_size // 2`` tokens and decoding
-continues from there, so each rebuild is paid once per ``context_size // 2`` new tokens.
+continues from there, so each rebuild is paid once per ``context_size // 2`` new tokens. A slid key
+would need a new position, so a cache cannot slide: past the context a cached draw reads between
+``context_size // 2`` and ``context_size`` tokens where an uncached one reads ``context_size``, and the
+two texts can part there (each GeneratedToken says how many it read). Within the context they agree.
 
 What a generation costs is known before it starts (``decoding_work``, ``sampling_seconds``, ``sampling_cost``):
 the same loop as ``_decode`` counted in tokens and (query, key) pairs instead of run, priced at a rate
@@ -102,6 +105,7 @@ class GeneratedToken:
     probability: float  # the probability it was drawn with
     candidates: list[tuple[str, float]]  # top 10 of the distribution it was drawn from: (tokenizer.label, p)
     cache_length: int  # keys/values each layer holds after this step (0 without the cache)
+    context_length: int  # tokens the model read to draw it: the last ones before it, the prompt's included
 
 
 def start_text(tokenizer: Tokenizer) -> str:
@@ -152,6 +156,7 @@ def _decode(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSet
         else:
             step_input = torch.tensor([ids[-context_size:]], device=device)
             logits = model(step_input).logits[0, -1]
+        seen = cache.length if use_cache else step_input.size(1)
         probs = sampling_distribution(logits[:vocabulary_size].cpu(), settings.temperature, top_k, settings.top_p)
         if settings.greedy:
             token = int(torch.argmax(probs))
@@ -162,8 +167,7 @@ def _decode(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSet
         ids.append(token)
         pending = [token]
         yield GeneratedToken(token, text.step(token, final=step == settings.max_new_tokens - 1), float(probs[token]),
-                             candidates,
-                             cache.length if cache is not None else 0)
+                             candidates, cache.length if cache is not None else 0, seen)
 
 
 def generate(model: GPT, tokenizer: Tokenizer, prompt: str, max_new_tokens: int = 200,

@@ -60,12 +60,25 @@ def test_seed_reproduces_text(model_and_tokenizer):
     assert a == b and a != c and len(a) == 30
 
 
-def test_greedy_with_and_without_cache_agree_within_and_beyond_the_window(model_and_tokenizer):
+def test_cache_and_no_cache_agree_within_the_context_and_each_draw_reads_the_window_it_records(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
-    settings = SamplingSettings(max_new_tokens=10, greedy=True)
-    with_cache = [t.text for t in stream(model, tokenizer, "abc", settings, use_cache=True)]
-    without = [t.text for t in stream(model, tokenizer, "abc", settings, use_cache=False)]
-    assert with_cache == without
+    within = SamplingSettings(max_new_tokens=12, seed=3)  # "abc" + 12 new = 15 tokens: inside the context of 16
+    assert [t.text for t in stream(model, tokenizer, "abc", within, use_cache=True)] == \
+        [t.text for t in stream(model, tokenizer, "abc", within, use_cache=False)]
+    beyond = SamplingSettings(max_new_tokens=40, seed=3)
+    for use_cache in (True, False):
+        ids = tokenizer.encode("abc").tolist()
+        drawn = list(stream(model, tokenizer, "abc", beyond, use_cache=use_cache))
+        for token in drawn:  # the recorded window, read afresh without a cache, gives the probability it was drawn with
+            with torch.no_grad():
+                logits = model(torch.tensor([ids[-token.context_length:]])).logits[0, -1]
+            assert abs(float(sampling_distribution(logits)[token.token_id]) - token.probability) < 1e-5
+            ids.append(token.token_id)
+        windows = [t.context_length for t in drawn]
+        if use_cache:  # full at 16 after 14 draws, then rebuilt from the last 8 (twice within 40 draws)
+            assert windows[:14] == list(range(3, 17)) and windows[14:] == [*range(8, 17), *range(8, 17), *range(8, 16)]
+        else:
+            assert windows == [min(3 + i, 16) for i in range(40)]
 
 
 def test_cached_stream_tracks_cache_length_and_slides_at_the_boundary(model_and_tokenizer):

@@ -119,6 +119,27 @@ def test_sample_then_inspect_a_position(ctx):
         sample_tab.inspect_position(ctx, outputs[0][3], 0, 0, 0)  # tapped while it is still generating
 
 
+def test_inspecting_past_the_context_reads_the_window_the_kv_cache_drew_with(ctx):
+    """"ROMEO:" + 150 new characters outgrows the model's context, and the cache is rebuilt from its last half.
+    Inspecting a character drawn after that reads the cache's window, not the whole context."""
+    context = ctx.checkpoint("shakespeare-char").config.context_size
+    *_, stats, state = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 150, 1.0, 0, 1.0, 3, False, True))[-1]
+    windows = [token["context"] for token in state["tokens"]]
+    rebuilds = sum(later < earlier for earlier, later in zip(windows, windows[1:]))
+    assert windows[:context - 5] == list(range(6, context + 1)) and windows[context - 5] == context // 2
+    assert all(context // 2 <= window <= context for window in windows[context - 5:]) and rebuilds >= 1
+    assert f"was rebuilt from the last {context // 2} tokens {rebuilds} times" in stats
+    assert "the two texts can part" in stats
+    top, attention, note = sample_tab.inspect_position(ctx, state, 140, 0, 0)
+    assert len(attention.data[0].y) == windows[140] < context
+    assert f"saw the last {windows[140]} characters (the KV cache's window" in note
+    *_, plain_stats, plain = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 150, 1.0, 0, 1.0, 3, False,
+                                                    False))[-1]
+    assert "rebuilt" not in plain_stats and [token["context"] for token in plain["tokens"]][-1] == context
+    top, attention, note = sample_tab.inspect_position(ctx, plain, 140, 0, 0)
+    assert len(attention.data[0].y) == context and f"saw the last {context} characters." in note
+
+
 def test_a_tapped_character_fills_the_position_and_opens_the_inspector(ctx):
     *_, state = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 8, 1.0, 0, 1.0, 3, False, True))[-1]
     position, top, attention, note, section = sample_tab.inspect_picked(ctx, state, 7.0, 0, 1)

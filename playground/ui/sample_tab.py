@@ -71,14 +71,23 @@ def _span(position: int, token) -> str:
             f'{155 + shade * 100 // 255},{80 + shade * 175 // 255})">{text}</span>')
 
 
-def _cache_line(ctx_layers: int, heads: int, head_size: int, length: int, use_cache: bool) -> str:
+def _cache_line(config, length: int, use_cache: bool, rebuilt: int = 0) -> str:
+    """What the KV cache held at the end, and, once it was rebuilt past the context, what that changed."""
     if not use_cache:
         return "KV cache off: every step recomputes keys and values for the whole window"
-    numbers = 2 * ctx_layers * heads * length * head_size
-    return (f"KV cache: each of the {ctx_layers} layers holds {length} keys and {length} values per head, one of "
-            f"each for every token the model sees now (the prompt and what it has written, up to its context); a new "
-            f"token computes only its own key and value and reads the rest from the cache "
+    numbers = 2 * config.layers_num * config.heads_num * length * config.head_size
+    line = (f"KV cache: each of the {config.layers_num} layers holds {length} keys and {length} values per head, one "
+            f"of each for every token the model sees now (the prompt and what it has written, up to its context); a "
+            f"new token computes only its own key and value and reads the rest from the cache "
             f"({numbers:,} numbers, {numbers * 4 / 1024:,.0f} KiB in fp32)")
+    if rebuilt:
+        half = config.context_size // 2
+        line += (f". It filled the model's context of {config.context_size} and was rebuilt from the last {half} "
+                 f"tokens {'once' if rebuilt == 1 else f'{rebuilt} times'}: a cached key cannot move to a new "
+                 f"position, so past the context each draw here read {half} to {config.context_size} tokens, where "
+                 f"without the cache every draw reads the last {config.context_size}, and the two texts can part "
+                 f"from there")
+    return line
 
 
 def speed_sentence(rate: float, use_cache: bool, other_rate: float | None = None) -> str:
@@ -162,13 +171,15 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
 
     tokens, spans = [], []
 
+    rebuilt = 0
+
     def shown(cache_length: int):
         elapsed = max(clock() - started, 1e-9)
         rate = len(tokens) / elapsed
         speeds[mode] = rate
         stats = (f"{speed_sentence(rate, use_cache, speeds.get(other))}. {len(tokens)} {_plural(tokenizer)} in "
                  f"{elapsed:,.1f} s on {device}.\n\n"
-                 + _cache_line(config.layers_num, config.heads_num, config.head_size, cache_length, use_cache))
+                 + _cache_line(config, cache_length, use_cache, rebuilt))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
 
     with ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"):
@@ -179,6 +190,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         for token in stream(loaded.model, tokenizer, prompt, settings, use_cache=use_cache):
             spans.append(_span(len(tokens), token))
             tokens.append(token)
+            rebuilt += token.cache_length < cache_length  # the cache shrank: rebuilt from the last half
             cache_length = token.cache_length
             now = clock()
             if now - started > limit and len(tokens) < settings.max_new_tokens:  # slower than estimated: busy
@@ -193,8 +205,8 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         final = shown(cache_length)
     all_speeds[loaded.name] = speeds
     state = {"checkpoint": checkpoint, "prompt": prompt, "prompt_ids": prompt_ids, "speeds": all_speeds,
-             "tokens": [{"id": t.token_id, "text": t.text, "probability": t.probability, "candidates": t.candidates}
-                        for t in tokens]}
+             "tokens": [{"id": t.token_id, "text": t.text, "probability": t.probability, "candidates": t.candidates,
+                         "context": t.context_length} for t in tokens]}
     yield *final, state
 
 
@@ -221,8 +233,11 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
     top = plots.bar_chart([c for c, _ in candidates], [p for _, p in candidates],
                           f"Top-10 candidates at #{position}<br>drawn: {drawn!r}, "
                           f"p = {token['probability']:.3f}", "probability")  # two lines: a phone is narrow
-    # what the model saw when it drew this token: the prompt's IDs and the tokens drawn before, cut to its context
-    context_ids = [*history["prompt_ids"], *(t["id"] for t in tokens[:position])][-config.context_size:]
+    # what the model read when it drew this token: the prompt's IDs and the tokens drawn before, cut to the window
+    # it drew with (the cache's after a rebuild: shorter than the context; a history from before windows were
+    # recorded: the context)
+    window = checks.whole_number(token.get("context", config.context_size), "context", 1, config.context_size)
+    context_ids = [*history["prompt_ids"], *(t["id"] for t in tokens[:position])][-window:]
     context_labels = labels(tokenizer, context_ids)
     cost = inference_cost(parameters=loaded.model.parameter_count(), layers_num=config.layers_num,
                           heads_num=config.heads_num, embedding_dim=config.embedding_dim,
@@ -237,9 +252,15 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
     strongest = torch.topk(weights, min(5, weights.numel()))
     named = ", ".join(f"{context_labels[i]!r} ({i}) {w:.2f}"
                       for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
+    shorter = ""
+    before = len(history["prompt_ids"]) + position  # tokens before it: more than it read after a rebuild
+    if len(context_ids) < min(before, config.context_size):
+        shorter = (f" (the KV cache's window: it had been rebuilt from the last {config.context_size // 2} when it "
+                   f"filled the context of {config.context_size}; without the cache it would have read the last "
+                   f"{config.context_size})")
     note = (f"{tokenizer.token_name.capitalize()} #{position} ({drawn!r}) was drawn with probability "
             f"{token['probability']:.3f} from the distribution after temperature, top-k and top-p; the model saw "
-            f"the last {len(context_ids)} {_plural(tokenizer)}. Strongest attention: {named}.")
+            f"the last {len(context_ids)} {_plural(tokenizer)}{shorter}. Strongest attention: {named}.")
     return top, attention, note
 
 
@@ -257,7 +278,8 @@ def build(ctx: AppContext) -> None:
         "repo id such as openai-community/gpt2). Each step the model gives a probability to every character; "
         "temperature sharpens or flattens that distribution, top-k and top-p cut its tail, and the seed makes "
         "the draw repeatable. The KV cache keeps each layer's keys and values so earlier characters are not "
-        "recomputed: switch it off and compare the speed."
+        "recomputed: switch it off and compare the speed (the text is the same until it outgrows the model's "
+        "context)."
     )
     checkpoint = checkpoint_dropdown(ctx, "sample")
     names = ctx.checkpoint_names()
@@ -272,7 +294,9 @@ def build(ctx: AppContext) -> None:
         seed = gr.Number(1337, label="seed")
     with gr.Row():
         greedy = gr.Checkbox(False, label="greedy (always the most likely character)")
-        use_cache = gr.Checkbox(True, label="KV cache")
+        use_cache = gr.Checkbox(True, label="KV cache",
+                                info="the same text, faster, within the model's context; past it the cache is "
+                                     "rebuilt from the last half, so the text can differ")
         drop_unknown = gr.Checkbox(False, label="drop unknown characters from the prompt")
         generate = gr.Button("Generate", variant="primary")
     output = gr.Textbox(label="Text", lines=10, max_lines=30)
