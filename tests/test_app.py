@@ -64,6 +64,25 @@ def test_number_fields_leave_their_bounds_and_rounding_to_the_handlers(served):
         client.predict(-5, 4, 8, 1, 0, True, "fp32", "cpu", api_name="/compare")
 
 
+def test_gradios_own_checks_name_the_field_and_print_no_traceback(served, capfd):
+    """Gradio checks a slider's bounds and a radio's choices itself, before the handler: its messages named no field
+    ("Value 0 is less than minimum value 0.05.", for either of two sliders), a string for a slider failed as an
+    internal error, and each printed a traceback in the server's log (playground/ui/inputs.py)."""
+    _, client, _ = served
+    capfd.readouterr()
+    with pytest.raises(AppError, match="^attention dropout p must be at most 0.9, got 1.0$"):
+        client.predict("trained checkpoint", "shakespeare-char", "To be", "4. The block", 0, 0, -1, 0, "pre",
+                       "decoder", "gelu", 1.0, 0, False, api_name="/model_view")
+    with pytest.raises(AppError, match=r"^snapshot must be at most 1, got 1000000000.0$"):
+        client.predict(0, 0, 1e9, "", None, api_name="/train_status")
+    with pytest.raises(AppError, match=r"^dtype: 'fp64' is not one of the choices \(fp32, .*\)$"):
+        client.predict(64, 4, 8, 1, 0, True, "fp64", "cpu", api_name="/compare")
+    assert "Traceback" not in capfd.readouterr().err
+    text, *_ = client.predict("shakespeare-char", "ROMEO:", 5, "0.8", 0, 1.0, 7, False, True, False,
+                              api_name="/sample")  # a slider's number sent as text is read as the number
+    assert len(text) == len("ROMEO:") + 5
+
+
 def test_checkboxes_take_true_or_false_only(served):
     """Gradio hands a checkbox's value over as sent: an API caller's "false" was read as true (bool("false"))."""
     _, client, _ = served
@@ -145,8 +164,9 @@ def test_attention_step_and_export(served):
 
 @pytest.mark.parametrize("changes,message", [
     ({2: 7}, "layer 7 is out of range"), ({8: ""}, "Type some text first"),
-    ({11: 0.0}, "temperature|less than minimum value 0.1"),
-    ({0: "nonsense"}, "Value: .nonsense. .* is not in the list of choices"),
+    ({11: 0.0}, "^temperature on the scores must be at least 0.1, got 0.0$"),
+    ({0: "nonsense"}, r"^Weights from: 'nonsense' is not one of the choices \(trained checkpoint, random weights, "
+                      r"textbook preset\)$"),
 ])
 def test_attention_bad_input_is_a_readable_error(served, changes, message):
     _, client, _ = served
@@ -190,7 +210,11 @@ def test_sample_streams_reproducibly(served):
 @pytest.mark.parametrize("args,message", [
     (["shakespeare-char", "hello ∑", 10, 1.0, 0, 1.0, 0, False, True, False], "does not know: '∑' at 6"),
     (["shakespeare-char", "hi", 10, 0.0, 0, 1.0, 0, False, True, False],
-     "temperature must be above 0|less than minimum value"),
+     "^temperature must be at least 0.05, got 0.0$"),
+    (["shakespeare-char", "hi", 10, 1.0, 0, 0, 0, False, True, False],
+     r"^top-p \(1 = off\) must be at least 0.05, got 0.0$"),
+    (["shakespeare-char", "hi", 10, "warm", 0, 1.0, 0, False, True, False],
+     "^temperature must be a number, got 'warm'$"),
     (["shakespeare-char", "hi", 100000, 1.0, 0, 1.0, 0, False, True, False],
      "max new tokens must be at most 300, got 100000"),
     (["shakespeare-char", "hi", -5, 1.0, 0, 1.0, 0, False, True, False], "max new tokens must be positive, got -5"),
@@ -255,7 +279,7 @@ def test_train_refuses_the_killer_request_and_shipped_checkpoints(served):
 
 @pytest.mark.parametrize("changes,message", [
     ({1: 3}, "not divisible by heads_num 3"), ({5: 10**9}, "steps must be at most 500"),
-    ({10: "tpu"}, "Value: tpu is not in the list of choices"), ({14: "../../x"}, "not allowed"),
+    ({10: "tpu"}, "device: 'tpu' is not one of the choices"), ({14: "../../x"}, "not allowed"),
     ({6: "NaN"}, "learning rate"),
     ({13: ""}, "the pasted text is empty"),
 ])
