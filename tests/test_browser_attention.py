@@ -272,6 +272,8 @@ def test_attention_export_downloads_the_numbers_shown(page):
             if not trace.masked[i, j]:  # the hover text shows the same number, to 6 digits
                 assert shown[i][j].endswith(f"value {float(value):.6g}")
     expect(panel.get_by_role("row", name=re.compile("^step6_attention_weights.npy"))).to_be_visible()
+    pick_step(panel, 7)  # the files were step 6's: they leave with it
+    expect(panel.get_by_role("row", name=re.compile("^step6_attention_weights"))).to_have_count(0, timeout=WAIT_MS)
     expect_no_error(page)
 
 

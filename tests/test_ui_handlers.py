@@ -377,6 +377,36 @@ def test_attention_masked_weights_are_grey_and_say_why(ctx):
     assert lessons.MASKED_WEIGHT_HOVER in weight_bars.data[1].hovertemplate
 
 
+def test_attention_the_score_row_is_the_step_on_screen(ctx):
+    """The bars under the heatmap follow the step: raw scores at step 3 (no mask yet), scaled at step 4, what goes
+    into softmax from step 5 on. They showed the masked, scaled row at every step."""
+    inputs = attention_tab.head_inputs(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh")[0]
+    trace = inputs.trace()
+    for step, title, row, masked in ((3, "Raw scores of query 2", trace.scores[2], False),
+                                     (4, "Scaled scores of query 2", trace.scaled_scores[2], False),
+                                     (5, "Scores into softmax of query 2", trace.scaled_scores[2], True)):
+        *_, bars, _, _, _ = _step(ctx, step=STEP_TITLES[step - 1], query=2)
+        assert bars.layout.title.text.startswith(title)
+        shown = list(bars.data[0].y)
+        assert shown[:3] == pytest.approx(row[:3].tolist(), abs=1e-6)
+        assert (shown[3:] == [None] * 5) if masked else shown[3:] == pytest.approx(row[3:].tolist(), abs=1e-6)
+    *_, bars, _, _, _ = _step(ctx, step=STEP_TITLES[3], scale=False, query=2)
+    assert bars.layout.title.text.startswith("Scores (not scaled) of query 2")
+
+
+def test_attention_step_4_with_scaling_off_names_only_what_has_acted(ctx):
+    _, now, default, *_ = _step(ctx, scale=False, step=STEP_TITLES[3])
+    assert now.layout.title.text.replace("<br>", " ").startswith("now (unscaled, τ 1): scores, not scaled")
+    assert default.layout.title.text.replace("<br>", " ").startswith("default (scaled, τ 1): scaled scores")
+
+
+def test_attention_the_query_sentence_counts_negligible_weights_instead_of_listing_them(ctx):
+    *_, sentence, _ = _step(ctx, step=STEP_TITLES[5], scale=False, embedding_dim=64, head_size=64,
+                            text="the quick brown fox jumps")
+    assert "× 0.000" not in sentence and re.search(r"and \d+ more \(\d+ of them with weights below 0.0005\)",
+                                                    sentence)
+
+
 def test_attention_what_if_notes_appear_only_at_their_stages(ctx):
     notes = [_step(ctx, step=title)[4] for title in STEP_TITLES]
     assert notes[:3] == ["", "", ""]

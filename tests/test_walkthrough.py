@@ -357,3 +357,38 @@ def test_comparison_note_names_now_and_the_default():
                                               "so the last one, 41, is shown.")
     assert len(STEP_LABELS) == len(STEP_TITLES) and all(label[0] == title[0]
                                                          for label, title in zip(STEP_LABELS, STEP_TITLES))
+
+
+def test_each_step_names_its_own_matrix():
+    """S is Q·Kᵀ only; the later steps name S_scaled and S_masked, so "softmax of S" no longer reads as softmax of
+    the raw scores."""
+    formulas = [stage.formula for stage in stages(journey_preset().trace())]
+    assert formulas[2].startswith("S = Q·Kᵀ") and formulas[3].startswith("S_scaled = S / √d_k")
+    assert formulas[4].startswith("S_masked = S_scaled, with −∞ wherever j > i")
+    assert formulas[5].startswith("A = softmax of each row of S_masked")
+    off = [stage.formula for stage in stages(journey_preset().trace(scale=False, mask=False))]
+    assert off[3].startswith("S_scaled = S  (scaling is off)") and off[4].startswith("S_masked = S_scaled: no mask")
+
+
+def test_a_small_head_is_told_that_scaling_changes_little():
+    small = stages(journey_preset().trace())[3].explanation  # d_k = 2
+    assert "(d_k = 2) the division is by only 1.41" in small
+    assert "the division is by only" not in stages(random_head(6, 16, 64, seed=0).trace())[3].explanation
+    inputs = journey_preset()
+    assert "Here they barely differ: with d_k = 2" in saturation(inputs.trace(), inputs.trace(scale=False)).summary
+    wide = random_head(8, 16, 64, seed=0)
+    assert "barely differ" not in saturation(wide.trace(), wide.trace(scale=False)).summary
+
+
+def test_numbers_never_print_as_minus_zero():
+    assert [lessons.fixed(value) for value in (-0.0, -0.0002, -0.0006, 0.1234)] == ["0.000", "0.000", "-0.001",
+                                                                                   "0.123"]
+    inputs = journey_preset()
+    notes = stage_notes("weights", inputs.trace(), **inputs.as_kwargs())
+    assert "-0.000" not in "".join(notes) and "| 0 `Your` | 0.000 |" in "".join(notes)
+
+
+def test_switches_at_the_scaling_step_name_only_scaling_and_temperature():
+    switches = {"scale": False, "mask": True, "temperature": 2.0, "mask_before_scaling": True}
+    assert lessons.switches_text(switches, "scaled_scores") == "unscaled, τ 2"
+    assert lessons.switches_text(switches, "weights") == "unscaled, masked, τ 2, mask before scaling"

@@ -148,7 +148,7 @@ def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None
     start = max(0, position - plots.MAX_SIDE // 2)
     figures = []
     for source, matrix, tag in shown:
-        title = f"{tag} ({lessons.switches_text(source.switches)}): {matrix.name}" if tag else matrix.name
+        title = f"{tag} ({lessons.switches_text(source.switches, key)}): {matrix.name}" if tag else matrix.name
         masked, hover = None, lessons.MASKED_SCORE_HOVER
         if key == "weights":
             sums = matrix.values.sum(dim=1)
@@ -163,6 +163,39 @@ def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None
             sparse_columns=key in FEATURE_STAGES, x_title="key token" if square else "feature",
             y_title="query token" if key not in FEATURE_STAGES else "token"))
     return figures + [None] * (3 - len(figures))
+
+
+def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: str):
+    """The query's row of the scores as the step on screen has them: raw up to step 3, scaled at step 4, and from
+    step 5 on what goes into softmax (masked cells grey, when the mask is on)."""
+    if key in ("x", "qkv", "scores"):
+        values, what, hidden = trace.scores[position], "Raw scores", None
+    elif key == "scaled_scores":
+        values, hidden = trace.scaled_scores[position], None
+        what = "Scaled scores" if trace.scale else "Scores (not scaled)"
+    else:
+        values, hidden, what = trace.masked_scores[position], trace.masked[position].tolist(), "Scores into softmax"
+    shown = [0.0 if hidden and hidden[j] else value for j, value in enumerate(values.tolist())]
+    return plots.bar_chart(trace.tokens, shown, f"{what} of query {position} ({token})", "score", masked=hidden,
+                           masked_hover=lessons.MASKED_SCORE_HOVER)
+
+
+MIXES_SHOWN = 12  # value vectors named in the query's sentence, largest weight first
+NEGLIGIBLE_WEIGHT = 0.0005  # a weight that prints as 0.000: counted, not named
+
+
+def _mixes_text(row: walkthrough.QueryRow) -> str:
+    """Which value vectors the query mixes, largest weight first; the negligible ones counted, not listed."""
+    named = [mix for mix in row.mixes if mix.weight >= NEGLIGIBLE_WEIGHT][:MIXES_SHOWN]
+    rest = len(row.mixes) - len(named)
+    mixes = ", ".join(f"`{m.token}` ({m.position}) × {m.weight:.3f}" for m in named)
+    negligible = sum(mix.weight < NEGLIGIBLE_WEIGHT for mix in row.mixes)
+    more = ""
+    if rest:
+        more = (f" and {rest} more" + (f" ({negligible} of them with weights below {NEGLIGIBLE_WEIGHT:g})"
+                                       if negligible else ""))
+    return (f"Query **{row.position}** `{row.token}` mixes the value vectors of: {mixes}{more}. Its output is "
+            "their weighted sum.")
 
 
 class View(NamedTuple):
@@ -217,9 +250,7 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         figures = _figures(trace, default, key, position)
         row = walkthrough.query_row(trace, position)
         hidden = trace.masked[position].tolist()
-        score_bars = plots.bar_chart(trace.tokens, [0.0 if h else s for s, h in zip(row.scores, hidden)],
-                                     f"Scores of query {position} ({row.token})", "score", masked=hidden,
-                                     masked_hover=lessons.MASKED_SCORE_HOVER)
+        score_bars = _score_bars(trace, key, position, row.token)
         weight_bars = plots.bar_chart(trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})",
                                       "weight", masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER)
     heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
@@ -229,9 +260,7 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         heading += f"\n\nModel: {request.about}"
     if request.notices:
         heading += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in request.notices)
-    mixes = ", ".join(f"`{m.token}` ({m.position}) × {m.weight:.3f}" for m in row.mixes[:12])
-    query_md = (f"Query **{position}** `{row.token}` mixes the value vectors of: {mixes}"
-                f"{' …' if len(row.mixes) > 12 else ''}. Its output is their weighted sum.")
+    query_md = _mixes_text(row)
     return View(heading, *figures, "\n\n".join(note for note in notes if note), score_bars, weight_bars, query_md,
                 "", asked if asked < 0 else position, warnings)
 
@@ -396,5 +425,11 @@ def build(ctx: AppContext) -> None:
     gr.on([text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
            embedding_dim.change, head_size.change, preset.change], view, **view_io,
           api_name="attention_update_inputs", api_visibility="private", **quick)
+    # a download is of the step and settings it was made with: any change clears the list rather than leave a
+    # file of another step beside this one
+    gr.on([step.change, scale.change, mask.change, mask_before.change, temperature.change, text.change,
+           source.change, checkpoint.change, layer.change, head.change, seed.change, embedding_dim.change,
+           head_size.change, preset.change], lambda: None, None, files, api_name="attention_clear_downloads",
+          api_visibility="private", show_progress="hidden", queue=False)
     export.click(bound(export_step, ctx), settings, files, api_name="attention_export", show_progress="hidden",
                  **ctx.fast_lane)

@@ -30,6 +30,7 @@ WHATIF_NOTES: dict[str, tuple[str, ...]] = {
 }
 
 MASKED_SCORE_HOVER = "masked (−∞)"
+SMALL_HEAD = 4  # d_k up to this: scaling divides by 2 at most, and the lesson says it changes little
 MASKED_WEIGHT_HOVER = "masked: weight exactly 0 because the score was −∞"
 MASKED_LEGEND = "grey\u00a0=\u00a0masked"  # no-break spaces: a wrapped title keeps it whole
 
@@ -49,14 +50,17 @@ def stages(trace: HeadTrace) -> list[Stage]:
     divisor_text = f"√{d} = {math.sqrt(d):.3f}"
     temperature_text = f" ÷ τ ({trace.temperature:g})" if trace.temperature != 1.0 else ""
     if trace.scale:
-        scale_formula = f"S / √d_k  (√d_k = {divisor_text}){temperature_text}"
+        scale_formula = f"S_scaled = S / √d_k  (√d_k = {divisor_text}){temperature_text}"
         scale_text = (
-            "Dividing by √d_k keeps the scores from growing with the head size; without it softmax "
-            "saturates and puts nearly all the weight on one token. The pattern in each row stays the "
-            "same, only its spread shrinks."
+            "Dividing by √d_k keeps the scores from growing with the head size: a dot product of d_k terms "
+            "spreads like √d_k, and without the division softmax can saturate, putting nearly all the weight on "
+            "one token. The pattern in each row stays the same, only its spread shrinks."
         )
+        if d <= SMALL_HEAD:
+            scale_text += (f" With a head this small (d_k = {d}) the division is by only {math.sqrt(d):.2f}, so "
+                           "it changes little here; in GPT-2's heads (d_k = 64) it divides by 8.")
     else:
-        scale_formula = f"S  (scaling is off){temperature_text}"
+        scale_formula = f"S_scaled = S  (scaling is off){temperature_text}"
         scale_text = (
             "Scaling is off, so this step leaves the raw scores as they are. Turn it back on and watch "
             "the softmax rows in step 6 become less peaked."
@@ -72,14 +76,14 @@ def stages(trace: HeadTrace) -> list[Stage]:
             "still −∞, so the result is identical."
         )
     if trace.mask:
-        mask_formula = "S_ij = −∞ wherever j > i (above the diagonal)"
+        mask_formula = "S_masked = S_scaled, with −∞ wherever j > i (above the diagonal)"
         mask_text = (
             "Each token may look only at itself and the tokens before it, so every score above the "
             "diagonal becomes −∞. After softmax those entries are exactly 0: nothing flows back from the "
             "future. The diagonal is never masked, so every row keeps at least one score."
         )
     else:
-        mask_formula = "no mask: every token sees every token"
+        mask_formula = "S_masked = S_scaled: no mask, every token sees every token"
         mask_text = (
             "The mask is off, so each token also sees the tokens after it. A language model trained "
             "like this could cheat by reading the very token it should predict; the mask-leak check "
@@ -107,7 +111,7 @@ def stages(trace: HeadTrace) -> list[Stage]:
         (scale_formula, scale_text),
         (mask_formula, mask_text),
         (
-            "A = softmax of each row of S  (each row sums to 1)",
+            "A = softmax of each row of S_masked  (each row sums to 1)",
             "Attention weights: softmax turns each row of scores into positive weights that sum to 1, how "
             "much token i takes from each token j. A row with one weight near 1 is sharp (saturated); a "
             "flat row averages the tokens it sees.",
@@ -146,14 +150,26 @@ def mask_leak_summary(tokens: list[str], affected: list[tuple[int, str]], mask: 
             "later tokens are (numerically) zero.")
 
 
+def fixed(number: float, digits: int = 3) -> str:
+    """A number to ``digits`` decimals, never "-0.000": a rounded-away minus sign reads as a real negative."""
+    text = f"{number:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 def saturation_summary(entropy_scaled: float, max_weight_scaled: float, entropy_unscaled: float,
-                       max_weight_unscaled: float) -> str:
-    """Two sentences comparing the rows' mean entropy (nats) and mean largest weight, unscaled vs scaled."""
-    return (
-        f"Without scaling the rows average {entropy_unscaled:.3f} nats of entropy and a largest "
-        f"weight of {max_weight_unscaled:.3f}; with scaling {entropy_scaled:.3f} nats and "
-        f"{max_weight_scaled:.3f}. Lower entropy and a largest weight near 1 mean softmax is saturating."
+                       max_weight_unscaled: float, head_size: int) -> str:
+    """Two sentences comparing the rows' mean entropy (nats) and mean largest weight, unscaled vs scaled, and
+    whether the difference is worth noticing at this head size."""
+    text = (
+        f"Without scaling the rows average {fixed(entropy_unscaled)} nats of entropy and a largest "
+        f"weight of {fixed(max_weight_unscaled)}; with scaling {fixed(entropy_scaled)} nats and "
+        f"{fixed(max_weight_scaled)}. Lower entropy and a largest weight near 1 mean softmax is saturating."
     )
+    if abs(max_weight_unscaled - max_weight_scaled) < 0.01 and abs(entropy_unscaled - entropy_scaled) < 0.01:
+        text += (f" Here they barely differ: with d_k = {head_size} the scores are divided by only "
+                 f"{math.sqrt(head_size):.2f}. Try random weights with a larger head_size (64, say) to see "
+                 "saturation.")
+    return text
 
 
 def notes_at(key: str) -> tuple[str, ...]:
@@ -163,10 +179,16 @@ def notes_at(key: str) -> tuple[str, ...]:
     return tuple(name for name, keys in WHATIF_NOTES.items() if key in keys)
 
 
-def switches_text(switches: dict[str, Any]) -> str:
-    """The switches in a few words: "scaled, masked, τ 1" or "unscaled, no mask, τ 2, mask before scaling"."""
+def switches_text(switches: dict[str, Any], key: str | None = None) -> str:
+    """The switches in a few words: "scaled, masked, τ 1" or "unscaled, no mask, τ 2, mask before scaling".
+
+    At stage ``key`` "scaled_scores" only scaling and τ have acted (the mask comes at step 5), so only they are
+    named: "unscaled, τ 1".
+    """
     words = ["scaled" if switches["scale"] else "unscaled", "masked" if switches["mask"] else "no mask",
              f"τ {switches['temperature']:g}"]
+    if key == "scaled_scores":
+        return f"{words[0]}, {words[2]}"
     if switches["mask"] and switches["mask_before_scaling"]:
         words.append("mask before scaling")
     return ", ".join(words)
@@ -179,8 +201,8 @@ def comparison_note(trace: HeadTrace, key: str) -> str:
     if key not in SWITCHED_STAGES:
         return (f"**Switches: {switches_text(trace.switches)}.** They act from step 4 on; this step is the same "
                 "either way.")
-    return (f"**Now vs default.** The first plot is now ({switches_text(trace.switches)}); the second is the "
-            f"default ({switches_text(DEFAULT_SWITCHES)}), on the same colour scale, so you can compare them "
+    return (f"**Now vs default.** The first plot is now ({switches_text(trace.switches, key)}); the second is the "
+            f"default ({switches_text(DEFAULT_SWITCHES, key)}), on the same colour scale, so you can compare them "
             "cell by cell.")
 
 
@@ -205,7 +227,7 @@ def saturation_note(key: str, trace: HeadTrace, summary: str, rows: list[tuple[s
     if rows:
         table = ["| query | entropy scaled | entropy unscaled | max weight scaled | max weight unscaled |",
                  "|---|---|---|---|---|"]
-        table += [f"| {i} `{token}` | {es:.3f} | {eu:.3f} | {ms:.3f} | {mu:.3f} |"
+        table += [f"| {i} `{token}` | {fixed(es)} | {fixed(eu)} | {fixed(ms)} | {fixed(mu)} |"
                   for i, (token, es, eu, ms, mu) in enumerate(rows)]
         text += "\n\n" + "\n".join(table)
     return text

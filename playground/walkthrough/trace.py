@@ -90,8 +90,9 @@ class HeadTrace:
             return [StageMatrix(name, tensor, tokens, head_features)
                     for name, tensor in (("Q", self.q), ("K", self.k), ("V", self.v))]
         if key in ("scores", "scaled_scores", "masked_scores", "weights"):
-            names = {"scores": "raw scores", "scaled_scores": "scaled scores",
-                     "masked_scores": "masked scores", "weights": "attention weights"}
+            names = {"scores": "raw scores", "scaled_scores": "scaled scores" if self.scale else "scores, not scaled",
+                     "masked_scores": "masked scores" if self.mask else "scores, no mask",
+                     "weights": "attention weights"}
             return [StageMatrix(names[key], getattr(self, key), tokens, tokens)]
         if key == "output":
             return [StageMatrix("output", self.output, tokens, head_features)]

@@ -99,7 +99,8 @@ def saturation(trace_with_scaling: HeadTrace, trace_without: HeadTrace) -> Satur
         max_weight_unscaled=max_unscaled.tolist(),
         max_entropy=torch.log(visible.to(scaled.dtype)).tolist(),
         summary=lessons.saturation_summary(entropy_scaled.mean().item(), max_scaled.mean().item(),
-                                           entropy_unscaled.mean().item(), max_unscaled.mean().item()),
+                                           entropy_unscaled.mean().item(), max_unscaled.mean().item(),
+                                           trace_with_scaling.head_size),
     )
 
 
