@@ -85,6 +85,16 @@ def seed(value: Any, name: str = "seed") -> int:
     return whole_number(value, name, 0, MAX_SEED)
 
 
+def index(value: Any, name: str, count: int, what: str) -> int:
+    """A whole number in 0..count-1, one of a model's ``count`` layers or heads:
+    ``index(9, "layer", 4, "layers")`` -> ValueError("layer 9 is out of range: this model has 4 layers (0-3)")."""
+    number = whole_number(value, name)
+    if not 0 <= number < count:
+        raise ValueError(f"{name} {_number_text(number)} is out of range: this model has {count} {what} "
+                         f"(0-{count - 1})")
+    return number
+
+
 def optional_whole_number(value: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int | None:
     """``whole_number``, with None or an empty field meaning "off"."""
     if value is None or value == "":

@@ -22,7 +22,7 @@ from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import ConfigError, Limits
 from playground.jobs import NotYourRunError
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
-from playground.ui import attention_tab, sample_tab, tokenize_tab, train_tab
+from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext, friendly, message_for
 from playground.walkthrough import STEP_TITLES, journey_preset, lessons
 
@@ -682,3 +682,21 @@ def test_a_warm_up_past_the_servers_step_limit_is_refused_by_name(train_ctx):
     with pytest.raises(ValueError, match="warmup steps must be at most 500, got 99999999"):
         train_tab.start_run(train_ctx, *RUN[:7], 99999999, *RUN[8:], "long-warm-up", False, "", None, session("w"))
     assert not train_ctx.jobs.status().active
+
+
+def test_compare_offers_the_devices_and_dtypes_this_server_runs(monkeypatch):
+    monkeypatch.setattr(compare_tab, "available_devices", lambda: ["cpu"])
+    assert compare_tab.offered_devices() == ["auto", "cpu"] and compare_tab.offered_dtypes() == ["fp32", "bf16"]
+    monkeypatch.setattr(compare_tab, "available_devices", lambda: ["mps", "cpu"])
+    assert compare_tab.offered_devices() == ["auto", "mps", "cpu"]
+    assert compare_tab.offered_dtypes() == ["fp32", "bf16", "fp16"]
+
+
+def test_compare_refusals_suggest_only_what_can_be_lowered(ctx):
+    with pytest.raises(ValueError) as refused:
+        compare_tab.run_comparison(ctx, 4096, 1, 1024, 64, 0, False, "fp32", "cpu")
+    said = str(refused.value).split("PLAYGROUND_MAX_REQUEST_SECONDS):")[-1]
+    assert "1 head would take" in str(refused.value) and "the batch to 1 and T to at most" in said
+    assert "embedding_dim (4096)" in said and "heads_num" not in said  # a single head cannot be fewer
+    with pytest.raises(ValueError, match=r"or heads_num \(8\)"):
+        compare_tab.run_comparison(ctx, 4096, 8, 1024, 64, 0, False, "fp32", "cpu")

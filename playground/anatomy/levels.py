@@ -75,14 +75,6 @@ def _seeded(seed: int) -> Iterator[None]:
         torch.random.set_rng_state(state)
 
 
-def model_index(value, name: str, count: int, what: str) -> int:
-    """A whole number in 0..count-1; "layer 9 is out of range: this model has 4 layers (0-3)" otherwise."""
-    index = checks.whole_number(value, name)
-    if not 0 <= index < count:
-        raise ValueError(f"{name} {index} is out of range: this model has {count} {what} (0-{count - 1})")
-    return index
-
-
 def position(value, name: str, length: int) -> tuple[int, bool]:
     """A token position: -1 means the last; one past the end is clamped to the last. Returns (position, clamped).
 
@@ -270,7 +262,7 @@ def all_heads(model: GPT, token_ids: torch.Tensor, layer: int, forget_transpose:
     """Every head of GPT layer ``layer`` on token_ids (1-D, at most context_size), as the model computes them;
     ``forget_transpose``: the heads joined notebook 002's way and the layer's own proj applied to that."""
     config = model.config
-    layer = model_index(layer, "layer", config.layers_num, "layers")
+    layer = checks.index(layer, "layer", config.layers_num, "layers")
     ids = check_token_ids(model, token_ids)
     attn = model.blocks[layer].attn
     with _evaluating(model):
@@ -479,7 +471,7 @@ def block_walk(block: Block, x: torch.Tensor, *, norm_order: str = "pre", causal
 
 def block_input(model: GPT, token_ids: torch.Tensor, layer: int) -> torch.Tensor:
     """The residual stream entering GPT block ``layer`` (T, C): embeddings, then the blocks before it as trained."""
-    layer = model_index(layer, "layer", model.config.layers_num, "layers")
+    layer = checks.index(layer, "layer", model.config.layers_num, "layers")
     ids = check_token_ids(model, token_ids)
     with _evaluating(model):
         return _cpu(_stream_before(model, ids, layer))

@@ -86,6 +86,8 @@ def compare(d_in: int, d_out: int, num_heads: int, seq_len: int, batch: int = 2,
             row.update(compared=True, compared_with=cls.compared_with, max_abs_diff=max_abs, max_rel_diff=max_rel,
                        within_tolerance=bool(close))
             why = cls.why
+            if max_abs == 0 and name != REFERENCE:  # no difference to explain: say so, and where one could come from
+                why = f"identical here, bit for bit; it could differ because {cls.why}"
         rows.append(EquivalenceRow(**row, why=why))
         if with_maps:
             maps[name] = head_weights(name, module, x)[0].float().cpu()

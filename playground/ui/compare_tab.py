@@ -23,8 +23,8 @@ from playground.attention import IMPLEMENTATIONS, REFERENCE, source_of
 from playground.attention.base import CONTEXT, EXPLICIT_SOFTMAX, OUTPUT
 from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_seconds, time_implementations
 from playground.attention.equivalence import compare
-from playground.device import describe, pick_device, supported_dtypes
-from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
+from playground.device import available_devices, describe, pick_device, supported_dtypes
+from playground.ui.common import AppContext, bound, count, friendly, keep_on_refusal
 
 MAX_T = 1024
 MAX_MAP_T = 48
@@ -97,6 +97,17 @@ def _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device):
     return embedding_dim, heads_num, seq_len, batch, seed, DTYPES[dtype], chosen
 
 
+def offered_devices() -> list[str]:
+    """The device box's choices: "auto" and the devices this server has (a CPU-only Space offers no CUDA)."""
+    return ["auto", *available_devices()]
+
+
+def offered_dtypes() -> list[str]:
+    """The dtype choices some device of this server runs (fp16 only where a GPU or MPS is)."""
+    runnable = {name for kind in available_devices() for name in supported_dtypes(kind)}
+    return [short for short, name in _DTYPE_NAMES.items() if name in runnable]
+
+
 def wrapped(title: str, width: int = TITLE_LINE) -> str:
     """A Plotly title broken into lines of at most ``width`` characters (Plotly never wraps a title itself)."""
     lines, line = [], ""
@@ -126,6 +137,11 @@ def _lower(options: dict[str, int | None], alternative: str = "") -> str:
     return "lower " + " or ".join(said) + (f" (or lower {alternative})" if alternative else "")
 
 
+def _smaller_model(d: int, h: int) -> str:
+    """The other sizes a refusal may suggest lowering, with their values: heads_num only when above 1."""
+    return f"embedding_dim ({d})" + (f" or heads_num ({h})" if h > 1 else "")
+
+
 def _refuse_if_over(ctx: AppContext, seconds: float, cost: budget.Cost, what: str, hint) -> None:
     """Refuse a request estimated to run longer than the limit or to need more than the budget; ``hint()`` says
     what to lower (computed only for a refusal)."""
@@ -140,14 +156,14 @@ def _refuse_if_over(ctx: AppContext, seconds: float, cost: budget.Cost, what: st
 
 def comparison_cost(ctx: AppContext, d: int, h: int, T: int, B: int, dtype: torch.dtype, device) -> budget.Cost:
     """The comparison's memory, refused up front (with what to lower) when it could never fit or run in time."""
-    count = len(IMPLEMENTATIONS)
+    implementations = len(IMPLEMENTATIONS)
 
     def cost(T=T, B=B):
         return budget.compare_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=dtype.itemsize,
-                                   implementations=count, maps=T <= MAX_MAP_T)
+                                   implementations=implementations, maps=T <= MAX_MAP_T)
 
     def seconds(T=T, B=B):
-        return compare_seconds(count, d, d, h, T, B, device, maps=T <= MAX_MAP_T, dtype=dtype)
+        return compare_seconds(implementations, d, d, h, T, B, device, maps=T <= MAX_MAP_T, dtype=dtype)
 
     def in_time(T=T, B=B):
         return seconds(T, B) <= ctx.limits.max_request_seconds
@@ -157,10 +173,13 @@ def comparison_cost(ctx: AppContext, d: int, h: int, T: int, B: int, dtype: torc
 
     def hint():
         return _lower({"T": _largest(lambda t: fits(T=t), range(1, T)),
-                       "the batch": _largest(lambda b: fits(B=b), range(1, B))}, "embedding_dim or heads_num")
+                       "the batch": _largest(lambda b: fits(B=b), range(1, B)),
+                       "the batch to 1 and T": _largest(lambda t: fits(T=t, B=1), range(1, T)) if B > 1 else None},
+                      _smaller_model(d, h))
 
     _refuse_if_over(ctx, seconds(), cost(),
-                    f"Comparing the {count} implementations at batch {B}, T {T}, embedding {d}, {h} heads", hint)
+                    f"Comparing the {implementations} implementations at batch {B}, T {T}, embedding {d}, "
+                    f"{count(h, 'head')}", hint)
     return cost()
 
 
@@ -186,7 +205,7 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
     atol, rtol = result.rows[0].atol, result.rows[0].rtol
     summary = (f"{len(agreeing)} of {sum(r.compared for r in result.rows)} compared implementations agree with "
                f"the reference within the {dtype} tolerance on {describe(chosen)} (input {B} × {T} × {d}, "
-               f"{h} heads of width {d // h}, seed {seed}). A row agrees when every |difference| ≤ atol + "
+               f"{count(h, 'head')} of width {d // h}, seed {seed}). A row agrees when every |difference| ≤ atol + "
                f"rtol·|reference value|, here atol {atol:g} (absolute) and rtol {rtol:g} (relative). Dropout is 0 "
                "here: dropout draws random numbers, so with it on no two implementations could agree.")
     grid = None
@@ -216,10 +235,12 @@ def sweep_cost(ctx: AppContext, names: list[str], d: int, h: int, lengths: list[
     def hint():
         shorter = [t for t in SWEEP_LENGTHS if t < max(lengths)]
         return _lower({"the largest T": _largest(lambda t: fits(T=t), shorter),
-                       "the batch": _largest(lambda b: fits(B=b), range(1, B))}, "embedding_dim or heads_num")
+                       "the batch": _largest(lambda b: fits(B=b), range(1, B)),
+                       "the batch to 1 and the largest T": _largest(lambda t: fits(T=t, B=1), shorter) if B > 1
+                       else None}, _smaller_model(d, h))
 
     what = (f"Timing {len(names)} implementations at T {lengths[0]} to {lengths[-1]} (batch {B}, embedding {d}, "
-            f"{h} heads)")
+            f"{count(h, 'head')})")
     _refuse_if_over(ctx, sweep_seconds(len(names), d, d, h, lengths, B, device, dtype=dtype), cost(max(lengths)),
                     what, hint)
     return cost(max(lengths))
@@ -261,8 +282,8 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
                          xaxis_type="log", yaxis_type="log", xaxis_title="T", yaxis_title="MiB", height=460,
                          margin=MARGINS, legend=LEGEND_BELOW)
     backends = sorted({f"{r.name}: {r.sdpa_backend}" for r in records if r.sdpa_backend != EXPLICIT_SOFTMAX})
-    notes = (f"Medians after warm-up, batch {B}, embedding {d}, {h} heads, {dtype}; solid lines: forward, dotted: "
-             f"forward + backward. SDPA backend: "
+    notes = (f"Medians after warm-up, batch {B}, embedding {d}, {count(h, 'head')}, {dtype}; solid lines: forward, "
+             f"dotted: forward + backward. SDPA backend: "
              f"{'; '.join(backends) or 'n/a'}. "
              + ("On this device memory is the size of the (B, h, T, T) scores and weights, computed, not measured."
                 if estimate else "Memory is the measured peak above the allocation before each call."))
@@ -292,14 +313,15 @@ def build(ctx: AppContext) -> None:
         seed = gr.Number(seed_value, label="seed")
     with gr.Row():
         qkv_bias = gr.Checkbox(bias, label="qkv bias")
-        dtype = gr.Radio(list(DTYPES), value=dtype_name, label="dtype")
-        device = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value=device_name, label="device")
+        dtype = gr.Radio(offered_dtypes(), value=dtype_name, label="dtype")
+        device = gr.Dropdown(offered_devices(), value=device_name, label="device",
+                             info="the devices this server has")
         gpt2 = gr.Button("GPT-2 small preset")
         run = gr.Button("Compare", variant="primary")
     summary = gr.Markdown(label="summary")
     equivalence = gr.Dataframe(label="Equivalence after a weight transplant (the reference's weights copied into "
                                      "each)", interactive=False, wrap=True,
-                               elem_classes=["playground-table", "wide-table"],
+                               elem_classes=["playground-table", "wide-table"], max_height=1200,
                                column_widths=["12%", "16%", "11%", "11%", "8%", "8%", "34%"])
     parameters = gr.Dataframe(label="Parameters", interactive=False, wrap=True, elem_classes=["playground-table"],
                               column_widths=["25%", "20%", "55%"])

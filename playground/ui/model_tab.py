@@ -276,7 +276,7 @@ def _rows_table(title: str, matrix: torch.Tensor, tokens: list[str]) -> str:
 def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, settings: Settings, where: str,
                 notes: list[str], trained_as: str) -> tuple:
     T = x.size(0)
-    head = anatomy.model_index(settings.head, "head", heads_num, "heads per layer")
+    head = checks.index(settings.head, "head", heads_num, "heads per layer")
     query, clamped = anatomy.position(settings.query, "query", T)
     notes = notes + _clamp_notes(clamped, settings.query, False, None, T)
     walk = anatomy.block_walk(block, x, norm_order=settings.norm_order, causal=settings.causal,
@@ -348,7 +348,7 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
     ids, tokens = prepared.ids, prepared.tokens
     T, C, h, d, L = len(tokens), config.embedding_dim, config.heads_num, config.head_size, config.layers_num
     level = settings.level
-    layer = 0 if level == "model" else anatomy.model_index(settings.layer, "layer", L, "layers")
+    layer = 0 if level == "model" else checks.index(settings.layer, "layer", L, "layers")
     forget = level == "heads" and settings.forget_transpose
     cells, bars = _figure_cells(level, T, C, h, d, L, anatomy.TOP, forget)
     cost = anatomy.view_cost(level, length=T, embedding_dim=C, heads_num=h, layers_num=L,
@@ -358,7 +358,7 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
     notes = list(prepared.notices)
     with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
         if level in ("score", "head"):
-            head = anatomy.model_index(settings.head, "head", h, "heads per layer")
+            head = checks.index(settings.head, "head", h, "heads per layer")
             inputs = walkthrough.checkpoint_head_inputs(loaded.model, ids, layer, head, tokens=tokens)
             where_head = f"layer {layer}, head {head} of {loaded.name} on your {T} tokens"
             if level == "score":
@@ -369,7 +369,7 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
                 shown = _head_view(inputs, settings, where_head, notes, hint)
         elif level == "heads":
             heads = anatomy.all_heads(loaded.model, ids, layer, forget_transpose=forget)
-            head = anatomy.model_index(settings.head, "head", h, "heads per layer")
+            head = checks.index(settings.head, "head", h, "heads per layer")
             query, clamped = anatomy.position(settings.query, "query", T)
             grid, concatenated, projected = _heads_figures(heads, tokens, query, f"Layer {layer}", head)
             notes += _clamp_notes(clamped, settings.query, False, None, T)

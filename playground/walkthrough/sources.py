@@ -51,14 +51,6 @@ class HeadInputs:
 
 # --------------------------------------------------------------------------- a trained checkpoint
 
-def _model_index(value: Any, name: str, count: int, what: str) -> int:
-    """A whole number in 0..count-1; "layer 9 is out of range: this model has 4 layers (0-3)" otherwise."""
-    index = checks.whole_number(value, name)
-    if not 0 <= index < count:
-        raise ValueError(f"{name} {index} is out of range: this model has {count} {what} (0-{count - 1})")
-    return index
-
-
 def checkpoint_head_inputs(model: GPT, token_ids: torch.Tensor, layer: int, head: int,
                            tokens: list[str] | None = None) -> HeadInputs:
     """The real input of ``layer`` and head ``head``'s query/key/value weights (and biases) for token_ids.
@@ -66,8 +58,8 @@ def checkpoint_head_inputs(model: GPT, token_ids: torch.Tensor, layer: int, head
     token_ids is a 1-D LongTensor of at most context_size IDs; tensors come back on the CPU in float32.
     """
     config = model.config
-    layer = _model_index(layer, "layer", config.layers_num, "layers")
-    head = _model_index(head, "head", config.heads_num, "heads per layer")
+    layer = checks.index(layer, "layer", config.layers_num, "layers")
+    head = checks.index(head, "head", config.heads_num, "heads per layer")
     if not isinstance(token_ids, torch.Tensor) or token_ids.dim() != 1 or token_ids.is_floating_point():
         raise ValueError("token_ids must be a 1-D tensor of integer token IDs")
     T = token_ids.numel()
