@@ -21,6 +21,7 @@ HIGHLIGHT_COLOUR = "#f97316"  # the frame around the chosen query's row
 TITLE_WIDTH = 40  # characters per title line: a phone's plot is about 340 px wide
 TITLE_FONT_SIZE = 15
 LABEL_ROOM_PX = 280  # the narrowest plot area a sparse axis must fit (three plots in a row, or a phone)
+BAR_LABEL_ROOM_PX = 560  # a bar chart's plot area beside another on a desktop page
 LABEL_CHAR_PX, LABEL_GAP_PX = 7, 8  # a tick label's width per character at font size 10-12, and the gap after it
 LABEL_STEPS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128)
 
@@ -218,9 +219,13 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y
                                     customdata=[shown[i] for i in where],
                                     hovertemplate=f"%{{customdata}}: {masked_hover}<extra></extra>"))
     title_layout, top = _title_layout(title)
+    # every label while they fit a half-width desktop plot; past that every k-th (a 128-character context's
+    # labels ran into one smear); the hover names every bar
+    step = label_step(len(values), max((len(label) for label in shown), default=1), BAR_LABEL_ROOM_PX)
     figure.update_layout(title=title_layout, height=height, yaxis_title=y_title,
                          margin=dict(l=60, r=20, t=top, b=50),
-                         xaxis=dict(tickmode="array", tickvals=list(range(len(values))), ticktext=shown))
+                         xaxis=dict(tickmode="array", tickvals=list(range(0, len(values), step)),
+                                    ticktext=shown[::step]))
     return figure
 
 

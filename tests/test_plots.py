@@ -59,6 +59,15 @@ def test_bars_keep_repeated_labels_apart():
     assert list(figure.data[0].x) == [0, 1] and list(figure.layout.xaxis.ticktext) == ["a", "a"]
 
 
+def test_many_bars_label_every_kth_and_hover_names_each():
+    """128 characters of context side by side: every label ran into one smear; now every 4th is written."""
+    labels = [chr(ord("a") + i % 26) for i in range(128)]
+    figure = bar_chart(labels, [1 / 128] * 128)
+    assert list(figure.layout.xaxis.tickvals) == list(range(0, 128, 4))
+    assert list(figure.layout.xaxis.ticktext) == labels[::4] and list(figure.data[0].customdata) == labels
+    assert len(bar_chart(list("abcdefghij"), [0.1] * 10).layout.xaxis.tickvals) == 10  # a short row: every one
+
+
 def test_a_large_matrix_is_drawn_as_a_bounded_window():
     from playground.plots import MAX_SIDE
 
