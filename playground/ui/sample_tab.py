@@ -19,6 +19,7 @@ import torch
 
 from playground import checks, plots
 from playground.budget import inference_cost
+from playground.config import ModelConfig
 from playground.device import describe
 from playground.sampling import SamplingSettings, check_sampling_time, sampling_cost, start_text, stream
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
@@ -71,7 +72,7 @@ def _span(position: int, token) -> str:
             f'{155 + shade * 100 // 255},{80 + shade * 175 // 255})">{text}</span>')
 
 
-def _cache_line(config, length: int, use_cache: bool, rebuilt: int = 0) -> str:
+def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int = 0, unit: str = "tokens") -> str:
     """What the KV cache held at the end, and, once it was rebuilt past the context, what that changed."""
     if not use_cache:
         return "KV cache off: every step recomputes keys and values for the whole window"
@@ -83,8 +84,8 @@ def _cache_line(config, length: int, use_cache: bool, rebuilt: int = 0) -> str:
     if rebuilt:
         half = config.context_size // 2
         line += (f". It filled the model's context of {config.context_size} and was rebuilt from the last {half} "
-                 f"tokens {'once' if rebuilt == 1 else f'{rebuilt} times'}: a cached key cannot move to a new "
-                 f"position, so past the context each draw here read {half} to {config.context_size} tokens, where "
+                 f"{unit} {'once' if rebuilt == 1 else f'{rebuilt} times'}: a cached key cannot move to a new "
+                 f"position, so past the context each draw here read {half} to {config.context_size} {unit}, where "
                  f"without the cache every draw reads the last {config.context_size}, and the two texts can part "
                  f"from there")
     return line
@@ -179,7 +180,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         speeds[mode] = rate
         stats = (f"{speed_sentence(rate, use_cache, speeds.get(other))}. {len(tokens)} {_plural(tokenizer)} in "
                  f"{elapsed:,.1f} s on {device}.\n\n"
-                 + _cache_line(config, cache_length, use_cache, rebuilt))
+                 + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer)))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
 
     with ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"):
