@@ -171,8 +171,8 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
         optimizer.step()
         loss_value = distributed.mean(loss, world)
         result.step_seconds += time.perf_counter() - step_started
-        if budget > 0:
-            seconds = distributed.largest(result.step_seconds, world, device)
+        if budget > 0:  # every rank keeps the slowest rank's clock, so a resumed run's schedule goes on from it
+            seconds = result.step_seconds = distributed.largest(result.step_seconds, world, device)
         done = step + 1
         last = done == config.steps or (budget > 0 and seconds >= budget)
         if not math.isfinite(loss_value):
