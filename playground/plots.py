@@ -56,6 +56,15 @@ def _title_layout(title: str) -> tuple[dict, int]:
     return dict(text=text, font=dict(size=TITLE_FONT_SIZE)), 24 + 20 * lines
 
 
+def word_tick_angle(labels: Sequence[str], room_px: int = LABEL_ROOM_PX) -> int:
+    """0, or -45 for labels that are words ("embeddings", "block 1") too wide to stand side by side in
+    ``room_px`` (a phone's plot): slanted, each keeps its place. Short labels (characters) are thinned instead."""
+    longest = max((len(label) for label in labels), default=0)
+    if longest <= 3 or len(labels) * (longest * LABEL_CHAR_PX + LABEL_GAP_PX) <= room_px:
+        return 0
+    return -45
+
+
 def label_step(count: int, longest: int, room_px: int = LABEL_ROOM_PX) -> int:
     """Label every k-th of ``count`` ticks so labels ``longest`` characters long never overlap in ``room_px``.
 
@@ -225,7 +234,7 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y
     figure.update_layout(title=title_layout, height=height, yaxis_title=y_title,
                          margin=dict(l=60, r=20, t=top, b=50),
                          xaxis=dict(tickmode="array", tickvals=list(range(0, len(values), step)),
-                                    ticktext=shown[::step]))
+                                    ticktext=shown[::step], tickangle=word_tick_angle(shown[::step])))
     return figure
 
 
@@ -259,7 +268,7 @@ def heatmap_grid(matrices: Sequence[Sequence[torch.Tensor]], row_titles: Sequenc
 
 MAX_GRID_PANELS = 16  # heads drawn side by side in one grid; more are named in the title, not drawn
 GRID_CELLS = 4 * MAX_SIDE * MAX_SIDE  # cells one grid draws at most: panels share them, each side at most MAX_SIDE
-GRID_COLUMNS = 4  # panels per row
+GRID_COLUMNS = 2  # panels per row: on a phone four in a row were 41 px wide strips, their titles run together
 
 
 def frame_cell(figure: go.Figure, row: int, col: int, first_row: int = 0, first_col: int = 0) -> go.Figure:
@@ -327,6 +336,7 @@ def heads_grid(weights: torch.Tensor, labels: Sequence[str], title: str = "", *,
                             ticktext=[names[t] for t in ticks], showticklabels=col == 1, row=row, col=col)
         figure.update_xaxes(tickmode="array", tickvals=[start + t for t in ticks], ticktext=[names[t] for t in ticks],
                             row=row, col=col)
+        figure.update_yaxes(scaleanchor="x" if head == 0 else f"x{head + 1}", row=row, col=col)  # square cells
         if highlight_row is not None and start <= highlight_row < start + side:
             figure.add_shape(type="rect", x0=start - 0.5, x1=start + side - 0.5, y0=highlight_row - 0.5,
                              y1=highlight_row + 0.5, row=row, col=col, line=dict(color=HIGHLIGHT_COLOUR, width=2),
@@ -384,7 +394,7 @@ def text_heatmap(values: torch.Tensor | Sequence[Sequence[float]], text: Sequenc
     figure.update_layout(
         title=title_layout, height=height, margin=dict(l=60, r=20, t=top, b=50),
         xaxis=dict(tickmode="array", tickvals=list(range(cols)), ticktext=col_names, title=dict(text=x_title),
-                   tickangle=0, automargin=True),
+                   tickangle=word_tick_angle(col_names), automargin=True),
         yaxis=dict(tickmode="array", tickvals=list(range(0, rows, y_step)), ticktext=row_names[::y_step],
                    title=dict(text=y_title), autorange="reversed", automargin=True))
     if highlight_row is not None and 0 <= highlight_row - first_row < rows:

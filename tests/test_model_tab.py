@@ -210,6 +210,22 @@ def test_the_heads_grid_never_grows_with_heads_times_t_squared():
     assert plots.grid_side(4, 42) == 42 and plots.grid_side(4, 1000) == plots.MAX_SIDE
 
 
+def test_the_heads_grid_fits_a_phone_two_square_panels_a_row():
+    """Four heads in a row were 41 px wide strips on a phone, their titles run together ("head 0head 1...")."""
+    figure = plots.heads_grid(torch.softmax(torch.randn(4, 42, 42), dim=-1), list("x" * 42), "grid")
+    rows = {(trace.xaxis, trace.yaxis) for trace in figure.data}
+    assert len(rows) == 4 and figure.layout.xaxis2.domain[1] == 1.0 and figure.layout.xaxis3.domain[0] == 0.0
+    assert [figure.layout[f"yaxis{'' if i == 1 else i}"].scaleanchor for i in range(1, 5)] == ["x", "x2", "x3", "x4"]
+
+
+def test_word_labels_that_cannot_stand_side_by_side_on_a_phone_are_slanted():
+    names = ["embeddings", "block 1", "block 2", "block 3", "block 4", "final norm"]
+    assert plots.word_tick_angle(names) == -45 and plots.word_tick_angle(names[:2]) == 0
+    assert plots.word_tick_angle(list("abcdefghijklmnopqrstuvwxyz")) == 0  # characters are thinned, not slanted
+    assert plots.bar_chart(names, [0.1] * 6).layout.xaxis.tickangle == -45
+    assert plots.text_heatmap(torch.rand(3, 6), [["a"] * 6] * 3, list("abc"), names).layout.xaxis.tickangle == -45
+
+
 def test_the_text_heatmap_windows_its_rows_and_writes_its_words():
     words = [[f"w{r}.{c}" for c in range(10)] for r in range(200)]
     figure = plots.text_heatmap(torch.rand(200, 10), words, [str(r) for r in range(200)], list("0123456789"),

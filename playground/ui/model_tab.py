@@ -292,7 +292,8 @@ def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, setti
     names = [point.name for point in walk.points]
     norms = torch.stack([point.norms for point in walk.points])  # (points, T)
     stream = _heatmap(norms, names, tokens, "‖x‖ of each token at each point of the block", colorscale="Viridis",
-                      zmin=0.0, col_start=_window_start(query), x_title="token", y_title="point", show_values=False)
+                      zmin=0.0, col_start=_window_start(query), x_title="token", y_title="point", show_values=False,
+                      sparse_columns=True)
     means = plots.bar_chart(names, norms.mean(dim=1).tolist(), "Mean ‖x‖ over the tokens at each point", "‖x‖")
     text = lessons.block_text(walk, head, trained_as)
     return _heading("block", lessons.block_formula(walk), text, where, notes), before, after, stream, means, ""
