@@ -39,7 +39,9 @@ from playground.tokenizer import Tokenizer
 class SamplingSettings:
     """How to draw each character; checked (and normalised: 40.0 -> 40) here, the one place for it.
 
-    A refusal is a ValueError naming the field: ``top_p must be in (0, 1], got 1.5``.
+    A refusal is a ValueError naming the field: ``top_p must be in (0, 1], got 1.5``. A temperature of 0 asks for
+    greedy decoding (the usual convention): it sets ``greedy``, and the probabilities reported are the model's own
+    (temperature 1), since a zero temperature has none but 0 and 1.
     """
 
     max_new_tokens: int = 200
@@ -55,10 +57,12 @@ class SamplingSettings:
 
         normalise("max_new_tokens", checks.whole_number(self.max_new_tokens, "max_new_tokens", 0))
         temperature = checks.real_number(self.temperature, "temperature")
-        if temperature <= 0:
-            raise ValueError(f"temperature must be above 0, got {temperature}; greedy decoding takes the most "
-                             "likely character every time")
+        if temperature < 0:
+            raise ValueError(f"temperature must be at least 0 (0 is greedy decoding: the most likely character "
+                             f"every time), got {temperature}")
         normalise("temperature", temperature)
+        if temperature == 0:
+            normalise("greedy", True)
         if self.top_k is not None:
             normalise("top_k", checks.whole_number(self.top_k, "top_k", 1))
         if self.top_p is not None:
@@ -157,7 +161,8 @@ def _decode(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSet
             step_input = torch.tensor([ids[-context_size:]], device=device)
             logits = model(step_input).logits[0, -1]
         seen = cache.length if use_cache else step_input.size(1)
-        probs = sampling_distribution(logits[:vocabulary_size].cpu(), settings.temperature, top_k, settings.top_p)
+        probs = sampling_distribution(logits[:vocabulary_size].cpu(), settings.temperature or 1.0, top_k,
+                                      settings.top_p)  # temperature 0 is greedy: its probabilities are the model's
         if settings.greedy:
             token = int(torch.argmax(probs))
         else:

@@ -209,8 +209,8 @@ def test_sample_streams_reproducibly(served):
 
 @pytest.mark.parametrize("args,message", [
     (["shakespeare-char", "hello ∑", 10, 1.0, 0, 1.0, 0, False, True, False], "does not know: '∑' at 6"),
-    (["shakespeare-char", "hi", 10, 0.0, 0, 1.0, 0, False, True, False],
-     "^temperature must be at least 0.05, got 0.0$"),
+    (["shakespeare-char", "hi", 10, -0.5, 0, 1.0, 0, False, True, False],
+     "^temperature must be at least 0, got -0.5$"),
     (["shakespeare-char", "hi", 10, 1.0, 0, 0, 0, False, True, False],
      r"^top-p \(1 = off\) must be at least 0.05, got 0.0$"),
     (["shakespeare-char", "hi", 10, "warm", 0, 1.0, 0, False, True, False],

@@ -84,7 +84,7 @@ def generate_and_watch(page: Page, panel: Locator, prompt: str, new_tokens: int,
     start_recording(textbox)
     press(panel.get_by_role("button", name="Generate", exact=True), touch)
     mode = "with" if cache else "without"
-    expect(panel).to_contain_text(re.compile(rf"tokens/s {mode} the KV cache.*\b{new_tokens} characters in"),
+    expect(panel).to_contain_text(re.compile(rf"characters/s {mode} the KV cache.*\b{new_tokens} characters in"),
                                   timeout=GENERATE_MS)
     final = textbox.input_value()
     seen = stop_recording(page)
@@ -123,7 +123,7 @@ def test_sample_on_a_desktop_every_control_streams_and_inspects_by_click(page, s
     set_checked(panel.get_by_label("greedy (always the most likely character)"), False, touch=False)
     set_checked(panel.get_by_label("KV cache", exact=True), True, touch=False)
     text = generate_and_watch(page, panel, PROMPT, 400, touch=False, cache=True)
-    expect(panel).to_contain_text(re.compile(r"[\d,]+ tokens/s with the KV cache; switch it off to compare\. "
+    expect(panel).to_contain_text(re.compile(r"[\d,]+ characters/s with the KV cache; switch it off to compare\. "
                                              r"400 characters in [\d.,]+ s on CPU"))
     # the page sent exactly these settings: the API with the same values writes the same text
     api = Client(server.url, verbose=False).predict("shakespeare-char", PROMPT, 400, 0.9, 20, 0.95, 7, False, True,
@@ -139,7 +139,7 @@ def test_sample_on_a_desktop_every_control_streams_and_inspects_by_click(page, s
     greedy = generate_and_watch(page, panel, PROMPT, 40, touch=False, cache=True, growing_at_least=0)
     set_checked(panel.get_by_label("KV cache", exact=True), False, touch=False)
     assert generate_and_watch(page, panel, PROMPT, 40, touch=False, cache=False, growing_at_least=0) == greedy
-    expect(panel).to_contain_text(re.compile(r"[\d,]+ tokens/s without the KV cache \([\d,]+ with it last time: "
+    expect(panel).to_contain_text(re.compile(r"[\d,]+ characters/s without the KV cache \([\d,]+ with it last time: "
                                              r"[\d.,]+× faster\)"))
     expect(panel).to_contain_text("KV cache off: every step recomputes keys and values")
 

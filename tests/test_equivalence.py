@@ -33,7 +33,7 @@ def test_every_compared_implementation_agrees_within_its_dtypes_tolerance(dtype,
         assert row.compared_with == cls.compared_with
         # a row with no difference at all says so rather than explain one (the reference compared with itself aside)
         identical = row.max_abs_diff == 0 and name != REFERENCE
-        assert row.why == (f"identical here, bit for bit; it could differ because {cls.why}" if identical else cls.why)
+        assert row.why == (f"identical here, bit for bit (where it could differ: {cls.why})" if identical else cls.why)
         assert row.max_abs_diff <= atol, name
         torch.testing.assert_close(result.head_maps[name], reference, atol=atol, rtol=rtol)
 

@@ -99,7 +99,7 @@ def test_top_k_above_vocabulary_is_clamped_with_a_note(capsys, weights):
 @pytest.mark.parametrize("args, message", [
     (["--prompt", "to bé!"], "'é' at position 4, '!' at position 5"),
     (["--prompt", "to bé!"], "--drop-unknown"),
-    (["--temperature", "0"], "--temperature must be above 0, got 0.0"),
+    (["--temperature", "-1"], "--temperature must be at least 0 (0 is greedy decoding"),
     (["--temperature", "-1"], "--temperature"),
     (["--temperature", "nan"], "--temperature"),
     (["--temperature", "warm"], "invalid float value"),

@@ -97,7 +97,7 @@ def test_empty_prompt_starts_from_newline_and_unknown_is_named(model_and_tokeniz
 
 
 @pytest.mark.parametrize("changes,match", [
-    ({"temperature": 0}, r"^temperature must be above 0, got 0.0; greedy"),
+    ({"temperature": -0.5}, r"^temperature must be at least 0 \(0 is greedy decoding: .*\), got -0.5$"),
     ({"temperature": float("nan")}, r"^temperature must be a finite number, got nan"),
     ({"temperature": "warm"}, r"^temperature must be a number, got 'warm'"),
     ({"top_k": 0}, r"^top_k must be positive, got 0"), ({"top_k": 2.5}, r"^top_k must be a whole number"),
@@ -110,6 +110,15 @@ def test_settings_are_validated(changes, match):
     """The one check of sampling settings: each message starts with the field's name (the CLI swaps in its flag)."""
     with pytest.raises(ValueError, match=match):
         SamplingSettings(**changes)
+
+
+def test_temperature_zero_is_greedy_and_reports_the_models_own_probabilities(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    zero = SamplingSettings(max_new_tokens=20, temperature=0, seed=5)
+    assert zero.greedy and zero.temperature == 0.0
+    greedy = list(stream(model, tokenizer, "abc", SamplingSettings(max_new_tokens=20, temperature=1.0, greedy=True)))
+    drawn = list(stream(model, tokenizer, "abc", zero))
+    assert [(t.token_id, t.probability) for t in drawn] == [(t.token_id, t.probability) for t in greedy]
 
 
 def test_settings_normalise_what_number_boxes_send():

@@ -186,13 +186,14 @@ def test_sample_streams_in_batches_and_ends_with_the_whole_text(ctx, use_cache):
 def test_sample_says_its_speed_plainly(ctx):
     *_, cached_stats, state = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 10, 1.0, 0, 1.0, 3,
                                                       False, True))[-1]
-    assert re.search(r"[\d,]+ tokens/s with the KV cache; switch it off to compare", cached_stats)
+    assert re.search(r"[\d,]+ characters/s with the KV cache; switch it off to compare", cached_stats)
     *_, uncached_stats, state = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 10, 1.0, 0, 1.0, 3,
                                                         False, False, False, state))[-1]
-    assert re.search(r"[\d,]+ tokens/s without the KV cache \([\d,]+ with it last time: [\d.,]+× faster\)",
+    assert re.search(r"[\d,]+ characters/s without the KV cache \([\d,]+ with it last time: [\d.,]+× faster\)",
                      uncached_stats)
     assert "(with cache" not in uncached_stats
     assert sample_tab.speed_sentence(836, False) == "836 tokens/s without the KV cache; switch it on to compare"
+    assert sample_tab.speed_sentence(836, True, unit="characters").startswith("836 characters/s with the KV cache")
     assert sample_tab.speed_sentence(836, True, 95) == ("836 tokens/s with the KV cache (95 without it last time: "
                                                         "8.8× faster)")
 
@@ -700,3 +701,11 @@ def test_compare_refusals_suggest_only_what_can_be_lowered(ctx):
     assert "embedding_dim (4096)" in said and "heads_num" not in said  # a single head cannot be fewer
     with pytest.raises(ValueError, match=r"or heads_num \(8\)"):
         compare_tab.run_comparison(ctx, 4096, 8, 1024, 64, 0, False, "fp32", "cpu")
+
+
+def test_sample_at_temperature_zero_is_greedy_and_says_so(ctx):
+    *_, stats, _ = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 0.0, 0, 1.0, "", False, True))[-1]
+    greedy = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 0.8, 0, 1.0, 3, True, True))[-1]
+    zero = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 0.0, 0, 1.0, "", False, True))[-1]
+    assert zero[0] == greedy[0] and "temperature 0 is greedy decoding" in stats
+    assert "seed box was empty" not in stats  # greedy draws nothing, so no seed is drawn

@@ -87,7 +87,7 @@ def compare(d_in: int, d_out: int, num_heads: int, seq_len: int, batch: int = 2,
                        within_tolerance=bool(close))
             why = cls.why
             if max_abs == 0 and name != REFERENCE:  # no difference to explain: say so, and where one could come from
-                why = f"identical here, bit for bit; it could differ because {cls.why}"
+                why = f"identical here, bit for bit (where it could differ: {cls.why})"
         rows.append(EquivalenceRow(**row, why=why))
         if with_maps:
             maps[name] = head_weights(name, module, x)[0].float().cpu()

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--drop-unknown", action="store_true",
                         help="drop prompt characters the vocabulary lacks instead of refusing the prompt")
     parser.add_argument("--max-new-tokens", type=int, default=200)
-    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, default=1.0, help="0 means greedy (as --greedy)")
     parser.add_argument("--top-k", type=int, default=None)
     parser.add_argument("--top-p", type=float, default=None)
     parser.add_argument("--seed", type=int, default=1337)
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.flush()
     seconds = time.perf_counter() - start
     rate = count / seconds if seconds > 0 else float("inf")
-    how = "greedy" if args.greedy else f"temperature {args.temperature:g}, seed {args.seed}"
+    how = "greedy" if settings.greedy else f"temperature {args.temperature:g}, seed {args.seed}"
     print(f"{count} tokens in {seconds:.2f} s · {rate:.1f} tokens/s · {describe(device)} · "
           f"KV cache {'on' if use_cache else 'off'} · {how} · {checkpoint.name} "
           f"(context {checkpoint.config.context_size})", file=err)

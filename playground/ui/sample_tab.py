@@ -91,14 +91,15 @@ def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int 
     return line
 
 
-def speed_sentence(rate: float, use_cache: bool, other_rate: float | None = None) -> str:
-    """'836 tokens/s with the KV cache', and the last speed the other way on the same checkpoint if there is one."""
+def speed_sentence(rate: float, use_cache: bool, other_rate: float | None = None, unit: str = "tokens") -> str:
+    """'836 characters/s with the KV cache', and the last speed the other way on the same checkpoint if there is
+    one."""
     if use_cache:
-        sentence = f"{rate:,.0f} tokens/s with the KV cache"
+        sentence = f"{rate:,.0f} {unit}/s with the KV cache"
         if other_rate:
             return sentence + f" ({other_rate:,.0f} without it last time: {rate / other_rate:,.1f}× faster)"
         return sentence + "; switch it off to compare"
-    sentence = f"{rate:,.0f} tokens/s without the KV cache"
+    sentence = f"{rate:,.0f} {unit}/s without the KV cache"
     if other_rate:
         return sentence + f" ({other_rate:,.0f} with it last time: {other_rate / rate:,.1f}× faster)"
     return sentence + "; switch it on to compare"
@@ -126,7 +127,8 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     # checked here under the page's labels (the core allows 0 new tokens and names its fields top_k, top_p)
     max_new_tokens = checks.whole_number(max_new_tokens, "max new tokens", 1, ctx.limits.max_new_tokens)
     top_k = 0 if top_k in (None, "") else checks.whole_number(top_k, "top-k (0 = off)", 0)
-    drawn = seed in (None, "") and not greedy  # an empty seed box: a fresh seed, said in the stats so it can be reused
+    zero = isinstance(temperature, (int, float)) and temperature == 0  # temperature 0: greedy (SamplingSettings)
+    drawn = seed in (None, "") and not (greedy or zero)  # an empty seed box: a fresh seed, said so it can be reused
     if seed in (None, ""):
         seed = secrets.randbelow(checks.MAX_SEED + 1) if drawn else None  # greedy draws nothing
     settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature,
@@ -137,6 +139,9 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     tokenizer = loaded.tokenizer
     notes = [f"the seed box was empty, so seed {seed} was drawn: type it there to draw this text again"] if drawn \
         else []
+    if zero and not greedy:
+        notes.append("temperature 0 is greedy decoding: each character is the most likely one, and the colours show "
+                     "the model's own probabilities (temperature 1)")
     unknown = tokenizer.find_unknown(prompt)
     if unknown:
         listed = list_unknown(unknown)
@@ -178,7 +183,8 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         elapsed = max(clock() - started, 1e-9)
         rate = len(tokens) / elapsed
         speeds[mode] = rate
-        stats = (f"{speed_sentence(rate, use_cache, speeds.get(other))}. {len(tokens)} {_plural(tokenizer)} in "
+        unit = _plural(tokenizer)
+        stats = (f"{speed_sentence(rate, use_cache, speeds.get(other), unit)}. {len(tokens)} {unit} in "
                  f"{elapsed:,.1f} s on {device}.\n\n"
                  + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer)))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
@@ -251,7 +257,8 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
                                 f"What drawing #{position} attended to<br>layer {layer}, head {head}",
                                 "attention weight")
     strongest = torch.topk(weights, min(5, weights.numel()))
-    named = ", ".join(f"{context_labels[i]!r} ({i}) {w:.2f}"
+    back = len(context_ids)  # the last token it read is 1 back
+    named = ", ".join(f"{context_labels[i]!r} ({back - i} back) {w:.2f}"
                       for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
     shorter = ""
     before = len(history["prompt_ids"]) + position  # tokens before it: more than it read after a rebuild
@@ -289,7 +296,7 @@ def build(ctx: AppContext) -> None:
     prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2)
     with gr.Row():
         max_new_tokens = gr.Number(200, label="max new tokens")
-        temperature = gr.Slider(0.05, 2.0, value=0.8, step=0.05, label="temperature")
+        temperature = gr.Slider(0, 2.0, value=0.8, step=0.05, label="temperature", info="0 = greedy")
         top_k = gr.Number(0, label="top-k (0 = off)")
         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
         seed = gr.Number(1337, label="seed")
