@@ -249,6 +249,7 @@ def test_the_ranked_head_table_opens_the_strongest_head(page):
     strongest.get_by_role("gridcell").nth(2).click()
     expect(panel.get_by_label("head", exact=True)).to_have_value(str(top.head), timeout=WAIT_MS)
     expect(panel).to_contain_text(f"layer {top.layer}, head {top.head} of the model", timeout=WAIT_MS)
+    expect(heading(panel)).to_be_in_viewport(timeout=WAIT_MS)  # the page goes back up to the head it opened
     expect_no_error(page)
 
 

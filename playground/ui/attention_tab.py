@@ -38,6 +38,7 @@ EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh fo
 _EXPORT_MAX_AGE_SECONDS = 3600
 MAX_SIZE = 1024  # embedding_dim and head_size of a random head
 FEATURE_STAGES = ("x", "qkv", "output")  # stages whose columns are features (labelled sparsely), not tokens
+STAGE_ELEM_ID = "attention-stage"  # the stage's heading, where a picked head takes the page
 CONTROL_MIN_WIDTH = 200  # the narrowest a control gets: on a phone (390 px) each takes a full-width row
 
 
@@ -379,7 +380,7 @@ def build(ctx: AppContext) -> None:
         step = gr.Radio(list(zip(STEP_LABELS, STEP_TITLES)), value=STEP_TITLES[0], label="Step", scale=1,
                         min_width=240)
     text_check = gr.HTML(label="input check")
-    heading = gr.Markdown(label="stage")
+    heading = gr.Markdown(label="stage", elem_id=STAGE_ELEM_ID)
     with gr.Row():
         plot_a = gr.Plot(label="matrix 1")
         plot_b = gr.Plot(label="matrix 2", visible=False)
@@ -392,7 +393,7 @@ def build(ctx: AppContext) -> None:
             query_scores = gr.Plot(label="score row")
             query_weights = gr.Plot(label="softmax row")
         query_md = gr.Markdown(label="values mixed")
-    head_table.build(ctx, source, checkpoint, layer, head)
+    head_table.build(ctx, source, checkpoint, layer, head, shown_at=STAGE_ELEM_ID)
     with gr.Row():
         export = gr.Button("Export this step (CSV + .npy)")
         files = gr.File(label="Downloads", file_count="multiple", height=140)

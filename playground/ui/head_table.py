@@ -65,7 +65,10 @@ def open_head(event: gr.SelectData) -> tuple:
     return "trained checkpoint", int(row[1]), int(row[2])
 
 
-def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.Number, head: gr.Number) -> None:
+def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.Number, head: gr.Number,
+          shown_at: str) -> None:
+    """The accordion; picking a row opens that head and scrolls the page back to the element ``shown_at`` (the
+    stage's heading: on a phone the table sits far below it, and the pick seemed to do nothing)."""
     with gr.Accordion("Heads that do something recognisable", open=False):
         gr.Markdown(EXPLAINED)
         score = gr.Button("Score every head of this checkpoint")
@@ -74,4 +77,6 @@ def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.
     keep_on_refusal(score.click(bound(score_table, ctx), checkpoint, [table, note], api_name="attention_head_scores",
                                 api_visibility="private", **ctx.fast_lane), [table, note],
                     "attention_head_scores_refused")
-    table.select(open_head, None, [source, layer, head], api_name="attention_open_head", api_visibility="private")
+    table.select(open_head, None, [source, layer, head], api_name="attention_open_head", api_visibility="private").then(
+        None, js=f"() => document.getElementById({shown_at!r})?.scrollIntoView({{block: 'start'}})",
+        api_name="attention_show_opened_head", api_visibility="private")
