@@ -93,13 +93,19 @@ def recipe(config: dict[str, Any]) -> str:
     return ", ".join(words)
 
 
-def describe(name: str, training: dict[str, Any], parameters: int | None) -> str:
-    """``my-run-1 · adamw, lr 0.004 (cosine), batch 32 · 2 layers × 128, context 64 · 0.8M parameters``."""
-    config = training.get("train_config") if isinstance(training.get("train_config"), dict) else {}
-    parts = [name, recipe(config)]
-    if parameters is not None:
+def legend(name: str, recipe_text: str, parameters: int | None) -> str:
+    """A curve's legend: ``my-run-1 · adamw, lr 0.004 (cosine), batch 32 · 0.8M parameters``; the recipe and the
+    size where known."""
+    parts = [name, recipe_text]
+    if parameters:
         parts.append(gpt2.parameters_text(parameters))  # 5,168 parameters, not 0.0M
-    return " · ".join(filter(None, parts))  # a run with no recorded config has no recipe
+    return " · ".join(filter(None, parts))
+
+
+def describe(name: str, training: dict[str, Any], parameters: int | None) -> str:
+    """A saved run's legend (``legend``) from its training.json; a run with no recorded config has no recipe."""
+    config = training.get("train_config") if isinstance(training.get("train_config"), dict) else {}
+    return legend(name, recipe(config), parameters)
 
 
 def read_curve(name: str, directory: Path | None = None) -> RunCurve | None:

@@ -116,3 +116,12 @@ def test_the_train_tab_draws_earlier_runs_by_step_or_by_seconds(two_runs):
     assert "no-such-run has no recorded validation curve" in note
     with pytest.raises(gr.Error, match="(?i)not allowed"):
         handler(["../x"], "steps", True)
+
+
+def test_a_legend_names_the_recipe_and_the_size_for_a_saved_run_and_the_live_one_alike():
+    assert curves.legend("my-run (this run, running)", "muon, lr 0.012 (linear), batch 32", 240_288) == \
+        "my-run (this run, running) · muon, lr 0.012 (linear), batch 32 · 240,288 parameters"
+    assert curves.legend("old", "", 0) == "old"  # nothing recorded: the name alone
+    assert curves.describe("saved", {"train_config": {"optimizer": "adamw", "learning_rate": 0.004,
+                                                      "batch_size": 32}}, 240_288) == \
+        curves.legend("saved", "adamw, lr 0.004 (cosine), batch 32", 240_288)

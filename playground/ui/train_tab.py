@@ -372,7 +372,7 @@ def compare_curves(ctx: AppContext, runs, x_axis, include_current=True):
     status = ctx.jobs.status()
     if checks.flag(include_current, "include the current run") and status.run_name:
         name = f"{status.run_name} (this run, {status.state})"
-        live = curves.live_curve(name, " · ".join(filter(None, [name, status.recipe])), status.val_loss,
+        live = curves.live_curve(name, curves.legend(name, status.recipe, status.parameter_count), status.val_loss,
                                  status.train_loss, status.elapsed_seconds, status.step - status.start_step)
         if live is not None:
             drawn.append(live)
