@@ -72,7 +72,8 @@ def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.
     with gr.Accordion("Heads that do something recognisable", open=False):
         gr.Markdown(EXPLAINED)
         score = gr.Button("Score every head of this checkpoint")
-        table = gr.Dataframe(headers=HEADERS, interactive=False, label="ranked heads", wrap=True)
+        table = gr.Dataframe(headers=HEADERS, interactive=False, label="ranked heads", wrap=True,
+                             elem_classes=["playground-table"])  # on a phone: scrolls sideways, headers whole
         note = gr.Markdown(label="head scores")
     keep_on_refusal(score.click(bound(score_table, ctx), checkpoint, [table, note], api_name="attention_head_scores",
                                 api_visibility="private", **ctx.fast_lane), [table, note],
