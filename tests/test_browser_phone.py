@@ -116,7 +116,7 @@ def test_every_tab_on_a_phone(phone):
     panel = open_tab(page, "Sample")
     panel.get_by_label("max new tokens", exact=True).fill("20")
     panel.get_by_role("button", name="Generate", exact=True).click()
-    expect(panel).to_contain_text("tokens/s", timeout=WAIT_MS)
+    expect(panel).to_contain_text("characters/s", timeout=WAIT_MS)
     expect_no_error(page)
     screenshot(page, "phone-sample", publish=False)
     report(page, "Sample")
