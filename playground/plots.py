@@ -336,14 +336,16 @@ def heads_grid(weights: torch.Tensor, labels: Sequence[str], title: str = "", *,
                             ticktext=[names[t] for t in ticks], showticklabels=col == 1, row=row, col=col)
         figure.update_xaxes(tickmode="array", tickvals=[start + t for t in ticks], ticktext=[names[t] for t in ticks],
                             row=row, col=col)
-        figure.update_yaxes(scaleanchor="x" if head == 0 else f"x{head + 1}", row=row, col=col)  # square cells
+        # square cells: the panel shrinks to a square (constrain="domain"), so its tick labels stay beside it
+        figure.update_yaxes(scaleanchor="x" if head == 0 else f"x{head + 1}", constrain="domain", row=row, col=col)
+        figure.update_xaxes(constrain="domain", row=row, col=col)
         if highlight_row is not None and start <= highlight_row < start + side:
             figure.add_shape(type="rect", x0=start - 0.5, x1=start + side - 0.5, y0=highlight_row - 0.5,
                              y1=highlight_row + 0.5, row=row, col=col, line=dict(color=HIGHLIGHT_COLOUR, width=2),
                              fillcolor="rgba(0,0,0,0)")
     title_layout, top = _title_layout(title)
     figure.update_layout(title=title_layout, height=min(1400, 80 + top + 300 * rows),
-                         coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0),
+                         coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0, colorbar=dict(thickness=14)),
                          margin=dict(l=50, r=20, t=top + 30, b=40), plot_bgcolor="rgba(0,0,0,0)")
     return figure
 
