@@ -418,19 +418,17 @@ def build(ctx: AppContext) -> None:
     step.change(view, **view_io, api_name="attention_step_change", api_visibility="private", **quick)
     previous.click(lambda s: move_step(s, -1), step, step, api_name="attention_previous", api_visibility="private")
     following.click(lambda s: move_step(s, 1), step, step, api_name="attention_next", api_visibility="private")
-    for name, control in (("scale", scale), ("mask", mask), ("mask_order", mask_before),
-                          ("temperature", temperature)):
+    switch_controls = (("scale", scale), ("mask", mask), ("mask_order", mask_before), ("temperature", temperature))
+    for name, control in switch_controls:
         control.change(view, **view_io, api_name=f"attention_update_{name}", api_visibility="private", **quick)
     # .input, not .change: the view writes a clamped position back into the box, which must not re-trigger it
     query.input(view, **view_io, api_name="attention_update_query", api_visibility="private", **quick)
-    gr.on([text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
-           embedding_dim.change, head_size.change, preset.change], view, **view_io,
-          api_name="attention_update_inputs", api_visibility="private", **quick)
+    input_changes = [text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
+                     embedding_dim.change, head_size.change, preset.change]
+    gr.on(input_changes, view, **view_io, api_name="attention_update_inputs", api_visibility="private", **quick)
     # a download is of the step and settings it was made with: any change clears the list rather than leave a
     # file of another step beside this one
-    gr.on([step.change, scale.change, mask.change, mask_before.change, temperature.change, text.change,
-           source.change, checkpoint.change, layer.change, head.change, seed.change, embedding_dim.change,
-           head_size.change, preset.change], lambda: None, None, files, api_name="attention_clear_downloads",
-          api_visibility="private", show_progress="hidden", queue=False)
+    gr.on([step.change, *(control.change for _, control in switch_controls), *input_changes], lambda: None, None, files,
+          api_name="attention_clear_downloads", api_visibility="private", show_progress="hidden", queue=False)
     export.click(bound(export_step, ctx), settings, files, api_name="attention_export", show_progress="hidden",
                  **ctx.fast_lane)

@@ -127,19 +127,18 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     # checked here under the page's labels (the core allows 0 new tokens and names its fields top_k, top_p)
     max_new_tokens = checks.whole_number(max_new_tokens, "max new tokens", 1, ctx.limits.max_new_tokens)
     top_k = 0 if top_k in (None, "") else checks.whole_number(top_k, "top-k (0 = off)", 0)
-    zero = isinstance(temperature, (int, float)) and temperature == 0  # temperature 0: greedy (SamplingSettings)
-    drawn = seed in (None, "") and not (greedy or zero)  # an empty seed box: a fresh seed, said so it can be reused
-    if seed in (None, ""):
-        seed = secrets.randbelow(checks.MAX_SEED + 1) if drawn else None  # greedy draws nothing
     settings = SamplingSettings(max_new_tokens=max_new_tokens, temperature=temperature,
                                 top_k=top_k or None,  # the field's 0 means off
                                 top_p=None if top_p in (None, "", 1) else top_p,  # and so does its 1
-                                greedy=greedy, seed=seed).within(ctx.limits)
+                                greedy=greedy, seed=None if seed in (None, "") else seed).within(ctx.limits)
+    drawn = settings.seed is None and not settings.greedy  # an empty seed box: a fresh seed, said so it can be reused
+    if drawn:  # greedy (the box, or temperature 0) draws nothing
+        settings = replace(settings, seed=secrets.randbelow(checks.MAX_SEED + 1))
     loaded = ctx.checkpoint(checkpoint)
     tokenizer = loaded.tokenizer
-    notes = [f"the seed box was empty, so seed {seed} was drawn: type it there to draw this text again"] if drawn \
-        else []
-    if zero and not greedy:
+    notes = [f"the seed box was empty, so seed {settings.seed} was drawn: type it there to draw this text again"] \
+        if drawn else []
+    if settings.greedy and not greedy:  # SamplingSettings made temperature 0 greedy
         notes.append("temperature 0 is greedy decoding: each character is the most likely one, and the colours show "
                      "the model's own probabilities (temperature 1)")
     unknown = tokenizer.find_unknown(prompt)

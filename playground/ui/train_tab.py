@@ -508,10 +508,9 @@ def build(ctx: AppContext) -> None:
                   api_name="train_preset")
     preset.change(friendly(preset_note), preset, preset_md, api_name="train_preset_note", api_visibility="private",
                   show_progress="hidden")
-    gr.on([corpus.change], bound(corpus_note, ctx), corpus, corpus_md, api_name="train_corpus_note",
-          api_visibility="private", show_progress="hidden")
-    gr.on(None, bound(corpus_note, ctx), corpus, corpus_md, api_name="train_corpus_note_on_arrival",
-          api_visibility="private", show_progress="hidden")
+    # no triggers: when the page loads and whenever the corpus choice changes
+    gr.on(None, bound(corpus_note, ctx), corpus, corpus_md, api_name="train_corpus_note", api_visibility="private",
+          show_progress="hidden")
     corpus.change(corpus_fields, corpus, [upload, pasted], api_name="train_corpus", api_visibility="private",
                   show_progress="hidden")
     estimate_inputs = [fields[name] for name in ESTIMATE_FIELDS]
