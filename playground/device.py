@@ -36,6 +36,11 @@ def available_devices() -> list[str]:
     return kinds
 
 
+def offered_devices() -> list[str]:
+    """A device box's choices: "auto" and the devices this machine has (a CPU-only Space offers no CUDA)."""
+    return ["auto", *available_devices()]
+
+
 def pick_device(prefer: str | None = None) -> torch.device:
     """Return ``prefer`` if this machine has it, the best available device for None/"auto".
 

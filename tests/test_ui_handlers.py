@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from playground import checkpoints
+from playground import checkpoints, device
 from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import ConfigError, Limits
 from playground.jobs import NotYourRunError
@@ -686,11 +686,23 @@ def test_a_warm_up_past_the_servers_step_limit_is_refused_by_name(train_ctx):
 
 
 def test_compare_offers_the_devices_and_dtypes_this_server_runs(monkeypatch):
-    monkeypatch.setattr(compare_tab, "available_devices", lambda: ["cpu"])
+    for module in (compare_tab, device):
+        monkeypatch.setattr(module, "available_devices", lambda: ["cpu"])
     assert compare_tab.offered_devices() == ["auto", "cpu"] and compare_tab.offered_dtypes() == ["fp32", "bf16"]
-    monkeypatch.setattr(compare_tab, "available_devices", lambda: ["mps", "cpu"])
+    for module in (compare_tab, device):
+        monkeypatch.setattr(module, "available_devices", lambda: ["mps", "cpu"])
     assert compare_tab.offered_devices() == ["auto", "mps", "cpu"]
     assert compare_tab.offered_dtypes() == ["fp32", "bf16", "fp16"]
+
+
+def test_the_gpu_preset_on_a_server_without_one_picks_auto_and_says_so(monkeypatch):
+    """The train tab's device box offers what this server has; a preset asking for more gets "auto" and a note."""
+    monkeypatch.setattr(device, "available_devices", lambda: ["cpu"])
+    assert train_tab.preset_fields("gpu")["device"] == "auto"
+    assert "This server has no CUDA device, so the device is auto (CPU" in train_tab.preset_note("gpu")
+    assert "This server has" not in train_tab.preset_note("tiny")
+    monkeypatch.setattr(device, "available_devices", lambda: ["cuda", "cpu"])
+    assert train_tab.preset_fields("gpu")["device"] == "cuda" and "no CUDA" not in train_tab.preset_note("gpu")
 
 
 def test_compare_refusals_suggest_only_what_can_be_lowered(ctx):

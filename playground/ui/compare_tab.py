@@ -23,7 +23,7 @@ from playground.attention import IMPLEMENTATIONS, REFERENCE, source_of
 from playground.attention.base import CONTEXT, EXPLICIT_SOFTMAX, OUTPUT
 from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_seconds, time_implementations
 from playground.attention.equivalence import compare
-from playground.device import available_devices, describe, pick_device, supported_dtypes
+from playground.device import available_devices, describe, offered_devices, pick_device, supported_dtypes
 from playground.ui.common import AppContext, bound, count, friendly, keep_on_refusal
 
 MAX_T = 1024
@@ -95,11 +95,6 @@ def _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device):
         raise ValueError(f"{dtype} is not supported on {describe(chosen)}; choose one of "
                          f"{', '.join(k for k, v in _DTYPE_NAMES.items() if v in supported_dtypes(chosen))}")
     return embedding_dim, heads_num, seq_len, batch, seed, DTYPES[dtype], chosen
-
-
-def offered_devices() -> list[str]:
-    """The device box's choices: "auto" and the devices this server has (a CPU-only Space offers no CUDA)."""
-    return ["auto", *available_devices()]
 
 
 def offered_dtypes() -> list[str]:

@@ -21,6 +21,7 @@ from playground import checkpoints, checks, curves, plots
 from playground.budget import human
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import decode_text
+from playground.device import describe, offered_devices, pick_device
 from playground.jobs import STOPPED, JobStatus
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.run import (
@@ -121,8 +122,14 @@ def time_budget(value, limits: Limits | None = None) -> float:
 
 
 def preset_note(name: str) -> str:
-    """The chosen preset in a sentence: '**tiny**: about a minute on a 2-core CPU: ...'."""
-    return f"**{checks.choice(name, 'the preset', tuple(TRAIN_PRESETS))}**: {TRAIN_PRESETS[name].description}"
+    """The chosen preset in a sentence: '**tiny**: about a minute on a 2-core CPU: ...', and what this server lacks
+    for it ("gpu" on a server without CUDA)."""
+    note = f"**{checks.choice(name, 'the preset', tuple(TRAIN_PRESETS))}**: {TRAIN_PRESETS[name].description}"
+    wanted = TRAIN_PRESETS[name].train.device
+    if wanted not in offered_devices():
+        note += (f". This server has no {wanted.upper()} device, so the device is auto ({describe(pick_device())}): "
+                 "the estimate below says what that costs")
+    return note
 
 
 def preset_fields(name: str) -> dict[str, Any]:
@@ -134,6 +141,8 @@ def preset_fields(name: str) -> dict[str, Any]:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(TRAIN_PRESETS)}")
     preset = TRAIN_PRESETS[name]
     values = {**preset.model.to_dict(), **preset.train.to_dict(), "run_name": name}
+    if values["device"] not in offered_devices():  # the "gpu" preset on a server without one: the best it has
+        values["device"] = "auto"
     return {field: values[field] for field in PRESET_FIELDS}
 
 
@@ -435,7 +444,8 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         preset = gr.Dropdown(list(TRAIN_PRESETS), value="tiny", label="preset", info="fills the fields below")
         fields["run_name"] = gr.Textbox(checkpoints.fresh_run_name(ctx.weights), label="run name (folder in weights/)")
-        fields["device"] = gr.Dropdown(["auto", "cpu", "cuda", "mps"], value=first["device"], label="device")
+        fields["device"] = gr.Dropdown(offered_devices(), value=first["device"], label="device",
+                                       info="the devices this server has")
     preset_md = gr.Markdown(preset_note("tiny"))
     with gr.Row():
         for name in ("layers_num", "heads_num", "embedding_dim", "context_size"):
