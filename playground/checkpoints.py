@@ -30,10 +30,12 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import shutil
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,35 +214,63 @@ def stored_runs(directory: Path | None = None) -> list[StoredRun]:
 
 
 def make_room(directory: Path | None, incoming_bytes: int, *, max_runs: int, max_bytes: int,
-              keep: frozenset[str] | set[str] = frozenset(), replacing: str | None = None) -> list[str]:
-    """Remove the oldest visitor runs until one more of ``incoming_bytes`` fits; return the names removed.
+              keep: frozenset[str] | set[str] = frozenset(), replacing: str | None = None, owner: str | None = None,
+              max_per_owner: int | None = None, protect_seconds: float = 0.0, now: float | None = None) -> list[str]:
+    """Remove visitor runs until one more of ``incoming_bytes`` fits; return the names removed.
 
     The quota counts visitor runs only (those with an owner record): at most ``max_runs`` folders and
     ``max_bytes`` together, the incoming run included. ``replacing`` names the run the incoming one will
     replace (a resumed or replaced run): it is not counted. Never removed: a shipped checkpoint, an operator's
-    run (no owner record), ``replacing`` or a name in ``keep`` (a run in progress). Raises CheckpointError, and
-    removes nothing, when even removing every removable run would not make room.
+    run (no owner record), ``replacing`` or a name in ``keep`` (a run in progress).
 
-        20 visitor runs, max_runs 20: the oldest goes, the new one is the 20th.
+    For a visitor (``owner``, an owner hash) the rules are fair to everyone else:
+
+      1. a visitor keeps at most ``max_per_owner`` runs: past it, their own oldest go first;
+      2. then, for the server's room, other visitors' runs saved more than ``protect_seconds`` ago, oldest first,
+         and only then the visitor's own; another visitor's run saved more recently is never removed, so one
+         visitor starting many small runs cannot wipe out everyone else's.
+
+    Raises CheckpointError, and removes nothing, when even that would not make room.
+
+        20 visitor runs, max_runs 20: the oldest (no one's within protect_seconds) goes, the new one is the 20th.
     """
     parent = Path(directory) if directory is not None else weights_dir()
+    now = time.time() if now is None else now
     runs = [run for run in stored_runs(parent) if run.owner is not None and run.name != replacing]
     removable = [run for run in runs if run.name not in keep]
+    own = [run for run in removable if owner is not None and run.owner == owner]
     count, total = len(runs) + 1, sum(run.size for run in runs) + incoming_bytes
-    doomed = []
-    for run in removable:
+    doomed: list[StoredRun] = []
+    if owner is not None and max_per_owner is not None:
+        held = sum(1 for run in runs if run.owner == owner) + 1
+        for run in own:
+            if held <= max_per_owner:
+                break
+            doomed.append(run)
+            held, count, total = held - 1, count - 1, total - run.size
+    others = [run for run in removable if run.owner != owner or owner is None]
+    protected = [run for run in others if now - run.saved_at < protect_seconds]
+    for run in [run for run in others if run not in protected] + [run for run in own if run not in doomed]:
         if count <= max_runs and total <= max_bytes:
             break
         doomed.append(run)
         count, total = count - 1, total - run.size
     if count > max_runs or total > max_bytes:
+        if incoming_bytes <= max_bytes and protected:
+            wait = max(1, math.ceil((min(run.saved_at for run in protected) + protect_seconds - now) / 60))
+            raise CheckpointError(
+                f"this server keeps at most {max_runs} visitor runs in {max_bytes:,} bytes, and the room is taken "
+                f"by other visitors' runs saved in the last {protect_seconds / 60:g} minutes, which are kept at "
+                f"least that long; the oldest of them may make room in about {wait} minute{'s' * (wait != 1)}: "
+                "try then, or replace one of your own runs")
         raise CheckpointError(
             f"this run's checkpoint would take about {incoming_bytes:,} bytes and this server keeps at most "
             f"{max_runs} visitor runs in {max_bytes:,} bytes; lower the model's size"
         )
     for run in doomed:
         _remove(parent, run.name)
-        logger.info("removed the visitor run %s (%d bytes, the oldest) to make room", run.name, run.size)
+        whose = "this visitor's own oldest" if run.owner == owner else "the oldest"
+        logger.info("removed the visitor run %s (%d bytes, %s) to make room", run.name, run.size, whose)
     return [run.name for run in doomed]
 
 
@@ -431,16 +461,21 @@ def _recover_unlocked(parent: Path) -> None:
                 entry.unlink(missing_ok=True)
 
 
+def _complete(folder: Path) -> bool:
+    return folder.is_dir() and (folder / WEIGHTS_FILE).is_file() and (folder / CONFIG_FILE).is_file()
+
+
+def has_checkpoint(name: str, directory: Path | None = None) -> bool:
+    """Whether the run ``name`` has saved a complete checkpoint (a failed run's last good one, if any)."""
+    return _complete((Path(directory) if directory is not None else weights_dir()) / validate_name(name))
+
+
 def list_checkpoints(directory: Path | None = None) -> list[str]:
     """Names of complete checkpoints, the default first. Only reads: leftovers of crashes are ``recover``'s."""
     parent = Path(directory) if directory is not None else weights_dir()
     if not parent.is_dir():
         return []
-    names = sorted(
-        entry.name for entry in parent.iterdir()
-        if entry.is_dir() and not entry.name.startswith(".") and (entry / WEIGHTS_FILE).is_file()
-        and (entry / CONFIG_FILE).is_file()
-    )
+    names = sorted(entry.name for entry in parent.iterdir() if not entry.name.startswith(".") and _complete(entry))
     if DEFAULT_CHECKPOINT in names:
         names.remove(DEFAULT_CHECKPOINT)
         names.insert(0, DEFAULT_CHECKPOINT)

@@ -252,6 +252,8 @@ class Limits:
     max_train_seconds: int = 3600  # one visitor run's wall time; the estimate is checked before it starts
     max_runs: int = 20  # visitor run folders kept in weights/; the oldest go first
     max_runs_bytes: int = 500_000_000  # and their bytes together
+    max_runs_per_visitor: int = 5  # one visitor's runs: past it their own oldest go (as many as the curve overlay)
+    run_keep_seconds: int = 3600  # a visitor's run is never removed for someone else's within this of its last save
 
     @classmethod
     def from_env(cls) -> Limits:
@@ -267,4 +269,6 @@ class Limits:
             max_train_seconds=_env_int("PLAYGROUND_MAX_TRAIN_SECONDS", cls.max_train_seconds),
             max_runs=_env_int("PLAYGROUND_MAX_RUNS", cls.max_runs),
             max_runs_bytes=_env_int("PLAYGROUND_MAX_RUNS_BYTES", cls.max_runs_bytes),
+            max_runs_per_visitor=_env_int("PLAYGROUND_MAX_RUNS_PER_VISITOR", cls.max_runs_per_visitor),
+            run_keep_seconds=_env_int("PLAYGROUND_RUN_KEEP_SECONDS", cls.run_keep_seconds),
         )

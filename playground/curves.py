@@ -31,6 +31,12 @@ class RunCurve:
     train: tuple[tuple[int, float], ...]  # (step, training loss), thinned
     seconds_per_step: float  # the run's average, to place training-loss points on a time axis
     seconds_estimated: bool  # True when the times are spread evenly over wall_seconds (no val_seconds recorded)
+    corpus: str = ""  # what it trained and validated on (corpus_name): losses compare only on the same text
+
+
+def corpus_name(name: str, characters: int) -> str:
+    """A corpus as curves tell runs' texts apart: ``tinyshakespeare, 1,115,394 characters``."""
+    return f"{name}, {int(characters):,} characters"
 
 
 def thin(points: list, limit: int = MAX_TRAIN_POINTS) -> list:
@@ -133,7 +139,15 @@ def read_curve(name: str, directory: Path | None = None) -> RunCurve | None:
         train=tuple((int(step), loss) for step, loss in thin(_pairs(training.get("train_loss")))),
         seconds_per_step=seconds_per_step,
         seconds_estimated=estimated,
+        corpus=_recorded_corpus(training),
     )
+
+
+def _recorded_corpus(training: dict[str, Any]) -> str:
+    corpus = training.get("corpus")
+    if not isinstance(corpus, dict) or not isinstance(corpus.get("characters"), int):
+        return ""
+    return corpus_name(str(corpus.get("name", "")), corpus["characters"])
 
 
 def runs_with_curves(directory: Path | None = None) -> list[str]:
@@ -142,8 +156,8 @@ def runs_with_curves(directory: Path | None = None) -> list[str]:
             if _pairs((checkpoints.read_training(name, directory) or {}).get("val_loss"))]
 
 
-def live_curve(name: str, label: str, val: tuple, train: tuple, elapsed_seconds: float, steps_this_session: int
-               ) -> RunCurve | None:
+def live_curve(name: str, label: str, val: tuple, train: tuple, elapsed_seconds: float, steps_this_session: int,
+               corpus: str = "") -> RunCurve | None:
     """The run in progress as a RunCurve, from the job manager's status: ``val`` holds (step, loss, seconds)
     points (seconds since the run first started; a point without them is placed at the average step time)."""
     if not val and not train:
@@ -151,4 +165,4 @@ def live_curve(name: str, label: str, val: tuple, train: tuple, elapsed_seconds:
     seconds_per_step = elapsed_seconds / steps_this_session if steps_this_session > 0 else 0.0
     points = tuple((int(p[0]), float(p[1]), float(p[2]) if len(p) > 2 else p[0] * seconds_per_step) for p in val)
     return RunCurve(name, label, points, tuple((int(s), float(v)) for s, v in thin(list(train))),
-                    seconds_per_step, any(len(p) < 3 for p in val))
+                    seconds_per_step, any(len(p) < 3 for p in val), corpus)

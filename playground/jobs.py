@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from playground import curves
+from playground import checkpoints, curves
 from playground.device import describe_training
 from playground.run import (
     STOPPED_BY_TIME_LIMIT,
@@ -71,6 +71,7 @@ class JobStatus:
     parameter_count: int = 0
     device: str = ""
     corpus: str = ""
+    corpus_name: str = ""  # curves.corpus_name: which runs' validation losses compare with this one's
     time_limit_seconds: float | None = None  # the run stops and saves when its wall time passes this
     time_budget_seconds: float = 0.0  # the run's own TrainConfig.time_budget_seconds (0: none)
     progress: float = 0.0  # how far through its schedule, in [0, 1]: by steps, or by its time budget if further
@@ -176,6 +177,7 @@ class TrainingJobs:
                          parameter_count=run.model.parameter_count(),
                          device=describe_training(run.device, run.request.train.precision),
                          corpus=f"{run.corpus.label} ({len(run.corpus.text):,} characters)",
+                         corpus_name=curves.corpus_name(run.corpus.name, len(run.corpus.text)),
                          time_limit_seconds=run.max_seconds, seconds_before=seconds_before(run),
                          progress=run.request.train.progress(run.start_step, run.step_seconds_before),
                          held_out=run.held_out, message=f"training on {run.corpus.label} on {run.device}{notes}")
@@ -248,7 +250,10 @@ class TrainingJobs:
                                    on_probe=on_probe)
         except Exception as exc:  # the thread must never die silently: keep the message, free the slot
             logger.exception("training run %s failed", run.request.run_name)
-            self._update(job, state=FAILED, message=f"training failed: {exc}. The last good checkpoint is kept.")
+            kept = ("The last good checkpoint is kept" if checkpoints.has_checkpoint(run.request.run_name,
+                                                                                     run.request.weights_dir)
+                    else "It failed before its first checkpoint, so it saved none")
+            self._update(job, state=FAILED, message=f"training failed: {exc}. {kept}.")
             return
         finally:
             run.release_memory()  # however the run ended, its memory goes back to the server's budget

@@ -15,7 +15,8 @@ A visitor's request (``RunRequest.visitor`` set: the app) meets the public serve
     a name that exists           replaced only on purpose (``replace``) and only by its owner or the admin
     resume                       your own run; one without an owner record only with the admin token
     time                         estimate <= limits.max_train_seconds, and stopped there while it runs
-    disk                         checkpoints.make_room: the oldest visitor runs go first
+    disk                         make_room_for: a visitor's own oldest past their share, then others' runs
+                                 unsaved for run_keep_seconds; never another visitor's recent run
 """
 
 from __future__ import annotations
@@ -244,7 +245,7 @@ def _owner_to_record(request: RunRequest, name: str) -> str | None:
     verb = "resume" if request.resume else "replace"
     if checkpoints.is_shipped(name):
         raise checkpoints.CheckpointError(
-            f"{name} came with the app and is read-only for everyone: pick another run name, such as "
+            f"{name!r} came with the app and is read-only for everyone: pick another run name, such as "
             f"{checkpoints.fresh_run_name(directory)}")
     if request.resume:
         if not checkpoints.exists(name, directory):
@@ -253,16 +254,16 @@ def _owner_to_record(request: RunRequest, name: str) -> str | None:
         return visitor.owner
     elif not request.replace:
         raise checkpoints.CheckpointError(
-            f"a run named {name} already exists: tick \"replace it\" to start it over (only its owner can), or pick "
+            f"a run named {name!r} already exists: tick \"replace it\" to start it over (only its owner can), or pick "
             f"a new name such as {checkpoints.fresh_run_name(directory)}")
     if not visitor.may_change(recorded):
         if recorded is None:
             raise checkpoints.CheckpointError(
-                f"{name} was not started by a visitor of this server (it has no owner record): only the Space "
+                f"{name!r} was not started by a visitor of this server (it has no owner record): only the Space "
                 f"owner's admin token can {verb} it; pick another run name, such as "
                 f"{checkpoints.fresh_run_name(directory)}")
         raise checkpoints.CheckpointError(
-            f"{name} belongs to another visitor: only its owner can {verb} it; pick another run name, such as "
+            f"{name!r} belongs to another visitor: only its owner can {verb} it; pick another run name, such as "
             f"{checkpoints.fresh_run_name(directory)}")
     return recorded if request.resume else visitor.owner  # a resumed run stays its owner's (an operator's: none)
 
@@ -374,17 +375,18 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
     cost, held = _reserve_memory(config, train_config.batch_size, device, budget)  # first: what kills a server
     run = None
     try:
-        max_seconds = None
+        max_seconds, room_notes = None, []
         estimated = estimate_seconds(config, train_config.batch_size, train_config.steps - start_step, device.type,
                                      train_config.optimizer, budget_left(train_config, step_seconds_before))
         if request.visitor is not None:
             estimated = _check_time(config, train_config, start_step, device, limits.max_train_seconds,
                                     step_seconds_before)
             max_seconds = float(limits.max_train_seconds)
-            checkpoints.make_room(request.weights_dir, checkpoints.estimated_bytes(config.parameter_count(),
-                                                                                   train_config.steps),
-                                  max_runs=limits.max_runs, max_bytes=limits.max_runs_bytes, keep={name},
-                                  replacing=name if checkpoints.exists(name, request.weights_dir) else None)
+            removed = make_room_for(request.visitor, request.weights_dir,
+                                    checkpoints.estimated_bytes(config.parameter_count(), train_config.steps), limits,
+                                    keep={name},
+                                    replacing=name if checkpoints.exists(name, request.weights_dir) else None)
+            room_notes = [_removed_note(removed, limits)] if removed else []
         if request.resume:
             model = previous.model
         else:
@@ -392,7 +394,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             model = GPT(config)
         model.to(device)
         optimizer = configure_optimizer(model, train_config, device)
-        notes = split_notes + (_restore_optimizer(optimizer, model, name, request) if request.resume else [])
+        notes = split_notes + room_notes + (_restore_optimizer(optimizer, model, name, request) if request.resume
+                                            else [])
         run = PreparedRun(request, corpus, tokenizer, model, TokenIdsDataset(train_ids, config.context_size),
                           TokenIdsDataset(val_ids, config.context_size), device, start_step, history,
                           step_seconds_before=step_seconds_before, optimizer=optimizer, notes=notes, cost=cost,
@@ -402,6 +405,23 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
     finally:
         if run is None and budget is not None:
             budget.release(held)
+
+
+def make_room_for(visitor: Visitor, directory: Path | None, incoming_bytes: int, limits: Limits,
+                  keep=frozenset(), replacing: str | None = None) -> list[str]:
+    """checkpoints.make_room under this server's limits, for a visitor's new run or converted checkpoint: the names
+    of the runs removed (their own oldest past ``max_runs_per_visitor``; others' only when saved more than
+    ``run_keep_seconds`` ago)."""
+    return checkpoints.make_room(directory, incoming_bytes, max_runs=limits.max_runs, max_bytes=limits.max_runs_bytes,
+                                 keep=keep, replacing=replacing, owner=visitor.owner,
+                                 max_per_owner=limits.max_runs_per_visitor, protect_seconds=limits.run_keep_seconds)
+
+
+def _removed_note(removed: list[str], limits: Limits) -> str:
+    """What a visitor's new run cost: 'to make room, this server removed the run my-run-1 (...)'."""
+    return (f"to make room, this server removed the run{'s' * (len(removed) > 1)} {', '.join(removed)} (a visitor "
+            f"keeps at most {limits.max_runs_per_visitor} runs and their oldest go first; other visitors' runs are "
+            f"kept for at least {format_seconds(limits.run_keep_seconds)} after their last save)")
 
 
 def _check_same_optimizer(name: str, training: dict[str, Any] | None, optimizer: str) -> None:

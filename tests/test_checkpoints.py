@@ -359,6 +359,33 @@ def test_make_room_removes_the_oldest_visitor_runs_first(tmp_path):
     assert checkpoints.make_room(tmp_path, 1000, max_runs=3, max_bytes=10**9) == []  # 2 + 1 fit
 
 
+def test_one_visitor_cannot_wipe_out_other_visitors_recent_runs(tmp_path):
+    """The stranger's attack: 18 one-step runs from one session removed everyone's runs. Now a visitor's own oldest
+    go past their share, other visitors' runs only once unsaved for ``protect_seconds``, and a full server of
+    others' recent runs refuses with when room may come, removing nothing."""
+    alice, mallory = "a" * 64, "m" * 64
+    rules = dict(max_runs=4, max_bytes=10**9, max_per_owner=2, protect_seconds=3600)
+    visitor_run(tmp_path, "alice-1", age=7200, owner=alice)  # unsaved for two hours: may go for anyone
+    visitor_run(tmp_path, "alice-2", age=600, owner=alice)
+    for index, age in enumerate((500, 400)):
+        visitor_run(tmp_path, f"spam-{index}", age=age, owner=mallory)
+    # mallory's third run: over mallory's share of 2, so mallory's own oldest goes, no one else's
+    assert checkpoints.make_room(tmp_path, 1000, owner=mallory, **rules) == ["spam-0"]
+    visitor_run(tmp_path, "spam-2", age=10, owner=mallory)
+    assert checkpoints.make_room(tmp_path, 1000, owner=mallory, **rules) == ["spam-1"]
+    visitor_run(tmp_path, "spam-3", age=5, owner=mallory)
+    assert visible(tmp_path) == ["alice-1", "alice-2", "spam-2", "spam-3"]
+    # a new visitor when the server is full: alice's run unsaved for two hours goes, never her recent one
+    assert checkpoints.make_room(tmp_path, 1000, owner="n" * 64, **rules) == ["alice-1"]
+    visitor_run(tmp_path, "newcomer", age=1, owner="n" * 64)
+    with pytest.raises(CheckpointError, match=r"runs saved in the last 60 minutes, which are kept at least that long; "
+                                              r"the oldest of them may make room in about 50 minutes"):
+        checkpoints.make_room(tmp_path, 1000, owner="o" * 64, **rules)
+    assert visible(tmp_path) == ["alice-2", "newcomer", "spam-2", "spam-3"]  # a refusal removes nothing
+    # without an owner (the rules of old): the oldest go first, whoever saved them
+    assert checkpoints.make_room(tmp_path, 1000, max_runs=4, max_bytes=10**9) == ["alice-2"]
+
+
 def test_make_room_counts_bytes_keeps_what_it_is_told_and_never_half_does_it(tmp_path):
     for age, name in [(30, "a"), (20, "b"), (10, "c")]:
         visitor_run(tmp_path, name, age, padding=100_000)

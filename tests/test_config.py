@@ -126,9 +126,13 @@ def test_run_limits_read_from_environment(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MAX_TRAIN_SECONDS", "600")
     monkeypatch.setenv("PLAYGROUND_MAX_RUNS", "5")
     monkeypatch.setenv("PLAYGROUND_MAX_RUNS_BYTES", "1000000")
+    monkeypatch.setenv("PLAYGROUND_MAX_RUNS_PER_VISITOR", "2")
+    monkeypatch.setenv("PLAYGROUND_RUN_KEEP_SECONDS", "900")
     limits = Limits.from_env()
     assert (limits.max_train_seconds, limits.max_runs, limits.max_runs_bytes) == (600, 5, 1_000_000)
-    for name in ("PLAYGROUND_MAX_TRAIN_SECONDS", "PLAYGROUND_MAX_RUNS", "PLAYGROUND_MAX_RUNS_BYTES"):
+    assert (limits.max_runs_per_visitor, limits.run_keep_seconds) == (2, 900)
+    for name in ("PLAYGROUND_MAX_TRAIN_SECONDS", "PLAYGROUND_MAX_RUNS", "PLAYGROUND_MAX_RUNS_BYTES",
+                 "PLAYGROUND_MAX_RUNS_PER_VISITOR", "PLAYGROUND_RUN_KEEP_SECONDS"):
         monkeypatch.setenv(name, "0")
         with pytest.raises(ConfigError, match=name):
             Limits.from_env()

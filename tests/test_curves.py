@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import gradio as gr
 import pytest
@@ -116,6 +117,20 @@ def test_the_train_tab_draws_earlier_runs_by_step_or_by_seconds(two_runs):
     assert "no-such-run has no recorded validation curve" in note
     with pytest.raises(gr.Error, match="(?i)not allowed"):
         handler(["../x"], "steps", True)
+
+
+def test_runs_on_different_texts_are_drawn_but_not_ranked(two_runs, tmp_path):
+    """A validation loss measured on the Sonnets does not beat one measured on Tiny Shakespeare: no "lowest"."""
+    shutil.copytree(two_runs, tmp_path / "weights")
+    first = curves.read_curve("first", tmp_path / "weights")
+    assert first.corpus == curves.corpus_name(_record(two_runs, "first")["corpus"]["name"], 5000)
+    record = _record(tmp_path / "weights", "second")
+    record["corpus"] = {**record["corpus"], "name": "sonnets", "characters": 94_081}
+    (tmp_path / "weights" / "second" / "training.json").write_text(json.dumps(record))
+    _, note = bound(compare_curves, AppContext(limits=Limits(), weights=tmp_path / "weights"))(
+        ["first", "second"], "steps", True)
+    assert note.startswith("These runs trained on different texts (") and "sonnets, 94,081 characters" in note
+    assert "Lowest" not in note
 
 
 def test_a_legend_names_the_recipe_and_the_size_for_a_saved_run_and_the_live_one_alike():

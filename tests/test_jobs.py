@@ -75,9 +75,13 @@ def test_a_crash_in_the_thread_is_reported_and_frees_the_slot(tmp_path, shakespe
     jobs.start(request(tmp_path, shakespeare_text[:5000]))
     status = jobs.wait(10)
     assert status.state == FAILED and "device fell over" in status.message and not status.active
+    assert status.message.endswith("It failed before its first checkpoint, so it saved none.")  # no false comfort
     jobs._execute = run_training
     jobs.start(request(tmp_path, shakespeare_text[:5000], steps=5))
     assert jobs.wait(30).state == FINISHED
+    jobs._execute = crash  # the same run crashing again: its checkpoint of 5 steps is there and is said to be
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=5))
+    assert jobs.wait(10).message.endswith("The last good checkpoint is kept.")
 
 
 def test_bad_request_fails_at_start_and_leaves_the_slot_free(tmp_path):

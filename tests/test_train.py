@@ -355,7 +355,7 @@ def test_an_existing_run_is_replaced_only_on_purpose_and_only_by_its_owner(tmp_p
     finished(tmp_path, "mine")
     record = json.loads((tmp_path / "mine" / "training.json").read_text())
     assert record["owner"] == VISITOR.owner
-    with pytest.raises(ValueError, match=r'a run named mine already exists: tick "replace it".*such as my-run-1'):
+    with pytest.raises(ValueError, match=r"a run named 'mine' already exists: tick \"replace it\".*such as my-run-1"):
         prepare_run(visitor_request(tmp_path))
     with pytest.raises(ValueError, match="belongs to another visitor: only its owner can replace it"):
         prepare_run(visitor_request(tmp_path, visitor=OTHER, replace=True))
@@ -485,14 +485,20 @@ def test_a_visitors_corpus_is_capped_in_bytes_and_named_as_theirs(tmp_path):
     assert run.corpus.label == "your uploaded file" and run.corpus.name == "notes"
 
 
-def test_a_new_run_makes_room_by_removing_the_oldest_visitor_runs(tmp_path):
+def test_a_new_run_makes_room_by_removing_the_visitors_own_oldest_never_anothers_recent_run(tmp_path):
+    finished(tmp_path, "others", OTHER)  # another visitor's, saved first: the oldest, but saved within the hour
     for name in ("old", "middle", "new"):
-        finished(tmp_path, name)
         time.sleep(0.02)
+        finished(tmp_path, name)
     run_training(prepare_run(RunRequest("operators", SMALL, quick(steps=2), corpus_text=TEXT, weights_dir=tmp_path)))
-    prepare_run(visitor_request(tmp_path, "newest"), Limits(max_runs=3))
+    run = prepare_run(visitor_request(tmp_path, "newest"), Limits(max_runs=4))
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["middle", "new",
-                                                                                         "operators"]
+                                                                                         "operators", "others"]
+    assert any(note.startswith("to make room, this server removed the run old (a visitor keeps at most 5 runs")
+               for note in run.notes), run.notes
+    run_training(run)
+    with pytest.raises(ValueError, match="kept at least that long"):  # OTHER's run and VISITOR's: all recent
+        prepare_run(visitor_request(tmp_path, "a-stranger", Visitor("d" * 64)), Limits(max_runs=4))
 
 
 def test_a_corpus_too_short_to_hold_out_validation_trains_and_validates_on_the_whole_text(tmp_path):

@@ -16,6 +16,7 @@ import gradio as gr
 from playground import checkpoints, checks
 from playground.budget import MIB, Cost, human
 from playground.convert import convert_nanogpt
+from playground.run import make_room_for
 from playground.ui.common import AppContext, bound, keep_on_refusal
 from playground.ui.train_tab import identify
 
@@ -56,7 +57,7 @@ def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Re
                          f"{checkpoints.fresh_run_name(ctx.weights, stem='my-nanogpt')}")
     visitor = identify(ctx, "", None, request)
     with ctx.budget.reserve(conversion_cost(size), hint="try again when the server is less busy"):
-        checkpoints.make_room(ctx.weights, size, max_runs=ctx.limits.max_runs, max_bytes=ctx.limits.max_runs_bytes)
+        make_room_for(visitor, ctx.weights, size, ctx.limits)
         target = convert_nanogpt(ckpt_path, name, meta_path=meta_path, characters=pasted or None,
                                  directory=ctx.weights, max_parameters=ctx.limits.max_parameters,
                                  command=f"uploaded {ckpt_path.name} through the app", owner=visitor.owner)

@@ -217,7 +217,7 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
         path = Path(upload if isinstance(upload, str) else getattr(upload, "name", upload))
         with open(path, "rb") as handle:  # read once, at most one byte past the cap; Gradio's temp space keeps it
             raw = handle.read(limits.max_upload_bytes + 1)
-        corpus_text = decode_text(raw, path.name, limits.max_upload_bytes)
+        corpus_text = decode_text(raw, repr(path.name), limits.max_upload_bytes, size=path.stat().st_size)
         corpus_name, uploaded = path.stem, True
     elif corpus_choice == CORPORA[2]:
         corpus_text = checks.text(pasted, "The pasted text", limits.max_upload_bytes,
@@ -382,7 +382,8 @@ def compare_curves(ctx: AppContext, runs, x_axis, include_current=True):
     if checks.flag(include_current, "include the current run") and status.run_name:
         name = f"{status.run_name} (this run, {status.state})"
         live = curves.live_curve(name, curves.legend(name, status.recipe, status.parameter_count), status.val_loss,
-                                 status.train_loss, status.elapsed_seconds, status.step - status.start_step)
+                                 status.train_loss, status.elapsed_seconds, status.step - status.start_step,
+                                 status.corpus_name)
         if live is not None:
             drawn.append(live)
             names = [name for name in names if name != status.run_name]
@@ -400,6 +401,9 @@ def compare_curves(ctx: AppContext, runs, x_axis, include_current=True):
                                  title=f"Loss against {x_axis}: validation (bold), training (faint)", x_title=x_title)
     if not drawn:
         notes.insert(0, "Pick earlier runs to draw (and start a run to see it grow against them)")
+    elif len(corpora := sorted({curve.corpus for curve in drawn} - {""})) > 1:
+        notes.insert(0, f"These runs trained on different texts ({'; '.join(corpora)}): a validation loss compares "
+                        "runs only on the same text, so none is named the lowest")
     else:
         best = min(drawn, key=lambda curve: curve.val[-1][1] if curve.val else float("inf"))
         if best.val:
@@ -436,8 +440,10 @@ def build(ctx: AppContext) -> None:
         "Watch the training and validation loss fall, read samples as they improve, and see the attention of a "
         "fixed probe sentence form. Stop keeps a checkpoint; the Attention and Sample tabs can load it. "
         f"A run is yours: only this browser can stop, resume or replace it. A run stops after "
-        f"{format_seconds(ctx.limits.max_train_seconds)}, and this server keeps at most {ctx.limits.max_runs} "
-        "visitors' runs: the oldest make room for new ones."
+        f"{format_seconds(ctx.limits.max_train_seconds)}. This server keeps at most {ctx.limits.max_runs} "
+        f"visitors' runs, {ctx.limits.max_runs_per_visitor} each (past that your oldest makes room), and keeps "
+        f"every run for at least {format_seconds(ctx.limits.run_keep_seconds)} after its last save; after "
+        "that the oldest make room for new ones."
     )
     first = preset_fields("tiny")
     fields: dict[str, gr.components.Component] = {}  # by name: PRESET_FIELDS, start_run's parameters
