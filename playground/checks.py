@@ -31,7 +31,7 @@ def shown(value: Any) -> str:
     return quoted
 
 
-def _number_text(number: float) -> str:
+def number_text(number: float) -> str:
     """A number for a message: as it is up to 15 digits, else in scientific notation."""
     return str(number) if abs(number) < 1e15 else f"{number:.3g}"
 
@@ -39,10 +39,10 @@ def _number_text(number: float) -> str:
 def _in_range(number, name, minimum, maximum, error):
     if minimum is not None and number < minimum:
         if minimum == 1 and isinstance(number, int):
-            raise error(f"{name} must be positive, got {_number_text(number)}")
-        raise error(f"{name} must be at least {minimum}, got {_number_text(number)}")
+            raise error(f"{name} must be positive, got {number_text(number)}")
+        raise error(f"{name} must be at least {minimum}, got {number_text(number)}")
     if maximum is not None and number > maximum:
-        raise error(f"{name} must be at most {maximum}, got {_number_text(number)}")
+        raise error(f"{name} must be at most {maximum}, got {number_text(number)}")
     return number
 
 
@@ -90,7 +90,7 @@ def index(value: Any, name: str, count: int, what: str) -> int:
     ``index(9, "layer", 4, "layers")`` -> ValueError("layer 9 is out of range: this model has 4 layers (0-3)")."""
     number = whole_number(value, name)
     if not 0 <= number < count:
-        raise ValueError(f"{name} {_number_text(number)} is out of range: this model has {count} {what} "
+        raise ValueError(f"{name} {number_text(number)} is out of range: this model has {count} {what} "
                          f"(0-{count - 1})")
     return number
 

@@ -88,18 +88,35 @@ class Corpus:
                 "text": "the pasted text"}.get(self.source, f"the {self.name} corpus")
 
 
-def decode_text(raw: bytes, name: str, max_bytes: int | None = None) -> str:
-    """Bytes of an upload -> text, refusing empty, oversized, binary or non-UTF-8 data."""
-    if max_bytes is not None and len(raw) > max_bytes:
-        raise CorpusError(f"{name} is {len(raw):,} bytes; the limit is {max_bytes:,} bytes")
+def decode_text(raw: bytes, name: str, max_bytes: int | None = None, size: int | None = None) -> str:
+    """Bytes of an upload -> text, refusing empty, oversized, binary, UTF-16 or other non-UTF-8 data.
+
+    ``size`` is the whole file's size where ``raw`` holds only its first ``max_bytes + 1`` bytes; a UTF-8
+    byte-order mark is dropped (it would be a character of the vocabulary).
+    """
+    size = len(raw) if size is None else size
+    if max_bytes is not None and max(size, len(raw)) > max_bytes:
+        raise CorpusError(f"{name} is {max(size, len(raw)):,} bytes; the limit is {max_bytes:,} bytes")
     if not raw.strip():
         raise CorpusError(f"{name} is empty")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or _mostly_alternate_nuls(raw):
+        raise CorpusError(f"{name} is UTF-16 text; save it as UTF-8 and upload it again")
     if b"\x00" in raw:
         raise CorpusError(f"{name} looks binary (it contains NUL bytes); upload a UTF-8 text file")
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{name} is not UTF-8 text (bad byte at offset {exc.start})") from None
+
+
+def _mostly_alternate_nuls(raw: bytes) -> bool:
+    """UTF-16 without a byte-order mark: ASCII text's every other byte is NUL (and only those)."""
+    head = raw[:4096]
+    for offset in (0, 1):
+        nuls, others = head[offset::2].count(0), head[1 - offset::2].count(0)
+        if nuls >= 0.9 * len(head[offset::2]) and others == 0 and len(head) >= 4:
+            return True
+    return False
 
 
 def read_text_file(path: str | Path, max_bytes: int | None = None) -> str:
@@ -108,7 +125,7 @@ def read_text_file(path: str | Path, max_bytes: int | None = None) -> str:
         raw = path.read_bytes()
     except OSError as exc:
         raise CorpusError(f"cannot read {path.name}: {exc.strerror or exc}") from None
-    return decode_text(raw, path.name, max_bytes)
+    return decode_text(raw, repr(path.name), max_bytes)
 
 
 def _download(url: str) -> str:

@@ -188,6 +188,25 @@ def line_chart(series: dict[str, Sequence[Sequence[float]]], title: str = "", x_
 CURVE_COLOURS = ("#e4572e", "#17bebb", "#4c6ef5", "#76b041", "#9c27b0", "#ff9f1c", "#6d6875")
 
 
+LEGEND_WIDTH = 40  # characters per line of a curve's legend: a phone's width, where a one-line legend was cut off
+
+
+def legend_lines(label: str, width: int = LEGEND_WIDTH) -> str:
+    """A legend label broken between its " · " parts into lines of about ``width`` characters (a part longer than
+    that is wrapped at spaces)::
+
+        "tiny-1 (this run) · adamw, lr 0.012 (linear), batch 32 · 240,288 parameters"
+        -> "tiny-1 (this run) ·<br>adamw, lr 0.012 (linear), batch 32 ·<br>240,288 parameters"
+    """
+    lines: list[str] = []
+    for part in label.split(" · "):
+        if lines and len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += " · " + part
+        else:
+            lines.append(part)
+    return " ·<br>".join(wrap_title(line, width) for line in lines)
+
+
 def curve_overlay(runs: Sequence[tuple[str, Sequence[Sequence[float]], Sequence[Sequence[float]]]], title: str = "",
                   x_title: str = "step", height: int = 420) -> go.Figure:
     """Runs' curves on one chart: per run (label, validation [x, loss] points, training [x, loss] points), one
@@ -201,7 +220,8 @@ def curve_overlay(runs: Sequence[tuple[str, Sequence[Sequence[float]], Sequence[
                                         legendgroup=label, showlegend=False))
         if val:
             figure.add_trace(go.Scatter(x=[p[0] for p in val], y=[p[1] for p in val], mode="lines+markers",
-                                        name=label, line=dict(color=colour, width=2.5), legendgroup=label))
+                                        name=legend_lines(label), line=dict(color=colour, width=2.5),
+                                        legendgroup=label))
     layout, top = _title_layout(title)
     figure.update_layout(title=layout, height=height, xaxis_title=x_title, yaxis_title="loss",
                          margin=dict(l=60, r=20, t=top, b=50), legend=dict(orientation="h", y=-0.22))

@@ -152,7 +152,7 @@ def _decode(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSet
     for step in range(settings.max_new_tokens):
         if use_cache:
             if cache is None or cache.length + len(pending) > context_size:
-                keep = ids[-(context_size // 2 if cache is not None else context_size):]
+                keep = ids[-(rebuild_length(context_size) if cache is not None else context_size):]
                 cache = KVCache.empty(model.config.layers_num)
                 pending = keep
             step_input = torch.tensor([pending], device=device)
@@ -203,6 +203,12 @@ class DecodingWork:
         return 2 * parameters * self.tokens + 4 * layers_num * embedding_dim * self.attention_pairs
 
 
+def rebuild_length(context_size: int) -> int:
+    """How many tokens a full KV cache is rebuilt from: the last half of the context, at least one (a context of 1
+    keeps its last token: ``ids[-0:]`` would keep them all)."""
+    return max(1, context_size // 2)
+
+
 def decoding_work(prompt_length: int, max_new_tokens: int, context_size: int, use_cache: bool) -> DecodingWork:
     """The tokens and (query, key) pairs of ``_decode``'s loop, counted without running it.
 
@@ -224,7 +230,7 @@ def decoding_work(prompt_length: int, max_new_tokens: int, context_size: int, us
     cached, pending, known = 0, min(prompt_length, context_size), prompt_length
     for step in range(max_new_tokens):
         if step > 0 and cached + pending > context_size:
-            cached, pending = 0, min(known, context_size // 2)  # the rebuild from the last half window
+            cached, pending = 0, min(known, rebuild_length(context_size))
         tokens += pending
         pairs += pending * cached + pending * (pending + 1) // 2
         cached += pending

@@ -8,6 +8,7 @@ On Tiny Shakespeare (65 symbols) "Hello world" -> [20, 43, 50, 50, 53, 1, 61, 53
 from __future__ import annotations
 
 import functools
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -16,13 +17,17 @@ import torch
 
 
 def escape_char(ch: str) -> str:
-    """How a character reads in a table: "\\n" for newline, "␣" for space, "\\x07" for a control."""
+    """How a character reads in a table: "\\n" for newline, "␣" for space, "\\x07" for a control, "\\u200d" for an
+    invisible one (a zero-width joiner, an emoji's variation selector "\\ufe0f"), and a combining mark on a dotted
+    circle ("◌́"), since alone it would sit on the quote before it or on nothing."""
     named = {"\n": "\\n", "\t": "\\t", "\r": "\\r", " ": "␣"}
     if ch in named:
         return named[ch]
-    if not ch.isprintable():
-        code = ord(ch)
-        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    code = ord(ch)
+    if not ch.isprintable() or 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    if unicodedata.category(ch) in ("Mn", "Me"):
+        return "◌" + ch
     return ch
 
 

@@ -176,7 +176,7 @@ def test_an_existing_run_is_replaced_only_with_the_box_ticked(page, server):
 
     expect_errors(page, "already exists")
     click(panel, "Start")
-    refusal(page, f'run named {name} already exists: tick "replace it"')
+    refusal(page, f'run named \'{name}\' already exists: tick "replace it"')
     panel.get_by_label("replace it", exact=True).check()
     click(panel, "Start")
     expect(panel).to_contain_text(re.compile(rf"RUNNING · run {re.escape(name)} · your run"), timeout=WAIT_MS)

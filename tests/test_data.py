@@ -157,10 +157,19 @@ def test_failed_download_falls_back_to_builtin(monkeypatch):
 
 
 @pytest.mark.parametrize("raw,match", [(b"", "empty"), (b"  \n", "empty"), (b"ab\x00cd", "binary"),
-                                       (b"\xff\xfe\xfa", "not UTF-8"), (b"x" * 11, "limit is 10")])
+                                       (b"ab\xfa", "not UTF-8"), (b"x" * 11, "upload.txt is 11 bytes; the limit is 10"),
+                                       ("hi".encode("utf-16"), "is UTF-16 text; save it as UTF-8"),
+                                       ("hi!".encode("utf-16-le"), "is UTF-16 text")])
 def test_uploads_are_checked(raw, match):
     with pytest.raises(CorpusError, match=match):
         decode_text(raw, "upload.txt", max_bytes=10)
+
+
+def test_an_upload_says_its_whole_size_and_drops_a_utf8_byte_order_mark():
+    """The handler reads at most the cap plus a byte: the message gives the file's own size, not what was read."""
+    with pytest.raises(CorpusError, match="upload.txt is 7,285,504 bytes; the limit is 10 bytes"):
+        decode_text(b"x" * 11, "upload.txt", max_bytes=10, size=7_285_504)
+    assert decode_text("\ufeffto be".encode(), "upload.txt") == "to be"
 
 
 def test_the_tokenize_tab_says_which_corpus_it_counts_in_and_why(monkeypatch, tiny_weights):

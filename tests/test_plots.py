@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from playground import plots
 from playground.plots import (
     CELL_TEXT_LIMIT,
     LABEL_CHAR_PX,
@@ -148,3 +149,13 @@ def test_a_loss_chart_never_reaches_below_zero_and_an_empty_one_says_so():
     drawn = line_chart({"train": [(1, 4.2), (2, 3.9)]}, "Loss")
     assert drawn.layout.yaxis.rangemode == "nonnegative" and drawn.layout.yaxis.range is None
     assert not drawn.layout.annotations
+
+
+def test_a_long_curve_legend_breaks_between_its_parts_to_fit_a_phone():
+    """A phone cut the one-line legend off ("... adamw, lr 0.012 (linear"): it breaks at " · ", never mid-number."""
+    label = "tiny-1 (this run, finished) · adamw, lr 0.012 (linear), batch 32 · 240,288 parameters"
+    figure = plots.curve_overlay([(label, [(1, 2.0), (2, 1.5)], [(1, 2.1)])])
+    shown = [trace.name for trace in figure.data if trace.showlegend is not False]
+    assert shown == ["tiny-1 (this run, finished) ·<br>adamw, lr 0.012 (linear), batch 32 ·<br>240,288 parameters"]
+    assert all(len(line) <= plots.LEGEND_WIDTH for line in shown[0].split("<br>"))
+    assert plots.legend_lines("old · 5,168 parameters") == "old · 5,168 parameters"  # short: one line

@@ -81,6 +81,24 @@ def test_cache_and_no_cache_agree_within_the_context_and_each_draw_reads_the_win
             assert windows == [min(3 + i, 16) for i in range(40)]
 
 
+@pytest.mark.parametrize("context_size", [1, 2, 3])
+def test_the_smallest_contexts_sample_with_and_without_the_cache(context_size):
+    """A context of 1 reads only the last token: the cache is rebuilt from that one (``ids[-0:]`` kept them all and
+    the run failed at its first sample), and both ways draw the same text with the work decoding_work counts."""
+    tokenizer = CharTokenizer.train_from_text("ab")
+    torch.manual_seed(0)
+    model = GPT(ModelConfig(vocabulary_size=2, context_size=context_size, embedding_dim=8, heads_num=1,
+                            layers_num=1)).eval()
+    settings = SamplingSettings(max_new_tokens=9, seed=1)
+    cached = list(stream(model, tokenizer, "abab", settings, use_cache=True))
+    assert [t.text for t in cached] == [t.text for t in stream(model, tokenizer, "abab", settings, use_cache=False)]
+    assert max(t.context_length for t in cached) <= context_size
+    seen = counted_forward(model)
+    list(stream(model, tokenizer, "abab", settings, use_cache=True))
+    work = decoding_work(4, 9, context_size, True)
+    assert (work.steps, work.tokens, work.attention_pairs) == (seen["steps"], seen["tokens"], seen["pairs"])
+
+
 def test_cached_stream_tracks_cache_length_and_slides_at_the_boundary(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     tokens = list(stream(model, tokenizer, "abcd", SamplingSettings(max_new_tokens=20, greedy=True)))

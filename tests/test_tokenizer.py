@@ -68,6 +68,8 @@ def test_decode_refuses_ids_outside_vocabulary():
 
 def test_escaped_forms():
     assert [escape_char(c) for c in (" ", "\n", "a", "\x07")] == ["␣", "\\n", "a", "\\x07"]
+    # invisible ones are named, a combining mark sits on a dotted circle: ZWJ, an emoji's variation selector, an acute
+    assert [escape_char(c) for c in ("\u200d", "\ufe0f", "\u0301", "é")] == ["\\u200d", "\\ufe0f", "◌\u0301", "é"]
 
 
 def test_vocabulary_size_reads_as_an_int_and_calls_as_notebook_000_calls_it():

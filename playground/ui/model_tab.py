@@ -90,8 +90,8 @@ def _clamp_notes(query_clamped: bool, asked_query, key_clamped: bool, asked_key,
     if query_clamped:
         notes.append(walkthrough.lessons.query_clamped(int(float(asked_query)), length))
     if key_clamped:
-        notes.append(f"Key position {int(float(asked_key))} is past the end: the text has {length} tokens, so the "
-                     f"last one, {length - 1}, is shown.")
+        notes.append(f"Key position {checks.number_text(int(float(asked_key)))} is past the end: the text has "
+                     f"{length} tokens, so the last one, {length - 1}, is shown.")
     return notes
 
 

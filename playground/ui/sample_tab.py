@@ -21,7 +21,14 @@ from playground import checks, plots
 from playground.budget import inference_cost
 from playground.config import ModelConfig
 from playground.device import describe
-from playground.sampling import SamplingSettings, check_sampling_time, sampling_cost, start_text, stream
+from playground.sampling import (
+    SamplingSettings,
+    check_sampling_time,
+    rebuild_length,
+    sampling_cost,
+    start_text,
+    stream,
+)
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
 from playground.ui import bring_model, publish
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, count, friendly, keep_on_refusal
@@ -82,7 +89,7 @@ def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int 
             f"new token computes only its own key and value and reads the rest from the cache "
             f"({numbers:,} numbers, {numbers * 4 / 1024:,.0f} KiB in fp32)")
     if rebuilt:
-        half = config.context_size // 2
+        half = rebuild_length(config.context_size)
         line += (f". It filled the model's context of {config.context_size} and was rebuilt from the last {half} "
                  f"{unit} {'once' if rebuilt == 1 else f'{rebuilt} times'}: a cached key cannot move to a new "
                  f"position, so past the context each draw here read {half} to {config.context_size} {unit}, where "
@@ -228,8 +235,8 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
     loaded = ctx.checkpoint(history["checkpoint"])
     tokenizer, config = loaded.tokenizer, loaded.config
     if position >= len(tokens):
-        raise ValueError(f"position {position} is past the end: this text has {len(tokens)} generated "
-                         f"{_plural(tokenizer)}, at positions 0 to {len(tokens) - 1}. Tap or click a "
+        raise ValueError(f"position {checks.number_text(position)} is past the end: this text has {len(tokens)} "
+                         f"generated {_plural(tokenizer)}, at positions 0 to {len(tokens) - 1}. Tap or click a "
                          f"{tokenizer.token_name} to pick it.")
     layer = checks.whole_number(layer, "layer", 0, config.layers_num - 1)
     head = checks.whole_number(head, "head", 0, config.heads_num - 1)
@@ -262,9 +269,9 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
     shorter = ""
     before = len(history["prompt_ids"]) + position  # tokens before it: more than it read after a rebuild
     if len(context_ids) < min(before, config.context_size):
-        shorter = (f" (the KV cache's window: it had been rebuilt from the last {config.context_size // 2} when it "
-                   f"filled the context of {config.context_size}; without the cache it would have read the last "
-                   f"{config.context_size})")
+        kept = rebuild_length(config.context_size)
+        shorter = (f" (the KV cache's window: it had been rebuilt from the last {kept} when it filled the context of "
+                   f"{config.context_size}; without the cache it would have read the last {config.context_size})")
     note = (f"{tokenizer.token_name.capitalize()} #{position} ({drawn!r}) was drawn with probability "
             f"{token['probability']:.3f} from the distribution after temperature, top-k and top-p; the model saw "
             f"the last {len(context_ids)} {_plural(tokenizer)}{shorter}. Strongest attention: {named}.")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from playground.checks import number_text
 from playground.walkthrough.trace import DEFAULT_SWITCHES, STAGE_KEYS, SWITCHED_STAGES, HeadTrace
 
 STEP_TITLES = ("1. Input X", "2. Q, K, V", "3. Raw scores QKᵀ", "4. Scaled ÷ √d_k", "5. Causal mask",
@@ -240,5 +241,5 @@ def mask_order_note(difference: float) -> str:
 
 def query_clamped(asked: int, length: int) -> str:
     """The warning when a query position is past the end of the text."""
-    return (f"Query position {asked} is past the end: the text has {length} tokens (0–{length - 1}), so the "
-            f"last one, {length - 1}, is shown.")
+    return (f"Query position {number_text(asked)} is past the end: the text has {length} tokens (0–{length - 1}), "
+            f"so the last one, {length - 1}, is shown.")
