@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import torch
 
 CELL_TEXT_LIMIT = 32
+VALUE_ROW_PX = 22  # a heatmap row's height when its cells print their values
 MAX_SIDE = 128  # a heatmap draws at most this many rows and columns: the figure's size never grows with T²
 MASKED_COLOUR = "#c7ccd4"  # masked cells: a grey neither colour scale uses
 HIGHLIGHT_COLOUR = "#f97316"  # the frame around the chosen query's row
@@ -142,7 +143,8 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
         traces.append(go.Heatmap(z=np.where(finite, np.nan, 1.0), x=np.arange(cols), y=np.arange(rows),
                                  colorscale=[[0.0, MASKED_COLOUR], [1.0, MASKED_COLOUR]], showscale=False,
                                  hoverinfo="skip", xgap=1, ygap=1))
-    height = height or min(1800, max(300, 100 + 13 * rows))
+    # rows of 13 px; 22 px where each cell prints its value (at 13 px the numbers were 5 px tall)
+    height = height or min(1800, max(300, 100 + (VALUE_ROW_PX if show_values else 13) * rows))
     # every token keeps its label while there is room: about 12 px per row; every column (MAX_SIDE at most)
     y_step = max(1, math.ceil(rows / max(1, (height - 100) // 12)))
     x_step = label_step(cols, max((len(label) for label in col_labels), default=1)) if sparse_columns else 1
@@ -265,7 +267,8 @@ def heatmap_grid(matrices: Sequence[Sequence[torch.Tensor]], row_titles: Sequenc
 
     rows, cols = len(matrices), max(len(r) for r in matrices)
     figure = make_subplots(rows=rows, cols=cols, row_titles=list(row_titles), column_titles=list(col_titles),
-                           horizontal_spacing=0.02, vertical_spacing=0.03)
+                           horizontal_spacing=min(0.02, 0.5 / max(1, cols - 1)),
+                           vertical_spacing=min(0.03, 0.5 / max(1, rows - 1)))
     shown = [_display_label(str(s)) for s in labels] if labels else None
     for i, row in enumerate(matrices):
         for j, matrix in enumerate(row):

@@ -62,6 +62,17 @@ def test_attention_unknown_characters_are_highlighted(ctx):
     assert "tok-unknown" in result[-1] and "not in the vocabulary" in result[0]
 
 
+@pytest.mark.parametrize("source", ["trained checkpoint", "random weights"])
+def test_emptying_the_text_box_clears_the_attention_plots_on_the_page_and_is_refused_through_the_api(ctx, source):
+    """The old text's heatmaps stayed beside an empty box (a toast said why, then went)."""
+    settings = [source, "shakespeare-char", 0, 0, 0, 16, 8, "journey", "", True, True, 1.0, False, STEP_TITLES[3]]
+    heading, *figures_and_more = attention_tab.attention_view(ctx, *settings, None, [])
+    assert heading.startswith("### Type some text first")
+    assert figures_and_more[:3] == [None, None, None] and figures_and_more[4:6] == [None, None]
+    with pytest.raises(ValueError, match="Type some text first"):
+        attention_tab.attention_step(ctx, *settings, None)
+
+
 def test_attention_random_and_preset_sources(ctx):
     random = attention_tab.attention_step(ctx, "random weights", None, 0, 0, 5, 12, 4, "journey", "abcabc", False,
                                           False, 2.0, False, STEP_TITLES[5], 2)
@@ -89,7 +100,8 @@ def test_attention_export_lands_where_gradio_serves_files(ctx, monkeypatch):
         trace = journey_preset().trace()
         for (csv_path, npy_path), expected in zip(zip(paths[::2], paths[1::2]), (trace.q, trace.k, trace.v)):
             rows = list(csv.reader(csv_path.read_text(encoding="utf-8").splitlines()))
-            assert rows[0] == ["", "d0", "d1"] and [row[0] for row in rows[1:]] == trace.tokens
+            assert rows[0] == ["", "d0", "d1"]
+            assert [row[0] for row in rows[1:]] == [f"{i}:{token}" for i, token in enumerate(trace.tokens)]
             assert np.array_equal(np.array([[np.float32(v) for v in row[1:]] for row in rows[1:]]), expected.numpy())
             assert np.array_equal(np.load(npy_path, allow_pickle=False), expected.numpy())
     finally:
@@ -703,6 +715,18 @@ def test_the_gpu_preset_on_a_server_without_one_picks_auto_and_says_so(monkeypat
     assert "This server has" not in train_tab.preset_note("tiny")
     monkeypatch.setattr(device, "available_devices", lambda: ["cuda", "cpu"])
     assert train_tab.preset_fields("gpu")["device"] == "cuda" and "no CUDA" not in train_tab.preset_note("gpu")
+
+
+@pytest.mark.parametrize("heads", [51, 64])
+def test_compare_draws_a_few_heads_of_many_and_the_tables_compare_them_all(ctx, heads):
+    """64 heads at T 5 failed after the whole comparison ("Horizontal spacing cannot be greater than ...")."""
+    summary, equivalence, _, grid = compare_tab.run_comparison(ctx, heads, heads, 5, 1, 0, False, "fp32", "cpu")
+    assert f"{heads} heads of width 1" in summary
+    columns = [note.text for note in grid.layout.annotations if note.text.startswith("head ")]
+    assert columns == [f"head {i}" for i in range(compare_tab.MAX_MAP_HEADS)]
+    assert len({trace.xaxis for trace in grid.data}) == len(equivalence["data"]) * compare_tab.MAX_MAP_HEADS
+    assert f"heads 0–5 of {heads} (the tables compare every head)" in grid.layout.title.text.replace("<br>", " ")
+    assert all(row[-3] for row in equivalence["data"])  # every row compared (a max |diff| shown)
 
 
 def test_compare_refusals_suggest_only_what_can_be_lowered(ctx):

@@ -155,6 +155,14 @@ def test_mask_order_makes_no_difference():
         assert mask_order_difference(**inputs.as_kwargs(), temperature=0.7, scale=False) == 0.0
 
 
+def test_the_mask_order_note_is_shown_only_where_there_is_a_mask():
+    inputs = journey_preset()
+    assert any("Mask before vs after scaling" in n for n in stage_notes("masked_scores", inputs.trace(),
+                                                                        **inputs.as_kwargs()))
+    assert not any("Mask before vs after scaling" in n for n in stage_notes("masked_scores", inputs.trace(mask=False),
+                                                                            **inputs.as_kwargs()))
+
+
 def test_journey_preset_reproduces_the_book():
     causal = journey_preset().trace()  # seed 123, mask on: the book's CausalAttention
     assert_close(causal.output, torch.tensor(BOOK_CAUSAL_ATTENTION), atol=1e-4, rtol=0)
@@ -264,6 +272,10 @@ def test_write_stage_names_the_files_and_they_read_back(tmp_path):
     assert_close(torch.from_numpy(np.load(paths[1], allow_pickle=False)), trace.q, atol=0, rtol=0)
     weights = write_stage(trace, "weights", tmp_path)
     assert [path.name for path in weights] == ["step6_attention_weights.csv", "step6_attention_weights.npy"]
+    header = weights[0].read_text(encoding="utf-8").splitlines()[0]
+    assert header == ",0:Your,1:journey,2:starts,3:with,4:one,5:step"  # positions keep repeated tokens apart
+    unscaled = write_stage(trace_head(**journey_preset().as_kwargs(), scale=False), "scaled_scores", tmp_path)
+    assert [path.name for path in unscaled] == ["step4_scores_not_scaled.csv", "step4_scores_not_scaled.npy"]
     with pytest.raises(ValueError, match="unknown stage"):
         write_stage(trace, "softmax", tmp_path)
 

@@ -112,7 +112,7 @@ def head_text(where: str, query: int, query_token: str, weights_row: Sequence[fl
     best = max(range(len(row)), key=row.__getitem__)
     return (f"This is {where}: its attention weights, one row per query, and its output (weights · V). Query "
             f"**{query}** `{query_token}` puts its largest weight, **{row[best]:.3f}**, on token {best} "
-            f"`{tokens[best]}`. **Look for:** a bright diagonal (each token looks at itself), a bright first "
+            f"(`{tokens[best]}`). **Look for:** a bright diagonal (each token looks at itself), a bright first "
             f"column (a resting place when nothing else fits), or a stripe just left of the diagonal (the previous "
             f"character). {attention_tab_hint}")
 

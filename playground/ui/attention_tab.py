@@ -34,6 +34,7 @@ from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
 
 SOURCES = ("trained checkpoint", "random weights", "textbook preset")
 DEFAULT_TEXT = "To be, or not to be: that is the question."
+EMPTY_TEXT = "Type some text first"
 EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh folder per export
 _EXPORT_MAX_AGE_SECONDS = 3600
 MAX_SIZE = 1024  # embedding_dim and head_size of a random head
@@ -80,7 +81,7 @@ def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, he
             hint=f"use a shorter text (it is {T} tokens)", about=loaded.description)
     if source == SOURCES[1]:
         if not text:
-            raise ValueError("Type some text first")
+            raise ValueError(EMPTY_TEXT)
         limit = ctx.limits.max_context_size
         notices = []
         if len(text) > limit:
@@ -220,8 +221,13 @@ class View(NamedTuple):
 
 
 def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale,
-          mask, temperature, mask_before_scaling, step, query) -> View:
+          mask, temperature, mask_before_scaling, step, query, page: bool = False) -> View:
+    """The step's view. ``page``: the page's own event, where an emptied text box clears the plots and says why in
+    the heading (the old plots stayed beside an empty box); an API call is refused instead."""
     asked = checks.whole_number(query if query not in (None, "") else -1, "query position", -1)
+    if page and source != SOURCES[2] and not text:
+        return View(f"### {EMPTY_TEXT}\n\nEach step is computed over the tokens of a text: type one above (or pick a "
+                    "textbook preset).", None, None, None, "", None, None, "", "", asked, [EMPTY_TEXT])
     try:
         request = head_request(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
     except UnknownCharacterError as exc:
@@ -291,7 +297,7 @@ def attention_view(ctx: AppContext, source, checkpoint, layer, head, seed, embed
     """attention_step for the page's own events: also the query box's value (clamped to the text) and the
     warnings sent, so the next keystroke does not repeat them."""
     view = _view(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
-                 temperature, mask_before_scaling, step, query)
+                 temperature, mask_before_scaling, step, query, page=True)
     return (*view.outputs, view.query, _warn(view.warnings, warned or ()))
 
 

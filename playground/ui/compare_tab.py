@@ -27,6 +27,7 @@ from playground.device import available_devices, describe, offered_devices, pick
 from playground.ui.common import AppContext, bound, count, friendly, keep_on_refusal
 
 MAX_T = 1024
+MAX_MAP_HEADS = 6  # heads side by side per implementation; 64 made panels a pixel wide (and Plotly refused 52+)
 MAX_MAP_T = 48
 GPT2_SMALL = dict(embedding_dim=768, heads_num=12, seq_len=64, batch=1, qkv_bias=True)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -201,13 +202,17 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
     summary = (f"{len(agreeing)} of {sum(r.compared for r in result.rows)} compared implementations agree with "
                f"the reference within the {dtype} tolerance on {describe(chosen)} (input {B} × {T} × {d}, "
                f"{count(h, 'head')} of width {d // h}, seed {seed}). A row agrees when every |difference| ≤ atol + "
-               f"rtol·|reference value|, here atol {atol:g} (absolute) and rtol {rtol:g} (relative). Dropout is 0 "
+               f"rtol·|reference value|, here atol {atol:g} (absolute) and rtol {rtol:g} (relative); **rel. diff** is "
+               "the largest |difference| over the largest |reference value|. Dropout is 0 "
                "here: dropout draws random numbers, so with it on no two implementations could agree.")
     grid = None
     if T <= MAX_MAP_T:
         names = [n for n in result.head_maps]
-        grid = plots.heatmap_grid([[result.head_maps[n][i] for i in range(h)] for n in names], names,
-                                  [f"head {i}" for i in range(h)], title="Per-head attention maps (batch item 0)")
+        drawn = min(h, MAX_MAP_HEADS)
+        title = "Per-head attention maps (batch item 0)" + (
+            f": heads 0–{drawn - 1} of {h} (the tables compare every head)" if drawn < h else "")
+        grid = plots.heatmap_grid([[result.head_maps[n][i] for i in range(drawn)] for n in names], names,
+                                  [f"head {i}" for i in range(drawn)], title=title)
         grid.update_layout(title_text=wrapped(grid.layout.title.text or ""), title_font=TITLE_FONT)
         grid.update_annotations(font_size=11)  # "head 0", "head 1"... side by side on a phone's narrow chart
     else:

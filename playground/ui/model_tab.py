@@ -529,7 +529,7 @@ def build(ctx: AppContext) -> None:
                          info="Embeddings → blocks → final norm → LM head → next-character probabilities")
     level = gr.Radio(list(zip(LEVEL_LABELS, LEVEL_TITLES)), value=LEVEL_TITLES[0], label="Zoom level")
     with gr.Row():
-        layer = gr.Number(0, label="layer", min_width=CONTROL_MIN_WIDTH,
+        layer = gr.Number(0, label="layer", min_width=CONTROL_MIN_WIDTH, info="from 0: layer 0 is Block 1 on the map",
                           visible=first_source == SOURCES[0])
         head = gr.Number(0, label="head", min_width=CONTROL_MIN_WIDTH)
         query = gr.Number(-1, label="query position (-1 = last)", min_width=CONTROL_MIN_WIDTH)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +59,19 @@ def to_npy_bytes(tensor: torch.Tensor) -> bytes:
 def write_stage(trace: HeadTrace, key: str, folder: Path) -> list[Path]:
     """Write stage ``key``'s matrices into an existing folder as CSV and .npy; returns the paths in pairs.
 
-    Stage "qkv" (step 2) -> step2_Q.csv, step2_Q.npy, step2_K.csv, step2_K.npy, step2_V.csv, step2_V.npy.
+    Stage "qkv" (step 2) -> step2_Q.csv, step2_Q.npy, step2_K.csv, step2_K.npy, step2_V.csv, step2_V.npy; a name of
+    several words joins them with "_" (step4_scores_not_scaled.csv). A CSV's token labels carry their position
+    ("0:To", "1:be" ... "5:be"), so a repeated token's rows stay apart; feature columns keep theirs ("d0", "x3").
     """
     matrices = trace.matrices(key)  # refuses an unknown key
     number = STAGE_KEYS.index(key) + 1
     paths = []
     for matrix in matrices:
-        stem = f"step{number}_{matrix.name.replace(' ', '_')}"
+        stem = f"step{number}_{re.sub(r'[^A-Za-z0-9]+', '_', matrix.name).strip('_')}"
+        rows = [f"{position}:{label}" for position, label in enumerate(matrix.row_labels)]
+        columns = rows if matrix.col_labels == matrix.row_labels else matrix.col_labels
         csv_path, npy_path = folder / f"{stem}.csv", folder / f"{stem}.npy"
-        csv_path.write_text(to_csv(matrix.values, matrix.row_labels, matrix.col_labels), encoding="utf-8")
+        csv_path.write_text(to_csv(matrix.values, rows, columns), encoding="utf-8")
         npy_path.write_bytes(to_npy_bytes(matrix.values))
         paths += [csv_path, npy_path]
     return paths

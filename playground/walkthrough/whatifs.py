@@ -185,7 +185,7 @@ def stage_notes(key: str, trace: HeadTrace, x: torch.Tensor, w_query: torch.Tens
         rows = (list(zip(trace.tokens, result.entropy_scaled, result.entropy_unscaled, result.max_weight_scaled,
                          result.max_weight_unscaled)) if trace.length <= TABLE_TOKENS else [])
         notes.append(lessons.saturation_note(key, trace, result.summary, rows))
-    if "mask_order" in names:
+    if "mask_order" in names and trace.mask:  # with the mask off there is no order to compare
         notes.append(lessons.mask_order_note(
             mask_order_difference(x, w_query, w_key, w_value, scale=trace.scale, **common)))
     return notes
