@@ -266,7 +266,8 @@ def test_attention_export_downloads_the_numbers_shown(page):
         link.click()
     rows = list(csv.reader(io.StringIO(open(download.value.path(), encoding="utf-8").read())))
     trace = journey_preset().trace()
-    assert rows[0] == ["", *trace.tokens] and [row[0] for row in rows[1:]] == trace.tokens
+    labels = [f"{i}:{token}" for i, token in enumerate(trace.tokens)]  # positions keep repeated tokens apart
+    assert rows[0] == ["", *labels] and [row[0] for row in rows[1:]] == labels
     for i, row in enumerate(rows[1:]):
         for j, value in enumerate(row[1:]):
             assert float(value) == pytest.approx(trace.weights[i, j].item(), abs=1e-7)
