@@ -641,6 +641,16 @@ def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
     assert slider.label == "snapshot (0 saved since resuming at step 100, at each evaluation)"
 
 
+def test_a_failed_runs_error_is_shown_to_its_owner_only():
+    """The error can name the server's paths or quote the owner's text: other visitors read that it failed."""
+    from playground.jobs import FAILED, JobStatus
+    status = JobStatus(state=FAILED, run_name="r", step=3, steps=10,
+                       message="training failed: [Errno 28] No space left on device: '/data/weights/.tmp-r'")
+    assert "/data/weights" in train_tab.render_status(status, owned=True)[0]
+    other = train_tab.render_status(status, owned=False)[0]
+    assert "/data/weights" not in other and "another visitor's run · it failed; its owner sees why" in other
+
+
 def test_the_status_warns_of_overfitting_only_when_validation_is_held_out():
     from playground.jobs import JobStatus
 

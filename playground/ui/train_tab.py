@@ -22,7 +22,7 @@ from playground.budget import human
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import decode_text
 from playground.device import describe, offered_devices, pick_device
-from playground.jobs import STOPPED, JobStatus
+from playground.jobs import FAILED, STOPPED, JobStatus
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.run import (
     RunRequest,
@@ -304,11 +304,13 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     elapsed = format_seconds(status.total_seconds)
     if status.start_step:  # resumed: the run's whole time, and this session's
         elapsed += f" ({format_seconds(status.elapsed_seconds)} since resuming at step {status.start_step})"
-    whose = ""
+    whose, message = "", status.message
     if status.active and owned is not None:
         whose = (" · your run" if owned else
                  f" · another visitor's run: {status.how_it_ends()}")
-    text = (f"**{status.state.upper()}** · run **{status.run_name}**{whose} · {status.message}\n\n"
+    if status.state == FAILED and owned is False:  # the error may name the server's paths or the owner's text
+        whose, message = " · another visitor's run", "it failed; its owner sees why (and the server's log keeps it)"
+    text = (f"**{status.state.upper()}** · run **{status.run_name}**{whose} · {message}\n\n"
             f"`{bar}` step **{status.step} / {status.steps}** ({share})\n\n"
             f"train loss {train} · validation loss **{val}** · {status.tokens_per_second:,.0f} tokens/s · "
             f"learning rate {status.learning_rate:.2e} · elapsed {elapsed} · "
