@@ -183,6 +183,7 @@ class RunRequest:
     corpus_name: str | None = None  # what to call the corpus (an upload's file name)
     visitor: Visitor | None = None  # None: the operator (the CLI), to whom only the size caps apply
     replace: bool = False  # a visitor starting a run whose name exists means to replace it
+    command: str | None = None  # the command line that trains it: each checkpoint then carries a model card
 
 
 @dataclass
@@ -353,6 +354,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
                 f"the corpus has {len(set(missing))} character(s) the resumed model lacks: {missing!r}"
             )
         _check_same_optimizer(name, previous.training, train_config.optimizer)
+        shape_notes = _shape_from_checkpoint(name, config, request.model)
         start_step = previous.steps
         history = {k: list((previous.training or {}).get(k, [])) for k in CURVE_FIELDS}
         history[SECONDS_FIELD] = [float((previous.training or {}).get("wall_seconds", 0.0))]
@@ -368,6 +370,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
                 "(or set it to 0, for none) to continue"
             )
     else:
+        shape_notes = []
         tokenizer = CharTokenizer.train_from_text(corpus.text)
         config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **request.model)
         check_size(config, limits, "the model")
@@ -394,8 +397,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             model = GPT(config)
         model.to(device)
         optimizer = configure_optimizer(model, train_config, device)
-        notes = split_notes + room_notes + (_restore_optimizer(optimizer, model, name, request) if request.resume
-                                            else [])
+        restored = _restore_optimizer(optimizer, model, name, request) if request.resume else []
+        notes = split_notes + shape_notes + room_notes + restored
         run = PreparedRun(request, corpus, tokenizer, model, TokenIdsDataset(train_ids, config.context_size),
                           TokenIdsDataset(val_ids, config.context_size), device, start_step, history,
                           step_seconds_before=step_seconds_before, optimizer=optimizer, notes=notes, cost=cost,
@@ -422,6 +425,16 @@ def _removed_note(removed: list[str], limits: Limits) -> str:
     return (f"to make room, this server removed the run{'s' * (len(removed) > 1)} {', '.join(removed)} (a visitor "
             f"keeps at most {limits.max_runs_per_visitor} runs and their oldest go first; other visitors' runs are "
             f"kept for at least {format_seconds(limits.run_keep_seconds)} after their last save)")
+
+
+def _shape_from_checkpoint(name: str, config: ModelConfig, asked: dict[str, Any]) -> list[str]:
+    """A resumed run keeps its checkpoint's shape: a note when the request (a preset, the form) asked for another."""
+    differing = [f"{field} {getattr(config, field)} (not {asked[field]})" for field in MODEL_FIELDS
+                 if field in asked and asked[field] != getattr(config, field)]
+    if not differing:
+        return []
+    return [f"resuming {name} keeps its own shape: {', '.join(differing)}; the settings asked for apply to how it "
+            "trains on"]
 
 
 def _check_same_optimizer(name: str, training: dict[str, Any] | None, optimizer: str) -> None:
@@ -572,9 +585,10 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
                      optimizer=optimizer, world=world)
     deadline = None if run.max_seconds is None else time.monotonic() + run.max_seconds
 
-    def save() -> None:
+    def save() -> None:  # with its model card where a command trains it: a card never falls behind its weights
+        card = model_card(run, result, run.request.command) if run.request.command else None
         checkpoints.save_checkpoint(run.model, run.tokenizer, name, directory=run.request.weights_dir,
-                                    training=training_record(run, result),
+                                    training=training_record(run, result), card=card,
                                     optimizer_state=flatten_optimizer_state(optimizer, run.model))
 
     def stop_now() -> bool:

@@ -64,6 +64,13 @@ def test_resume_continues_the_step_count(tmp_path, shakespeare_text):
     assert resumed.start_step == 10
     with pytest.raises(ConfigError, match="^the run r has already done 10 steps; set steps above 10 to continue$"):
         prepare_run(RunRequest("r", SMALL, quick(steps=10), corpus_text=text, resume=True, weights_dir=tmp_path))
+    assert not [note for note in resumed.notes if "keeps its own shape" in note]
+    other_shape = prepare_run(RunRequest("r", {**SMALL, "layers_num": 4, "embedding_dim": 32}, quick(steps=15),
+                                         corpus_text=text, resume=True, weights_dir=tmp_path))
+    assert other_shape.model.config.layers_num == 1 and (
+        "resuming r keeps its own shape: layers_num 1 (not 4), embedding_dim 16 (not 32); the settings asked for "
+        "apply to how it trains on") in other_shape.notes  # the CLI's --preset small --resume on a tiny run
+    other_shape.release_memory()
     result = run_training(resumed)
     assert result.steps_done == 15 and result.train_loss[0][0] == 11
     record = json.loads((tmp_path / "r" / "training.json").read_text())
@@ -161,6 +168,34 @@ def test_cli_runs_a_few_steps_and_writes_training_json(tmp_path, shakespeare_tex
     assert "done: 6 steps" in capsys.readouterr().err
     card = (tmp_path / "w" / "cli" / "README.md").read_text()
     assert "python -m playground.train --preset tiny --layers-num 1" in card and "| steps | 6 of 6" in card
+
+
+def test_sigterm_ends_a_cli_run_after_its_step_with_a_checkpoint_and_its_card(tmp_path, shakespeare_text):
+    """``timeout``, a container stopping or Ctrl-C: the run saves where it got to, its card beside it (a killed
+    resumed run had lost its steps since the last periodic checkpoint, and its card)."""
+    import signal
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(shakespeare_text[:30000], encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "playground.train", "--layers-num", "1", "--embedding-dim", "16", "--heads-num", "2",
+         "--context-size", "16", "--batch-size", "4", "--steps", "20000", "--eval-interval", "20",
+         "--eval-batches", "1", "--checkpoint-interval", "20000", "--time-budget-seconds", "0", "--corpus",
+         str(corpus), "--run-name", "stopped", "--weights-dir", str(tmp_path / "w"), "--device", "cpu"],
+        cwd=REPO, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stderr:  # the first evaluation's line: it is training
+            if "step 20/20000" in line:
+                break
+        process.send_signal(signal.SIGTERM)
+        rest = process.communicate(timeout=120)[1]
+    finally:
+        process.kill()
+    assert process.returncode == 0, rest
+    assert "SIGTERM: stopping after this step and saving a checkpoint" in rest and "(stopped as asked)" in rest
+    steps = json.loads((tmp_path / "w" / "stopped" / "training.json").read_text())["steps_done"]
+    assert steps >= 20
+    card = (tmp_path / "w" / "stopped" / "README.md").read_text()
+    assert f"| steps | {steps} of 20000" in card
 
 
 def test_cli_reports_bad_input_without_traceback(tmp_path, capsys):

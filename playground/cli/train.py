@@ -8,10 +8,13 @@ input). The run itself is run.py's ``run_training``, the same code path the Trai
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import logging
 import shlex
+import signal
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from playground import checkpoints, distributed
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
 from playground.device import describe_training, pick_device
 from playground.presets import DECAY_FLOORS, MODEL_FIELDS, TRAIN_PRESETS
-from playground.run import RunRequest, model_card, prepare_run, run_training
+from playground.run import RunRequest, prepare_run, run_training
 from playground.train import StepMetrics, TrainingError
 
 TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
@@ -134,6 +137,28 @@ class Progress:
         self.bar.close()
 
 
+@contextlib.contextmanager
+def _stop_on_signals(asked: threading.Event, say):
+    """Ctrl-C or SIGTERM (a terminal, ``timeout``, a container stopping) ends the run after its current step, with a
+    checkpoint and its card; a second Ctrl-C stops at once (KeyboardInterrupt: the last periodic checkpoint stays)."""
+    def on_signal(signum, _frame):
+        if asked.is_set():
+            raise KeyboardInterrupt
+        asked.set()
+        say(f"\n{signal.Signals(signum).name}: stopping after this step and saving a checkpoint (Ctrl-C again to "
+            "stop at once, keeping only the last periodic checkpoint)")
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Train as the flags say. Under torchrun (WORLD_SIZE > 1) every rank runs this; see distributed.py."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -171,14 +196,18 @@ def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest
         f"{processes}, corpus {run.corpus.name} ({len(run.corpus.text):,} characters, {run.corpus.source})")
     for note in run.notes:  # a resumed run whose optimizer state could not come back, say
         say(f"note: {note}")
+    flags = " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    run.request = replace(run.request, command=f"{world.launcher()} -m playground.train {flags}")
+    asked = threading.Event()
     try:
-        if world.is_main:
-            config = run.request.train
-            with Progress(config.steps, run.start_step, config.time_budget_seconds > 0,
-                          config.progress(run.start_step, run.step_seconds_before)) as progress:  # closed first
-                result = run_training(run, on_step=progress, world=world)
-        else:
-            result = run_training(run, world=world)
+        with _stop_on_signals(asked, say):
+            if world.is_main:
+                config = run.request.train
+                with Progress(config.steps, run.start_step, config.time_budget_seconds > 0,
+                              config.progress(run.start_step, run.step_seconds_before)) as progress:  # closed first
+                    result = run_training(run, on_step=progress, should_stop=asked.is_set, world=world)
+            else:
+                result = run_training(run, should_stop=asked.is_set, world=world)
     except KeyboardInterrupt:
         say("interrupted; the last periodic checkpoint is kept")
         return 130
@@ -196,13 +225,8 @@ def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest
         return 0
     last_val = result.val_loss[-1][1] if result.val_loss else float("nan")
     target = (run.request.weights_dir or checkpoints.weights_dir()) / run.request.run_name
-    if result.steps_done > run.start_step:
-        flags = " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-        command = f"{world.launcher()} -m playground.train {flags}"
-        checkpoints.write_card(run.request.run_name, model_card(run, result, command),
-                               directory=run.request.weights_dir)
     budget = (f" (its {run.request.train.time_budget_seconds:g} s time budget ended it)" if result.budget_reached
-              else "")
+              else " (stopped as asked)" if result.stopped else "")
     say(f"done: {result.steps_done} steps{budget}, val loss {last_val:.4f}, {result.tokens_per_second:,.0f} tok/s, "
         f"{result.wall_seconds:.1f}s (eval {result.eval_seconds:.1f}s); saved {target}")
     return 0
