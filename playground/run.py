@@ -225,16 +225,16 @@ def check_size(config: ModelConfig, limits: Limits, what: str) -> None:
     """Refuse a model over the server's parameter or context limit (a ConfigError naming ``what``)."""
     if config.parameter_count() > limits.max_parameters:
         raise ConfigError(f"{what} would have {config.parameter_count():,} parameters; this server's limit is "
-                          f"{limits.max_parameters:,}")
+                          f"{limits.max_parameters:,} (PLAYGROUND_MAX_PARAMETERS)")
     if config.context_size > limits.max_context_size:
         raise ConfigError(f"context_size {config.context_size} is above this server's limit of "
-                          f"{limits.max_context_size}")
+                          f"{limits.max_context_size} (PLAYGROUND_MAX_CONTEXT_SIZE)")
 
 
 def check_steps(steps: int, limits: Limits) -> None:
     """Refuse more steps than the server allows a run."""
     if steps > limits.max_steps:
-        raise ConfigError(f"steps {steps} is above this server's limit of {limits.max_steps}")
+        raise ConfigError(f"steps {steps} is above this server's limit of {limits.max_steps} (PLAYGROUND_MAX_STEPS)")
 
 
 def _owner_to_record(request: RunRequest, name: str) -> str | None:

@@ -335,10 +335,11 @@ def test_train_estimate_and_presets(tmp_path):
     assert re.search(r"needs about \d+\.\d MiB of memory · ⚠️ over this server's 30m 00s limit", text)
     # what Start would refuse is said before it is pressed, in Start's words
     huge = train_tab.estimate(500, 4, 1024, 64, 32, 10, limits=Limits(max_parameters=10_000_000))
-    assert re.search(r"⚠️ this model would have 6,\d{3},\d{3},\d{3} parameters; this server's limit is 10,000,000$",
+    assert re.search(r"⚠️ this model would have 6,\d{3},\d{3},\d{3} parameters; this server's limit is 10,000,000 "
+                     r"\(PLAYGROUND_MAX_PARAMETERS\)$",
                      huge)
     assert train_tab.estimate(2, 4, 128, 64, 32, 10**6, limits=Limits(max_steps=100_000)).endswith(
-        "⚠️ steps 1000000 is above this server's limit of 100000")
+        "⚠️ steps 1000000 is above this server's limit of 100000 (PLAYGROUND_MAX_STEPS)")
     assert "⚠️" not in train_tab.estimate(2, 4, 128, 64, 32, 1000, limits=Limits())
     with pytest.raises(ValueError, match="unknown preset"):
         train_tab.preset_values("huge")
