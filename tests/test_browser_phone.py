@@ -59,6 +59,18 @@ def narrow_columns(panel) -> list[str]:
         .map(th => th.innerText.trim() + ' ' + th.getBoundingClientRect().width.toFixed(0) + 'px')""")
 
 
+def overlapping_ticks(page: Page) -> list[str]:
+    """Visible charts whose shown x-axis labels overlap (a 42-token heatmap's ran into one smear on a phone)."""
+    return page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent)
+        .flatMap(plot => [...plot.querySelectorAll('.xaxislayer-above')].map(layer => {
+            const boxes = [...layer.querySelectorAll('.xtick text')]
+                .filter(t => getComputedStyle(t).display !== 'none' && t.textContent)
+                .map(t => t.getBoundingClientRect());
+            const hits = boxes.filter((box, i) => i > 0 && box.left < boxes[i - 1].right - 0.5).length;
+            return hits ? `${plot.querySelector('.gtitle')?.textContent}: ${hits} of ${boxes.length} overlap` : '';
+        })).filter(Boolean)""")
+
+
 def report(page: Page, tab: str) -> None:
     """For the tabs other engineers are fixing: say what is cut off, do not fail on it."""
     print(f"phone {tab}: cut-off labels {cut_labels(page)}; clipped chart titles {clipped_titles(page)}")
@@ -81,6 +93,10 @@ def test_every_tab_on_a_phone(phone):
     panel = open_tab(page, "Attention")
     panel.get_by_role("button", name="Show", exact=True).click()
     expect(panel.get_by_role("heading", level=3)).to_have_text("1. Input X", timeout=WAIT_MS)
+    panel.get_by_role("radio", name="6 · softmax").check()  # 42 key tokens across a matrix about 200 px wide
+    expect(panel.get_by_role("heading", level=3)).to_have_text("6. Softmax weights", timeout=WAIT_MS)
+    expect(panel.locator(".js-plotly-plot .xtick").first).to_be_visible(timeout=WAIT_MS)
+    assert overlapping_ticks(page) == []  # the page shows every other label (the hover names each)
     expect_no_error(page)
     screenshot(page, "phone-attention", publish=False)
     report(page, "Attention")

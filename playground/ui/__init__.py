@@ -3,7 +3,8 @@
 Owns the app-wide layout: the tab bar (all six tabs stay visible on a phone: it wraps instead of hiding tabs
 behind an overflow menu), the CSS every tab shares (a Dataframe with ``elem_classes=["playground-table"]``
 keeps TABLE_MIN_WIDTH on a phone and scrolls sideways instead of squeezing its columns to a letter each; Gradio
-sizes the columns from that width, so percentages in ``column_widths`` still hold), and the launch options.
+sizes the columns from that width, so percentages in ``column_widths`` still hold; on a narrow phone a chart's x axis
+of many labels shows every k-th, NARROW_TICKS), and the launch options.
 """
 
 from __future__ import annotations
@@ -27,6 +28,22 @@ CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more t
 PHONE_WIDTH = 640  # px: below this the layout is a phone's
 TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
 WIDE_TABLE_MIN_WIDTH = 1100  # px: the same for a table of many columns (class ``wide-table`` as well)
+NARROW_WIDTH = 480  # px: a phone held upright, where a heatmap's matrix is about 200 px wide
+# (at least, at most, keep every k-th) x-axis tick labels on a narrow screen: a 42-token heatmap's labels were 4 px
+# apart and ran into one smear; the server cannot know the width, so the page thins them, and the hover names each
+NARROW_TICKS = ((23, 44, 2), (45, 66, 3), (67, 88, 4), (89, None, 6))
+
+
+def _narrow_tick_rules() -> str:
+    """CSS quantity queries: an x axis with ``at least``..``at most`` tick labels shows only every k-th."""
+    rules = []
+    for low, high, keep in NARROW_TICKS:
+        count = f":nth-last-child(n+{low})" + (f":nth-last-child(-n+{high})" if high else "")
+        rules.append(f"  .js-plotly-plot .xaxislayer-above > .xtick:first-child{count} ~ "
+                     f".xtick:not(:nth-child({keep}n+1)) text {{ display: none; }}")
+    return "\n".join(rules)
+
+
 CSS = f"""
 .tok-chips {{ font-size: 1rem; }}
 footer {{ visibility: hidden; }}
@@ -34,6 +51,9 @@ footer {{ visibility: hidden; }}
   .playground-table .table-wrap {{ overflow-x: auto; }}
   .playground-table .table-wrap > .upload-container {{ min-width: {TABLE_MIN_WIDTH}px; }}
   .playground-table.wide-table .table-wrap > .upload-container {{ min-width: {WIDE_TABLE_MIN_WIDTH}px; }}
+}}
+@media (max-width: {NARROW_WIDTH}px) {{
+{_narrow_tick_rules()}
 }}
 """
 
