@@ -296,7 +296,8 @@ def test_compare_equivalence_parameters_and_source(served):
     _, client, _ = served
     summary, equivalence, parameters, grid = client.predict(32, 4, 8, 2, 0, False, "fp32", "cpu",
                                                             api_name="/compare")
-    agrees = {row[0]: row[5] for row in equivalence["data"]}
+    assert equivalence["headers"][:3] == ["name", "agrees", "max |diff|"]  # the answer first (a phone scrolls)
+    agrees = {row[0]: row[1] for row in equivalence["data"]}
     assert agrees == {"wrapper": "yes", "heads_list": "yes", "batched": "yes", "fused_qkv": "yes",
                       "sliced_heads": "—", "sdpa": "yes", "torch_mha": "yes"}
     assert "6 of 6 compared implementations agree" in summary

@@ -186,15 +186,15 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
     cost = comparison_cost(ctx, d, h, T, B, torch_dtype, chosen)
     with ctx.budget.reserve(cost):
         result = compare(d, d, h, T, B, seed, qkv_bias, torch_dtype, chosen, with_maps=T <= MAX_MAP_T)
-    equivalence = {"headers": ["name", "compared with", "max |diff|", "rel. diff", "atol", "agrees",
+    # the answer first: on a phone the table scrolls sideways, and "agrees" and "max |diff|" were off-screen
+    equivalence = {"headers": ["name", "agrees", "max |diff|", "rel. diff", "atol", "compared with",
                                "what it is — why its numbers differ at all"], "data": []}
     for row in result.rows:
         agrees = "—" if row.within_tolerance is None else ("yes" if row.within_tolerance else "NO")
         equivalence["data"].append([
-            row.name, COMPARED_WITH.get(row.compared_with, "—"),
-            "—" if row.max_abs_diff is None else f"{row.max_abs_diff:.3e}",
-            "—" if row.max_rel_diff is None else f"{row.max_rel_diff:.3e}", f"{row.atol:g}", agrees,
-            f"{row.title} — {row.why}"])
+            row.name, agrees, "—" if row.max_abs_diff is None else f"{row.max_abs_diff:.3e}",
+            "—" if row.max_rel_diff is None else f"{row.max_rel_diff:.3e}", f"{row.atol:g}",
+            COMPARED_WITH.get(row.compared_with, "—"), f"{row.title} — {row.why}"])
     parameters = {"headers": ["implementation", "parameters", "formula"],
                   "data": [[row.name, f"{row.parameters:,}", row.parameter_formula] for row in result.rows]}
     agreeing = [r.name for r in result.rows if r.within_tolerance]
@@ -322,7 +322,7 @@ def build(ctx: AppContext) -> None:
     equivalence = gr.Dataframe(label="Equivalence after a weight transplant (the reference's weights copied into "
                                      "each)", interactive=False, wrap=True,
                                elem_classes=["playground-table", "wide-table"], max_height=1200,
-                               column_widths=["12%", "16%", "11%", "11%", "8%", "8%", "34%"])
+                               column_widths=["12%", "8%", "11%", "11%", "8%", "16%", "34%"])
     parameters = gr.Dataframe(label="Parameters", interactive=False, wrap=True, elem_classes=["playground-table"],
                               column_widths=["25%", "20%", "55%"])
     grid = gr.Plot(label="Per-head attention maps")
