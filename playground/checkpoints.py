@@ -238,7 +238,7 @@ def make_room(directory: Path | None, incoming_bytes: int, *, max_runs: int, max
     now = time.time() if now is None else now
     runs = [run for run in stored_runs(parent) if run.owner is not None and run.name != replacing]
     removable = [run for run in runs if run.name not in keep]
-    own = [run for run in removable if owner is not None and run.owner == owner]
+    own = [run for run in removable if run.owner == owner]  # none without an owner: every run here has one
     count, total = len(runs) + 1, sum(run.size for run in runs) + incoming_bytes
     doomed: list[StoredRun] = []
     if owner is not None and max_per_owner is not None:
@@ -248,9 +248,10 @@ def make_room(directory: Path | None, incoming_bytes: int, *, max_runs: int, max
                 break
             doomed.append(run)
             held, count, total = held - 1, count - 1, total - run.size
-    others = [run for run in removable if run.owner != owner or owner is None]
+    others = [run for run in removable if run.owner != owner]
     protected = [run for run in others if now - run.saved_at < protect_seconds]
-    for run in [run for run in others if run not in protected] + [run for run in own if run not in doomed]:
+    stale = [run for run in others if now - run.saved_at >= protect_seconds]
+    for run in stale + [run for run in own if run not in doomed]:
         if count <= max_runs and total <= max_bytes:
             break
         doomed.append(run)

@@ -94,9 +94,9 @@ def decode_text(raw: bytes, name: str, max_bytes: int | None = None, size: int |
     ``size`` is the whole file's size where ``raw`` holds only its first ``max_bytes + 1`` bytes; a UTF-8
     byte-order mark is dropped (it would be a character of the vocabulary).
     """
-    size = len(raw) if size is None else size
-    if max_bytes is not None and max(size, len(raw)) > max_bytes:
-        raise CorpusError(f"{name} is {max(size, len(raw)):,} bytes; the limit is {max_bytes:,} bytes")
+    size = max(len(raw), size or 0)
+    if max_bytes is not None and size > max_bytes:
+        raise CorpusError(f"{name} is {size:,} bytes; the limit is {max_bytes:,} bytes")
     if not raw.strip():
         raise CorpusError(f"{name} is empty")
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or _mostly_alternate_nuls(raw):
