@@ -16,9 +16,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from types import MappingProxyType
+from typing import Any
 
 from playground import checkpoints, curves
 from playground.device import describe_training
@@ -77,6 +79,9 @@ class JobStatus:
     progress: float = 0.0  # how far through its schedule, in [0, 1]: by steps, or by its time budget if further
     held_out: bool = True  # its validation text is not its training text (PreparedRun.held_out)
     recipe: str = ""  # its optimizer, learning rate and decay, batch, as curve legends say them (curves.recipe)
+    # what it was started with, by field name: RunRequest.model's settings and TrainConfig's (a reloaded page shows
+    # its owner these, so Resume goes on with them); read-only, shared by every snapshot
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -160,6 +165,7 @@ class TrainingJobs:
                                        steps=request.train.steps,
                                        time_budget_seconds=request.train.time_budget_seconds,
                                        recipe=curves.recipe(request.train.to_dict()),
+                                       settings=MappingProxyType({**request.model, **request.train.to_dict()}),
                                        message="preparing the corpus and model"),
                              owners=frozenset({started_by} - {None}))
             job = self._job
@@ -180,7 +186,9 @@ class TrainingJobs:
                          corpus_name=curves.corpus_name(run.corpus.name, len(run.corpus.text)),
                          time_limit_seconds=run.max_seconds, seconds_before=seconds_before(run),
                          progress=run.request.train.progress(run.start_step, run.step_seconds_before),
-                         held_out=run.held_out, message=f"training on {run.corpus.label} on {run.device}{notes}")
+                         held_out=run.held_out, message=f"training on {run.corpus.label} on {run.device}{notes}",
+                         settings=MappingProxyType({**job.status.settings, **{  # a resumed run keeps its own shape
+                             k: v for k, v in run.model.config.to_dict().items() if k in request.model}}))
             with self._lock:
                 job.train_loss.extend(tuple(p) for p in run.history.get("train_loss", []))
                 seconds = {step: t for step, t in run.history.get("val_seconds", [])}

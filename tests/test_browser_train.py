@@ -207,9 +207,10 @@ def test_another_visitor_cannot_stop_the_run(page, stranger, server):
     expect(panel).to_contain_text(f"RUNNING · run {name} · your run", timeout=WAIT_MS)
     # and its name is back in the box, so Resume after Stop goes on with it (a fresh name made Resume fail)
     expect(panel.get_by_label("run name (folder in weights/)")).to_have_value(name, timeout=WAIT_MS)
-    # the reload shows the tiny preset's fields again (3,000 steps), which a run past step 3,000 cannot resume with
-    # (refused: "set steps above ..."): the run's own settings, as its owner would type them
-    fill(panel, SMALL_RUN)
+    # and the settings it started with, not the tiny preset's (3,000 steps: a run past step 3,000 was refused
+    # "set steps above ..." on Resume)
+    for label, value in SMALL_RUN:
+        expect(panel.get_by_label(label, exact=True)).to_have_value(str(value))
     stop_and_wait(panel, name)
     click(panel, "Resume run")
     expect(panel).to_contain_text(f"RUNNING · run {name} · your run", timeout=WAIT_MS)

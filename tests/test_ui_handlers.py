@@ -529,6 +529,15 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
     assert "· your run ·" in train_tab.poll_status(ctx, 0, 0, 0, [], "", "token-of-browser-a", session("s3"))[0]
     train_tab.stop_run(ctx, "", "token-of-browser-a", session("s3"))
     assert ctx.jobs.wait(60).state == "stopped"
+    # a reloaded page shows its owner the run's name and the settings it started with, so Resume goes on as it began
+    mine = dict(zip(train_tab.PRESET_FIELDS, train_tab.arrival_fields(ctx, "token-of-browser-a", session("s3"))))
+    assert mine == dict(layers_num=1, heads_num=1, embedding_dim=8, context_size=8, batch_size=2, steps=400,
+                        learning_rate=3e-3, warmup_steps=0, dropout_rate=0.0, seed=0, device="cpu",
+                        run_name="browser-run", optimizer="adamw", time_budget_seconds=0.0,
+                        learning_rate_decay="cosine")
+    # another visitor's page keeps its own values and gets a name no run has
+    theirs = dict(zip(train_tab.PRESET_FIELDS, train_tab.arrival_fields(ctx, "token-of-browser-b", session("s2"))))
+    assert theirs.pop("run_name") == "my-run-1" and all(value == gr.skip() for value in theirs.values())
     # a reloaded page proposes a fresh run name; Resume on it points the owner at the run the page shows
     with pytest.raises(ValueError, match="no checkpoint named 'my-run-1' to resume; the run on this page is "
                                          "browser-run: put browser-run in the run name box to resume it"):

@@ -132,6 +132,12 @@ def preset_note(name: str) -> str:
     return note
 
 
+def device_box(device: str) -> str:
+    """What the device box shows for a run's device: itself where this server offers it, else "auto" (the "gpu"
+    preset, or a run started with "cuda", on a server without one: the best it has)."""
+    return device if device in offered_devices() else "auto"
+
+
 def preset_fields(name: str) -> dict[str, Any]:
     """A training preset's value for each field the preset fills, keyed by the field's name (PRESET_FIELDS).
 
@@ -141,8 +147,7 @@ def preset_fields(name: str) -> dict[str, Any]:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(TRAIN_PRESETS)}")
     preset = TRAIN_PRESETS[name]
     values = {**preset.model.to_dict(), **preset.train.to_dict(), "run_name": name}
-    if values["device"] not in offered_devices():  # the "gpu" preset on a server without one: the best it has
-        values["device"] = "auto"
+    values["device"] = device_box(values["device"])
     return {field: values[field] for field in PRESET_FIELDS}
 
 
@@ -243,14 +248,19 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
     return (*render_status(ctx.jobs.status(), owned=True)[:4], gr.skip())
 
 
-def arrival_run_name(ctx: AppContext, browser_token=None, request: gr.Request = None) -> str:
-    """The run name box when the page loads: this browser's run if it is running or stopped, so Stop and Resume
-    after a reload act on it; else a name no run has yet, the run still training included."""
+def arrival_fields(ctx: AppContext, browser_token=None, request: gr.Request = None) -> list:
+    """The PRESET_FIELDS boxes when the page loads. This browser's run, if it is running or stopped: its name and the
+    settings it was started with, so Stop and Resume after a reload act on it and Resume goes on as it began (the
+    page's tiny-preset values asked a run past step 3,000 to "set steps above"). Else a run name no run has yet,
+    the run still training included, and the page's own values in the other boxes."""
     status = ctx.jobs.status()
     if status.run_name and (status.active or status.state == STOPPED) and ctx.jobs.owned_by(
             identify(ctx, "", browser_token, request, strict=False)):
-        return status.run_name
-    return checkpoints.fresh_run_name(ctx.weights, taken={status.run_name})
+        values = {**status.settings, "run_name": status.run_name}
+        values["device"] = device_box(values.get("device", "auto"))
+        return [values.get(name, gr.skip()) for name in PRESET_FIELDS]
+    return [checkpoints.fresh_run_name(ctx.weights, taken={status.run_name}) if name == "run_name" else gr.skip()
+            for name in PRESET_FIELDS]
 
 
 def stop_run(ctx: AppContext, token="", browser_token=None, request: gr.Request = None):
@@ -519,9 +529,9 @@ def build(ctx: AppContext) -> None:
         return preset_values(name, ctx.weights, {ctx.jobs.status().run_name})
 
     # every page load gets a name no run has yet (my-run-1, my-run-2...), so an existing run is replaced only on
-    # purpose; a reloaded page whose run is running or stopped gets that run's name, for Stop and Resume
-    gr.on(None, bound(arrival_run_name, ctx), owner_token, fields["run_name"], api_name="train_run_name",
-          api_visibility="private", show_progress="hidden")
+    # purpose; a reloaded page whose run is running or stopped gets that run's name and settings, for Stop and Resume
+    gr.on(None, bound(arrival_fields, ctx), owner_token, [fields[name] for name in PRESET_FIELDS],
+          api_name="train_arrival", api_visibility="private", show_progress="hidden")
     preset.change(friendly(preset_changed), preset, [fields[name] for name in PRESET_FIELDS],
                   api_name="train_preset")
     preset.change(friendly(preset_note), preset, preset_md, api_name="train_preset_note", api_visibility="private",
