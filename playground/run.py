@@ -354,7 +354,8 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
                 f"the corpus has {len(set(missing))} character(s) the resumed model lacks: {missing!r}"
             )
         _check_same_optimizer(name, previous.training, train_config.optimizer)
-        shape_notes = _shape_from_checkpoint(name, config, request.model)
+        shape_notes = _shape_from_checkpoint(name, config, request.model) + _corpus_change(
+            name, previous.training, corpus, previous.steps)
         start_step = previous.steps
         history = {k: list((previous.training or {}).get(k, [])) for k in CURVE_FIELDS}
         history[SECONDS_FIELD] = [float((previous.training or {}).get("wall_seconds", 0.0))]
@@ -435,6 +436,18 @@ def _shape_from_checkpoint(name: str, config: ModelConfig, asked: dict[str, Any]
         return []
     return [f"resuming {name} keeps its own shape: {', '.join(differing)}; the settings asked for apply to how it "
             "trains on"]
+
+
+def _corpus_change(name: str, training: dict[str, Any] | None, corpus: Corpus, steps: int) -> list[str]:
+    """A note when a run resumes on another text than the one its checkpoint records (a reloaded page's corpus box
+    back at Tiny Shakespeare after a run on pasted text): its losses from here on measure the new text."""
+    recorded = (training or {}).get("corpus")
+    if not isinstance(recorded, dict) or (recorded.get("name"), recorded.get("characters")) == (
+            corpus.name, len(corpus.text)):
+        return []
+    was = f"{recorded.get('name')!s} ({recorded.get('characters', 0):,} characters)"
+    return [f"{name} trained on {was} until step {steps}: it goes on with {corpus.label} ({len(corpus.text):,} "
+            "characters), so its losses from here on measure another text"]
 
 
 def _check_same_optimizer(name: str, training: dict[str, Any] | None, optimizer: str) -> None:

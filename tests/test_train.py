@@ -64,7 +64,12 @@ def test_resume_continues_the_step_count(tmp_path, shakespeare_text):
     assert resumed.start_step == 10
     with pytest.raises(ConfigError, match="^the run r has already done 10 steps; set steps above 10 to continue$"):
         prepare_run(RunRequest("r", SMALL, quick(steps=10), corpus_text=text, resume=True, weights_dir=tmp_path))
-    assert not [note for note in resumed.notes if "keeps its own shape" in note]
+    assert not [note for note in resumed.notes if "keeps its own shape" in note or "another text" in note]
+    other_text = prepare_run(RunRequest("r", SMALL, quick(steps=15), corpus_text=text[:4000], resume=True,
+                                        weights_dir=tmp_path))
+    assert ("r trained on pasted text (5,000 characters) until step 10: it goes on with the pasted text (4,000 "
+            "characters), so its losses from here on measure another text") in other_text.notes
+    other_text.release_memory()
     other_shape = prepare_run(RunRequest("r", {**SMALL, "layers_num": 4, "embedding_dim": 32}, quick(steps=15),
                                          corpus_text=text, resume=True, weights_dir=tmp_path))
     assert other_shape.model.config.layers_num == 1 and (
