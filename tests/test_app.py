@@ -8,7 +8,7 @@ import socket
 import time
 
 import pytest
-from gradio_client import Client
+from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from playground.config import Limits
@@ -260,6 +260,21 @@ def test_train_start_status_stop(served):
     status = client.predict(0, 0, 0, api_name="/train_status")
     assert "STOPPED" in status[0] or "FINISHED" in status[0]
     assert (weights / "ui-run" / "model.safetensors").is_file()
+
+
+def test_the_readmes_training_call_needs_only_what_it_changes(served, tmp_path):
+    """README's "From Python" call: an uploaded file by keyword, the other fields left to the form's defaults (the
+    hidden pasted-text box and the empty upload box included)."""
+    app, client, weights = served
+    corpus = tmp_path / "my-corpus.txt"
+    corpus.write_text("to be or not to be, that is the question.\n" * 60, encoding="utf-8")
+    status, *_ = client.predict(corpus_choice="uploaded .txt", upload=handle_file(str(corpus)), steps=4,
+                                run_name="my-corpus", api_name="/train_start")
+    assert "run **my-corpus**" in status
+    assert app.playground_context.jobs.wait(60).state == "finished"
+    record = json.loads((weights / "my-corpus" / "training.json").read_text())
+    assert record["corpus"] == {"name": "my-corpus", "characters": 2520, "source": "upload"}
+    assert record["steps_done"] == 4 and (weights / "my-corpus" / "model.safetensors").is_file()
 
 
 def test_train_refuses_the_killer_request_and_shipped_checkpoints(served):

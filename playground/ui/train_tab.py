@@ -179,8 +179,8 @@ def identify(ctx: AppContext, token, browser_token, request: gr.Request | None, 
 
 
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
-              learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload, pasted, run_name,
-              replace=False, token="", browser_token=None, request: gr.Request = None, optimizer="adamw",
+              learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload=None, pasted=None,
+              run_name=None, replace=False, token="", browser_token=None, request: gr.Request = None, optimizer="adamw",
               time_budget_seconds=0.0, learning_rate_decay="cosine", *, resume=False):
     """Validate every field, then hand the run to the job manager.
 
