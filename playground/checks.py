@@ -31,6 +31,11 @@ def shown(value: Any) -> str:
     return quoted
 
 
+def count(number: int, word: str) -> str:
+    """A count and its noun, plural unless one: count(1, "token") -> "1 token", count(4, "head") -> "4 heads"."""
+    return f"{number:,} {word}{'' if number == 1 else 's'}"
+
+
 def number_text(number: float) -> str:
     """A number for a message: as it is up to 15 digits, else in scientific notation."""
     return str(number) if abs(number) < 1e15 else f"{number:.3g}"

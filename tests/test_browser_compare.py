@@ -111,3 +111,21 @@ def test_a_compare_pressed_while_one_runs_is_not_dropped(page):
     compare.click()
     expect(panel).to_contain_text("input 2 × 7 × 768, 12 heads of width 64", timeout=WAIT_MS)
     expect_no_error(page)
+
+
+def test_a_long_map_title_stays_clear_of_the_heads_names_and_the_charts_label(page):
+    """With more heads than the maps draw, the title wraps to three lines; it once ran over "head 0"."""
+    panel = open_tab(page, "Compare")
+    for label, value in [("embedding_dim", 7), ("heads_num", 7)]:
+        panel.get_by_label(label, exact=True).fill(str(value))
+    panel.get_by_role("button", name="Compare", exact=True).click()
+    expect(panel).to_contain_text("7 heads of width 1", timeout=WAIT_MS)
+    grid = plot_titled(panel, "Per-head attention maps")
+    title = grid.locator(".gtitle")
+    expect(title).to_contain_text("heads 0–5 of 7", timeout=WAIT_MS)
+    head_0 = grid.locator(".annotation-text", has_text="head 0").first
+    label = panel.locator("label", has_text="Per-head attention maps").first
+    title_box, head_box, label_box = title.bounding_box(), head_0.bounding_box(), label.bounding_box()
+    assert title_box["y"] + title_box["height"] <= head_box["y"], (title_box, head_box)
+    assert label_box["y"] + label_box["height"] <= title_box["y"] + 2, (label_box, title_box)
+    expect_no_error(page)

@@ -404,3 +404,16 @@ def test_switches_at_the_scaling_step_name_only_scaling_and_temperature():
     switches = {"scale": False, "mask": True, "temperature": 2.0, "mask_before_scaling": True}
     assert lessons.switches_text(switches, "scaled_scores") == "unscaled, τ 2"
     assert lessons.switches_text(switches, "weights") == "unscaled, masked, τ 2, mask before scaling"
+
+
+def test_mask_before_scaling_says_step_4_shows_the_scores_unmasked_and_step_5_the_mask():
+    inputs = random_head("ab", embedding_dim=4, head_size=2, seed=0)
+    assert inputs.description.startswith("a random head (seed 0): 2 tokens,")
+    assert "1 token," in random_head("a", embedding_dim=4, head_size=2, seed=0).description  # not "1 tokens"
+    trace = inputs.trace(mask_before_scaling=True)
+    scaling, masking = (stage for stage in stages(trace) if stage.key in ("scaled_scores", "masked_scores"))
+    assert "this map still shows every score scaled, and step 5 shows where the −∞ land" in scaling.explanation
+    assert not torch.isinf(trace.scaled_scores).any() and torch.isinf(trace.masked_scores).sum() == 1
+    assert masking.formula.startswith("S_masked = (S, with −∞ wherever j > i) / the divisor of step 4")
+    plain = next(stage for stage in stages(inputs.trace()) if stage.key == "masked_scores")
+    assert plain.formula == "S_masked = S_scaled, with −∞ wherever j > i (above the diagonal)"

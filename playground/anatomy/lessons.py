@@ -191,10 +191,6 @@ def _row_sources(forgotten: ForgottenJoin, row: int, tokens: Sequence[str], limi
     return "; ".join(parts) + ("; …" if len(sources) > limit else "")
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def _positions(rows: Sequence[int], limit: int = 12) -> str:
     shown = ", ".join(str(r) for r in rows[:limit])
     return shown + (", …" if len(rows) > limit else "")
@@ -206,7 +202,7 @@ def forgotten_text(heads: AllHeads, query: int, tokens: Sequence[str]) -> str:
     h, d, T = heads.heads_num, heads.head_size, heads.length
     text = (f"**What if you forget the transpose?** Notebook 002's code joins the heads with "
             f"`.contiguous().view(B, T, h·d)` straight from (B, h, T, d). The heads' outputs lie in memory as "
-            f"(h, T, d) = ({h}, {T}, {d}): head 0's {T} rows of {_count(d, 'feature')} first, then head 1's {T} "
+            f"(h, T, d) = ({h}, {T}, {d}): head 0's {T} rows of {checks.count(d, 'feature')} first, then head 1's {T} "
             f"rows, and so on. A view moves nothing: it cuts that same memory, in order, into {T} rows of {h * d}. "
             f"So row 0 takes head 0's rows for tokens 0–{min(h, T) - 1}, row 1 the next ones, …: a token's row gets "
             "whole rows of *other tokens*, and the first rows hold head 0 alone. `.transpose(1, 2)` first makes it "
@@ -220,8 +216,8 @@ def forgotten_text(heads: AllHeads, query: int, tokens: Sequence[str]) -> str:
                        + ("a layer with more heads." if h == 1 else "the scramble on a longer text."))
     misplaced, mixed = int(forgotten.misplaced.sum()), forgotten.mixed_rows
     own = sorted(set(range(T)) - set(mixed))
-    text += (f"Here, with the same weights: **{misplaced} of the {T * h} blocks** ({_count(d, 'feature')} each) land "
-             "in the "
+    text += (f"Here, with the same weights: **{misplaced} of the {T * h} blocks** ({checks.count(d, 'feature')} "
+             "each) land in the "
              f"wrong place, and **{len(mixed)} of the {T} rows** mix other tokens' features"
              + (f" (only row{'s' if len(own) > 1 else ''} {_positions(own)} read{'' if len(own) > 1 else 's'} its "
                 f"own token alone)" if own else "") + ". ")

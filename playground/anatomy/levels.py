@@ -275,7 +275,8 @@ def all_heads(model: GPT, token_ids: torch.Tensor, layer: int, forget_transpose:
         concatenated = head_outputs.transpose(0, 1).reshape(T, C)  # (T, h·d): head i on features i·d..(i+1)·d-1
         projected = attn.proj(concatenated)  # (T, C)
         forgotten = forgotten_join(head_outputs, attn.proj) if forget_transpose else None
-    description = f"layer {layer} of the model: {config.heads_num} heads of {config.head_size} features on {T} tokens"
+    description = (f"layer {layer} of the model: {config.heads_num} heads of {config.head_size} features on "
+                   f"{checks.count(T, 'token')}")
     if forgotten is not None:
         return AllHeads(_cpu(x), _cpu(weights), _cpu(head_outputs), forgotten.wrong_concatenated,
                         forgotten.wrong_projected, description=description + ", joined without the transpose",

@@ -26,6 +26,7 @@ import gradio as gr
 import torch
 
 from playground import budget, checks, plots, walkthrough
+from playground.checks import count
 from playground.tokenizer import UnknownCharacterError
 from playground.ui import head_table
 from playground.ui.common import AppContext, bound, checkpoint_dropdown
@@ -261,7 +262,7 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         weight_bars = plots.bar_chart(trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})",
                                       "weight", masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER)
     heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
-               f"*{inputs.description}* · T = {trace.length} tokens · C = {trace.embedding_dim} · "
+               f"*{inputs.description}* · T = {count(trace.length, 'token')} · C = {trace.embedding_dim} · "
                f"d_k = {trace.head_size}")
     if request.about:
         heading += f"\n\nModel: {request.about}"

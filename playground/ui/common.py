@@ -141,11 +141,6 @@ class AppContext:
         return names[0] if names else None
 
 
-def count(number: int, word: str) -> str:
-    """A count and its noun, plural unless one: count(1, "layer") -> "1 layer", count(4, "head") -> "4 heads"."""
-    return f"{number:,} {word}{'' if number == 1 else 's'}"
-
-
 def message_for(exc: BaseException) -> str:
     """An exception's message as a sentence: its first letter capitalised, unless its first word is a name that
     keeps its spelling: a field's as the page shows it (``embedding_dim must be at most 1024``) or one with digits

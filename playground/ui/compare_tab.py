@@ -23,8 +23,9 @@ from playground.attention import IMPLEMENTATIONS, REFERENCE, source_of
 from playground.attention.base import CONTEXT, EXPLICIT_SOFTMAX, OUTPUT
 from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_seconds, time_implementations
 from playground.attention.equivalence import compare
+from playground.checks import count
 from playground.device import available_devices, describe, offered_devices, pick_device, supported_dtypes
-from playground.ui.common import AppContext, bound, count, friendly, keep_on_refusal
+from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
 
 MAX_T = 1024
 MAX_MAP_HEADS = 6  # heads side by side per implementation; 64 made panels a pixel wide (and Plotly refused 52+)
@@ -38,6 +39,7 @@ LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0
                     entrywidth=105, font=dict(size=11))  # several entries a row, even on a phone
 TITLE_LINE = 34  # characters: a chart title longer than this wraps, so a phone's narrow chart shows all of it
 TITLE_FONT = dict(size=15)
+TITLE_LINE_PX = 20  # the height of a line of a TITLE_FONT title
 MARGINS = dict(l=60, r=20, t=90)  # narrow side margins leave a phone's chart some room
 
 
@@ -213,7 +215,14 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
             f": heads 0–{drawn - 1} of {h} (the tables compare every head)" if drawn < h else "")
         grid = plots.heatmap_grid([[result.head_maps[n][i] for i in range(drawn)] for n in names], names,
                                   [f"head {i}" for i in range(drawn)], title=title)
-        grid.update_layout(title_text=wrapped(grid.layout.title.text or ""), title_font=TITLE_FONT)
+        # Plotly sets a title's first line where it is told and runs the others below: the first line's middle
+        # two lines from the top (below the chart's label), and room above the heads' names for every line
+        title = wrapped(grid.layout.title.text or "")
+        lines = title.count("<br>") + 1
+        height = grid.layout.height + TITLE_LINE_PX * (lines - 1)
+        grid.update_layout(title=dict(text=title, font=TITLE_FONT, yref="container", yanchor="middle",
+                                      y=1 - 2 * TITLE_LINE_PX / height), margin_t=TITLE_LINE_PX * (lines + 2) + 20,
+                           height=height)
         grid.update_annotations(font_size=11)  # "head 0", "head 1"... side by side on a phone's narrow chart
     else:
         summary += f"\n\nPer-head maps are drawn for T ≤ {MAX_MAP_T}."

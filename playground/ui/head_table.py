@@ -9,7 +9,8 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import budget, head_scores
-from playground.ui.common import AppContext, bound, count, keep_on_refusal
+from playground.checks import count
+from playground.ui.common import AppContext, bound, keep_on_refusal
 
 HEADERS = ["pattern", "layer", "head", "score", "chance", "× chance"]
 TOP_PER_PATTERN = 3

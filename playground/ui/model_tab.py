@@ -23,6 +23,7 @@ import torch
 from playground import anatomy, checkpoints, checks, plots, walkthrough
 from playground.anatomy import lessons
 from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PARTS
+from playground.checks import count
 from playground.tokenizer import UnknownCharacterError, escape_char
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
 
@@ -355,13 +356,13 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
     cost = anatomy.view_cost(level, length=T, embedding_dim=C, heads_num=h, layers_num=L,
                              vocabulary_size=config.vocabulary_size, parameters=config.parameter_count(),
                              heatmap_cells=cells, bars=bars, forget_transpose=forget)
-    where = f"{loaded.name}: {L} blocks, {h} heads of {d} features, C = {C}, on your {T} tokens"
+    where = f"{loaded.name}: {L} blocks, {h} heads of {d} features, C = {C}, on your {count(T, 'token')}"
     notes = list(prepared.notices)
     with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
         if level in ("score", "head"):
             head = checks.index(settings.head, "head", h, "heads per layer")
             inputs = walkthrough.checkpoint_head_inputs(loaded.model, ids, layer, head, tokens=tokens)
-            where_head = f"layer {layer}, head {head} of {loaded.name} on your {T} tokens"
+            where_head = f"layer {layer}, head {head} of {loaded.name} on your {count(T, 'token')}"
             if level == "score":
                 shown = _score_view(inputs, settings, where_head, notes)
             else:

@@ -19,6 +19,7 @@ import torch
 
 from playground import checks, plots
 from playground.budget import inference_cost
+from playground.checks import count
 from playground.config import ModelConfig
 from playground.device import describe
 from playground.sampling import (
@@ -31,7 +32,7 @@ from playground.sampling import (
 )
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
 from playground.ui import bring_model, publish
-from playground.ui.common import AppContext, bound, checkpoint_dropdown, count, friendly, keep_on_refusal
+from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly, keep_on_refusal
 
 DEFAULT_PROMPT = "ROMEO:\n"
 UPDATE_SECONDS = 0.08  # the text changes at most this often: a person sees it grow and the browser keeps up

@@ -73,11 +73,15 @@ def stages(trace: HeadTrace) -> list[Stage]:
         )
     if trace.mask and trace.mask_before_scaling:
         scale_text += (
-            " Here the mask was applied to the raw scores first; −∞ divided by any positive number is "
-            "still −∞, so the result is identical."
+            " With “mask before scaling” the −∞ go into the raw scores first; this map still shows every score "
+            "scaled, and step 5 shows where the −∞ land. −∞ divided by any positive number is still −∞, so step 5's "
+            "masked scores, and the weights, are identical either way."
         )
     if trace.mask:
         mask_formula = "S_masked = S_scaled, with −∞ wherever j > i (above the diagonal)"
+        if trace.mask_before_scaling:
+            mask_formula = ("S_masked = (S, with −∞ wherever j > i) / the divisor of step 4: the same matrix as "
+                            "S_scaled with −∞ wherever j > i")
         mask_text = (
             "Each token may look only at itself and the tokens before it, so every score above the "
             "diagonal becomes −∞. After softmax those entries are exactly 0: nothing flows back from the "

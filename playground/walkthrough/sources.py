@@ -92,7 +92,7 @@ def checkpoint_head_inputs(model: GPT, token_ids: torch.Tensor, layer: int, head
     )
     return HeadInputs(
         x.detach().to("cpu", torch.float32), w_query, w_key, w_value, list(tokens), b_query, b_key, b_value,
-        description=f"layer {layer}, head {head} of the model, on {T} tokens",
+        description=f"layer {layer}, head {head} of the model, on {checks.count(T, 'token')}",
     )
 
 
@@ -125,7 +125,7 @@ def random_head(text_or_length: str | int, embedding_dim: int, head_size: int, s
     x = torch.randn(T, C, generator=generator)  # (T, C)
     w_query, w_key, w_value = (torch.randn(C, d, generator=generator) / math.sqrt(C) for _ in range(3))  # (C, d)
     return HeadInputs(x, w_query, w_key, w_value, tokens,
-                      description=f"a random head (seed {seed}): {T} tokens, C {C}, d_k {d}")
+                      description=f"a random head (seed {seed}): {checks.count(T, 'token')}, C {C}, d_k {d}")
 
 
 # --------------------------------------------------------------------------- the textbooks' heads
