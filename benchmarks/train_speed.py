@@ -18,6 +18,7 @@ val loss 1.886 at step 2000 in about 1 min 50 s.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import time
@@ -145,6 +146,32 @@ def time_baseline(data: TokenIdsDataset, vocab: int, steps: int) -> list[float]:
     return times
 
 
+def _median_seconds(fn, repeats: int) -> float:
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def matmul_floor(model: nn.Module, tokens: int, repeats: int = 50) -> float:
+    """Seconds a training step of ``model`` on ``tokens`` tokens spends in its Linear layers' matrix products alone,
+    each timed apart at the step's shapes (median of ``repeats``): the forward ``x @ W.T`` and the backward's two,
+    the input's gradient ``dy @ W`` and the weight's ``dy.T @ x``. Attention's own products (context x context per
+    head) are left out, so no implementation of the same model can take a step in less."""
+    total = 0.0
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            x, dy = torch.randn(tokens, module.in_features), torch.randn(tokens, module.out_features)
+            weight = torch.randn(module.out_features, module.in_features)
+            for left, right in ((x, weight.T), (dy, weight), (dy.T, x)):
+                total += _median_seconds(functools.partial(torch.matmul, left, right), repeats)
+    return total
+
+
 def time_compiled(data: TokenIdsDataset, vocab: int, steps: int) -> tuple[float, list[float]]:
     """The baseline as nanoGPT's ``compile=True`` runs it (torch.compile, inductor), compiled from nothing: inductor's
     caches are off, so the first steps pay the whole compilation as a fresh machine would. Returns the seconds the
@@ -217,6 +244,13 @@ def main() -> None:
         print(f"  {name:26s} {ms:7.2f} ms/step  {tps:10,.0f} tokens/s")
     print(f"  ratio ours / baseline: {rows[1][2] / rows[0][2]:.2f}x tokens/s "
           f"(goal >= 1.00, stretch 1.25; reference nanoGPT on these machines: 15,400 tokens/s)")
+    floor = matmul_floor(nanogpt_baseline(vocab)[0], tokens_per_step) * 1000
+    baseline_ms = rows[0][1]
+    print(f"  the matrix products alone (the model's Linear shapes timed apart, attention's left out): "
+          f"{floor:.2f} ms/step; a step that did nothing else would be {baseline_ms / floor:.2f}x the baseline. "
+          f"1.25x needs {baseline_ms / 1.25:.2f} ms/step: {baseline_ms / 1.25 - floor:.2f} ms for attention, GELU, "
+          f"LayerNorm, the loss, the optimizer and autograd, on which the baseline spends "
+          f"{baseline_ms - floor:.2f} ms")
 
     if args.compile:
         first, times = time_compiled(baby_data, vocab, args.steps)
