@@ -106,7 +106,7 @@ def run_trial(number: int, folder: Path, corpus: Path, rng: random.Random, max_d
     trial = Trial(number, mode, round(rng.uniform(0.0, max_delay), 2))
     command = [sys.executable, "-m", "playground.train", *MODEL_ARGS, "--steps", str(STEPS), "--run-name",
                RUN_NAME, "--weights-dir", str(folder), "--corpus", str(corpus),
-               "--seed", str(number), *(["--resume"] if mode == "resume" else [])]
+               "--seed", str(number), "--resume" if mode == "resume" else "--replace"]
     env = {**os.environ, "PLAYGROUND_OFFLINE": "1", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     started_at = time.time()
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -407,6 +407,16 @@ def test_cli_converts_and_prints_where(files, capsys):
     training = json.loads((folder / "weights" / "my-nanogpt" / "training.json").read_text(encoding="utf-8"))
     assert training["converted_with"].startswith("python -m playground.convert ")
     assert "--name my-nanogpt" in training["converted_with"]
+    # the same name again is refused, nothing written over, until --replace says so
+    (folder / "weights" / "my-nanogpt" / "mine.txt").write_text("kept")
+    again = [str(folder / "ckpt.pt"), "--meta", str(folder / "meta.pkl"), "--name", "my-nanogpt",
+             "--weights-dir", str(folder / "weights")]
+    assert main(again) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {folder / 'weights' / 'my-nanogpt'} already exists: pass --replace to start it over (what it holds "
+        "is lost), or another --name such as my-nanogpt-1")
+    assert (folder / "weights" / "my-nanogpt" / "mine.txt").read_text() == "kept"
+    assert main([*again, "--replace"]) == 0
 
 
 def test_cli_refuses_in_one_line(files, capsys):

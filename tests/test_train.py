@@ -173,6 +173,16 @@ def test_cli_runs_a_few_steps_and_writes_training_json(tmp_path, shakespeare_tex
     assert "done: 6 steps" in capsys.readouterr().err
     card = (tmp_path / "w" / "cli" / "README.md").read_text()
     assert "python -m playground.train --preset tiny --layers-num 1" in card and "| steps | 6 of 6" in card
+    # the same command again would start the run over: refused, as the Train tab does without "replace it"
+    again = ["--preset", "toy", "--steps", "2", "--corpus", str(corpus), "--run-name", "cli", "--weights-dir",
+             str(tmp_path / "w"), "--device", "cpu"]
+    assert train_cli.main(again) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {tmp_path / 'w' / 'cli'} already exists: pass --resume to continue it or --replace to start it "
+        "over (what it holds is lost), or another --run-name such as cli-1")
+    assert json.loads((tmp_path / "w" / "cli" / "training.json").read_text())["steps_done"] == 6
+    assert train_cli.main([*again, "--replace"]) == 0
+    assert json.loads((tmp_path / "w" / "cli" / "training.json").read_text())["steps_done"] == 2
 
 
 def test_sigterm_ends_a_cli_run_after_its_step_with_a_checkpoint_and_its_card(tmp_path, shakespeare_text):

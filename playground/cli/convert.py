@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from playground import checkpoints
-from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
+from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError, refuse_to_overwrite
 from playground.convert import ConversionError, convert_nanogpt
 
 
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--weights-dir", type=Path, default=None,
                         help="where checkpoints go (default PLAYGROUND_WEIGHTS_DIR or weights/)")
     parser.add_argument("--max-parameters", type=int, default=None, help="refuse a model larger than this")
+    parser.add_argument("--replace", action="store_true",
+                        help="write over a checkpoint of this name (without it, an existing name is refused)")
     return parser
 
 
@@ -47,6 +49,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     try:
         args = build_parser().parse_args(argv)
         command = "python -m playground.convert " + " ".join(shlex.quote(a) for a in argv)
+        if not args.replace:
+            refuse_to_overwrite(checkpoints.validate_name(args.name), args.weights_dir, "--name")
         target = convert_nanogpt(args.ckpt, args.name, meta_path=args.meta, characters_path=args.characters_file,
                                  directory=args.weights_dir, max_parameters=args.max_parameters, command=command)
         loaded = checkpoints.load_checkpoint(target)  # what every tab will do: prove it opens

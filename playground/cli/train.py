@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from playground import checkpoints, distributed
+from playground.cli.usage import UsageError, refuse_to_overwrite
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
 from playground.device import describe_training, pick_device
 from playground.presets import DECAY_FLOORS, MODEL_FIELDS, TRAIN_PRESETS
@@ -79,8 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: the preset's: 50 for tiny, 0 for the others)")
     parser.add_argument("--corpus", help="a UTF-8 text file (default: Tiny Shakespeare, cached or downloaded)")
     parser.add_argument("--run-name", default=None, help="the checkpoint folder name (default: the preset's name)")
-    parser.add_argument("--weights-dir", type=Path, default=None, help="where checkpoints go (default weights/)")
-    parser.add_argument("--resume", action="store_true", help="continue the run named --run-name from its step")
+    parser.add_argument("--weights-dir", type=Path, default=None,
+                        help="where checkpoints go (default PLAYGROUND_WEIGHTS_DIR or weights/)")
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument("--resume", action="store_true", help="continue the run named --run-name from its step")
+    existing.add_argument("--replace", action="store_true",
+                          help="start the run named --run-name over (without it, an existing name is refused)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's)")
     return parser
 
@@ -168,9 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         world = distributed.World.from_env()
         request = request_from_args(args)
+        if not (args.resume or args.replace):
+            refuse_to_overwrite(checkpoints.validate_name(request.run_name), args.weights_dir, "--run-name",
+                                "--resume to continue it")
         if world.distributed:
             distributed.start(world, pick_device(request.train.device).type)
-    except (ValueError, distributed.DistributedError) as exc:
+    except (ValueError, UsageError, distributed.DistributedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     code = 2
