@@ -70,6 +70,9 @@ class JobStatus:
     samples: tuple = ()  # (step, text)
     probes: tuple = ()  # ProbeSnapshot
     message: str = ""
+    # what the preparation noted (room made by removing the owner's runs, a resumed shape, a cold optimizer...): for
+    # the run's owner, after the message; another visitor sees the message alone
+    notes: tuple[str, ...] = ()
     parameter_count: int = 0
     device: str = ""
     corpus: str = ""
@@ -178,7 +181,6 @@ class TrainingJobs:
         try:
             with self._lock:
                 job.owners = job.owners | ({run.owner} - {None})
-            notes = "".join(f"; {note}" for note in run.notes)
             self._update(job, start_step=run.start_step, step=run.start_step,
                          parameter_count=run.model.parameter_count(),
                          device=describe_training(run.device, run.request.train.precision),
@@ -186,7 +188,8 @@ class TrainingJobs:
                          corpus_name=curves.corpus_name(run.corpus.name, len(run.corpus.text)),
                          time_limit_seconds=run.max_seconds, seconds_before=seconds_before(run),
                          progress=run.request.train.progress(run.start_step, run.step_seconds_before),
-                         held_out=run.held_out, message=f"training on {run.corpus.label} on {run.device}{notes}",
+                         held_out=run.held_out, message=f"training on {run.corpus.label} on {run.device}",
+                         notes=tuple(run.notes),
                          settings=MappingProxyType({**job.status.settings, **{  # a resumed run keeps its own shape
                              k: v for k, v in run.model.config.to_dict().items() if k in request.model}}))
             with self._lock:
@@ -271,6 +274,5 @@ class TrainingJobs:
             verb = f"finished: its time budget ({format_budget(run.request.train.time_budget_seconds)}) ended it"
         if result.stop_reason == STOPPED_BY_TIME_LIMIT:
             verb = f"stopped by this server's time limit ({format_seconds(run.max_seconds)})"
-        notes = "".join(f"; {note}" for note in run.notes)  # still true of the finished run
-        self._update(job, state=state,
-                     message=f"{verb} at step {result.steps_done}; checkpoint saved as {run.request.run_name}{notes}")
+        self._update(job, state=state,  # its notes stay: still true of the finished run
+                     message=f"{verb} at step {result.steps_done}; checkpoint saved as {run.request.run_name}")

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from playground import checkpoints
+from playground import checkpoints, checks
 from playground.budget import BudgetError, Cost, MemoryBudget, human, largest_batch, training_cost
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, CorpusError, TokenIdsDataset, load_corpus, split_train_val
@@ -446,7 +446,7 @@ def _corpus_change(name: str, training: dict[str, Any] | None, corpus: Corpus, s
             corpus.name, len(corpus.text)):
         return []
     was = f"{recorded.get('name')!s} ({recorded.get('characters', 0):,} characters)"
-    return [f"{name} trained on {was} until step {steps}: it goes on with {corpus.label} ({len(corpus.text):,} "
+    return [f"{name!r} trained on {was} until step {steps}: it goes on with {corpus.label} ({len(corpus.text):,} "
             "characters), so its losses from here on measure another text"]
 
 
@@ -458,8 +458,8 @@ def _check_same_optimizer(name: str, training: dict[str, Any] | None, optimizer:
     recorded = (training or {}).get("train_config")
     trained_with = recorded.get("optimizer", "adamw") if isinstance(recorded, dict) else "adamw"
     if trained_with != optimizer:
-        raise ConfigError(f"{name} was trained with the optimizer {trained_with}, not {optimizer}: resume it with "
-                          f"optimizer {trained_with}, or start a new run to train with {optimizer}")
+        raise ConfigError(f"the run {name!r} was trained with the optimizer {trained_with}, not {optimizer}: resume it "
+                          f"with optimizer {trained_with}, or start a new run to train with {optimizer}")
 
 
 def _restore_optimizer(optimizer: Optimizer, model: GPT, name: str, request: RunRequest) -> list[str]:
@@ -562,9 +562,12 @@ def split_for_context(ids: torch.Tensor, context_size: int) -> tuple[torch.Tenso
     if len(val_ids) > context_size:
         return train_ids, val_ids, []
     if len(ids) <= context_size:
-        most = f"lower context_size to at most {len(ids) - 1}" if len(ids) > 1 else "it needs at least 2 characters"
-        raise CorpusError(f"the corpus ({len(ids):,} characters) is too short for context_size {context_size}: a "
-                          f"window of context_size + 1 characters must fit in it; {most}")
+        size = checks.count(len(ids), "character")
+        if len(ids) < 2:
+            raise CorpusError(f"the corpus ({size}) is too short to train on: a training window is context_size "
+                              "characters and the one after them, so even context_size 1 needs 2 characters")
+        raise CorpusError(f"the corpus ({size}) is too short for context_size {context_size}: a window of "
+                          f"context_size + 1 characters must fit in it; lower context_size to at most {len(ids) - 1}")
     return ids, ids, [f"the corpus ({len(ids):,} characters) is too short to hold out its last 10% for context_size "
                       f"{context_size} (that needs {10 * (context_size + 1):,}), so the model trains and validates "
                       "on the whole text: the validation loss measures memorising, not generalising"]

@@ -71,7 +71,7 @@ def test_all_heads_of_a_layer(ctx):
     assert titles(result) == ["Layer 3: every head's attention weights",
                               f"Layer 3: the heads' outputs side by side (4 × 48) {window}",
                               f"Layer 3: after the output projection {window}"]
-    assert "concat(head₀, …, head_3)" in result.heading
+    assert "concat(head₀, …, head₃)" in result.heading
 
 
 def test_all_heads_forgetting_the_transpose_shows_the_notebooks_numbers_and_the_map(ctx):

@@ -128,13 +128,13 @@ def test_a_muon_run_resumed_takes_the_very_steps_of_one_never_stopped(tmp_path, 
 def test_resuming_with_another_optimizer_is_refused_with_what_to_do(tmp_path, shakespeare_text):
     text = shakespeare_text[:5000]
     run_training(prepare_run(RunRequest("mu", SMALL, quick(steps=4), corpus_text=text, weights_dir=tmp_path)))
-    with pytest.raises(ConfigError, match="mu was trained with the optimizer muon, not adamw: resume it with optimizer "
-                                          "muon, or start a new run to train with adamw"):
+    with pytest.raises(ConfigError, match="the run 'mu' was trained with the optimizer muon, not adamw: resume it with "
+                                          "optimizer muon, or start a new run to train with adamw"):
         prepare_run(RunRequest("mu", SMALL, quick(steps=8, optimizer="adamw"), corpus_text=text, resume=True,
                                weights_dir=tmp_path))
     run_training(prepare_run(RunRequest("ad", SMALL, quick(steps=4, optimizer="adamw"), corpus_text=text,
                                         weights_dir=tmp_path)))
-    with pytest.raises(ConfigError, match="ad was trained with the optimizer adamw, not muon"):
+    with pytest.raises(ConfigError, match="the run 'ad' was trained with the optimizer adamw, not muon"):
         prepare_run(RunRequest("ad", SMALL, quick(steps=8), corpus_text=text, resume=True, weights_dir=tmp_path))
 
 

@@ -67,7 +67,7 @@ def test_resume_continues_the_step_count(tmp_path, shakespeare_text):
     assert not [note for note in resumed.notes if "keeps its own shape" in note or "another text" in note]
     other_text = prepare_run(RunRequest("r", SMALL, quick(steps=15), corpus_text=text[:4000], resume=True,
                                         weights_dir=tmp_path))
-    assert ("r trained on pasted text (5,000 characters) until step 10: it goes on with the pasted text (4,000 "
+    assert ("'r' trained on pasted text (5,000 characters) until step 10: it goes on with the pasted text (4,000 "
             "characters), so its losses from here on measure another text") in other_text.notes
     other_text.release_memory()
     other_shape = prepare_run(RunRequest("r", {**SMALL, "layers_num": 4, "embedding_dim": 32}, quick(steps=15),
@@ -577,3 +577,15 @@ def test_bfloat16_autocast_trains_float32_weights_and_the_record_says_so(tmp_pat
     record = json.loads((tmp_path / "bf" / "training.json").read_text())
     assert record["device"].endswith(" · bfloat16 autocast")
     assert json.loads((tmp_path / "bf" / "config.json").read_text()) == run.model.config.to_dict()
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("hello", "the corpus (5 characters) is too short for context_size 8: a window of context_size + 1 characters "
+              "must fit in it; lower context_size to at most 4"),
+    ("a", "the corpus (1 character) is too short to train on: a training window is context_size characters and the "
+          "one after them, so even context_size 1 needs 2 characters"),
+])
+def test_a_corpus_shorter_than_one_window_is_refused_with_what_would_fit(tmp_path, text, message):
+    model = dict(layers_num=1, heads_num=1, embedding_dim=16, context_size=8, dropout_rate=0.0, use_bias=False)
+    with pytest.raises(CorpusError, match=f"^{re.escape(message)}$"):
+        prepare_run(RunRequest("short", model, quick(steps=5), corpus_text=text, weights_dir=tmp_path))

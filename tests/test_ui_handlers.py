@@ -603,7 +603,7 @@ def test_the_optimizer_comes_last_and_a_run_records_it(train_ctx):
     assert ctx.jobs.wait(60).state == "stopped"
     record = json.loads((ctx.weights / "muon-run" / "training.json").read_text())
     assert record["train_config"]["optimizer"] == "muon"
-    with pytest.raises(ValueError, match="muon-run was trained with the optimizer muon, not adamw"):
+    with pytest.raises(ValueError, match="the run 'muon-run' was trained with the optimizer muon, not adamw"):
         train_tab.start_run(ctx, *RUN, "muon-run", False, "", None, session("s"), resume=True)
 
 
@@ -766,3 +766,15 @@ def test_sample_at_temperature_zero_is_greedy_and_says_so(ctx):
     zero = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 0.0, 0, 1.0, "", False, True))[-1]
     assert zero[0] == greedy[0] and "temperature 0 is greedy decoding" in stats
     assert "seed box was empty" not in stats  # greedy draws nothing, so no seed is drawn
+
+
+def test_a_runs_notes_are_its_owners_alone():
+    """A note may name the owner's other runs ("to make room, this server removed the run c-mine"): another visitor
+    sees the run's state and message without them."""
+    from playground.jobs import JobStatus
+    status = JobStatus(state="running", run_name="mine", steps=10, message="training on the pasted text on cpu",
+                       notes=("to make room, this server removed the run c-mine (a visitor keeps at most 5 runs)",))
+    assert "training on the pasted text on cpu; to make room, this server removed the run c-mine" in \
+        train_tab.render_status(status, owned=True)[0]
+    theirs = train_tab.render_status(status, owned=False)[0]
+    assert "training on the pasted text on cpu" in theirs and "c-mine" not in theirs

@@ -34,6 +34,14 @@ WRAPPER_HAS_NO_TRANSPOSE = (
     "on the book's batched `MultiHeadAttention`, whose context vectors go through `.transpose(1, 2)` and then "
     "`.contiguous().view(b, num_tokens, d_out)`: here that view comes straight after `attn_weights @ values`.")
 RIGHT_MARK = "✓"  # a block the forgotten transpose happens to leave where it belongs
+SUBSCRIPT_DIGITS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def subscript(number: int) -> str:
+    """A whole number as subscript digits, for formulas: subscript(12) -> "₁₂"."""
+    return str(number).translate(SUBSCRIPT_DIGITS)
+
+
 TEXTBOOK_NO_MODEL = (
     "The book's inputs are six hand-made 3-d vectors: they have no vocabulary, so there is no LM head and no "
     "next character to predict. Pick **trained checkpoint** as the source to see the whole model.")
@@ -121,7 +129,7 @@ def head_text(where: str, query: int, query_token: str, weights_row: Sequence[fl
 
 def heads_formula(heads: AllHeads) -> str:
     h, d = heads.heads_num, heads.head_size
-    formula = f"out = concat(head₀, …, head_{h - 1})  ({heads.length} × {h}·{d} = {h * d})"
+    formula = f"out = concat(head₀, …, head{subscript(h - 1)})  ({heads.length} × {h}·{d} = {h * d})"
     return formula + ("  then · W_out" if heads.projected is not None else "  (no output projection)")
 
 

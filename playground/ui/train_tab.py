@@ -315,6 +315,8 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     if status.start_step:  # resumed: the run's whole time, and this session's
         elapsed += f" ({format_seconds(status.elapsed_seconds)} since resuming at step {status.start_step})"
     whose, message = "", status.message
+    if owned is not False:  # the notes may name the owner's other runs: theirs alone
+        message += "".join(f"; {note}" for note in status.notes)
     if status.active and owned is not None:
         whose = (" · your run" if owned else
                  f" · another visitor's run: {status.how_it_ends()}")
