@@ -4,6 +4,8 @@ lower."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from browser_support import (
     ERROR_TOAST,
@@ -17,6 +19,7 @@ from browser_support import (
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
+GPT2_INPUT = "input 1 × 64 × 768, 12 heads of width 64"
 
 
 def _equivalence(page, panel):
@@ -58,9 +61,11 @@ def test_every_field_the_preset_and_dtype_change_what_is_compared(page):
     expect(panel.get_by_label("embedding_dim", exact=True)).to_have_value("768", timeout=WAIT_MS)
     expect(panel.get_by_label("heads_num", exact=True)).to_have_value("12")
     expect(panel.get_by_label("T", exact=True)).to_have_value("64")
+    # the preset compares too (its tables once kept the last comparison until Compare was pressed)
+    expect(panel).to_contain_text(re.compile(rf"within the bf16 tolerance on CPU[^(]*\({GPT2_INPUT}"), timeout=WAIT_MS)
     panel.get_by_role("radio", name="fp32", exact=True).check()
     panel.get_by_role("button", name="Compare", exact=True).click()
-    expect(panel).to_contain_text("input 1 × 64 × 768, 12 heads of width 64", timeout=WAIT_MS)
+    expect(panel).to_contain_text(re.compile(rf"within the fp32 tolerance on CPU[^(]*\({GPT2_INPUT}"), timeout=WAIT_MS)
     parameters = panel.get_by_role("grid").filter(has=page.get_by_role("columnheader", name="formula"))
     expect(parameters.get_by_role("gridcell", name="2,362,368").first).to_be_visible()
     expect(panel).to_contain_text("Per-head maps are drawn for T ≤ 48")

@@ -365,10 +365,13 @@ def build(ctx: AppContext) -> None:
     compared = [summary, equivalence, parameters, grid]
     keep_on_refusal(run.click(bound(run_comparison, ctx), inputs, compared, api_name="compare", cancels=[arrival],
                               trigger_mode="always_last", **ctx.long_lane), compared, "compare_refused")
-    gpt2.click(lambda: (GPT2_SMALL["embedding_dim"], GPT2_SMALL["heads_num"], GPT2_SMALL["seq_len"],
-                        GPT2_SMALL["batch"], GPT2_SMALL["qkv_bias"]), None,
-               [embedding_dim, heads_num, seq_len, batch, qkv_bias], api_name="compare_gpt2_preset",
-               api_visibility="private", **ctx.fast_lane)
+    # the preset compares as well as fills: its tables had kept showing the last comparison until Compare was pressed
+    preset = gpt2.click(lambda: (GPT2_SMALL["embedding_dim"], GPT2_SMALL["heads_num"], GPT2_SMALL["seq_len"],
+                                 GPT2_SMALL["batch"], GPT2_SMALL["qkv_bias"]), None,
+                        [embedding_dim, heads_num, seq_len, batch, qkv_bias], api_name="compare_gpt2_preset",
+                        api_visibility="private", **ctx.fast_lane)
+    keep_on_refusal(preset.then(bound(run_comparison, ctx), inputs, compared, api_name="compare_gpt2",
+                                api_visibility="private", **ctx.long_lane), compared, "compare_gpt2_refused")
     timed = [timing_plot, memory_plot, timing_notes]
     keep_on_refusal(time_button.click(friendly(timing), [embedding_dim, heads_num, batch, dtype, device, max_len],
                                       timed, api_name="compare_timing", **ctx.long_lane), timed,
