@@ -83,7 +83,7 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
             zmid: float | None = None, zmin: float | None = None, zmax: float | None = None,
             show_values: bool | None = None, height: int | None = None, x_title: str = "", y_title: str = "",
             first_row: int = 0, first_col: int = 0, masked: torch.Tensor | None = None,
-            masked_hover: str = "masked (−∞)", highlight_row: int | None = None,
+            masked_hover: str | Sequence[Sequence[str]] = "masked (−∞)", highlight_row: int | None = None,
             sparse_columns: bool = False) -> go.Figure:
     """A heatmap of a 2-D matrix; hover shows the exact value, row, column and labels.
 
@@ -94,7 +94,8 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
     figures); otherwise it follows the data.
 
     Masked cells (−∞ or NaN, and those ``masked`` marks True, e.g. weights that are 0 because their score was
-    −∞) are drawn grey, never in a colour that reads as a value, and say ``masked_hover`` on hover.
+    −∞) are drawn grey, never in a colour that reads as a value, and say ``masked_hover`` on hover: one text, or
+    one per cell (the matrix's shape) where grey means more than one thing.
     ``highlight_row`` (a row number of the whole matrix) gets a frame when it is in the window.
     ``sparse_columns`` labels every k-th column so labels never overlap (feature axes: d0, d5, d10...);
     hover still names every column. Titles wrap onto lines that fit a phone.
@@ -127,7 +128,8 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
     # One hover string per cell, as a fixed-width unicode array: Plotly copies such arrays with one memcpy.
     row_part = np.array([f"row {n} ({label}), " for n, label in zip(row_numbers, row_labels)])[:, None]
     col_part = np.array([f"column {n} ({label})<br>value " for n, label in zip(col_numbers, col_labels)])[None, :]
-    value_part = np.where(finite, np.char.mod("%.6g", filled), masked_hover)
+    grey = masked_hover if isinstance(masked_hover, str) else np.asarray(masked_hover)[row_slice, col_slice]
+    value_part = np.where(finite, np.char.mod("%.6g", filled), grey)
     hover = np.char.add(np.char.add(row_part, col_part), value_part)
     if show_values is None:
         show_values = rows <= CELL_TEXT_LIMIT and cols <= CELL_TEXT_LIMIT

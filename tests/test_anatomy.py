@@ -204,6 +204,15 @@ def test_forgotten_text_counts_the_misplaced_blocks_and_names_the_rows_sources()
                       forgotten=forgotten_join(one_head))
     assert single.forgotten.output_difference == 0 and not single.forgotten.misplaced.any()
     assert "both joins agree" in lessons.forgotten_text(single, 0, list("abcde"))
+    assert "the first 3 rows hold head 0 alone" in text and "horizontal bands, about 3 rows per head" in text
+    # fewer tokens than heads: no row holds one head alone; each takes every token of two heads (a stranger's "ab")
+    outputs = torch.randn(4, 2, 3)  # (h, T, d)
+    short = AllHeads(torch.zeros(2, 12), torch.zeros(4, 2, 2), outputs, outputs.transpose(0, 1).reshape(2, 12), None,
+                     forgotten=forgotten_join(outputs))
+    text = lessons.forgotten_text(short, 0, list("ab"))
+    assert "row 0 takes head 0's rows for tokens 0–1, then head 1's rows for tokens 0–1, row 1 the next ones" in text
+    assert "alone" not in text and "change every 2 blocks along a row (one head's 2 tokens)" in text
+    assert short.forgotten.block_sources[0].tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]  # what the text says
 
 
 # ------------------------------------------------------------------------------------------------ 4. the block

@@ -80,7 +80,7 @@ def test_all_heads_forgetting_the_transpose_shows_the_notebooks_numbers_and_the_
     ids = walkthrough.prepare_text(TEXT, loaded.tokenizer, loaded.config.context_size).ids
     heads = anatomy.all_heads(loaded.model, ids, 3, forget_transpose=True)  # what the view showed, recomputed
     assert titles(result)[1].startswith("Layer 3: the heads joined without the transpose (4 blocks of 48")
-    assert titles(result)[2].startswith("Layer 3: the output projection of the scrambled join")
+    assert titles(result)[2].startswith("Layer 3: the output projection of the join without the transpose")
     assert titles(result)[3].startswith("Layer 3: where each block came from without the transpose")
     shown = result.plot_c.data[0].z  # the projection's window: columns 64–191 (head 2's features first)
     assert_close(torch.tensor(shown[5], dtype=torch.float32), heads.projected[5, 64:192])
@@ -113,6 +113,22 @@ def test_the_block_with_dropout_names_the_dropped_weights(ctx):
     dropped = sum(1 for row in grey for value in row if value == 1.0)
     assert f"zeroed **{dropped} of the" in result.heading
     assert result.heading == view(ctx, BLOCK, switches=("post", "encoder", "relu", 0.2, 5)).heading  # seeded
+
+
+def test_after_dropout_in_a_decoder_the_future_stays_grey_and_each_grey_cell_says_why(ctx):
+    """The dropout figure greyed only the dropped cells: the causally masked ones were white zeros, as if tiny
+    weights."""
+    result = view(ctx, BLOCK, switches=("pre", "decoder", "gelu", 0.3, 0))
+    after = result.plot_b
+    assert "grey = dropped or masked" in after.layout.title.text.replace("<br>", " ")
+    grey, hover = after.data[1].z, after.data[0].customdata
+    T = len(grey)
+    for i in range(T):
+        for j in range(i + 1, T):  # the future: grey, and masked
+            assert grey[i][j] == 1.0 and hover[i][j].endswith(lessons.MASKED_WEIGHT_HOVER)
+    dropped = [(i, j) for i in range(T) for j in range(i + 1) if grey[i][j] == 1.0]
+    assert dropped and all(hover[i][j].endswith(lessons.DROPPED_HOVER) for i, j in dropped)
+    assert f"zeroed **{len(dropped)} of the" in result.heading
 
 
 def test_the_model_level_reads_each_block_through_the_lm_head(ctx):

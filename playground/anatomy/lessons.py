@@ -208,15 +208,24 @@ def forgotten_text(heads: AllHeads, query: int, tokens: Sequence[str]) -> str:
     """Why the transpose is needed, what forgetting it did to these heads, and what to look for."""
     forgotten = heads.forgotten
     h, d, T = heads.heads_num, heads.head_size, heads.length
+    alone = T // h  # the first rows read head 0 alone: each row takes h blocks, and head 0 has T
+    if h == 1 or T == 1:  # nothing to scramble: said below
+        layout = ""
+    elif alone:
+        layout = (f"So row 0 takes head 0's rows for {_tokens_range(0, h)}, row 1 the next ones, …: a token's row "
+                  f"gets whole rows of *other tokens*, and the first {checks.count(alone, 'row')} "
+                  f"{'hold' if alone > 1 else 'holds'} head 0 alone. ")
+    else:  # fewer tokens than heads: one row takes every token of several heads
+        layout = (f"So row 0 takes {_row_heads(0, h, T)}, row 1 the next ones, …: a token's row gets whole rows of "
+                  f"*other tokens*, about {h // T} heads' worth each. ")
     text = (f"**What if you forget the transpose?** Notebook 002's code joins the heads with "
             f"`.contiguous().view(B, T, h·d)` straight from (B, h, T, d). The heads' outputs lie in memory as "
-            f"(h, T, d) = ({h}, {T}, {d}): head 0's {T} rows of {checks.count(d, 'feature')} first, then head 1's {T} "
-            f"rows, and so on. A view moves nothing: it cuts that same memory, in order, into {T} rows of {h * d}. "
-            f"So row 0 takes head 0's rows for tokens 0–{min(h, T) - 1}, row 1 the next ones, …: a token's row gets "
-            "whole rows of *other tokens*, and the first rows hold head 0 alone. `.transpose(1, 2)` first makes it "
-            f"(B, T, h, d), so that after `.contiguous()` each token's {h} head rows lie side by side and the view "
-            "joins the right pieces. PyTorch raises no error: the shapes match either way, which is why the bug is "
-            "silent. ")
+            f"(h, T, d) = ({h}, {T}, {d}): head 0's {checks.count(T, 'row')} of {checks.count(d, 'feature')} first, "
+            f"then head 1's, and so on. A view moves nothing: it cuts that same memory, in order, into "
+            f"{checks.count(T, 'row')} of {h * d}. " + layout +
+            f"`.transpose(1, 2)` first makes it (B, T, h, d), so that after `.contiguous()` each token's {h} head "
+            "rows lie side by side and the view joins the right pieces. PyTorch raises no error: the shapes match "
+            "either way, which is why the bug is silent. ")
     if h == 1 or T == 1:
         why = ("with one head, (1, T, d) and (T, 1, d)" if h == 1 else "with one token, (h, 1, d) and (1, h, d)")
         return text + (f"Here {why} hold the same numbers in the same order, so both joins agree: there is "
@@ -235,10 +244,30 @@ def forgotten_text(heads: AllHeads, query: int, tokens: Sequence[str]) -> str:
              "learner sees comparing notebook 002's numbers with this project's, with no error to explain it. "
              f"Row **{query}** `{tokens[query]}` now holds: {_row_sources(forgotten, query, tokens)} (the right "
              f"join: head 0–{h - 1} of token {query}), and {output} then mixes those pieces into every feature. ")
-    return text + (f"**Look for:** in the map, the colours (the source head) run in horizontal bands, about "
-                   f"{max(1, T // h)} rows per head, instead of repeating head 0, 1, … across every row; the "
-                   f"{RIGHT_MARK} cells are the few blocks that land right by chance (row 0's first block and the "
-                   "last row's last block always do).")
+    bands = (f"run in horizontal bands, about {checks.count(alone, 'row')} per head," if alone else
+             f"change every {checks.count(T, 'block')} along a row (one head's {checks.count(T, 'token')}),")
+    return text + (f"**Look for:** in the map, the colours (the source head) {bands} instead of repeating head 0, "
+                   f"1, … across every row; the {RIGHT_MARK} cells are the few blocks that land right by chance "
+                   "(row 0's first block and the last row's last block always do).")
+
+
+def _tokens_range(first: int, last: int) -> str:
+    """ "token 0" or "tokens 0–3": positions first..last-1."""
+    return f"token {first}" if last - first == 1 else f"tokens {first}–{last - 1}"
+
+
+def _row_heads(row: int, h: int, T: int) -> str:
+    """What row ``row`` of the forgotten join reads when it spans several heads: "head 0's rows for tokens 0–1, then
+    head 1's for tokens 0–1" (blocks row·h .. row·h + h - 1, block b being head b // T's row for token b % T)."""
+    pieces: list[tuple[int, int, int]] = []  # (head, first token, last token + 1)
+    for block in range(row * h, row * h + h):
+        head, token = divmod(block, T)
+        if pieces and pieces[-1][0] == head:
+            pieces[-1] = (head, pieces[-1][1], token + 1)
+        else:
+            pieces.append((head, token, token + 1))
+    said = [f"head {head}'s rows for {_tokens_range(first, last)}" for head, first, last in pieces]
+    return ", then ".join(said)
 
 
 def forgotten_table(forgotten: ForgottenJoin, tokens: Sequence[str], first_row: int = 0, rows: int = 16,
@@ -304,9 +333,10 @@ def block_text(walk: BlockWalk, head: int, trained_as: str) -> str:
                  "reads a LayerNorm'd copy and *adds* its result, so the stream's length can grow from block to "
                  "block while every LayerNorm output stays on LayerNorm's own scale. ")
     else:
-        text += ("**Look for:** in post-norm every residual add is followed by a LayerNorm, so the stream is "
-                 "squeezed back to LayerNorm's scale after each part; the sums just before the LayerNorms are "
-                 "where it grows. ")
+        text += ("**Look for:** in post-norm every residual add is followed by a LayerNorm, so after each part "
+                 "the stream is set to LayerNorm's own scale, which its learned gain decides: longer or shorter than "
+                 "the sum before it, whatever that sum's length. So the stream cannot build up from block to block, "
+                 "as it can in pre-norm. ")
     if trained_as and (walk.norm_order, walk.causal, walk.activation) != ("pre", True, "gelu"):
         text += (f"These weights were trained as {trained_as}; a switch that differs runs the same weights another "
                  "way, so compare the numbers rather than expect good predictions. ")

@@ -127,6 +127,9 @@ def _heatmap(matrix: torch.Tensor, row_labels: list[str], col_labels: list[str],
     cut += [f"columns {c0}–{min(cols, c0 + side) - 1} of {cols}"] if cols > side else []
     if cut:
         title += f" ({', '.join(cut)})"
+    hover = options.get("masked_hover")
+    if hover is not None and not isinstance(hover, str):  # one per cell: the window's
+        options["masked_hover"] = [row[shown_cols] for row in hover[shown_rows]]
     figure = plots.heatmap(matrix[shown_rows, shown_cols], row_labels[shown_rows], col_labels[shown_cols], title,
                            masked=None if masked is None else masked[shown_rows, shown_cols],
                            highlight_row=None if highlight_row is None else highlight_row - r0, **options)
@@ -136,11 +139,17 @@ def _heatmap(matrix: torch.Tensor, row_labels: list[str], col_labels: list[str],
 
 
 def _weights_figure(weights: torch.Tensor, visible: torch.Tensor, tokens: list[str], title: str, query: int,
-                    masked: torch.Tensor | None = None, hover: str = lessons.MASKED_WEIGHT_HOVER,
-                    zmax: float = 1.0):
+                    dropped: torch.Tensor | None = None, zmax: float = 1.0):
+    """Attention weights, the causally masked cells grey (and, after dropout, the ``dropped`` ones, each cell's
+    hover saying which it is)."""
     start = _window_start(query)
+    masked, hover = ~visible, lessons.MASKED_WEIGHT_HOVER
+    if dropped is not None:
+        masked = masked | dropped
+        hover = [[lessons.DROPPED_HOVER if seen else lessons.MASKED_WEIGHT_HOVER for seen in row]
+                 for row in visible.tolist()]
     return _heatmap(weights, tokens, tokens, title, colorscale="Blues", zmin=0.0, zmax=zmax,
-                    masked=~visible if masked is None else masked, masked_hover=hover, highlight_row=query,
+                    masked=masked, masked_hover=hover, highlight_row=query,
                     row_start=start, col_start=start, x_title="key token", y_title="query token")
 
 
@@ -227,14 +236,16 @@ def _heads_figures(heads: anatomy.AllHeads, tokens: list[str], query: int, name:
                             highlight_row=query, start=max(0, query - side // 2))
     d, h = heads.head_size, heads.heads_num
     forgot = heads.forgotten is not None
+    scrambled = "scrambled" if h > 1 and T > 1 else "here the same as the right join"  # one head or one token
     columns = [f"{'b' if forgot else 'h'}{i}·d{n}" for i in range(h) for n in range(d)]
-    joined = (f"{name}: the heads joined without the transpose ({h} blocks of {d}, scrambled)" if forgot else
+    joined = (f"{name}: the heads joined without the transpose ({h} blocks of {d}, {scrambled})" if forgot else
               f"{name}: the heads' outputs side by side ({h} × {d})")
     concatenated = _features_figure(heads.concatenated, tokens, columns, joined, query, col_start=head * d)
     projected = None
     if heads.projected is not None:
         projected = _features_figure(heads.projected, tokens, [f"x{n}" for n in range(heads.projected.size(1))],
-                                     f"{name}: the output projection of the scrambled join (notebook 002's output)"
+                                     f"{name}: the output projection of the join without the transpose "
+                                     "(notebook 002's output)"
                                      if forgot else f"{name}: after the output projection", query, col_start=head * d)
     return grid, concatenated, projected
 
@@ -287,9 +298,9 @@ def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, setti
     if walk.dropout_p:
         used = walk.dropped_weights[head]
         after = _weights_figure(used, walk.visible, tokens,
-                                f"Head {head} after dropout (p = {walk.dropout_p:g}): grey = dropped, the rest "
-                                f"× {1 / (1 - walk.dropout_p):.3f}", query, masked=walk.dropped[head],
-                                hover=lessons.DROPPED_HOVER, zmax=max(1.0, float(used.max())))
+                                f"Head {head} after dropout (p = {walk.dropout_p:g}): grey = dropped or masked, "
+                                f"the rest × {1 / (1 - walk.dropout_p):.3f}", query, dropped=walk.dropped[head],
+                                zmax=max(1.0, float(used.max())))
     names = [point.name for point in walk.points]
     norms = torch.stack([point.norms for point in walk.points])  # (points, T)
     stream = _heatmap(norms, names, tokens, "‖x‖ of each token at each point of the block", colorscale="Viridis",
