@@ -77,6 +77,8 @@ def test_gradios_own_checks_name_the_field_and_print_no_traceback(served, capfd)
         client.predict(0, 0, 1e9, "", None, api_name="/train_status")
     with pytest.raises(AppError, match=r"^dtype: 'fp64' is not one of the choices \(fp32, .*\)$"):
         client.predict(64, 4, 8, 1, 0, True, "fp64", "cpu", api_name="/compare")
+    with pytest.raises(AppError, match="^temperature is empty$"):  # a slider sent nothing: an internal error before
+        client.predict("shakespeare-char", "ROMEO:", 5, None, 0, 1.0, 7, False, True, False, api_name="/sample")
     assert "Traceback" not in capfd.readouterr().err
     text, *_ = client.predict("shakespeare-char", "ROMEO:", 5, "0.8", 0, 1.0, 7, False, True, False,
                               api_name="/sample")  # a slider's number sent as text is read as the number

@@ -30,9 +30,8 @@ def _label(component) -> str:
 
 
 def _bounded(component, payload):
-    """A slider's value as a number within its bounds (numeric text too), by checks.real_number; None passes."""
-    if payload is None:
-        return None
+    """A slider's value as a number within its bounds (numeric text too), by checks.real_number. A slider always
+    holds a number, so None is refused as empty too (Gradio's own check failed on it with an internal error)."""
     return checks.real_number(payload, _label(component), getattr(component, "minimum", None),
                               getattr(component, "maximum", None))
 
