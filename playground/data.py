@@ -81,10 +81,12 @@ class Corpus:
 
     @property
     def label(self) -> str:
-        """What to call it in a sentence: "Tiny Shakespeare", "the built-in Sonnets corpus", "your uploaded file"..."""
+        """What to call it in a sentence: "Tiny Shakespeare", "the built-in Sonnets corpus", "an uploaded file"...
+
+        Every visitor reads it in a run's status, so it says "an", not "your"."""
         if self.is_tiny_shakespeare:
             return "Tiny Shakespeare"
-        return {"builtin": "the built-in Sonnets corpus", "upload": "your uploaded file",
+        return {"builtin": "the built-in Sonnets corpus", "upload": "an uploaded file",
                 "text": "the pasted text"}.get(self.source, f"the {self.name} corpus")
 
 

@@ -131,9 +131,9 @@ def test_an_uploaded_txt_trains_as_your_uploaded_file(page, tmp_path, server):
     fill(panel, SMALL_RUN)
     name = run_name(panel, server)
     click(panel, "Start")
-    expect(panel).to_contain_text(f"RUNNING · run {name} · your run · training on your uploaded file",
+    expect(panel).to_contain_text(f"RUNNING · run {name} · your run · training on an uploaded file",
                                   timeout=WAIT_MS)
-    expect(panel).to_contain_text("corpus your uploaded file (3,180 characters)")
+    expect(panel).to_contain_text("corpus an uploaded file (3,180 characters)")
     wait_for_step(panel, 1)
     stop_and_wait(panel, name)
     expect_no_error(page)

@@ -70,7 +70,7 @@ def test_each_corpus_knows_its_label_and_whether_a_visitor_gave_it(tmp_path, sha
         "a file named so": (load_corpus(named_like_it), "Tiny Shakespeare", True, False),
         "built-in": (data.builtin_corpus(), "the built-in Sonnets corpus", False, False),
         "a server file": (load_corpus(mine), "the mine corpus", False, False),
-        "upload": (load_corpus(text="abc", name="notes", uploaded=True), "your uploaded file", False, True),
+        "upload": (load_corpus(text="abc", name="notes", uploaded=True), "an uploaded file", False, True),
         "paste": (load_corpus(text="abc"), "the pasted text", False, True),
         "a paste calling itself so": (load_corpus(text="abc", name="tinyshakespeare"), "the pasted text", False,
                                       True),

@@ -527,12 +527,12 @@ def test_on_cuda_the_devices_free_memory_is_checked_too(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------------------------- corpora and disk
 def test_a_visitors_corpus_is_capped_in_bytes_and_named_as_theirs(tmp_path):
     text = "é" * 2000  # 2,000 characters, 4,000 bytes of UTF-8
-    for uploaded, label in [(True, "your uploaded file"), (False, "the pasted text")]:
+    for uploaded, label in [(True, "an uploaded file"), (False, "the pasted text")]:
         with pytest.raises(CorpusError, match=f"{label} is larger than this server's limit of 3,000 bytes"):
             prepare_run(visitor_request(tmp_path, corpus_text=text + "ab" * 10, uploaded=uploaded),
                         Limits(max_upload_bytes=3000))
     run = prepare_run(visitor_request(tmp_path, uploaded=True, corpus_name="notes"))
-    assert run.corpus.label == "your uploaded file" and run.corpus.name == "notes"
+    assert run.corpus.label == "an uploaded file" and run.corpus.name == "notes"
 
 
 def test_a_new_run_makes_room_by_removing_the_visitors_own_oldest_never_anothers_recent_run(tmp_path):

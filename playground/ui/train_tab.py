@@ -435,9 +435,18 @@ def corpus_fields(choice):
     return gr.File(visible=choice == CORPORA[1]), gr.Textbox(visible=choice == CORPORA[2])
 
 
+# A visitor's own text trains a run every visitor can open: said before they paste or upload anything.
+SHARED_TEXT_NOTE = ("⚠️ What you upload or paste is not private: the run it trains is listed in every visitor's "
+                    "Attention, Model and Sample tabs, its samples show in everyone's Train tab, and a small model "
+                    "recites the text it learned. Use text you are happy to share.")
+
+
 def corpus_note(ctx: AppContext, choice) -> str:
-    """Said under the corpus choice when "Tiny Shakespeare" would train on something else (a server offline, or
-    whose download failed, uses the built-in Sonnets): before Start, not only in the run's status."""
+    """Said under the corpus choice before Start: that an upload or pasted text is shared with every visitor (a
+    stranger read another visitor's pasted "password" back from the run's samples), and when "Tiny Shakespeare" would
+    train on something else (a server offline, or whose download failed, uses the built-in Sonnets)."""
+    if choice in (CORPORA[1], CORPORA[2]):
+        return SHARED_TEXT_NOTE
     if choice != CORPORA[0]:
         return ""
     corpus = ctx.corpus()
