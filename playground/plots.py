@@ -234,8 +234,11 @@ def curve_overlay(runs: Sequence[tuple[str, Sequence[Sequence[float]], Sequence[
 
 def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y_title: str = "",
               height: int = 300, *, masked: Sequence[bool] | None = None,
-              masked_hover: str = "masked (−∞)") -> go.Figure:
+              masked_hover: str = "masked (−∞)", room_px: int = BAR_LABEL_ROOM_PX) -> go.Figure:
     """Bars at index positions labelled with ``labels`` (repeats keep their own bar).
+
+    Every k-th label is shown where they would overlap in ``room_px`` (a desktop half-width plot; LABEL_ROOM_PX for
+    labels a phone cannot thin by itself, such as d0, d1, ... whose every label is three characters wide).
 
     Positions ``masked`` marks True get no bar but a grey × on the axis that says ``masked_hover``, so a masked
     score never reads as a score of 0.
@@ -254,7 +257,7 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y
     title_layout, top = _title_layout(title)
     # every label while they fit a half-width desktop plot; past that every k-th (a 128-character context's
     # labels ran into one smear); the hover names every bar
-    step = label_step(len(values), max((len(label) for label in shown), default=1), BAR_LABEL_ROOM_PX)
+    step = label_step(len(values), max((len(label) for label in shown), default=1), room_px)
     figure.update_layout(title=title_layout, height=height, yaxis_title=y_title,
                          margin=dict(l=60, r=20, t=top, b=50),
                          xaxis=dict(tickmode="array", tickvals=list(range(0, len(values), step)),

@@ -83,6 +83,14 @@ def test_textbook_batched_reproduces_notebook_001_and_restores_the_rng():
     assert torch.equal(heads.weights.triu(diagonal=1), torch.zeros(2, 6, 6))  # causal
     with pytest.raises(ValueError, match="textbook layer"):
         textbook_heads("transformer")
+    text = lessons.textbook_heads_text(textbook_heads("wrapper"), heads)  # one sentence, read as one
+    assert "Run on a batch of two copies of the input, both gave the same rows." in text
+
+
+def test_one_layer_or_block_is_not_each_of_one():
+    """'after each of the 1 blocks' read as a slip; a one-block model's lens says so in words."""
+    assert lessons.lens_formula(1).startswith("after the model's one block: probabilities = softmax(")
+    assert lessons.lens_formula(4).startswith("after each of the 4 blocks: ")
 
 
 # ------------------------------------------------------------------------------------------------ 1. one score

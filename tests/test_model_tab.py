@@ -57,6 +57,10 @@ def test_one_score_shows_the_products_and_their_sum(ctx):
     assert "Scaled scores: cell (10, 4)" in titles(result)[2]
     assert "| **sum** |" in result.numbers and result.numbers.count("| d") == 48  # head_size 192 / 4
     assert "after softmax over the row, this cell's weight is" in result.heading
+    # the products' feature labels fit a phone's plot side by side (d12d16d20... ran together at 390 px)
+    shown = result.plot_b.layout.xaxis.ticktext
+    assert len(shown) * (3 * plots.LABEL_CHAR_PX + plots.LABEL_GAP_PX) <= plots.LABEL_ROOM_PX
+    assert shown[:2] == ("d0", "d8")
     masked = view(ctx, SCORE, query=2, key=5)
     assert "causal mask replaces this score with −∞" in masked.heading
 

@@ -210,6 +210,16 @@ def test_sample_says_its_speed_plainly(ctx):
                                                         "8.8× faster)")
 
 
+def test_the_kv_cache_line_of_a_one_layer_model_says_one_layer():
+    """'each of the 1 layers holds 5 keys' (a stranger's toy run)."""
+    from playground.config import ModelConfig
+
+    one = ModelConfig(vocabulary_size=10, layers_num=1, heads_num=1, embedding_dim=16, context_size=8)
+    assert sample_tab._cache_line(one, 5, True).startswith("KV cache: the model's one layer holds 5 keys and 5 values")
+    two = ModelConfig(vocabulary_size=10, layers_num=2, heads_num=1, embedding_dim=16, context_size=8)
+    assert sample_tab._cache_line(two, 5, True).startswith("KV cache: each of the 2 layers holds 5 keys")
+
+
 def test_sample_refuses_what_would_take_too_long_and_says_what_to_lower(ctx, monkeypatch):
     ctx.limits = dataclasses.replace(ctx.limits, max_new_tokens=5000)
     monkeypatch.setattr(sample_tab, "max_request_seconds", lambda ctx: 2)
@@ -583,7 +593,7 @@ def test_pasted_text_is_capped_in_utf8_bytes_and_an_upload_is_your_uploaded_file
     try:
         text = train_tab.start_run(ctx, *RUN[:11], "uploaded .txt", str(upload), None, "uploaded", False, "", None,
                                    session("s"))[0]
-        assert "training on your uploaded file" in text and "corpus your uploaded file (1,640 characters)" in text
+        assert "training on an uploaded file" in text and "corpus an uploaded file (1,640 characters)" in text
     finally:
         ctx.jobs.stop()
         ctx.jobs.wait(60)
@@ -633,7 +643,8 @@ def test_the_train_tab_says_before_start_when_tiny_shakespeare_is_not_here(train
     size = len(data.builtin_corpus().text)
     assert note.startswith("⚠️ Tiny Shakespeare is not on this server: offline and Tiny Shakespeare is not cached, so "
                            f"the built-in Sonnets are used. A run on it trains on those {size:,} characters")
-    assert train_tab.corpus_note(train_ctx, train_tab.CORPORA[2]) == ""  # pasted text: nothing to say
+    for visitors_own in train_tab.CORPORA[1:]:  # an upload or pasted text: that every visitor can read it back
+        assert train_tab.corpus_note(train_ctx, visitors_own).startswith("⚠️ What you upload or paste is not private")
     monkeypatch.setattr(train_ctx, "corpus", lambda: data.Corpus(data.TINY_SHAKESPEARE_NAME, "x" * 100, "cache"))
     assert train_tab.corpus_note(train_ctx, train_tab.CORPORA[0]) == ""
 

@@ -152,13 +152,14 @@ def heads_text(heads: AllHeads, query: int, query_token: str) -> str:
 
 def textbook_heads_text(wrapper: AllHeads, batched: AllHeads) -> str:
     """Notebook 001's numbers, read off the screen."""
-    same = "both copies in the batch gave the same rows" if wrapper.batch_rows_equal and batched.batch_rows_equal \
-        else "the two copies in the batch differ"
+    same = "both gave the same rows" if wrapper.batch_rows_equal and batched.batch_rows_equal \
+        else "the two gave different rows"
     return (f"Notebook 001, on screen. With `torch.manual_seed(123)`, the book's `MultiHeadAttentionWrapper(d_in=3, "
             f"d_out=2, context_length=6, 0.0, num_heads=2)` concatenates two heads of width 2: row 0 is "
             f"**{_vector(wrapper.concatenated[0].tolist())}**. The batched `MultiHeadAttention(d_in=3, d_out=2, 6, "
             f"0.0, num_heads=2)` splits d_out = 2 into two heads of width 1, concatenates them and projects with "
-            f"out_proj: row 0 is **{_vector(batched.projected[0].tolist())}**. On the batch of two copies {same}. "
+            f"out_proj: row 0 is **{_vector(batched.projected[0].tolist())}**. Run on a batch of two copies of the "
+            f"input, {same}. "
             "(The book's wrapper gives each head d_out features; this project's family counts d_out as the total, "
             "so the same wrapper is written with d_out 4 here.) **Look for:** the wrapper's rows are 4 wide and the "
             "batched layer's 2 wide; the first two columns of the wrapper are notebook 001's single "
@@ -366,7 +367,8 @@ def block_text(walk: BlockWalk, head: int, trained_as: str) -> str:
 # --------------------------------------------------------------------------------------------- 5. the model
 
 def lens_formula(layers_num: int) -> str:
-    return (f"after each of the {layers_num} blocks: probabilities = softmax(LM head(final norm(residual stream)))")
+    blocks = "after the model's one block" if layers_num == 1 else f"after each of the {layers_num} blocks"
+    return f"{blocks}: probabilities = softmax(LM head(final norm(residual stream)))"
 
 
 def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequence[str], tokens: Sequence[str],

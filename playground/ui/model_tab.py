@@ -198,7 +198,8 @@ def _score_view(inputs: walkthrough.HeadInputs, settings: Settings, where: str, 
                             f"q_{query} ({tokens[query]}), k_{key} ({tokens[key]}) and their products",
                             **_symmetric(rows), sparse_columns=True, x_title="feature", height=300)
     products = plots.bar_chart(features, cell.products.tolist(),
-                               f"The {d} products: they add up to {cell.total:.4f}", "q_i[n] × k_j[n]")
+                               f"The {d} products: they add up to {cell.total:.4f}", "q_i[n] × k_j[n]",
+                               room_px=plots.LABEL_ROOM_PX)  # feature labels fit a phone, as figure 1's do
     start = _window_start(query)
     key_start = start if start <= key < start + plots.MAX_SIDE else _window_start(key)  # the framed cell in view
     scores = _heatmap(trace.masked_scores, tokens, tokens, f"Scaled scores: cell ({query}, {key}) = "

@@ -85,7 +85,8 @@ def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int 
     if not use_cache:
         return "KV cache off: every step recomputes keys and values for the whole window"
     numbers = 2 * config.layers_num * config.heads_num * length * config.head_size
-    line = (f"KV cache: each of the {config.layers_num} layers holds {length} keys and {length} values per head, one "
+    layers = "the model's one layer" if config.layers_num == 1 else f"each of the {config.layers_num} layers"
+    line = (f"KV cache: {layers} holds {length} keys and {length} values per head, one "
             f"of each for every token the model sees now (the prompt and what it has written, up to its context); a "
             f"new token computes only its own key and value and reads the rest from the cache "
             f"({numbers:,} numbers, {numbers * 4 / 1024:,.0f} KiB in fp32)")
