@@ -19,7 +19,7 @@ import torch
 
 from playground import checkpoints, device
 from playground.budget import MIB, BudgetError, MemoryBudget
-from playground.config import ConfigError, Limits
+from playground.config import ConfigError, Limits, ModelConfig
 from playground.jobs import NotYourRunError
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
@@ -212,8 +212,6 @@ def test_sample_says_its_speed_plainly(ctx):
 
 def test_the_kv_cache_line_of_a_one_layer_model_says_one_layer():
     """'each of the 1 layers holds 5 keys' (a stranger's toy run)."""
-    from playground.config import ModelConfig
-
     one = ModelConfig(vocabulary_size=10, layers_num=1, heads_num=1, embedding_dim=16, context_size=8)
     assert sample_tab._cache_line(one, 5, True).startswith("KV cache: the model's one layer holds 5 keys and 5 values")
     two = ModelConfig(vocabulary_size=10, layers_num=2, heads_num=1, embedding_dim=16, context_size=8)
@@ -353,6 +351,26 @@ def test_train_estimate_and_presets(tmp_path):
     assert "⚠️" not in train_tab.estimate(2, 4, 128, 64, 32, 1000, limits=Limits())
     with pytest.raises(ValueError, match="unknown preset"):
         train_tab.preset_values("huge")
+
+
+def test_the_estimate_counts_the_chosen_texts_symbols(tmp_path):
+    """A toy run on pasted "hello world" was estimated with Tiny Shakespeare's 65 symbols (5,328 parameters; the run
+    had 3,504)."""
+    from playground.model import GPT
+
+    toy = train_tab.preset_fields("toy")
+    fields = [toy[name] for name in train_tab.ESTIMATE_FIELDS]
+    pasted = train_tab.estimate(*fields, train_tab.CORPORA[2], None, "hello world")
+    shape = {name: toy[name] for name in ("layers_num", "heads_num", "embedding_dim", "context_size")}
+    count = GPT(ModelConfig(vocabulary_size=8, **shape)).parameter_count()
+    assert pasted.startswith(f"**{count:,} parameters** (with the pasted text's 8 symbols)")
+    upload = tmp_path / "notes.txt"
+    upload.write_text("abcabc\n", encoding="utf-8")
+    assert "(with the upload's 4 symbols)" in train_tab.estimate(*fields, train_tab.CORPORA[1], str(upload), None)
+    # nothing chosen yet, or Tiny Shakespeare: its 65; a file a run would refuse is refused here too, in its words
+    assert "(with Tiny Shakespeare's 65 symbols)" in train_tab.estimate(*fields, train_tab.CORPORA[2], None, "  ")
+    upload.write_bytes(b"\x00\x01binary")
+    assert train_tab.estimate(*fields, train_tab.CORPORA[1], str(upload), None).startswith("⚠️ 'notes.txt'")
     assert train_tab.preset_note("toy").startswith("**toy**: notebook 004's toy")
     # the time budget: the estimate says when it ends the run first, and whose time the steps would have taken
     budgeted = train_tab.estimate(2, 4, 128, 64, 32, 3000, 0.0, "muon", 8)

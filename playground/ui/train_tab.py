@@ -34,6 +34,7 @@ from playground.run import (
     format_seconds,
     memory_cost,
 )
+from playground.tokenizer import CharTokenizer
 from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
@@ -69,11 +70,21 @@ LOCAL_OWNER = "this-process"  # a handler called from Python, with no browser or
 
 
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
-             optimizer="adamw", time_budget_seconds=0.0, limits: Limits | None = None) -> str:
+             optimizer="adamw", time_budget_seconds=0.0, corpus_choice=CORPORA[0], upload=None, pasted=None,
+             limits: Limits | None = None) -> str:
     """Parameter count, a rough CPU time estimate (a time budget caps it) and the memory a run of the fields as
-    they stand needs."""
+    they stand needs, its vocabulary the chosen text's symbols (Tiny Shakespeare's 65 until an upload or pasted
+    text is there: a toy run on "hello world" has 8, and its embeddings and head are that much smaller)."""
+    symbols, corpus = 65, "Tiny Shakespeare's"
+    if corpus_choice in CORPORA[1:] and (upload or (isinstance(pasted, str) and pasted.strip())):
+        try:
+            text, _ = visitors_text(corpus_choice, upload, pasted, limits or Limits())
+        except (ValueError, OSError) as exc:
+            return f"⚠️ {exc}"
+        symbols = CharTokenizer.train_from_text(text).vocabulary_size
+        corpus = "the upload's" if corpus_choice == CORPORA[1] else "the pasted text's"
     try:
-        config = ModelConfig(vocabulary_size=65, context_size=checks.whole_number(context_size, "context_size", 1),
+        config = ModelConfig(vocabulary_size=symbols, context_size=checks.whole_number(context_size, "context_size", 1),
                              embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1),
                              heads_num=checks.whole_number(heads_num, "heads_num", 1),
                              layers_num=checks.whole_number(layers_num, "layers_num", 1),
@@ -87,7 +98,7 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
     seconds = estimate_seconds(config, batch, steps, optimizer=optimizer, time_budget_seconds=budget)
     memory = memory_cost(config, batch).bytes
     duration = "under a second" if seconds < 1 else f"about {format_seconds(seconds)}"
-    text = (f"**{config.parameter_count():,} parameters** (with Tiny Shakespeare's 65 symbols) · "
+    text = (f"**{config.parameter_count():,} parameters** (with {corpus} {checks.count(symbols, 'symbol')}) · "
             f"{batch * config.context_size:,} tokens per step · {duration} of training steps on a quiet 2-core CPU "
             f"(rough: evaluations, samples and a busy server add to it) · needs about {human(memory)} of memory")
     if budget > 0:
@@ -214,23 +225,8 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
     except ConfigError as exc:
         raise ConfigError(in_labels(str(exc))) from None
     checks.flag(replace, "replace it")
-    corpus_text = corpus_name = None
-    uploaded = False
-    if corpus_choice == CORPORA[1]:
-        if not upload:
-            raise ValueError("choose a .txt file to upload, or pick another corpus")
-        path = Path(upload if isinstance(upload, str) else getattr(upload, "name", upload))
-        with open(path, "rb") as handle:  # read once, at most one byte past the cap; Gradio's temp space keeps it
-            raw = handle.read(limits.max_upload_bytes + 1)
-        corpus_text = decode_text(raw, repr(path.name), limits.max_upload_bytes, size=path.stat().st_size)
-        corpus_name, uploaded = path.stem, True
-    elif corpus_choice == CORPORA[2]:
-        corpus_text = checks.text(pasted, "The pasted text", limits.max_upload_bytes,
-                                  limit_bytes=limits.max_upload_bytes)
-        if not corpus_text.strip():
-            raise ValueError("the pasted text is empty")
-    elif corpus_choice != CORPORA[0]:
-        raise ValueError(f"unknown corpus {corpus_choice!r}; choose one of {', '.join(CORPORA)}")
+    corpus_text, corpus_name = visitors_text(corpus_choice, upload, pasted, limits)
+    uploaded = corpus_choice == CORPORA[1]
     run_name = checkpoints.validate_name("" if run_name is None else run_name, "run name")
     run_request = RunRequest(run_name=run_name, model=model, train=train, corpus_text=corpus_text,
                              resume=bool(resume), weights_dir=ctx.weights, uploaded=uploaded,
@@ -246,6 +242,26 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
     # The snapshot slider is left to the status poll: shrunk here (a new run has one snapshot), a poll already on
     # its way with the last run's position would be refused by the slider's new maximum.
     return (*render_status(ctx.jobs.status(), owned=True)[:4], gr.skip())
+
+
+def visitors_text(corpus_choice, upload, pasted, limits: Limits) -> tuple[str | None, str | None]:
+    """The text an upload or the pasted box holds and its name (the upload's file name without .txt), checked as a run
+    takes it; (None, None) for Tiny Shakespeare. Start and the estimate both read it here."""
+    if corpus_choice == CORPORA[1]:
+        if not upload:
+            raise ValueError("choose a .txt file to upload, or pick another corpus")
+        path = Path(upload if isinstance(upload, str) else getattr(upload, "name", upload))
+        with open(path, "rb") as handle:  # read once, at most one byte past the cap; Gradio's temp space keeps it
+            raw = handle.read(limits.max_upload_bytes + 1)
+        return decode_text(raw, repr(path.name), limits.max_upload_bytes, size=path.stat().st_size), path.stem
+    if corpus_choice == CORPORA[2]:
+        text = checks.text(pasted, "The pasted text", limits.max_upload_bytes, limit_bytes=limits.max_upload_bytes)
+        if not text.strip():
+            raise ValueError("the pasted text is empty")
+        return text, None
+    if corpus_choice != CORPORA[0]:
+        raise ValueError(f"unknown corpus {corpus_choice!r}; choose one of {', '.join(CORPORA)}")
+    return None, None
 
 
 def arrival_fields(ctx: AppContext, browser_token=None, request: gr.Request = None) -> list:
@@ -552,8 +568,8 @@ def build(ctx: AppContext) -> None:
           show_progress="hidden")
     corpus.change(corpus_fields, corpus, [upload, pasted], api_name="train_corpus", api_visibility="private",
                   show_progress="hidden")
-    estimate_inputs = [fields[name] for name in ESTIMATE_FIELDS]
-    for name, field in zip(ESTIMATE_FIELDS, estimate_inputs):
+    estimate_inputs = [*(fields[name] for name in ESTIMATE_FIELDS), corpus, upload, pasted]
+    for name, field in zip((*ESTIMATE_FIELDS, "corpus", "upload", "pasted"), estimate_inputs):
         field.change(estimate_with_limits, estimate_inputs, estimate_md,
                      api_name=f"train_estimate_{name}", api_visibility="private",
                      show_progress="hidden")
