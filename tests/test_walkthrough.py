@@ -260,6 +260,9 @@ def test_exports_read_back():
     assert lines[0] == ",Your,journey,starts,with,one,step"
     assert lines[1].startswith("Your,") and lines[1].endswith(",-inf")
     assert np.float32(lines[2].split(",")[2]) == trace.masked_scores[1, 1].numpy()  # exact float32 round trip
+    weights = to_csv(trace.weights, trace.tokens, trace.tokens).splitlines()[1:]  # every cell, as the README says
+    read = np.array([[np.float32(cell) for cell in line.split(",")[1:]] for line in weights])
+    assert np.array_equal(read, trace.weights.numpy())
     assert to_csv(torch.zeros(1, 1), ["=1+1"], ["a"]).splitlines()[1] == "'=1+1,0.0"
     loaded = np.load(io.BytesIO(to_npy_bytes(trace.weights)), allow_pickle=False)
     assert_close(torch.from_numpy(loaded), trace.weights, atol=0, rtol=0)
