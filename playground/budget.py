@@ -213,6 +213,22 @@ def container_limit() -> int | None:
     return min(limits) if limits else None
 
 
+def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """Bytes this process could still allocate now: the system's MemAvailable, no more than its container's limit;
+    None where neither can be read (not Linux). What a command-line run checks itself against, having no budget."""
+    found = []
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)  # "MemAvailable:  23456789 kB"
+    except (OSError, ValueError, IndexError):
+        pass
+    limit = container_limit()
+    if limit is not None:
+        found.append(limit)
+    return min(found) if found else None
+
+
 def physical_memory() -> int:
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

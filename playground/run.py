@@ -31,7 +31,15 @@ from typing import Any
 import torch
 
 from playground import checkpoints, checks
-from playground.budget import BudgetError, Cost, MemoryBudget, human, largest_batch, training_cost
+from playground.budget import (
+    BudgetError,
+    Cost,
+    MemoryBudget,
+    available_memory,
+    human,
+    largest_batch,
+    training_cost,
+)
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, CorpusError, TokenIdsDataset, load_corpus, split_train_val
 from playground.device import describe, describe_training, pick_device, training_dtype
@@ -144,7 +152,11 @@ def memory_advice(config: ModelConfig, batch_size: int, fits_bytes: int) -> str:
 
 
 def free_device_memory(device: torch.device) -> int | None:
-    """Bytes free on a CUDA device now; None for the CPU and MPS (the server's budget covers those)."""
+    """Bytes free on a CUDA device now, or in the machine's memory for the CPU (budget.available_memory: a command
+    line run has no server budget, and ``--batch-size 100000`` grew to 24 GB until the kernel killed it); None for MPS
+    and where it cannot be read."""
+    if device.type == "cpu":
+        return available_memory()
     if device.type != "cuda":
         return None
     free, _total = torch.cuda.mem_get_info(device)
@@ -651,7 +663,8 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
     config, train_config = run.model.config, run.request.train
     record = training_record(run, result)
     val = f"{result.val_loss[-1][1]:.4f}" if result.val_loss else "not measured"
-    shape = (f"{config.layers_num} layers, {config.heads_num} heads, embedding {config.embedding_dim}, context "
+    shape = (f"{checks.count(config.layers_num, 'layer')}, {checks.count(config.heads_num, 'head')}, embedding "
+             f"{config.embedding_dim}, context "
              f"{config.context_size}, vocabulary {config.vocabulary_size}, dropout {config.dropout_rate}, "
              f"bias {config.use_bias}")
     schedule = (f"batch {train_config.batch_size}, learning rate {train_config.learning_rate}, warm-up "
@@ -662,14 +675,17 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
                      + (", which ended the run" if result.budget_reached else ""))
     optimizer = ("AdamW on every parameter" if train_config.optimizer == "adamw" else
                  "Muon on the blocks' weight matrices, AdamW on the embeddings, the head, the norms and the biases")
+    split = ("first 90% trains, last 10% validates" if run.held_out else
+             "too short to hold out 10%: it trains and validates on the whole text, so the validation loss measures "
+             "memorising")
     rows = [
         ("parameters", f"{run.model.parameter_count():,}"),
         ("shape", shape),
-        ("corpus", f"{run.corpus.name}, {len(run.corpus.text):,} characters (first 90% trains, last 10% validates)"),
+        ("corpus", f"{run.corpus.name}, {len(run.corpus.text):,} characters ({split})"),
         ("steps", f"{result.steps_done} of {train_config.steps} ({schedule})"),
         ("optimizer", f"{train_config.optimizer}: {optimizer}"),
         ("validation loss", f"**{val}** (cross-entropy in nats, mean of {train_config.eval_batches} fixed batches "
-                            "of the last-10% split)"),
+                            f"of {'the last-10% split' if run.held_out else 'the whole text'})"),
         ("wall time", f"{record['wall_seconds']:.0f} s ({record['eval_seconds']:.0f} s of it evaluation)"),
         ("speed", f"{record['tokens_per_second']:,.0f} tokens/s"),
         ("device", record["device"] if result.processes == 1 else

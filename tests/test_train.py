@@ -1,6 +1,7 @@
 """The loop (train.py), the run around it (run.py), the presets (presets.py) and the train CLI (cli/train.py)."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -218,6 +219,39 @@ def test_cli_reports_bad_input_without_traceback(tmp_path, capsys):
                               "--weights-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error:") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("threads", ["-2", "0", "100000"])
+def test_cli_refuses_threads_this_machine_does_not_have(tmp_path, capsys, threads):
+    """--threads -2 raised torch's own error; 999 ran on 2 cores, 100 times slower."""
+    assert train_cli.main(["--preset", "toy", "--threads", threads, "--weights-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: --threads must be from 1 to this machine's {os.cpu_count()} "
+                                               f"cores, got {threads}")
+
+
+def test_cli_refuses_a_batch_the_machines_memory_cannot_hold(tmp_path, capsys, monkeypatch):
+    """A command-line run has no server budget: --batch-size 100000 grew to 24 GB until the kernel killed it."""
+    monkeypatch.setattr(run_module, "available_memory", lambda: 512 * 2**20)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("to be or not to be " * 200, encoding="utf-8")
+    assert train_cli.main(["--preset", "tiny", "--batch-size", "100000", "--corpus", str(corpus), "--weights-dir",
+                           str(tmp_path / "w"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.fullmatch(r"error: training needs about [\d.]+ GiB .*, more than the 512.0 MiB free on CPU · \d "
+                        r"threads? now; lower batch_size to at most [\d,]+ \(now 100,000\)", err), err
+    assert not (tmp_path / "w").exists() or not any((tmp_path / "w").iterdir())  # refused before anything is written
+
+
+def test_the_model_card_of_a_text_too_short_to_hold_out_says_so(tmp_path):
+    """The card said 'first 90% trains, last 10% validates' of 'hello world', which trained and validated on all."""
+    corpus = tmp_path / "hw.txt"
+    corpus.write_text("hello world", encoding="utf-8")
+    assert train_cli.main(["--preset", "toy", "--steps", "3", "--corpus", str(corpus), "--run-name", "hw",
+                           "--weights-dir", str(tmp_path / "w"), "--device", "cpu"]) == 0
+    card = (tmp_path / "w" / "hw" / "README.md").read_text()
+    assert "too short to hold out 10%: it trains and validates on the whole text" in card
+    assert "last 10%" not in card and "fixed batches of the whole text" in card
+    assert "| shape | 1 layer, 1 head, embedding 16" in card
 
 
 def test_cli_prints_a_line_per_evaluation_above_the_progress_bar(tmp_path, shakespeare_text, capsys):

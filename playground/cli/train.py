@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import functools
 import logging
+import os
 import shlex
 import signal
 import sys
@@ -88,6 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
                           help="start the run named --run-name over (without it, an existing name is refused)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's)")
     return parser
+
+
+def threads_flag(value: int) -> int:
+    """--threads: 1 to this machine's cores (-2 raised torch's own error; 999 ran 100x slower on 2 cores)."""
+    cores = os.cpu_count() or 1
+    if not 1 <= value <= cores:
+        raise UsageError(f"--threads must be from 1 to this machine's {cores} cores, got {value}")
+    return value
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:
@@ -168,9 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     """Train as the flags say. Under torchrun (WORLD_SIZE > 1) every rank runs this; see distributed.py."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = build_parser().parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
     try:
+        if args.threads is not None:
+            torch.set_num_threads(threads_flag(args.threads))
         world = distributed.World.from_env()
         request = request_from_args(args)
         if not (args.resume or args.replace):
