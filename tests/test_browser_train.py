@@ -118,16 +118,20 @@ def test_each_preset_changes_the_fields_and_names_a_fresh_run(page, server):
     expect_no_error(page)
 
 
-def test_an_uploaded_txt_trains_as_your_uploaded_file(page, tmp_path, server):
+def test_an_uploaded_txt_trains_as_an_uploaded_file(page, tmp_path, server):
     panel = open_tab(page, "Train")
     upload_label = panel.get_by_text(".txt upload", exact=True)
     expect(upload_label).to_be_hidden()  # shown only for the corpus that needs it
     panel.get_by_label("uploaded .txt", exact=True).check()
     expect(upload_label).to_be_visible()
+    expect(panel).to_contain_text("What you upload or paste is not private")  # said before anything is given
+    expect(panel).to_contain_text("⚠️ choose a .txt file to upload")  # the estimate: not Shakespeare's 65 symbols
     corpus = tmp_path / "my-notes.txt"
-    corpus.write_text("It was the best of times, it was the worst of times.\n" * 60, encoding="utf-8")
+    text = "It was the best of times, it was the worst of times.\n" * 60
+    corpus.write_text(text, encoding="utf-8")
     panel.locator('input[type="file"]').set_input_files(str(corpus))
     expect(panel.get_by_text("my-notes.txt")).to_be_visible(timeout=WAIT_MS)
+    expect(panel).to_contain_text(f"(with the upload's {len(set(text))} symbols)", timeout=WAIT_MS)
     fill(panel, SMALL_RUN)
     name = run_name(panel, server)
     click(panel, "Start")

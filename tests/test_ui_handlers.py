@@ -367,8 +367,10 @@ def test_the_estimate_counts_the_chosen_texts_symbols(tmp_path):
     upload = tmp_path / "notes.txt"
     upload.write_text("abcabc\n", encoding="utf-8")
     assert "(with the upload's 4 symbols)" in train_tab.estimate(*fields, train_tab.CORPORA[1], str(upload), None)
-    # nothing chosen yet, or Tiny Shakespeare: its 65; a file a run would refuse is refused here too, in its words
-    assert "(with Tiny Shakespeare's 65 symbols)" in train_tab.estimate(*fields, train_tab.CORPORA[2], None, "  ")
+    # nothing uploaded or pasted yet, or a file a run would refuse: what Start would say, never Shakespeare's 65
+    assert train_tab.estimate(*fields, train_tab.CORPORA[2], None, "  \n") == "⚠️ the pasted text is empty"
+    assert train_tab.estimate(*fields, train_tab.CORPORA[1], None, None).startswith("⚠️ choose a .txt file to upload")
+    assert "(with Tiny Shakespeare's 65 symbols)" in train_tab.estimate(*fields, train_tab.CORPORA[0], None, "x")
     upload.write_bytes(b"\x00\x01binary")
     assert train_tab.estimate(*fields, train_tab.CORPORA[1], str(upload), None).startswith("⚠️ 'notes.txt'")
     assert train_tab.preset_note("toy").startswith("**toy**: notebook 004's toy")

@@ -73,10 +73,10 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
              optimizer="adamw", time_budget_seconds=0.0, corpus_choice=CORPORA[0], upload=None, pasted=None,
              limits: Limits | None = None) -> str:
     """Parameter count, a rough CPU time estimate (a time budget caps it) and the memory a run of the fields as
-    they stand needs, its vocabulary the chosen text's symbols (Tiny Shakespeare's 65 until an upload or pasted
-    text is there: a toy run on "hello world" has 8, and its embeddings and head are that much smaller)."""
+    they stand needs, its vocabulary the chosen text's symbols (a toy run on pasted "hello world" has 8, not Tiny
+    Shakespeare's 65, and its embeddings and head are that much smaller)."""
     symbols, corpus = 65, "Tiny Shakespeare's"
-    if corpus_choice in CORPORA[1:] and (upload or (isinstance(pasted, str) and pasted.strip())):
+    if corpus_choice in CORPORA[1:]:  # nothing uploaded or pasted yet: what Start would say, not Shakespeare's count
         try:
             text, _ = visitors_text(corpus_choice, upload, pasted, limits or Limits())
         except (ValueError, OSError) as exc:
