@@ -309,9 +309,10 @@ def _check_time(config: ModelConfig, train_config: TrainConfig, start_step: int,
 
 def _reserve_memory(config: ModelConfig, batch_size: int, device: torch.device,
                     budget: MemoryBudget | None) -> tuple[Cost, int]:
-    """Check the run's peak against the device's free memory (CUDA) and reserve it from ``budget``."""
+    """Check the run's peak against the device's free memory (CUDA; the CPU's where no server budget covers it: the
+    command line) and reserve it from ``budget``."""
     cost = memory_cost(config, batch_size)
-    free = free_device_memory(device)
+    free = free_device_memory(device) if budget is None or device.type != "cpu" else None
     if free is not None and cost.bytes > free:
         raise BudgetError(f"{cost.describe()}, more than the {human(free)} free on {describe(device)} now; "
                           f"{memory_advice(config, batch_size, free)}")
