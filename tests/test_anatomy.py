@@ -26,7 +26,7 @@ from playground.attention import MultiHeadAttentionWrapper
 from playground.attention.batched import BatchedAttention
 from playground.config import ModelConfig
 from playground.model import GPT
-from playground.textbook import MultiHeadSelfAttention
+from playground.textbook import notebook_002
 from playground.walkthrough import checkpoint_head_inputs, journey_preset
 
 # Notebook 001 (chapter 3 of Raschka's book), torch.manual_seed(123), the batch of two copies of the 6 x 3 inputs
@@ -140,15 +140,18 @@ def test_all_heads_are_the_models_own_heads(model):
 def test_forgotten_join_is_what_notebook_002s_attention_computes():
     """Run notebook 002's class with forget_transpose=True and the same weights: forgotten_join gives its output."""
     torch.manual_seed(5)
-    right = MultiHeadSelfAttention(24, 4)
-    wrong = MultiHeadSelfAttention(24, 4, forget_transpose=True)
+    right = notebook_002.MultiHeadAttention(24, 4)
+    wrong = notebook_002.MultiHeadAttention(24, 4, forget_transpose=True)
     wrong.load_state_dict(right.state_dict(), strict=True)
     x = torch.randn(1, 7, 24, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        join = forgotten_join(right.heads_output(x)[0], right.W_o)
-        assert_close(join.wrong_projected, wrong(x)[0])
-        assert_close(join.right_projected, right(x)[0])
-        assert join.output_difference == pytest.approx(float((wrong(x) - right(x)).abs().max()), rel=1e-5)
+        q, k, v = right.queries_keys_values(x)
+        heads_output, _ = notebook_002.scaled_dot_product(q, k, v)  # (1, h, T, d)
+        join = forgotten_join(heads_output[0], right.linear_layer)
+        (wrong_out, _), (right_out, _) = wrong(x), right(x)  # (1, T, d) each, with the attention
+        assert_close(join.wrong_projected, wrong_out[0])
+        assert_close(join.right_projected, right_out[0])
+        assert join.output_difference == pytest.approx(float((wrong_out - right_out).abs().max()), rel=1e-5)
     assert join.output_difference > 0.05 and join.concatenated_difference > 0.05
     with pytest.raises(ValueError, match=r"\(h, T, d\)"):
         forgotten_join(torch.ones(1, 2, 3, 4))

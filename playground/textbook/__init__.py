@@ -1,63 +1,45 @@
-"""The course notebooks' own classes, with their names, constructor signatures and parameter names, so a
-notebook's ``state_dict`` loads strictly and its outputs agree. Where each class comes from:
+"""The course notebooks' own classes, one module per notebook, under each notebook's names, constructor
+signatures, attribute names (so a notebook reader's ``state_dict`` loads strictly) and forward signatures. The
+notebooks themselves (``../shared/seeds``) are the specification; tests/test_notebooks.py runs their code beside
+these modules.
 
-    notebook 002  encoder.py    LayerNormalization(d_model, eps=1e-5), PositionwiseFeedForward(d_model, d_ff,
-                                dropout=0.1), MultiHeadSelfAttention(d_model, num_heads, forget_transpose=False)
-                                (the notebook's MultiHeadAttention, unmasked), EncoderLayer(d_model, num_heads, d_ff,
-                                dropout=0.1, forget_transpose=False), Encoder(num_layers, d_model, num_heads, d_ff,
-                                dropout=0.1, forget_transpose=False); post-norm, the heads joined right unless
-                                forget_transpose=True asks for the notebook's own (buggy) join
-    notebook 003  two_layer.py  MultiHeadAttention(d_model, num_heads) called (query, key, value, mask),
-                                FeedForward(d_model, d_ff), TransformerLayer(d_model, num_heads, d_ff, dropout=0.1),
-                                TwoLayerTransformer(vocab_size, d_model, num_heads, d_ff, max_len, dropout=0.1);
-                                causal, xavier init
-    notebook 004  toy_lm.py     SimpleLanguageModel(vocab_size, block_size, n_embd, n_head): attention only,
-                                forward(idx, targets) -> (logits, loss), generate(idx, max_new_tokens, generator)
-    pitfalls.py                 forgotten_transpose(heads_output): notebook 002's missing transpose, feature by feature
+    notebook_000  CharTokenizer, TokenIdsDataset, AttentionHead(config), MultiHeadAttention(config)
+    notebook_001  CausalAttention, MultiHeadAttentionWrapper, MultiHeadAttention, count_parameters
+    notebook_002  scaled_dot_product, MultiHeadAttention(d_model, num_heads), LayerNormalization,
+                  PositionwiseFeedForward, EncoderLayer, Encoder; heads joined right unless forget_transpose=True
+    notebook_003  MultiHeadAttention(d_model, num_heads, dropout), FeedForward, TransformerLayer,
+                  TwoLayerTransformer(vocab_size, d_model, num_heads, d_ff, max_seq_len, dropout)
+    notebook_004  Head(C_head), MultiHeadAttention(C, num_heads) with sliced heads, SimpleLanguageModel,
+                  get_batch, generate
+    pitfalls      forgotten_transpose(heads_output): notebook 002's missing transpose, feature by feature
 
-Knows nothing about tokenizers, files or the UI; imports nothing from the rest of the playground.
+The class names repeat across notebooks (four MultiHeadAttentions), so import the module:
 
-    from playground.textbook import Encoder
-    Encoder(2, 16, 4, 32)(torch.randn(1, 5, 16)).shape -> (1, 5, 16)
+    from playground.textbook import notebook_002
+    notebook_002.Encoder(16, 32, 4, 0.1, 2)(torch.randn(1, 5, 16)).shape -> (1, 5, 16)
+
+Knows nothing about files or the UI.
 """
 
-from playground.textbook.encoder import (
-    Encoder,
-    EncoderLayer,
-    LayerNormalization,
-    MultiHeadSelfAttention,
-    PositionwiseFeedForward,
-    combine_heads,
-)
+from playground.textbook import notebook_000, notebook_001, notebook_002, notebook_003, notebook_004
+from playground.textbook.notebook_002 import combine_heads
 from playground.textbook.pitfalls import FeatureSource, ForgottenTranspose, RowMix, forgotten_transpose
 from playground.textbook.sizes import TextbookError
-from playground.textbook.toy_lm import Head, Heads, SimpleLanguageModel
-from playground.textbook.two_layer import (
-    FeedForward,
-    MultiHeadAttention,
-    TransformerLayer,
-    TwoLayerTransformer,
-    causal_mask,
-)
+
+NOTEBOOKS = {"000": notebook_000, "001": notebook_001, "002": notebook_002, "003": notebook_003,
+             "004": notebook_004}
 
 __all__ = [
-    "Encoder",
-    "EncoderLayer",
+    "NOTEBOOKS",
     "FeatureSource",
-    "FeedForward",
     "ForgottenTranspose",
-    "Head",
-    "Heads",
-    "LayerNormalization",
-    "MultiHeadAttention",
-    "MultiHeadSelfAttention",
-    "PositionwiseFeedForward",
     "RowMix",
-    "SimpleLanguageModel",
     "TextbookError",
-    "TransformerLayer",
-    "TwoLayerTransformer",
-    "causal_mask",
     "combine_heads",
     "forgotten_transpose",
+    "notebook_000",
+    "notebook_001",
+    "notebook_002",
+    "notebook_003",
+    "notebook_004",
 ]

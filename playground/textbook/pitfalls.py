@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import torch
 
-from playground.textbook.encoder import combine_heads
+from playground.textbook.notebook_002 import combine_heads
 from playground.textbook.sizes import TextbookError
 
 
