@@ -120,7 +120,8 @@ def test_api_inputs_have_their_handlers_names(served):
     assert names["/sample"] == ["checkpoint", "prompt", "max_new_tokens", "temperature", "top_k", "top_p", "seed",
                                 "greedy", "use_cache", "drop_unknown"]
     assert names["/attention_step"][:4] == ["source", "checkpoint", "layer", "head"]
-    assert names["/model_view"][-2:] == ["dropout_seed", "forget_transpose"]  # optional: older calls still work
+    assert names["/model_view"][-3:] == ["dropout_seed", "forget_transpose", "book_inputs"]  # optional: older calls
+    # still work
     # optional after run_name; the optimizer, the time budget and the decay last, so calls written before they
     # existed still train with AdamW, no time budget and cosine decay
     assert names["/train_start"][14:] == ["run_name", "replace", "token", "browser_token", "optimizer",

@@ -73,3 +73,31 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     expect(panel).to_contain_text("h1·t5 ✓")  # the table: the last row's last block is in its place
     expect_no_error(page)
     screenshot(page, "model-no-transpose")
+
+
+def test_the_notebooks_own_models_on_the_text_and_on_their_own_inputs(page):
+    """Notebook 002's encoder layer, 003's two-layer transformer and 004's sliced heads: their heads, what each
+    head reads, and their shapes beside the notebook's. Screenshots: model-book-002, -003, -004."""
+    panel = open_tab(page, "Model")
+    expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)
+    for source, notebook, look in (("notebook 002's encoder layer", "002", "no grey cells"),
+                                   ("notebook 003's two-layer transformer", "003", "grey upper triangle"),
+                                   ("notebook 004's sliced heads", "004", "its own 8 of the 16 features")):
+        panel.get_by_role("radio", name=source, exact=True).check()
+        expect(heading(panel)).to_have_text(source, timeout=WAIT_MS)
+        expect(panel).to_contain_text(look)
+        expect(plot_titled(panel, "What each head reads")).to_be_visible(timeout=WAIT_MS)
+        expect(plot_titled(panel, f"{source}")).to_have_count(2 if notebook == "003" else 1)
+        expect(panel.get_by_role("radio", name=LEVEL_LABELS[0], exact=True)).to_be_hidden()
+        expect_no_error(page)
+        screenshot(page, f"model-book-{notebook}")
+    panel.get_by_role("radio", name="the notebook's own inputs", exact=True).check()
+    expect(panel).to_contain_text("the lab's sizes, reading the first 8 characters", timeout=WAIT_MS)
+    panel.get_by_role("radio", name="notebook 002's encoder layer", exact=True).check()
+    expect(panel).to_contain_text("torch.Size([30, 8, 200, 200])", timeout=WAIT_MS)  # the notebook's own line
+    expect(panel).to_contain_text("(1, 8, 200, 200)")  # beside this view's
+    expect_no_error(page)
+    panel.get_by_role("radio", name="trained checkpoint", exact=True).check()  # back: the levels return
+    expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)
+    expect(panel.get_by_role("radio", name="Block 1", exact=True)).to_be_visible()
+    expect_no_error(page)

@@ -30,7 +30,8 @@ def ctx() -> AppContext:
 
 def view(ctx, level, *, source="trained checkpoint", text=TEXT, layer=1, head=2, query=-1, key=3,
          switches=GPT_SWITCHES, forget=False, part="Block 2", handler=model_tab.model_view):
-    return handler(ctx, source, "shakespeare-char", text, level, layer, head, query, key, *switches, forget, part)
+    return handler(ctx, source, "shakespeare-char", text, level, layer, head, query, key, *switches, forget,
+                   part=part)
 
 
 def figures(result: model_tab.View) -> list:
@@ -183,7 +184,7 @@ def test_bad_input_is_a_clear_gradio_error(ctx, changes, message):
     args = {"level": SCORE, **changes}
     level = args.pop("level")
     with pytest.raises(gr.Error, match="(?i)" + message):
-        view(ctx, level, handler=lambda _ctx, *rest: handler(*rest), **args)
+        view(ctx, level, handler=lambda _ctx, *rest, **named: handler(*rest, **named), **args)
 
 
 def test_a_view_over_the_memory_budget_says_what_to_lower(tmp_path):
@@ -204,16 +205,27 @@ def test_the_model_map_navigates():
 def test_the_shown_view_and_the_controls_follow_the_level_and_the_model(ctx):
     shown = model_tab._shown(view(ctx, HEAD))
     assert shown[0] == "Block 2" and [plot.visible for plot in shown[2:6]] == [True, True, False, False]
-    checkpoint, layer, head, key, switches, forget, model_map = model_tab.controls(ctx, "textbook inputs", None,
-                                                                                    BLOCK)
+    checkpoint, layer, head, key, switches, forget, model_map, level, book_inputs, _ = model_tab.controls(
+        ctx, "textbook inputs", None, BLOCK)
     assert not checkpoint.visible and not layer.visible and not head.visible and switches.visible
     assert not forget.visible and model_tab.controls(ctx, "textbook inputs", None, HEADS)[5].visible
     assert model_map.choices == [(part, part) for part in lessons.map_parts(1)]
-    *visible, model_map = model_tab.controls(ctx, "trained checkpoint", "shakespeare-char", SCORE)
+    assert level.visible and not book_inputs.visible
+    *visible, model_map, level, book_inputs, query = model_tab.controls(ctx, "trained checkpoint", "shakespeare-char",
+                                                                        SCORE)
+    assert query.visible
     assert [c.visible for c in visible] == [True, True, True, True, False, False]
     assert model_map.choices == [(part, part) for part in lessons.map_parts(4)]
-    *_, unchanged = model_tab.controls(ctx, "trained checkpoint", "no-such-run", MODEL)  # the view says why
-    assert unchanged == gr.skip()
+    *_, unchanged, _, _, query = model_tab.controls(ctx, "trained checkpoint", "no-such-run", MODEL)
+    assert query.visible  # the logit lens frames the query's row  # the view says why
+    assert unchanged.visible and "choices" not in unchanged.constructor_args  # shown again, its parts as they were
+    # a notebook's own model: one view, so no map, no level and no pickers; its inputs instead
+    *pickers, model_map, level, book_inputs, query = model_tab.controls(ctx, "notebook 004's sliced heads", None,
+                                                                        SCORE)
+    pickers.append(query)
+    assert not any(c.visible for c in pickers) and not model_map.visible and not level.visible
+    assert book_inputs.visible
+    assert model_tab._shown(book_view(ctx, "notebook 004's sliced heads"))[0] == gr.skip()  # the map is left alone
 
 
 # ------------------------------------------------------------------------------------------------ its figures
@@ -265,3 +277,63 @@ def test_the_category_heatmap_windows_its_rows_and_names_its_categories():
     assert trace.text is None  # 128 rows: too many for a word per cell
     assert list(trace.colorbar.ticktext) == ["a", "b", "c", "d"] and (trace.zmin, trace.zmax) == (-0.5, 3.5)
     assert "(rows 72–199 of 200)" in figure.layout.title.text.replace("<br>", " ")
+
+
+def book_view(ctx, source, inputs="your text", text=TEXT):
+    return model_tab.model_view(ctx, source, None, text, SCORE, 0, 0, -1, 0, *GPT_SWITCHES, False, inputs)
+
+
+@pytest.mark.parametrize("source", list(model_tab.BOOK_SOURCES))
+@pytest.mark.parametrize("inputs", model_tab.BOOK_INPUTS)
+def test_each_notebooks_own_model_draws_its_heads_what_they_read_and_its_shapes(ctx, source, inputs):
+    notebook = model_tab.BOOK_SOURCES[source]
+    result = book_view(ctx, source, inputs)
+    book = anatomy.book_model(notebook, TEXT, inputs == model_tab.BOOK_INPUTS[1])
+    assert result.heading.startswith(f"### {source}") and "**Look for:**" in result.heading
+    assert len(result.heading.split("<details>")[0].split()) <= 60 + len(book.description.split())
+    drawn = figures(result)
+    assert len(drawn) == len(book.weights) + 1  # a grid of heads per layer, then what each head reads
+    for figure in drawn:
+        json.loads(figure.to_json())
+    heads_num = book.weights[0].shape[0]
+    grid = drawn[0]
+    panels = sum((trace.hovertemplate or "").startswith("head ") for trace in grid.data)
+    assert panels == min(heads_num, plots.MAX_GRID_PANELS)
+    assert result.numbers.count("\n") == len(book.shapes) + 1  # the header, its rule and one row per shape
+    for row in book.shapes:
+        assert f"`{row.notebook}`" in result.numbers and f"`{tuple(row.here)}`" in result.numbers
+    if notebook == "002" and inputs == model_tab.BOOK_INPUTS[1]:  # the notebook's own sizes: its shapes, batch 1
+        for row in book.shapes:
+            assert row.notebook.replace("[30, ", "[1, ") == f"torch.Size({list(row.here)})"
+
+
+def test_the_notebooks_printed_shapes_are_what_notebook_002_prints():
+    from notebook_seeds import seed_file
+    printed = seed_file("002").read_text(encoding="utf-8")
+    for step, shape in anatomy.book_models.NOTEBOOK_002_PRINTED:
+        assert f"{step}: {shape}" in printed
+
+
+def test_004s_heads_read_their_own_slices_and_002s_read_everything(ctx):
+    sliced = anatomy.book_model("004", TEXT)
+    assert sliced.reads.tolist() == [[1.0] * 8 + [0.0] * 8, [0.0] * 8 + [1.0] * 8]
+    assert bool((anatomy.book_model("002", TEXT).reads == 1).all())
+    for book in (sliced, anatomy.book_model("003", TEXT)):  # causal: nothing above the diagonal
+        for weights in book.weights:
+            assert torch.count_nonzero(weights.triu(diagonal=1)) == 0
+            assert_close(weights.sum(-1), torch.ones(weights.shape[:2]))
+    encoder = anatomy.book_model("002", TEXT).weights[0]
+    future = torch.ones(encoder.shape[-2:], dtype=torch.bool).triu(diagonal=1)
+    assert bool((encoder[:, future] > 0).all())  # unmasked: every query reads every later token
+
+
+def test_a_book_model_reads_at_most_64_characters_and_refuses_an_empty_text(ctx):
+    result = book_view(ctx, "notebook 004's sliced heads", text="abc" * 40)
+    assert "first 64 characters" in result.heading
+    assert anatomy.book_model("004", "abc" * 40).weights[0].shape == (2, 64, 64)
+    handler = bound(model_tab.model_view, ctx)
+    with pytest.raises(gr.Error, match="(?i)the text is empty"):
+        handler("notebook 003's two-layer transformer", None, "", SCORE, 0, 0, -1, 0, *GPT_SWITCHES, False)
+    with pytest.raises(gr.Error, match="inputs"):
+        handler("notebook 003's two-layer transformer", None, TEXT, SCORE, 0, 0, -1, 0, *GPT_SWITCHES, False,
+                "a hat")

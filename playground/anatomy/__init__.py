@@ -3,6 +3,8 @@
     levels.py    the maths of each zoom level: one_score, all_heads / textbook_heads (and forgotten_join, notebook
                  002's forgotten transpose as a what-if), block_walk, logit_lens, and view_cost (what a view
                  costs, from its shapes)
+    book_models.py  the notebooks' own models (002's encoder layer, 003's two-layer transformer, 004's sliced
+                 heads): their heads, what each head reads, their shapes beside the notebook's
     lessons.py   the level titles, the model map's parts and what to look for at each level (words only)
 
 Level 2 (one head) is the Attention tab's walk-through (playground.walkthrough), reused as it is. Knows nothing
@@ -14,6 +16,7 @@ about Gradio, Plotly or figures.
 """
 
 from playground.anatomy import lessons
+from playground.anatomy.book_models import BOOK_MODELS, BookModel, ShapeRow, book_model
 from playground.anatomy.levels import (
     ACTIVATIONS,
     FORGOTTEN_MAP_BYTES,
@@ -44,6 +47,10 @@ from playground.anatomy.levels import (
 )
 
 __all__ = [
+    "BOOK_MODELS",
+    "BookModel",
+    "ShapeRow",
+    "book_model",
     "ACTIVATIONS",
     "FORGOTTEN_MAP_BYTES",
     "LEVELS",

@@ -42,6 +42,28 @@ def subscript(number: int) -> str:
     return str(number).translate(SUBSCRIPT_DIGITS)
 
 
+# A notebook's own model (book_models.py): one line to look for, the rest behind "more"
+BOOK_LOOK_FOR = {
+    "002": "no grey cells: an encoder's tokens read every token, later ones too.",
+    "003": "the grey upper triangle in both layers (the causal mask); layer 2 reads layer 1's output.",
+    "004": "in the last picture each head reads only its own 8 of the 16 features; GPT's heads read all of them.",
+}
+BOOK_MORE = {
+    "002": "Notebook 002's `MultiHeadAttention` computes q, k and v in one `qkv_layer`, laid out per head: head i's "
+           "q, k and v are its output features [3·d·i, 3·d·(i+1)). The layer is post-norm: "
+           "`norm1(x + attention(x))`, then `norm2(x + ffn(x))`. The notebook joins the heads without a transpose; "
+           "here they are joined right (the **forget the transpose** switch at level 3 shows the notebook's way). "
+           "The table puts the shapes the notebook prints for its own sizes beside this view's.",
+    "003": "Notebook 003 writes W_q, W_k, W_v and W_o as four Linear layers and calls attention as "
+           "`attention(x, x, x, mask)`. Both layers are post-norm; the mask is `tril(ones(T, T))`, so every score "
+           "above the diagonal is −∞ and its weight exactly 0. The table's middle column is the notebook's shape "
+           "comments.",
+    "004": "Notebook 004's `MultiHeadAttention(C, num_heads)` hands head i the slice `x[..., i·C_head:(i+1)·C_head]` "
+           "of each embedding, with key, query and value of C_head × C_head; `proj` then mixes the heads. So a "
+           "head cannot see the other heads' features at all. The model has no residual, no norm and no MLP: "
+           "logits = output(attn(token_emb + pos_emb)).",
+}
+
 TEXTBOOK_NO_MODEL = (
     "The book's inputs are six hand-made 3-d vectors: they have no vocabulary, so there is no LM head and no "
     "next character to predict. Pick **trained checkpoint** as the source to see the whole model.")

@@ -27,7 +27,9 @@ from playground.checks import count
 from playground.tokenizer import UnknownCharacterError, escape_char
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
 
-SOURCES = ("trained checkpoint", "textbook inputs")
+BOOK_SOURCES = {title: notebook for notebook, title in anatomy.BOOK_MODELS.items()}  # source -> notebook
+SOURCES = ("trained checkpoint", "textbook inputs", *BOOK_SOURCES)
+BOOK_INPUTS = ("your text", "the notebook's own inputs")
 ATTENTION_MODES = {"decoder": True, "encoder": False}  # the switch's value -> causal
 DEFAULT_TEXT = "To be, or not to be: that is the question."
 CONTROL_MIN_WIDTH = 160
@@ -459,18 +461,47 @@ def _textbook_view(settings: Settings, part) -> View:
     return View(_current_part(level, 0, part, parts), *shown, parts)
 
 
+def _book_view(source: str, text: str, book_inputs: str) -> View:
+    """A notebook's own model: every head's weights, what each head reads, its shapes beside the notebook's."""
+    book = anatomy.book_model(BOOK_SOURCES[source], text, book_inputs == BOOK_INPUTS[1])
+    tokens = [_token_label(token) for token in book.tokens]
+    T = len(tokens)
+    future = ~torch.ones(T, T, dtype=torch.bool).tril() if book.causal else None
+    layers = len(book.weights)
+    grids = [plots.heads_grid(weights, tokens, f"{book.title}" + (f", layer {i + 1}" if layers > 1 else "")
+                              + ": every head's attention weights", masked=future)
+             for i, weights in enumerate(book.weights)]
+    heads_num, width = book.reads.shape
+    reads = plots.heatmap(book.reads, [f"head {h}" for h in range(heads_num)], [f"x{c}" for c in range(width)],
+                          "What each head reads: the input features its q, k and v are computed from",
+                          zmin=0.0, zmax=1.0, x_title="input feature", show_values=False, sparse_columns=True)
+    figures = [*grids, reads]
+    table = ["| step | the notebook | here |", "|---|---|---|"]
+    table += [f"| `{row.step}` | `{row.notebook}` | `{tuple(row.here)}` |" for row in book.shapes]
+    heading = (f"### {book.title}\n\n**Look for:** {lessons.BOOK_LOOK_FOR[book.notebook]}\n\n*{book.description}*"
+               + "".join(f"\n\nℹ️ {note}" for note in book.notes)
+               + f"\n\n<details><summary>more</summary>\n\n{lessons.BOOK_MORE[book.notebook]}\n\n</details>")
+    figures += [None] * (4 - len(figures))
+    return View("", heading, *figures, "\n".join(table), [])
+
+
 # --------------------------------------------------------------------------------------------- handlers
 
 def model_view(ctx: AppContext, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
-               activation, dropout, dropout_seed, forget_transpose: bool = False, part: str = "") -> View:
+               activation, dropout, dropout_seed, forget_transpose: bool = False, book_inputs: str = BOOK_INPUTS[0],
+               part: str = "") -> View:
     """Plain handler: one zoom level's view. Returns a View (the map's part, heading Markdown, up to four figures,
     a numbers Markdown table, and the map's parts for this model). ``forget_transpose`` (level 3 only): join the
-    heads as notebook 002's code does, without the transpose. ``part``: the part of the model map last clicked
-    (the page keeps it; API clients leave it out)."""
+    heads as notebook 002's code does, without the transpose. A notebook's own model as the source (notebook 002's
+    encoder layer, 003's two-layer transformer, 004's sliced heads) reads ``book_inputs``: the text or the
+    notebook's own inputs. ``part``: the part of the model map last clicked (the page keeps it; API clients leave
+    it out)."""
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
+    source = checks.choice(source, "source", SOURCES)
+    if source in BOOK_SOURCES:
+        return _book_view(source, text, checks.choice(book_inputs, "inputs", BOOK_INPUTS))
     settings = _settings(level, layer, head, query, key, norm_order, attention, activation, dropout, dropout_seed,
                          forget_transpose)
-    source = checks.choice(source, "source", SOURCES)
     if source == SOURCES[0]:
         return _checkpoint_view(ctx, checkpoint, text, settings, part)
     return _textbook_view(settings, part)
@@ -490,26 +521,33 @@ def navigate(part, level, layer) -> tuple[str, object, str]:
 
 def controls(ctx: AppContext, source, checkpoint, level) -> tuple:
     """Which pickers the view uses, (checkpoint group, layer, head, key, block switches, the forget-the-transpose
-    switch) visible or not, and the model map's parts for this model (left as they are when the checkpoint does
-    not load: the view says why)."""
+    switch, the zoom level, the book model's inputs, the query) visible or not, and the model map's parts for this model
+    (left as they are when the checkpoint does not load: the view says why). A notebook's own model has one view:
+    no map, no zoom level."""
     key = lessons.level_key(level) if level in LEVEL_TITLES else "score"
     from_checkpoint = source == SOURCES[0]  # the textbook has one layer, and its block one head
-    model_map = gr.Radio(choices=lessons.map_parts(1))
+    if source in BOOK_SOURCES:
+        hidden = gr.Number(visible=False)
+        return (gr.Group(visible=False), hidden, hidden, hidden, gr.Group(visible=False), gr.Checkbox(visible=False),
+                gr.Radio(visible=False), gr.Radio(visible=False), gr.Radio(visible=True), hidden)
+    model_map = gr.Radio(choices=lessons.map_parts(1), visible=True)
     if from_checkpoint:
         try:
-            model_map = gr.Radio(choices=lessons.map_parts(ctx.checkpoint(checkpoint or "").config.layers_num))
+            model_map = gr.Radio(choices=lessons.map_parts(ctx.checkpoint(checkpoint or "").config.layers_num),
+                                 visible=True)
         except (ValueError, OSError, RuntimeError):
-            model_map = gr.skip()
+            model_map = gr.Radio(visible=True)
     return (gr.Group(visible=from_checkpoint), gr.Number(visible=from_checkpoint and key != "model"),
             gr.Number(visible=from_checkpoint and key in ("score", "head", "heads", "block")),
             gr.Number(visible=key == "score"), gr.Group(visible=key == "block"), gr.Checkbox(visible=key == "heads"),
-            model_map)
+            model_map, gr.Radio(visible=True), gr.Radio(visible=False), gr.Number(visible=True))
 
 
 def _shown(view: View) -> tuple:
     """The view as component values: the map's part, and only the figures the level draws."""
     figures = (view.plot_a, view.plot_b, view.plot_c, view.plot_d)
-    return (view.part, view.heading, *(gr.Plot(value=figure, visible=figure is not None) for figure in figures),
+    part = view.part or gr.skip()  # a notebook's own model has no map: it stays as it was, hidden
+    return (part, view.heading, *(gr.Plot(value=figure, visible=figure is not None) for figure in figures),
             view.numbers)
 
 
@@ -559,6 +597,7 @@ def build(ctx: AppContext) -> None:
         dropout_seed = gr.Number(0, label="dropout seed", min_width=CONTROL_MIN_WIDTH)
     forget_transpose = gr.Checkbox(False, label=lessons.FORGET_TRANSPOSE_LABEL, info=lessons.FORGET_TRANSPOSE_INFO,
                                    visible=False)
+    book_inputs = gr.Radio(list(BOOK_INPUTS), value=BOOK_INPUTS[0], label="The book's model reads", visible=False)
     heading = gr.Markdown(label="level")
     # Each figure keeps its own column, shown or not: a figure beside one that appears or goes keeps its width
     # (Plotly does not redraw when its box is resized, so it would spill out of its half or leave it empty).
@@ -577,12 +616,13 @@ def build(ctx: AppContext) -> None:
     clicked = gr.State("")  # the part of the model map last clicked: the model level names it
 
     settings = [source, checkpoint, text, level, layer, head, query, key, norm_order, attention, activation, dropout,
-                dropout_seed, forget_transpose, clicked]
+                dropout_seed, forget_transpose, book_inputs, clicked]
     view_io = dict(inputs=settings, outputs=[model_map, heading, plot_a, plot_b, plot_c, plot_d, numbers])
     view = bound(model_view, ctx, then=_shown)
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
     shown_controls = dict(fn=bound(controls, ctx), inputs=[source, checkpoint, level],
-                          outputs=[checkpoint_group, layer, head, key, switches, forget_transpose, model_map],
+                          outputs=[checkpoint_group, layer, head, key, switches, forget_transpose, model_map, level,
+                                   book_inputs, query],
                           show_progress="hidden",
                           trigger_mode="always_last", **ctx.fast_lane)
     # on arrival (see attention_tab): the view reads the page's values once it has loaded
@@ -594,7 +634,7 @@ def build(ctx: AppContext) -> None:
     # level and layer also change when the map is clicked: .input here, and the map's click renders once itself
     gr.on([source.change, checkpoint.change, text.change, level.input, layer.input, head.change, query.change,
            key.change, norm_order.change, attention.change, activation.change, dropout.change, dropout_seed.change,
-           forget_transpose.change],
+           forget_transpose.change, book_inputs.change],
           view, **view_io, api_name="model_view", **quick)
     model_map.input(friendly(navigate), [model_map, level, layer], [level, layer, clicked],
                     api_name="model_navigate", api_visibility="private", show_progress="hidden").then(
