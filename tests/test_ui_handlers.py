@@ -16,6 +16,7 @@ import gradio as gr
 import numpy as np
 import pytest
 import torch
+from conftest import REPO
 
 from playground import checkpoints, device
 from playground.budget import MIB, BudgetError, MemoryBudget
@@ -809,3 +810,25 @@ def test_a_runs_notes_are_its_owners_alone():
         train_tab.render_status(status, owned=True)[0]
     theirs = train_tab.render_status(status, owned=False)[0]
     assert "training on the pasted text on cpu" in theirs and "c-mine" not in theirs
+
+
+def test_the_offered_prompt_follows_the_checkpoints_vocabulary(tmp_path):
+    """A toy run on "hello world" picked with the default "ROMEO:\\n" raised an unknown-characters toast."""
+    from playground.run import RunRequest, prepare_run, run_training
+
+    shutil.copytree(REPO / "weights" / "shakespeare-char", tmp_path / "shakespeare-char")
+    preset = TRAIN_PRESETS["toy"]
+    run_training(prepare_run(RunRequest(run_name="hello", model=preset.model.to_dict(),
+                                        train=dataclasses.replace(preset.train, steps=2), corpus_text="hello world",
+                                        corpus_name="pasted text", weights_dir=tmp_path)))
+    ctx = AppContext(limits=Limits(), weights=tmp_path)
+    default = sample_tab.DEFAULT_PROMPT
+    fitted, offered = sample_tab.fitting_prompt(ctx, "hello", default, default)
+    assert fitted == offered == " "  # none of "ROMEO:\n" is in "hello world": the model's start text
+    assert sample_tab.fitting_prompt(ctx, "hello", "hello\n", default) == (gr.skip(), default)  # typed: kept
+    assert sample_tab.fitting_prompt(ctx, "hello", "ROMEO: wo", "ROMEO: wo") == (" wo", " wo")  # the readable part
+    fitted, _ = sample_tab.fitting_prompt(ctx, "shakespeare-char", offered, offered)
+    assert fitted == " "  # an offered prompt the next model reads stays
+    *_, last = sample_tab.sample(ctx, "hello", fitted, 5, 0.8, 0, 1.0, 1, False, True, False, {})
+    assert last[0].startswith(fitted) and len(last[0]) == 6  # Generate takes what was offered, without a refusal
+    assert sample_tab.fitting_prompt(ctx, "no-such-run", default, default) == (gr.skip(), default)

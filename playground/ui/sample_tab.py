@@ -63,6 +63,23 @@ def checkpoint_summary(ctx: AppContext, name: str) -> str:
             f"{loaded.description}")
 
 
+def fitting_prompt(ctx: AppContext, name: str, prompt: str, offered: str) -> tuple[str, str]:
+    """The prompt for a newly chosen checkpoint, and the prompt this page offered: a prompt the page offered (the
+    default, or one this function gave) that the new vocabulary cannot read becomes its readable characters, or the
+    model's start text when none are left ("ROMEO:\\n" -> " " for a model of "hello world"). A prompt the learner
+    typed is left as it is: Generate says which characters the model lacks."""
+    if not isinstance(prompt, str) or prompt not in (DEFAULT_PROMPT, offered):
+        return gr.skip(), offered
+    try:
+        tokenizer = ctx.checkpoint(name).tokenizer
+    except (ValueError, OSError, RuntimeError):
+        return gr.skip(), offered  # the summary says why it does not load
+    if not tokenizer.find_unknown(prompt):
+        return prompt, prompt
+    fitted = without_unknown(tokenizer, prompt) or start_text(tokenizer)
+    return fitted, fitted
+
+
 def _plural(tokenizer: Tokenizer) -> str:
     """What the generated tokens are called: "characters", or "tokens" for a subword tokenizer."""
     return f"{tokenizer.token_name}s"
@@ -339,6 +356,9 @@ def build(ctx: AppContext) -> None:
 
     keep_on_refusal(checkpoint.change(bound(checkpoint_summary, ctx), checkpoint, summary,
                                       api_name="checkpoint_info"), [summary], "checkpoint_info_refused")
+    offered = gr.State(DEFAULT_PROMPT)  # the prompt this page last put in the box (not one the learner typed)
+    checkpoint.change(bound(fitting_prompt, ctx), [checkpoint, prompt, offered], [prompt, offered],
+                      api_name="sample_prompt", api_visibility="private", show_progress="hidden")
     sampled = [output, coloured, stats, history]
     keep_on_refusal(generate.click(bound(sample, ctx),
                                    [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy,
