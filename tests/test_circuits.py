@@ -1,0 +1,180 @@
+"""playground.circuits against independent computations: the attribution sums to the model's logit and each head's
+share is recomputed from the attention weights by hand; the QK circuit predicts the model's own attention; the OV
+circuit is what a head writes when it attends to one token; ablation equals editing the weights."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from playground.circuits import (
+    CircuitError,
+    ablated,
+    head_effects,
+    head_means,
+    logit_attribution,
+    ov_circuit,
+    qk_circuit,
+    text_loss,
+)
+from playground.config import ModelConfig
+from playground.model import GPT
+
+
+def tiny(use_bias: bool, layers: int = 2, tie: bool = False, seed: int = 3) -> GPT:
+    torch.manual_seed(seed)
+    config = ModelConfig(vocabulary_size=13, context_size=16, embedding_dim=24, heads_num=4, layers_num=layers,
+                         use_bias=use_bias, tie_embeddings=tie)
+    model = GPT(config).eval()
+    with torch.no_grad():  # far from the initialisation's small weights, so every part matters
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.2)
+    return model
+
+
+IDS = torch.tensor([1, 5, 2, 7, 7, 3, 0, 12, 5, 4, 9])
+
+
+@pytest.mark.parametrize("use_bias, tie", [(False, False), (True, False), (True, True)],
+                         ids=["no-bias", "bias", "gpt2-tied"])
+@pytest.mark.parametrize("position", [0, 4, -1])
+def test_the_parts_sum_to_the_models_logit(use_bias, tie, position):
+    model = tiny(use_bias, tie=tie)
+    with torch.no_grad():
+        logits = model(IDS.view(1, -1)).logits[0]
+    for target in (0, 6, 12):
+        parts = logit_attribution(model, IDS, position, target)
+        assert parts.logit == pytest.approx(float(logits[position, target]), abs=1e-5)
+        assert float(parts.values.sum()) == pytest.approx(parts.logit, abs=1e-4)
+    assert len(parts.names) == len(set(parts.names))
+    assert sum(kind == "head" for kind in parts.kinds) == 2 * 4 and parts.names.count("L1 MLP") == 1
+
+
+def test_a_heads_share_recomputed_by_hand_from_its_attention_weights():
+    """The head's output at the position is its weights times its values; through its slice of W_O, centred,
+    divided by the final norm's scale and read by the target's LM-head row times the norm's gain."""
+    model = tiny(use_bias=True, layers=1)
+    position, target, layer, head = 7, 4, 0, 2
+    ids = IDS.view(1, -1)
+    with torch.no_grad():
+        out = model(ids, return_attention=True)
+        x = out.attention_inputs[layer][0]  # (T, C): ln_1 of the stream
+        w_q, w_k, w_v, b_q, b_k, b_v = model.blocks[layer].attn.head_projections(head)
+        values = x @ w_v + b_v  # (T, d)
+        weights = out.attention_weights[layer][0, head]  # (T, T)
+        head_out = weights[position] @ values  # (d,)
+        d = model.config.head_size
+        written = model.blocks[layer].attn.proj.weight[:, head * d:(head + 1) * d] @ head_out  # (C,)
+        stream = model.embed(ids)[0, position] + model.blocks[layer].attn(x.unsqueeze(0))[0][0, position]
+        stream = stream + model.blocks[layer].mlp(model.blocks[layer].ln_2(stream))
+        scale = torch.sqrt(stream.var(unbiased=False) + model.ln_f.eps)
+        expected = ((written - written.mean()) / scale) @ (model.lm_head.weight[target] * model.ln_f.weight)
+    parts = logit_attribution(model, IDS, position, target)
+    assert parts.head(layer, head) == pytest.approx(float(expected), abs=1e-5)
+    assert parts.scale == pytest.approx(float(scale), abs=1e-6)
+
+
+def test_the_qk_circuit_predicts_the_models_own_attention():
+    """Two tokens, position embeddings zeroed: in layer 0, query c_q at position 1 weighs key c_k at 0 against
+    itself by exp(qk[c_q, c_k] - qk[c_q, c_q])."""
+    model = tiny(use_bias=True)
+    with torch.no_grad():
+        model.position_embedding.weight.zero_()
+    circuit = qk_circuit(model, 0, 1)
+    assert circuit.shape == (13, 13)
+    for c_k, c_q in ((2, 5), (7, 7), (12, 0)):
+        with torch.no_grad():
+            weights = model(torch.tensor([[c_k, c_q]]), return_attention=True).attention_weights[0][0, 1]
+        expected = float(torch.log(weights[1, 0] / weights[1, 1]))
+        assert float(circuit[c_q, c_k] - circuit[c_q, c_q]) == pytest.approx(expected, abs=1e-4)
+
+
+def test_the_ov_circuit_is_what_a_head_writes_attending_to_one_token():
+    """At the first position a head can attend only to that token: its output there, through its slice of W_O,
+    the final norm and the LM head, is the OV circuit's row (position embeddings zeroed, so the row is the token's)."""
+    model = tiny(use_bias=False)
+    with torch.no_grad():
+        model.position_embedding.weight.zero_()
+    layer, head, d = 0, 3, model.config.head_size
+    circuit = ov_circuit(model, layer, head)
+    captured = []
+    hook = model.blocks[layer].attn.proj.register_forward_pre_hook(lambda _m, args: captured.append(args[0]))
+    try:
+        for token in (0, 6, 11):
+            captured.clear()
+            with torch.no_grad():
+                model(torch.tensor([[token]]))
+                written = captured[0][0, 0, head * d:(head + 1) * d] @ \
+                    model.blocks[layer].attn.proj.weight[:, head * d:(head + 1) * d].T
+                assert_close(circuit[token], model.lm_head(model.ln_f(written)), atol=1e-5, rtol=0)
+    finally:
+        hook.remove()
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_ablation_equals_editing_the_output_projection(mode):
+    model = tiny(use_bias=True)
+    heads = [(0, 1), (1, 3)]
+    d = model.config.head_size
+    edited = copy.deepcopy(model)
+    means = head_means(model, IDS)
+    with torch.no_grad():
+        for layer, head in heads:
+            proj = edited.blocks[layer].attn.proj
+            columns = slice(head * d, (head + 1) * d)
+            if mode == "mean":  # a constant input to those columns is a constant added to the bias
+                proj.bias += proj.weight[:, columns] @ means[layer][columns]
+            proj.weight[:, columns] = 0.0
+        expected = edited(IDS.view(1, -1)).logits
+        intact = model(IDS.view(1, -1)).logits
+        with ablated(model, heads, mode, token_ids=IDS):
+            knocked = model(IDS.view(1, -1)).logits
+        after = model(IDS.view(1, -1)).logits
+    assert_close(knocked, expected, atol=1e-5, rtol=0)
+    assert not torch.allclose(knocked, intact, atol=1e-3)
+    assert torch.equal(after, intact)  # the hooks are gone
+
+
+def test_head_effects_rank_every_head_by_the_loss_it_adds():
+    model = tiny(use_bias=False)
+    effects = head_effects(model, IDS, mode="zero")
+    assert len(effects) == 8 and [e.added for e in effects] == sorted((e.added for e in effects), reverse=True)
+    intact = text_loss(model, IDS)
+    top = effects[0]
+    with ablated(model, [(top.layer, top.head)], "zero"):
+        assert text_loss(model, IDS) == pytest.approx(intact + top.added, abs=1e-6)
+
+
+def test_bad_requests_say_what_is_wrong():
+    model = tiny(use_bias=False)
+    with pytest.raises(CircuitError, match="layer 2 is out of range: this model has 2 layers"):
+        qk_circuit(model, 2, 0)
+    with pytest.raises(CircuitError, match="head 4 is out of range"):
+        ov_circuit(model, 0, 4)
+    with pytest.raises(CircuitError, match="position 11 is outside the text's 11 tokens"):
+        logit_attribution(model, IDS, 11, 0)
+    with pytest.raises(CircuitError, match="target id 13 is outside the vocabulary"):
+        logit_attribution(model, IDS, 0, 13)
+    with pytest.raises(CircuitError, match="mean ablation needs the text"):
+        with ablated(model, [(0, 0)], "mean"):
+            pass
+    with pytest.raises(CircuitError, match="ablation mode 'half'"):
+        with ablated(model, [(0, 0)], "half"):
+            pass
+    with pytest.raises(CircuitError, match="reads at most 16"):
+        logit_attribution(model, torch.zeros(17, dtype=torch.long), 0, 0)
+
+
+def test_on_the_shipped_model_the_parts_sum_to_its_logit_and_a_head_is_needed():
+    from conftest import REPO
+
+    from playground.checkpoints import load_checkpoint
+
+    loaded = load_checkpoint("shakespeare-char", directory=REPO / "weights")
+    ids = loaded.tokenizer.encode("ROMEO:\nWhat light through yonder window breaks")
+    parts = logit_attribution(loaded.model, ids, -1, int(ids[-1]))
+    assert float(parts.values.sum()) == pytest.approx(parts.logit, abs=1e-4)
+    assert head_effects(loaded.model, ids)[0].added > 0  # knocking out its most needed head raises the loss
