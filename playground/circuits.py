@@ -6,6 +6,7 @@ out. The maths only, on playground.model.GPT (the character models and the GPT-2
                                                               the parts sum to the model's logit (float32, 1e-4)
     qk_circuit(model, layer=0, head=2)                        (V, V): the score query character i gives key character j
     ov_circuit(model, layer=0, head=2)                        (V, V): the logits head writes when it attends to c
+    key_contributions(model, ids, 9, 1, layer=0, head=2)      which attended tokens pushed the target, through it
     with ablated(model, [(0, 2)], mode="mean", token_ids=ids):  the model runs with head 2 of layer 0 knocked out
     head_effects(model, ids)                                  every head's knock-out: the loss it adds, ranked
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from playground.model import GPT
+from playground.model import GPT, HEADS_OUTPUT_OVERRIDES
 
 ABLATION_MODES = ("zero", "mean")
 
@@ -84,6 +85,28 @@ def _check_token(model: GPT, token_id: int, what: str = "target") -> int:
 
 
 @contextmanager
+def _overriding(replacements: dict) -> Iterator[None]:
+    """The model's heads' outputs changed by ``replacements`` ({attention module: fn}) in this thread's forward
+    passes only (model.HEADS_OUTPUT_OVERRIDES); one already in force runs first."""
+    current = dict(HEADS_OUTPUT_OVERRIDES.get() or {})
+    for module, replace in replacements.items():
+        before = current.get(module)
+        current[module] = replace if before is None else (lambda y, first=before, then=replace: then(first(y)))
+    token = HEADS_OUTPUT_OVERRIDES.set(current)
+    try:
+        yield
+    finally:
+        HEADS_OUTPUT_OVERRIDES.reset(token)
+
+
+def _recorder(store: list):
+    def record(y: torch.Tensor) -> torch.Tensor:
+        store.append(y)
+        return y
+    return record
+
+
+@contextmanager
 def _evaluating(model: GPT) -> Iterator[None]:
     was_training = model.training
     model.eval()
@@ -96,32 +119,29 @@ def _evaluating(model: GPT) -> Iterator[None]:
 
 def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor, position: int) -> tuple[list[str], list[str],
                                                                                      list[torch.Tensor], torch.Tensor]:
-    """Every part's output at ``position`` (each (C,)) and the final residual stream there, from one forward pass
-    that records each block's attention-projection input and MLP output."""
+    """Every part's output at ``position`` (each (C,)) and the final residual stream there: the blocks run one by
+    one as Block.forward runs them, keeping each one's heads' outputs (before the projection) and MLP output."""
     ids = token_ids.view(1, -1)  # (1, T)
     T = ids.size(1)
     config = model.config
     d = config.head_size
-    head_inputs: list[torch.Tensor] = []  # per layer (T, C): the heads' outputs side by side, before proj
+    head_inputs: list[list[torch.Tensor]] = [[] for _ in model.blocks]  # per layer: (1, T, C) before proj
     mlp_outputs: list[torch.Tensor] = []  # per layer (T, C)
-    hooks = []
-    for block in model.blocks:
-        hooks.append(block.attn.proj.register_forward_pre_hook(lambda _m, args: head_inputs.append(args[0][0])))
-        hooks.append(block.mlp.register_forward_hook(lambda _m, _args, out: mlp_outputs.append(out[0])))
-    try:
+    with _overriding({block.attn: _recorder(head_inputs[i]) for i, block in enumerate(model.blocks)}):
         x = model.embed(ids)  # (1, T, C)
-        for block in model.blocks:
-            x, _, _ = block(x)
-    finally:
-        for hook in hooks:
-            hook.remove()
+        for block in model.blocks:  # pre-norm: x + attn(ln_1(x)), then + mlp(ln_2(x))
+            attended, _ = block.attn(block.ln_1(x))
+            x = x + attended
+            mlp_out = block.mlp(block.ln_2(x))
+            mlp_outputs.append(mlp_out[0])
+            x = x + mlp_out
     positions = torch.arange(T, device=ids.device)
     names = ["token embedding", "position embedding"]
     kinds = ["embedding", "embedding"]
     parts = [model.token_embedding(ids[0])[position], model.position_embedding(positions)[position]]
     for layer, block in enumerate(model.blocks):
         proj = block.attn.proj.weight  # (C, C): out x in
-        joined = head_inputs[layer][position]  # (C,)
+        joined = head_inputs[layer][0][0, position]  # (C,)
         for head in range(config.heads_num):
             features = slice(head * d, (head + 1) * d)
             names.append(head_name(layer, head))
@@ -170,36 +190,85 @@ def logit_attribution(model: GPT, token_ids: torch.Tensor, position: int, target
     return LogitAttribution(position, target_id, logit, names, torch.tensor(values), kinds, float(scale))
 
 
-def _embeddings_through(model: GPT, layer: int) -> torch.Tensor:
-    """Every token's embedding alone, through layer ``layer``'s first LayerNorm: (V, C)."""
-    return model.blocks[layer].ln_1(model.token_embedding.weight)
-
-
-def qk_circuit(model: GPT, layer: int, head: int) -> torch.Tensor:
-    """(V, V): the scaled score a query of token i gives a key of token j in head ``head`` of ``layer``, from the
-    token embeddings alone (no position) through the layer's norm, W_Q and W_K (with their biases)."""
+def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target_id: int, layer: int,
+                      head: int, attribution: LogitAttribution | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which attended tokens pushed the target up through one head: (its attention weights at ``position``,
+    each key's share of the head's part of the logit), both (T,). Key j's share is its weight times what the head
+    writes from it (its value through the head's slice of W_O), read as logit_attribution reads a part; the shares
+    sum to the head's part. ``attribution``: this position's and target's, when the caller has it already."""
     _check_head(model, layer, head)
+    ids = torch.as_tensor(token_ids).view(1, -1).to(model.token_embedding.weight.device)
+    if attribution is None or (attribution.position, attribution.target_id) != (position % ids.size(1), target_id):
+        attribution = logit_attribution(model, ids, position, target_id)
+    position = attribution.position
     with _evaluating(model):
-        x = _embeddings_through(model, layer)  # (V, C)
+        out = model(ids, return_attention=True)
+        x = out.attention_inputs[layer][0]  # (T, C): what the layer's attention read
+        weights = out.attention_weights[layer][0, head, position]  # (T,)
+        _, _, w_value, _, _, b_value = model.blocks[layer].attn.head_projections(head)
+        values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
+        d = model.config.head_size
+        written = values @ model.blocks[layer].attn.proj.weight[:, head * d:(head + 1) * d].T  # (T, C)
+        gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(written.size(1))
+        reader = model.lm_head.weight[target_id] * gain
+        shares = weights * (((written - written.mean(dim=1, keepdim=True)) / attribution.scale) @ reader)  # (T,)
+    return weights, shares
+
+
+def strongest_pairs(table: torch.Tensor, count: int = 5) -> list[tuple[int, int, float]]:
+    """The ``count`` largest entries of a (rows, columns) table, largest first: (row, column, value)."""
+    flat = table.reshape(-1)
+    top = torch.topk(flat, min(count, flat.numel()))
+    columns = table.size(1)
+    return [(int(i) // columns, int(i) % columns, float(v)) for v, i in zip(top.values, top.indices)]
+
+
+def _embeddings_through(model: GPT, layer: int, tokens: torch.Tensor | None) -> torch.Tensor:
+    """The embeddings of ``tokens`` (every token when None) alone, through layer ``layer``'s first LayerNorm:
+    (n, C)."""
+    table = model.token_embedding.weight
+    return model.blocks[layer].ln_1(table if tokens is None else table[tokens])
+
+
+def _check_tokens(model: GPT, tokens: torch.Tensor | None) -> torch.Tensor | None:
+    if tokens is None:
+        return None
+    tokens = torch.as_tensor(tokens, dtype=torch.long).view(-1)
+    if tokens.numel() == 0 or int(tokens.min()) < 0 or int(tokens.max()) >= model.config.vocabulary_size:
+        raise CircuitError(f"the tokens must be ids in 0 to {model.config.vocabulary_size - 1}")
+    return tokens.to(model.token_embedding.weight.device)
+
+
+def qk_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = None) -> torch.Tensor:
+    """(V, V): the scaled score a query of token i gives a key of token j in head ``head`` of ``layer``, from the
+    token embeddings alone (no position) through the layer's norm, W_Q and W_K (with their biases). ``tokens``
+    (n,) ids: only those rows and columns, (n, n) (a BPE vocabulary's (V, V) would take gigabytes)."""
+    _check_head(model, layer, head)
+    tokens = _check_tokens(model, tokens)
+    with _evaluating(model):
+        x = _embeddings_through(model, layer, tokens)  # (n, C)
         w_query, w_key, _, b_query, b_key, _ = model.blocks[layer].attn.head_projections(head)
         q = x @ w_query + (b_query if b_query is not None else 0)  # (V, d)
         k = x @ w_key + (b_key if b_key is not None else 0)
         return (q @ k.T) / math.sqrt(model.config.head_size)  # (V, V)
 
 
-def ov_circuit(model: GPT, layer: int, head: int) -> torch.Tensor:
+def ov_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = None) -> torch.Tensor:
     """(V, V): row c is the logits head ``head`` of ``layer`` writes when it attends to token c alone, from c's
     embedding through the layer's norm, W_V (with its bias), the head's slice of W_O, the final norm and the LM head.
-    Each row is that head's output read as if it were the whole stream (the final norm on it alone)."""
+    Each row is that head's output read as if it were the whole stream (the final norm on it alone). ``tokens``
+    (n,) ids: only those rows and those logits, (n, n)."""
     _check_head(model, layer, head)
+    tokens = _check_tokens(model, tokens)
     with _evaluating(model):
-        x = _embeddings_through(model, layer)  # (V, C)
+        x = _embeddings_through(model, layer, tokens)  # (n, C)
         attention = model.blocks[layer].attn
         _, _, w_value, _, _, b_value = attention.head_projections(head)
         v = x @ w_value + (b_value if b_value is not None else 0)  # (V, d)
         d = model.config.head_size
-        written = v @ attention.proj.weight[:, head * d:(head + 1) * d].T  # (V, C)
-        return model.lm_head(model.ln_f(written))  # (V, V)
+        written = v @ attention.proj.weight[:, head * d:(head + 1) * d].T  # (n, C)
+        logits = model.lm_head(model.ln_f(written))  # (n, V)
+        return logits if tokens is None else logits[:, tokens]  # (n, n)
 
 
 def _heads_by_layer(model: GPT, heads: Iterable[tuple[int, int]]) -> dict[int, list[int]]:
@@ -215,24 +284,19 @@ def head_means(model: GPT, token_ids: torch.Tensor) -> list[torch.Tensor]:
     ``token_ids`` ((T,) or (B, T)): (C,) each."""
     ids = torch.as_tensor(token_ids)
     ids = ids.view(1, -1) if ids.dim() == 1 else ids
-    joined: list[torch.Tensor] = []
-    hooks = [block.attn.proj.register_forward_pre_hook(lambda _m, args: joined.append(args[0].mean(dim=(0, 1))))
-             for block in model.blocks]
-    try:
-        with _evaluating(model):
-            model(ids.to(model.token_embedding.weight.device))
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return joined
+    joined: list[list[torch.Tensor]] = [[] for _ in model.blocks]
+    with _overriding({block.attn: _recorder(joined[i]) for i, block in enumerate(model.blocks)}), _evaluating(model):
+        model(ids.to(model.token_embedding.weight.device))
+    return [outputs[0].mean(dim=(0, 1)) for outputs in joined]
 
 
 @contextmanager
 def ablated(model: GPT, heads: Sequence[tuple[int, int]], mode: str = "zero",
             token_ids: torch.Tensor | None = None) -> Iterator[GPT]:
     """Inside, ``model`` runs with each (layer, head) in ``heads`` knocked out: its output, before the output
-    projection, replaced by zeros ("zero") or by its mean over ``token_ids`` ("mean", which needs them). The model's
-    weights are untouched; leaving the block removes the hooks."""
+    projection, replaced by zeros ("zero") or by its mean over ``token_ids`` ("mean", which needs them). Only this
+    thread's forward passes change (model.HEADS_OUTPUT_OVERRIDES): the weights are untouched, and another request
+    running the same model meanwhile sees it intact."""
     if mode not in ABLATION_MODES:
         raise CircuitError(f"ablation mode {mode!r} is not one of {', '.join(ABLATION_MODES)}")
     chosen = _heads_by_layer(model, heads)
@@ -242,20 +306,16 @@ def ablated(model: GPT, heads: Sequence[tuple[int, int]], mode: str = "zero",
     d = model.config.head_size
 
     def replace(layer: int):
-        def hook(_module, args):
-            joined = args[0].clone()  # (B, T, C)
+        def knock_out(joined: torch.Tensor) -> torch.Tensor:
+            joined = joined.clone()  # (B, T, C)
             for head in chosen[layer]:
                 features = slice(head * d, (head + 1) * d)
                 joined[..., features] = 0.0 if means is None else means[layer][features]
-            return (joined,)
-        return hook
+            return joined
+        return knock_out
 
-    hooks = [model.blocks[layer].attn.proj.register_forward_pre_hook(replace(layer)) for layer in chosen]
-    try:
+    with _overriding({model.blocks[layer].attn: replace(layer) for layer in chosen}):
         yield model
-    finally:
-        for hook in hooks:
-            hook.remove()
 
 
 @dataclass(frozen=True)
@@ -277,12 +337,30 @@ def text_loss(model: GPT, token_ids: torch.Tensor) -> float:
 
 
 def head_effects(model: GPT, token_ids: torch.Tensor, mode: str = "mean") -> list[HeadEffect]:
-    """Every head knocked out alone, the loss on ``token_ids`` each time; the most needed head first."""
+    """Every head knocked out alone, the loss on ``token_ids`` each time; the most needed head first.
+
+    One forward pass for all of them: the text repeated once per head, row r of the batch with head r knocked out.
+    """
+    if mode not in ABLATION_MODES:
+        raise CircuitError(f"ablation mode {mode!r} is not one of {', '.join(ABLATION_MODES)}")
     intact = text_loss(model, token_ids)
-    effects = []
-    for layer in range(model.config.layers_num):
-        for head in range(model.config.heads_num):
-            with ablated(model, [(layer, head)], mode, token_ids):
-                loss = text_loss(model, token_ids)
-            effects.append(HeadEffect(layer, head, loss, loss - intact))
+    layers, heads, d = model.config.layers_num, model.config.heads_num, model.config.head_size
+    ids = torch.as_tensor(token_ids).view(1, -1).to(model.token_embedding.weight.device)
+    means = head_means(model, ids) if mode == "mean" else None
+    rows = layers * heads  # row r knocks out head r % heads of layer r // heads
+
+    def replace(layer: int):
+        def knock_out(joined: torch.Tensor) -> torch.Tensor:
+            joined = joined.clone()  # (rows, T, C)
+            for head in range(heads):
+                features = slice(head * d, (head + 1) * d)
+                joined[layer * heads + head, :, features] = 0.0 if means is None else means[layer][features]
+            return joined
+        return knock_out
+
+    with _overriding({block.attn: replace(layer) for layer, block in enumerate(model.blocks)}), _evaluating(model):
+        batch = ids[:, :-1].expand(rows, -1)  # (rows, T-1)
+        logits = model(batch).logits  # (rows, T-1, V)
+        losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:].expand(rows, -1), reduction="none").mean(1)
+    effects = [HeadEffect(r // heads, r % heads, float(loss), float(loss) - intact) for r, loss in enumerate(losses)]
     return sorted(effects, key=lambda effect: -effect.added)

@@ -12,6 +12,7 @@ Knows nothing about files (see checkpoints.py), tokenizers or the UI.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import torch
@@ -20,6 +21,11 @@ from torch import nn
 
 from playground.config import ModelConfig
 from playground.dropout import Dropout, dropout
+
+# Interventions on the heads' outputs for the forward passes of one request (playground.circuits): {attention
+# module: fn((B, T, C) -> (B, T, C))}, applied to the heads' outputs side by side before the output projection. A
+# ContextVar, so a request changes only its own passes, never one another thread runs on the same model meanwhile.
+HEADS_OUTPUT_OVERRIDES: ContextVar[dict | None] = ContextVar("heads_output_overrides", default=None)
 
 
 def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> torch.Tensor:
@@ -122,6 +128,9 @@ class CausalSelfAttention(nn.Module):
             mask = causal_mask(T, key_len, x.device)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+        overrides = HEADS_OUTPUT_OVERRIDES.get()
+        if overrides and self in overrides:
+            y = overrides[self](y)
         return self.resid_dropout(self.proj(y)), weights
 
 

@@ -14,7 +14,7 @@ from gradio_client.exceptions import AppError
 from playground.config import Limits
 from playground.ui import build_app, launch_options
 
-TAB_ORDER = ["Tokenize", "Attention", "Model", "Compare", "Train", "Sample"]
+TAB_ORDER = ["Tokenize", "Attention", "Model", "Why", "Compare", "Train", "Sample"]
 
 
 def _figure(plot: dict) -> dict:
@@ -105,7 +105,7 @@ def test_every_public_endpoint_is_named_and_tested(served):
     names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     assert names == {"/tokenize", "/attention_step", "/attention_export", "/train_preset", "/train_start",
                      "/train_resume", "/train_stop", "/train_status", "/sample", "/checkpoint_info", "/model_view",
-                     *COMPARE_ENDPOINTS}
+                     "/why", *COMPARE_ENDPOINTS}
 
 
 COMPARE_ENDPOINTS = {"/compare", "/compare_timing", "/compare_source"}
@@ -359,3 +359,14 @@ def test_compare_bad_input(served, args, message):
     _, client, _ = served
     with pytest.raises(AppError, match="(?i)" + message):
         client.predict(*args, api_name="/compare")
+
+
+def test_why_explains_a_character_through_the_api(served):
+    _, client, _ = served
+    heading, _, head_heading, *_, knock_heading, _ = client.predict(
+        "shakespeare-char", "To be, or not to be", -1, "", "the head that pushed most", ["L0 H1"],
+        "mean over the text", api_name="/why")
+    assert heading.startswith("### Why ") and "the sum of these" in heading
+    assert "Its part of the logit" in head_heading and "without L0 H1" in knock_heading
+    with pytest.raises(AppError, match="not one of this model's heads"):
+        client.predict("shakespeare-char", "To be", -1, "", "L9 H9", [], "zero", api_name="/why")

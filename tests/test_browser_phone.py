@@ -1,4 +1,4 @@
-"""Every tab on a phone (390 x 844): all six tab names visible (none behind an overflow menu), each tab's main
+"""Every tab on a phone (390 x 844): all seven tab names visible (none behind an overflow menu), each tab's main
 action where it is cheap, no cut-off label in the Tokenize and Compare tabs, Compare's tables scroll sideways
 with readable columns, and no chart title wider than its chart. Screenshots: phone-<tab>.png."""
 
@@ -19,7 +19,7 @@ from playground.anatomy.lessons import LEVEL_TITLES
 
 pytestmark = pytest.mark.browser
 
-TABS = ["Tokenize", "Attention", "Model", "Compare", "Train", "Sample"]
+TABS = ["Tokenize", "Attention", "Model", "Why", "Compare", "Train", "Sample"]
 MIN_COLUMN_PX = 60  # narrower than this, a column shows a letter or two per line
 
 
@@ -107,6 +107,14 @@ def test_every_tab_on_a_phone(phone):
     expect_no_error(page)
     screenshot(page, "phone-model", publish=False)
     report(page, "Model")
+
+    panel = open_tab(page, "Why")
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)  # on arrival
+    expect(plot_titled(panel, "The logit of")).to_be_visible(timeout=WAIT_MS)
+    expect_no_error(page)
+    screenshot(page, "phone-why", publish=False)
+    assert clipped_titles(page) == []
+    report(page, "Why")
 
     panel = open_tab(page, "Compare")
     panel.get_by_role("button", name="Compare", exact=True).click()

@@ -15,9 +15,11 @@ from playground.circuits import (
     ablated,
     head_effects,
     head_means,
+    key_contributions,
     logit_attribution,
     ov_circuit,
     qk_circuit,
+    strongest_pairs,
     text_loss,
 )
 from playground.config import ModelConfig
@@ -138,14 +140,16 @@ def test_ablation_equals_editing_the_output_projection(mode):
     assert torch.equal(after, intact)  # the hooks are gone
 
 
-def test_head_effects_rank_every_head_by_the_loss_it_adds():
-    model = tiny(use_bias=False)
-    effects = head_effects(model, IDS, mode="zero")
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_head_effects_rank_every_head_by_the_loss_it_adds(mode):
+    """The batched ranking (one row per knocked-out head) against each head knocked out alone."""
+    model = tiny(use_bias=True)
+    effects = head_effects(model, IDS, mode=mode)
     assert len(effects) == 8 and [e.added for e in effects] == sorted((e.added for e in effects), reverse=True)
     intact = text_loss(model, IDS)
-    top = effects[0]
-    with ablated(model, [(top.layer, top.head)], "zero"):
-        assert text_loss(model, IDS) == pytest.approx(intact + top.added, abs=1e-6)
+    for effect in effects:
+        with ablated(model, [(effect.layer, effect.head)], mode, token_ids=IDS):
+            assert text_loss(model, IDS) == pytest.approx(intact + effect.added, abs=1e-5)
 
 
 def test_bad_requests_say_what_is_wrong():
@@ -178,3 +182,43 @@ def test_on_the_shipped_model_the_parts_sum_to_its_logit_and_a_head_is_needed():
     parts = logit_attribution(loaded.model, ids, -1, int(ids[-1]))
     assert float(parts.values.sum()) == pytest.approx(parts.logit, abs=1e-4)
     assert head_effects(loaded.model, ids)[0].added > 0  # knocking out its most needed head raises the loss
+
+
+def test_key_shares_sum_to_the_heads_part_and_follow_its_weights():
+    model = tiny(use_bias=True)
+    parts = logit_attribution(model, IDS, 8, 5)
+    for layer, head in ((0, 0), (1, 2)):
+        weights, shares = key_contributions(model, IDS, 8, 5, layer, head)
+        assert weights.shape == shares.shape == (11,)
+        assert float(shares.sum()) == pytest.approx(parts.head(layer, head), abs=1e-5)
+        assert torch.all(shares[9:] == 0)  # causal: the future gave nothing
+        assert float(weights.sum()) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_a_token_subset_is_the_same_rows_and_columns_of_the_whole_table():
+    model = tiny(use_bias=True)
+    tokens = torch.tensor([4, 0, 9])
+    for circuit in (qk_circuit, ov_circuit):
+        whole = circuit(model, 1, 2)
+        assert_close(circuit(model, 1, 2, tokens), whole[tokens][:, tokens], atol=1e-5, rtol=0)
+    with pytest.raises(CircuitError, match="ids in 0 to 12"):
+        qk_circuit(model, 0, 0, torch.tensor([13]))
+    assert strongest_pairs(torch.tensor([[1.0, 5.0], [3.0, -2.0]]), 2) == [(0, 1, 5.0), (1, 0, 3.0)]
+
+
+def test_a_knock_out_changes_only_its_own_threads_forward_passes():
+    """A server runs one model for many visitors at once: another thread's pass, even inside the block, is intact."""
+    import threading
+
+    model = tiny(use_bias=True)
+    ids = IDS.view(1, -1)
+    with torch.no_grad():
+        intact = model(ids).logits
+        seen = {}
+        with ablated(model, [(0, 0), (1, 2)], "zero"):
+            other = threading.Thread(target=lambda: seen.update(logits=model(ids).logits))
+            other.start()
+            other.join()
+            knocked = model(ids).logits
+    assert torch.equal(seen["logits"], intact)
+    assert not torch.allclose(knocked, intact, atol=1e-3)

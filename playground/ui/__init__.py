@@ -1,6 +1,6 @@
-"""The Gradio app: build_app() assembles the six tabs. The only package besides plots.py that imports gradio.
+"""The Gradio app: build_app() assembles the seven tabs. The only package besides plots.py that imports gradio.
 
-Owns the app-wide layout: the tab bar (all six tabs stay visible on a phone: it wraps instead of hiding tabs
+Owns the app-wide layout: the tab bar (all seven tabs stay visible on a phone: it wraps instead of hiding tabs
 behind an overflow menu), the CSS every tab shares (a Dataframe with ``elem_classes=["playground-table"]``
 keeps TABLE_MIN_WIDTH on a phone and scrolls sideways instead of squeezing its columns to a letter each; Gradio
 sizes the columns from that width, so percentages in ``column_widths`` still hold; on a narrow phone a chart's x axis
@@ -17,7 +17,7 @@ import gradio as gr
 from playground import checkpoints
 from playground.config import Limits
 from playground.device import pick_device
-from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab
+from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_tab
 from playground.ui.common import AppContext
 from playground.ui.inputs import name_input_refusals
 from playground.ui.server import BodySizeLimit, body_cap
@@ -59,7 +59,7 @@ footer {{ visibility: hidden; }}
 
 
 def build_app(weights: Path | None = None, limits: Limits | None = None, device: str | None = None) -> gr.Blocks:
-    """Build the six tabs: Tokenize · Attention · Model · Compare · Train · Sample.
+    """Build the seven tabs: Tokenize · Attention · Model · Why · Compare · Train · Sample.
 
     Checkpoints run on ``device`` (default ``PLAYGROUND_DEVICE``, else CUDA, then MPS, then CPU).
     """
@@ -79,6 +79,8 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
                 attention_tab.build(ctx)
             with gr.Tab("Model", id="model"):
                 model_tab.build(ctx)
+            with gr.Tab("Why", id="why"):
+                why_tab.build(ctx)
             with gr.Tab("Compare", id="compare"):
                 compare_tab.build(ctx)
             with gr.Tab("Train", id="train"):

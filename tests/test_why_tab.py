@@ -1,0 +1,99 @@
+"""The Why tab's handler on a small trained checkpoint: the attribution sums to the logit on screen, the chosen
+head's reading, its circuits in words, knock-outs and the ranking; refusals in words."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import gradio as gr
+import pytest
+import torch
+
+from playground import circuits
+from playground.config import Limits
+from playground.ui import why_tab
+from playground.ui.common import AppContext, bound
+
+TEXT = "To be, or not to be: that is"  # 28 characters: the small checkpoint reads 32
+
+
+@pytest.fixture(scope="module")
+def ctx(tiny_weights):
+    return AppContext(limits=Limits(), weights=tiny_weights)
+
+
+def explain(ctx, text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knocked=(), mode="mean over the text"):
+    return why_tab.explain(ctx, "shakespeare-char", text, position, target, head, list(knocked), mode)
+
+
+def test_the_bars_sum_to_the_logit_the_heading_quotes(ctx):
+    view = explain(ctx)
+    logit = float(re.search(r"its logit (-?[\d.]+) is the sum", view.heading).group(1))
+    bars = [trace for trace in view.parts.data if trace.type == "bar"][0]
+    assert sum(bars.y) == pytest.approx(logit, abs=2e-3)  # the heading rounds to 3 places
+    loaded = ctx.checkpoint("shakespeare-char")
+    assert len(bars.y) == len(circuits.logit_attribution(loaded.model, loaded.tokenizer.encode(TEXT), -1, 0).names)
+    for figure in (view.parts, view.weights, view.shares, view.qk, view.ov, view.ranking):
+        json.loads(figure.to_json())
+    assert view.heading.count("**Look for:**") == 1 and "**Look for:**" in view.knock_heading
+
+
+def test_the_strongest_head_is_the_one_with_the_largest_part(ctx):
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = loaded.tokenizer.encode(TEXT)
+    with torch.no_grad():
+        guess = int(loaded.model(ids.view(1, -1)).logits[0, -1].argmax())
+    parts = circuits.logit_attribution(loaded.model, ids, -1, guess)
+    heads = [(name, value) for name, value, kind in zip(parts.names, parts.values.tolist(), parts.kinds)
+             if kind == "head"]
+    strongest = max(heads, key=lambda item: item[1])[0]
+    view = explain(ctx)
+    assert view.head_heading.startswith(f"### {strongest} at position {len(TEXT) - 1}")
+    assert f"What {strongest} reads and writes" in view.circuits_heading
+    assert view.circuits_heading.count(" looks for `") == why_tab.PAIRS
+    shares = [trace for trace in view.shares.data if trace.type == "bar"][0]
+    assert len(shares.y) == len(TEXT)  # every read position, the future has none
+
+
+def test_a_chosen_target_and_head_and_position(ctx):
+    view = explain(ctx, position=5, target="e", head="L1 H0")
+    assert view.heading.startswith("### Why `e` after `,` (position 5)")
+    assert view.head_heading.startswith("### L1 H0 at position 5")
+    assert "(the direct path" in view.circuits_heading
+    shares = [trace for trace in view.shares.data if trace.type == "bar"][0]
+    assert len(shares.y) == 6
+
+
+def test_knocking_out_heads_reports_loss_and_prediction_and_ranks_every_head(ctx):
+    view = explain(ctx, knocked=["L0 H0", "L1 H1"], mode="zero")
+    assert "| loss on the text |" in view.knock_heading and "without L0 H0, L1 H1" in view.knock_heading
+    ranking = [trace for trace in view.ranking.data if trace.type == "bar"][0]
+    assert len(ranking.y) == 4  # 2 layers x 2 heads
+    assert "Most needed: L" in view.knock_heading
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"text": ""}, "the text is empty"),
+    ({"text": "x" * 20 + "∑"}, "does not know; the first is '∑' at 20"),
+    ({"text": "a" * 40}, "this view reads at most 32"),
+    ({"position": 99}, "position 99 is outside the text's 28 tokens"),
+    ({"target": "∑"}, "not in this model's vocabulary"),
+    ({"target": "ab"}, "is 2 tokens"),
+    ({"head": "L7 H0"}, "not one of this model's heads"),
+    ({"knocked": ["L0 H9"]}, "not one of this model's heads"),
+    ({"mode": "half"}, "knock-out"),
+])
+def test_bad_input_is_a_clear_gradio_error(ctx, changes, message):
+    handler = bound(why_tab.explain, ctx)
+    args = dict(text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knocked=[], mode="zero") | changes
+    with pytest.raises(gr.Error, match="(?i)" + re.escape(message)):
+        handler("shakespeare-char", args["text"], args["position"], args["target"], args["head"], args["knocked"],
+                args["mode"])
+
+
+def test_the_pickers_follow_the_checkpoint(ctx):
+    head, knocked = why_tab.controls(ctx, "shakespeare-char")
+    assert head.choices[0] == (why_tab.STRONGEST, why_tab.STRONGEST) and len(head.choices) == 5
+    assert [choice[0] for choice in knocked.choices] == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and knocked.value == []
+    assert why_tab.controls(ctx, "no-such-run") == (gr.skip(), gr.skip())
