@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from playground import budget, checkpoints, gpt2
+from playground import budget, checkpoints, checks, gpt2
 from playground.settings import offline
 
 logger = logging.getLogger(__name__)
@@ -81,8 +81,8 @@ def validate_repo_id(repo_id: str) -> str:
         raise HubError(f"the Hub repo id is {len(repo_id)} characters long; the limit is {MAX_REPO_ID_LENGTH}")
     if ".." in repo_id or "--" in repo_id or repo_id.endswith(".git") or not _REPO_ID_PATTERN.match(repo_id):
         raise HubError(
-            f"{repo_id!r} is not a Hub repo id: expected owner/name using letters, digits, '-', '_' and '.' "
-            "(each part starting and ending with a letter or digit, no '..' or '--')"
+            f"{checks.shown(repo_id)} is not a Hub repo id: expected owner/name using letters, digits, '-', '_' and "
+            "'.' (each part starting and ending with a letter or digit, no '..' or '--')"
         )
     return repo_id
 
@@ -160,7 +160,7 @@ def _translate(exc: Exception, repo_id: str, revision: str | None, local_only: b
     if isinstance(exc, RepositoryNotFoundError):
         return HubError(f"no Hub repo named {repo_id} (or it is private)")
     if isinstance(exc, RevisionNotFoundError):
-        return HubError(f"{repo_id} has no revision {revision!r} (a branch, tag or commit hash)")
+        return HubError(f"{repo_id} has no revision {checks.shown(revision)} (a branch, tag or commit hash)")
     if isinstance(exc, LocalEntryNotFoundError):
         if type(exc).__name__ == "IncompleteSnapshotError":
             return HubError(f"cannot reach the Hugging Face Hub (offline?) and the cached copy of {repo_id} "
@@ -171,15 +171,16 @@ def _translate(exc: Exception, repo_id: str, revision: str | None, local_only: b
         if status is not None:
             return HubError(f"the Hub answered HTTP {status} and {repo_id} is not in the local cache (try later)")
         if local_only and revision:
-            return HubError(f"{not_cached} at revision {revision!r}")
+            return HubError(f"{not_cached} at revision {checks.shown(revision)}")
         return HubError(not_cached)
     if _is_connection_problem(exc):
         return HubError(not_cached)
     status = _status_code(exc)
     if status is not None:
         return HubError(f"the Hub answered HTTP {status} while downloading {repo_id}: "
-                        f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
-    return HubError(f"downloading {repo_id} from the Hub failed: {type(exc).__name__}: {exc}")
+                        f"{checks.shown(str(exc), quote=False) if str(exc).strip() else type(exc).__name__}")
+    return HubError(f"downloading {repo_id} from the Hub failed: {type(exc).__name__}: "
+                    f"{checks.shown(str(exc), quote=False)}")
 
 
 def _token() -> bool | None:
@@ -394,7 +395,7 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
     check_allowed(repo_id)
     if revision is not None:
         if not isinstance(revision, str) or not revision.strip():
-            raise HubError(f"the revision must be a branch, tag or commit hash, got {revision!r}")
+            raise HubError(f"the revision must be a branch, tag or commit hash, got {checks.shown(revision)}")
         revision = revision.strip()
     listing, status = (None, None) if offline() else _listing(repo_id, revision)
     local_only = listing is None
@@ -491,6 +492,6 @@ def _publish_error(exc: Exception, repo_id: str) -> HubError:
         return HubError(f"the Hub refused to publish {repo_id}: this token may not write to {repo_id.split('/')[0]}'s "
                         "repos (use a write token, or your own user or organisation name)")
     if status is not None:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = checks.shown(str(exc), quote=False) if str(exc).strip() else type(exc).__name__
         return HubError(f"the Hub answered HTTP {status} while publishing {repo_id}: {first}")
-    return HubError(f"publishing {repo_id} failed: {type(exc).__name__}: {exc}")
+    return HubError(f"publishing {repo_id} failed: {type(exc).__name__}: {checks.shown(str(exc), quote=False)}")
