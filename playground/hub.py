@@ -19,12 +19,15 @@ Repo ids come from strangers, so before a byte of weights is fetched:
     buffers, up to 4·T² bytes a layer: gpt2.largest_buffer_bytes) and whose forward pass fits the memory budget
     (``budget.inference_cost``). For a GPT-2 layout repo this is where the weights' size is first checked: the
     buffers make its file larger than its parameters alone, and only its config says by how much.
-A download refused after the fact (a file that turned out bigger, weights that do not load) is removed from
-the cache again. No request carries this server's HF token (``token=False``) unless the owner opts in with
+Downloads go to the playground's own cache, ``<PLAYGROUND_CACHE_DIR>/hub`` (settings.cache_dir), never to the
+machine's shared Hugging Face cache (``HF_HUB_CACHE`` / ``HF_HOME``), which may hold its user's own files of the
+same repo: a download refused after the fact (a file that turned out bigger, weights that do not load) is
+removed from the playground's cache again, and nothing else is ever deleted. No request carries this server's
+HF token (``token=False``) unless the owner opts in with
 ``PLAYGROUND_HUB_USE_TOKEN=1``: a visitor's id must not read the owner's private or gated repos.
 
 Settings are read when a function is called, not when huggingface_hub was imported:
-``HF_ENDPOINT`` (a mirror or a test server), ``HF_HUB_CACHE`` / ``HF_HOME`` (the cache), and
+``HF_ENDPOINT`` (a mirror or a test server), ``PLAYGROUND_CACHE_DIR`` (the cache, under ``hub/``), and
 ``HF_HUB_OFFLINE=1`` or ``PLAYGROUND_OFFLINE=1`` (use the cache only, make no request).
 """
 
@@ -39,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from playground import budget, checkpoints, checks, gpt2
+from playground import budget, checkpoints, checks, gpt2, settings
 from playground.settings import offline
 
 logger = logging.getLogger(__name__)
@@ -100,16 +103,10 @@ def is_hub_id(text: str) -> bool:
     return True
 
 
-def _cache_dir(cache_dir: Path | None) -> str | None:
-    """``cache_dir``, else ``HF_HUB_CACHE``, else ``$HF_HOME/hub``, else huggingface_hub's default (None)."""
-    if cache_dir is not None:
-        return str(Path(cache_dir).expanduser())
-    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(variable):
-            return os.path.expanduser(os.environ[variable])
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.path.expanduser(os.environ["HF_HOME"]), "hub")
-    return None
+def _cache_dir(cache_dir: Path | None) -> str:
+    """``cache_dir``, else the playground's own ``<PLAYGROUND_CACHE_DIR>/hub``: never the shared Hugging Face
+    cache, whose files belong to the machine's user (remove_download deletes in the folder this returns)."""
+    return str(Path(cache_dir).expanduser() if cache_dir is not None else settings.cache_dir() / "hub")
 
 
 def _endpoint() -> str | None:
