@@ -13,8 +13,15 @@ tests/test_budget.py, where it must stay above the measured peak and within 2x o
     48 bytes per token and channel    the transient buffers of the backward pass
     16 bytes per token and symbol     logits, their softmax and its gradient
     + FIXED_OVERHEAD                  the allocator's and kernels' first-call working space
+    with dropout on a CPU, attention runs as explicit (B, h, T, T) tensors (model.py; SDPA keeps none):
+    24 bytes per element and layer    kept for backward: softmax's output, the dropped weights (4 + 4) and the
+                                      mask (1), and the freed (B, h, T, T) blocks glibc's heap keeps resident
+                                      (measured 9 to 26 bytes per element and layer: 26 where each block is
+                                      4-32 MiB, below glibc's largest mmap threshold, 10 above it)
+    8 bytes per element, once         one layer's scores and masked scores while it is built
 
     tiny preset (2 layers, 128 wide, context 64, batch 32): about 200 MiB; measured 147 MiB.
+    1 layer, 8 heads, 64 wide, context 512, batch 8, dropout 0.5: about 683 MiB; measured 343 MiB.
 
 One head traced step by step (the Attention tab), in float32, per trace of T tokens, C features, head size d:
 
@@ -55,6 +62,8 @@ BYTES_PER_PARAMETER_TRAINING = 16
 BYTES_PER_ACTIVATION = 104  # per token, layer and channel, kept for backward
 BYTES_PER_BACKWARD_BUFFER = 48  # per token and channel
 BYTES_PER_LOGIT = 16  # per token and vocabulary symbol
+BYTES_PER_ATTENTION_ELEMENT = 24  # per (B, h, T, T) element and layer, with dropout on a CPU (explicit attention)
+BYTES_PER_ATTENTION_ELEMENT_BUILT = 8  # per (B, h, T, T) element, once: the layer being built
 BYTES_PER_FLOAT = 4
 TRACE_SQUARE_MATRICES = 6  # (T, T) float32 matrices one head trace holds at its peak
 TRACE_HEAD_MATRICES = 4  # (T, d) float32 matrices one head trace keeps: Q, K, V, output
@@ -98,19 +107,34 @@ class Cost:
 
 
 def training_cost(*, parameters: int, layers_num: int, embedding_dim: int, context_size: int,
-                  vocabulary_size: int, batch_size: int) -> Cost:
-    """Peak memory of one training step (forward, backward, AdamW) for these shapes."""
+                  vocabulary_size: int, batch_size: int, heads_num: int = 1,
+                  explicit_attention: bool = False) -> Cost:
+    """Peak memory of one training step (forward, backward, AdamW) for these shapes.
+
+    ``explicit_attention``: attention is computed as (B, h, T, T) tensors kept for backward, as model.py does with
+    dropout on a CPU (``attention_is_explicit``); otherwise scaled_dot_product_attention keeps none.
+    """
     tokens = batch_size * context_size
-    return Cost("training", (
+    parts = [
         ("weights, gradients and AdamW state", BYTES_PER_PARAMETER_TRAINING * parameters),
         ("activations kept for backward", BYTES_PER_ACTIVATION * tokens * layers_num * embedding_dim),
         ("backward buffers", BYTES_PER_BACKWARD_BUFFER * tokens * embedding_dim),
         ("logits", BYTES_PER_LOGIT * tokens * vocabulary_size),
-        ("working space", FIXED_OVERHEAD),
-    ))
+    ]
+    if explicit_attention:
+        elements = batch_size * heads_num * context_size * context_size
+        parts.append(("(B, h, T, T) attention with dropout", elements * (
+            BYTES_PER_ATTENTION_ELEMENT * layers_num + BYTES_PER_ATTENTION_ELEMENT_BUILT)))
+    parts.append(("working space", FIXED_OVERHEAD))
+    return Cost("training", tuple(parts))
 
 
-def largest_batch(fits_bytes: int, **shapes: int) -> int:
+def attention_is_explicit(dropout_rate: float, device_type: str) -> bool:
+    """Whether training computes attention as explicit (B, h, T, T) tensors: with dropout on a CPU (model.py)."""
+    return dropout_rate > 0 and device_type == "cpu"
+
+
+def largest_batch(fits_bytes: int, **shapes) -> int:
     """The largest batch_size whose training_cost is at most ``fits_bytes`` (0 when even 1 does not fit)."""
     one = training_cost(batch_size=1, **shapes).bytes
     two = training_cost(batch_size=2, **shapes).bytes

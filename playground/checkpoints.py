@@ -45,7 +45,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from playground import gpt2
+from playground import checks, gpt2
 from playground.config import ConfigError, ModelConfig
 from playground.model import GPT
 from playground.optim_state import OptimizerState
@@ -489,7 +489,8 @@ def _read_json(path: Path) -> Any:
     except FileNotFoundError:
         raise CheckpointError(f"{path.parent.name} has no {path.name}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path.parent.name}/{path.name} is unreadable or not JSON: {exc}") from None
+        raise CheckpointError(f"{path.parent.name}/{path.name} is unreadable or not JSON: "
+                              f"{checks.shown(str(exc), quote=False)}") from None
 
 
 def resolve(name_or_path: str | Path, directory: Path | None = None) -> Path:
@@ -560,9 +561,10 @@ def _read_gpt2_weights(path: Path, config: ModelConfig) -> dict[str, torch.Tenso
         with safe_open(str(path / WEIGHTS_FILE), framework="pt", device="cpu") as handle:
             return gpt2.map_state_dict(list(handle.keys()), handle.get_tensor, config)
     except gpt2.LayoutError as exc:
-        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE}: {exc}") from None
+        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE}: {checks.shown(str(exc), quote=False)}") from None
     except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE} is corrupt or not safetensors: {exc}") from None
+        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE} is corrupt or not safetensors: "
+                              f"{checks.shown(str(exc), quote=False)}") from None
 
 
 def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
@@ -586,7 +588,8 @@ def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
         try:
             state = load_file(str(weights_path), device="cpu")
         except (SafetensorError, OSError, ValueError) as exc:
-            raise CheckpointError(f"{path.name}/{WEIGHTS_FILE} is corrupt or not safetensors: {exc}") from None
+            raise CheckpointError(f"{path.name}/{WEIGHTS_FILE} is corrupt or not safetensors: "
+                                  f"{checks.shown(str(exc), quote=False)}") from None
     with torch.device("meta"):  # shapes only: the loaded tensors become the parameters, no second copy is made
         model = GPT(config)
     expected = stored_state_shapes(model)
@@ -637,6 +640,7 @@ def load_optimizer_state(name_or_path: str | Path, directory: Path | None = None
             metadata = dict(handle.metadata() or {})
             tensors = {key: handle.get_tensor(key) for key in handle.keys()}
     except (SafetensorError, OSError, ValueError) as exc:
-        raise CheckpointError(f"{path.name}/{OPTIMIZER_FILE} is corrupt or not safetensors: {exc}") from None
+        raise CheckpointError(f"{path.name}/{OPTIMIZER_FILE} is corrupt or not safetensors: "
+                              f"{checks.shown(str(exc), quote=False)}") from None
     metadata.pop("format", None)
     return OptimizerState(tensors, metadata)

@@ -15,6 +15,7 @@ as ``ConfigError``) whose message names the field and quotes the value, cut shor
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 SHOWN_CHARS = 60
@@ -23,11 +24,79 @@ SHOWN_CHARS = 60
 MAX_SEED = 2**31 - 1
 
 
-def shown(value: Any) -> str:
-    """A value as a message may quote it: its repr, cut to SHOWN_CHARS characters."""
-    quoted = repr(value)
+class _Bounded(reprlib.Repr):
+    """reprlib with small limits: at most 3 levels deep and 4 items a level, so writing a value out costs a few
+    hundred steps whatever it holds. A value from an upload can share one list at every level ([a, a] nested 60
+    deep is a few hundred bytes of pickle and 2**60 items written out in full); this never walks more of it."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel, self.maxtuple, self.maxlist, self.maxarray, self.maxdict = 3, 4, 4, 4, 4
+        self.maxset = self.maxfrozenset = self.maxdeque = 4
+        self.maxstring = self.maxlong = self.maxother = SHOWN_CHARS
+
+    def repr_dict(self, x, level):  # reprlib sorts every key first: a big dict is quoted in its own order
+        if level <= 0:
+            return "{...}"
+        items = [f"{self.repr1(k, level - 1)}: {self.repr1(x[k], level - 1)}"
+                 for k in _first(x, self.maxdict)]
+        return "{" + ", ".join(items) + (", ..." if len(x) > self.maxdict else "") + "}"
+
+    def repr_set(self, x, level):
+        return self._unsorted(x, level, "{", "}")
+
+    def repr_frozenset(self, x, level):
+        return self._unsorted(x, level, "frozenset({", "})")
+
+    def _unsorted(self, x, level, left, right):
+        if level <= 0:
+            return left + "..." + right
+        items = [self.repr1(item, level - 1) for item in _first(x, self.maxset)]
+        return left + ", ".join(items) + (", ..." if len(x) > self.maxset else "") + right
+
+    def repr_instance(self, x, level):  # anything else (a tensor, an exception): its type, never its repr
+        if x is None or isinstance(x, (bool, float, complex)):
+            return repr(x)
+        if isinstance(x, (bytes, bytearray)):
+            return repr(x[:self.maxstring]) + ("..." if len(x) > self.maxstring else "")
+        shape = getattr(x, "shape", None)
+        return f"<{type(x).__name__}{f' of shape {tuple(shape)}' if isinstance(shape, tuple) else ''}>"
+
+    def repr_int(self, x, level):  # repr of an int over 4,300 digits raises; its size says enough
+        if x.bit_length() > 128:
+            return f"<int of {x.bit_length():,} bits>"
+        return repr(x)
+
+
+def _first(items, count):
+    return [item for _, item in zip(range(count), items)]
+
+
+_BOUNDED = _Bounded()
+
+
+def shown(value: Any, *, quote: bool = True) -> str:
+    """A value from outside as a message may quote it, built bounded, never written out in full and then cut.
+
+    ``quote`` (the default): a short repr, at most 3 levels and 4 items deep and about SHOWN_CHARS characters,
+    with the length of what was left out: ``shown("x" * 3000)`` -> ``'xxx...'... (3,000 characters)``;
+    ``shown(nested)`` -> ``[[[...], [...]], [[...], [...]]] (list of 2 items)``. ``quote=False`` gives text (an
+    exception's message, a name) as it is, its first line cut to SHOWN_CHARS characters. Works for any value:
+    one whose repr would fail is named by its type.
+    """
+    if isinstance(value, str) and not quote:
+        first = value.strip().split("\n", 1)[0][:SHOWN_CHARS + 1]
+        return first if len(first) <= SHOWN_CHARS else f"{first[:SHOWN_CHARS]}... ({len(value):,} characters)"
+    try:
+        quoted = _BOUNDED.repr(value)
+    except Exception:  # a hostile __repr__, a recursion: the type alone
+        quoted = f"<{type(value).__name__}>"
     if len(quoted) > SHOWN_CHARS:
-        quoted = f"{quoted[:SHOWN_CHARS]}... ({len(quoted):,} characters)"
+        quoted = quoted[:SHOWN_CHARS] + "..."
+    size = len(value) if type(value) in (str, bytes, list, tuple, dict, set, frozenset) else None
+    if size is not None and (len(quoted) > SHOWN_CHARS or "..." in quoted):
+        quoted += f" ({size:,} characters)" if isinstance(value, str) else f" ({size:,} bytes)" \
+            if isinstance(value, bytes) else f" ({type(value).__name__} of {count(size, 'item')})"
     return quoted
 
 

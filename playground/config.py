@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
-from playground.checks import MAX_SEED, real_number, whole_number
+from playground.checks import MAX_SEED, real_number, shown, whole_number
 
 # What trains the weights: "adamw" every parameter; "muon" the blocks' hidden matrices, with AdamW for the rest.
 OPTIMIZER_CHOICES = ("adamw", "muon")
@@ -86,9 +86,10 @@ class ModelConfig:
             raise ConfigError(f"dropout_rate must be in [0, 1), got {self.dropout_rate}")
         for name in ("use_bias", "tie_embeddings"):
             if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+                raise ConfigError(f"{name} must be true or false, got {shown(getattr(self, name))}")
         if self.activation not in ACTIVATION_CHOICES:
-            raise ConfigError(f"activation must be one of {', '.join(ACTIVATION_CHOICES)}, got {self.activation!r}")
+            raise ConfigError(f"activation must be one of {', '.join(ACTIVATION_CHOICES)}, "
+                              f"got {shown(self.activation)}")
         _check_real(self, "layer_norm_eps")
         if not 0 < self.layer_norm_eps < 1:
             raise ConfigError(f"layer_norm_eps must be in (0, 1), got {self.layer_norm_eps}")
@@ -172,14 +173,14 @@ class TrainConfig:
         if self.grad_clip < 0:
             raise ConfigError(f"grad_clip must be >= 0 (0 turns clipping off), got {self.grad_clip}")
         if self.device not in ("auto", "cpu", "cuda", "mps"):
-            raise ConfigError(f"device must be auto, cpu, cuda or mps, got {self.device!r}")
+            raise ConfigError(f"device must be auto, cpu, cuda or mps, got {shown(self.device)}")
         if self.learning_rate_decay not in DECAY_CHOICES:
             raise ConfigError(f"learning_rate_decay must be {' or '.join(DECAY_CHOICES)}, "
-                              f"got {self.learning_rate_decay!r}")
+                              f"got {shown(self.learning_rate_decay)}")
         if self.optimizer not in OPTIMIZER_CHOICES:
-            raise ConfigError(f"optimizer must be {' or '.join(OPTIMIZER_CHOICES)}, got {self.optimizer!r}")
+            raise ConfigError(f"optimizer must be {' or '.join(OPTIMIZER_CHOICES)}, got {shown(self.optimizer)}")
         if self.precision not in PRECISION_CHOICES:
-            raise ConfigError(f"precision must be {', '.join(PRECISION_CHOICES)}, got {self.precision!r}")
+            raise ConfigError(f"precision must be {', '.join(PRECISION_CHOICES)}, got {shown(self.precision)}")
 
     def progress(self, step: int, seconds: float = 0.0) -> float:
         """How far through its schedule a run is after ``step`` steps and ``seconds`` of training steps, in [0, 1].
@@ -230,7 +231,7 @@ def _env_int(name: str, default: int) -> int:
         return default
     text = raw.strip()
     if not text.lstrip("-").isdigit():  # "1e3" or "2.5" in a deployment's settings is a typo, not a number
-        raise ConfigError(f"environment variable {name} must be a whole number, got {raw!r}")
+        raise ConfigError(f"environment variable {name} must be a whole number, got {shown(raw)}")
     return whole_number(int(text), f"environment variable {name}", 1, error=ConfigError)
 
 

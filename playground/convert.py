@@ -39,6 +39,7 @@ from __future__ import annotations
 import io
 import math
 import pickle
+import pickletools
 import re
 import zipfile
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ from typing import Any
 
 import torch
 
-from playground import checkpoints
+from playground import checkpoints, checks
 from playground.config import ConfigError, ModelConfig
 from playground.model import GPT
 from playground.tokenizer import CharTokenizer
@@ -72,6 +73,12 @@ _KEY_MAP = (  # nanoGPT name pattern -> playground name; {i} is the block
     (re.compile(r"^lm_head\.weight$"), "lm_head.weight"),
 )
 ZERO_FILLED = ("lm_head.bias",)  # playground parameters nanoGPT never has: zeros change nothing
+# The most items a hashed value (a tuple, a frozenset, a class's arguments) may hold once written out. A real
+# checkpoint's largest is a tensor's rebuild arguments, a few dozen; a tuple (a, a) nested 60 deep is 2**60.
+MAX_SHARED_ITEMS = 100_000
+_MEMO_PUTS = {"PUT", "BINPUT", "LONG_BINPUT"}
+_MEMO_GETS = {"GET", "BINGET", "LONG_BINGET"}
+_MUTATORS = {"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"}  # they change the object below
 
 
 class ConversionError(ValueError):
@@ -100,6 +107,55 @@ def _plain(value: Any) -> Any:
     return None
 
 
+def check_sharing(data: bytes, what: str) -> None:
+    """Refuse a pickle that builds a value sharing itself into more than MAX_SHARED_ITEMS items, before it is
+    unpickled.
+
+    Unpickling ``(a, a)`` nested 60 deep takes a few hundred bytes, and hashing it (as a dict key, in a
+    frozenset) visits all 2**60 items without ever returning. This reads the opcodes without building anything:
+    each value on the unpickler's stack is stood for by the count of items it holds written out, a value built
+    from others counts theirs, a memo fetch counts what was stored. Lists and dicts, which change after they are
+    stored and cannot be hashed, count 1; quoting them is bounded by ``checks.shown``.
+    """
+    stack: list[int] = []  # the items each value on the unpickler's stack holds written out; 0 is a MARK
+    memo: dict[int, int] = {}
+    try:
+        for opcode, arg, _ in pickletools.genops(data):
+            name = opcode.name
+            if name in _MEMO_PUTS or name == "MEMOIZE":
+                memo[arg if name in _MEMO_PUTS else len(memo)] = stack[-1]
+                continue
+            if name in _MEMO_GETS or name == "DUP":
+                stack.append(memo[arg] if name in _MEMO_GETS else stack[-1])
+                continue
+            if name == "MARK":
+                stack.append(0)
+                continue
+            before, popped = opcode.stack_before, 0
+            if pickletools.markobject in before:
+                while stack[-1] != 0:
+                    popped += stack.pop()
+                stack.pop()
+                below = before.index(pickletools.markobject)
+            else:
+                below = len(before)
+            container = 1
+            for _ in range(below):
+                container = stack.pop()
+                popped += container
+            built = container if name in _MUTATORS else 1 + popped
+            if built > MAX_SHARED_ITEMS:
+                raise ConversionError(f"{what} was refused: it shares one value so often that it holds more than "
+                                      f"{MAX_SHARED_ITEMS:,} items written out, which no checkpoint or vocabulary "
+                                      "does; nothing in it was read")
+            stack.extend([built] * len(opcode.stack_after))
+    except ConversionError:
+        raise
+    except (ValueError, IndexError, KeyError) as exc:  # a broken pickle: pickletools says where
+        raise ConversionError(f"{what} was refused: it is not a pickle ({checks.shown(str(exc), quote=False)})") \
+            from None
+
+
 def _check_archive(path: Path) -> None:
     """Refuse, before torch reads it, a ckpt.pt that is not torch's zip format or that would expand when read.
 
@@ -109,6 +165,8 @@ def _check_archive(path: Path) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             records = archive.infolist()
+            pickled = [archive.read(record) for record in records if record.filename.endswith(".pkl")
+                       and record.compress_type == zipfile.ZIP_STORED and record.file_size <= path.stat().st_size]
     except (zipfile.BadZipFile, OSError):
         raise ConversionError(f"{path.name} is not a torch checkpoint in torch's zip format (torch.save since "
                               "PyTorch 1.6, which nanoGPT uses)") from None
@@ -118,6 +176,8 @@ def _check_archive(path: Path) -> None:
         what = ", ".join(packed[:3]) if packed else "records larger than the file"
         raise ConversionError(f"{path.name} holds compressed records ({what}); torch.save never compresses, so this "
                               "file was not written by it and is not read")
+    for data in pickled:
+        check_sharing(data, path.name)
 
 
 def read_nanogpt_checkpoint(path: str | Path) -> NanoGPTCheckpoint:
@@ -125,11 +185,11 @@ def read_nanogpt_checkpoint(path: str | Path) -> NanoGPTCheckpoint:
     path = Path(path)
     if not path.is_file():
         raise ConversionError(f"{path} is not a file")
-    _check_archive(path)
+    _check_archive(path)  # its pickled part is checked for shared values before torch unpickles it
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, AttributeError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first_line = checks.shown(str(exc), quote=False) if str(exc).strip() else type(exc).__name__
         raise ConversionError(
             f"{path.name} cannot be read with torch.load(weights_only=True), the only way this converter opens "
             f"a checkpoint: it is not a torch checkpoint, or it holds objects other than tensors and plain data "
@@ -142,7 +202,7 @@ def read_nanogpt_checkpoint(path: str | Path) -> NanoGPTCheckpoint:
     state = {}
     for key, tensor in data["model"].items():
         if not isinstance(key, str) or not isinstance(tensor, torch.Tensor):
-            raise ConversionError(f"{path.name}: the weights hold {key!r}, which is not a named tensor")
+            raise ConversionError(f"{path.name}: the weights hold {checks.shown(key)}, which is not a named tensor")
         state[key.removeprefix(COMPILED_PREFIX)] = tensor
     iter_num = _plain(data.get("iter_num"))
     best_val_loss = _plain(data.get("best_val_loss"))
@@ -165,12 +225,12 @@ def model_config(model_args: dict[str, Any]) -> ModelConfig:
         raise ConversionError(f"model_args lacks {', '.join(missing)}; nanoGPT's train.py saves all of "
                               f"{', '.join(MODEL_ARGS)}")
     if not isinstance(model_args["bias"], bool):
-        raise ConversionError(f"model_args bias must be true or false, got {model_args['bias']!r}")
+        raise ConversionError(f"model_args bias must be true or false, got {checks.shown(model_args['bias'])}")
+    dropout = checks.real_number(model_args["dropout"], "model_args dropout", error=ConversionError)
     try:
         return ModelConfig(vocabulary_size=model_args["vocab_size"], context_size=model_args["block_size"],
                            embedding_dim=model_args["n_embd"], heads_num=model_args["n_head"],
-                           layers_num=model_args["n_layer"], dropout_rate=float(model_args["dropout"]),
-                           use_bias=model_args["bias"])
+                           layers_num=model_args["n_layer"], dropout_rate=dropout, use_bias=model_args["bias"])
     except (ConfigError, TypeError, ValueError) as exc:
         raise ConversionError(f"model_args do not describe a model the playground can build: {exc}") from None
 
@@ -242,12 +302,14 @@ def read_meta(path: str | Path) -> list[str]:
     """
     name = Path(path).name
     try:
-        meta = _PlainDataUnpickler(io.BytesIO(_read_small(path, "meta.pkl"))).load()
+        data = _read_small(path, "meta.pkl")
+        check_sharing(data, name)
+        meta = _PlainDataUnpickler(io.BytesIO(data)).load()
     except ConversionError:
         raise
     except Exception as exc:  # whatever a broken or hostile pickle raises, it is one refusal
-        raise ConversionError(f"{name} was refused: {exc}. A nanoGPT meta.pkl holds only a dict of "
-                              "vocab_size, itos and stoi; nothing in it was run") from None
+        raise ConversionError(f"{name} was refused: {checks.shown(str(exc), quote=False)}. A nanoGPT meta.pkl "
+                              "holds only a dict of vocab_size, itos and stoi; nothing in it was run") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("itos"), dict):
         raise ConversionError(f"{name} is not a nanoGPT character vocabulary: expected a dict with 'itos' "
                               "(ID -> character), as data/<dataset>/prepare.py writes")
@@ -258,10 +320,10 @@ def read_meta(path: str | Path) -> list[str]:
     characters = [itos[i] for i in range(size)]
     wrong = next((i for i, c in enumerate(characters) if not isinstance(c, str) or len(c) != 1), None)
     if wrong is not None:
-        raise ConversionError(f"{name}: itos[{wrong}] is {characters[wrong]!r}, not a single character "
+        raise ConversionError(f"{name}: itos[{wrong}] is {checks.shown(characters[wrong])}, not a single character "
                               "(GPT-2 BPE vocabularies are not supported yet)")
     if "vocab_size" in meta and meta["vocab_size"] != size:
-        raise ConversionError(f"{name}: vocab_size is {meta['vocab_size']!r} but itos has {size} entries")
+        raise ConversionError(f"{name}: vocab_size is {checks.shown(meta['vocab_size'])} but itos has {size} entries")
     if "stoi" in meta and meta["stoi"] != {c: i for i, c in enumerate(characters)}:
         raise ConversionError(f"{name}: stoi is not the inverse of itos")
     return characters
@@ -272,7 +334,8 @@ def read_characters_file(path: str | Path) -> list[str]:
     try:
         return list(_read_small(path, "the characters file").decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ConversionError(f"{Path(path).name} is not UTF-8 text: {exc}") from None
+        raise ConversionError(f"{Path(path).name} is not UTF-8 text: {checks.shown(str(exc), quote=False)}") \
+            from None
 
 
 def vocabulary(meta_path: str | Path | None = None, characters_path: str | Path | None = None,

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from playground import checks
 from playground.config import ConfigError, ModelConfig
 
 MODEL_TYPE = "gpt2"
@@ -66,7 +67,7 @@ def _whole(data: dict[str, Any], *names: str) -> int:
         value = data.get(name)
         if value is not None:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise LayoutError(f"config.json: {name} must be a whole number, got {value!r}")
+                raise LayoutError(f"config.json: {name} must be a whole number, got {checks.shown(value)}")
             return value
     raise LayoutError(f"config.json has no {' or '.join(names)}")
 
@@ -81,16 +82,17 @@ def model_config(data: dict[str, Any]) -> ModelConfig:
     embedding_dim = _whole(data, "n_embd")
     inner = data.get("n_inner")
     if inner is not None and inner != 4 * embedding_dim:
-        raise LayoutError(f"config.json: n_inner {inner!r} is not 4 × n_embd ({4 * embedding_dim}), the only MLP "
-                          "width the playground's model has")
+        raise LayoutError(f"config.json: n_inner {checks.shown(inner)} is not 4 × n_embd ({4 * embedding_dim}), "
+                          "the only MLP width the playground's model has")
     function = data.get("activation_function", "gelu_new")
-    if function not in ACTIVATIONS:
-        raise LayoutError(f"config.json: activation_function {function!r} is not one of {', '.join(ACTIVATIONS)}")
+    if not isinstance(function, str) or function not in ACTIVATIONS:
+        raise LayoutError(f"config.json: activation_function {checks.shown(function)} is not one of "
+                          f"{', '.join(ACTIVATIONS)}")
     for name, supported in (("scale_attn_by_inverse_layer_idx", False), ("add_cross_attention", False),
                             ("scale_attn_weights", True), ("tie_word_embeddings", True)):
         if name in data and data[name] is not supported:
-            raise LayoutError(f"config.json: {name} {data[name]!r} is not supported (the playground's model has "
-                              f"{name} {supported})")
+            raise LayoutError(f"config.json: {name} {checks.shown(data[name])} is not supported (the "
+                              f"playground's model has {name} {supported})")
     epsilon = data.get("layer_norm_epsilon", 1e-5)
     try:
         return ModelConfig(
@@ -124,12 +126,13 @@ def target_name(key: str, layers_num: int) -> str | None:
     if match:
         layer, rest = int(match.group(1)), match.group(2)
         if layer >= layers_num:
-            raise LayoutError(f"weights: {key!r} belongs to layer {layer}, but config.json has n_layer {layers_num}")
+            raise LayoutError(f"weights: {checks.shown(key)} belongs to layer {layer}, but config.json has n_layer "
+                              f"{layers_num}")
         if rest in OLD_BUFFERS:
             return None
         if rest in BLOCK_NAMES:
             return f"blocks.{layer}.{BLOCK_NAMES[rest]}"
-    raise LayoutError(f"weights: {key!r} is not a GPT-2 weight the playground's model has")
+    raise LayoutError(f"weights: {checks.shown(key)} is not a GPT-2 weight the playground's model has")
 
 
 def map_weight(key: str, tensor: torch.Tensor) -> torch.Tensor:
@@ -137,7 +140,8 @@ def map_weight(key: str, tensor: torch.Tensor) -> torch.Tensor:
     match = _BLOCK_KEY.match(key.removeprefix(PREFIX))
     if match and match.group(2) in CONV1D_WEIGHTS:
         if tensor.dim() != 2:
-            raise LayoutError(f"weights: {key!r} has shape {tuple(tensor.shape)}, not a Conv1D (in, out) matrix")
+            raise LayoutError(f"weights: {checks.shown(key)} has shape {tuple(tensor.shape)}, not a Conv1D (in, out) "
+                              "matrix")
         tensor = tensor.t()
     return tensor.to(torch.float32).contiguous()
 
@@ -160,7 +164,8 @@ def map_state_dict(keys: Iterable[str], read: Callable[[str], torch.Tensor],
                 head_key = key
             continue
         if target in state:
-            raise LayoutError(f"weights: {key!r} and {source[target]!r} are the same weight stored twice")
+            raise LayoutError(f"weights: {checks.shown(key)} and {checks.shown(source[target])} are the same weight "
+                              "stored twice")
         state[target], source[target] = map_weight(key, read(key)), key
     expected = [*TOP_NAMES.values(), *(f"blocks.{layer}.{name}" for layer in range(config.layers_num)
                                        for name in BLOCK_NAMES.values())]
@@ -176,8 +181,8 @@ def map_state_dict(keys: Iterable[str], read: Callable[[str], torch.Tensor],
         head = read(head_key).to(torch.float32)
         embedding = state["token_embedding.weight"]
         if head.shape != embedding.shape or not torch.equal(head, embedding):
-            raise LayoutError(f"weights: {head_key!r} differs from wte.weight, but GPT-2's head is tied to the "
-                              "token embedding")
+            raise LayoutError(f"weights: {checks.shown(head_key)} differs from wte.weight, but GPT-2's head is tied "
+                              "to the token embedding")
     return state
 
 

@@ -19,12 +19,15 @@ Repo ids come from strangers, so before a byte of weights is fetched:
     buffers, up to 4·T² bytes a layer: gpt2.largest_buffer_bytes) and whose forward pass fits the memory budget
     (``budget.inference_cost``). For a GPT-2 layout repo this is where the weights' size is first checked: the
     buffers make its file larger than its parameters alone, and only its config says by how much.
-A download refused after the fact (a file that turned out bigger, weights that do not load) is removed from
-the cache again. No request carries this server's HF token (``token=False``) unless the owner opts in with
+Downloads go to the playground's own cache, ``<PLAYGROUND_CACHE_DIR>/hub`` (settings.cache_dir), never to the
+machine's shared Hugging Face cache (``HF_HUB_CACHE`` / ``HF_HOME``), which may hold its user's own files of the
+same repo: a download refused after the fact (a file that turned out bigger, weights that do not load) is
+removed from the playground's cache again, and nothing else is ever deleted. No request carries this server's
+HF token (``token=False``) unless the owner opts in with
 ``PLAYGROUND_HUB_USE_TOKEN=1``: a visitor's id must not read the owner's private or gated repos.
 
 Settings are read when a function is called, not when huggingface_hub was imported:
-``HF_ENDPOINT`` (a mirror or a test server), ``HF_HUB_CACHE`` / ``HF_HOME`` (the cache), and
+``HF_ENDPOINT`` (a mirror or a test server), ``PLAYGROUND_CACHE_DIR`` (the cache, under ``hub/``), and
 ``HF_HUB_OFFLINE=1`` or ``PLAYGROUND_OFFLINE=1`` (use the cache only, make no request).
 """
 
@@ -39,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from playground import budget, checkpoints, gpt2
+from playground import budget, checkpoints, checks, gpt2, settings
 from playground.settings import offline
 
 logger = logging.getLogger(__name__)
@@ -81,8 +84,8 @@ def validate_repo_id(repo_id: str) -> str:
         raise HubError(f"the Hub repo id is {len(repo_id)} characters long; the limit is {MAX_REPO_ID_LENGTH}")
     if ".." in repo_id or "--" in repo_id or repo_id.endswith(".git") or not _REPO_ID_PATTERN.match(repo_id):
         raise HubError(
-            f"{repo_id!r} is not a Hub repo id: expected owner/name using letters, digits, '-', '_' and '.' "
-            "(each part starting and ending with a letter or digit, no '..' or '--')"
+            f"{checks.shown(repo_id)} is not a Hub repo id: expected owner/name using letters, digits, '-', '_' and "
+            "'.' (each part starting and ending with a letter or digit, no '..' or '--')"
         )
     return repo_id
 
@@ -100,16 +103,10 @@ def is_hub_id(text: str) -> bool:
     return True
 
 
-def _cache_dir(cache_dir: Path | None) -> str | None:
-    """``cache_dir``, else ``HF_HUB_CACHE``, else ``$HF_HOME/hub``, else huggingface_hub's default (None)."""
-    if cache_dir is not None:
-        return str(Path(cache_dir).expanduser())
-    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        if os.environ.get(variable):
-            return os.path.expanduser(os.environ[variable])
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.path.expanduser(os.environ["HF_HOME"]), "hub")
-    return None
+def _cache_dir(cache_dir: Path | None) -> str:
+    """``cache_dir``, else the playground's own ``<PLAYGROUND_CACHE_DIR>/hub``: never the shared Hugging Face
+    cache, whose files belong to the machine's user (remove_download deletes in the folder this returns)."""
+    return str(Path(cache_dir).expanduser() if cache_dir is not None else settings.cache_dir() / "hub")
 
 
 def _endpoint() -> str | None:
@@ -160,7 +157,7 @@ def _translate(exc: Exception, repo_id: str, revision: str | None, local_only: b
     if isinstance(exc, RepositoryNotFoundError):
         return HubError(f"no Hub repo named {repo_id} (or it is private)")
     if isinstance(exc, RevisionNotFoundError):
-        return HubError(f"{repo_id} has no revision {revision!r} (a branch, tag or commit hash)")
+        return HubError(f"{repo_id} has no revision {checks.shown(revision)} (a branch, tag or commit hash)")
     if isinstance(exc, LocalEntryNotFoundError):
         if type(exc).__name__ == "IncompleteSnapshotError":
             return HubError(f"cannot reach the Hugging Face Hub (offline?) and the cached copy of {repo_id} "
@@ -171,15 +168,16 @@ def _translate(exc: Exception, repo_id: str, revision: str | None, local_only: b
         if status is not None:
             return HubError(f"the Hub answered HTTP {status} and {repo_id} is not in the local cache (try later)")
         if local_only and revision:
-            return HubError(f"{not_cached} at revision {revision!r}")
+            return HubError(f"{not_cached} at revision {checks.shown(revision)}")
         return HubError(not_cached)
     if _is_connection_problem(exc):
         return HubError(not_cached)
     status = _status_code(exc)
     if status is not None:
         return HubError(f"the Hub answered HTTP {status} while downloading {repo_id}: "
-                        f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}")
-    return HubError(f"downloading {repo_id} from the Hub failed: {type(exc).__name__}: {exc}")
+                        f"{checks.shown(str(exc), quote=False) if str(exc).strip() else type(exc).__name__}")
+    return HubError(f"downloading {repo_id} from the Hub failed: {type(exc).__name__}: "
+                    f"{checks.shown(str(exc), quote=False)}")
 
 
 def _token() -> bool | None:
@@ -394,7 +392,7 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
     check_allowed(repo_id)
     if revision is not None:
         if not isinstance(revision, str) or not revision.strip():
-            raise HubError(f"the revision must be a branch, tag or commit hash, got {revision!r}")
+            raise HubError(f"the revision must be a branch, tag or commit hash, got {checks.shown(revision)}")
         revision = revision.strip()
     listing, status = (None, None) if offline() else _listing(repo_id, revision)
     local_only = listing is None
@@ -491,6 +489,6 @@ def _publish_error(exc: Exception, repo_id: str) -> HubError:
         return HubError(f"the Hub refused to publish {repo_id}: this token may not write to {repo_id.split('/')[0]}'s "
                         "repos (use a write token, or your own user or organisation name)")
     if status is not None:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = checks.shown(str(exc), quote=False) if str(exc).strip() else type(exc).__name__
         return HubError(f"the Hub answered HTTP {status} while publishing {repo_id}: {first}")
-    return HubError(f"publishing {repo_id} failed: {type(exc).__name__}: {exc}")
+    return HubError(f"publishing {repo_id} failed: {type(exc).__name__}: {checks.shown(str(exc), quote=False)}")

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from playground.budget import attention_is_explicit
 from playground.config import ModelConfig
 from playground.dropout import Dropout, dropout
 
@@ -114,7 +115,7 @@ class CausalSelfAttention(nn.Module):
         dropout_p = self.dropout_rate if self.training else 0.0
         weights = None
         # with dropout on a CPU, explicit: scaled_dot_product_attention would draw its mask one element at a time
-        if need_weights or (dropout_p > 0 and x.device.type == "cpu"):
+        if need_weights or attention_is_explicit(dropout_p, x.device.type):  # budget.training_cost prices it
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_size)  # (B, h, T, T_keys)
             scores = scores.masked_fill(~causal_mask(T, key_len, x.device), float("-inf"))
             weights = F.softmax(scores, dim=-1)

@@ -35,6 +35,7 @@ from playground.budget import (
     BudgetError,
     Cost,
     MemoryBudget,
+    attention_is_explicit,
     available_memory,
     human,
     largest_batch,
@@ -134,20 +135,28 @@ def where(device_type: str) -> str:
     return "a 2-core CPU" if device_type != "cuda" else "a small GPU"
 
 
-def memory_cost(config: ModelConfig, batch_size: int) -> Cost:
-    """budget.training_cost for a model of this shape trained ``batch_size`` windows at a time."""
-    return training_cost(parameters=config.parameter_count(), layers_num=config.layers_num,
-                         embedding_dim=config.embedding_dim, context_size=config.context_size,
-                         vocabulary_size=config.vocabulary_size, batch_size=batch_size)
+def _shapes(config: ModelConfig, device_type: str) -> dict[str, Any]:
+    return dict(parameters=config.parameter_count(), layers_num=config.layers_num, heads_num=config.heads_num,
+                embedding_dim=config.embedding_dim, context_size=config.context_size,
+                vocabulary_size=config.vocabulary_size,
+                explicit_attention=attention_is_explicit(config.dropout_rate, device_type))
 
 
-def memory_advice(config: ModelConfig, batch_size: int, fits_bytes: int) -> str:
+def memory_cost(config: ModelConfig, batch_size: int, device_type: str = "cpu") -> Cost:
+    """budget.training_cost for a model of this shape trained ``batch_size`` windows at a time on ``device_type``
+    (with dropout on a CPU its attention keeps (B, h, T, T) tensors)."""
+    return training_cost(batch_size=batch_size, **_shapes(config, device_type))
+
+
+def memory_advice(config: ModelConfig, batch_size: int, fits_bytes: int, device_type: str = "cpu") -> str:
     """What to lower, and to what, so a run fits ``fits_bytes``: 'lower batch_size to at most 87 (now 1024)'."""
-    largest = largest_batch(fits_bytes, parameters=config.parameter_count(), layers_num=config.layers_num,
-                            embedding_dim=config.embedding_dim, context_size=config.context_size,
-                            vocabulary_size=config.vocabulary_size)
+    shapes = _shapes(config, device_type)
+    largest = largest_batch(fits_bytes, **shapes)
     if largest >= 1:
         return f"lower batch_size to at most {largest:,} (now {batch_size:,})"
+    if shapes["explicit_attention"]:
+        return ("even batch_size 1 does not fit: lower context_size or heads_num, or set dropout_rate to 0 (with "
+                "dropout a CPU keeps every layer's (batch, heads, context, context) attention for backward)")
     return "even batch_size 1 does not fit: lower context_size or embedding_dim"
 
 
@@ -311,20 +320,20 @@ def _reserve_memory(config: ModelConfig, batch_size: int, device: torch.device,
                     budget: MemoryBudget | None) -> tuple[Cost, int]:
     """Check the run's peak against the device's free memory (CUDA; the CPU's where no server budget covers it: the
     command line) and reserve it from ``budget``."""
-    cost = memory_cost(config, batch_size)
+    cost = memory_cost(config, batch_size, device.type)
     free = free_device_memory(device) if budget is None or device.type != "cpu" else None
     if free is not None and cost.bytes > free:
         raise BudgetError(f"{cost.describe()}, more than the {human(free)} free on {describe(device)} now; "
-                          f"{memory_advice(config, batch_size, free)}")
+                          f"{memory_advice(config, batch_size, free, device.type)}")
     if budget is None:
         return cost, 0
     try:
-        return cost, budget.acquire(cost, hint=memory_advice(config, batch_size, budget.total))
+        return cost, budget.acquire(cost, hint=memory_advice(config, batch_size, budget.total, device.type))
     except BudgetError as exc:
         if cost.bytes > budget.total:
             raise
         free_now = max(0, budget.total - budget.reserved)
-        raise BudgetError(f"{exc}; to fit now, {memory_advice(config, batch_size, free_now)}") from None
+        raise BudgetError(f"{exc}; to fit now, {memory_advice(config, batch_size, free_now, device.type)}") from None
 
 
 def prepare_run(request: RunRequest, limits: Limits | None = None, budget: MemoryBudget | None = None) -> PreparedRun:

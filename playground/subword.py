@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from playground import checks
 from playground.tokenizer import Piece, UnknownCharacter, UnknownCharacterError, VocabularySize, escape_text
 
 SPACE_MARKER_NOTE = (
@@ -134,7 +135,8 @@ class BPETokenizer:
             data = json.loads(json_text)
             self._tokenizer = Tokenizer.from_str(json_text)
         except Exception as exc:  # the Rust library raises plain Exceptions
-            raise TokenizerFileError(f"not a tokenizer.json the tokenizers library can read: {exc}") from None
+            raise TokenizerFileError("not a tokenizer.json the tokenizers library can read: "
+                                     f"{checks.shown(str(exc), quote=False)}") from None
         model = data.get("model") if isinstance(data, dict) else None
         if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "merges" not in model:
             kind = model.get("type") if isinstance(model, dict) else None
@@ -153,7 +155,7 @@ class BPETokenizer:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise TokenizerFileError(f"cannot read {Path(path).name}: {exc}") from None
+            raise TokenizerFileError(f"cannot read {Path(path).name}: {checks.shown(str(exc), quote=False)}") from None
         return cls(text)
 
     @classmethod

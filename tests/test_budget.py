@@ -65,6 +65,49 @@ def test_the_training_estimate_bounds_the_measured_peak(shape):
     assert measured <= estimate <= 2 * measured
 
 
+MEASURE_DROPOUT = MEASURE.replace(
+    "L, h, C, T, B, V = map(int, sys.argv[1:7])", "L, h, C, T, B, V = map(int, sys.argv[1:7]); p = float(sys.argv[7])"
+).replace("layers_num=L)", "layers_num=L, dropout_rate=p)")
+
+
+@pytest.mark.parametrize("shape", [
+    (1, 8, 64, 512, 8, 0.5),  # one layer of big (B, h, T, T) blocks (64 MiB each: glibc maps them apart)
+    (4, 4, 192, 512, 4, 0.1),  # the small preset's shape, longer context: 16 MiB blocks that glibc's heap keeps
+    (2, 2, 128, 1024, 2, 0.1),  # the longest context
+    (1, 8, 64, 512, 8, 0.0),  # the first shape without dropout: scaled_dot_product_attention keeps no (T, T)
+])
+def test_the_training_estimate_with_dropout_bounds_the_measured_peak(shape):
+    """With dropout on a CPU attention keeps (B, h, T, T) tensors for backward, which the estimate counts. It must
+    stay above the measured peak and within twice it plus FIXED_OVERHEAD: the estimate's fixed working space, which
+    a run this small never fills (the peak of the shape without dropout is 127 MiB, its estimate 171)."""
+    L, h, C, T, B, p = shape
+    run = subprocess.run([sys.executable, "-c", MEASURE_DROPOUT, *map(str, (L, h, C, T, B, 65, p))], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    measured = json.loads(run.stdout)
+    estimate = budget.training_cost(**_shapes(L, h, C, T, B), heads_num=h,
+                                    explicit_attention=budget.attention_is_explicit(p, "cpu")).bytes
+    print(f"{shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}")
+    assert measured <= estimate <= 2 * measured + budget.FIXED_OVERHEAD
+
+
+def test_a_run_with_dropout_is_priced_by_its_heads_and_refused_with_what_to_lower():
+    """1 layer, 64 heads, width 64, context 1024, batch 8, dropout 0.5: 123k parameters whose attention keeps
+    8 x 64 x 1024 x 1024 numbers for backward; the estimate without them was 214 MiB."""
+    from playground.run import memory_advice, memory_cost
+
+    config = ModelConfig(vocabulary_size=65, context_size=1024, embedding_dim=64, heads_num=64, layers_num=1,
+                         dropout_rate=0.5)
+    assert memory_cost(config, 8).bytes > 15 * budget.GIB
+    assert memory_cost(config, 8, "cuda").bytes < 300 * budget.MIB  # SDPA on a GPU keeps no (T, T)
+    assert "set dropout_rate to 0" in memory_advice(config, 8, budget.GIB)
+    small = ModelConfig(vocabulary_size=65, context_size=1024, embedding_dim=192, heads_num=4, layers_num=4,
+                        dropout_rate=0.1)
+    advice = memory_advice(small, 32, int(1.8 * budget.GIB))
+    most = int(advice.split("at most ")[1].split(" ")[0])
+    assert memory_cost(small, most).bytes <= 1.8 * budget.GIB < memory_cost(small, most + 1).bytes
+
+
 def test_the_estimate_grows_with_every_shape():
     base = budget.training_cost(**_shapes(2, 2, 64, 64, 8)).bytes
     for changed in (_shapes(4, 2, 64, 64, 8), _shapes(2, 2, 128, 64, 8), _shapes(2, 2, 64, 128, 8),

@@ -41,7 +41,7 @@ def test_real_number_range_and_text():
 def test_a_long_value_is_quoted_short():
     with pytest.raises(ValueError) as caught:
         checks.whole_number("x" * 100_000, "steps")
-    assert len(str(caught.value)) < 200 and "100,002 characters" in str(caught.value)
+    assert len(str(caught.value)) < 200 and "100,000 characters" in str(caught.value)
 
 
 def test_text_counts_characters_and_bytes():
@@ -87,3 +87,19 @@ def test_every_seed_has_one_range():
             make()
     with pytest.raises(ValueError, match="dropout seed must be at least 0, got -1"):
         checks.seed(-1, "dropout seed")
+
+
+def test_a_value_that_shares_itself_is_quoted_without_being_written_out():
+    """[a, a] nested 60 deep has 2**60 items written out; what a message quotes of it is read from its first few."""
+    nested_list, nested_tuple = [], ()
+    for _ in range(60):
+        nested_list, nested_tuple = [nested_list, nested_list], (nested_tuple, nested_tuple)
+    for value in (nested_list, nested_tuple, {0: nested_list}, {i: i for i in range(10**5)}, 10**5000, b"x" * 10**6):
+        assert len(checks.shown(value)) < 120
+    assert checks.shown(nested_list).endswith("(list of 2 items)")
+    assert checks.shown(10**5000) == "<int of 16,610 bits>"
+
+
+def test_text_is_shown_as_it_is_cut_to_its_first_line():
+    assert checks.shown("Connection refused\nTraceback ...", quote=False) == "Connection refused"
+    assert checks.shown("y" * 500, quote=False) == "y" * checks.SHOWN_CHARS + "... (500 characters)"

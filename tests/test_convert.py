@@ -10,6 +10,7 @@ import io
 import json
 import pickle
 import random
+import re
 import subprocess
 import sys
 import zipfile
@@ -441,3 +442,95 @@ def test_python_m_playground_convert_runs_end_to_end(files):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(folder / "weights" / "cli-run")
     assert load_checkpoint("cli-run", directory=folder / "weights").tokenizer.characters == tuple(CHARS)
+
+
+# ----------------------------------------------------------------------------- shared structures in a small upload
+PLACEHOLDER = "NESTED-PAYLOAD"
+
+
+def _nested_ops(depth: int, container: str, slot: int) -> bytes:
+    """Pickle opcodes that push a ``depth``-deep structure whose every level holds the one below twice: for tuples
+    ``(a, a)`` itself (5 bytes a level), for lists a tuple of all the levels ``([], [[], []], ...)`` (9 bytes a level;
+    torch's unpickler has no POP to drop them). 2**depth leaves when written out; one memo slot, ``slot``."""
+    put, get = (b"q" + bytes([slot]), b"h" + bytes([slot])) if slot < 256 else \
+        (b"r" + slot.to_bytes(4, "little"), b"j" + slot.to_bytes(4, "little"))
+    if container == "tuple":
+        return b")" + (put + get + b"\x86") * depth
+    return b"(]" + put + (b"](" + get + get + b"e" + put) * depth + b"t"
+
+
+def _with_payload(pickled: bytes, depth: int, container: str, slot: int = 255) -> bytes:
+    """``pickled`` with the text PLACEHOLDER replaced by the nested structure (where the text sat: a value or a
+    key)."""
+    text = PLACEHOLDER.encode()
+    for opcode in (b"\x8c" + bytes([len(text)]) + text, b"X" + len(text).to_bytes(4, "little") + text):
+        if opcode in pickled:
+            return pickled.replace(opcode, _nested_ops(depth, container, slot), 1)
+    raise AssertionError("the placeholder is not in the pickle")
+
+
+def _hostile_ckpt(source, target, depth: int, container: str, edit) -> None:
+    """A real nanoGPT ckpt.pt whose data.pkl carries the nested structure where ``edit`` put PLACEHOLDER."""
+    checkpoint = torch.load(source, weights_only=True)
+    edit(checkpoint)
+    buffer = io.BytesIO()
+    torch.save(checkpoint, buffer)
+    with zipfile.ZipFile(buffer) as packed, zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as out:
+        for record in packed.infolist():
+            data = packed.read(record)
+            out.writestr(record, _with_payload(data, depth, container, 10**6) if record.filename.endswith("data.pkl")
+                         else data)
+
+
+_CONVERT_IN_A_CHILD = """
+import resource, sys
+from playground.convert import ConversionError, convert_nanogpt
+with open("/proc/self/statm") as f:
+    size = int(f.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + 2**30, size + 2**30))  # a runaway repr fails here, not the machine
+try:
+    convert_nanogpt(sys.argv[1], "x", meta_path=sys.argv[2], directory=sys.argv[3])
+except ConversionError as exc:
+    print("REFUSED", exc)
+"""
+
+
+def _edit_model_args(field):
+    return lambda checkpoint: checkpoint["model_args"].__setitem__(field, PLACEHOLDER)
+
+
+def _edit_weight_name(checkpoint):
+    checkpoint["model"][PLACEHOLDER] = checkpoint["model"].pop("transformer.wte.weight")
+
+
+@pytest.mark.parametrize("where, container, message", [
+    ("meta itos", "list", "itos\\[0\\] is \\(\\[\\].*not a single character"),
+    ("meta vocab_size", "list", "vocab_size is \\(\\[\\].* but itos has"),
+    ("meta itos key", "tuple", "meta.pkl was refused: .*shares"),
+    ("model_args bias", "list", "bias must be true or false, got \\(\\[\\]"),
+    ("model_args vocab_size", "list", "vocabulary_size must be a whole number, got \\(\\[\\]"),
+    ("weight name", "tuple", "hostile.pt was refused: .*shares"),
+])
+def test_a_small_upload_sharing_a_nested_structure_is_refused_at_once(files, where, container, message):
+    """A few hundred bytes can hold a structure with 2**60 leaves (each level is [a, a]): a message that writes it
+    out (repr) or a dict that hashes it (a tuple key) would run until memory or patience ran out. The refusal
+    quotes a bounded prefix, or names the sharing, in a child with 1 GiB of address space to spare."""
+    folder, _ = files
+    ckpt, meta = folder / "ckpt.pt", folder / "meta.pkl"
+    if where.startswith("meta"):
+        body = {"itos": {0: PLACEHOLDER}} if where == "meta itos" else \
+            {"vocab_size": PLACEHOLDER, "itos": {0: "a"}} if where == "meta vocab_size" else \
+            {"itos": {PLACEHOLDER: "a"}}
+        meta.write_bytes(_with_payload(pickle.dumps(body), 60, container))
+        assert meta.stat().st_size < 1000
+    else:
+        edit = _edit_model_args(where.split()[-1]) if where.startswith("model_args") else _edit_weight_name
+        _hostile_ckpt(folder / "ckpt.pt", folder / "hostile.pt", 60, container, edit)
+        ckpt = folder / "hostile.pt"
+    result = subprocess.run([sys.executable, "-c", _CONVERT_IN_A_CHILD, str(ckpt), str(meta), str(folder / "w")],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("REFUSED "), result.stdout
+    assert re.search(message, result.stdout), result.stdout
+    assert len(result.stdout) < 1000
+    assert not (folder / "w" / "x").exists()

@@ -169,7 +169,8 @@ def stub_hub(tiny_checkpoint, tmp_path, monkeypatch):
     })
     stub.thread.start()
     monkeypatch.setenv("HF_ENDPOINT", stub.url)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path / "playground-cache"))  # downloads go to its hub/
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "users-hf-cache"))  # the user's own: never touched
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("PLAYGROUND_HUB_ALLOW", raising=False)
@@ -185,7 +186,7 @@ def test_download_then_load_gives_identical_logits(stub_hub, tiny_checkpoint, tm
     model, tokenizer, _ = tiny_checkpoint
     checkpoint = load_from_hub("learner/tiny-char")
     assert checkpoint.name == "learner/tiny-char" and checkpoint.steps == 7
-    assert checkpoint.path.is_relative_to(tmp_path / "hf-cache")
+    assert checkpoint.path.is_relative_to(tmp_path / "playground-cache" / "hub")
     assert checkpoint.tokenizer == tokenizer and checkpoint.config == model.config
     idx = torch.randint(0, tokenizer.vocabulary_size, (2, 16))
     assert torch.equal(checkpoint.model(idx).logits, model(idx).logits)
@@ -343,7 +344,7 @@ def test_huge_weights_beside_a_tiny_config_are_refused_before_a_byte_is_fetched(
                                        r"the most a model of 20,000,000 parameters .* it is not downloaded"):
         load_from_hub("learner/huge-weights", max_parameters=20_000_000)
     assert stub_hub.requested_files() == [] and stub_hub.bytes_sent == 0
-    assert _cached_files(tmp_path / "hf-cache") == []
+    assert _cached_files(tmp_path / "playground-cache" / "hub") == []
 
 
 def test_weights_larger_than_the_config_implies_are_refused_and_nothing_stays_cached(stub_hub, tmp_path):
@@ -352,7 +353,7 @@ def test_weights_larger_than_the_config_implies_are_refused_and_nothing_stays_ca
         load_from_hub("learner/padded-weights")  # no parameter cap: the config's own size is the bound
     assert "model.safetensors" not in stub_hub.requested_files()
     assert stub_hub.bytes_sent < 4096  # config.json alone
-    assert _cached_files(tmp_path / "hf-cache" / "models--learner--padded-weights" / "snapshots") == []
+    assert _cached_files(tmp_path / "playground-cache" / "hub" / "models--learner--padded-weights" / "snapshots") == []
 
 
 def test_a_huge_small_file_is_refused_from_the_listing(stub_hub):
@@ -375,7 +376,7 @@ def test_a_download_that_does_not_load_is_removed_from_the_cache(stub_hub, tmp_p
 
     with pytest.raises(CheckpointError, match="learner/broken-weights: .*corrupt or not safetensors"):
         load_from_hub("learner/broken-weights")
-    repo = tmp_path / "hf-cache" / "models--learner--broken-weights"
+    repo = tmp_path / "playground-cache" / "hub" / "models--learner--broken-weights"
     assert not [f for f in _cached_files(repo) if f.startswith(("snapshots", "blobs"))]
     assert load_from_hub("learner/tiny-char").steps == 7  # other repos' files stay
 
@@ -386,3 +387,21 @@ def test_the_cache_serves_a_repo_when_the_hub_is_down(stub_hub, monkeypatch):
     seen = len(stub_hub.requests)
     assert download_checkpoint("learner/tiny-char") == first
     assert len(stub_hub.requests) == seen
+
+
+def test_a_refused_repo_never_touches_the_users_own_hugging_face_cache(stub_hub, tmp_path, monkeypatch):
+    """The visitor's repo is refused after its config.json arrives; the files the machine's user already had in
+    their shared Hugging Face cache (HF_HUB_CACHE), for that very repo and commit, stay where they were."""
+    shared = tmp_path / "users-hf-cache"  # HF_HUB_CACHE, as the stub_hub fixture sets it
+    repo = shared / "models--learner--padded-weights"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "snapshots" / SHA).mkdir(parents=True)
+    (repo / "blobs" / "abc").write_text("my notes")
+    (repo / "snapshots" / SHA / "notes.txt").symlink_to(repo / "blobs" / "abc")
+    (shared / "models--someone--else" / "blobs").mkdir(parents=True)
+    (shared / "models--someone--else" / "blobs" / "def").write_text("theirs")
+    before = sorted(path.relative_to(shared) for path in shared.rglob("*"))
+    with pytest.raises(HubError, match="padded-weights"):
+        load_from_hub("learner/padded-weights")
+    assert sorted(path.relative_to(shared) for path in shared.rglob("*")) == before
+    assert (repo / "snapshots" / SHA / "notes.txt").read_text() == "my notes"

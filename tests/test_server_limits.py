@@ -84,3 +84,29 @@ def test_a_chunked_oversized_body_is_cut_off_and_the_server_stays_up(server):
 def test_sessions_kept_are_bounded(server):
     assert server.state_session_capacity == SESSION_CAPACITY <= 1000
     assert server.delete_cache is not None
+
+
+def test_the_deep_link_route_writes_no_file(server):
+    """Gradio's /gradio_api/deep_link writes the session's components to a new file for every state it is asked
+    about; the playground has no deep-link button, so the route is answered 404 and the disk is not touched."""
+    from pathlib import Path
+
+    from gradio_client import Client
+
+    client = Client(server.local_url, verbose=False)
+    client.predict("Hello", "this text", None, api_name="/tokenize")
+    folder = Path(server.server_app.uploaded_file_dir) / "deep_links"
+    before = sorted(folder.rglob("*")) if folder.exists() else []
+    url = f"{server.local_url}gradio_api/deep_link?session_hash={client.session_hash}"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            status, body = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        status, body = error.code, error.read()
+    after = sorted(folder.rglob("*")) if folder.exists() else []
+    assert after == before, f"deep_link wrote {[str(path) for path in after if path not in before]}"
+    assert status == 404 and "not used" in json.loads(body)["error"]
+
+
+def test_the_queue_holds_a_bounded_number_of_events(server):
+    assert server._queue.max_size is not None and server._queue.max_size <= 256

@@ -20,10 +20,11 @@ from playground.device import pick_device
 from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_tab
 from playground.ui.common import AppContext
 from playground.ui.inputs import name_input_refusals
-from playground.ui.server import BodySizeLimit, body_cap
+from playground.ui.server import BodySizeLimit, UnusedRoutes, body_cap
 
 TITLE = "Attention Playground"
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
+QUEUE_SIZE = 64  # events waiting for a worker; past it Gradio answers "the queue is full" at once, holding nothing
 CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
 PHONE_WIDTH = 640  # px: below this the layout is a phone's
 TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
@@ -87,7 +88,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
                 train_tab.build(ctx)
             with gr.Tab("Sample", id="sample"):
                 sample_tab.build(ctx)
-    app.queue(default_concurrency_limit=4)
+    app.queue(default_concurrency_limit=4, max_size=QUEUE_SIZE)
     app.playground_context = ctx  # for tests and app.py; not looked up by the UI itself
     return app
 
@@ -99,7 +100,8 @@ def launch_options(limits: Limits | None = None) -> dict:
     an unknown choice sent to the API) reaches the client with Gradio's message instead of an empty error.
     ``state_session_capacity``: Gradio keeps each session's inputs and outputs, and every API call is a new
     session, so it keeps the last SESSION_CAPACITY (its default, 10,000, held gigabytes of figures).
-    The body cap answers 413 before Gradio parses an oversized request.
+    The body cap answers 413 before Gradio parses an oversized request; UnusedRoutes answers 404 for Gradio's
+    deep-link route, which writes a file per call and which no component here uses.
     """
     from starlette.middleware import Middleware
 
@@ -109,4 +111,5 @@ def launch_options(limits: Limits | None = None) -> dict:
     max_file_size = max(limits.max_upload_bytes, limits.max_model_upload_bytes)
     return dict(css=CSS, max_file_size=max_file_size, show_error=True,
                 state_session_capacity=SESSION_CAPACITY,
-                app_kwargs={"middleware": [Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes))]})
+                app_kwargs={"middleware": [Middleware(UnusedRoutes),
+                                           Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes))]})

@@ -98,11 +98,11 @@ def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, he
     if source == SOURCES[2]:
         presets = walkthrough.TEXTBOOK_PRESETS
         if preset not in presets:
-            raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(presets)}")
+            raise ValueError(f"unknown preset {checks.shown(preset)}; choose one of {', '.join(presets)}")
         inputs = presets[preset]()  # a handful of tokens: building it is the cheapest way to size it
         return HeadRequest(inputs.x.size(0), inputs.x.size(1), inputs.w_query.size(1), build=lambda: inputs,
                            notices=[f"Preset: {presets[preset].description}. The text box is not used."])
-    raise ValueError(f"unknown weight source {source!r}; choose one of: {', '.join(SOURCES)}")
+    raise ValueError(f"unknown weight source {checks.shown(source)}; choose one of: {', '.join(SOURCES)}")
 
 
 def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,

@@ -92,7 +92,7 @@ def _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device):
     batch = checks.whole_number(batch, "batch", 1, 64)
     seed = checks.seed(seed)
     if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+        raise ValueError(f"unknown dtype {checks.shown(dtype)}; choose one of {', '.join(DTYPES)}")
     chosen = pick_device(device)
     if _DTYPE_NAMES[dtype] not in supported_dtypes(chosen):
         raise ValueError(f"{dtype} is not supported on {describe(chosen)}; choose one of "
@@ -351,7 +351,7 @@ def build(ctx: AppContext) -> None:
 
     def show_source(name):
         if name not in IMPLEMENTATIONS:
-            raise ValueError(f"unknown implementation {name!r}; choose one of {', '.join(IMPLEMENTATIONS)}")
+            raise ValueError(f"unknown implementation {checks.shown(name)}; choose one of {', '.join(IMPLEMENTATIONS)}")
         return source_of(name)
 
     inputs = [embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device]

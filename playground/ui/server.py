@@ -1,4 +1,4 @@
-"""What the web server refuses before Gradio reads a request: bodies over a size cap.
+"""What the web server refuses before Gradio reads a request: bodies over a size cap, and routes it does not use.
 
 A 200 MB JSON body used to be parsed whole before a handler refused its 2,000-character text. This ASGI
 middleware answers 413 as soon as the declared Content-Length, or the bytes actually received (for a
@@ -8,6 +8,10 @@ route is left to it.
 Before answering, the rest of a body up to the cap again is read and thrown away (never kept): a server that
 answers and closes while a client is still sending makes the client's TCP stack see a reset instead of the 413
 and its message. A body declared larger than that is answered at once without reading it.
+
+Gradio's ``/gradio_api/deep_link`` writes a session's components (figures included) to a new file under its upload
+folder on every call whose state differs, for the DeepLinkButton; Gradio has no switch to turn the route off and
+the playground has no such button, so ``UnusedRoutes`` answers it 404 before Gradio sees it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 
 UPLOAD_PATH_SUFFIX = "/upload"
+UNUSED_PATH_SUFFIXES = ("/gradio_api/deep_link",)  # Gradio routes that write files and that no component here uses
 
 
 def body_cap(max_upload_bytes: int) -> int:
@@ -89,6 +94,22 @@ class BodySizeLimit:
         body = json.dumps({"error": f"The request is larger than this server's limit of {self.max_bytes:,} bytes; "
                                     "send less text (PLAYGROUND_MAX_UPLOAD_BYTES sets the limit)."}).encode()
         await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class UnusedRoutes:
+    """Pure ASGI middleware: 404 for Gradio routes the playground does not use (UNUSED_PATH_SUFFIXES)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not scope.get("path", "").rstrip("/").endswith(UNUSED_PATH_SUFFIXES):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps({"error": "This route is not used by Attention Playground."}).encode()
+        await send({"type": "http.response.start", "status": 404,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 

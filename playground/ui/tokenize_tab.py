@@ -63,7 +63,7 @@ def _vocabulary(ctx: AppContext, source: str, checkpoint: str | None,
         if not text:
             raise ValueError("Type some text first: the vocabulary is trained from it")
         return CharTokenizer.train_from_text(text), "this text", Counter(text), None
-    raise ValueError(f"unknown vocabulary source {source!r}; choose one of: {', '.join(SOURCES)}")
+    raise ValueError(f"unknown vocabulary source {checks.shown(source)}; choose one of: {', '.join(SOURCES)}")
 
 
 def tokenize(ctx: AppContext, text: str, source: str, checkpoint: str | None, *, warn: bool = True):

@@ -155,7 +155,7 @@ def preset_fields(name: str) -> dict[str, Any]:
     The run name is the preset's own name; ``preset_values`` makes it a fresh one (tiny-1, tiny-2...).
     """
     if name not in TRAIN_PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(TRAIN_PRESETS)}")
+        raise ValueError(f"unknown preset {checks.shown(name)}; choose one of {', '.join(TRAIN_PRESETS)}")
     preset = TRAIN_PRESETS[name]
     values = {**preset.model.to_dict(), **preset.train.to_dict(), "run_name": name}
     values["device"] = device_box(values["device"])
@@ -260,7 +260,7 @@ def visitors_text(corpus_choice, upload, pasted, limits: Limits) -> tuple[str | 
             raise ValueError("the pasted text is empty")
         return text, None
     if corpus_choice != CORPORA[0]:
-        raise ValueError(f"unknown corpus {corpus_choice!r}; choose one of {', '.join(CORPORA)}")
+        raise ValueError(f"unknown corpus {checks.shown(corpus_choice)}; choose one of {', '.join(CORPORA)}")
     return None, None
 
 
