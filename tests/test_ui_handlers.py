@@ -791,6 +791,20 @@ def test_compare_refusals_suggest_only_what_can_be_lowered(ctx):
         compare_tab.run_comparison(ctx, 4096, 8, 1024, 64, 0, False, "fp32", "cpu")
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_gpt2_preset_fills_a_largest_t_its_own_sweep_may_time(ctx, dtype, monkeypatch):
+    """Issue 31: the preset left "largest T" at 1024, and "Time them" was refused at once (about 144 s, over 60)."""
+    monkeypatch.setattr(compare_tab, "time_implementations", lambda *a, **k: [])
+    d, h, T, B, bias, largest = compare_tab.gpt2_preset(ctx, dtype, "cpu")
+    assert (d, h, T, B, bias) == (768, 12, 64, 1, True) and largest < 1024
+    assert compare_tab.timing_refusal(ctx, d, h, B, dtype, "cpu", largest) == ""
+    compare_tab.run_timing(ctx, d, h, B, dtype, "cpu", largest)  # not refused
+    refusal = compare_tab.timing_refusal(ctx, d, h, B, dtype, "cpu", 2 * largest)
+    assert refusal.startswith("**Not timed:** Timing 7 implementations") and f"at most {largest}" in refusal
+    with pytest.raises(ValueError, match=f"at most {largest}"):
+        compare_tab.run_timing(ctx, d, h, B, dtype, "cpu", 2 * largest)
+
+
 def test_sample_at_temperature_zero_is_greedy_and_says_so(ctx):
     *_, stats, _ = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 0.0, 0, 1.0, "", False, True))[-1]
     greedy = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 12, 0.8, 0, 1.0, 3, True, True))[-1]
