@@ -210,6 +210,28 @@ def test_sample_says_its_speed_plainly(ctx):
                                                         "8.8× faster)")
 
 
+def test_the_kv_cache_speed_up_is_quoted_only_between_like_runs(ctx):
+    """Issue 31: "48 characters/s ... (521 with it last time: 10.8x faster)", the 521 from a run at another
+    temperature."""
+    def stats_of(temperature, use_cache, state, new=10, prompt="ROMEO:"):
+        *_, stats, state = list(sample_tab.sample(ctx, "shakespeare-char", prompt, new, temperature, 0, 1.0, 3,
+                                                  False, use_cache, False, state))[-1]
+        return stats.split("\n")[0], state
+
+    _, state = stats_of(0.8, True, None)
+    unlike, state = stats_of(0.1, False, state)
+    assert "faster" not in unlike and re.search(r"[\d,]+ with it last time, but at temperature 0.8: draw again "
+                                                r"with the same settings to compare\)", unlike), unlike
+    _, state = stats_of(0.1, True, state)
+    like, state = stats_of(0.1, False, state)  # the same settings: the ratio
+    assert re.search(r"\([\d,]+ with it last time: [\d.,]+× faster\)", like), like
+    longer, _ = stats_of(0.1, True, state, new=12, prompt="JULIET:")
+    assert "but at prompt length 6, max new tokens 10:" in longer, longer
+    assert sample_tab.speed_sentence(48, False, 521, "characters", "temperature 0.8") == (
+        "48 characters/s without the KV cache (521 with it last time, but at temperature 0.8: draw again with the same "
+        "settings to compare)")
+
+
 def test_the_kv_cache_line_of_a_one_layer_model_says_one_layer():
     """'each of the 1 layers holds 5 keys' (a stranger's toy run)."""
     one = ModelConfig(vocabulary_size=10, layers_num=1, heads_num=1, embedding_dim=16, context_size=8)

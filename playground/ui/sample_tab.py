@@ -100,18 +100,33 @@ def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int 
     return line
 
 
-def speed_sentence(rate: float, use_cache: bool, other_rate: float | None = None, unit: str = "tokens") -> str:
+def speed_sentence(rate: float, use_cache: bool, other_rate: float | None = None, unit: str = "tokens",
+                   other_differs: str = "") -> str:
     """'836 characters/s with the KV cache', and the last speed the other way on the same checkpoint if there is
-    one."""
-    if use_cache:
-        sentence = f"{rate:,.0f} {unit}/s with the KV cache"
-        if other_rate:
-            return sentence + f" ({other_rate:,.0f} without it last time: {rate / other_rate:,.1f}× faster)"
-        return sentence + "; switch it off to compare"
-    sentence = f"{rate:,.0f} {unit}/s without the KV cache"
-    if other_rate:
-        return sentence + f" ({other_rate:,.0f} with it last time: {other_rate / rate:,.1f}× faster)"
-    return sentence + "; switch it on to compare"
+    one: as a ratio when that run's settings were the same, else with the settings it had (``other_differs``)."""
+    mode, other = ("with", "without") if use_cache else ("without", "with")
+    sentence = f"{rate:,.0f} {unit}/s {mode} the KV cache"
+    if not other_rate:
+        return sentence + f"; switch it {'off' if use_cache else 'on'} to compare"
+    if other_differs:  # unlike runs: no ratio
+        return sentence + (f" ({other_rate:,.0f} {other} it last time, but at {other_differs}: draw again with "
+                           "the same settings to compare)")
+    faster = rate / other_rate if use_cache else other_rate / rate
+    return sentence + f" ({other_rate:,.0f} {other} it last time: {faster:,.1f}× faster)"
+
+
+def speed_settings(settings: SamplingSettings, prompt_length: int) -> dict:
+    """What a speed is compared on besides the cache: the prompt's length, how many it draws, and how (not the
+    seed). Keys as the page words them."""
+    return {"prompt length": prompt_length, "max new tokens": settings.max_new_tokens,
+            "temperature": settings.temperature, "top-k": settings.top_k or 0, "top-p": settings.top_p or 1,
+            "greedy": "on" if settings.greedy else "off"}
+
+
+def differences(then: dict, now: dict) -> str:
+    """'temperature 0.8, top-k 20': the settings of the run ``then`` that differ from ``now``'s."""
+    return ", ".join(f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+                     for name, value in then.items() if now.get(name) != value)
 
 
 def max_request_seconds(ctx: AppContext) -> float:
@@ -182,6 +197,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     all_speeds = dict((history or {}).get("speeds", {}))
     speeds = dict(all_speeds.get(loaded.name, {}))
     mode, other = ("with", "without") if use_cache else ("without", "with")
+    compared_on = speed_settings(settings, len(prompt_ids))  # a speed is quoted beside one of a like run only
 
     tokens, spans = [], []
 
@@ -190,9 +206,13 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     def shown(cache_length: int):
         elapsed = max(clock() - started, 1e-9)
         rate = len(tokens) / elapsed
-        speeds[mode] = rate
+        speeds[mode] = {"rate": rate, "settings": compared_on}
         unit = _plural(tokenizer)
-        stats = (f"{speed_sentence(rate, use_cache, speeds.get(other), unit)}. {len(tokens)} {unit} in "
+        last = speeds.get(other)
+        last = last if isinstance(last, dict) else {}  # a state from before settings were kept with a speed
+        said = speed_sentence(rate, use_cache, last.get("rate"), unit, differences(last.get("settings", {}),
+                                                                                   compared_on))
+        stats = (f"{said}. {len(tokens)} {unit} in "
                  f"{elapsed:,.1f} s on {device}.\n\n"
                  + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer)))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
