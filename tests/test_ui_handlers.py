@@ -375,6 +375,27 @@ def test_train_estimate_and_presets(tmp_path):
         train_tab.preset_values("huge")
 
 
+def test_the_estimate_counts_the_symbols_of_the_corpus_a_run_reads(tmp_path, monkeypatch):
+    """Issue 31: offline without Tiny Shakespeare a run reads the built-in Sonnets (60 symbols), and the estimate
+    counted Tiny Shakespeare's 65."""
+    from playground.data import load_corpus
+    from playground.model import GPT
+
+    monkeypatch.delenv("PLAYGROUND_TINY_SHAKESPEARE")  # offline (conftest), nothing cached: what a run reads
+    read = load_corpus()
+    assert read.source == "builtin"
+    symbols = len(set(read.text))
+    tiny = train_tab.preset_fields("tiny")
+    fields = [tiny[name] for name in train_tab.ESTIMATE_FIELDS]
+    shape = {name: tiny[name] for name in ("layers_num", "heads_num", "embedding_dim", "context_size")}
+    count = GPT(ModelConfig(vocabulary_size=symbols, **shape)).parameter_count()
+    expected = f"**{count:,} parameters** (with the built-in Sonnets' {symbols} symbols)"
+    assert symbols == 60 and train_tab.estimate(*fields, train_tab.CORPORA[0]).startswith(expected)
+    ctx = AppContext(limits=Limits(), weights=tmp_path)  # the page's estimate reads the server's corpus
+    assert train_tab.estimate(*fields, train_tab.CORPORA[0], limits=ctx.limits,
+                              default_corpus=ctx.corpus).startswith(expected)
+
+
 def test_the_estimate_counts_the_chosen_texts_symbols(tmp_path):
     """A toy run on pasted "hello world" was estimated with Tiny Shakespeare's 65 symbols (5,328 parameters; the run
     had 3,504)."""
