@@ -17,6 +17,7 @@ import torch
 CELL_TEXT_LIMIT = 32
 VALUE_ROW_PX = 22  # a heatmap row's height when its cells print their values
 MAX_SIDE = 128  # a heatmap draws at most this many rows and columns: the figure's size never grows with T²
+MAX_FEATURE_COLUMNS = 384  # a features heatmap's columns (the heads side by side): every head of a 192-wide model
 MASKED_COLOUR = "#c7ccd4"  # masked cells: a grey neither colour scale uses
 HIGHLIGHT_COLOUR = "#f97316"  # the frame around the chosen query's row
 TITLE_WIDTH = 40  # characters per title line: a phone's plot is about 340 px wide
@@ -84,13 +85,14 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
             show_values: bool | None = None, height: int | None = None, x_title: str = "", y_title: str = "",
             first_row: int = 0, first_col: int = 0, masked: torch.Tensor | None = None,
             masked_hover: str | Sequence[Sequence[str]] = "masked (−∞)", highlight_row: int | None = None,
-            sparse_columns: bool = False) -> go.Figure:
+            sparse_columns: bool = False, max_cols: int = MAX_SIDE) -> go.Figure:
     """A heatmap of a 2-D matrix; hover shows the exact value, row, column and labels.
 
     Built from numpy arrays (Plotly validates lists element by element, arrays at once): a 64 x 64
     matrix takes a few milliseconds. A matrix larger than MAX_SIDE × MAX_SIDE is drawn as a window of that
     size starting at (``first_row``, ``first_col``), its title saying which rows and columns are shown, so a
-    figure costs the same at T = 1024 as at T = 128. ``zmin``/``zmax`` fix the colour scale (to compare two
+    figure costs the same at T = 1024 as at T = 128 (``max_cols`` columns: MAX_FEATURE_COLUMNS for the heads' features
+    side by side). ``zmin``/``zmax`` fix the colour scale (to compare two
     figures); otherwise it follows the data.
 
     Masked cells (−∞ or NaN, and those ``masked`` marks True, e.g. weights that are 0 because their score was
@@ -109,8 +111,8 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
     row_labels = list(row_labels) if row_labels is not None else list(range(total_rows))
     col_labels = list(col_labels) if col_labels is not None else list(range(total_cols))
     first_row = max(0, min(int(first_row), max(0, total_rows - MAX_SIDE)))
-    first_col = max(0, min(int(first_col), max(0, total_cols - MAX_SIDE)))
-    row_slice, col_slice = slice(first_row, first_row + MAX_SIDE), slice(first_col, first_col + MAX_SIDE)
+    first_col = max(0, min(int(first_col), max(0, total_cols - max_cols)))
+    row_slice, col_slice = slice(first_row, first_row + MAX_SIDE), slice(first_col, first_col + max_cols)
     v = values[row_slice, col_slice].numpy()
     rows, cols = v.shape
     row_numbers, col_numbers = range(first_row, first_row + rows), range(first_col, first_col + cols)
@@ -305,6 +307,27 @@ def frame_cell(figure: go.Figure, row: int, col: int, first_row: int = 0, first_
     if 0 <= r < MAX_SIDE and 0 <= c < MAX_SIDE:
         figure.add_shape(type="rect", xref="x", yref="y", x0=c - 0.5, x1=c + 0.5, y0=r - 0.5, y1=r + 0.5,
                          line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)", name="chosen cell")
+    return figure
+
+
+def column_groups(figure: go.Figure, size: int, names: Sequence[str], first_col: int = 0) -> go.Figure:
+    """Mark a ``heatmap``'s columns as groups of ``size`` (a head's features): a divider between groups and each
+    group's name under its middle, for the groups in the window from ``first_col``; hover still names every column.
+
+        column_groups(figure, 48, ["head 0", ..., "head 3"]) on 192 columns -> 3 dividers, 4 names
+    """
+    cols = len(figure.data[0].x)
+    middles, shown = [], []
+    for group, name in enumerate(names):
+        start, end = group * size - first_col, (group + 1) * size - first_col  # the window's columns
+        if end <= 0 or start >= cols:
+            continue
+        middles.append((max(start, 0) + min(end, cols) - 1) / 2)
+        shown.append(name)
+        if 0 < start < cols:
+            figure.add_shape(type="line", xref="x", yref="paper", x0=start - 0.5, x1=start - 0.5, y0=0, y1=1,
+                             line=dict(color="#111827", width=2), name="between groups")
+    figure.update_xaxes(tickmode="array", tickvals=middles, ticktext=shown, tickangle=word_tick_angle(shown))
     return figure
 
 
