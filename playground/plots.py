@@ -67,12 +67,13 @@ def word_tick_angle(labels: Sequence[str], room_px: int = LABEL_ROOM_PX) -> int:
     return -45
 
 
-def label_step(count: int, longest: int, room_px: int = LABEL_ROOM_PX) -> int:
-    """Label every k-th of ``count`` ticks so labels ``longest`` characters long never overlap in ``room_px``.
+def label_step(count: int, longest: int, room_px: int = LABEL_ROOM_PX, label_px: int | None = None) -> int:
+    """Label every k-th of ``count`` ticks so labels ``longest`` characters long (or ``label_px`` wide, gap and all)
+    never overlap in ``room_px``.
 
         label_step(48, 3) -> 5   (d0, d5, ... d45: ten labels of about 29 px in 300 px)
     """
-    fits = max(1, room_px // (longest * LABEL_CHAR_PX + LABEL_GAP_PX))
+    fits = max(1, room_px // (label_px or longest * LABEL_CHAR_PX + LABEL_GAP_PX))
     for step in LABEL_STEPS:
         if math.ceil(count / step) <= fits:
             return step
@@ -234,13 +235,46 @@ def curve_overlay(runs: Sequence[tuple[str, Sequence[Sequence[float]], Sequence[
     return figure
 
 
+BAR_GAP_PX = 4  # between single characters under their bars (8 made 42 characters skip every other one)
+SLANTED_LABEL_PX = 18  # the width a label slanted at -45 degrees takes along the axis, however long it is
+WRAP_WIDTH = 10  # characters per line of a word label wrapped under its bar ("attention<br>output")
+
+
+def _bar_ticks(shown: list[str], room_px: int, important: Sequence[int]) -> tuple[list[int], list[str], int]:
+    """(tick positions, their text, angle) for bars labelled ``shown``: every label while they fit in ``room_px``
+    (words wrapped onto short lines, then slanted); past that the ``important`` positions first (the query, the
+    largest weights), then every k-th of the rest where it keeps clear of them.
+
+        42 characters in 560 px -> all 42;  7 block points ("residual add 2 (block output)") -> all 7, slanted
+    """
+    n, text, angle = len(shown), shown, 0
+    longest = max((len(label) for label in shown), default=1)
+    if longest > 3:  # words, which a phone cannot thin: wrapped where they fit a phone, else slanted
+        text = [wrap_title(label, WRAP_WIDTH) for label in shown]
+        longest = max(len(line) for label in text for line in label.split("<br>"))
+        if n * (longest * LABEL_CHAR_PX + LABEL_GAP_PX) > min(room_px, LABEL_ROOM_PX):
+            text, angle = shown, -45
+    width = SLANTED_LABEL_PX if angle else longest * LABEL_CHAR_PX + (BAR_GAP_PX if longest == 1 else LABEL_GAP_PX)
+    spacing = label_step(n, longest, room_px, width)
+    if spacing == 1:
+        return list(range(n)), text, angle
+    picked: list[int] = []  # two labels closer than ``spacing`` would overlap
+    for position in [i for i in dict.fromkeys(important) if 0 <= i < n] + list(range(0, n, spacing)):
+        if all(abs(position - other) >= spacing for other in picked):
+            picked.append(position)
+    picked.sort()
+    return picked, [text[i] for i in picked], angle
+
+
 def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y_title: str = "",
               height: int = 300, *, masked: Sequence[bool] | None = None,
-              masked_hover: str = "masked (−∞)", room_px: int = BAR_LABEL_ROOM_PX) -> go.Figure:
+              masked_hover: str = "masked (−∞)", room_px: int = BAR_LABEL_ROOM_PX,
+              important: Sequence[int] = ()) -> go.Figure:
     """Bars at index positions labelled with ``labels`` (repeats keep their own bar).
 
-    Every k-th label is shown where they would overlap in ``room_px`` (a desktop half-width plot; LABEL_ROOM_PX for
-    labels a phone cannot thin by itself, such as d0, d1, ... whose every label is three characters wide).
+    Every label is shown while they fit in ``room_px`` (a desktop half-width plot); words wrap onto short lines,
+    then slant. Where they cannot all fit, the ``important`` positions are labelled first (the query, the largest
+    weights), then evenly spaced others; the hover names every bar with its position.
 
     Positions ``masked`` marks True get no bar but a grey × on the axis that says ``masked_hover``, so a masked
     score never reads as a score of 0.
@@ -249,21 +283,19 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y
     hidden = [bool(m) for m in masked] if masked is not None else [False] * len(values)
     heights = [None if m else value for value, m in zip(values, hidden)]
     figure = go.Figure(go.Bar(x=list(range(len(values))), y=heights, customdata=shown,
-                              hovertemplate="%{customdata}: %{y:.6g}<extra></extra>", showlegend=False))
+                              hovertemplate="%{x} · %{customdata}: %{y:.6g}<extra></extra>", showlegend=False))
     if any(hidden):
         where = [i for i, m in enumerate(hidden) if m]
         figure.add_trace(go.Scatter(x=where, y=[0.0] * len(where), mode="markers", showlegend=False,
                                     marker=dict(symbol="x-thin", size=9, line=dict(width=2, color="#8b93a1")),
                                     customdata=[shown[i] for i in where],
-                                    hovertemplate=f"%{{customdata}}: {masked_hover}<extra></extra>"))
+                                    hovertemplate=f"%{{x}} · %{{customdata}}: {masked_hover}<extra></extra>"))
     title_layout, top = _title_layout(title)
-    # every label while they fit a half-width desktop plot; past that every k-th (a 128-character context's
-    # labels ran into one smear); the hover names every bar
-    step = label_step(len(values), max((len(label) for label in shown), default=1), room_px)
+    tickvals, ticktext, angle = _bar_ticks(shown, room_px, important)
     figure.update_layout(title=title_layout, height=height, yaxis_title=y_title,
                          margin=dict(l=60, r=20, t=top, b=50),
-                         xaxis=dict(tickmode="array", tickvals=list(range(0, len(values), step)),
-                                    ticktext=shown[::step], tickangle=word_tick_angle(shown[::step])))
+                         xaxis=dict(tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=angle,
+                                    automargin=True))
     return figure
 
 

@@ -6,7 +6,7 @@ model-block, model-lens, model-textbook-heads, model-no-transpose."""
 from __future__ import annotations
 
 import pytest
-from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot
+from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot, x_labels
 from playwright.sync_api import Locator, expect
 
 from playground.anatomy.lessons import FORGET_TRANSPOSE_LABEL, LEVEL_LABELS, LEVEL_TITLES
@@ -73,3 +73,14 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     expect(panel).to_contain_text("h1·t5 ✓")  # the table: the last row's last block is in its place
     expect_no_error(page)
     screenshot(page, "model-no-transpose")
+
+
+def test_the_block_names_every_point_under_its_bar(page):
+    """Issue 31: "mean ||x|| at each point" labelled 2 of its 7 bars."""
+    panel = open_tab(page, "Model")
+    expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)
+    zoom(panel, 4)
+    drawn = x_labels(plot_titled(panel, "Mean ‖x‖ over the tokens"))
+    assert [label["text"] for label in drawn] == ["block input", "LayerNorm 1", "attention output", "residual add 1",
+                                                  "LayerNorm 2", "MLP output", "residual add 2 (block output)"]
+    expect_no_error(page)

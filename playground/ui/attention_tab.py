@@ -180,7 +180,16 @@ def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: st
         values, hidden, what = trace.masked_scores[position], trace.masked[position].tolist(), "Scores into softmax"
     shown = [0.0 if hidden and hidden[j] else value for j, value in enumerate(values.tolist())]
     return plots.bar_chart(trace.tokens, shown, f"{what} of query {position} ({token})", "score", masked=hidden,
-                           masked_hover=lessons.MASKED_SCORE_HOVER)
+                           masked_hover=lessons.MASKED_SCORE_HOVER, important=_labels_that_matter(trace, position))
+
+
+TOP_LABELLED = 3  # the largest weights of a query's row keep their labels where not every bar can have one
+
+
+def _labels_that_matter(trace: walkthrough.HeadTrace, position: int) -> list[int]:
+    """The bars whose labels a crowded row keeps: the query itself, then its largest weights."""
+    weights = trace.weights[position]
+    return [position, *torch.topk(weights, min(TOP_LABELLED, weights.numel())).indices.tolist()]
 
 
 MIXES_SHOWN = 12  # value vectors named in the query's sentence, largest weight first
@@ -260,7 +269,8 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         hidden = trace.masked[position].tolist()
         score_bars = _score_bars(trace, key, position, row.token)
         weight_bars = plots.bar_chart(trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})",
-                                      "weight", masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER)
+                                      "weight", masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER,
+                                      important=_labels_that_matter(trace, position))
     heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
                f"*{inputs.description}* · T = {count(trace.length, 'token')} · C = {trace.embedding_dim} · "
                f"d_k = {trace.head_size}")

@@ -324,7 +324,8 @@ def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, setti
     stream = _heatmap(norms, names, tokens, "‖x‖ of each token at each point of the block", colorscale="Viridis",
                       zmin=0.0, col_start=_window_start(query), x_title="token", y_title="point", show_values=False,
                       sparse_columns=True)
-    means = plots.bar_chart(names, norms.mean(dim=1).tolist(), "Mean ‖x‖ over the tokens at each point", "‖x‖")
+    means = plots.bar_chart(names, norms.mean(dim=1).tolist(), "Mean ‖x‖ over the tokens at each point", "‖x‖",
+                            height=420)  # room under the bars for the seven points' slanted names
     text = lessons.block_text(walk, head, trained_as)
     return _heading("block", lessons.block_formula(walk), text, where, notes), before, after, stream, means, ""
 

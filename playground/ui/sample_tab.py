@@ -281,10 +281,10 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
             torch.no_grad():
         ids = torch.tensor([context_ids], dtype=torch.long, device=next(loaded.model.parameters()).device)
         weights = loaded.model(ids, return_attention=True).attention_weights[layer][0, head, -1].cpu()
+    strongest = torch.topk(weights, min(5, weights.numel()))
     attention = plots.bar_chart(context_labels, weights.tolist(),
                                 f"What drawing #{position} attended to<br>layer {layer}, head {head}",
-                                "attention weight")
-    strongest = torch.topk(weights, min(5, weights.numel()))
+                                "attention weight", important=[len(context_ids) - 1, *strongest.indices.tolist()])
     back = len(context_ids)  # the last token it read is 1 back
     named = ", ".join(f"{context_labels[i]!r} ({back - i} back) {w:.2f}"
                       for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
