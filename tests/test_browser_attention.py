@@ -122,7 +122,8 @@ def test_attention_renders_on_arrival_and_steps_through_every_stage(page):
         expect(heading(panel)).to_have_text(title, timeout=WAIT_MS)
         for plot in plots:
             expect(plot_titled(panel, plot)).to_be_visible(timeout=WAIT_MS)
-        expect(plots_in(panel).filter(has=page.locator(".gtitle"))).to_have_count(len(plots) + 2)  # + query bars
+        bars = (number >= 2) + (number >= 5)  # the query's score bars from step 3, its softmax bars from step 6
+        expect(plots_in(panel).filter(has=page.locator(".gtitle"))).to_have_count(len(plots) + bars)
         expect(panel.get_by_role("radio", name=STEP_LABELS[number], exact=True)).to_be_checked()
     expect(panel).to_contain_text("Mask (on now).")
     expect(panel).not_to_contain_text("Mask before vs after")  # that note is step 5's

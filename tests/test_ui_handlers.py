@@ -56,6 +56,20 @@ def test_attention_every_step_and_notice_of_truncation(ctx):
     assert "30 characters were dropped (context_size is 32)" in heading
 
 
+def test_each_step_shows_only_what_has_been_introduced_by_then(ctx):
+    """Issue 31: at "1 · X" the query's panel already showed raw scores and softmax bars."""
+    for number, step in enumerate(STEP_TITLES, start=1):
+        *_, score_bars, weight_bars, query_md, _ = attention_tab.attention_step(
+            ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "", True, True, 1.0, False, step, 2)
+        assert (score_bars is not None) == (number >= 3) and (weight_bars is not None) == (number >= 6), number
+        assert query_md.startswith("Query **2** `starts`")
+        assert ("mixes the value vectors" in query_md) == (number >= 6), query_md  # the weights say how much
+        assert ("its softmax weights at step 6" in query_md) == (number < 6), query_md
+    first = attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "", True, True,
+                                         1.0, False, STEP_TITLES[0], 2)
+    assert first[-2].endswith("Still to come: its scores at step 3, its softmax weights at step 6.")
+
+
 def test_attention_unknown_characters_are_highlighted(ctx):
     result = attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
                                           "hi ∑", True, True, 1.0, False, STEP_TITLES[0], None)
@@ -461,6 +475,8 @@ def test_attention_masked_weights_are_grey_and_say_why(ctx):
     assert values.customdata[0][1].endswith(lessons.MASKED_WEIGHT_HOVER) and len(weights.data) == 2
     *_, score_bars, weight_bars, _, _ = _step(ctx, step=STEP_TITLES[4], query=2)
     assert list(score_bars.data[0].y[3:]) == [None] * 5 and list(score_bars.data[1].x) == [3, 4, 5, 6, 7]
+    assert weight_bars is None  # softmax comes at step 6
+    *_, weight_bars, _, _ = _step(ctx, step=STEP_TITLES[5], query=2)
     assert lessons.MASKED_WEIGHT_HOVER in weight_bars.data[1].hovertemplate
 
 

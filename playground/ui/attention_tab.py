@@ -210,6 +210,16 @@ def _mixes_text(row: walkthrough.QueryRow) -> str:
             "their weighted sum.")
 
 
+SCORES_MET, WEIGHTS_MET = STAGE_KEYS.index("scores"), STAGE_KEYS.index("weights")
+
+
+def _coming_text(row: walkthrough.QueryRow, index: int) -> str:
+    """Before softmax, the query's panel says what it will show, and at which step."""
+    coming = [(SCORES_MET, "its scores"), (WEIGHTS_MET, "its softmax weights")]
+    said = [f"{what} at step {met + 1}" for met, what in coming if met > index]
+    return f"Query **{row.position}** `{row.token}`: its row is framed. Still to come: {', '.join(said)}."
+
+
 class View(NamedTuple):
     """What one step shows: the public outputs (heading to text_check), the query box's value and warnings."""
 
@@ -267,10 +277,11 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         figures = _figures(trace, default, key, position)
         row = walkthrough.query_row(trace, position)
         hidden = trace.masked[position].tolist()
-        score_bars = _score_bars(trace, key, position, row.token)
+        # the query's panel shows only what the steps so far have introduced: scores from step 3, weights from 6
+        score_bars = _score_bars(trace, key, position, row.token) if index >= SCORES_MET else None
         weight_bars = plots.bar_chart(trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})",
                                       "weight", masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER,
-                                      important=_labels_that_matter(trace, position))
+                                      important=_labels_that_matter(trace, position)) if index >= WEIGHTS_MET else None
     heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
                f"*{inputs.description}* · T = {count(trace.length, 'token')} · C = {trace.embedding_dim} · "
                f"d_k = {trace.head_size}")
@@ -278,7 +289,7 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         heading += f"\n\nModel: {request.about}"
     if request.notices:
         heading += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in request.notices)
-    query_md = _mixes_text(row)
+    query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row, index)
     return View(heading, *figures, "\n\n".join(note for note in notes if note), score_bars, weight_bars, query_md,
                 "", asked if asked < 0 else position, warnings)
 
@@ -348,9 +359,11 @@ def move_step(step, delta: int) -> str:
 
 
 def _visible_plots(result: tuple) -> tuple:
-    """Show the second and third plot boxes only when the step has a second and third matrix (Q, K, V)."""
-    heading, a, b, c, *rest = result
-    return (heading, a, gr.Plot(value=b, visible=b is not None), gr.Plot(value=c, visible=c is not None), *rest)
+    """Show the second and third plot boxes only when the step has a second and third matrix (Q, K, V), and the
+    query's bars only from the steps that introduce them."""
+    heading, a, b, c, whatif, scores, weights, *rest = result
+    return (heading, a, *(gr.Plot(value=figure, visible=figure is not None) for figure in (b, c)), whatif,
+            *(gr.Plot(value=figure, visible=figure is not None) for figure in (scores, weights)), *rest)
 
 
 def _source_groups(source: str) -> tuple:
