@@ -224,6 +224,19 @@ def test_random_head_rejects_bad_sizes():
             random_head(*args, seed=0)
 
 
+def test_mask_leak_says_why_some_earlier_tokens_read_nothing_of_the_future():
+    """Issue 31: "all 41 earlier tokens ... reading the future" became "26 of the 41" without scaling and "18" at
+    temperature 0.1, with no word on why the others stopped counting."""
+    inputs = random_head("To be, or not to be: that is the question.", 16, 8, 0)
+    leak = mask_leak(**inputs.as_kwargs(), temperature=0.1)
+    unmoved = [i for i in range(41) if leak.output_change[i] == 0.0]
+    assert 0 < len(unmoved) == 41 - len(leak.affected)
+    weights = trace_head(**inputs.as_kwargs(), mask=False, temperature=0.1).weights[unmoved, -1]
+    assert f"The other {len(unmoved)} see it too, with weights of at most {weights.max().item():.0e} on it: too " \
+           "little to move their outputs in float32" in leak.summary
+    assert "The other" not in mask_leak(**inputs.as_kwargs()).summary  # all 41 counted
+
+
 def test_mask_leak_names_the_tokens_that_read_the_future():
     inputs = journey_preset()
     leak = mask_leak(**inputs.as_kwargs())
