@@ -246,6 +246,16 @@ def test_the_kv_cache_speed_up_is_quoted_only_between_like_runs(ctx):
         "settings to compare)")
 
 
+def test_small_sizes_and_short_times_are_said_to_what_is_meaningful(ctx):
+    """Issue 31: "0 KiB" and "40 characters in 0.0 s"."""
+    one = ModelConfig(vocabulary_size=10, layers_num=1, heads_num=1, embedding_dim=16, context_size=8)
+    assert "(160 numbers, 640 bytes in fp32)" in sample_tab._cache_line(one, 5, True)
+    *_, stats, _ = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 40, 1.0, 0, 1.0, 3, False, True,
+                                         clock=StepClock(0.0005)))[-1]
+    assert re.search(r"40 characters in \d+ ms on", stats), stats
+    assert [sample_tab.duration(s) for s in (0.0004, 0.0456, 2.345)] == ["under 1 ms", "46 ms", "2.3 s"]
+
+
 def test_the_kv_cache_line_of_a_one_layer_model_says_one_layer():
     """'each of the 1 layers holds 5 keys' (a stranger's toy run)."""
     one = ModelConfig(vocabulary_size=10, layers_num=1, heads_num=1, embedding_dim=16, context_size=8)

@@ -18,7 +18,7 @@ import gradio as gr
 import torch
 
 from playground import checks, plots
-from playground.budget import inference_cost
+from playground.budget import human, inference_cost
 from playground.checks import count
 from playground.config import ModelConfig
 from playground.device import describe
@@ -89,7 +89,7 @@ def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int 
     line = (f"KV cache: {layers} holds {length} keys and {length} values per head, one "
             f"of each for every token the model sees now (the prompt and what it has written, up to its context); a "
             f"new token computes only its own key and value and reads the rest from the cache "
-            f"({numbers:,} numbers, {numbers * 4 / 1024:,.0f} KiB in fp32)")
+            f"({numbers:,} numbers, {human(numbers * 4)} in fp32)")
     if rebuilt:
         half = rebuild_length(config.context_size)
         line += (f". It filled the model's context of {config.context_size} and was rebuilt from the last {half} "
@@ -113,6 +113,13 @@ def speed_sentence(rate: float, use_cache: bool, other_rate: float | None = None
                            "the same settings to compare)")
     faster = rate / other_rate if use_cache else other_rate / rate
     return sentence + f" ({other_rate:,.0f} {other} it last time: {faster:,.1f}× faster)"
+
+
+def duration(seconds: float) -> str:
+    """A run's time to what is meaningful: '45 ms' under a second (where '0.0 s' said nothing), else '2.3 s'."""
+    if seconds < 0.001:
+        return "under 1 ms"
+    return f"{seconds * 1000:,.0f} ms" if seconds < 1 else f"{seconds:,.1f} s"
 
 
 def speed_settings(settings: SamplingSettings, prompt_length: int) -> dict:
@@ -213,7 +220,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         said = speed_sentence(rate, use_cache, last.get("rate"), unit, differences(last.get("settings", {}),
                                                                                    compared_on))
         stats = (f"{said}. {len(tokens)} {unit} in "
-                 f"{elapsed:,.1f} s on {device}.\n\n"
+                 f"{duration(elapsed)} on {device}.\n\n"
                  + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer)))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
 
