@@ -70,6 +70,18 @@ def test_each_step_shows_only_what_has_been_introduced_by_then(ctx):
     assert first[-2].endswith("Still to come: its scores at step 3, its softmax weights at step 6.")
 
 
+def test_mask_before_scaling_at_step_4_says_its_two_maps_are_identical_and_why(ctx):
+    """Issue 31: "mask before scaling" at step 4 drew two identical maps with nothing said."""
+    def note(step, before=True, scale=True):
+        return attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "", scale, True,
+                                            1.0, before, STEP_TITLES[step - 1], None)[4]
+
+    assert "**Now and default are identical** (now: scaled, masked, τ 1, mask before scaling): the mask comes at " \
+           "step 5, so masking (before or after scaling) cannot change the scaled scores." in note(4)
+    assert "(−∞ ÷ √d_k is still −∞)" in note(6)
+    assert "identical" not in note(4, scale=False) and "**Now vs default.**" in note(4, scale=False)
+
+
 def test_attention_unknown_characters_are_highlighted(ctx):
     result = attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
                                           "hi ∑", True, True, 1.0, False, STEP_TITLES[0], None)

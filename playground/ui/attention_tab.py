@@ -269,7 +269,10 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         trace = inputs.trace(**switches)
         default = inputs.trace() if comparing else None
         stage = walkthrough.stages(trace)[index]
-        notes = [lessons.comparison_note(trace, key), *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
+        identical = default is not None and all(torch.equal(now.values, then.values) for now, then in
+                                                zip(trace.matrices(key), default.matrices(key), strict=True))
+        notes = [lessons.comparison_note(trace, key, identical),
+                 *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
         warnings = []
         position = trace.length - 1 if asked < 0 else min(asked, trace.length - 1)
         if asked > position:

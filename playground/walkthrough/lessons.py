@@ -207,13 +207,19 @@ def switches_text(switches: dict[str, Any], key: str | None = None) -> str:
     return ", ".join(words)
 
 
-def comparison_note(trace: HeadTrace, key: str) -> str:
-    """What the second plot is when a switch differs from its default; "" when they all match."""
+def comparison_note(trace: HeadTrace, key: str, identical: bool = False) -> str:
+    """What the second plot is when a switch differs from its default; "" when they all match. ``identical``: the
+    two plots match cell for cell, and the note says so and why."""
     if trace.switches == DEFAULT_SWITCHES:
         return ""
     if key not in SWITCHED_STAGES:
         return (f"**Switches: {switches_text(trace.switches)}.** They act from step 4 on; this step is the same "
                 "either way.")
+    if identical:
+        why = ("the mask comes at step 5, so masking (before or after scaling) cannot change the scaled scores"
+               if key == "scaled_scores" else
+               "masking before or after scaling hides the same cells (−∞ ÷ √d_k is still −∞) and scales the rest alike")
+        return f"**Now and default are identical** (now: {switches_text(trace.switches)}): {why}."
     return (f"**Now vs default.** The first plot is now ({switches_text(trace.switches, key)}); the second is the "
             f"default ({switches_text(DEFAULT_SWITCHES, key)}), on the same colour scale, so you can compare them "
             "cell by cell.")
