@@ -17,6 +17,7 @@ import torch
 CELL_TEXT_LIMIT = 32
 VALUE_ROW_PX = 22  # a heatmap row's height when its cells print their values
 MAX_SIDE = 128  # a heatmap draws at most this many rows and columns: the figure's size never grows with T²
+MAX_FEATURE_COLUMNS = 384  # a features heatmap's columns (the heads side by side): every head of a 192-wide model
 MASKED_COLOUR = "#c7ccd4"  # masked cells: a grey neither colour scale uses
 HIGHLIGHT_COLOUR = "#f97316"  # the frame around the chosen query's row
 TITLE_WIDTH = 40  # characters per title line: a phone's plot is about 340 px wide
@@ -66,12 +67,13 @@ def word_tick_angle(labels: Sequence[str], room_px: int = LABEL_ROOM_PX) -> int:
     return -45
 
 
-def label_step(count: int, longest: int, room_px: int = LABEL_ROOM_PX) -> int:
-    """Label every k-th of ``count`` ticks so labels ``longest`` characters long never overlap in ``room_px``.
+def label_step(count: int, longest: int, room_px: int = LABEL_ROOM_PX, label_px: int | None = None) -> int:
+    """Label every k-th of ``count`` ticks so labels ``longest`` characters long (or ``label_px`` wide, gap and all)
+    never overlap in ``room_px``.
 
         label_step(48, 3) -> 5   (d0, d5, ... d45: ten labels of about 29 px in 300 px)
     """
-    fits = max(1, room_px // (longest * LABEL_CHAR_PX + LABEL_GAP_PX))
+    fits = max(1, room_px // (label_px or longest * LABEL_CHAR_PX + LABEL_GAP_PX))
     for step in LABEL_STEPS:
         if math.ceil(count / step) <= fits:
             return step
@@ -84,13 +86,14 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
             show_values: bool | None = None, height: int | None = None, x_title: str = "", y_title: str = "",
             first_row: int = 0, first_col: int = 0, masked: torch.Tensor | None = None,
             masked_hover: str | Sequence[Sequence[str]] = "masked (−∞)", highlight_row: int | None = None,
-            sparse_columns: bool = False) -> go.Figure:
+            sparse_columns: bool = False, max_cols: int = MAX_SIDE) -> go.Figure:
     """A heatmap of a 2-D matrix; hover shows the exact value, row, column and labels.
 
     Built from numpy arrays (Plotly validates lists element by element, arrays at once): a 64 x 64
     matrix takes a few milliseconds. A matrix larger than MAX_SIDE × MAX_SIDE is drawn as a window of that
     size starting at (``first_row``, ``first_col``), its title saying which rows and columns are shown, so a
-    figure costs the same at T = 1024 as at T = 128. ``zmin``/``zmax`` fix the colour scale (to compare two
+    figure costs the same at T = 1024 as at T = 128 (``max_cols`` columns: MAX_FEATURE_COLUMNS for the heads' features
+    side by side). ``zmin``/``zmax`` fix the colour scale (to compare two
     figures); otherwise it follows the data.
 
     Masked cells (−∞ or NaN, and those ``masked`` marks True, e.g. weights that are 0 because their score was
@@ -109,8 +112,8 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
     row_labels = list(row_labels) if row_labels is not None else list(range(total_rows))
     col_labels = list(col_labels) if col_labels is not None else list(range(total_cols))
     first_row = max(0, min(int(first_row), max(0, total_rows - MAX_SIDE)))
-    first_col = max(0, min(int(first_col), max(0, total_cols - MAX_SIDE)))
-    row_slice, col_slice = slice(first_row, first_row + MAX_SIDE), slice(first_col, first_col + MAX_SIDE)
+    first_col = max(0, min(int(first_col), max(0, total_cols - max_cols)))
+    row_slice, col_slice = slice(first_row, first_row + MAX_SIDE), slice(first_col, first_col + max_cols)
     v = values[row_slice, col_slice].numpy()
     rows, cols = v.shape
     row_numbers, col_numbers = range(first_row, first_row + rows), range(first_col, first_col + cols)
@@ -232,13 +235,46 @@ def curve_overlay(runs: Sequence[tuple[str, Sequence[Sequence[float]], Sequence[
     return figure
 
 
+BAR_GAP_PX = 4  # between single characters under their bars (8 made 42 characters skip every other one)
+SLANTED_LABEL_PX = 18  # the width a label slanted at -45 degrees takes along the axis, however long it is
+WRAP_WIDTH = 10  # characters per line of a word label wrapped under its bar ("attention<br>output")
+
+
+def _bar_ticks(shown: list[str], room_px: int, important: Sequence[int]) -> tuple[list[int], list[str], int]:
+    """(tick positions, their text, angle) for bars labelled ``shown``: every label while they fit in ``room_px``
+    (words wrapped onto short lines, then slanted); past that the ``important`` positions first (the query, the
+    largest weights), then every k-th of the rest where it keeps clear of them.
+
+        42 characters in 560 px -> all 42;  7 block points ("residual add 2 (block output)") -> all 7, slanted
+    """
+    n, text, angle = len(shown), shown, 0
+    longest = max((len(label) for label in shown), default=1)
+    if longest > 3:  # words, which a phone cannot thin: wrapped where they fit a phone, else slanted
+        text = [wrap_title(label, WRAP_WIDTH) for label in shown]
+        longest = max(len(line) for label in text for line in label.split("<br>"))
+        if n * (longest * LABEL_CHAR_PX + LABEL_GAP_PX) > min(room_px, LABEL_ROOM_PX):
+            text, angle = shown, -45
+    width = SLANTED_LABEL_PX if angle else longest * LABEL_CHAR_PX + (BAR_GAP_PX if longest == 1 else LABEL_GAP_PX)
+    spacing = label_step(n, longest, room_px, width)
+    if spacing == 1:
+        return list(range(n)), text, angle
+    picked: list[int] = []  # two labels closer than ``spacing`` would overlap
+    for position in [i for i in dict.fromkeys(important) if 0 <= i < n] + list(range(0, n, spacing)):
+        if all(abs(position - other) >= spacing for other in picked):
+            picked.append(position)
+    picked.sort()
+    return picked, [text[i] for i in picked], angle
+
+
 def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y_title: str = "",
               height: int = 300, *, masked: Sequence[bool] | None = None,
-              masked_hover: str = "masked (−∞)", room_px: int = BAR_LABEL_ROOM_PX) -> go.Figure:
+              masked_hover: str = "masked (−∞)", room_px: int = BAR_LABEL_ROOM_PX,
+              important: Sequence[int] = ()) -> go.Figure:
     """Bars at index positions labelled with ``labels`` (repeats keep their own bar).
 
-    Every k-th label is shown where they would overlap in ``room_px`` (a desktop half-width plot; LABEL_ROOM_PX for
-    labels a phone cannot thin by itself, such as d0, d1, ... whose every label is three characters wide).
+    Every label is shown while they fit in ``room_px`` (a desktop half-width plot); words wrap onto short lines,
+    then slant. Where they cannot all fit, the ``important`` positions are labelled first (the query, the largest
+    weights), then evenly spaced others; the hover names every bar with its position.
 
     Positions ``masked`` marks True get no bar but a grey × on the axis that says ``masked_hover``, so a masked
     score never reads as a score of 0.
@@ -247,21 +283,19 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y
     hidden = [bool(m) for m in masked] if masked is not None else [False] * len(values)
     heights = [None if m else value for value, m in zip(values, hidden)]
     figure = go.Figure(go.Bar(x=list(range(len(values))), y=heights, customdata=shown,
-                              hovertemplate="%{customdata}: %{y:.6g}<extra></extra>", showlegend=False))
+                              hovertemplate="%{x} · %{customdata}: %{y:.6g}<extra></extra>", showlegend=False))
     if any(hidden):
         where = [i for i, m in enumerate(hidden) if m]
         figure.add_trace(go.Scatter(x=where, y=[0.0] * len(where), mode="markers", showlegend=False,
                                     marker=dict(symbol="x-thin", size=9, line=dict(width=2, color="#8b93a1")),
                                     customdata=[shown[i] for i in where],
-                                    hovertemplate=f"%{{customdata}}: {masked_hover}<extra></extra>"))
+                                    hovertemplate=f"%{{x}} · %{{customdata}}: {masked_hover}<extra></extra>"))
     title_layout, top = _title_layout(title)
-    # every label while they fit a half-width desktop plot; past that every k-th (a 128-character context's
-    # labels ran into one smear); the hover names every bar
-    step = label_step(len(values), max((len(label) for label in shown), default=1), room_px)
+    tickvals, ticktext, angle = _bar_ticks(shown, room_px, important)
     figure.update_layout(title=title_layout, height=height, yaxis_title=y_title,
                          margin=dict(l=60, r=20, t=top, b=50),
-                         xaxis=dict(tickmode="array", tickvals=list(range(0, len(values), step)),
-                                    ticktext=shown[::step], tickangle=word_tick_angle(shown[::step])))
+                         xaxis=dict(tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=angle,
+                                    automargin=True))
     return figure
 
 
@@ -305,6 +339,27 @@ def frame_cell(figure: go.Figure, row: int, col: int, first_row: int = 0, first_
     if 0 <= r < MAX_SIDE and 0 <= c < MAX_SIDE:
         figure.add_shape(type="rect", xref="x", yref="y", x0=c - 0.5, x1=c + 0.5, y0=r - 0.5, y1=r + 0.5,
                          line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)", name="chosen cell")
+    return figure
+
+
+def column_groups(figure: go.Figure, size: int, names: Sequence[str], first_col: int = 0) -> go.Figure:
+    """Mark a ``heatmap``'s columns as groups of ``size`` (a head's features): a divider between groups and each
+    group's name under its middle, for the groups in the window from ``first_col``; hover still names every column.
+
+        column_groups(figure, 48, ["head 0", ..., "head 3"]) on 192 columns -> 3 dividers, 4 names
+    """
+    cols = len(figure.data[0].x)
+    middles, shown = [], []
+    for group, name in enumerate(names):
+        start, end = group * size - first_col, (group + 1) * size - first_col  # the window's columns
+        if end <= 0 or start >= cols:
+            continue
+        middles.append((max(start, 0) + min(end, cols) - 1) / 2)
+        shown.append(name)
+        if 0 < start < cols:
+            figure.add_shape(type="line", xref="x", yref="paper", x0=start - 0.5, x1=start - 0.5, y0=0, y1=1,
+                             line=dict(color="#111827", width=2), name="between groups")
+    figure.update_xaxes(tickmode="array", tickvals=middles, ticktext=shown, tickangle=word_tick_angle(shown))
     return figure
 
 

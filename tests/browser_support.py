@@ -259,3 +259,17 @@ def cut_labels(page: Page) -> list[str]:
         }
         return cut.filter(t => t.length > 0);
     }""")
+
+
+def x_labels(plot: Locator) -> list[dict]:
+    """The x-axis tick labels Plotly drew (text, left, right in px), left to right: what a person can read."""
+    expect(plot).to_be_visible(timeout=WAIT_MS)
+    return plot.evaluate("""el => [...el.querySelectorAll('.xtick text')].map(t => {
+        const box = t.getBoundingClientRect();
+        return {text: t.textContent, left: box.left, right: box.right};
+    }).sort((a, b) => a.left - b.left)""")
+
+
+def overlapping(labels: list[dict]) -> list[str]:
+    """Neighbouring labels that run into each other ("a" and "b" as "ab")."""
+    return [f"{a['text']}|{b['text']}" for a, b in zip(labels, labels[1:]) if a["right"] > b["left"] + 0.5]

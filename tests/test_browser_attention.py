@@ -22,8 +22,10 @@ from browser_support import (
     expect_errors,
     expect_no_error,
     open_tab,
+    overlapping,
     plot_titled,
     screenshot,
+    x_labels,
 )
 from playwright.sync_api import Locator, Page, expect
 
@@ -120,7 +122,8 @@ def test_attention_renders_on_arrival_and_steps_through_every_stage(page):
         expect(heading(panel)).to_have_text(title, timeout=WAIT_MS)
         for plot in plots:
             expect(plot_titled(panel, plot)).to_be_visible(timeout=WAIT_MS)
-        expect(plots_in(panel).filter(has=page.locator(".gtitle"))).to_have_count(len(plots) + 2)  # + query bars
+        bars = (number >= 2) + (number >= 5)  # the query's score bars from step 3, its softmax bars from step 6
+        expect(plots_in(panel).filter(has=page.locator(".gtitle"))).to_have_count(len(plots) + bars)
         expect(panel.get_by_role("radio", name=STEP_LABELS[number], exact=True)).to_be_checked()
     expect(panel).to_contain_text("Mask (on now).")
     expect(panel).not_to_contain_text("Mask before vs after")  # that note is step 5's
@@ -148,6 +151,34 @@ def test_attention_renders_on_arrival_and_steps_through_every_stage(page):
     expect(panel).not_to_contain_text("nats")
     panel.get_by_role("button", name="Show", exact=True).click()  # still works, and changes nothing
     expect(heading(panel)).to_have_text(STEP_TITLES[4], timeout=WAIT_MS)
+    expect_no_error(page)
+
+
+def test_the_query_bars_label_every_token_that_fits_and_the_ones_that_matter(page):
+    """Issue 31: the query's bar charts labelled every other token ("the cat sat on" read "t e c t s t o")."""
+    panel = arrive(page)
+    pick_step(panel, 6)
+    default = [{" ": "␣"}.get(c, c) for c in "To be, or not to be: that is the question."]
+    for name in ("Scores into softmax of query", "Softmax weights of query"):
+        drawn = x_labels(plot_titled(panel, name))
+        assert [label["text"] for label in drawn] == default and overlapping(drawn) == []
+    panel.get_by_role("radio", name="random weights", exact=True).check()  # weights spread along the row
+    text = panel.get_by_label("Text (not used by the presets)")
+    text.fill("the cat sat on the mat; " * 5)  # 120 tokens: not every label fits
+    expect(panel).to_contain_text("random head (seed 0): 120 tokens", timeout=WAIT_MS)
+    bars = plot_titled(panel, "Softmax weights of query 119")
+    drawn = x_labels(bars)
+    assert 10 < len(drawn) < 120 and overlapping(drawn) == []
+    shown = bars.evaluate("""el => ({ticks: el._fullLayout.xaxis.tickvals, weights: el.data[0].y,
+                                     hover: el.data[0].customdata.length})""")
+    assert 119 in shown["ticks"]  # the query keeps its label, and so do its largest weights clear of it
+    spacing, kept = shown["ticks"][1] - shown["ticks"][0], [119]
+    for top in sorted(range(120), key=lambda i: -(shown["weights"][i] or 0))[:3]:
+        if all(abs(top - other) >= spacing for other in kept):
+            assert top in shown["ticks"], (top, shown["ticks"])
+            kept.append(top)
+    assert len(kept) > 1
+    assert shown["hover"] == 120  # the hover names every bar
     expect_no_error(page)
 
 

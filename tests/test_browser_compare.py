@@ -103,6 +103,31 @@ def test_a_sweep_too_long_for_the_server_is_refused_with_what_to_lower(page):
     screenshot(page, "compare-refused", publish=False)
 
 
+def test_the_gpt2_preset_fills_a_largest_t_that_fits_and_a_refusal_stays_beside_the_button(page):
+    """Issue 31: the preset kept "largest T" at 1024, its own sweep was refused at once, and the reason went with
+    the toast, leaving two empty plots."""
+    panel = open_tab(page, "Compare")
+    panel.get_by_text("Cost curves").click()
+    largest = panel.get_by_label("largest T", exact=True)
+    expect(largest).to_have_value("1024")  # the defaults' sweep fits
+    panel.get_by_role("button", name="GPT-2 small preset").click()
+    expect(largest).to_have_value("512", timeout=WAIT_MS)  # 1024 would take about 144 s here, over 60
+    expect(panel).to_contain_text(GPT2_INPUT, timeout=WAIT_MS)
+    largest.fill("1024")
+    expect_errors(page, "PLAYGROUND_MAX_REQUEST_SECONDS")
+    button = panel.get_by_role("button", name="Time them")
+    button.click()
+    toast = page.locator(ERROR_TOAST)
+    expect(toast).to_contain_text("over its limit of 60 s a request", timeout=WAIT_MS)
+    expect(toast).to_have_count(0, timeout=WAIT_MS)  # the toast fades
+    note = panel.get_by_text("Not timed:")
+    expect(note).to_be_visible()
+    expect(note.locator("..")).to_contain_text("lower the largest T to at most 512")
+    note_box, button_box = note.bounding_box(), button.bounding_box()
+    assert note_box["y"] < button_box["y"] + button_box["height"] + 60, (note_box, button_box)  # beside it
+    screenshot(page, "compare-refusal-stays", publish=False)
+
+
 def test_a_compare_pressed_while_one_runs_is_not_dropped(page):
     """A button's default trigger mode ("once") ignored a click while the last one ran, so the result shown stopped
     matching the fields; the last click now runs after it (found by a stranger's test in Chromium)."""

@@ -6,7 +6,7 @@ model-block, model-lens, model-textbook-heads, model-no-transpose."""
 from __future__ import annotations
 
 import pytest
-from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot
+from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot, x_labels
 from playwright.sync_api import Locator, expect
 
 from playground.anatomy.lessons import FORGET_TRANSPOSE_LABEL, LEVEL_LABELS, LEVEL_TITLES
@@ -100,4 +100,15 @@ def test_the_notebooks_own_models_on_the_text_and_on_their_own_inputs(page):
     panel.get_by_role("radio", name="trained checkpoint", exact=True).check()  # back: the levels return
     expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)
     expect(panel.get_by_role("radio", name="Block 1", exact=True)).to_be_visible()
+    expect_no_error(page)
+
+
+def test_the_block_names_every_point_under_its_bar(page):
+    """Issue 31: "mean ||x|| at each point" labelled 2 of its 7 bars."""
+    panel = open_tab(page, "Model")
+    expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)
+    zoom(panel, 4)
+    drawn = x_labels(plot_titled(panel, "Mean ‖x‖ over the tokens"))
+    assert [label["text"] for label in drawn] == ["block input", "LayerNorm 1", "attention output", "residual add 1",
+                                                  "LayerNorm 2", "MLP output", "residual add 2 (block output)"]
     expect_no_error(page)

@@ -72,11 +72,28 @@ def test_one_head_points_to_the_attention_tab(ctx):
 
 def test_all_heads_of_a_layer(ctx):
     result = view(ctx, HEADS, layer=3)
-    window = "(columns 64–191 of 192)"  # C 192 > 128 columns: the window shows head 2's features
     assert titles(result) == ["Layer 3: every head's attention weights",
-                              f"Layer 3: the heads' outputs side by side (4 × 48) {window}",
-                              f"Layer 3: after the output projection {window}"]
+                              "Layer 3: the heads' outputs side by side (4 × 48)",
+                              "Layer 3: after the output projection"]
     assert "concat(head₀, …, head₃)" in result.heading
+
+
+@pytest.mark.parametrize("head", [0, 3])
+def test_the_heads_side_by_side_draws_every_head_with_dividers_between(ctx, head):
+    """Issue 31: "side by side (4 x 48)" drew columns 0-127 of 192 (head 3 missing), nothing marking where a head
+    ends."""
+    result = view(ctx, HEADS, layer=3, head=head)
+    joined, projected = result.plot_b, result.plot_c
+    for figure in (joined, projected):
+        assert len(figure.data[0].x) == 192 and "columns" not in figure.layout.title.text
+    assert list(joined.layout.xaxis.ticktext) == ["head 0", "head 1", "head 2", "head 3"]
+    dividers = [shape.x0 for shape in joined.layout.shapes if shape.name == "between groups"]
+    assert dividers == [47.5, 95.5, 143.5]
+    assert "column 191 (h3·d47)" in joined.data[0].customdata[0][191]
+    assert not [shape for shape in projected.layout.shapes if shape.name == "between groups"]  # it mixes the heads
+    wide = view(ctx, HEADS, source="textbook inputs", query=0)  # a narrow join: every column, one divider a head
+    assert len([shape for shape in wide.plot_b.layout.shapes if shape.name == "between groups"]) == \
+        len(wide.plot_b.layout.xaxis.ticktext) - 1
 
 
 def test_all_heads_forgetting_the_transpose_shows_the_notebooks_numbers_and_the_map(ctx):
@@ -87,8 +104,8 @@ def test_all_heads_forgetting_the_transpose_shows_the_notebooks_numbers_and_the_
     assert titles(result)[1].startswith("Layer 3: the heads joined without the transpose (4 blocks of 48")
     assert titles(result)[2].startswith("Layer 3: the output projection of the join without the transpose")
     assert titles(result)[3].startswith("Layer 3: where each block came from without the transpose")
-    shown = result.plot_c.data[0].z  # the projection's window: columns 64–191 (head 2's features first)
-    assert_close(torch.tensor(shown[5], dtype=torch.float32), heads.projected[5, 64:192])
+    shown = result.plot_c.data[0].z  # the projection: every column
+    assert_close(torch.tensor(shown[5], dtype=torch.float32), heads.projected[5])
     assert "contiguous().view(B, T, h·d)  ← no .transpose(1, 2)" in result.heading
     assert "**166 of the 168 blocks**" in result.heading and "**42 of the 42 rows**" in result.heading
     assert f"up to **{heads.forgotten.output_difference:.2f}**" in result.heading

@@ -57,6 +57,32 @@ def test_attention_every_step_and_notice_of_truncation(ctx):
     assert "30 characters were dropped (context_size is 32)" in heading
 
 
+def test_each_step_shows_only_what_has_been_introduced_by_then(ctx):
+    """Issue 31: at "1 · X" the query's panel already showed raw scores and softmax bars."""
+    for number, step in enumerate(STEP_TITLES, start=1):
+        *_, score_bars, weight_bars, query_md, _ = attention_tab.attention_step(
+            ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "", True, True, 1.0, False, step, 2)
+        assert (score_bars is not None) == (number >= 3) and (weight_bars is not None) == (number >= 6), number
+        assert query_md.startswith("Query **2** `starts`")
+        assert ("mixes the value vectors" in query_md) == (number >= 6), query_md  # the weights say how much
+        assert ("its softmax weights at step 6" in query_md) == (number < 6), query_md
+    first = attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "", True, True,
+                                         1.0, False, STEP_TITLES[0], 2)
+    assert first[-2].endswith("Still to come: its scores at step 3, its softmax weights at step 6.")
+
+
+def test_mask_before_scaling_at_step_4_says_its_two_maps_are_identical_and_why(ctx):
+    """Issue 31: "mask before scaling" at step 4 drew two identical maps with nothing said."""
+    def note(step, before=True, scale=True):
+        return attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "", scale, True,
+                                            1.0, before, STEP_TITLES[step - 1], None)[4]
+
+    assert "**Now and default are identical** (now: scaled, masked, τ 1, mask before scaling): the mask comes at " \
+           "step 5, so masking (before or after scaling) cannot change the scaled scores." in note(4)
+    assert "(−∞ ÷ √d_k is still −∞)" in note(6)
+    assert "identical" not in note(4, scale=False) and "**Now vs default.**" in note(4, scale=False)
+
+
 def test_attention_unknown_characters_are_highlighted(ctx):
     result = attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
                                           "hi ∑", True, True, 1.0, False, STEP_TITLES[0], None)
@@ -211,6 +237,38 @@ def test_sample_says_its_speed_plainly(ctx):
                                                         "8.8× faster)")
 
 
+def test_the_kv_cache_speed_up_is_quoted_only_between_like_runs(ctx):
+    """Issue 31: "48 characters/s ... (521 with it last time: 10.8x faster)", the 521 from a run at another
+    temperature."""
+    def stats_of(temperature, use_cache, state, new=10, prompt="ROMEO:"):
+        *_, stats, state = list(sample_tab.sample(ctx, "shakespeare-char", prompt, new, temperature, 0, 1.0, 3,
+                                                  False, use_cache, False, state))[-1]
+        return stats.split("\n")[0], state
+
+    _, state = stats_of(0.8, True, None)
+    unlike, state = stats_of(0.1, False, state)
+    assert "faster" not in unlike and re.search(r"[\d,]+ with it last time, but at temperature 0.8: draw again "
+                                                r"with the same settings to compare\)", unlike), unlike
+    _, state = stats_of(0.1, True, state)
+    like, state = stats_of(0.1, False, state)  # the same settings: the ratio
+    assert re.search(r"\([\d,]+ with it last time: [\d.,]+× faster\)", like), like
+    longer, _ = stats_of(0.1, True, state, new=12, prompt="JULIET:")
+    assert "but at prompt length 6, max new tokens 10:" in longer, longer
+    assert sample_tab.speed_sentence(48, False, 521, "characters", "temperature 0.8") == (
+        "48 characters/s without the KV cache (521 with it last time, but at temperature 0.8: draw again with the same "
+        "settings to compare)")
+
+
+def test_small_sizes_and_short_times_are_said_to_what_is_meaningful(ctx):
+    """Issue 31: "0 KiB" and "40 characters in 0.0 s"."""
+    one = ModelConfig(vocabulary_size=10, layers_num=1, heads_num=1, embedding_dim=16, context_size=8)
+    assert "(160 numbers, 640 bytes in fp32)" in sample_tab._cache_line(one, 5, True)
+    *_, stats, _ = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 40, 1.0, 0, 1.0, 3, False, True,
+                                         clock=StepClock(0.0005)))[-1]
+    assert re.search(r"40 characters in \d+ ms on", stats), stats
+    assert [sample_tab.duration(s) for s in (0.0004, 0.0456, 2.345)] == ["under 1 ms", "46 ms", "2.3 s"]
+
+
 def test_the_kv_cache_line_of_a_one_layer_model_says_one_layer():
     """'each of the 1 layers holds 5 keys' (a stranger's toy run)."""
     one = ModelConfig(vocabulary_size=10, layers_num=1, heads_num=1, embedding_dim=16, context_size=8)
@@ -354,6 +412,27 @@ def test_train_estimate_and_presets(tmp_path):
         train_tab.preset_values("huge")
 
 
+def test_the_estimate_counts_the_symbols_of_the_corpus_a_run_reads(tmp_path, monkeypatch):
+    """Issue 31: offline without Tiny Shakespeare a run reads the built-in Sonnets (60 symbols), and the estimate
+    counted Tiny Shakespeare's 65."""
+    from playground.data import load_corpus
+    from playground.model import GPT
+
+    monkeypatch.delenv("PLAYGROUND_TINY_SHAKESPEARE")  # offline (conftest), nothing cached: what a run reads
+    read = load_corpus()
+    assert read.source == "builtin"
+    symbols = len(set(read.text))
+    tiny = train_tab.preset_fields("tiny")
+    fields = [tiny[name] for name in train_tab.ESTIMATE_FIELDS]
+    shape = {name: tiny[name] for name in ("layers_num", "heads_num", "embedding_dim", "context_size")}
+    count = GPT(ModelConfig(vocabulary_size=symbols, **shape)).parameter_count()
+    expected = f"**{count:,} parameters** (with the built-in Sonnets' {symbols} symbols)"
+    assert symbols == 60 and train_tab.estimate(*fields, train_tab.CORPORA[0]).startswith(expected)
+    ctx = AppContext(limits=Limits(), weights=tmp_path)  # the page's estimate reads the server's corpus
+    assert train_tab.estimate(*fields, train_tab.CORPORA[0], limits=ctx.limits,
+                              default_corpus=ctx.corpus).startswith(expected)
+
+
 def test_the_estimate_counts_the_chosen_texts_symbols(tmp_path):
     """A toy run on pasted "hello world" was estimated with Tiny Shakespeare's 65 symbols (5,328 parameters; the run
     had 3,504)."""
@@ -419,6 +498,8 @@ def test_attention_masked_weights_are_grey_and_say_why(ctx):
     assert values.customdata[0][1].endswith(lessons.MASKED_WEIGHT_HOVER) and len(weights.data) == 2
     *_, score_bars, weight_bars, _, _ = _step(ctx, step=STEP_TITLES[4], query=2)
     assert list(score_bars.data[0].y[3:]) == [None] * 5 and list(score_bars.data[1].x) == [3, 4, 5, 6, 7]
+    assert weight_bars is None  # softmax comes at step 6
+    *_, weight_bars, _, _ = _step(ctx, step=STEP_TITLES[5], query=2)
     assert lessons.MASKED_WEIGHT_HOVER in weight_bars.data[1].hovertemplate
 
 
@@ -790,6 +871,20 @@ def test_compare_refusals_suggest_only_what_can_be_lowered(ctx):
     assert "embedding_dim (4096)" in said and "heads_num" not in said  # a single head cannot be fewer
     with pytest.raises(ValueError, match=r"or heads_num \(8\)"):
         compare_tab.run_comparison(ctx, 4096, 8, 1024, 64, 0, False, "fp32", "cpu")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_gpt2_preset_fills_a_largest_t_its_own_sweep_may_time(ctx, dtype, monkeypatch):
+    """Issue 31: the preset left "largest T" at 1024, and "Time them" was refused at once (about 144 s, over 60)."""
+    monkeypatch.setattr(compare_tab, "time_implementations", lambda *a, **k: [])
+    d, h, T, B, bias, largest = compare_tab.gpt2_preset(ctx, dtype, "cpu")
+    assert (d, h, T, B, bias) == (768, 12, 64, 1, True) and largest < 1024
+    assert compare_tab.timing_refusal(ctx, d, h, B, dtype, "cpu", largest) == ""
+    compare_tab.run_timing(ctx, d, h, B, dtype, "cpu", largest)  # not refused
+    refusal = compare_tab.timing_refusal(ctx, d, h, B, dtype, "cpu", 2 * largest)
+    assert refusal.startswith("**Not timed:** Timing 7 implementations") and f"at most {largest}" in refusal
+    with pytest.raises(ValueError, match=f"at most {largest}"):
+        compare_tab.run_timing(ctx, d, h, B, dtype, "cpu", 2 * largest)
 
 
 def test_sample_at_temperature_zero_is_greedy_and_says_so(ctx):

@@ -1,6 +1,8 @@
 """The Attention tab's maths (playground.walkthrough): a traced head must be the model's own head, stage by stage."""
 
 import io
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -222,6 +224,19 @@ def test_random_head_rejects_bad_sizes():
             random_head(*args, seed=0)
 
 
+def test_mask_leak_says_why_some_earlier_tokens_read_nothing_of_the_future():
+    """Issue 31: "all 41 earlier tokens ... reading the future" became "26 of the 41" without scaling and "18" at
+    temperature 0.1, with no word on why the others stopped counting."""
+    inputs = random_head("To be, or not to be: that is the question.", 16, 8, 0)
+    leak = mask_leak(**inputs.as_kwargs(), temperature=0.1)
+    unmoved = [i for i in range(41) if leak.output_change[i] == 0.0]
+    assert 0 < len(unmoved) == 41 - len(leak.affected)
+    weights = trace_head(**inputs.as_kwargs(), mask=False, temperature=0.1).weights[unmoved, -1]
+    assert f"The other {len(unmoved)} see it too, with weights of at most {weights.max().item():.0e} on it: too " \
+           "little to move their outputs in float32" in leak.summary
+    assert "The other" not in mask_leak(**inputs.as_kwargs()).summary  # all 41 counted
+
+
 def test_mask_leak_names_the_tokens_that_read_the_future():
     inputs = journey_preset()
     leak = mask_leak(**inputs.as_kwargs())
@@ -281,6 +296,22 @@ def test_write_stage_names_the_files_and_they_read_back(tmp_path):
     assert [path.name for path in unscaled] == ["step4_scores_not_scaled.csv", "step4_scores_not_scaled.npy"]
     with pytest.raises(ValueError, match="unknown stage"):
         write_stage(trace, "softmax", tmp_path)
+
+
+def test_the_readmes_csv_recipe_reads_an_export_with_a_comma_a_quote_and_a_line_break(tmp_path, monkeypatch):
+    """Issue 31: the comma token's label was written quoted ("5:,"), and the README's numpy.loadtxt recipe, which
+    splits on every comma, failed on it. The recipe is run exactly as the README writes it."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    recipes = re.findall(r"`(numpy\.loadtxt\([^`]*)`", readme)
+    assert len(recipes) == 1, recipes
+    trace = random_head('to be, "or"\nnot', 8, 4, 0).trace()
+    csv_path, npy_path = write_stage(trace, "weights", tmp_path)
+    assert csv_path.name in recipes[0]
+    monkeypatch.chdir(tmp_path)
+    read = eval(recipes[0], {"numpy": np})  # noqa: S307 (the README's own line)
+    assert read.dtype == np.float32 and np.array_equal(read, np.load(npy_path, allow_pickle=False))
+    header = csv_path.read_text(encoding="utf-8").splitlines()[0]
+    assert '"' not in header and ",5:U+002C,6:␣,7:U+0022,8:o,9:r,10:U+0022,11:\\n,12:n," in header
 
 
 def test_prepare_text():

@@ -180,7 +180,16 @@ def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: st
         values, hidden, what = trace.masked_scores[position], trace.masked[position].tolist(), "Scores into softmax"
     shown = [0.0 if hidden and hidden[j] else value for j, value in enumerate(values.tolist())]
     return plots.bar_chart(trace.tokens, shown, f"{what} of query {position} ({token})", "score", masked=hidden,
-                           masked_hover=lessons.MASKED_SCORE_HOVER)
+                           masked_hover=lessons.MASKED_SCORE_HOVER, important=_labels_that_matter(trace, position))
+
+
+TOP_LABELLED = 3  # the largest weights of a query's row keep their labels where not every bar can have one
+
+
+def _labels_that_matter(trace: walkthrough.HeadTrace, position: int) -> list[int]:
+    """The bars whose labels a crowded row keeps: the query itself, then its largest weights."""
+    weights = trace.weights[position]
+    return [position, *torch.topk(weights, min(TOP_LABELLED, weights.numel())).indices.tolist()]
 
 
 MIXES_SHOWN = 12  # value vectors named in the query's sentence, largest weight first
@@ -199,6 +208,16 @@ def _mixes_text(row: walkthrough.QueryRow) -> str:
                                        if negligible else ""))
     return (f"Query **{row.position}** `{row.token}` mixes the value vectors of: {mixes}{more}. Its output is "
             "their weighted sum.")
+
+
+SCORES_MET, WEIGHTS_MET = STAGE_KEYS.index("scores"), STAGE_KEYS.index("weights")
+
+
+def _coming_text(row: walkthrough.QueryRow, index: int) -> str:
+    """Before softmax, the query's panel says what it will show, and at which step."""
+    coming = [(SCORES_MET, "its scores"), (WEIGHTS_MET, "its softmax weights")]
+    said = [f"{what} at step {met + 1}" for met, what in coming if met > index]
+    return f"Query **{row.position}** `{row.token}`: its row is framed. Still to come: {', '.join(said)}."
 
 
 class View(NamedTuple):
@@ -250,7 +269,10 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         trace = inputs.trace(**switches)
         default = inputs.trace() if comparing else None
         stage = walkthrough.stages(trace)[index]
-        notes = [lessons.comparison_note(trace, key), *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
+        identical = default is not None and all(torch.equal(now.values, then.values) for now, then in
+                                                zip(trace.matrices(key), default.matrices(key), strict=True))
+        notes = [lessons.comparison_note(trace, key, identical),
+                 *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
         warnings = []
         position = trace.length - 1 if asked < 0 else min(asked, trace.length - 1)
         if asked > position:
@@ -258,9 +280,11 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         figures = _figures(trace, default, key, position)
         row = walkthrough.query_row(trace, position)
         hidden = trace.masked[position].tolist()
-        score_bars = _score_bars(trace, key, position, row.token)
+        # the query's panel shows only what the steps so far have introduced: scores from step 3, weights from 6
+        score_bars = _score_bars(trace, key, position, row.token) if index >= SCORES_MET else None
         weight_bars = plots.bar_chart(trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})",
-                                      "weight", masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER)
+                                      "weight", masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER,
+                                      important=_labels_that_matter(trace, position)) if index >= WEIGHTS_MET else None
     heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
                f"*{inputs.description}* · T = {count(trace.length, 'token')} · C = {trace.embedding_dim} · "
                f"d_k = {trace.head_size}")
@@ -268,7 +292,7 @@ def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim,
         heading += f"\n\nModel: {request.about}"
     if request.notices:
         heading += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in request.notices)
-    query_md = _mixes_text(row)
+    query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row, index)
     return View(heading, *figures, "\n\n".join(note for note in notes if note), score_bars, weight_bars, query_md,
                 "", asked if asked < 0 else position, warnings)
 
@@ -338,9 +362,11 @@ def move_step(step, delta: int) -> str:
 
 
 def _visible_plots(result: tuple) -> tuple:
-    """Show the second and third plot boxes only when the step has a second and third matrix (Q, K, V)."""
-    heading, a, b, c, *rest = result
-    return (heading, a, gr.Plot(value=b, visible=b is not None), gr.Plot(value=c, visible=c is not None), *rest)
+    """Show the second and third plot boxes only when the step has a second and third matrix (Q, K, V), and the
+    query's bars only from the steps that introduce them."""
+    heading, a, b, c, whatif, scores, weights, *rest = result
+    return (heading, a, *(gr.Plot(value=figure, visible=figure is not None) for figure in (b, c)), whatif,
+            *(gr.Plot(value=figure, visible=figure is not None) for figure in (scores, weights)), *rest)
 
 
 def _source_groups(source: str) -> tuple:

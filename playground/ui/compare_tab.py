@@ -25,7 +25,7 @@ from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_sec
 from playground.attention.equivalence import compare
 from playground.checks import count
 from playground.device import available_devices, describe, offered_devices, pick_device, supported_dtypes
-from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
+from playground.ui.common import AppContext, bound, friendly, keep_on_refusal, message_for
 
 MAX_T = 1024
 MAX_MAP_HEADS = 6  # heads side by side per implementation; 64 made panels a pixel wide (and Plotly refused 52+)
@@ -255,13 +255,51 @@ def sweep_cost(ctx: AppContext, names: list[str], d: int, h: int, lengths: list[
     return cost(max(lengths))
 
 
-def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, max_len, progress=None):
-    """Plain handler: (timing figure, memory figure, Markdown) for the sweep over T."""
+def _timed(d: int, h: int) -> list[str]:
+    """The implementations a sweep times: those that can take this shape."""
+    return [n for n, impl in IMPLEMENTATIONS.items() if impl.unsupported_reason(d, d, h) is None]
+
+
+def _priced_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, max_len):
+    """The sweep's settings and its memory, refused up front as ``sweep_cost`` says."""
     d, h, _, B, _, torch_dtype, chosen = _settings(embedding_dim, heads_num, 1, batch, 0, dtype, device)
     max_len = checks.whole_number(max_len, "largest T", 16, MAX_T)
     lengths = [T for T in SWEEP_LENGTHS if T <= max_len]
-    names = [n for n, impl in IMPLEMENTATIONS.items() if impl.unsupported_reason(d, d, h) is None]
-    cost = sweep_cost(ctx, names, d, h, lengths, B, torch_dtype, chosen)
+    names = _timed(d, h)
+    return names, d, h, lengths, B, torch_dtype, chosen, sweep_cost(ctx, names, d, h, lengths, B, torch_dtype, chosen)
+
+
+def timing_refusal(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, max_len) -> str:
+    """Beside "Time them": why the sweep will be refused (the toast says it too, then fades), or "" when it runs."""
+    try:
+        _priced_timing(ctx, embedding_dim, heads_num, batch, dtype, device, max_len)
+    except (ValueError, TypeError) as exc:  # a BudgetError is a ValueError
+        return f"**Not timed:** {message_for(exc)}"
+    return ""
+
+
+def largest_timed_length(ctx: AppContext, embedding_dim: int, heads_num: int, batch: int, dtype: str, device) -> int:
+    """The largest T of the sweep that this server times for this shape (16, the smallest, when none fits)."""
+    def fits(T):
+        return not timing_refusal(ctx, embedding_dim, heads_num, batch, dtype, device, T)
+
+    return _largest(fits, SWEEP_LENGTHS) or SWEEP_LENGTHS[0]
+
+
+def gpt2_preset(ctx: AppContext, dtype, device):
+    """GPT-2 small's shape, and the largest T its sweep may time here (1024 would take about 144 s on a CPU)."""
+    preset = GPT2_SMALL
+    if dtype not in DTYPES:  # a field the visitor emptied: the preset's own default
+        dtype = "fp32"
+    largest = largest_timed_length(ctx, preset["embedding_dim"], preset["heads_num"], preset["batch"], dtype, device)
+    return (preset["embedding_dim"], preset["heads_num"], preset["seq_len"], preset["batch"], preset["qkv_bias"],
+            largest)
+
+
+def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, max_len, progress=None):
+    """Plain handler: (timing figure, memory figure, Markdown) for the sweep over T."""
+    names, d, h, lengths, B, torch_dtype, chosen, cost = _priced_timing(ctx, embedding_dim, heads_num, batch, dtype,
+                                                                        device, max_len)
 
     def report(done, total, label):
         if progress is not None:
@@ -337,8 +375,10 @@ def build(ctx: AppContext) -> None:
     grid = gr.Plot(label="Per-head attention maps")
     with gr.Accordion("Cost curves", open=False):
         with gr.Row():
-            max_len = gr.Number(1024, label="largest T")
+            max_len = gr.Number(largest_timed_length(ctx, dim, heads, batch_size, dtype_name, device_name),
+                                label="largest T")
             time_button = gr.Button("Time them")
+            timing_refused = gr.Markdown(label="why not timed")  # stays after the toast fades
         timing_plot = gr.Plot(label="time")
         memory_plot = gr.Plot(label="memory")
         timing_notes = gr.Markdown(label="timing notes")
@@ -366,14 +406,18 @@ def build(ctx: AppContext) -> None:
     keep_on_refusal(run.click(bound(run_comparison, ctx), inputs, compared, api_name="compare", cancels=[arrival],
                               trigger_mode="always_last", **ctx.long_lane), compared, "compare_refused")
     # the preset compares as well as fills: its tables had kept showing the last comparison until Compare was pressed
-    preset = gpt2.click(lambda: (GPT2_SMALL["embedding_dim"], GPT2_SMALL["heads_num"], GPT2_SMALL["seq_len"],
-                                 GPT2_SMALL["batch"], GPT2_SMALL["qkv_bias"]), None,
-                        [embedding_dim, heads_num, seq_len, batch, qkv_bias], api_name="compare_gpt2_preset",
+    # the preset fills the largest T its sweep may time here: with 1024 its own "Time them" was refused at once
+    preset = gpt2.click(bound(gpt2_preset, ctx), [dtype, device],
+                        [embedding_dim, heads_num, seq_len, batch, qkv_bias, max_len], api_name="compare_gpt2_preset",
                         api_visibility="private", **ctx.fast_lane)
     keep_on_refusal(preset.then(bound(run_comparison, ctx), inputs, compared, api_name="compare_gpt2",
                                 api_visibility="private", **ctx.long_lane), compared, "compare_gpt2_refused")
     timed = [timing_plot, memory_plot, timing_notes]
-    keep_on_refusal(time_button.click(friendly(timing), [embedding_dim, heads_num, batch, dtype, device, max_len],
-                                      timed, api_name="compare_timing", **ctx.long_lane), timed,
-                    "compare_timing_refused")
+    timing_inputs = [embedding_dim, heads_num, batch, dtype, device, max_len]
+    # first the refusal beside the button (or nothing), then the sweep, whose refusal is the toast
+    priced = time_button.click(bound(timing_refusal, ctx), timing_inputs, timing_refused,
+                               api_name="compare_timing_check", api_visibility="private", show_progress="hidden",
+                               **ctx.fast_lane)
+    keep_on_refusal(priced.then(friendly(timing), timing_inputs, timed, api_name="compare_timing", **ctx.long_lane),
+                    timed, "compare_timing_refused")
     which.change(friendly(show_source), which, code, api_name="compare_source", **ctx.fast_lane)

@@ -118,15 +118,15 @@ def _window_start(position: int) -> int:
 
 def _heatmap(matrix: torch.Tensor, row_labels: list[str], col_labels: list[str], title: str, *, row_start: int = 0,
              col_start: int = 0, highlight_row: int | None = None, masked: torch.Tensor | None = None,
-             frame: tuple[int, int] | None = None, **options):
-    """plots.heatmap of at most MAX_SIDE rows and columns from (row_start, col_start), cut here so the title names
-    the window (plots.heatmap's own note offers an export, which this tab has not)."""
+             frame: tuple[int, int] | None = None, max_cols: int = plots.MAX_SIDE, **options):
+    """plots.heatmap of at most MAX_SIDE rows and ``max_cols`` columns from (row_start, col_start), cut here so the
+    title names the window (plots.heatmap's own note offers an export, which this tab has not)."""
     rows, cols = matrix.shape
     side = plots.MAX_SIDE
-    r0, c0 = max(0, min(row_start, rows - side)), max(0, min(col_start, cols - side))
-    shown_rows, shown_cols = slice(r0, r0 + side), slice(c0, c0 + side)
+    r0, c0 = max(0, min(row_start, rows - side)), max(0, min(col_start, cols - max_cols))
+    shown_rows, shown_cols = slice(r0, r0 + side), slice(c0, c0 + max_cols)
     cut = [f"rows {r0}–{min(rows, r0 + side) - 1} of {rows}"] if rows > side else []
-    cut += [f"columns {c0}–{min(cols, c0 + side) - 1} of {cols}"] if cols > side else []
+    cut += [f"columns {c0}–{min(cols, c0 + max_cols) - 1} of {cols}"] if cols > max_cols else []
     if cut:
         title += f" ({', '.join(cut)})"
     hover = options.get("masked_hover")
@@ -134,7 +134,8 @@ def _heatmap(matrix: torch.Tensor, row_labels: list[str], col_labels: list[str],
         options["masked_hover"] = [row[shown_cols] for row in hover[shown_rows]]
     figure = plots.heatmap(matrix[shown_rows, shown_cols], row_labels[shown_rows], col_labels[shown_cols], title,
                            masked=None if masked is None else masked[shown_rows, shown_cols],
-                           highlight_row=None if highlight_row is None else highlight_row - r0, **options)
+                           highlight_row=None if highlight_row is None else highlight_row - r0, max_cols=max_cols,
+                           **options)
     if frame is not None:
         plots.frame_cell(figure, frame[0] - r0, frame[1] - c0)
     return figure
@@ -156,10 +157,22 @@ def _weights_figure(weights: torch.Tensor, visible: torch.Tensor, tokens: list[s
 
 
 def _features_figure(matrix: torch.Tensor, tokens: list[str], columns: list[str], title: str, query: int,
-                     col_start: int = 0):
-    return _heatmap(matrix, tokens, columns, title, **_symmetric(matrix), highlight_row=query,
-                    row_start=_window_start(query), col_start=col_start, sparse_columns=True, x_title="feature",
-                    y_title="token")
+                     col_start: int = 0, head_size: int | None = None, heads: list[str] | None = None):
+    """Tokens x features. With ``head_size`` (the heads' features side by side, or their projection), the window is
+    whole heads, every head of up to MAX_FEATURE_COLUMNS features; ``heads`` names them, with a divider between."""
+    window = dict(highlight_row=query, row_start=_window_start(query), y_title="token", **_symmetric(matrix))
+    if head_size is None:
+        return _heatmap(matrix, tokens, columns, title, col_start=col_start, sparse_columns=True, x_title="feature",
+                        **window)
+    wide = max(head_size, plots.MAX_FEATURE_COLUMNS // head_size * head_size)
+    first = max(0, min(col_start, matrix.size(1) - wide))
+    first -= first % head_size  # a window starts at a head's first feature
+    if heads is None:
+        return _heatmap(matrix, tokens, columns, title, col_start=first, max_cols=wide, sparse_columns=True,
+                        x_title="feature", **window)
+    figure = _heatmap(matrix, tokens, columns, title, col_start=first, max_cols=wide,
+                      x_title=f"feature ({head_size} per head; hover names each)", **window)
+    return plots.column_groups(figure, head_size, heads, first)
 
 
 def _side(n: int) -> int:
@@ -177,7 +190,8 @@ def _figure_cells(level: str, T: int, C: int, h: int, d: int, layers: int, top: 
         return t * t + t * _side(d), 0
     if level == "heads":
         shown = min(h, plots.MAX_GRID_PANELS)
-        return shown * plots.grid_side(shown, T) ** 2 + 2 * t * _side(C) + forget_transpose * 2 * t * _side(h), 0
+        wide = min(C, max(d, plots.MAX_FEATURE_COLUMNS // max(d, 1) * d))  # the join and projection: whole heads
+        return shown * plots.grid_side(shown, T) ** 2 + 2 * t * wide + forget_transpose * 2 * t * _side(h), 0
     if level == "block":
         return 2 * t * t + 7 * t, 7
     return t * (layers + 1) + t * top + (layers + 1) * top, layers + 1
@@ -243,13 +257,16 @@ def _heads_figures(heads: anatomy.AllHeads, tokens: list[str], query: int, name:
     columns = [f"{'b' if forgot else 'h'}{i}·d{n}" for i in range(h) for n in range(d)]
     joined = (f"{name}: the heads joined without the transpose ({h} blocks of {d}, {scrambled})" if forgot else
               f"{name}: the heads' outputs side by side ({h} × {d})")
-    concatenated = _features_figure(heads.concatenated, tokens, columns, joined, query, col_start=head * d)
+    blocks = [f"{'block' if forgot else 'head'} {i}" for i in range(h)]
+    concatenated = _features_figure(heads.concatenated, tokens, columns, joined, query, col_start=head * d,
+                                    head_size=d, heads=blocks)
     projected = None
-    if heads.projected is not None:
+    if heads.projected is not None:  # as wide as the join
         projected = _features_figure(heads.projected, tokens, [f"x{n}" for n in range(heads.projected.size(1))],
                                      f"{name}: the output projection of the join without the transpose "
                                      "(notebook 002's output)"
-                                     if forgot else f"{name}: after the output projection", query, col_start=head * d)
+                                     if forgot else f"{name}: after the output projection", query, col_start=head * d,
+                                     head_size=d)
     return grid, concatenated, projected
 
 
@@ -309,7 +326,8 @@ def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, setti
     stream = _heatmap(norms, names, tokens, "‖x‖ of each token at each point of the block", colorscale="Viridis",
                       zmin=0.0, col_start=_window_start(query), x_title="token", y_title="point", show_values=False,
                       sparse_columns=True)
-    means = plots.bar_chart(names, norms.mean(dim=1).tolist(), "Mean ‖x‖ over the tokens at each point", "‖x‖")
+    means = plots.bar_chart(names, norms.mean(dim=1).tolist(), "Mean ‖x‖ over the tokens at each point", "‖x‖",
+                            height=420)  # room under the bars for the seven points' slanted names
     text = lessons.block_text(walk, head, trained_as)
     return _heading("block", lessons.block_formula(walk), text, where, notes), before, after, stream, means, ""
 

@@ -18,7 +18,7 @@ import gradio as gr
 import torch
 
 from playground import checks, plots
-from playground.budget import inference_cost
+from playground.budget import human, inference_cost
 from playground.checks import count
 from playground.config import ModelConfig
 from playground.device import describe
@@ -106,7 +106,7 @@ def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int 
     line = (f"KV cache: {layers} holds {length} keys and {length} values per head, one "
             f"of each for every token the model sees now (the prompt and what it has written, up to its context); a "
             f"new token computes only its own key and value and reads the rest from the cache "
-            f"({numbers:,} numbers, {numbers * 4 / 1024:,.0f} KiB in fp32)")
+            f"({numbers:,} numbers, {human(numbers * 4)} in fp32)")
     if rebuilt:
         half = rebuild_length(config.context_size)
         line += (f". It filled the model's context of {config.context_size} and was rebuilt from the last {half} "
@@ -117,18 +117,40 @@ def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int 
     return line
 
 
-def speed_sentence(rate: float, use_cache: bool, other_rate: float | None = None, unit: str = "tokens") -> str:
+def speed_sentence(rate: float, use_cache: bool, other_rate: float | None = None, unit: str = "tokens",
+                   other_differs: str = "") -> str:
     """'836 characters/s with the KV cache', and the last speed the other way on the same checkpoint if there is
-    one."""
-    if use_cache:
-        sentence = f"{rate:,.0f} {unit}/s with the KV cache"
-        if other_rate:
-            return sentence + f" ({other_rate:,.0f} without it last time: {rate / other_rate:,.1f}× faster)"
-        return sentence + "; switch it off to compare"
-    sentence = f"{rate:,.0f} {unit}/s without the KV cache"
-    if other_rate:
-        return sentence + f" ({other_rate:,.0f} with it last time: {other_rate / rate:,.1f}× faster)"
-    return sentence + "; switch it on to compare"
+    one: as a ratio when that run's settings were the same, else with the settings it had (``other_differs``)."""
+    mode, other = ("with", "without") if use_cache else ("without", "with")
+    sentence = f"{rate:,.0f} {unit}/s {mode} the KV cache"
+    if not other_rate:
+        return sentence + f"; switch it {'off' if use_cache else 'on'} to compare"
+    if other_differs:  # unlike runs: no ratio
+        return sentence + (f" ({other_rate:,.0f} {other} it last time, but at {other_differs}: draw again with "
+                           "the same settings to compare)")
+    faster = rate / other_rate if use_cache else other_rate / rate
+    return sentence + f" ({other_rate:,.0f} {other} it last time: {faster:,.1f}× faster)"
+
+
+def duration(seconds: float) -> str:
+    """A run's time to what is meaningful: '45 ms' under a second (where '0.0 s' said nothing), else '2.3 s'."""
+    if seconds < 0.001:
+        return "under 1 ms"
+    return f"{seconds * 1000:,.0f} ms" if seconds < 1 else f"{seconds:,.1f} s"
+
+
+def speed_settings(settings: SamplingSettings, prompt_length: int) -> dict:
+    """What a speed is compared on besides the cache: the prompt's length, how many it draws, and how (not the
+    seed). Keys as the page words them."""
+    return {"prompt length": prompt_length, "max new tokens": settings.max_new_tokens,
+            "temperature": settings.temperature, "top-k": settings.top_k or 0, "top-p": settings.top_p or 1,
+            "greedy": "on" if settings.greedy else "off"}
+
+
+def differences(then: dict, now: dict) -> str:
+    """'temperature 0.8, top-k 20': the settings of the run ``then`` that differ from ``now``'s."""
+    return ", ".join(f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+                     for name, value in then.items() if now.get(name) != value)
 
 
 def max_request_seconds(ctx: AppContext) -> float:
@@ -199,6 +221,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     all_speeds = dict((history or {}).get("speeds", {}))
     speeds = dict(all_speeds.get(loaded.name, {}))
     mode, other = ("with", "without") if use_cache else ("without", "with")
+    compared_on = speed_settings(settings, len(prompt_ids))  # a speed is quoted beside one of a like run only
 
     tokens, spans = [], []
 
@@ -207,10 +230,14 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     def shown(cache_length: int):
         elapsed = max(clock() - started, 1e-9)
         rate = len(tokens) / elapsed
-        speeds[mode] = rate
+        speeds[mode] = {"rate": rate, "settings": compared_on}
         unit = _plural(tokenizer)
-        stats = (f"{speed_sentence(rate, use_cache, speeds.get(other), unit)}. {len(tokens)} {unit} in "
-                 f"{elapsed:,.1f} s on {device}.\n\n"
+        last = speeds.get(other)
+        last = last if isinstance(last, dict) else {}  # a state from before settings were kept with a speed
+        said = speed_sentence(rate, use_cache, last.get("rate"), unit, differences(last.get("settings", {}),
+                                                                                   compared_on))
+        stats = (f"{said}. {len(tokens)} {unit} in "
+                 f"{duration(elapsed)} on {device}.\n\n"
                  + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer)))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
 
@@ -278,10 +305,10 @@ def inspect_position(ctx: AppContext, history: dict | None, position, layer, hea
             torch.no_grad():
         ids = torch.tensor([context_ids], dtype=torch.long, device=next(loaded.model.parameters()).device)
         weights = loaded.model(ids, return_attention=True).attention_weights[layer][0, head, -1].cpu()
+    strongest = torch.topk(weights, min(5, weights.numel()))
     attention = plots.bar_chart(context_labels, weights.tolist(),
                                 f"What drawing #{position} attended to<br>layer {layer}, head {head}",
-                                "attention weight")
-    strongest = torch.topk(weights, min(5, weights.numel()))
+                                "attention weight", important=[len(context_ids) - 1, *strongest.indices.tolist()])
     back = len(context_ids)  # the last token it read is 1 back
     named = ", ".join(f"{context_labels[i]!r} ({back - i} back) {w:.2f}"
                       for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hmac
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import gradio as gr
 from playground import checkpoints, checks, curves, plots
 from playground.budget import human
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
-from playground.data import decode_text
+from playground.data import Corpus, decode_text, load_corpus
 from playground.device import describe, offered_devices, pick_device
 from playground.jobs import FAILED, STOPPED, JobStatus
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
@@ -71,12 +72,17 @@ LOCAL_OWNER = "this-process"  # a handler called from Python, with no browser or
 
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
              optimizer="adamw", time_budget_seconds=0.0, corpus_choice=CORPORA[0], upload=None, pasted=None,
-             limits: Limits | None = None) -> str:
+             limits: Limits | None = None, default_corpus: Callable[[], Corpus] = load_corpus) -> str:
     """Parameter count, a rough CPU time estimate (a time budget caps it) and the memory a run of the fields as
     they stand needs, its vocabulary the chosen text's symbols (a toy run on pasted "hello world" has 8, not Tiny
-    Shakespeare's 65, and its embeddings and head are that much smaller)."""
-    symbols, corpus = 65, "Tiny Shakespeare's"
-    if corpus_choice in CORPORA[1:]:  # nothing uploaded or pasted yet: what Start would say, not Shakespeare's count
+    Shakespeare's 65, and its embeddings and head are that much smaller). ``default_corpus``: what a run on
+    "Tiny Shakespeare" reads (offline without it, the built-in Sonnets: 60 symbols)."""
+    if corpus_choice not in CORPORA[1:]:
+        default = default_corpus()
+        symbols = CharTokenizer.train_from_text(default.text).vocabulary_size
+        corpus = ("Tiny Shakespeare's" if default.is_tiny_shakespeare else
+                  "the built-in Sonnets'" if default.source == "builtin" else f"{default.label}'s")
+    else:  # nothing uploaded or pasted yet: what Start would say, not Shakespeare's count
         try:
             text, _ = visitors_text(corpus_choice, upload, pasted, limits or Limits())
         except (ValueError, OSError) as exc:
@@ -513,8 +519,9 @@ def build(ctx: AppContext) -> None:
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
         pasted = gr.Textbox(label="pasted text", lines=3, visible=False)
     corpus_md = gr.Markdown(label="corpus note")
-    estimate_with_limits = functools.partial(estimate, limits=ctx.limits)
-    estimate_md = gr.Markdown(estimate_with_limits(**{name: first[name] for name in ESTIMATE_FIELDS}))
+    # the corpus a run reads, as the page opens (not as the app is built: reading it may download Tiny Shakespeare)
+    estimate_with_limits = functools.partial(estimate, limits=ctx.limits, default_corpus=ctx.corpus)
+    estimate_md = gr.Markdown(label="estimate")
     with gr.Row():
         replace_box = gr.Checkbox(False, label="replace it",
                                   info="start over in the run of this name; only its owner can")
@@ -569,6 +576,8 @@ def build(ctx: AppContext) -> None:
     corpus.change(corpus_fields, corpus, [upload, pasted], api_name="train_corpus", api_visibility="private",
                   show_progress="hidden")
     estimate_inputs = [*(fields[name] for name in ESTIMATE_FIELDS), corpus, upload, pasted]
+    gr.on(None, estimate_with_limits, estimate_inputs, estimate_md, api_name="train_estimate_arrival",
+          api_visibility="private", show_progress="hidden")
     for name, field in zip((*ESTIMATE_FIELDS, "corpus", "upload", "pasted"), estimate_inputs):
         field.change(estimate_with_limits, estimate_inputs, estimate_md,
                      api_name=f"train_estimate_{name}", api_visibility="private",

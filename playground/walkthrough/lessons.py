@@ -138,16 +138,24 @@ def _name_tokens(items: list[tuple[int, str]], limit: int = 8) -> str:
     return named + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def mask_leak_summary(tokens: list[str], affected: list[tuple[int, str]], mask: bool) -> str:
-    """One sentence on which earlier tokens' outputs changed when the last token changed."""
+def mask_leak_summary(tokens: list[str], affected: list[tuple[int, str]], mask: bool,
+                      unmoved_weight: float = 0.0) -> str:
+    """One sentence on which earlier tokens' outputs changed when the last token changed; when some did not, why:
+    ``unmoved_weight``, the largest weight one of them put on it, is too small to move an output in float32."""
     T = len(tokens)
     last = f"{tokens[-1]!r} ({T - 1})"
     if T == 1:
         return "There is only one token, so there is no future to leak from."
     if affected:
         how_many = f"all {T - 1}" if len(affected) == T - 1 else f"{len(affected)} of the {T - 1}"
-        return (f"With the mask off, {how_many} earlier tokens change their output when the last token {last} "
+        text = (f"With the mask off, {how_many} earlier tokens change their output when the last token {last} "
                 f"changes: {_name_tokens(affected)}. They are reading the future.")
+        if len(affected) < T - 1:
+            weights = "weights of exactly 0" if unmoved_weight == 0 else f"weights of at most {unmoved_weight:.0e}"
+            text += (f" The other {T - 1 - len(affected)} see it too, with {weights} on it: too little to move "
+                     "their outputs in float32 (about 7 digits). Softmax gives such weights to scores far apart, so "
+                     "without scaling or at a low temperature fewer rows are counted.")
+        return text
     if mask:
         return (f"With the mask on, no earlier token's output changes when the last token {last} changes: "
                 "each token sees only itself and the tokens before it.")
@@ -199,13 +207,19 @@ def switches_text(switches: dict[str, Any], key: str | None = None) -> str:
     return ", ".join(words)
 
 
-def comparison_note(trace: HeadTrace, key: str) -> str:
-    """What the second plot is when a switch differs from its default; "" when they all match."""
+def comparison_note(trace: HeadTrace, key: str, identical: bool = False) -> str:
+    """What the second plot is when a switch differs from its default; "" when they all match. ``identical``: the
+    two plots match cell for cell, and the note says so and why."""
     if trace.switches == DEFAULT_SWITCHES:
         return ""
     if key not in SWITCHED_STAGES:
         return (f"**Switches: {switches_text(trace.switches)}.** They act from step 4 on; this step is the same "
                 "either way.")
+    if identical:
+        why = ("the mask comes at step 5, so masking (before or after scaling) cannot change the scaled scores"
+               if key == "scaled_scores" else
+               "masking before or after scaling hides the same cells (−∞ ÷ √d_k is still −∞) and scales the rest alike")
+        return f"**Now and default are identical** (now: {switches_text(trace.switches)}): {why}."
     return (f"**Now vs default.** The first plot is now ({switches_text(trace.switches, key)}); the second is the "
             f"default ({switches_text(DEFAULT_SWITCHES, key)}), on the same colour scale, so you can compare them "
             "cell by cell.")

@@ -60,7 +60,8 @@ def mask_leak(x: torch.Tensor, w_query: torch.Tensor, w_key: torch.Tensor, w_val
         max_future_weight=future_weights.amax(dim=1).tolist(),
         output_change=output_change.tolist(),
         affected=affected,
-        summary=lessons.mask_leak_summary(trace.tokens, affected, bool(mask)),
+        summary=lessons.mask_leak_summary(trace.tokens, affected, bool(mask), max(
+            (trace.weights[i, -1].item() for i in range(T - 1) if output_change[i].item() == 0.0), default=0.0)),
     )
 
 
