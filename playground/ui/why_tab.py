@@ -247,7 +247,8 @@ def controls(ctx: AppContext, checkpoint: str) -> tuple:
     except (ValueError, OSError, RuntimeError):
         return gr.skip(), gr.skip()
     names = _head_names(config.layers_num, config.heads_num)
-    return gr.Dropdown(choices=[STRONGEST, *names], value=STRONGEST), gr.Dropdown(choices=names, value=[])
+    return (gr.Dropdown(choices=[STRONGEST, *names], value=STRONGEST),
+            gr.Dropdown(choices=names, value=[], multiselect=True))
 
 
 def _first_heads(ctx: AppContext) -> list[str]:
