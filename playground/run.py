@@ -554,14 +554,17 @@ class ProbeSnapshot:
     step: int
     tokens: list[str]
     weights: torch.Tensor  # (layers, heads, T, T) on the CPU
+    left_out: str = ""  # the probe's characters the run's vocabulary lacks, each once, in the order they came
 
 
 def probe_attention(run: PreparedRun, text: str, step: int) -> ProbeSnapshot | None:
-    """Every head's attention over ``text`` (the characters the vocabulary knows, cut to the context) now.
+    """Every head's attention over ``text`` (the characters the vocabulary knows, cut to the context) now; the
+    snapshot names the characters it left out.
 
     None when the vocabulary knows none of them. The model's train/eval mode is left as it was.
     """
-    text = "".join(c for c in text if not run.tokenizer.find_unknown(c))[: run.model.config.context_size]
+    left_out = "".join(dict.fromkeys(u.character for u in run.tokenizer.find_unknown(text)))
+    text = "".join(c for c in text if c not in left_out)[: run.model.config.context_size]
     if not text:
         return None
     was_training = run.model.training
@@ -572,7 +575,7 @@ def probe_attention(run: PreparedRun, text: str, step: int) -> ProbeSnapshot | N
             weights = run.model(ids, return_attention=True).attention_weights
     finally:
         run.model.train(was_training)
-    return ProbeSnapshot(step, list(text), torch.stack([w[0] for w in weights]).float().cpu())
+    return ProbeSnapshot(step, list(text), torch.stack([w[0] for w in weights]).float().cpu(), left_out)
 
 
 def split_for_context(ids: torch.Tensor, context_size: int) -> tuple[torch.Tensor, torch.Tensor, list[str]]:

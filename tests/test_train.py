@@ -357,8 +357,9 @@ def test_a_run_reports_samples_and_probes_and_leaves_the_mode_alone(tmp_path, sh
 def test_probe_attention_keeps_the_known_characters_and_the_mode(tmp_path):
     run = prepare_run(RunRequest("q", SMALL, quick(), corpus_text="abc \n" * 500, weights_dir=tmp_path))
     run.model.train()
-    snapshot = probe_attention(run, "a b?c", step=3)
+    snapshot = probe_attention(run, "a b?c?\tX", step=3)
     assert snapshot.step == 3 and snapshot.tokens == list("a bc") and run.model.training
+    assert snapshot.left_out == "?\tX"  # each once, in order: the Train tab names them
     torch.testing.assert_close(snapshot.weights.sum(-1), torch.ones(1, 2, 4))  # each row of weights sums to 1
     assert probe_attention(run, "XYZ", step=3) is None
 

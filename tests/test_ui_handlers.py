@@ -801,6 +801,20 @@ def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
         assert f"layer 0 head 0 ({message}; layer 0 head 0 shown)" in title
 
 
+def test_the_probe_plot_names_the_characters_the_runs_text_lacks():
+    """After a run on a text without R, O, M, B or ?, the probe read "E : \\n u t ␣ s o f t" with no word why."""
+    from playground.jobs import JobStatus
+    from playground.run import ProbeSnapshot
+
+    probe = ProbeSnapshot(step=5, tokens=list("E:\nut"), weights=torch.full((1, 1, 5, 5), 0.2), left_out="ROMB?\n")
+    status = JobStatus(state="finished", run_name="r", step=5, steps=5, probes=(probe,))
+    title = train_tab.render_status(status, 0, 0)[3].layout.title.text.replace("<br>", " ")
+    assert "(without 'R', 'O', 'M', 'B', '?', '\\n': not in this run's vocabulary)" in title
+    whole = dataclasses.replace(probe, left_out="")
+    assert "without" not in train_tab.render_status(dataclasses.replace(status, probes=(whole,)), 0, 0)[3] \
+        .layout.title.text
+
+
 @pytest.mark.parametrize("position,value,message", [
     (6, 0.0, "learning rate must be in (0, 1], got 0.0"),
     (6, 2, "learning rate must be in (0, 1], got 2.0"),

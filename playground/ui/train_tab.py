@@ -35,7 +35,7 @@ from playground.run import (
     format_seconds,
     memory_cost,
 )
-from playground.tokenizer import CharTokenizer
+from playground.tokenizer import CharTokenizer, escape_char
 from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
@@ -376,6 +376,10 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
         if not unshown and asked != (layer, head):
             unshown = (f" (asked for layer {asked[0]} head {asked[1]}: this model has layers 0-{layers - 1}, "
                        f"heads 0-{heads - 1})")
+        if probe.left_out:  # the run's text lacks them: the probe reads without them, and says so
+            listed = ", ".join(f"'{escape_char(c)}'" for c in probe.left_out[:12]) + (
+                f" and {len(probe.left_out) - 12} more" if len(probe.left_out) > 12 else "")
+            unshown += f" (without {listed}: not in this run's vocabulary)"
         probe_figure = plots.heatmap(probe.weights[layer, head], probe.tokens, probe.tokens,
                                      f"Probe attention at step {probe.step} · layer {layer} head {head}{unshown}",
                                      show_values=False, x_title="key (looked at)", y_title="query")
