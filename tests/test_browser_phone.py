@@ -71,6 +71,13 @@ def overlapping_ticks(page: Page) -> list[str]:
         })).filter(Boolean)""")
 
 
+def shown_toolbars(page: Page) -> int:
+    """Plotly toolbars displayed over visible charts (on a phone they covered titles and labels)."""
+    return page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent)
+        .flatMap(plot => [...plot.querySelectorAll('.modebar-container')])
+        .filter(bar => getComputedStyle(bar).display !== 'none').length""")
+
+
 def report(page: Page, tab: str) -> None:
     """For the tabs other engineers are fixing: say what is cut off, do not fail on it."""
     print(f"phone {tab}: cut-off labels {cut_labels(page)}; clipped chart titles {clipped_titles(page)}")
@@ -99,6 +106,7 @@ def test_every_tab_on_a_phone(phone):
     assert overlapping_ticks(page) == []  # the page shows every other label (the hover names each)
     expect_no_error(page)
     screenshot(page, "phone-attention", publish=False)
+    assert shown_toolbars(page) == 0  # Plotly's toolbar sat over the titles and labels
     report(page, "Attention")
 
     panel = open_tab(page, "Model")
@@ -114,6 +122,7 @@ def test_every_tab_on_a_phone(phone):
     expect_no_error(page)
     screenshot(page, "phone-why", publish=False)
     assert clipped_titles(page) == []
+    assert shown_toolbars(page) == 0
     report(page, "Why")
 
     panel = open_tab(page, "Compare")

@@ -2,7 +2,8 @@
 
 Owns the app-wide layout: the tab bar (all seven tabs stay visible on a phone: it wraps instead of hiding tabs
 behind an overflow menu), the CSS every tab shares (a Dataframe with ``elem_classes=["playground-table"]``
-keeps TABLE_MIN_WIDTH on a phone and scrolls sideways instead of squeezing its columns to a letter each; Gradio
+keeps TABLE_MIN_WIDTH on a phone and scrolls sideways instead of squeezing its columns to a letter each; on a phone
+Plotly's toolbar is hidden, since it sat over the charts' titles and labels; Gradio
 sizes the columns from that width, so percentages in ``column_widths`` still hold; on a narrow phone a chart's x axis
 of many labels shows every k-th, NARROW_TICKS), and the launch options.
 """
@@ -49,6 +50,7 @@ CSS = f"""
 .tok-chips {{ font-size: 1rem; }}
 footer {{ visibility: hidden; }}
 @media (max-width: {PHONE_WIDTH}px) {{
+  .js-plotly-plot .modebar-container {{ display: none; }}
   .playground-table .table-wrap {{ overflow-x: auto; }}
   .playground-table .table-wrap > .upload-container {{ min-width: {TABLE_MIN_WIDTH}px; }}
   .playground-table.wide-table .table-wrap > .upload-container {{ min-width: {WIDE_TABLE_MIN_WIDTH}px; }}

@@ -70,6 +70,9 @@ OWNER_STORAGE_KEY, OWNER_STORAGE_SECRET = "attention-playground-owner-token", "a
 LOCAL_OWNER = "this-process"  # a handler called from Python, with no browser or session (tests)
 
 
+MEMORISING_PASSES = 20  # passes over the text past which the estimate says the model will memorise it
+
+
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
              optimizer="adamw", time_budget_seconds=0.0, corpus_choice=CORPORA[0], upload=None, pasted=None,
              limits: Limits | None = None, default_corpus: Callable[[], Corpus] = load_corpus) -> str:
@@ -80,15 +83,18 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
     if corpus_choice not in CORPORA[1:]:
         default = default_corpus()
         symbols = CharTokenizer.train_from_text(default.text).vocabulary_size
-        corpus = ("Tiny Shakespeare's" if default.is_tiny_shakespeare else
-                  "the built-in Sonnets'" if default.source == "builtin" else f"{default.label}'s")
+        characters = len(default.text)
+        name = ("Tiny Shakespeare" if default.is_tiny_shakespeare else
+                "the built-in Sonnets" if default.source == "builtin" else default.label)
     else:  # nothing uploaded or pasted yet: what Start would say, not Shakespeare's count
         try:
             text, _ = visitors_text(corpus_choice, upload, pasted, limits or Limits())
         except (ValueError, OSError) as exc:
             return f"⚠️ {exc}"
         symbols = CharTokenizer.train_from_text(text).vocabulary_size
-        corpus = "the upload's" if corpus_choice == CORPORA[1] else "the pasted text's"
+        characters = len(text)
+        name = "the upload" if corpus_choice == CORPORA[1] else "the pasted text"
+    corpus = name + ("'" if name.endswith("s") else "'s")  # "Tiny Shakespeare's", "the built-in Sonnets'"
     try:
         config = ModelConfig(vocabulary_size=symbols, context_size=checks.whole_number(context_size, "context_size", 1),
                              embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1),
@@ -113,14 +119,21 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
         text += (f"all {steps:,} steps would take about {format_seconds(by_steps)} here, so the budget ends it first "
                  "(a faster machine does more steps in it)" if seconds < by_steps else
                  f"its {steps:,} steps should end it first")
+    refusals = []  # what Start would refuse, said before it is pressed
     if limits is not None and seconds > limits.max_train_seconds:
-        text += f" · ⚠️ over this server's {format_seconds(limits.max_train_seconds)} limit for a run"
+        refusals.append(f"over this server's {format_seconds(limits.max_train_seconds)} limit for a run")
     if limits is not None:
-        try:  # what Start would refuse, said before it is pressed
+        try:
             check_size(config, limits, "this model")
             check_steps(steps, limits)
         except ValueError as exc:
-            text += f" · ⚠️ {exc}"
+            refusals.append(str(exc))
+    passes = steps * (seconds / by_steps if by_steps else 1.0) * batch * config.context_size / max(characters, 1)
+    if passes > MEMORISING_PASSES and not refusals:  # a run that may start: would it only memorise its text?
+        text += (f" · ⚠️ about {passes:,.0f} passes over {corpus} {characters:,} characters: the model will memorise "
+                 "them, its validation loss rising while its training loss falls; fewer steps or a smaller model "
+                 "learn what carries over to new text")
+    text += "".join(f" · ⚠️ {refusal}" for refusal in refusals)
     return text
 
 
