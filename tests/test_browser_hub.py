@@ -106,13 +106,22 @@ def test_a_hub_gpt2_in_tokenize_attention_and_sample(hub_page, hub_server):
     expect(panel).to_contain_text(f"T = {len(pieces)} tokens · C = 32 · d_k = 16", timeout=WAIT_MS)
     panel.get_by_role("button", name="Next ▶").click()
     expect(plot_titled(panel, "Q")).to_have_count(1, timeout=WAIT_MS)
-    expect(panel.locator(".js-plotly-plot:visible")).to_have_count(5, timeout=WAIT_MS)  # Q, K, V and a query's rows
+    # Q, K and V; the query's score and softmax rows wait for the steps that introduce them (3 and 6)
+    expect(panel.locator(".js-plotly-plot:visible")).to_have_count(3, timeout=WAIT_MS)
 
     panel = open_tab(page, "Model")
     _choose_checkpoint(panel, GPT2_REPO_ID)
     panel.get_by_role("radio", name=LEVEL_LABELS[-1], exact=True).check()  # the logit lens, over BPE tokens
     expect(panel.get_by_role("heading", level=3)).to_have_text(LEVEL_TITLES[-1], timeout=WAIT_MS)
     expect(panel).to_contain_text(f"{GPT2_REPO_ID}: 2 blocks", timeout=WAIT_MS)
+
+    panel = open_tab(page, "Why")  # a BPE model: its parts, and circuits over the text's tokens and the lowest ids
+    panel.get_by_label("Text", exact=True).fill(TEXT)
+    _choose_checkpoint(panel, GPT2_REPO_ID)
+    expect(panel).to_contain_text("L1 H1", timeout=WAIT_MS)  # 2 blocks of 2 heads: the bars name them
+    expect(panel).to_contain_text(" of the ", timeout=WAIT_MS)  # the circuits say which tokens they show
+    expect(plot_titled(panel, "QK of ")).to_be_visible(timeout=WAIT_MS)
+    expect_no_error(page)
 
     panel = open_tab(page, "Sample")
     _choose_checkpoint(panel, GPT2_REPO_ID)

@@ -936,8 +936,8 @@ def test_the_offered_prompt_follows_the_checkpoints_vocabulary(tmp_path):
     assert fitted == offered == " "  # none of "ROMEO:\n" is in "hello world": the model's start text
     assert sample_tab.fitting_prompt(ctx, "hello", "hello\n", default) == (gr.skip(), default)  # typed: kept
     assert sample_tab.fitting_prompt(ctx, "hello", "ROMEO: wo", "ROMEO: wo") == (" wo", " wo")  # the readable part
-    fitted, _ = sample_tab.fitting_prompt(ctx, "shakespeare-char", offered, offered)
-    assert fitted == " "  # an offered prompt the next model reads stays
+    # a prompt the next model reads is left alone: sending it back would undo what the learner typed meanwhile
+    assert sample_tab.fitting_prompt(ctx, "shakespeare-char", offered, offered) == (gr.skip(), offered)
     *_, last = sample_tab.sample(ctx, "hello", fitted, 5, 0.8, 0, 1.0, 1, False, True, False, {})
     assert last[0].startswith(fitted) and len(last[0]) == 6  # Generate takes what was offered, without a refusal
     assert sample_tab.fitting_prompt(ctx, "no-such-run", default, default) == (gr.skip(), default)

@@ -87,9 +87,13 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
             with gr.Tab("Compare", id="compare"):
                 compare_tab.build(ctx)
             with gr.Tab("Train", id="train"):
-                train_tab.build(ctx)
+                finished_run = train_tab.build(ctx)
             with gr.Tab("Sample", id="sample"):
-                sample_tab.build(ctx)
+                sample_checkpoint = sample_tab.build(ctx)
+        # the page's run, once finished or stopped with a checkpoint, is what Sample offers next (its prompt follows)
+        finished_run.change(lambda name: gr.Dropdown(choices=ctx.checkpoint_names(), value=name) if name else gr.skip(),
+                            finished_run, sample_checkpoint, api_name="sample_follow_run", api_visibility="private",
+                            show_progress="hidden")
     app.queue(default_concurrency_limit=4, max_size=QUEUE_SIZE)
     app.playground_context = ctx  # for tests and app.py; not looked up by the UI itself
     return app

@@ -66,8 +66,8 @@ def checkpoint_summary(ctx: AppContext, name: str) -> str:
 def fitting_prompt(ctx: AppContext, name: str, prompt: str, offered: str) -> tuple[str, str]:
     """The prompt for a newly chosen checkpoint, and the prompt this page offered: a prompt the page offered (the
     default, or one this function gave) that the new vocabulary cannot read becomes its readable characters, or the
-    model's start text when none are left ("ROMEO:\\n" -> " " for a model of "hello world"). A prompt the learner
-    typed is left as it is: Generate says which characters the model lacks."""
+    model's start text when none are left ("ROMEO:\\n" -> " " for a model of "hello world"). A prompt the model
+    reads, or one the learner typed, is left as it is (Generate says which characters the model lacks)."""
     if not isinstance(prompt, str) or prompt not in (DEFAULT_PROMPT, offered):
         return gr.skip(), offered
     try:
@@ -75,7 +75,7 @@ def fitting_prompt(ctx: AppContext, name: str, prompt: str, offered: str) -> tup
     except (ValueError, OSError, RuntimeError):
         return gr.skip(), offered  # the summary says why it does not load
     if not tokenizer.find_unknown(prompt):
-        return prompt, prompt
+        return gr.skip(), offered  # left alone: a value sent back would undo what the learner typed meanwhile
     fitted = without_unknown(tokenizer, prompt) or start_text(tokenizer)
     return fitted, fitted
 
@@ -332,7 +332,8 @@ def inspect_picked(ctx: AppContext, history: dict | None, position, layer, head)
     return position, *inspect_position(ctx, history, position, layer, head), gr.Accordion(open=True)
 
 
-def build(ctx: AppContext) -> None:
+def build(ctx: AppContext) -> gr.Dropdown:
+    """The tab; returns its checkpoint picker, which follows this page's newest finished run (ui/__init__.py)."""
     gr.Markdown(
         "Generate text one character at a time (one subword token at a time from a GPT-2 checkpoint: type a Hub "
         "repo id such as openai-community/gpt2). Each step the model gives a probability to every character; "
@@ -400,3 +401,4 @@ def build(ctx: AppContext) -> None:
                    api_name="sample_inspect_picked", api_visibility="private", **ctx.fast_lane)
     bring_model.build(ctx)  # a nanoGPT checkpoint, uploaded and converted, joins the checkpoint lists
     publish.build(ctx)  # the Space owner's: shown only where PLAYGROUND_ADMIN_TOKEN is set
+    return checkpoint

@@ -23,7 +23,7 @@ from playground.budget import human
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, decode_text, load_corpus
 from playground.device import describe, offered_devices, pick_device
-from playground.jobs import FAILED, STOPPED, JobStatus
+from playground.jobs import FAILED, FINISHED, STOPPED, JobStatus
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.run import (
     RunRequest,
@@ -316,14 +316,18 @@ def stop_run(ctx: AppContext, token="", browser_token=None, request: gr.Request 
 
 def poll_status(ctx: AppContext, layer, head, snapshot_index, seen, token="", browser_token=None,
                 request: gr.Request = None):
-    """Redraw only when something changed; follow the newest snapshot while new ones arrive."""
+    """Redraw only when something changed; follow the newest snapshot while new ones arrive. The last value is the
+    name of this page's run once it has finished or stopped with a checkpoint (else unchanged): the Sample tab
+    selects it."""
     status = ctx.jobs.status()
     owned = ctx.jobs.owned_by(identify(ctx, token, browser_token, request, strict=False))
     key = [status.state, status.run_name, status.step, len(status.probes), len(status.samples), owned, layer, head]
     if seen == key:
-        return (*[gr.skip()] * 5, seen)
+        return (*[gr.skip()] * 5, seen, gr.skip())
     follow = not seen or seen[:6] != key[:6]
-    return (*render_status(status, layer or 0, head or 0, None if follow else snapshot_index, owned), key)
+    finished = owned and status.state in (FINISHED, STOPPED)
+    return (*render_status(status, layer or 0, head or 0, None if follow else snapshot_index, owned), key,
+            status.run_name if finished else gr.skip())
 
 
 def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: int | None = None,
@@ -496,7 +500,8 @@ def corpus_note(ctx: AppContext, choice) -> str:
             "validation loss starts to climb); upload a .txt or paste text for more.")
 
 
-def build(ctx: AppContext) -> None:
+def build(ctx: AppContext) -> gr.State:
+    """The tab; returns the State that names this page's run once it has finished or stopped with a checkpoint."""
     gr.Markdown(
         "Train a small character-level GPT on the server, in the background: one run at a time for everyone. "
         "Watch the training and validation loss fall, read samples as they improve, and see the attention of a "
@@ -617,8 +622,11 @@ def build(ctx: AppContext) -> None:
           bound(compare_curves, ctx),
           api_name="train_compare_curves", **compare_io)
     seen = gr.State([])
-    timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token], [*outputs, seen],
-               api_name="train_status", show_progress="hidden", trigger_mode="always_last")
+    finished_run = gr.State("")
+    timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token],
+               [*outputs, seen, finished_run], api_name="train_status", show_progress="hidden",
+               trigger_mode="always_last")
     snapshot.release(friendly(lambda layer, head, index: render_status(ctx.jobs.status(), layer or 0, head or 0,
                                                                        index)),
                      [probe_layer, probe_head, snapshot], outputs, api_name="train_replay", api_visibility="private")
+    return finished_run
