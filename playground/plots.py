@@ -122,7 +122,8 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
     if (rows, cols) != (total_rows, total_cols):  # name the cut side(s) only
         window = [f"rows {first_row}–{first_row + rows - 1} of {total_rows}"] if rows != total_rows else []
         window += [f"columns {first_col}–{first_col + cols - 1} of {total_cols}"] if cols != total_cols else []
-        title = f"{title}<br>" * bool(title) + f"({', '.join(window)}; export for all of it)"
+        # "all of it)" keeps to one line (no-break spaces): a phone's title read "...all of" above "it)"
+        title = f"{title}<br>" * bool(title) + f"({', '.join(window)}; export for all\u00a0of\u00a0it)"
     finite = np.isfinite(v)
     if masked is not None:
         finite &= ~masked[row_slice, col_slice].numpy()

@@ -113,6 +113,9 @@ def test_the_gpt2_preset_fills_a_largest_t_that_fits_and_a_refusal_stays_beside_
     panel.get_by_role("button", name="GPT-2 small preset").click()
     expect(largest).to_have_value("512", timeout=WAIT_MS)  # 1024 would take about 144 s here, over 60
     expect(panel).to_contain_text(GPT2_INPUT, timeout=WAIT_MS)
+    expect(panel).to_contain_text("Per-head maps are drawn for T ≤ 48")  # T 1024: no maps, and no empty box
+    expect(panel.locator(".js-plotly-plot").filter(has_text="Per-head")).to_have_count(0)
+    expect(panel.get_by_text("Per-head attention maps", exact=True)).to_be_hidden()  # the box's own label
     largest.fill("1024")
     expect_errors(page, "PLAYGROUND_MAX_REQUEST_SECONDS")
     button = panel.get_by_role("button", name="Time them")

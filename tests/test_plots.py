@@ -163,3 +163,12 @@ def test_a_long_curve_legend_breaks_between_its_parts_to_fit_a_phone():
     assert shown == ["tiny-1 (this run, finished) ·<br>adamw, lr 0.012 (linear), batch 32 ·<br>240,288 parameters"]
     assert all(len(line) <= plots.LEGEND_WIDTH for line in shown[0].split("<br>"))
     assert plots.legend_lines("old · 5,168 parameters") == "old · 5,168 parameters"  # short: one line
+
+
+def test_a_cut_heatmaps_title_never_breaks_all_of_it():
+    """Issue 31: a title wrapped as "...all of" above "it)" on a phone."""
+    figure = plots.heatmap(torch.zeros(300, 300), title="Attention weights, a long text")
+    for width in range(8, 70):
+        lines = plots.wrap_title(figure.layout.title.text.replace("<br>", " "), width).split("<br>")
+        assert not any(line.startswith("it)") for line in lines), (width, lines)
+        assert any(line.endswith("all\u00a0of\u00a0it)") for line in lines), (width, lines)
