@@ -85,6 +85,8 @@ def report(page: Page, tab: str) -> None:
 
 def test_every_tab_on_a_phone(phone):
     page = phone
+    for name in TABS:  # the page lays its tab bar out after it loads: wait for it, then measure
+        expect(page.get_by_role("tab", name=name, exact=True)).to_be_visible(timeout=WAIT_MS)
     assert tab_bar_problems(page) == []
 
     panel = open_tab(page, "Tokenize")

@@ -932,15 +932,15 @@ def test_the_offered_prompt_follows_the_checkpoints_vocabulary(tmp_path):
                                         corpus_name="pasted text", weights_dir=tmp_path)))
     ctx = AppContext(limits=Limits(), weights=tmp_path)
     default = sample_tab.DEFAULT_PROMPT
-    fitted, offered = sample_tab.fitting_prompt(ctx, "hello", default, default)
-    assert fitted == offered == " "  # none of "ROMEO:\n" is in "hello world": the model's start text
-    assert sample_tab.fitting_prompt(ctx, "hello", "hello\n", default) == (gr.skip(), default)  # typed: kept
-    assert sample_tab.fitting_prompt(ctx, "hello", "ROMEO: wo", "ROMEO: wo") == (" wo", " wo")  # the readable part
-    # a prompt the next model reads is left alone: sending it back would undo what the learner typed meanwhile
-    assert sample_tab.fitting_prompt(ctx, "shakespeare-char", offered, offered) == (gr.skip(), offered)
+    fitted, replaced, offered = sample_tab.fitting_prompt(ctx, "hello", default, default)
+    assert fitted == offered == " " and replaced == default  # none of "ROMEO:\n" is in "hello world": start text
+    assert sample_tab.fitting_prompt(ctx, "hello", "hello\n", default) == ("", "", default)  # typed: kept
+    assert sample_tab.fitting_prompt(ctx, "hello", "ROMEO: wo", "ROMEO: wo") == (" wo", "ROMEO: wo", " wo")
+    # a prompt the next model reads is left alone
+    assert sample_tab.fitting_prompt(ctx, "shakespeare-char", offered, offered) == ("", "", offered)
     *_, last = sample_tab.sample(ctx, "hello", fitted, 5, 0.8, 0, 1.0, 1, False, True, False, {})
     assert last[0].startswith(fitted) and len(last[0]) == 6  # Generate takes what was offered, without a refusal
-    assert sample_tab.fitting_prompt(ctx, "no-such-run", default, default) == (gr.skip(), default)
+    assert sample_tab.fitting_prompt(ctx, "no-such-run", default, default) == ("", "", default)
 
 
 def test_the_estimate_warns_before_start_when_a_run_will_memorise_its_text():

@@ -63,21 +63,27 @@ def checkpoint_summary(ctx: AppContext, name: str) -> str:
             f"{loaded.description}")
 
 
-def fitting_prompt(ctx: AppContext, name: str, prompt: str, offered: str) -> tuple[str, str]:
-    """The prompt for a newly chosen checkpoint, and the prompt this page offered: a prompt the page offered (the
-    default, or one this function gave) that the new vocabulary cannot read becomes its readable characters, or the
-    model's start text when none are left ("ROMEO:\\n" -> " " for a model of "hello world"). A prompt the model
-    reads, or one the learner typed, is left as it is (Generate says which characters the model lacks)."""
+def fitting_prompt(ctx: AppContext, name: str, prompt: str, offered: str) -> tuple[str, str, str]:
+    """(a prompt to offer, the prompt it replaces, the prompt this page offers from now on) for a newly chosen
+    checkpoint: a prompt the page offered (the default, or one this function gave) that the new vocabulary cannot
+    read becomes its readable characters, or the model's start text when none are left ("ROMEO:\\n" -> " " for a
+    model of "hello world"); "" offers nothing. A prompt the model reads, or one the learner typed, is left as it is
+    (Generate says which characters the model lacks). The page puts the offer in the box only if the box still
+    holds the prompt it replaces (KEEP_TYPED_JS): the learner may have typed meanwhile."""
     if not isinstance(prompt, str) or prompt not in (DEFAULT_PROMPT, offered):
-        return gr.skip(), offered
+        return "", "", offered
     try:
         tokenizer = ctx.checkpoint(name).tokenizer
     except (ValueError, OSError, RuntimeError):
-        return gr.skip(), offered  # the summary says why it does not load
+        return "", "", offered  # the summary says why it does not load
     if not tokenizer.find_unknown(prompt):
-        return gr.skip(), offered  # left alone: a value sent back would undo what the learner typed meanwhile
+        return "", "", offered
     fitted = without_unknown(tokenizer, prompt) or start_text(tokenizer)
-    return fitted, fitted
+    return fitted, prompt, fitted
+
+
+# in the page, as the offer arrives: the offer only where the box still holds what it replaces
+KEEP_TYPED_JS = "(offer, replaced, current) => (offer && current === replaced) ? offer : current"
 
 
 def _plural(tokenizer: Tokenizer) -> str:
@@ -385,8 +391,12 @@ def build(ctx: AppContext) -> gr.Dropdown:
     keep_on_refusal(checkpoint.change(bound(checkpoint_summary, ctx), checkpoint, summary,
                                       api_name="checkpoint_info"), [summary], "checkpoint_info_refused")
     offered = gr.State(DEFAULT_PROMPT)  # the prompt this page last put in the box (not one the learner typed)
-    checkpoint.change(bound(fitting_prompt, ctx), [checkpoint, prompt, offered], [prompt, offered],
-                      api_name="sample_prompt", api_visibility="private", show_progress="hidden")
+    offer = gr.Textbox(visible=False)  # hidden, not State: the page's own script reads them
+    replaced = gr.Textbox(visible=False)
+    checkpoint.change(bound(fitting_prompt, ctx), [checkpoint, prompt, offered], [offer, replaced, offered],
+                      api_name="sample_prompt", api_visibility="private", show_progress="hidden").then(
+        None, [offer, replaced, prompt], prompt, js=KEEP_TYPED_JS, api_name="sample_prompt_offer",
+        api_visibility="private", show_progress="hidden")
     sampled = [output, coloured, stats, history]
     keep_on_refusal(generate.click(bound(sample, ctx),
                                    [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy,
