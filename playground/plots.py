@@ -174,6 +174,34 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
     return figure
 
 
+def vocabulary_heatmap(matrix: torch.Tensor, labels: Sequence[str], title: str = "", *, x_title: str = "",
+                       y_title: str = "", hover: str = "%{y} → %{x}: %{z:.3f}") -> go.Figure:
+    """A (n, n) table over n distinct tokens (a head's QK or OV circuit), on a red-blue scale centred at 0.
+
+    The labels are distinct, so the axes are categories named by them and the hover reads them from the axes: no
+    hover string per cell, a fifth of ``heatmap``'s bytes for a 65 x 65 table (a click waited on moving them).
+    Values are sent to 4 significant digits.
+    """
+    shown = [_display_label(str(label)) for label in labels]
+    if len(set(shown)) != len(shown):
+        raise ValueError("vocabulary_heatmap needs distinct labels: repeated ones would share a row")
+    values = torch.as_tensor(matrix, dtype=torch.float64).detach().cpu().numpy()
+    largest = float(np.nanmax(np.abs(values))) if values.size else 1.0
+    z = np.vectorize(lambda v: float(f"{v:.4g}"))(values) if values.size else values
+    n = len(shown)
+    title_layout, top = _title_layout(title)
+    step = max(1, math.ceil(n / 48))  # about 48 tick labels at most on each axis; the hover names every cell
+    figure = go.Figure(go.Heatmap(z=z, x=shown, y=shown, colorscale="RdBu", zmid=0.0, zmin=-largest, zmax=largest,
+                                  hovertemplate=hover + "<extra></extra>", xgap=0, ygap=0))
+    figure.update_layout(title=title_layout, height=min(900, max(320, 140 + 9 * n)),
+                         margin=dict(l=60, r=20, t=top, b=50),
+                         xaxis=dict(type="category", tickmode="array", tickvals=shown[::step], tickangle=0,
+                                    tickfont=dict(size=10), title=dict(text=x_title)),
+                         yaxis=dict(type="category", tickmode="array", tickvals=shown[::step], autorange="reversed",
+                                    tickfont=dict(size=10), title=dict(text=y_title)))
+    return figure
+
+
 def line_chart(series: dict[str, Sequence[Sequence[float]]], title: str = "", x_title: str = "step",
                y_title: str = "loss", height: int = 360) -> go.Figure:
     """One line per named series of [x, y] points (y never below zero: a loss, a rate). With no points yet the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from playground import plots
@@ -85,7 +86,7 @@ def test_a_large_matrix_is_drawn_as_a_bounded_window():
     assert "row 500 (t500), column 896 (t896)" in trace.customdata[0][0]
     assert "rows 500–627 of 1024" in figure.layout.title.text and "export" in figure.layout.title.text
     only_columns = heatmap(torch.rand(42, 192)).layout.title.text.replace("<br>", " ")
-    assert only_columns == "(columns 0–127 of 192; export for all of it)"  # the rows are all there
+    assert only_columns == "(columns 0–127 of 192; export for all\u00a0of\u00a0it)"  # the rows are all there
     assert len(figure.to_json()) < 4_000_000  # the same size at T = 1024 as at T = 128
     assert list(figure.layout.xaxis.ticktext) == tokens[896:]  # every column keeps its label
 
@@ -172,3 +173,14 @@ def test_a_cut_heatmaps_title_never_breaks_all_of_it():
         lines = plots.wrap_title(figure.layout.title.text.replace("<br>", " "), width).split("<br>")
         assert not any(line.startswith("it)") for line in lines), (width, lines)
         assert any(line.endswith("all\u00a0of\u00a0it)") for line in lines), (width, lines)
+
+
+def test_a_vocabulary_heatmap_names_its_cells_from_its_axes():
+    table = torch.tensor([[0.5, -1.25], [2.0, 0.0]])
+    figure = plots.vocabulary_heatmap(table, ["a", " "], "QK")
+    trace = figure.data[0]
+    assert list(trace.x) == ["a", "␣"] and trace.customdata is None  # no hover string per cell
+    assert trace.zmin == -2.0 and trace.zmax == 2.0 and trace.z[0][1] == -1.25
+    assert figure.layout.xaxis.type == "category" and "%{y}" in trace.hovertemplate
+    with pytest.raises(ValueError, match="distinct labels"):
+        plots.vocabulary_heatmap(table, ["a", "a"])

@@ -97,3 +97,14 @@ def test_the_pickers_follow_the_checkpoint(ctx):
     assert head.choices[0] == (why_tab.STRONGEST, why_tab.STRONGEST) and len(head.choices) == 5
     assert [choice[0] for choice in knocked.choices] == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and knocked.value == []
     assert why_tab.controls(ctx, "no-such-run") == (gr.skip(), gr.skip())
+
+
+def test_the_page_is_sent_only_the_figures_that_changed(ctx):
+    args = ("shakespeare-char", TEXT, -1, "", "L1 H0", [], "zero")
+    *first, shown = why_tab.explain_changes(ctx, *args, shown=None)
+    assert all(item != gr.skip() for item in first)
+    *second, shown = why_tab.explain_changes(ctx, "shakespeare-char", TEXT, 5, "", "L1 H0", [], "zero", shown)
+    assert second[6] == second[7] == gr.skip() and second[9] == gr.skip()  # same head, same text: kept
+    assert second[1] != gr.skip() and second[0] != first[0]  # the parts at the new position are sent
+    *third, _ = why_tab.explain_changes(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1", [], "zero", shown)
+    assert third[6] != gr.skip() and third[9] == gr.skip()  # another head's circuits; the same ranking

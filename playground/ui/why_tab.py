@@ -185,10 +185,11 @@ def _view(model, tokenizer, ids, position, target, head, knocked_heads, mode, su
                         f"Looks for: {_pairs_in_words(qk, vocabulary, 'looks for')}.\n\n"
                         f"Promotes: {_pairs_in_words(ov, vocabulary, 'promotes')}.{shown_of}\n\n"
                         f"<details><summary>more</summary>\n\n{CIRCUIT_MORE}\n\n</details>")
-    qk_map = plots.heatmap(qk, vocabulary, vocabulary, f"QK of {chosen}: query (row) → key character",
-                           colorscale="RdBu", zmid=0.0, show_values=False, x_title="key", y_title="query")
-    ov_map = plots.heatmap(ov, vocabulary, vocabulary, f"OV of {chosen}: attended (row) → next character",
-                           colorscale="RdBu", zmid=0.0, show_values=False, x_title="promoted", y_title="attended")
+    qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
+                                      x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
+    ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}: attended (row) → next character",
+                                      x_title="promoted", y_title="attended",
+                                      hover="attending to %{y}, the logit of %{x}: %{z:+.3f}")
     knock_heading, ranking = _knock_view(model, ids, position, target_id, knocked_heads, mode, tokenizer)
     return WhyView(heading, bars, head_heading, weight_bars, share_bars, circuits_heading, qk_map, ov_map,
                    knock_heading, ranking)
@@ -268,6 +269,23 @@ def _shown(view: WhyView) -> tuple:
                  for i, item in enumerate(view))
 
 
+def explain_changes(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
+                    knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None):
+    """The page's handler: ``explain``, sending the two circuit heatmaps and the ranking only when they differ
+    from what the page shows (``shown``, returned updated last): a new position usually keeps them, and moving
+    them was most of a click's wait."""
+    view = explain(ctx, checkpoint, text, position, target, head, knocked, mode)
+    ranking = view.ranking.data[0].y if view.ranking is not None else None
+    keys = {"circuits": view.circuits_heading, "ranking": None if ranking is None else list(ranking)}
+    outputs = list(_shown(view))
+    shown = shown or {}
+    if shown.get("circuits") == keys["circuits"]:
+        outputs[6] = outputs[7] = gr.skip()
+    if keys["ranking"] is not None and shown.get("ranking") == keys["ranking"]:
+        outputs[9] = gr.skip()
+    return (*outputs, keys)
+
+
 def build(ctx: AppContext) -> None:
     gr.Markdown("Which parts of the model wrote its guess for the next character, what one head looks for and "
                 "writes, and what the model loses without it.")
@@ -299,7 +317,9 @@ def build(ctx: AppContext) -> None:
 
     inputs = [checkpoint, text, position, target, head, knocked, mode]
     outputs = [heading, parts, head_heading, weights, shares, circuits_heading, qk, ov, knock_heading, ranking]
-    view = bound(explain, ctx, then=_shown)
+    shown = gr.State({})  # what the page's circuits and ranking show now: unchanged ones are not sent again
+    view = bound(explain_changes, ctx)
+    inputs, outputs = [*inputs, shown], [*outputs, shown]
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
     pickers = dict(fn=bound(controls, ctx), inputs=[checkpoint], outputs=[head, knocked], show_progress="hidden")
     arrival = gr.on(None, None, api_name="why_arrival", api_visibility="private")
