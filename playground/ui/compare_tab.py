@@ -396,30 +396,37 @@ def build(ctx: AppContext) -> None:
 
     inputs = [embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device]
 
-    def shown(result):
-        """The maps' box only where maps are drawn (T ≤ MAX_MAP_T): GPT-2's preset left an empty box."""
-        *tables, grid_figure = result
-        return (*tables, gr.Plot(value=grid_figure, visible=grid_figure is not None))
+    def maps_shown(length):
+        """The maps' box only where maps are drawn (T ≤ MAX_MAP_T): GPT-2's preset left an empty box. A step of
+        its own after each comparison, so /compare keeps answering the figure itself."""
+        try:
+            return gr.Plot(visible=checks.whole_number(length, "seq_len") <= MAX_MAP_T)
+        except ValueError:
+            return gr.skip()
 
+    box = dict(fn=maps_shown, inputs=seq_len, outputs=grid, api_visibility="private", show_progress="hidden")
     # on arrival (as the Attention tab does): the tables and maps filled, not blank until Compare is pressed; a
     # Compare pressed before it is done cancels it, so the defaults never replace the visitor's own comparison
     arrival = gr.on(None, None, api_name="compare_arrival", api_visibility="private").then(
-        bound(first_comparison, ctx, then=shown), inputs, [summary, equivalence, parameters, grid],
-        api_name="compare_load",
+        bound(first_comparison, ctx), inputs, [summary, equivalence, parameters, grid], api_name="compare_load",
         api_visibility="private", show_progress="hidden", **ctx.long_lane)
+    arrival.success(**box, api_name="compare_load_maps")
     # always_last: a Compare pressed while one runs is done after it (a button's default, "once", dropped it, and the
     # result shown stopped matching the fields)
     compared = [summary, equivalence, parameters, grid]
-    keep_on_refusal(run.click(bound(run_comparison, ctx, then=shown), inputs, compared, api_name="compare",
-                              cancels=[arrival], trigger_mode="always_last", **ctx.long_lane), compared,
-                    "compare_refused")
+    comparison = run.click(bound(run_comparison, ctx), inputs, compared, api_name="compare", cancels=[arrival],
+                           trigger_mode="always_last", **ctx.long_lane)
+    keep_on_refusal(comparison, compared, "compare_refused")
+    comparison.success(**box, api_name="compare_maps")
     # the preset compares as well as fills: its tables had kept showing the last comparison until Compare was pressed
     # the preset fills the largest T its sweep may time here: with 1024 its own "Time them" was refused at once
     preset = gpt2.click(bound(gpt2_preset, ctx), [dtype, device],
                         [embedding_dim, heads_num, seq_len, batch, qkv_bias, max_len], api_name="compare_gpt2_preset",
                         api_visibility="private", **ctx.fast_lane)
-    keep_on_refusal(preset.then(bound(run_comparison, ctx, then=shown), inputs, compared, api_name="compare_gpt2",
-                                api_visibility="private", **ctx.long_lane), compared, "compare_gpt2_refused")
+    preset_comparison = preset.then(bound(run_comparison, ctx), inputs, compared, api_name="compare_gpt2",
+                                    api_visibility="private", **ctx.long_lane)
+    keep_on_refusal(preset_comparison, compared, "compare_gpt2_refused")
+    preset_comparison.success(**box, api_name="compare_gpt2_maps")
     timed = [timing_plot, memory_plot, timing_notes]
     timing_inputs = [embedding_dim, heads_num, batch, dtype, device, max_len]
     # first the refusal beside the button (or nothing), then the sweep, whose refusal is the toast
