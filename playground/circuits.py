@@ -290,6 +290,12 @@ def head_means(model: GPT, token_ids: torch.Tensor) -> list[torch.Tensor]:
     return [outputs[0].mean(dim=(0, 1)) for outputs in joined]
 
 
+def _knock_out(joined: torch.Tensor, layer: int, head: int, head_size: int, means: list[torch.Tensor] | None):
+    """Head ``head``'s features of ``joined`` (..., C), in place: zeros, or their mean over a text (``means``)."""
+    features = slice(head * head_size, (head + 1) * head_size)
+    joined[..., features] = 0.0 if means is None else means[layer][features]
+
+
 @contextmanager
 def ablated(model: GPT, heads: Sequence[tuple[int, int]], mode: str = "zero",
             token_ids: torch.Tensor | None = None) -> Iterator[GPT]:
@@ -309,8 +315,7 @@ def ablated(model: GPT, heads: Sequence[tuple[int, int]], mode: str = "zero",
         def knock_out(joined: torch.Tensor) -> torch.Tensor:
             joined = joined.clone()  # (B, T, C)
             for head in chosen[layer]:
-                features = slice(head * d, (head + 1) * d)
-                joined[..., features] = 0.0 if means is None else means[layer][features]
+                _knock_out(joined, layer, head, d, means)
             return joined
         return knock_out
 
@@ -353,8 +358,7 @@ def head_effects(model: GPT, token_ids: torch.Tensor, mode: str = "mean") -> lis
         def knock_out(joined: torch.Tensor) -> torch.Tensor:
             joined = joined.clone()  # (rows, T, C)
             for head in range(heads):
-                features = slice(head * d, (head + 1) * d)
-                joined[layer * heads + head, :, features] = 0.0 if means is None else means[layer][features]
+                _knock_out(joined[layer * heads + head], layer, head, d, means)  # its own row of the batch
             return joined
         return knock_out
 

@@ -136,7 +136,7 @@ def two_layer(text: str, own_inputs: bool) -> BookModel:
         first = model.layer1.attention.attention_weights(x, x, mask)  # (1, h, T, T)
         after_first = model.layer1(x, mask)
         second = model.layer2.attention.attention_weights(after_first, after_first, mask)
-        logits = model(ids)
+        logits = model.output_projection(model.layer2(after_first, mask))  # the rest of forward, not it again
     d, h = sizes["d_model"], sizes["num_heads"]
     shapes = [
         ShapeRow("x (token ids)", "(batch_size, seq_len)", tuple(ids.shape)),
@@ -172,7 +172,7 @@ def sliced_heads(text: str, own_inputs: bool) -> BookModel:
         x = model.embed(ids)  # (1, T, n_embd)
         weights = attention.weights(x)  # (1, h, T, T)
         split = attention.slices(x)[0]  # (1, T, C_head)
-        logits = model(ids)
+        logits = model.output(attention(x))  # the rest of forward, from the embeddings already made
     reads = torch.zeros(attention.num_heads, attention.C)
     for head in range(attention.num_heads):
         reads[head, head * attention.C_head:(head + 1) * attention.C_head] = 1.0

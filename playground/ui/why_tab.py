@@ -9,6 +9,7 @@ checks the inputs, prices the view and lays it out. Renders on arrival and on ev
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import gradio as gr
@@ -85,7 +86,9 @@ def _circuit_tokens(vocabulary: int, ids: torch.Tensor) -> torch.Tensor | None:
     if vocabulary <= MAX_CIRCUIT_TOKENS:
         return None
     chosen = list(dict.fromkeys(ids.tolist()))[:MAX_CIRCUIT_TOKENS]
-    chosen += [i for i in range(vocabulary) if i not in set(chosen)][:MAX_CIRCUIT_TOKENS - len(chosen)]
+    taken = set(chosen)
+    lowest = (i for i in range(vocabulary) if i not in taken)
+    chosen += itertools.islice(lowest, MAX_CIRCUIT_TOKENS - len(chosen))
     return torch.tensor(sorted(chosen))
 
 
@@ -190,28 +193,31 @@ def _view(model, tokenizer, ids, position, target, head, knocked_heads, mode, su
     ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}: attended (row) → next character",
                                       x_title="promoted", y_title="attended",
                                       hover="attending to %{y}, the logit of %{x}: %{z:+.3f}")
-    knock_heading, ranking = _knock_view(model, ids, position, target_id, knocked_heads, mode, tokenizer)
+    knock_heading, ranking = _knock_view(model, ids, position, target_id, knocked_heads, mode, tokenizer,
+                                         probabilities)
     return WhyView(heading, bars, head_heading, weight_bars, share_bars, circuits_heading, qk_map, ov_map,
                    knock_heading, ranking)
 
 
-def _knock_view(model, ids, position, target_id, knocked_heads, mode, tokenizer) -> tuple[str, object]:
+def _knock_view(model, ids, position, target_id, knocked_heads, mode, tokenizer,
+                intact: torch.Tensor) -> tuple[str, object]:
+    """The knock-out table and the ranking; ``intact``: the intact model's probabilities at ``position``."""
     config = model.config
     name = _label(tokenizer.label(target_id))
     intact_loss = circuits.text_loss(model, ids) if ids.numel() > 1 else None
     device_ids = ids.view(1, -1).to(model.token_embedding.weight.device)
 
-    def prediction() -> tuple[str, float]:
-        with torch.no_grad():
-            probabilities = torch.softmax(model(device_ids).logits[0, position].float(), dim=-1)
+    def prediction(probabilities: torch.Tensor) -> tuple[str, float]:
         return _label(tokenizer.label(int(probabilities.argmax()))), float(probabilities[target_id])
 
-    guess, p_target = prediction()
+    guess, p_target = prediction(intact)
     lines = [f"### Knock heads out\n\n{LOOK_FOR_KNOCK}"]
     if knocked_heads:
         with circuits.ablated(model, knocked_heads, mode, ids):
             knocked_loss = circuits.text_loss(model, ids) if ids.numel() > 1 else None
-            knocked_guess, knocked_p = prediction()
+            with torch.no_grad():
+                knocked_guess, knocked_p = prediction(torch.softmax(model(device_ids).logits[0, position].float(),
+                                                                    dim=-1))
         names = ", ".join(circuits.head_name(*lh) for lh in knocked_heads)
         table = ["| | intact | without " + names + " | change |", "|---|---|---|---|"]
         if intact_loss is not None:
@@ -264,9 +270,12 @@ def _first_heads(ctx: AppContext) -> list[str]:
     return []
 
 
+FIGURES = ("parts", "weights", "shares", "qk", "ov", "ranking")  # the WhyView fields a gr.Plot shows
+
+
 def _shown(view: WhyView) -> tuple:
-    return tuple(gr.Plot(value=item, visible=item is not None) if i in (1, 3, 4, 6, 7, 9) else item
-                 for i, item in enumerate(view))
+    return tuple(gr.Plot(value=item, visible=item is not None) if field in FIGURES else item
+                 for field, item in zip(WhyView._fields, view))
 
 
 def explain_changes(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
@@ -277,13 +286,13 @@ def explain_changes(ctx: AppContext, checkpoint: str, text: str, position, targe
     view = explain(ctx, checkpoint, text, position, target, head, knocked, mode)
     ranking = view.ranking.data[0].y if view.ranking is not None else None
     keys = {"circuits": view.circuits_heading, "ranking": None if ranking is None else list(ranking)}
-    outputs = list(_shown(view))
+    outputs = dict(zip(WhyView._fields, _shown(view)))
     shown = shown or {}
     if shown.get("circuits") == keys["circuits"]:
-        outputs[6] = outputs[7] = gr.skip()
+        outputs["qk"] = outputs["ov"] = gr.skip()
     if keys["ranking"] is not None and shown.get("ranking") == keys["ranking"]:
-        outputs[9] = gr.skip()
-    return (*outputs, keys)
+        outputs["ranking"] = gr.skip()
+    return (*outputs.values(), keys)
 
 
 def build(ctx: AppContext) -> None:
