@@ -7,10 +7,10 @@ import sys
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-# Before torch loads its OpenMP runtime: idle OpenMP threads sleep instead of spinning. The server runs several torch
-# calls at once (a training run, visitors' views) on few cores; spinning threads then take the cores from the work.
-# Measured on 2 cores with another process busy: 300 tiny training steps took 105 s spinning, 2.1 s passive.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from playground.settings import apply_process_defaults  # noqa: E402 (imports no torch)
+
+apply_process_defaults()  # before torch loads OpenMP and oneDNN
 
 
 def main() -> None:

@@ -142,17 +142,26 @@ def largest_batch(fits_bytes: int, **shapes) -> int:
     return max(0, int((fits_bytes - (one - per_sample)) // per_sample))
 
 
+INFERENCE_OVERHEAD = 6 * MIB  # a forward pass's small temporaries and the allocator's slack, measured
+
+
 def inference_cost(*, parameters: int, layers_num: int, heads_num: int, embedding_dim: int, context_size: int,
                    vocabulary_size: int, batch_size: int = 1, attention_maps: bool = False) -> Cost:
-    """Peak memory of one forward pass without gradients (sampling, a probe, the Attention tab)."""
+    """Peak memory of one forward pass without gradients (sampling, a probe, the Attention tab); with
+    ``attention_maps``, every layer's (B, h, T, T) weights kept, as the views draw them. Measured against the peak of
+    real passes in tests/test_inference_budget.py."""
     tokens = batch_size * context_size
     parts = [
         ("weights", 4 * parameters),
-        ("activations", 4 * tokens * (8 * embedding_dim + 2 * vocabulary_size)),
-        ("working space", 16 * MIB),
+        ("activations", 4 * tokens * (16 * embedding_dim + vocabulary_size)),
+        ("working space", INFERENCE_OVERHEAD),
     ]
     if attention_maps:
-        parts.append(("attention maps", 4 * batch_size * layers_num * heads_num * context_size * context_size))
+        one_layer = 4 * batch_size * heads_num * context_size * context_size  # (B, h, T, T) in float32
+        parts.append(("attention maps", layers_num * one_layer))
+        # while a layer's maps are made two more (B, h, T, T) tensors are alive beside them (model.py: the scores,
+        # then their masked copy), and the allocator may keep two it freed: measured peaks reach four
+        parts.append(("attention's working copies", 4 * one_layer))
     return Cost("this forward pass", tuple(parts))
 
 

@@ -5,6 +5,9 @@ before the call is obeyed:
   PLAYGROUND_CACHE_DIR                  the cache folder (default ``~/.cache/attention-playground``)
   PLAYGROUND_OFFLINE / HF_HUB_OFFLINE   "1", "true" or "yes": make no request (downloads, the Hub)
 Knows nothing about what is kept there: data.py caches Tiny Shakespeare, hub.py asks ``offline()``.
+
+Also the settings a long-lived process gives torch's native libraries before torch is imported
+(``apply_process_defaults``; app.py applies them, and so do the tests' servers and memory measurements).
 """
 
 from __future__ import annotations
@@ -13,6 +16,23 @@ import os
 from pathlib import Path
 
 OFFLINE_VARIABLES = ("PLAYGROUND_OFFLINE", "HF_HUB_OFFLINE")
+
+# Read by torch's native libraries once, when torch is imported; a variable already set is left as it is.
+PROCESS_DEFAULTS = {
+    # idle OpenMP threads sleep instead of spinning: a server runs several torch calls at once on few cores, and
+    # spinning threads take the cores from the work (300 tiny training steps: 105 s spinning, 2.1 s passive)
+    "OMP_WAIT_POLICY": "PASSIVE",
+    # oneDNN keeps a compiled kernel, and memory with it, for every input shape it meets (1,024 shapes by default):
+    # a forward pass at each new text length kept about 2.8 MiB more, 720 MiB after 257 lengths; 64 keeps it near
+    # 190 MiB (tests/test_inference_budget.py measures requests with this setting)
+    "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64",
+}
+
+
+def apply_process_defaults() -> None:
+    """Set each of PROCESS_DEFAULTS that the environment does not set already; call before importing torch."""
+    for name, value in PROCESS_DEFAULTS.items():
+        os.environ.setdefault(name, value)
 
 
 def cache_dir() -> Path:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 # As app.py does, before torch loads OpenMP: the tests run a server, a browser and the test process on a few cores,
 # and spinning OpenMP threads made small torch calls up to 50x slower there.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from playground.settings import apply_process_defaults  # noqa: E402 (imports no torch)
+
+apply_process_defaults()
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -266,8 +266,8 @@ def test_train_start_status_stop(served):
 
 
 def test_the_readmes_training_call_needs_only_what_it_changes(served, tmp_path):
-    """docs/command-line.md's gradio_client call: an uploaded file by keyword, the other fields left to the form's defaults (the
-    hidden pasted-text box and the empty upload box included)."""
+    """docs/command-line.md's gradio_client call: an uploaded file by keyword, the other fields left to the form's
+    defaults (the hidden pasted-text box and the empty upload box included)."""
     app, client, weights = served
     corpus = tmp_path / "my-corpus.txt"
     corpus.write_text("to be or not to be, that is the question.\n" * 60, encoding="utf-8")
