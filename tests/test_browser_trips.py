@@ -5,7 +5,8 @@ built-in Sonnets. One server and one desktop page serve every test here, in the 
 tab's estimate (the vocabulary it counts, the warning that the tiny preset will memorise the Sonnets), a toy run on
 an upload that lacks the probe sentence's capitals (the probe plot names what it left out), that run sampled
 (sizes and times said to what is meaningful), the KV cache's speed-up between like runs only, and the Attention
-tab's steps (what step 1 shows, the mask-off count that moves and why, two identical maps said to be identical).
+tab's steps (what step 1 shows, the mask-off count that moves and why, two identical maps said to be identical), and
+the Model tab's heads side by side (every head drawn, with dividers).
 Each test leaves the controls it changed as it found them, so the next one starts from the page's defaults.
 """
 
@@ -16,9 +17,19 @@ from pathlib import Path
 
 import browser_support
 import pytest
-from browser_support import DESKTOP, WAIT_MS, expect_no_error, open_page, open_tab, plot_titled, start_app
+from browser_support import (
+    DESKTOP,
+    WAIT_MS,
+    expect_no_error,
+    open_page,
+    open_tab,
+    plot_titled,
+    start_app,
+    x_labels,
+)
 from playwright.sync_api import Locator, Page, expect
 
+from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
 from playground.config import ModelConfig
 from playground.data import builtin_corpus
 from playground.presets import TRAIN_PRESETS
@@ -249,7 +260,7 @@ def test_mask_before_scaling_at_step_4_says_its_two_identical_maps_are_identical
                                   "scaled scores")
     now, default = plot_titled(panel, "now"), plot_titled(panel, "default")
     expect(now).to_be_visible(timeout=WAIT_MS)
-    values = [plot.evaluate("el => el.data[0].z") for plot in (now, default)]
+    values = [plot.evaluate("el => el._fullData[0].z") for plot in (now, default)]
     assert values[0] == values[1]  # identical indeed, cell for cell
     switch(panel, "mask before scaling", False)
     expect(plot_titled(panel, "default")).to_have_count(0, timeout=WAIT_MS)
@@ -287,4 +298,26 @@ def test_the_mask_off_count_that_moves_says_why(learner):
     temperature.press("Enter")
     switch(panel, "causal mask", True)
     expect(panel).to_contain_text("Mask (on now).", timeout=WAIT_MS)
+    expect_no_error(learner)
+
+
+# ------------------------------------------------------------------------------------------------ Model
+
+def test_the_heads_side_by_side_draws_every_head_with_a_divider_between(learner):
+    """Item 5: Model level 3's "heads' outputs side by side (4 x 48)" drew columns 0-127 of 192, head 3 missing,
+    and nothing marked where one head ends."""
+    panel = open_tab(learner, "Model")
+    panel.get_by_role("radio", name=LEVEL_LABELS[2], exact=True).check()
+    expect(panel.get_by_role("heading", level=3)).to_have_text(LEVEL_TITLES[2], timeout=WAIT_MS)
+    joined = plot_titled(panel, "Layer 0: the heads' outputs")
+    expect(joined).to_be_visible(timeout=WAIT_MS)
+    drawn = joined.evaluate("""el => ({title: el.layout.title.text, columns: el._fullData[0].z[0].length,
+        heads: el._fullLayout.xaxis.ticktext,
+        dividers: (el.layout.shapes || []).filter(s => s.name === 'between groups').map(s => s.x0)})""")
+    title = drawn["title"].replace("<br>", " ")
+    assert title.startswith("Layer 0: the heads' outputs side by side (4 × 48)"), title
+    assert drawn["columns"] == 4 * 48 and "columns" not in title, title  # every head, no window of 128
+    assert drawn["heads"] == ["head 0", "head 1", "head 2", "head 3"]
+    assert drawn["dividers"] == [47.5, 95.5, 143.5]
+    assert [label["text"] for label in x_labels(joined)] == drawn["heads"]  # each head named on screen
     expect_no_error(learner)
