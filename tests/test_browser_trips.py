@@ -5,7 +5,8 @@ built-in Sonnets. One server and one desktop page serve every test here, in the 
 tab's estimate (the vocabulary it counts, the warning that the tiny preset will memorise the Sonnets), a toy run on
 an upload that lacks the probe sentence's capitals (the probe plot names what it left out), that run sampled
 (sizes and times said to what is meaningful), the KV cache's speed-up between like runs only, and the Attention
-tab's steps (what step 1 shows, the mask-off count that moves and why, two identical maps said to be identical), and
+tab's steps (what step 1 shows, the mask-off count that moves and why, two identical maps said to be identical, a
+cut map's title), and
 the Model tab's heads side by side (every head drawn, with dividers).
 Each test leaves the controls it changed as it found them, so the next one starts from the page's defaults.
 """
@@ -298,6 +299,29 @@ def test_the_mask_off_count_that_moves_says_why(learner):
     temperature.press("Enter")
     switch(panel, "causal mask", True)
     expect(panel).to_contain_text("Mask (on now).", timeout=WAIT_MS)
+    expect_no_error(learner)
+
+
+def test_a_cut_maps_title_keeps_all_of_it_on_one_line(learner):
+    """Item 12: a cut heatmap's title wrapped as "...export for all of" above "it)"."""
+    panel = open_tab(learner, "Attention")
+    attention_step(panel, 1)
+    text = panel.get_by_label("Text (not used by the presets)")
+    default_text = text.input_value()
+    panel.get_by_role("radio", name="random weights", exact=True).check()
+    text.fill("the cat sat on the mat; " * 10)  # 240 tokens: X is drawn as its last 128 rows
+    expect(panel).to_contain_text("random head (seed 0): 240 tokens", timeout=WAIT_MS)
+    x = plot_titled(panel, "X")
+    expect(x.locator(".gtitle")).to_contain_text("of 240", timeout=WAIT_MS)
+    lines = x.evaluate("""el => { const title = el.querySelector('.gtitle');
+        const lines = [...title.querySelectorAll('.line')].map(line => line.textContent);
+        return lines.length ? lines : [title.textContent]; }""")  # as Plotly drew them, one text per line
+    lines = [line.replace("\u00a0", " ") for line in lines]
+    assert lines[-1].endswith("export for all of it)") or lines[-1] == "all of it)", lines
+    assert not any(line.startswith("it)") for line in lines), lines
+    panel.get_by_role("radio", name="trained checkpoint", exact=True).check()
+    text.fill(default_text)
+    expect(panel).to_contain_text(f"T = {DEFAULT_TOKENS} tokens", timeout=WAIT_MS)
     expect_no_error(learner)
 
 
