@@ -39,7 +39,7 @@ from playground.walkthrough import STEP_LABELS, STEP_TITLES
 
 pytestmark = pytest.mark.browser
 
-RUN_MS = 120_000  # a toy run, or a generation, on a busy 2-core machine
+RUN_MS = 180_000  # a toy run, or a generation, on a busy 2-core machine (one took over 120 s under load 12)
 DEFAULT_TOKENS = len("To be, or not to be: that is the question.")  # the Attention tab's text: 42 tokens
 # an upload without the probe's 'R', 'O', 'M', 'B' or '?' (the learner's probe read "E : \n u t ␣ s o f t ...")
 UPLOAD = "JULIET:\nsoft, what light through yonder window breaks.\nit is the east, and juliet is the sun.\n" * 40
@@ -118,11 +118,14 @@ def toy_run(learner, tmp_path_factory) -> str:
     panel.locator('input[type="file"]').set_input_files(str(upload))
     expect(panel).to_contain_text(f"(with the upload's {len(set(UPLOAD))} symbols)", timeout=WAIT_MS)
     steps = panel.get_by_label("steps", exact=True)
-    steps.fill("100")  # the toy's 300 are more than this needs
+    steps.fill("40")  # the toy's 300 are more than the probe needs: it is taken before the first step
     steps.press("Tab")
     name = panel.get_by_label("run name (folder in weights/)").input_value()
     panel.get_by_role("button", name="Start", exact=True).click()
-    expect(panel).to_contain_text(f"FINISHED · run {name}", timeout=RUN_MS)
+    ended = re.compile(rf"(FINISHED|STOPPED|FAILED) · run {re.escape(name)}[^\n]*")
+    expect(panel).to_contain_text(ended, timeout=RUN_MS)
+    status = ended.search(panel.inner_text()).group(0)
+    assert status.startswith("FINISHED"), status
     return name
 
 
