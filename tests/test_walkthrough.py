@@ -300,9 +300,12 @@ def test_write_stage_names_the_files_and_they_read_back(tmp_path):
 
 def test_the_readmes_csv_recipe_reads_an_export_with_a_comma_a_quote_and_a_line_break(tmp_path, monkeypatch):
     """Issue 31: the comma token's label was written quoted ("5:,"), and the documented numpy.loadtxt recipe, which
-    splits on every comma, failed on it. The recipe is run exactly as docs/tabs.md writes it."""
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "tabs.md").read_text(encoding="utf-8")
-    recipes = re.findall(r"`(numpy\.loadtxt\([^`]*)`", docs)
+    splits on every comma, failed on it. The recipe is run exactly as the docs write it, wherever they write it (the
+    README or a page of docs/)."""
+    repo = Path(__file__).resolve().parents[1]
+    pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    recipes = [recipe for page in pages if page.is_file()
+               for recipe in re.findall(r"`(numpy\.loadtxt\([^`]*)`", page.read_text(encoding="utf-8"))]
     assert len(recipes) == 1, recipes
     trace = random_head('to be, "or"\nnot', 8, 4, 0).trace()
     csv_path, npy_path = write_stage(trace, "weights", tmp_path)
