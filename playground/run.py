@@ -4,7 +4,7 @@ around the loop (run_training) and what it leaves behind (training.json, the mod
 Owns the corpus -> tokenizer -> model preparation, what a run costs before it starts (memory through
 budget.py's model, time through ``step_seconds``), who may write a run's folder (``Visitor``), the periodic
 checkpoints (with the optimizer's state) through checkpoints.py, the samples and the probe sentence's attention a
-run reports as it goes. Knows nothing about threads or the UI: the job manager (jobs.py) and the CLI
+run reports as it goes. Knows nothing about threads or the UI: the job manager (server/jobs.py) and the CLI
 (cli/train.py) both call ``run_training`` with their own callbacks. The loop itself is train.py's ``train``; the
 record a checkpoint keeps is built from that loop's own TrainResult.
 

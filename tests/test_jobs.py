@@ -10,8 +10,8 @@ import torch
 
 from playground.budget import BudgetError, MemoryBudget
 from playground.config import TrainConfig
-from playground.jobs import FAILED, FINISHED, STOPPED, JobBusyError, JobStatus, NotYourRunError, TrainingJobs
 from playground.run import ProbeSnapshot, RunRequest, Visitor, prepare_run, run_training
+from playground.server.jobs import FAILED, FINISHED, STOPPED, JobBusyError, JobStatus, NotYourRunError, TrainingJobs
 from playground.train import StepMetrics, TrainResult
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)

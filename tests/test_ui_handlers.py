@@ -21,8 +21,8 @@ from conftest import REPO
 from playground import checkpoints, device
 from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import ConfigError, Limits, ModelConfig
-from playground.jobs import NotYourRunError
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
+from playground.server.jobs import NotYourRunError
 from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext, friendly, message_for
 from playground.walkthrough import STEP_TITLES, journey_preset, lessons
@@ -752,7 +752,7 @@ def test_the_train_tab_says_before_start_when_tiny_shakespeare_is_not_here(train
 
 
 def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
-    from playground.jobs import JobStatus
+    from playground.server.jobs import JobStatus
     status = JobStatus(state="running", run_name="r", step=130, start_step=100, steps=200, elapsed_seconds=20.0,
                        seconds_before=90.0)
     text = train_tab.render_status(status)[0]
@@ -766,7 +766,7 @@ def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
 
 def test_a_failed_runs_error_is_shown_to_its_owner_only():
     """The error can name the server's paths or quote the owner's text: other visitors read that it failed."""
-    from playground.jobs import FAILED, JobStatus
+    from playground.server.jobs import FAILED, JobStatus
     status = JobStatus(state=FAILED, run_name="r", step=3, steps=10,
                        message="training failed: [Errno 28] No space left on device: '/data/weights/.tmp-r'")
     assert "/data/weights" in train_tab.render_status(status, owned=True)[0]
@@ -775,7 +775,7 @@ def test_a_failed_runs_error_is_shown_to_its_owner_only():
 
 
 def test_the_status_warns_of_overfitting_only_when_validation_is_held_out():
-    from playground.jobs import JobStatus
+    from playground.server.jobs import JobStatus
 
     train = tuple((step, 3.0 - step / 250) for step in range(1, 501))
     val = ((100, 2.2), (200, 2.0), (300, 2.1), (400, 2.3), (500, 2.6))
@@ -788,8 +788,8 @@ def test_the_status_warns_of_overfitting_only_when_validation_is_held_out():
 def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
     """The status timer redraws the probe every poll, so an out-of-range layer or head box is clamped and the title
     says so (a toast would repeat every poll)."""
-    from playground.jobs import JobStatus
     from playground.run import ProbeSnapshot
+    from playground.server.jobs import JobStatus
 
     probe = ProbeSnapshot(step=20, tokens=["a", "b", "c"], weights=torch.full((2, 3, 3, 3), 1 / 3))
     status = JobStatus(state="finished", run_name="r", step=20, steps=20, probes=(probe,))
@@ -803,8 +803,8 @@ def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
 
 def test_the_probe_plot_names_the_characters_the_runs_text_lacks():
     """After a run on a text without R, O, M, B or ?, the probe read "E : \\n u t ␣ s o f t" with no word why."""
-    from playground.jobs import JobStatus
     from playground.run import ProbeSnapshot
+    from playground.server.jobs import JobStatus
 
     probe = ProbeSnapshot(step=5, tokens=list("E:\nut"), weights=torch.full((1, 1, 5, 5), 0.2), left_out="ROMB?\n")
     status = JobStatus(state="finished", run_name="r", step=5, steps=5, probes=(probe,))
@@ -912,7 +912,7 @@ def test_sample_at_temperature_zero_is_greedy_and_says_so(ctx):
 def test_a_runs_notes_are_its_owners_alone():
     """A note may name the owner's other runs ("to make room, this server removed the run c-mine"): another visitor
     sees the run's state and message without them."""
-    from playground.jobs import JobStatus
+    from playground.server.jobs import JobStatus
     status = JobStatus(state="running", run_name="mine", steps=10, message="training on the pasted text on cpu",
                        notes=("to make room, this server removed the run c-mine (a visitor keeps at most 5 runs)",))
     assert "training on the pasted text on cpu; to make room, this server removed the run c-mine" in \

@@ -23,8 +23,8 @@ from playground import checkpoints, loading
 from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
-from playground.jobs import JobBusyError, NotYourRunError, TrainingJobs
 from playground.run import prepare_run
+from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
 
 logger = logging.getLogger(__name__)
 
