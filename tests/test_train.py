@@ -13,15 +13,16 @@ import pytest
 import torch
 from conftest import REPO, SHARED_CORPUS
 
-from playground import checkpoints
+from playground import checkpoints, estimates
 from playground import run as run_module
 from playground.budget import BudgetError, Cost, MemoryBudget, largest_batch
 from playground.cli import train as train_cli
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import CorpusError, TokenIdsDataset
+from playground.estimates import step_seconds
 from playground.model import GPT
 from playground.presets import TRAIN_PRESETS
-from playground.run import PROBE_TEXT, RunRequest, Visitor, prepare_run, probe_attention, run_training, step_seconds
+from playground.run import PROBE_TEXT, RunRequest, Visitor, prepare_run, probe_attention, run_training
 from playground.train import TrainingError, TrainResult, train
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
@@ -118,8 +119,8 @@ def test_the_tiny_preset_is_a_minute_by_its_time_budget_whatever_the_machine():
     assert tiny.time_budget_seconds == 50 and "50 s of training steps" in TRAIN_PRESETS["tiny"].description
     shape = ModelConfig(vocabulary_size=65, **TRAIN_PRESETS["tiny"].model.to_dict())
     # a machine of the estimate's speed would need longer than the budget for the steps: the budget ends the run
-    assert run_module.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer) > 50
-    assert run_module.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer, 50.0) == 50.0
+    assert estimates.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer) > 50
+    assert estimates.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer, 50.0) == 50.0
 
 
 def test_resume_with_characters_the_model_lacks_is_refused(tmp_path):
@@ -231,7 +232,7 @@ def test_cli_refuses_threads_this_machine_does_not_have(tmp_path, capsys, thread
 
 def test_cli_refuses_a_batch_the_machines_memory_cannot_hold(tmp_path, capsys, monkeypatch):
     """A command-line run has no server budget: --batch-size 100000 grew to 24 GB until the kernel killed it."""
-    monkeypatch.setattr(run_module, "available_memory", lambda: 512 * 2**20)
+    monkeypatch.setattr(estimates, "available_memory", lambda: 512 * 2**20)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("to be or not to be " * 200, encoding="utf-8")
     assert train_cli.main(["--preset", "tiny", "--batch-size", "100000", "--corpus", str(corpus), "--weights-dir",
@@ -500,12 +501,12 @@ def test_the_time_estimate_counts_muon_and_dropout():
     plain = step_seconds(config, 32)
     # 5 iterations on each of 4 blocks' qkv (192x576), proj (192x192), fc and proj (192x768): 2m²n + m³ each
     per_block = sum(2 * 192 * 192 * n + 192**3 for n in (576, 192, 768, 768))
-    newton_schulz = 2 * 5 * 4 * per_block / run_module.CPU_FLOPS
+    newton_schulz = 2 * 5 * 4 * per_block / estimates.CPU_FLOPS
     assert step_seconds(config, 32, "cpu", "muon") - plain == pytest.approx(newton_schulz)
     dropped = ModelConfig(vocabulary_size=65, dropout_rate=0.1, **shape)
     # masked: the embeddings, then per block the attention weights (B, h, T, T) and two (B, T, C) outputs
     elements = 32 * 128 * 192 + 4 * (32 * 4 * 128 * 128 + 2 * 32 * 128 * 192)
-    assert step_seconds(dropped, 32) - plain == pytest.approx(elements * run_module.CPU_DROPOUT_S_PER_ELEMENT)
+    assert step_seconds(dropped, 32) - plain == pytest.approx(elements * estimates.CPU_DROPOUT_S_PER_ELEMENT)
     assert step_seconds(dropped, 32, "cuda") == step_seconds(config, 32, "cuda")  # a GPU draws masks in bulk
     small = TRAIN_PRESETS["small"]
     small_config = ModelConfig(vocabulary_size=65, **small.model.to_dict())

@@ -24,14 +24,13 @@ from typing import Any
 
 from playground import checkpoints, curves
 from playground.device import describe_training
+from playground.estimates import format_budget, format_seconds
 from playground.run import (
     STOPPED_BY_TIME_LIMIT,
     PreparedRun,
     ProbeSnapshot,
     RunRequest,
     Visitor,
-    format_budget,
-    format_seconds,
     prepare_run,
     run_training,
     seconds_before,

@@ -23,17 +23,9 @@ from playground.budget import human
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, decode_text, load_corpus
 from playground.device import describe, offered_devices, pick_device
+from playground.estimates import estimate_seconds, format_budget, format_seconds, memory_cost
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
-from playground.run import (
-    RunRequest,
-    Visitor,
-    check_size,
-    check_steps,
-    estimate_seconds,
-    format_budget,
-    format_seconds,
-    memory_cost,
-)
+from playground.run import RunRequest, Visitor, check_size, check_steps
 from playground.server.jobs import FAILED, FINISHED, STOPPED, JobStatus
 from playground.tokenizer import CharTokenizer, escape_char
 from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
