@@ -410,14 +410,13 @@ def model_card(name: str, config: ModelConfig, nano: NanoGPTCheckpoint, source_f
 def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path | None = None,
                     characters_path: str | Path | None = None, characters: str | None = None,
                     directory: Path | None = None, max_parameters: int | None = None, command: str | None = None,
-                    owner: str | None = None) -> Path:
+                    record: dict[str, Any] | None = None) -> Path:
     """Convert nanoGPT's ckpt.pt (+ meta.pkl, a characters file or the characters) to ``<directory>/<name>/``;
     return its path.
 
     Everything is checked before anything is written: the name, the vocabulary, the shape (and
     ``max_parameters``, None for no cap), every weight. ``command`` is recorded in training.json and the card;
-    ``owner`` (a visitor's ``checkpoints.owner_hash``, from the app's upload) too, so the folder counts as that
-    visitor's.
+    ``record``'s fields go into training.json too (the app's upload records whose the folder is there).
     """
     name = checkpoints.validate_name(name)
     tokenizer = vocabulary(meta_path, characters_path, characters)
@@ -441,12 +440,9 @@ def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path |
     source_file = Path(ckpt_path).name
     vocabulary_file = "pasted characters" if characters is not None else \
         Path(meta_path if meta_path is not None else characters_path).name
-    record = training_record(nano, source_file, vocabulary_file, command)
-    if owner is not None:
-        record[checkpoints.OWNER_FIELD] = owner
     return checkpoints.save_checkpoint(
         model, tokenizer, name, directory=directory,
-        training=record,
+        training={**(record or {}), **training_record(nano, source_file, vocabulary_file, command)},
         card=model_card(name, config, nano, source_file, command),
     )
 

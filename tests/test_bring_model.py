@@ -15,6 +15,7 @@ from test_convert import CHARS, files  # noqa: F401  (a pytest fixture: ckpt.pt 
 from playground import checkpoints
 from playground.budget import MemoryBudget
 from playground.config import Limits
+from playground.server import tenancy
 from playground.ui.bring_model import convert_upload
 from playground.ui.common import AppContext, bound
 
@@ -39,7 +40,7 @@ def test_an_upload_becomes_a_checkpoint_of_its_visitor(ctx, files):  # noqa: F81
     with torch.no_grad():
         torch.testing.assert_close(loaded.model(ids).logits, model(ids), rtol=1e-5, atol=1e-5)
     record = json.loads((ctx.weights / "nano-upload" / "training.json").read_text())
-    assert record["owner"] == checkpoints.owner_hash("visitor-a")
+    assert record["owner"] == tenancy.owner_hash("visitor-a")
     assert "nano-upload" in ctx.checkpoint_names()
 
 

@@ -18,10 +18,11 @@ import pytest
 import torch
 from conftest import REPO
 
-from playground import checkpoints, device
+from playground import device
 from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import ConfigError, Limits, ModelConfig
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
+from playground.server import tenancy
 from playground.server.jobs import NotYourRunError
 from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext, friendly, message_for
@@ -635,7 +636,7 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
                                                "400 .* or when its owner stops it$"):
             train_tab.stop_run(ctx, *args)
     status = ctx.jobs.status()
-    assert status.active and "token-of-browser-a" not in repr(status) and checkpoints.owner_hash(
+    assert status.active and "token-of-browser-a" not in repr(status) and tenancy.owner_hash(
         "token-of-browser-a") not in repr(status)
     # the same browser after a reload (a new session, its token back from localStorage) owns it still
     assert "· your run ·" in train_tab.poll_status(ctx, 0, 0, 0, [], "", "token-of-browser-a", session("s3"))[0]
@@ -657,7 +658,7 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
     with pytest.raises(ValueError, match="^no checkpoint named 'my-run-1' to resume$"):  # not someone else's run
         train_tab.start_run(ctx, *RUN, "my-run-1", False, "", "token-of-browser-b", session("s5"), resume=True)
     assert json.loads((ctx.weights / "browser-run" / "training.json").read_text())["owner"] == \
-        checkpoints.owner_hash("token-of-browser-a")
+        tenancy.owner_hash("token-of-browser-a")
 
 
 def test_an_api_client_is_known_by_its_session_and_the_admin_token_stops_any_run(train_ctx):
@@ -726,7 +727,7 @@ def test_the_decay_comes_last_and_each_preset_fills_its_own(train_ctx, monkeypat
         assert preset.train.min_learning_rate_ratio == DECAY_FLOORS[preset.train.learning_rate_decay], name
         assert train_tab.preset_fields(name)["learning_rate_decay"] == preset.train.learning_rate_decay
     started = []
-    monkeypatch.setattr(train_ctx.jobs, "start", started.append)
+    monkeypatch.setattr(train_ctx.jobs, "start", lambda request, visitor, **options: started.append(request))
     train_tab.start_run(train_ctx, *RUN, "old-call", False, "", None, session("s"), "muon", 0.0)
     train_tab.start_run(train_ctx, *RUN, "linear", False, "", None, session("s"), "muon", 0.0, "linear")
     assert [(r.train.learning_rate_decay, r.train.min_learning_rate_ratio) for r in started] == [

@@ -2,13 +2,14 @@
 
 Owns the thread, the lock and the stop Event, and the status copy the Train tab polls with ``status()``.
 It runs no model itself: run.py's ``run_training`` does the work and reports steps, samples and probe
-snapshots through callbacks, which only record them here. A run is prepared (and every input checked, its
-memory reserved) before ``start`` returns, so bad input fails at once with a message; an error inside the
-thread is kept in the status and frees the slot and the memory.
+snapshots through callbacks, which only record them here. A run is prepared and admitted (admission.prepare: every
+input checked, its memory reserved, its time capped, room made on disk) before ``start`` returns, so bad input fails
+at once with a message; an error inside the thread is kept in the status and frees the slot and the memory.
 
-A run belongs to whoever started it: ``stop(visitor)`` from anyone else is refused (NotYourRunError) unless they
-are the admin; ``stop()`` with no visitor is the server itself (shutting down, tests). The status every viewer
-polls names no owner: ``owned_by(visitor)`` answers the one question a page may ask.
+A run belongs to whoever started it: ``stop(visitor)`` from anyone else is refused (NotYourRunError) unless
+tenancy's ``Visitor.may_change`` allows it (the admin); ``stop()`` with no visitor is the server itself (shutting
+down, tests). The status every viewer polls names no owner: ``owned_by(visitor)`` answers the one question a page
+may ask.
 """
 
 from __future__ import annotations
@@ -25,16 +26,9 @@ from typing import Any
 from playground import checkpoints, curves
 from playground.device import describe_training
 from playground.estimates import format_budget, format_seconds
-from playground.run import (
-    STOPPED_BY_TIME_LIMIT,
-    PreparedRun,
-    ProbeSnapshot,
-    RunRequest,
-    Visitor,
-    prepare_run,
-    run_training,
-    seconds_before,
-)
+from playground.run import STOPPED_BY_TIME_LIMIT, PreparedRun, ProbeSnapshot, RunRequest, run_training, seconds_before
+from playground.server import admission, tenancy
+from playground.server.tenancy import Visitor
 from playground.train import StepMetrics, TrainResult
 
 logger = logging.getLogger(__name__)
@@ -142,7 +136,7 @@ class _Job:
 class TrainingJobs:
     """Start, stop and watch the server's single training run."""
 
-    def __init__(self, prepare: Callable[[RunRequest], PreparedRun] = prepare_run,
+    def __init__(self, prepare: Callable[..., PreparedRun] = admission.prepare,
                  execute: Callable[..., TrainResult] = run_training):
         self._prepare = prepare
         self._execute = execute
@@ -153,8 +147,9 @@ class TrainingJobs:
         with self._lock:
             return self._job.snapshot()
 
-    def start(self, request: RunRequest) -> JobStatus:
-        """Prepare and launch a run; raises JobBusyError, or the preparation's own clear error.
+    def start(self, request: RunRequest, visitor: Visitor | None = None, *, replace: bool = False) -> JobStatus:
+        """Prepare, admit and launch ``visitor``'s run (None: the server itself); raises JobBusyError, or the
+        preparation's own clear error. ``replace``: the visitor means to replace a run of that name.
 
         A refused run leaves the last run's status (its curve, its samples) as it was.
         """
@@ -162,7 +157,7 @@ class TrainingJobs:
             if self._job.status.active:
                 raise JobBusyError(self._job.status.busy_message())
             previous = self._job
-            started_by = request.visitor.owner if request.visitor is not None else None
+            started_by = visitor.owner if visitor is not None else None
             self._job = _Job(JobStatus(state=RUNNING, run_name=request.run_name, started_at=time.time(),
                                        steps=request.train.steps,
                                        time_budget_seconds=request.train.time_budget_seconds,
@@ -172,14 +167,14 @@ class TrainingJobs:
                              owners=frozenset({started_by} - {None}))
             job = self._job
         try:
-            run = self._prepare(request)
+            run = self._prepare(request, visitor, replace=replace)
         except BaseException:
             with self._lock:
                 self._job = previous
             raise
         try:
             with self._lock:
-                job.owners = job.owners | ({run.owner} - {None})
+                job.owners = job.owners | ({run.record.get(tenancy.OWNER_FIELD)} - {None})
             self._update(job, start_step=run.start_step, step=run.start_step,
                          parameter_count=run.model.parameter_count(),
                          device=describe_training(run.device, run.request.train.precision),
@@ -210,7 +205,7 @@ class TrainingJobs:
         if visitor is None:
             return False
         with self._lock:
-            return visitor.admin or visitor.owner in self._job.owners
+            return _may_change(visitor, self._job.owners)
 
     def stop(self, visitor: Visitor | None = None) -> JobStatus:
         """Ask the run to end after its current step; it saves a checkpoint on the way out.
@@ -220,7 +215,7 @@ class TrainingJobs:
         with self._lock:
             job = self._job
             if job.status.state == RUNNING:
-                if visitor is not None and not visitor.admin and visitor.owner not in job.owners:
+                if visitor is not None and not _may_change(visitor, job.owners):
                     raise NotYourRunError(f"this run belongs to another visitor; {job.status.how_it_ends()}")
                 job.stop_event.set()
                 job.status = replace(job.status, state=STOPPING, message="stopping after the current step")
@@ -275,3 +270,8 @@ class TrainingJobs:
             verb = f"stopped by this server's time limit ({format_seconds(run.max_seconds)})"
         self._update(job, state=state,  # its notes stay: still true of the finished run
                      message=f"{verb} at step {result.steps_done}; checkpoint saved as {run.request.run_name}")
+
+
+def _may_change(visitor: Visitor, owners: frozenset) -> bool:
+    """tenancy's one rule, for a run that answers to several owner hashes (who started it, the one it records)."""
+    return visitor.admin or any(visitor.may_change(owner) for owner in owners)

@@ -16,7 +16,7 @@ import gradio as gr
 from playground import checkpoints, checks
 from playground.budget import MIB, Cost, human
 from playground.convert import convert_nanogpt
-from playground.run import make_room_for
+from playground.server import tenancy
 from playground.ui.common import AppContext, bound, keep_on_refusal
 from playground.ui.train_tab import identify
 
@@ -57,10 +57,11 @@ def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Re
                          f"{checkpoints.fresh_run_name(ctx.weights, stem='my-nanogpt')}")
     visitor = identify(ctx, "", None, request)
     with ctx.budget.reserve(conversion_cost(size), hint="try again when the server is less busy"):
-        make_room_for(visitor, ctx.weights, size, ctx.limits)
+        tenancy.make_room_for(visitor, ctx.weights, size, ctx.limits)
         target = convert_nanogpt(ckpt_path, name, meta_path=meta_path, characters=pasted or None,
                                  directory=ctx.weights, max_parameters=ctx.limits.max_parameters,
-                                 command=f"uploaded {ckpt_path.name} through the app", owner=visitor.owner)
+                                 command=f"uploaded {ckpt_path.name} through the app",
+                                 record={tenancy.OWNER_FIELD: visitor.owner})
     config = checkpoints.read_config(target)
     return (f"Converted **{ckpt_path.name}** into the checkpoint **{name}**: {config.parameter_count():,} "
             f"parameters, {config.layers_num} layers, {config.heads_num} heads, embedding {config.embedding_dim}, "

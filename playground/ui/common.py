@@ -23,7 +23,7 @@ from playground import checkpoints, loading
 from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
-from playground.run import prepare_run
+from playground.server import admission
 from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,8 @@ class AppContext:
     def __post_init__(self) -> None:
         if self.jobs is None:
             # each run reserves its estimated peak from the server's budget for as long as it runs
-            self.jobs = TrainingJobs(prepare=functools.partial(prepare_run, limits=self.limits, budget=self.budget))
+            self.jobs = TrainingJobs(prepare=functools.partial(admission.prepare, limits=self.limits,
+                                                              budget=self.budget))
 
     def checkpoint_names(self) -> list[str]:
         """The checkpoints this server can load: those over its parameter cap are hidden (see hidden_note)."""

@@ -1,0 +1,193 @@
+"""Every visitor's training run priced and admitted before any work: who asks (tenancy.py), memory, time, disk.
+
+``admit(plan, visitor, limits, budget)`` decides on a run that ``run.plan_run`` has checked and priced but not yet
+built: the tenancy rules, the upload cap, the memory (reserved from the server's budget, and the device's free
+memory on a GPU), the time (the estimate against PLAYGROUND_MAX_TRAIN_SECONDS, and the wall-time cap the run then
+stops at), the disk (room made for its checkpoint). ``prepare`` is plan -> admit -> build, what the job manager
+calls. ``preview`` says the same costs and refusals for the Train tab's estimate without reserving anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from playground import checkpoints
+from playground.budget import BudgetError, MemoryBudget
+from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
+from playground.data import Corpus, CorpusError
+from playground.estimates import (
+    budget_left,
+    estimate_seconds,
+    format_seconds,
+    memory_advice,
+    memory_cost,
+    step_seconds,
+    where,
+)
+from playground.run import (
+    PreparedRun,
+    RunPlan,
+    RunRequest,
+    build_run,
+    check_free_memory,
+    check_size,
+    check_steps,
+    plan_run,
+)
+from playground.server import tenancy
+from playground.server.tenancy import Visitor
+
+
+def disk_bytes(parameters: int, steps: int) -> int:
+    """About how much a run's folder takes on disk: fp32 weights, AdamW's two moments, the JSON loss curves."""
+    return 12 * parameters + 64 * steps + 64 * 1024
+
+
+def check_time(config: ModelConfig, train_config: TrainConfig, start_step: int, device_type: str, max_seconds: int,
+               step_seconds_before: float = 0.0) -> float:
+    """The estimated seconds of the steps to go (a time budget caps them); refuse, saying to what to lower steps or
+    the time budget, past ``max_seconds``."""
+    per_step = step_seconds(config, train_config.batch_size, device_type, train_config.optimizer)
+    to_go = train_config.steps - start_step
+    seconds = estimate_seconds(config, train_config.batch_size, to_go, device_type, train_config.optimizer,
+                               budget_left(train_config, step_seconds_before))
+    if seconds <= max_seconds:
+        return seconds
+    fit = int(max_seconds // per_step)
+    advice = (f"lower steps to at most {start_step + fit:,} (now {train_config.steps:,}), set a time budget of at "
+              f"most {max_seconds:,} s, or make the model or the batch smaller" if fit >= 1 else
+              "one step alone takes longer: lower batch_size, context_size or the model's size")
+    raise ConfigError(f"this run would take about {format_seconds(seconds)} ({to_go:,} steps at about "
+                      f"{per_step:.2g} s each on {where(device_type)}, a rough estimate); this server stops a run "
+                      f"after {format_seconds(max_seconds)}: {advice}")
+
+
+def check_upload(corpus: Corpus, limits: Limits) -> None:
+    """A text that came with the request (pasted or uploaded) is at most ``max_upload_bytes`` of UTF-8."""
+    if corpus.from_visitor and len(corpus.text.encode("utf-8", "surrogatepass")) > limits.max_upload_bytes:
+        raise CorpusError(f"{corpus.label} is larger than this server's limit of {limits.max_upload_bytes:,} bytes")
+
+
+def reserve_memory(plan: RunPlan, budget: MemoryBudget | None) -> int:
+    """Check the run's peak against the device's free memory (a GPU's; the CPU's where no server budget covers it)
+    and reserve it from ``budget``; return the bytes held."""
+    if budget is None or plan.device.type != "cpu":
+        check_free_memory(plan)
+    if budget is None:
+        return 0
+    config, batch_size, device_type = plan.config, plan.request.train.batch_size, plan.device.type
+    try:
+        return budget.acquire(plan.cost, hint=memory_advice(config, batch_size, budget.total, device_type))
+    except BudgetError as exc:
+        if plan.cost.bytes > budget.total:
+            raise
+        free_now = max(0, budget.total - budget.reserved)
+        raise BudgetError(f"{exc}; to fit now, {memory_advice(config, batch_size, free_now, device_type)}") from None
+
+
+@dataclass
+class Admission:
+    """What ``admit`` decided for one run: whose it is, how long it may take, what it cost others.
+
+    ``memory`` bytes stay reserved in ``budget`` until ``release`` (or until the built run's ``release_memory``, once
+    ``prepare`` hands them to it).
+    """
+
+    owner: str | None = None  # the owner hash training.json records (None: an operator's run)
+    max_seconds: float | None = None  # the run stops and saves when its wall time passes this
+    estimated_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # room made by removing runs
+    memory: int = 0
+    budget: MemoryBudget | None = None
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """What the run's training.json records for the server: its owner."""
+        return {} if self.owner is None else {tenancy.OWNER_FIELD: self.owner}
+
+    def release(self) -> None:
+        held, self.memory = self.memory, 0
+        if held and self.budget is not None:
+            self.budget.release(held)
+
+
+def admit(plan: RunPlan, visitor: Visitor | None, limits: Limits, budget: MemoryBudget | None, *,
+          replace: bool = False) -> Admission:
+    """Decide on a planned run before anything is built: the tenancy rules, the upload cap, memory (reserved first:
+    it is what kills a server), then for a visitor the time cap and room on disk. A refusal holds nothing.
+
+    ``visitor`` None is the server itself (tests, a maintenance call): only the memory and the upload cap apply.
+    """
+    request = plan.request
+    owner = tenancy.owner_to_record(visitor, plan.name, request.weights_dir, resume=request.resume, replace=replace)
+    check_upload(plan.corpus, limits)
+    admission = Admission(owner=owner, estimated_seconds=plan.estimated_seconds,
+                          memory=reserve_memory(plan, budget), budget=budget)
+    try:
+        if visitor is not None:
+            admission.estimated_seconds = check_time(plan.config, request.train, plan.start_step, plan.device.type,
+                                                     limits.max_train_seconds, plan.step_seconds_before)
+            admission.max_seconds = float(limits.max_train_seconds)
+            removed = tenancy.make_room_for(
+                visitor, request.weights_dir, disk_bytes(plan.config.parameter_count(), request.train.steps), limits,
+                keep={plan.name}, replacing=plan.name if checkpoints.exists(plan.name, request.weights_dir) else None)
+            admission.notes = [tenancy.removed_note(removed, limits)] if removed else []
+    except BaseException:
+        admission.release()
+        raise
+    return admission
+
+
+def prepare(request: RunRequest, visitor: Visitor | None = None, limits: Limits | None = None,
+            budget: MemoryBudget | None = None, *, replace: bool = False) -> PreparedRun:
+    """A request through the server: ``run.plan_run``, ``admit``, ``run.build_run``; the built run holds the
+    admitted memory until its ``release_memory``. ``replace``: a visitor starting a run whose name exists means to
+    replace it."""
+    limits = limits or Limits.from_env()
+    plan = plan_run(request, limits)
+    admission = admit(plan, visitor, limits, budget, replace=replace)
+    try:
+        return build_run(plan, max_seconds=admission.max_seconds, notes=admission.notes, record=admission.record,
+                         memory=admission.memory, budget=budget, limits=limits)
+    except BaseException:
+        admission.release()
+        raise
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a run of these settings would cost here and what Start would refuse, said before it is pressed."""
+
+    seconds: float  # of training steps, a time budget's cap applied
+    by_steps: float  # all the steps, whatever the time budget
+    memory: int  # bytes at its peak
+    refusals: tuple[str, ...]
+
+
+def preview(config: ModelConfig, batch_size: int, steps: int, limits: Limits | None = None, *,
+            optimizer: str = "adamw", time_budget_seconds: float = 0.0, budget: MemoryBudget | None = None,
+            device_type: str = "cpu") -> Preview:
+    """The estimate of a new run, with no side effect: nothing reserved, nothing removed, nothing read from disk.
+
+    The refusals are admission's own checks (time, the size caps, the steps cap, the memory budget's total); what
+    only Start can know (the server's load now, the disk's room, who owns a name) is left to it.
+    """
+    by_steps = estimate_seconds(config, batch_size, steps, device_type, optimizer)
+    seconds = estimate_seconds(config, batch_size, steps, device_type, optimizer, time_budget_seconds)
+    memory = memory_cost(config, batch_size, device_type)
+    refusals = []
+    if limits is not None:
+        if seconds > limits.max_train_seconds:
+            refusals.append(f"over this server's {format_seconds(limits.max_train_seconds)} limit for a run")
+        try:
+            check_size(config, limits, "this model")
+            check_steps(steps, limits)
+        except ValueError as exc:
+            refusals.append(str(exc))
+    if budget is not None:
+        try:
+            budget.check(memory, hint=memory_advice(config, batch_size, budget.total, device_type))
+        except BudgetError as exc:
+            refusals.append(str(exc))
+    return Preview(seconds, by_steps, memory.bytes, tuple(refusals))
