@@ -29,11 +29,12 @@ def quick(steps=20, **changes) -> TrainConfig:
     return TrainConfig(**{**values, **changes})
 
 
-def admitted(tmp_path, name="mine", visitor=VISITOR, *, limits=None, budget=None, replace=False, **changes):
+def admitted(tmp_path, name="mine", visitor=VISITOR, *, limits=None, budget=None, replace=False, clock=None,
+             **changes):
     """``name``'s run as a visitor asks for it, through admission.prepare."""
     request = RunRequest(**{**dict(run_name=name, model=SMALL, train=quick(steps=4), corpus_text=TEXT,
                                    weights_dir=tmp_path), **changes})
-    return admission.prepare(request, visitor, limits or Limits(), budget, replace=replace)
+    return admission.prepare(request, visitor, limits or Limits(), budget, replace=replace, clock=clock)
 
 
 def finished(tmp_path, name, visitor=VISITOR, steps=4):
@@ -204,3 +205,53 @@ def test_the_preview_says_what_start_would_refuse_and_changes_nothing(tmp_path):
     assert budget.reserved == before and not list(tmp_path.iterdir())
     capped = admission.preview(config, 8, 100, limits, time_budget_seconds=0.01)
     assert capped.seconds == 0.01 < capped.by_steps and capped.refusals == ()
+
+
+# ------------------------------------------------------------------------------------ a client's hour of training
+class FakeClock:
+    def __init__(self):
+        self.now = 10_000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_training_clock_counts_each_clients_last_hour():
+    fake = FakeClock()
+    clock = admission.TrainingClock(fake)
+    hold = clock.started("c")
+    fake.now += 3000
+    assert clock.held("c") == 3000 and clock.held("other") == 0  # a run still going counts up to now
+    clock.ended(hold)
+    fake.now += 1000  # the first 400 s of the hold have left the window
+    assert clock.held("c") == pytest.approx(2600)
+    assert clock.free_in("c", 3600, 1200) == pytest.approx(200)  # 2600 - 200 = 2400 held: 1200 of 3600 back
+    fake.now += 3000
+    assert clock.held("c") == 0 and not clock._holds  # an hour later nothing is kept
+
+
+def test_a_client_holds_the_training_slot_at_most_its_hour(tmp_path):
+    """One visitor could hold the only training slot for an hour and start again at once."""
+    fake = FakeClock()
+    clock = admission.TrainingClock(fake)
+    limits = Limits(max_train_seconds=600)
+    same_client = Visitor("e" * 64, client="1" * 64)  # a new token, the same address
+    hold = clock.started(same_client.share)
+    fake.now += 500
+    clock.ended(hold)
+    run = admitted(tmp_path, "short", same_client, limits=limits, clock=clock)
+    assert run.max_seconds == 100  # what is left of its hour: the run stops there
+    assert run.record == {"owner": "e" * 64, "client": "1" * 64}
+    with pytest.raises(ConfigError, match=r"lower steps .* \(what is left of this address's 10m 00s of training an "
+                                          r"hour, PLAYGROUND_MAX_TRAIN_SECONDS\)"):
+        admitted(tmp_path, "long", same_client, limits=limits, clock=clock, train=quick(steps=20_000, batch_size=64),
+                 model=dict(SMALL, embedding_dim=64, context_size=64))
+    fake.now += 60
+    hold = clock.started(same_client.share)
+    fake.now += 60
+    clock.ended(hold)
+    with pytest.raises(ConfigError, match=r"this address has held the training slot for 9m 20s in the last hour.*"
+                                          r"try again in about \d+ minutes"):
+        admitted(tmp_path, "again", same_client, limits=limits, clock=clock)
+    assert admitted(tmp_path, "someone-else", Visitor("f" * 64, client="2" * 64), limits=limits,
+                    clock=clock).max_seconds == 600

@@ -229,3 +229,21 @@ def test_how_a_run_ends_reads_as_one_sentence():
                                       "time budget), after 1h 00m at the latest (this server's time limit), or when "
                                       "its owner stops it")
     assert JobStatus(steps=500).how_it_ends() == "it ends by itself at step 500 or when its owner stops it"
+
+
+def test_the_slot_is_counted_against_the_starters_client_until_the_run_ends(tmp_path, shakespeare_text):
+    clock = admission.TrainingClock()
+    visitor = Visitor("d" * 64, client="9" * 64)
+    proceed = threading.Event()
+
+    def execute(run, **callbacks):
+        proceed.wait(30)
+        return run_training(run, **callbacks)
+
+    jobs = TrainingJobs(prepare=functools.partial(admission.prepare, clock=clock), execute=execute, clock=clock)
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=5), visitor)
+    assert [hold[1] for hold in clock._holds[visitor.share]] == [None]  # held while it runs
+    proceed.set()
+    assert jobs.wait(30).state == FINISHED
+    assert clock._holds[visitor.share][0][1] is not None and clock.held(visitor.share) > 0
+    assert clock.held(OWNER.share) == 0

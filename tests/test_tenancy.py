@@ -22,10 +22,11 @@ def make_model(seed=0):
     return model, tokenizer
 
 
-def visitor_run(directory, name, age, owner="a" * 64, padding=0):
-    """A saved run ``age`` seconds old (by its weights' time), owned by ``owner`` (None: an operator's)."""
+def visitor_run(directory, name, age, owner="a" * 64, padding=0, client=None):
+    """A saved run ``age`` seconds old (by its weights' time), owned by ``owner`` (None: an operator's), from
+    ``client``."""
     model, tokenizer = make_model()
-    training = {"steps_done": 1, **({"owner": owner} if owner else {})}
+    training = {"steps_done": 1, **({"owner": owner} if owner else {}), **({"client": client} if client else {})}
     path = save_checkpoint(model, tokenizer, name, directory=directory, training=training)
     if padding:
         (path / "README.md").write_bytes(b"x" * padding)
@@ -102,3 +103,29 @@ def test_make_room_counts_bytes_keeps_what_it_is_told_and_never_half_does_it(tmp
     with pytest.raises(CheckpointError, match="keeps at most 20 visitor runs in 100,000 bytes; lower the model's size"):
         tenancy.make_room(tmp_path, 10**9, max_runs=20, max_bytes=100_000)
     assert visible(tmp_path) == ["a", "b"]  # a refusal removes nothing
+
+
+# ------------------------------------------------------------------------------------------- clients, not sessions
+def test_the_client_is_the_first_forwarded_hop_only_behind_a_trusted_proxy():
+    headers = {"x-forwarded-for": "203.0.113.7, 10.0.0.2"}
+    assert tenancy.client_address(headers, "10.0.0.2", trust_forwarded=True) == "203.0.113.7"
+    assert tenancy.client_address(headers, "10.0.0.2", trust_forwarded=False) == "10.0.0.2"  # a forgeable header
+    assert tenancy.client_address({}, "192.0.2.1", trust_forwarded=True) == "192.0.2.1"
+    assert tenancy.client_address(None, None, trust_forwarded=True) == tenancy.LOCAL_CLIENT
+    assert len(tenancy.client_address({"x-forwarded-for": "x" * 10_000}, None, trust_forwarded=True)) == 64
+    assert tenancy.client_hash("203.0.113.7") != tenancy.client_hash("203.0.113.8")
+    assert "203.0.113.7" not in tenancy.client_hash("203.0.113.7")
+    assert tenancy.Visitor("o" * 64, client="c" * 64).share == "c" * 64 and tenancy.Visitor("o" * 64).share == "o" * 64
+
+
+def test_a_client_changing_session_id_meets_one_share_and_leaves_everyone_elses_runs(tmp_path):
+    """A visitor who changed session id every 4 runs filled the 20-run limit in 27 s and everyone else's runs were
+    refused for an hour: the share is the client's, whatever owner hash each run records."""
+    mallory, alice = "m" * 64, "a" * 64
+    rules = dict(max_runs=20, max_bytes=10**9, max_per_owner=5, protect_seconds=3600)
+    visitor_run(tmp_path, "alice-1", age=100, owner="o" * 64, client=alice)
+    for index in range(5):  # five runs, each from a fresh session of one client
+        visitor_run(tmp_path, f"spam-{index}", age=50 - index, owner=f"{index}" * 64, client=mallory)
+    removed = tenancy.make_room(tmp_path, 1000, owner="9" * 64, client=mallory, **rules)
+    assert removed == ["spam-0"]  # the client's own oldest, never alice's
+    assert [run.client for run in tenancy.stored_runs(tmp_path) if run.name == "alice-1"] == [alice]

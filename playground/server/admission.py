@@ -2,13 +2,17 @@
 
 ``admit(plan, visitor, limits, budget)`` decides on a run that ``run.plan_run`` has checked and priced but not yet
 built: the tenancy rules, the upload cap, the memory (reserved from the server's budget, and the device's free
-memory on a GPU), the time (the estimate against PLAYGROUND_MAX_TRAIN_SECONDS, and the wall-time cap the run then
-stops at), the disk (room made for its checkpoint). ``prepare`` is plan -> admit -> build, what the job manager
+memory on a GPU), the time (the estimate against PLAYGROUND_MAX_TRAIN_SECONDS, which is also what one client may
+hold the training slot for in any hour: ``TrainingClock``; the run stops at what is left), the disk (room made for
+its checkpoint). ``prepare`` is plan -> admit -> build, what the job manager
 calls. ``preview`` says the same costs and refusals for the Train tab's estimate without reserving anything.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +41,66 @@ from playground.run import (
 )
 from playground.server import tenancy
 from playground.server.tenancy import Visitor
+
+HOUR = 3600.0
+
+
+class TrainingClock:
+    """How long each client has held the training slot in the last hour, so no one holds it for an hour and starts
+    again at once: PLAYGROUND_MAX_TRAIN_SECONDS is what a client may hold in any hour, not per run.
+
+    The job manager calls ``started`` when a run takes the slot and ``ended`` when it lets go; ``held`` counts the
+    part of each hold inside the last hour (a run still going counts up to now). Holds older than an hour are
+    dropped, so it keeps at most an hour's worth.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self._holds: dict[str, list[list[float | None]]] = {}
+        self._lock = threading.Lock()
+
+    def started(self, share: str) -> list:
+        hold = [self._clock(), None]
+        with self._lock:
+            self._holds.setdefault(share, []).append(hold)
+        return hold
+
+    def ended(self, hold: list) -> None:
+        with self._lock:
+            if hold[1] is None:
+                hold[1] = self._clock()
+
+    def _in_window(self, share: str, now: float) -> list[tuple[float, float]]:
+        """``share``'s holds cut to the last hour, oldest first (a hold still going ends now)."""
+        self._forget(now)
+        return [(max(start, now - HOUR), now if end is None else end) for start, end in self._holds.get(share, [])]
+
+    def held(self, share: str) -> float:
+        """Seconds ``share`` has held the slot in the last hour."""
+        now = self._clock()
+        with self._lock:
+            return sum(end - start for start, end in self._in_window(share, now))
+
+    def free_in(self, share: str, allowed: float, needed: float) -> float:
+        """Seconds until ``share`` has ``needed`` of its ``allowed`` an hour back, as its oldest holds leave the
+        window: 50 minutes held until now, 60 allowed, 20 needed -> 20 minutes."""
+        now = self._clock()
+        with self._lock:
+            holds = self._in_window(share, now)
+        excess = sum(end - start for start, end in holds) - (allowed - needed)
+        for start, end in holds:
+            if end - start >= excess:
+                return max(0.0, start + excess + HOUR - now)
+            excess -= end - start
+        return 0.0
+
+    def _forget(self, now: float) -> None:
+        for share in list(self._holds):
+            kept = [hold for hold in self._holds[share] if hold[1] is None or hold[1] > now - HOUR]
+            if kept:
+                self._holds[share] = kept
+            else:
+                del self._holds[share]
 
 
 def disk_bytes(parameters: int, steps: int) -> int:
@@ -101,10 +165,13 @@ class Admission:
     memory: int = 0
     budget: MemoryBudget | None = None
 
+    client: str | None = None  # the client_hash it counts against (a visitor's new or replaced run)
+
     @property
     def record(self) -> dict[str, Any]:
-        """What the run's training.json records for the server: its owner."""
-        return {} if self.owner is None else {tenancy.OWNER_FIELD: self.owner}
+        """What the run's training.json records for the server: its owner, and its client."""
+        record = {} if self.owner is None else {tenancy.OWNER_FIELD: self.owner}
+        return {**record, tenancy.CLIENT_FIELD: self.client} if self.client else record
 
     def release(self) -> None:
         held, self.memory = self.memory, 0
@@ -112,23 +179,49 @@ class Admission:
             self.budget.release(held)
 
 
+def time_left(visitor: Visitor, limits: Limits, clock: TrainingClock | None) -> float:
+    """The seconds of training ``visitor``'s client may still hold the slot for this hour; a refusal, saying when
+    to come back, once it is (nearly) spent."""
+    if clock is None:
+        return float(limits.max_train_seconds)
+    held = clock.held(visitor.share)
+    left = limits.max_train_seconds - held
+    if left >= min(60.0, limits.max_train_seconds):
+        return left
+    wait = max(1, round(clock.free_in(visitor.share, limits.max_train_seconds,
+                                      min(60.0, limits.max_train_seconds)) / 60))
+    raise ConfigError(f"this address has held the training slot for {format_seconds(held)} in the last hour, and "
+                      f"this server lets each hold it {format_seconds(limits.max_train_seconds)} an hour "
+                      f"(PLAYGROUND_MAX_TRAIN_SECONDS), so others get their turn: try again in about {wait} "
+                      f"minute{'s' * (wait != 1)}")
+
+
 def admit(plan: RunPlan, visitor: Visitor | None, limits: Limits, budget: MemoryBudget | None, *,
-          replace: bool = False) -> Admission:
+          replace: bool = False, clock: TrainingClock | None = None) -> Admission:
     """Decide on a planned run before anything is built: the tenancy rules, the upload cap, memory (reserved first:
-    it is what kills a server), then for a visitor the time cap and room on disk. A refusal holds nothing.
+    it is what kills a server), then for a visitor the time cap (what is left of their client's hour on ``clock``)
+    and room on disk. A refusal holds nothing.
 
     ``visitor`` None is the server itself (tests, a maintenance call): only the memory and the upload cap apply.
     """
     request = plan.request
     owner = tenancy.owner_to_record(visitor, plan.name, request.weights_dir, resume=request.resume, replace=replace)
     check_upload(plan.corpus, limits)
+    left = time_left(visitor, limits, clock) if visitor is not None else None
     admission = Admission(owner=owner, estimated_seconds=plan.estimated_seconds,
-                          memory=reserve_memory(plan, budget), budget=budget)
+                          memory=reserve_memory(plan, budget), budget=budget,
+                          client=visitor.client or None if visitor is not None and not request.resume else None)
     try:
         if visitor is not None:
-            admission.estimated_seconds = check_time(plan.config, request.train, plan.start_step, plan.device.type,
-                                                     limits.max_train_seconds, plan.step_seconds_before)
-            admission.max_seconds = float(limits.max_train_seconds)
+            try:
+                admission.estimated_seconds = check_time(plan.config, request.train, plan.start_step,
+                                                         plan.device.type, int(left), plan.step_seconds_before)
+            except ConfigError as exc:
+                if left >= limits.max_train_seconds:
+                    raise
+                raise ConfigError(f"{exc} (what is left of this address's {format_seconds(limits.max_train_seconds)}"
+                                  " of training an hour, PLAYGROUND_MAX_TRAIN_SECONDS)") from None
+            admission.max_seconds = float(int(left))
             removed = tenancy.make_room_for(
                 visitor, request.weights_dir, disk_bytes(plan.config.parameter_count(), request.train.steps), limits,
                 keep={plan.name}, replacing=plan.name if checkpoints.exists(plan.name, request.weights_dir) else None)
@@ -140,13 +233,14 @@ def admit(plan: RunPlan, visitor: Visitor | None, limits: Limits, budget: Memory
 
 
 def prepare(request: RunRequest, visitor: Visitor | None = None, limits: Limits | None = None,
-            budget: MemoryBudget | None = None, *, replace: bool = False) -> PreparedRun:
+            budget: MemoryBudget | None = None, *, replace: bool = False,
+            clock: TrainingClock | None = None) -> PreparedRun:
     """A request through the server: ``run.plan_run``, ``admit``, ``run.build_run``; the built run holds the
     admitted memory until its ``release_memory``. ``replace``: a visitor starting a run whose name exists means to
     replace it."""
     limits = limits or Limits.from_env()
     plan = plan_run(request, limits)
-    admission = admit(plan, visitor, limits, budget, replace=replace)
+    admission = admit(plan, visitor, limits, budget, replace=replace, clock=clock)
     try:
         return build_run(plan, max_seconds=admission.max_seconds, notes=admission.notes, record=admission.record,
                          memory=admission.memory, budget=budget, limits=limits)

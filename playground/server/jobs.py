@@ -138,9 +138,10 @@ class TrainingJobs:
     """Start, stop and watch the server's single training run."""
 
     def __init__(self, prepare: Callable[..., PreparedRun] = admission.prepare,
-                 execute: Callable[..., TrainResult] = run_training):
+                 execute: Callable[..., TrainResult] = run_training, clock: admission.TrainingClock | None = None):
         self._prepare = prepare
         self._execute = execute
+        self._clock = clock  # how long each client has held the slot this hour (admission reads it)
         self._lock = threading.Lock()
         self._job = _Job(JobStatus())
 
@@ -173,6 +174,7 @@ class TrainingJobs:
             with self._lock:
                 self._job = previous
             raise
+        hold = None
         try:
             with self._lock:
                 job.owners = job.owners | ({run.record.get(tenancy.OWNER_FIELD)} - {None})
@@ -192,10 +194,13 @@ class TrainingJobs:
                 seconds = {step: t for step, t in run.history.get("val_seconds", [])}
                 job.val_loss.extend((*p[:2], seconds[p[0]]) if p[0] in seconds else tuple(p)
                                     for p in run.history.get("val_loss", []))
-            job.thread = threading.Thread(target=self._work, args=(job, run), name="training-run", daemon=True)
+            hold = self._clock.started(visitor.share) if self._clock is not None and visitor is not None else None
+            job.thread = threading.Thread(target=self._work, args=(job, run, hold), name="training-run", daemon=True)
             job.thread.start()
         except BaseException:
             run.release_memory()
+            if hold is not None:
+                self._clock.ended(hold)
             with self._lock:
                 self._job = previous
             raise
@@ -232,7 +237,7 @@ class TrainingJobs:
         with self._lock:
             job.status = replace(job.status, **changes)
 
-    def _work(self, job: _Job, run: PreparedRun) -> None:
+    def _work(self, job: _Job, run: PreparedRun, hold: list | None = None) -> None:
         before = seconds_before(run)
         def on_step(step: int, metrics: StepMetrics) -> None:
             with self._lock:
@@ -263,6 +268,8 @@ class TrainingJobs:
             return
         finally:
             run.release_memory()  # however the run ended, its memory goes back to the server's budget
+            if hold is not None:
+                self._clock.ended(hold)
         state = STOPPED if result.stopped else FINISHED
         verb = "stopped" if result.stopped else "finished"
         if result.budget_reached:

@@ -61,7 +61,7 @@ def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Re
         target = convert_nanogpt(ckpt_path, name, meta_path=meta_path, characters=pasted or None,
                                  directory=ctx.weights, max_parameters=ctx.limits.max_parameters,
                                  command=f"uploaded {ckpt_path.name} through the app",
-                                 record={tenancy.OWNER_FIELD: visitor.owner})
+                                 record={tenancy.OWNER_FIELD: visitor.owner, tenancy.CLIENT_FIELD: visitor.client})
     config = checkpoints.read_config(target)
     return (f"Converted **{ckpt_path.name}** into the checkpoint **{name}**: {config.parameter_count():,} "
             f"parameters, {config.layers_num} layers, {config.heads_num} heads, embedding {config.embedding_dim}, "

@@ -24,6 +24,7 @@ from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
 from playground.server import admission
+from playground.server.admission import TrainingClock
 from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,11 @@ class AppContext:
     weights: Path
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # where loaded checkpoints run
     jobs: TrainingJobs | None = None  # made in __post_init__ so runs are capped by these limits
+    training_clock: TrainingClock = field(default_factory=TrainingClock)  # each client's hour of the training slot
+    # whether X-Forwarded-For names the client: on a Hugging Face Space (SPACE_ID set) its proxy sets it; elsewhere
+    # only where PLAYGROUND_TRUST_FORWARDED_FOR=1 says a proxy in front does (a client could forge it otherwise)
+    trust_forwarded: bool = field(default_factory=lambda: bool(os.environ.get("SPACE_ID"))
+                                  or os.environ.get("PLAYGROUND_TRUST_FORWARDED_FOR", "").strip() == "1")
     budget: MemoryBudget = field(default_factory=MemoryBudget)  # the bytes every request reserves before it runs
     # PLAYGROUND_ADMIN_TOKEN: the Space owner's token, which may stop, resume or replace any visitor's run
     admin_token: str = field(default_factory=lambda: os.environ.get("PLAYGROUND_ADMIN_TOKEN", "").strip(),
@@ -53,7 +59,8 @@ class AppContext:
         if self.jobs is None:
             # each run reserves its estimated peak from the server's budget for as long as it runs
             self.jobs = TrainingJobs(prepare=functools.partial(admission.prepare, limits=self.limits,
-                                                              budget=self.budget))
+                                                              budget=self.budget, clock=self.training_clock),
+                                     clock=self.training_clock)
 
     def checkpoint_names(self) -> list[str]:
         """The checkpoints this server can load: those over its parameter cap are hidden (see hidden_note)."""

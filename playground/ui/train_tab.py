@@ -177,7 +177,8 @@ def preset_values(name: str, weights: Path | None = None, taken=()) -> list:
 
 def identify(ctx: AppContext, token, browser_token, request: gr.Request | None,
              strict: bool = True) -> tenancy.Visitor:
-    """Who asks: the typed owner or admin token, else this browser's token, else the API client's session.
+    """Who asks: the typed owner or admin token, else this browser's token, else the API client's session; and from
+    where (tenancy.client_address: the client whose share of the quotas it counts against).
 
     ``strict``: a typed token that is not text of at most TOKEN_CHARS characters is refused; otherwise (the
     status poll) it is ignored. Only its hash leaves this function.
@@ -192,7 +193,10 @@ def identify(ctx: AppContext, token, browser_token, request: gr.Request | None,
     chosen = typed or stored or getattr(request, "session_hash", None) or LOCAL_OWNER
     admin = bool(ctx.admin_token) and hmac.compare_digest(chosen.encode("utf-8", "surrogatepass"),
                                                           ctx.admin_token.encode("utf-8", "surrogatepass"))
-    return tenancy.Visitor(tenancy.owner_hash(chosen), admin)
+    host = getattr(getattr(request, "client", None), "host", None)
+    address = tenancy.client_address(getattr(request, "headers", None), host if isinstance(host, str) else None,
+                                     ctx.trust_forwarded)
+    return tenancy.Visitor(tenancy.owner_hash(chosen), admin, tenancy.client_hash(address))
 
 
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
