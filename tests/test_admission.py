@@ -4,6 +4,7 @@ Train tab's side-effect-free preview of the same checks."""
 import json
 import re
 import shutil
+import threading
 import time
 
 import pytest
@@ -255,3 +256,41 @@ def test_a_client_holds_the_training_slot_at_most_its_hour(tmp_path):
         admitted(tmp_path, "again", same_client, limits=limits, clock=clock)
     assert admitted(tmp_path, "someone-else", Visitor("f" * 64, client="2" * 64), limits=limits,
                     clock=clock).max_seconds == 600
+
+
+# ------------------------------------------------------------------------------------------------ the long lane
+def test_long_requests_take_places_short_ones_none_and_a_client_holds_its_share_at_most():
+    work = admission.LongWork(places=2, waiting=1, per_client=1, short_seconds=2.0, wait_seconds=30.0)
+    assert work.workers == 5
+    first, second = work.hold("alice", 30.0), work.hold("bob", 30.0)
+    first.__enter__()
+    second.__enter__()
+    with work.hold("alice", 0.5), work.hold("carol", 1.0):  # short: they run beside two long ones
+        pass
+    with pytest.raises(admission.BusyError, match="this address already has 1 long request running or waiting"):
+        work.hold("alice", 30.0).__enter__()
+    placed = threading.Event()
+
+    def carol():
+        with work.hold("carol", 30.0):
+            placed.set()
+
+    waiter = threading.Thread(target=carol)
+    waiter.start()
+    while work._queued < 1:  # carol waits for a place
+        time.sleep(0.01)
+    with pytest.raises(admission.BusyError, match="2 long requests are running and 1 more wait for a place"):
+        work.hold("dave", 30.0).__enter__()
+    first.__exit__(None, None, None)  # alice's ends: carol takes the place
+    assert placed.wait(30)
+    waiter.join(30)
+    second.__exit__(None, None, None)
+    assert (work._running, work._queued, work._clients) == (0, 0, {})
+
+
+def test_no_free_place_in_time_is_a_refusal_that_holds_nothing():
+    work = admission.LongWork(places=1, waiting=1, per_client=2, short_seconds=2.0, wait_seconds=0.05)
+    with work.hold(None, 30.0):  # the server's own work counts against no client
+        with pytest.raises(admission.BusyError, match="no place for a long request came free in 0.05 s"):
+            work.hold("alice", 30.0).__enter__()
+    assert (work._running, work._queued, work._clients) == (0, 0, {})

@@ -23,6 +23,7 @@ from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import ConfigError, Limits, ModelConfig
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.server import tenancy
+from playground.server.admission import BusyError, LongWork
 from playground.server.jobs import NotYourRunError
 from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext, friendly, message_for
@@ -380,6 +381,28 @@ def test_sample_holds_its_memory_while_it_runs(ctx):
     ctx.budget = MemoryBudget(held - 1, "a test budget")
     with pytest.raises(BudgetError, match="generating text needs about"):
         next(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 30, 1.0, 0, 1.0, 3, False, True))
+
+
+def test_a_short_sample_never_waits_behind_two_long_ones(ctx, monkeypatch):
+    """Two long samples held the long lane, so a 200-character sample waited 33 s instead of 0.6 s: a sample
+    estimated at SHORT_SECONDS or less takes no long place, a long one is refused at once when none comes free."""
+    work = LongWork(places=2, waiting=0, per_client=1, short_seconds=2.0, wait_seconds=30.0)
+    monkeypatch.setattr(ctx, "long_work", work)
+    others = [work.hold(f"another-client-{index}", 40.0) for index in range(2)]
+    for held in others:
+        held.__enter__()
+    *_, (text, _, _, state) = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 200, 1.0, 0, 1.0, 3, False, True)
+    assert len(state["tokens"]) == 200
+    work.short_seconds = 0.0  # the same request, now long: no place free and no room to wait
+    with pytest.raises(BusyError, match="2 long requests are running and 0 more wait for a place"):
+        next(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 200, 1.0, 0, 1.0, 3, False, True))
+    for held in others:
+        held.__exit__(None, None, None)
+    placed = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 200, 1.0, 0, 1.0, 3, False, True)
+    next(placed)  # a place came free: it runs
+    placed.close()
+    assert work._running == 0
+    assert ctx.sample_lane == dict(concurrency_id="sample", concurrency_limit=ctx.long_work.workers)
 
 
 def test_train_estimate_and_presets(tmp_path):

@@ -10,6 +10,7 @@ calls. ``preview`` says the same costs and refusals for the Train tab's estimate
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -239,6 +240,8 @@ def prepare(request: RunRequest, visitor: Visitor | None = None, limits: Limits 
     admitted memory until its ``release_memory``. ``replace``: a visitor starting a run whose name exists means to
     replace it."""
     limits = limits or Limits.from_env()
+    name = checkpoints.validate_name(request.run_name)  # who may write it is decided before anything is read
+    tenancy.owner_to_record(visitor, name, request.weights_dir, resume=request.resume, replace=replace)
     plan = plan_run(request, limits)
     admission = admit(plan, visitor, limits, budget, replace=replace, clock=clock)
     try:
@@ -285,3 +288,80 @@ def preview(config: ModelConfig, batch_size: int, steps: int, limits: Limits | N
         except BudgetError as exc:
             refusals.append(str(exc))
     return Preview(seconds, by_steps, memory.bytes, tuple(refusals))
+
+
+class BusyError(ValueError):
+    """A long request refused for now: its client already holds its share of the long lane, or the lane is full."""
+
+
+class LongWork:
+    """The places long requests take, so short ones never wait behind them and no client holds them all.
+
+    A request estimated at ``short_seconds`` or less takes no place: it runs at once in its lane's spare workers
+    (the Sample lane has ``places + waiting`` workers for long samples and more for short ones). A longer one takes
+    one of ``places``, waiting up to ``wait_seconds`` beside at most ``waiting`` others; one client (tenancy's share)
+    holds at most ``per_client`` places, running or waiting. Past any of these it is refused at once, with what to
+    do, instead of sitting in the queue in front of everyone else's.
+    """
+
+    def __init__(self, places: int, waiting: int, per_client: int, short_seconds: float, wait_seconds: float):
+        self.places, self.waiting, self.per_client = places, waiting, per_client
+        self.short_seconds, self.wait_seconds = short_seconds, wait_seconds
+        self._running = self._queued = 0
+        self._clients: dict[str, int] = {}
+        self._changed = threading.Condition()
+
+    @property
+    def workers(self) -> int:
+        """How many requests the lane itself may run at once: every place, every waiter, and as many short ones."""
+        return 2 * self.places + self.waiting
+
+    def hold(self, share: str | None, seconds: float):
+        """A context manager: a place for ``share``'s request of about ``seconds`` while it runs (none for a short
+        one). ``share`` None counts against no client (the server's own work)."""
+        return _nothing() if seconds <= self.short_seconds else self._place(share, seconds)
+
+    @contextlib.contextmanager
+    def _place(self, share: str | None, seconds: float):
+        advice = f"or ask for less (a request of under {self.short_seconds:g} s runs at once)"
+        with self._changed:
+            mine = self._clients.get(share, 0) if share is not None else 0
+            if share is not None and mine >= self.per_client:
+                raise BusyError(f"this address already has {mine} long request{'s' * (mine != 1)} running or waiting "
+                                f"(at most {self.per_client} each): wait for {'one' if mine != 1 else 'it'} to "
+                                f"finish, {advice}")
+            if self._running >= self.places and self._queued >= self.waiting:
+                raise BusyError(f"{self._running} long requests are running and {self._queued} more wait for a "
+                                f"place: try again in a few seconds, {advice}")
+            self._count(share, +1)
+            self._queued += 1
+            try:
+                placed = self._changed.wait_for(lambda: self._running < self.places, timeout=self.wait_seconds)
+            finally:
+                self._queued -= 1
+            if not placed:
+                self._count(share, -1)
+                raise BusyError(f"no place for a long request came free in {self.wait_seconds:g} s: try again, "
+                                f"{advice}")
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._running -= 1
+                self._count(share, -1)
+                self._changed.notify_all()
+
+    def _count(self, share: str | None, change: int) -> None:
+        if share is None:
+            return
+        held = self._clients.get(share, 0) + change
+        if held > 0:
+            self._clients[share] = held
+        else:
+            self._clients.pop(share, None)
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield

@@ -193,10 +193,7 @@ def identify(ctx: AppContext, token, browser_token, request: gr.Request | None,
     chosen = typed or stored or getattr(request, "session_hash", None) or LOCAL_OWNER
     admin = bool(ctx.admin_token) and hmac.compare_digest(chosen.encode("utf-8", "surrogatepass"),
                                                           ctx.admin_token.encode("utf-8", "surrogatepass"))
-    host = getattr(getattr(request, "client", None), "host", None)
-    address = tenancy.client_address(getattr(request, "headers", None), host if isinstance(host, str) else None,
-                                     ctx.trust_forwarded)
-    return tenancy.Visitor(tenancy.owner_hash(chosen), admin, tenancy.client_hash(address))
+    return tenancy.Visitor(tenancy.owner_hash(chosen), admin, ctx.client_of(request))
 
 
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
