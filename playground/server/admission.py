@@ -109,6 +109,12 @@ def disk_bytes(parameters: int, steps: int) -> int:
     return 12 * parameters + 64 * steps + 64 * 1024
 
 
+def checkpoint_bytes(config: ModelConfig) -> int:
+    """What a checkpoint folder without optimizer state takes on disk: float32 weights (a tied matrix once) and
+    its JSON files and card."""
+    return 4 * config.parameter_count() + 64 * 1024
+
+
 def check_time(config: ModelConfig, train_config: TrainConfig, start_step: int, device_type: str, max_seconds: int,
                step_seconds_before: float = 0.0) -> float:
     """The estimated seconds of the steps to go (a time budget caps them); refuse, saying to what to lower steps or
