@@ -67,6 +67,7 @@ def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Re
         raise ValueError(f"a checkpoint named {name} already exists; pick a new name, such as "
                          f"{checkpoints.fresh_run_name(ctx.weights, stem='my-nanogpt')}")
     visitor = identify(ctx, "", None, request)
+    ctx.sweep_temp_space(keep=[ckpt_path, meta_path])  # the uploads came into Gradio's temp space: within its quota
     with ctx.budget.reserve(conversion_cost(size), hint="try again when the server is less busy"), \
             contextlib.ExitStack() as held:
         def admit(config: ModelConfig) -> None:  # by the shape it declares, not the upload's size

@@ -23,7 +23,7 @@ from playground import checkpoints, loading
 from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
-from playground.server import admission, tenancy
+from playground.server import admission, temp_space, tenancy
 from playground.server.admission import LongWork, TrainingClock
 from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
 
@@ -34,6 +34,7 @@ CHECKPOINT_CACHE_SIZE = 4  # loaded checkpoints kept in memory, least recently u
 CHECKPOINT_CACHE_SHARE = 0.5  # and their weights' bytes together at most this share of the memory budget
 SHORT_SECONDS = 2.0  # a sample estimated to take at most this long is short: it never waits behind long ones
 LONG_PER_CLIENT = 2  # long samples one client may have running or waiting at once
+TEMP_MAX_AGE_SECONDS = 3600  # files in Gradio's temp space older than this go at the next sweep
 
 
 @dataclass
@@ -152,6 +153,12 @@ class AppContext:
         and as many again for short samples, so a short one never queues behind two long ones."""
         return dict(concurrency_id="sample", concurrency_limit=self.long_work.workers)
 
+    def sweep_temp_space(self, incoming: int = 0, keep=()) -> None:
+        """Bring Gradio's temp space (uploads, exports) within limits.max_temp_bytes, ``incoming`` bytes about to be
+        written included, keeping ``keep`` (the upload a handler reads): server/temp_space.py."""
+        temp_space.sweep(Path(gr.utils.get_upload_folder()), self.limits.max_temp_bytes, TEMP_MAX_AGE_SECONDS,
+                         incoming=incoming, keep=[Path(path) for path in keep if path])
+
     def client_of(self, request) -> str:
         """The share a request counts against: tenancy.client_hash of its client's address."""
         host = getattr(getattr(request, "client", None), "host", None)
@@ -180,7 +187,7 @@ def message_for(exc: BaseException) -> str:
 
 
 # a request the handler declined (its message says why), and work that failed (a disk, torch: the log keeps where)
-REFUSALS = (ValueError, TypeError, JobBusyError, NotYourRunError, KeyError)
+REFUSALS = (ValueError, TypeError, JobBusyError, NotYourRunError, KeyError)  # TempSpaceError, BusyError too
 FAILURES = (OSError, RuntimeError)
 
 

@@ -234,6 +234,8 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
     checks.flag(replace, "replace it")
     corpus_text, corpus_name = visitors_text(corpus_choice, upload, pasted, limits)
     uploaded = corpus_choice == CORPORA[1]
+    if uploaded:  # the upload came into Gradio's temp space: keep that within its quota (this file kept)
+        ctx.sweep_temp_space(keep=[upload if isinstance(upload, str) else getattr(upload, "name", None)])
     run_name = checkpoints.validate_name("" if run_name is None else run_name, "run name")
     run_request = RunRequest(run_name=run_name, model=model, train=train, corpus_text=corpus_text,
                              resume=bool(resume), weights_dir=ctx.weights, uploaded=uploaded,
