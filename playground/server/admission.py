@@ -1,11 +1,13 @@
-"""Every visitor's training run priced and admitted before any work: who asks (tenancy.py), memory, time, disk.
+"""Every visitor's request priced and admitted before it runs: who asks (tenancy.py), memory, time, disk, places.
 
-``admit(plan, visitor, limits, budget)`` decides on a run that ``run.plan_run`` has checked and priced but not yet
-built: the tenancy rules, the upload cap, the memory (reserved from the server's budget, and the device's free
-memory on a GPU), the time (the estimate against PLAYGROUND_MAX_TRAIN_SECONDS, which is also what one client may
-hold the training slot for in any hour: ``TrainingClock``; the run stops at what is left), the disk (room made for
-its checkpoint). ``prepare`` is plan -> admit -> build, what the job manager
-calls. ``preview`` says the same costs and refusals for the Train tab's estimate without reserving anything.
+``admit(plan, visitor, limits, budget)`` decides on a training run that ``run.plan_run`` has checked and priced but
+not yet built: the tenancy rules, the upload cap, the memory (reserved from the server's budget, and the device's
+free memory on a GPU), the time (the estimate against PLAYGROUND_MAX_TRAIN_SECONDS, which is also what one client
+may hold the training slot for in any hour: ``TrainingClock``; the run stops at what is left), the disk (room made
+for its checkpoint). ``prepare`` is plan -> admit -> build, what the job manager calls. ``preview`` says the same
+costs and refusals for the Train tab's estimate without reserving anything. ``LongWork`` hands out the places long
+samples, comparisons and timing sweeps run in, so short requests never wait behind them and no client holds them
+all; ``checkpoint_bytes`` prices a converted checkpoint by what it writes.
 """
 
 from __future__ import annotations

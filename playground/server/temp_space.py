@@ -1,10 +1,10 @@
 """Gradio's temp space under one quota: the files visitors upload and the exports the app writes for them to download
 share ``max_bytes``, swept by age (older than ``max_age_seconds``) and then by size (oldest first).
 
-Gradio itself deletes what it served more than an hour ago every ten minutes (``delete_cache``); that bounds the
-space by time only, and an hour of exports filled 68 GB. ``sweep`` runs before each write the app makes there (an
-export) and as each upload reaches a handler, so the space holds at most its quota whatever the rate. What is in use
-(``keep``: the upload a handler is reading) is never removed.
+Gradio itself deletes what it served more than an hour ago every ten minutes (``delete_cache``), which bounds the
+space by time only: at a high enough rate an hour of files is any size. ``sweep`` runs before each write the app
+makes there (an export) and as each upload reaches a handler, so the space holds at most its quota whatever the
+rate. What is in use (``keep``: the upload a handler is reading) is never removed.
 """
 
 from __future__ import annotations
