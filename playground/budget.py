@@ -1,8 +1,8 @@
 """What a request costs in memory before it runs, and the one server budget every request draws from.
 
-A public Space meets strangers: one allowed request (batch 1024 x context 1024) used to kill the server.
-So each kind of work estimates its peak memory from its shapes *before* it starts, and reserves those bytes
-from one ``MemoryBudget``; a request that could never fit is refused with what to lower and to what, and one
+A public Space serves whoever comes, and one allowed request can hold more memory than the machine has. So each
+kind of work estimates its peak memory from its shapes *before* it starts, and reserves those bytes from one
+``MemoryBudget``; a request that could never fit is refused with what to lower and to what, and one
 that does not fit *now* (others hold the memory) is refused as busy. Knows nothing about the UI.
 
 The training estimate (fp32, AdamW, CPU or GPU), measured against ``ru_maxrss`` of real steps in

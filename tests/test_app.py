@@ -266,7 +266,7 @@ def test_train_start_status_stop(served):
 
 
 def test_the_readmes_training_call_needs_only_what_it_changes(served, tmp_path):
-    """README's "From Python" call: an uploaded file by keyword, the other fields left to the form's defaults (the
+    """docs/command-line.md's gradio_client call: an uploaded file by keyword, the other fields left to the form's defaults (the
     hidden pasted-text box and the empty upload box included)."""
     app, client, weights = served
     corpus = tmp_path / "my-corpus.txt"

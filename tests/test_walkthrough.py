@@ -275,7 +275,7 @@ def test_exports_read_back():
     assert lines[0] == ",Your,journey,starts,with,one,step"
     assert lines[1].startswith("Your,") and lines[1].endswith(",-inf")
     assert np.float32(lines[2].split(",")[2]) == trace.masked_scores[1, 1].numpy()  # exact float32 round trip
-    weights = to_csv(trace.weights, trace.tokens, trace.tokens).splitlines()[1:]  # every cell, as the README says
+    weights = to_csv(trace.weights, trace.tokens, trace.tokens).splitlines()[1:]  # every cell, as docs/tabs.md says
     read = np.array([[np.float32(cell) for cell in line.split(",")[1:]] for line in weights])
     assert np.array_equal(read, trace.weights.numpy())
     assert to_csv(torch.zeros(1, 1), ["=1+1"], ["a"]).splitlines()[1] == "'=1+1,0.0"
@@ -299,16 +299,16 @@ def test_write_stage_names_the_files_and_they_read_back(tmp_path):
 
 
 def test_the_readmes_csv_recipe_reads_an_export_with_a_comma_a_quote_and_a_line_break(tmp_path, monkeypatch):
-    """Issue 31: the comma token's label was written quoted ("5:,"), and the README's numpy.loadtxt recipe, which
-    splits on every comma, failed on it. The recipe is run exactly as the README writes it."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    recipes = re.findall(r"`(numpy\.loadtxt\([^`]*)`", readme)
+    """Issue 31: the comma token's label was written quoted ("5:,"), and the documented numpy.loadtxt recipe, which
+    splits on every comma, failed on it. The recipe is run exactly as docs/tabs.md writes it."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "tabs.md").read_text(encoding="utf-8")
+    recipes = re.findall(r"`(numpy\.loadtxt\([^`]*)`", docs)
     assert len(recipes) == 1, recipes
     trace = random_head('to be, "or"\nnot', 8, 4, 0).trace()
     csv_path, npy_path = write_stage(trace, "weights", tmp_path)
     assert csv_path.name in recipes[0]
     monkeypatch.chdir(tmp_path)
-    read = eval(recipes[0], {"numpy": np})  # noqa: S307 (the README's own line)
+    read = eval(recipes[0], {"numpy": np})  # noqa: S307 (the documented line itself)
     assert read.dtype == np.float32 and np.array_equal(read, np.load(npy_path, allow_pickle=False))
     header = csv_path.read_text(encoding="utf-8").splitlines()[0]
     assert '"' not in header and ",5:U+002C,6:␣,7:U+0022,8:o,9:r,10:U+0022,11:\\n,12:n," in header

@@ -27,7 +27,8 @@ from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_sec
 from playground.attention.equivalence import compare
 from playground.checks import count
 from playground.device import available_devices, describe, offered_devices, pick_device, supported_dtypes
-from playground.ui.common import AppContext, bound, friendly, keep_on_refusal, message_for
+from playground.ui.common import AppContext, keep_on_refusal, message_for
+from playground.ui.events import wire
 
 MAX_T = 1024
 MAX_MAP_HEADS = 6  # heads side by side per implementation; 64 made panels a pixel wide (and Plotly refused 52+)
@@ -416,32 +417,31 @@ def build(ctx: AppContext) -> None:
     box = dict(fn=maps_shown, inputs=seq_len, outputs=grid, api_visibility="private", show_progress="hidden")
     # on arrival (as the Attention tab does): the tables and maps filled, not blank until Compare is pressed; a
     # Compare pressed before it is done cancels it, so the defaults never replace the visitor's own comparison
-    arrival = gr.on(None, None, api_name="compare_arrival", api_visibility="private").then(
-        bound(first_comparison, ctx), inputs, [summary, equivalence, parameters, grid], api_name="compare_load",
-        api_visibility="private", show_progress="hidden", **ctx.long_lane)
+    arrival = gr.on(None, None, api_name="compare_arrival", api_visibility="private")
+    arrival = wire(arrival.then, first_comparison, ctx, inputs, [summary, equivalence, parameters, grid],
+                   api_name="compare_load", api_visibility="private", show_progress="hidden", **ctx.long_lane)
     arrival.success(**box, api_name="compare_load_maps")
     # always_last: a Compare pressed while one runs is done after it (a button's default, "once", dropped it, and the
     # result shown stopped matching the fields)
     compared = [summary, equivalence, parameters, grid]
-    comparison = run.click(bound(run_comparison, ctx), inputs, compared, api_name="compare", cancels=[arrival],
-                           trigger_mode="always_last", **ctx.long_lane)
+    comparison = wire(run.click, run_comparison, ctx, inputs, compared, api_name="compare", cancels=[arrival],
+                      trigger_mode="always_last", **ctx.long_lane)
     keep_on_refusal(comparison, compared, "compare_refused")
     comparison.success(**box, api_name="compare_maps")
     # the preset compares as well as fills: its tables had kept showing the last comparison until Compare was pressed
     # the preset fills the largest T its sweep may time here: with 1024 its own "Time them" was refused at once
-    preset = gpt2.click(bound(gpt2_preset, ctx), [dtype, device],
-                        [embedding_dim, heads_num, seq_len, batch, qkv_bias, max_len], api_name="compare_gpt2_preset",
-                        api_visibility="private", **ctx.fast_lane)
-    preset_comparison = preset.then(bound(run_comparison, ctx), inputs, compared, api_name="compare_gpt2",
-                                    api_visibility="private", **ctx.long_lane)
+    preset = wire(gpt2.click, gpt2_preset, ctx, [dtype, device],
+                  [embedding_dim, heads_num, seq_len, batch, qkv_bias, max_len], api_name="compare_gpt2_preset",
+                  api_visibility="private", **ctx.fast_lane)
+    preset_comparison = wire(preset.then, run_comparison, ctx, inputs, compared, api_name="compare_gpt2",
+                             api_visibility="private", **ctx.long_lane)
     keep_on_refusal(preset_comparison, compared, "compare_gpt2_refused")
     preset_comparison.success(**box, api_name="compare_gpt2_maps")
     timed = [timing_plot, memory_plot, timing_notes]
     timing_inputs = [embedding_dim, heads_num, batch, dtype, device, max_len]
     # first the refusal beside the button (or nothing), then the sweep, whose refusal is the toast
-    priced = time_button.click(bound(timing_refusal, ctx), timing_inputs, timing_refused,
-                               api_name="compare_timing_check", api_visibility="private", show_progress="hidden",
-                               **ctx.fast_lane)
-    keep_on_refusal(priced.then(friendly(timing), timing_inputs, timed, api_name="compare_timing", **ctx.long_lane),
+    priced = wire(time_button.click, timing_refusal, ctx, timing_inputs, timing_refused,
+                  api_name="compare_timing_check", api_visibility="private", show_progress="hidden", **ctx.fast_lane)
+    keep_on_refusal(wire(priced.then, timing, None, timing_inputs, timed, api_name="compare_timing", **ctx.long_lane),
                     timed, "compare_timing_refused")
-    which.change(friendly(show_source), which, code, api_name="compare_source", **ctx.fast_lane)
+    wire(which.change, show_source, None, which, code, api_name="compare_source", **ctx.fast_lane)

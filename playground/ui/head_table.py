@@ -10,7 +10,8 @@ import gradio as gr
 
 from playground import budget, head_scores
 from playground.checks import count
-from playground.ui.common import AppContext, bound, keep_on_refusal
+from playground.ui.common import AppContext, keep_on_refusal
+from playground.ui.events import wire
 
 HEADERS = ["pattern", "layer", "head", "score", "chance", "× chance"]
 TOP_PER_PATTERN = 3
@@ -76,8 +77,8 @@ def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.
         table = gr.Dataframe(headers=HEADERS, interactive=False, label="ranked heads", wrap=True,
                              elem_classes=["playground-table"])  # on a phone: scrolls sideways, headers whole
         note = gr.Markdown(label="head scores")
-    keep_on_refusal(score.click(bound(score_table, ctx), checkpoint, [table, note], api_name="attention_head_scores",
-                                api_visibility="private", **ctx.fast_lane), [table, note],
+    keep_on_refusal(wire(score.click, score_table, ctx, checkpoint, [table, note], api_name="attention_head_scores",
+                         api_visibility="private", **ctx.fast_lane), [table, note],
                     "attention_head_scores_refused")
     table.select(open_head, None, [source, layer, head], api_name="attention_open_head", api_visibility="private").then(
         None, js=f"() => document.getElementById({shown_at!r})?.scrollIntoView({{block: 'start'}})",

@@ -1,9 +1,8 @@
 """What the server's log keeps of a line: at most MAX_LOG_LINE characters (app.py wraps stderr in CappedLines).
 
-Gradio prints a traceback for its own input checks, before any handler runs (a Radio given a value outside its
-choices, a Slider given text), and the traceback's last line quotes the value: one API call with a 10 MB value wrote
-10 MB to the log, and a stranger's afternoon of such calls grew it to 189 MB. The handlers' own refusals are one
-short line each (common.friendly); this bounds the rest.
+A traceback's last line quotes the value that raised it, and a visitor's value may be megabytes long; the
+handlers' own refusals are one short line each (common.friendly, events.wire), and this bounds everything else
+written to stderr, so a public server's log grows by at most MAX_LOG_LINE characters a line.
 
     stream = CappedLines(sys.stderr, limit=20)
     stream.write("x" * 50 + "\\n")   # writes "xxxxxxxxxxxxxxxxxxxx... (50 characters)\\n"

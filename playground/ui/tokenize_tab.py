@@ -12,6 +12,7 @@ place of the counts instead of as an error pop-up on every keystroke.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import gradio as gr
@@ -20,7 +21,8 @@ from playground import checks
 from playground.data import is_tiny_shakespeare
 from playground.subword import SPACE_MARKER_NOTE, BPETokenizer
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, list_unknown, without_unknown
-from playground.ui.common import AppContext, bound, checkpoint_dropdown, keep_on_refusal, message_for
+from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal, message_for
+from playground.ui.events import wire
 from playground.ui.widgets import chips_html
 
 SOURCES = ("loaded checkpoint", "corpus (Tiny Shakespeare)", "this text")
@@ -187,14 +189,13 @@ def build(ctx: AppContext) -> None:
             show_merges = gr.Button("Show merges")
         merge_steps = gr.Markdown(label="merges")
 
-    handler = bound(tokenize, ctx)
     inputs, outputs = [text, source, checkpoint], [chips, ids, decoded, stats, table]
-    keep_on_refusal(run.click(handler, inputs, outputs, api_name="tokenize", **ctx.fast_lane), outputs,
+    keep_on_refusal(wire(run.click, tokenize, ctx, inputs, outputs, api_name="tokenize", **ctx.fast_lane), outputs,
                     "tokenize_refused")
-    keep_on_refusal(text.submit(handler, inputs, outputs, api_name="tokenize_on_enter", api_visibility="private",
-                                **ctx.fast_lane), outputs, "tokenize_on_enter_refused")
+    keep_on_refusal(wire(text.submit, tokenize, ctx, inputs, outputs, api_name="tokenize_on_enter",
+                         api_visibility="private", **ctx.fast_lane), outputs, "tokenize_on_enter_refused")
     # no triggers: when the page loads and whenever an input changes (typing, the source, the checkpoint)
-    gr.on(None, bound(tokenize_live, ctx), inputs, outputs, api_name="tokenize_live", api_visibility="private",
-          show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
-    gr.on([show_merges.click, word.submit], bound(merges, ctx), [word, checkpoint], merge_steps,
-          api_name="tokenize_merges", api_visibility="private", **ctx.fast_lane)
+    wire(functools.partial(gr.on, None), tokenize_live, ctx, inputs, outputs, api_name="tokenize_live",
+         api_visibility="private", show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
+    wire(functools.partial(gr.on, [show_merges.click, word.submit]), merges, ctx, [word, checkpoint], merge_steps,
+         api_name="tokenize_merges", api_visibility="private", **ctx.fast_lane)

@@ -1,0 +1,46 @@
+"""The README is a front page and docs/ holds the rest: its length, and every relative link in either resolving to
+a file (and a heading, where the link names one)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _body(path: Path) -> str:
+    """The file's text without YAML front matter (the README's Space configuration)."""
+    text = path.read_text(encoding="utf-8")
+    if text.startswith("---\n"):
+        text = text[text.index("\n---\n", 4) + 5:]
+    return text
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors for the file's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+\s+(.*)$", _body(path), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+def test_the_readme_is_a_front_page():
+    words = len(_body(ROOT / "README.md").split())
+    assert words <= 1500, f"README.md has {words} words; move details into docs/"
+    for name in ("tabs", "command-line", "space-and-docker", "models", "benchmarks"):
+        assert (ROOT / "docs" / f"{name}.md").is_file(), name
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", *DOCS], ids=lambda p: p.name)
+def test_every_relative_link_resolves(path):
+    for target in LINK.findall(_body(path)):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        file_part, _, anchor = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        assert linked.exists(), f"{path.name} links to {target}, which does not exist"
+        if anchor and linked.suffix == ".md":
+            assert anchor in _anchors(linked), f"{path.name} links to {target}: no such heading"
