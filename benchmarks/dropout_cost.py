@@ -27,9 +27,9 @@ import torch.nn.functional as F
 from playground.config import ModelConfig, TrainConfig
 from playground.device import describe
 from playground.dropout import dropout
+from playground.estimates import CPU_DROPOUT_S_PER_ELEMENT, _dropout_elements, step_seconds
 from playground.model import GPT
 from playground.presets import TRAIN_PRESETS
-from playground.run import CPU_DROPOUT_S_PER_ELEMENT, _dropout_elements, step_seconds
 from playground.train import configure_optimizer
 
 

@@ -15,27 +15,20 @@ tokenizer.json), mapped into the playground's model by gpt2.py: ``read_config`` 
 two layouts apart by config.json. Listing and loading only read. What a crash can leave behind (``.tmp-`` and
 ``.old-`` folders) is cleared by ``recover``, which the app runs once at start-up and the training CLI once
 before it starts.
-
-Who may write what (the app asks; the command line is the operator's and may write any name):
-  * shipped checkpoints (``SHIPPED_CHECKPOINTS``, the ones that came with the repository) are read-only;
-  * a visitor run records its owner as ``"owner": owner_hash(token)`` in training.json, never the token;
-  * visitor runs are bounded by ``make_room``: the oldest go first, never a shipped one, an operator's
-    (no owner record) or one in ``keep``.
+``SHIPPED_CHECKPOINTS`` names the ones that came with the repository; whose the others are, and who may replace or
+remove them, is the server's business (server/tenancy.py), not this module's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
-import math
 import os
 import re
 import shutil
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,11 +57,10 @@ CARD_FILE = "README.md"
 OPTIMIZER_FILE = "optimizer.safetensors"
 LOCK_FILE = ".lock"
 DEFAULT_CHECKPOINT = "shakespeare-char"
-# Checkpoints that came with the repository: the app never writes, replaces, resumes or removes them. The one list,
-# by name, so it holds in any weights folder (a copy of the repository's, a test's) and no file a visitor's run
-# writes can claim or drop the mark. The command line, the operator's tool, may still rebuild them.
+# Checkpoints that came with the repository, which the app treats as read-only. The one list, by name, so it holds in
+# any weights folder (a copy of the repository's, a test's) and no file a run writes can claim or drop the mark. The
+# command line, the operator's tool, may still rebuild them.
 SHIPPED_CHECKPOINTS = frozenset({DEFAULT_CHECKPOINT})
-OWNER_FIELD = "owner"  # in training.json: owner_hash of the token of the visitor who started the run
 REPO_WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -139,13 +131,8 @@ def validate_name(name: str, what: str = "checkpoint name") -> str:
 
 
 def is_shipped(name: str) -> bool:
-    """True for a checkpoint that came with the repository (read-only for the app's visitors)."""
+    """True for a checkpoint that came with the repository (read-only in the app)."""
     return isinstance(name, str) and name.strip() in SHIPPED_CHECKPOINTS
-
-
-def owner_hash(token: str) -> str:
-    """What training.json records for the owner of a run: a SHA-256 of their token, never the token itself."""
-    return hashlib.sha256(f"attention-playground owner:{token}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def read_training(name: str, directory: Path | None = None) -> dict[str, Any] | None:
@@ -156,12 +143,6 @@ def read_training(name: str, directory: Path | None = None) -> dict[str, Any] | 
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return training if isinstance(training, dict) else None
-
-
-def recorded_owner(name: str, directory: Path | None = None) -> str | None:
-    """The owner hash a run's training.json records, or None (an operator's run, an older one, or no run)."""
-    owner = (read_training(name, directory) or {}).get(OWNER_FIELD)
-    return owner if isinstance(owner, str) and owner else None
 
 
 def exists(name: str, directory: Path | None = None) -> bool:
@@ -180,104 +161,11 @@ def fresh_run_name(directory: Path | None = None, stem: str = "my-run", taken=()
     return f"{stem}-{number}"
 
 
-def estimated_bytes(parameters: int, steps: int) -> int:
-    """About how much a run's folder takes on disk: fp32 weights, AdamW's two moments, the JSON loss curves."""
-    return 12 * parameters + 64 * steps + 64 * 1024
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    name: str
-    size: int  # bytes of all its files
-    saved_at: float  # when its weights were last written
-    owner: str | None  # recorded_owner: None for an operator's run
-
-
-def stored_runs(directory: Path | None = None) -> list[StoredRun]:
-    """Every run folder in the weights folder (not the shipped ones, not hidden leftovers), oldest save first."""
+def remove(name: str, directory: Path | None = None) -> None:
+    """Delete a checkpoint folder: out of view in one rename (a ``.tmp-`` folder, which ``recover`` clears if a
+    crash comes before the delete finishes), then deleted. Nothing happens when there is none."""
+    name = validate_name(name)
     parent = Path(directory) if directory is not None else weights_dir()
-    runs = []
-    if not parent.is_dir():
-        return runs
-    for entry in parent.iterdir():
-        if entry.name.startswith(".") or not entry.is_dir() or is_shipped(entry.name):
-            continue
-        try:
-            files = [f for f in entry.iterdir() if f.is_file()]
-            size = sum(f.stat().st_size for f in files)
-            weights = entry / WEIGHTS_FILE
-            saved_at = weights.stat().st_mtime if weights.is_file() else entry.stat().st_mtime
-        except OSError:
-            continue
-        runs.append(StoredRun(entry.name, size, saved_at, recorded_owner(entry.name, parent)))
-    return sorted(runs, key=lambda run: (run.saved_at, run.name))
-
-
-def make_room(directory: Path | None, incoming_bytes: int, *, max_runs: int, max_bytes: int,
-              keep: frozenset[str] | set[str] = frozenset(), replacing: str | None = None, owner: str | None = None,
-              max_per_owner: int | None = None, protect_seconds: float = 0.0, now: float | None = None) -> list[str]:
-    """Remove visitor runs until one more of ``incoming_bytes`` fits; return the names removed.
-
-    The quota counts visitor runs only (those with an owner record): at most ``max_runs`` folders and
-    ``max_bytes`` together, the incoming run included. ``replacing`` names the run the incoming one will
-    replace (a resumed or replaced run): it is not counted. Never removed: a shipped checkpoint, an operator's
-    run (no owner record), ``replacing`` or a name in ``keep`` (a run in progress).
-
-    For a visitor (``owner``, an owner hash) the rules are fair to everyone else:
-
-      1. a visitor keeps at most ``max_per_owner`` runs: past it, their own oldest go first;
-      2. then, for the server's room, other visitors' runs saved more than ``protect_seconds`` ago, oldest first,
-         and only then the visitor's own; another visitor's run saved more recently is never removed, so one
-         visitor starting many small runs cannot wipe out everyone else's.
-
-    Raises CheckpointError, and removes nothing, when even that would not make room.
-
-        20 visitor runs, max_runs 20: the oldest (no one's within protect_seconds) goes, the new one is the 20th.
-    """
-    parent = Path(directory) if directory is not None else weights_dir()
-    now = time.time() if now is None else now
-    runs = [run for run in stored_runs(parent) if run.owner is not None and run.name != replacing]
-    removable = [run for run in runs if run.name not in keep]
-    own = [run for run in removable if run.owner == owner]  # none without an owner: every run here has one
-    count, total = len(runs) + 1, sum(run.size for run in runs) + incoming_bytes
-    doomed: list[StoredRun] = []
-    if owner is not None and max_per_owner is not None:
-        held = sum(1 for run in runs if run.owner == owner) + 1
-        for run in own:
-            if held <= max_per_owner:
-                break
-            doomed.append(run)
-            held, count, total = held - 1, count - 1, total - run.size
-    others = [run for run in removable if run.owner != owner]
-    protected = [run for run in others if now - run.saved_at < protect_seconds]
-    stale = [run for run in others if now - run.saved_at >= protect_seconds]
-    for run in stale + [run for run in own if run not in doomed]:
-        if count <= max_runs and total <= max_bytes:
-            break
-        doomed.append(run)
-        count, total = count - 1, total - run.size
-    if count > max_runs or total > max_bytes:
-        if incoming_bytes <= max_bytes and protected:
-            wait = max(1, math.ceil((min(run.saved_at for run in protected) + protect_seconds - now) / 60))
-            raise CheckpointError(
-                f"this server keeps at most {max_runs} visitor runs in {max_bytes:,} bytes, and the room is taken "
-                f"by other visitors' runs saved in the last {protect_seconds / 60:g} minutes, which are kept at "
-                f"least that long; the oldest of them may make room in about {wait} minute{'s' * (wait != 1)}: "
-                "try then, or replace one of your own runs")
-        raise CheckpointError(
-            f"this run's checkpoint would take about {incoming_bytes:,} bytes and this server keeps at most "
-            f"{max_runs} visitor runs in {max_bytes:,} bytes; lower the model's size"
-        )
-    for run in doomed:
-        _remove(parent, run.name)
-        whose = "this visitor's own oldest" if run.owner == owner else "the oldest"
-        logger.info("removed the visitor run %s (%d bytes, %s) to make room", run.name, run.size, whose)
-    return [run.name for run in doomed]
-
-
-def _remove(parent: Path, name: str) -> None:
-    """Take a run out of view in one rename (a ``.tmp-`` folder, which ``recover`` clears if a crash comes
-    before the delete finishes), then delete it."""
     with _folder_lock(parent):
         source = parent / name
         if not source.exists():

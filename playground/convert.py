@@ -42,6 +42,7 @@ import pickle
 import pickletools
 import re
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -410,14 +411,17 @@ def model_card(name: str, config: ModelConfig, nano: NanoGPTCheckpoint, source_f
 def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path | None = None,
                     characters_path: str | Path | None = None, characters: str | None = None,
                     directory: Path | None = None, max_parameters: int | None = None, command: str | None = None,
-                    owner: str | None = None) -> Path:
+                    record: dict[str, Any] | None = None,
+                    before_converting: Callable[[ModelConfig], None] | None = None) -> Path:
     """Convert nanoGPT's ckpt.pt (+ meta.pkl, a characters file or the characters) to ``<directory>/<name>/``;
     return its path.
 
     Everything is checked before anything is written: the name, the vocabulary, the shape (and
     ``max_parameters``, None for no cap), every weight. ``command`` is recorded in training.json and the card;
-    ``owner`` (a visitor's ``checkpoints.owner_hash``, from the app's upload) too, so the folder counts as that
-    visitor's.
+    ``record``'s fields go into training.json too (the app's upload records whose the folder is there).
+    ``before_converting(config)`` is called once the model's shape is known, before any tensor is converted or a
+    byte written: a caller prices the conversion there by what that shape takes (a 2.5 KB ckpt.pt of stride-0
+    tensors declaring 19M parameters becomes 73 MB), and may refuse it by raising.
     """
     name = checkpoints.validate_name(name)
     tokenizer = vocabulary(meta_path, characters_path, characters)
@@ -433,6 +437,8 @@ def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path |
             + (" (a vocab_size of 50257 or 50304 is GPT-2's BPE, which is not supported yet)"
                if config.vocabulary_size in (50257, 50304) else "")
         )
+    if before_converting is not None:
+        before_converting(config)
     state = convert_state(nano.state, config)
     with torch.device("meta"):
         model = GPT(config)
@@ -441,12 +447,9 @@ def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path |
     source_file = Path(ckpt_path).name
     vocabulary_file = "pasted characters" if characters is not None else \
         Path(meta_path if meta_path is not None else characters_path).name
-    record = training_record(nano, source_file, vocabulary_file, command)
-    if owner is not None:
-        record[checkpoints.OWNER_FIELD] = owner
     return checkpoints.save_checkpoint(
         model, tokenizer, name, directory=directory,
-        training=record,
+        training={**(record or {}), **training_record(nano, source_file, vocabulary_file, command)},
         card=model_card(name, config, nano, source_file, command),
     )
 

@@ -22,7 +22,8 @@ Repo ids come from strangers, so before a byte of weights is fetched:
 Downloads go to the playground's own cache, ``<PLAYGROUND_CACHE_DIR>/hub`` (settings.cache_dir), never to the
 machine's shared Hugging Face cache (``HF_HUB_CACHE`` / ``HF_HOME``), which may hold its user's own files of the
 same repo: a download refused after the fact (a file that turned out bigger, weights that do not load) is
-removed from the playground's cache again, and nothing else is ever deleted. No request carries this server's
+removed from the playground's cache again, and past PLAYGROUND_MAX_HUB_CACHE_BYTES its least recently used repos
+go (``prune_cache``); nothing outside it is ever deleted. No request carries this server's
 HF token (``token=False``) unless the owner opts in with
 ``PLAYGROUND_HUB_USE_TOKEN=1``: a visitor's id must not read the owner's private or gated repos.
 
@@ -38,6 +39,7 @@ import fnmatch
 import logging
 import os
 import re
+import shutil
 from pathlib import Path
 
 import torch
@@ -376,6 +378,47 @@ def remove_download(folder: Path) -> None:
     logger.info("removed the refused download %s", folder)
 
 
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for root, _folders, names in os.walk(folder):
+        for name in names:
+            try:
+                total += (Path(root) / name).lstat().st_size
+            except OSError:
+                continue
+    return total
+
+
+def prune_cache(cache_root: Path, max_bytes: int, keep: Path | None = None) -> list[str]:
+    """Remove whole repos (``models--owner--name`` folders) from a cache the playground owns, the least recently
+    used first, until what is left takes at most ``max_bytes``; ``keep`` (the repo just used) is never removed.
+    Returns the folder names removed. Only ever called on ``<PLAYGROUND_CACHE_DIR>/hub``, never the user's shared
+    Hugging Face cache."""
+    root = Path(cache_root)
+    if not root.is_dir():
+        return []
+    repos = []
+    for entry in root.iterdir():
+        if entry.name.startswith("models--") and entry.is_dir() and not entry.is_symlink():
+            try:
+                used = entry.stat().st_mtime
+            except OSError:
+                continue
+            repos.append((used, entry.name, _folder_bytes(entry), entry))
+    total = sum(size for _, _, size, _ in repos)
+    removed = []
+    for _, name, size, entry in sorted(repos):
+        if total <= max_bytes:
+            break
+        if keep is not None and entry.resolve() == Path(keep).resolve():
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        total -= size
+        removed.append(name)
+        logger.info("pruned %s (%d bytes) from the playground's Hub cache %s", name, size, root)
+    return removed
+
+
 def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Path | None = None,
                         max_parameters: int | None = None, memory_budget: budget.MemoryBudget | None = None) -> Path:
     """Download (or find in the cache) the checkpoint files of a Hub repo; return the snapshot folder.
@@ -415,6 +458,13 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
         remove_download(folder)
         raise
     logger.info("Hub checkpoint %s is at %s", repo_id, path)
+    if cache_dir is None:  # the playground's own cache: this repo was used now, the least used go past its size
+        repo_root = path.parent.parent  # <cache>/models--owner--name/snapshots/<commit>
+        try:
+            os.utime(repo_root)
+        except OSError:
+            pass
+        prune_cache(Path(_cache_dir(None)), settings.hub_cache_bytes(), keep=repo_root)
     return path
 
 

@@ -3,6 +3,7 @@
 Read from the environment when called, never at import time, so a test (or a launcher) that sets a variable
 before the call is obeyed:
   PLAYGROUND_CACHE_DIR                  the cache folder (default ``~/.cache/attention-playground``)
+  PLAYGROUND_MAX_HUB_CACHE_BYTES        what its Hub downloads (``<cache>/hub``) may take together (default 4 GB)
   PLAYGROUND_OFFLINE / HF_HUB_OFFLINE   "1", "true" or "yes": make no request (downloads, the Hub)
 Knows nothing about what is kept there: data.py caches Tiny Shakespeare, hub.py asks ``offline()``.
 
@@ -16,6 +17,7 @@ import os
 from pathlib import Path
 
 OFFLINE_VARIABLES = ("PLAYGROUND_OFFLINE", "HF_HUB_OFFLINE")
+HUB_CACHE_BYTES = 4_000_000_000
 
 # Read by torch's native libraries once, when torch is imported; a variable already set is left as it is.
 PROCESS_DEFAULTS = {
@@ -38,6 +40,12 @@ def apply_process_defaults() -> None:
 def cache_dir() -> Path:
     """``PLAYGROUND_CACHE_DIR`` or ``~/.cache/attention-playground``."""
     return Path(os.environ.get("PLAYGROUND_CACHE_DIR") or Path.home() / ".cache" / "attention-playground")
+
+
+def hub_cache_bytes() -> int:
+    """``PLAYGROUND_MAX_HUB_CACHE_BYTES`` (a whole number of bytes), else 4 GB."""
+    value = os.environ.get("PLAYGROUND_MAX_HUB_CACHE_BYTES", "").strip()
+    return int(value) if value.isdigit() else HUB_CACHE_BYTES
 
 
 def offline() -> bool:

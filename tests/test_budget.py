@@ -94,7 +94,7 @@ def test_the_training_estimate_with_dropout_bounds_the_measured_peak(shape):
 def test_a_run_with_dropout_is_priced_by_its_heads_and_refused_with_what_to_lower():
     """1 layer, 64 heads, width 64, context 1024, batch 8, dropout 0.5: 123k parameters whose attention keeps
     8 x 64 x 1024 x 1024 numbers for backward; the estimate without them was 214 MiB."""
-    from playground.run import memory_advice, memory_cost
+    from playground.estimates import memory_advice, memory_cost
 
     config = ModelConfig(vocabulary_size=65, context_size=1024, embedding_dim=64, heads_num=64, layers_num=1,
                          dropout_rate=0.5)

@@ -1,9 +1,7 @@
 import json
-import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -314,88 +312,19 @@ def test_optimizer_state_for_another_model_or_optimizer_is_refused(tmp_path):
         optim_state.restore_optimizer_state(torch.optim.SGD(model.parameters(), lr=0.1), model, *state)
 
 
-# ------------------------------------------------------------------------------ shipped, owners, the disk quota
-def visitor_run(directory, name, age, owner="a" * 64, padding=0):
-    """A saved run ``age`` seconds old (by its weights' time), owned by ``owner`` (None: an operator's)."""
-    model, tokenizer = make_model()
-    training = {"steps_done": 1, **({"owner": owner} if owner else {})}
-    path = save_checkpoint(model, tokenizer, name, directory=directory, training=training)
-    if padding:
-        (path / "README.md").write_bytes(b"x" * padding)
-    moment = time.time() - age
-    os.utime(path / "model.safetensors", (moment, moment))
-    return path
-
-
-def visible(directory):
-    return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
-
-
-def test_shipped_names_owner_records_and_fresh_names(tmp_path):
+# ------------------------------------------------------------------------------------------ shipped, names
+def test_shipped_names_and_fresh_names(tmp_path):
     assert checkpoints.is_shipped("shakespeare-char") and not checkpoints.is_shipped("shakespeare-char-2")
-    token = "a-browser-token"
-    assert checkpoints.owner_hash(token) == checkpoints.owner_hash(token) != checkpoints.owner_hash(token + "x")
-    assert token not in checkpoints.owner_hash(token) and len(checkpoints.owner_hash(token)) == 64
-    visitor_run(tmp_path, "my-run-1", age=5, owner=checkpoints.owner_hash(token))
-    visitor_run(tmp_path, "operators", age=5, owner=None)
+    model, tokenizer = make_model()
+    save_checkpoint(model, tokenizer, "my-run-1", directory=tmp_path)
     (tmp_path / "my-run-2").mkdir()  # anything with the name, even an empty folder, is taken
-    assert checkpoints.recorded_owner("my-run-1", tmp_path) == checkpoints.owner_hash(token)
-    assert checkpoints.recorded_owner("operators", tmp_path) is None
-    assert checkpoints.recorded_owner("absent", tmp_path) is None
     assert checkpoints.fresh_run_name(tmp_path) == "my-run-3"
     assert checkpoints.fresh_run_name(tmp_path, "tiny") == "tiny-1"
 
 
-def test_make_room_removes_the_oldest_visitor_runs_first(tmp_path):
-    checkpoints.recover(tmp_path)
-    visitor_run(tmp_path, "shakespeare-char", age=100, owner="a" * 64)  # shipped, oldest, even with an owner
-    visitor_run(tmp_path, "operators", age=90, owner=None)  # the command line's: not a visitor run
-    for age, name in [(40, "v-old"), (30, "v-middle"), (20, "v-new"), (10, "v-newest")]:
-        visitor_run(tmp_path, name, age)
-    removed = checkpoints.make_room(tmp_path, 1000, max_runs=3, max_bytes=10**9)
-    assert removed == ["v-old", "v-middle"]  # 4 visitor runs and the incoming one: 5 -> 3
-    assert visible(tmp_path) == ["operators", "shakespeare-char", "v-new", "v-newest"]
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith((".tmp-", ".old-"))]
-    assert checkpoints.make_room(tmp_path, 1000, max_runs=3, max_bytes=10**9) == []  # 2 + 1 fit
-
-
-def test_one_visitor_cannot_wipe_out_other_visitors_recent_runs(tmp_path):
-    """The stranger's attack: 18 one-step runs from one session removed everyone's runs. Now a visitor's own oldest
-    go past their share, other visitors' runs only once unsaved for ``protect_seconds``, and a full server of
-    others' recent runs refuses with when room may come, removing nothing."""
-    alice, mallory = "a" * 64, "m" * 64
-    rules = dict(max_runs=4, max_bytes=10**9, max_per_owner=2, protect_seconds=3600)
-    visitor_run(tmp_path, "alice-1", age=7200, owner=alice)  # unsaved for two hours: may go for anyone
-    visitor_run(tmp_path, "alice-2", age=600, owner=alice)
-    for index, age in enumerate((500, 400)):
-        visitor_run(tmp_path, f"spam-{index}", age=age, owner=mallory)
-    # mallory's third run: over mallory's share of 2, so mallory's own oldest goes, no one else's
-    assert checkpoints.make_room(tmp_path, 1000, owner=mallory, **rules) == ["spam-0"]
-    visitor_run(tmp_path, "spam-2", age=10, owner=mallory)
-    assert checkpoints.make_room(tmp_path, 1000, owner=mallory, **rules) == ["spam-1"]
-    visitor_run(tmp_path, "spam-3", age=5, owner=mallory)
-    assert visible(tmp_path) == ["alice-1", "alice-2", "spam-2", "spam-3"]
-    # a new visitor when the server is full: alice's run unsaved for two hours goes, never her recent one
-    assert checkpoints.make_room(tmp_path, 1000, owner="n" * 64, **rules) == ["alice-1"]
-    visitor_run(tmp_path, "newcomer", age=1, owner="n" * 64)
-    with pytest.raises(CheckpointError, match=r"runs saved in the last 60 minutes, which are kept at least that long; "
-                                              r"the oldest of them may make room in about 50 minutes"):
-        checkpoints.make_room(tmp_path, 1000, owner="o" * 64, **rules)
-    assert visible(tmp_path) == ["alice-2", "newcomer", "spam-2", "spam-3"]  # a refusal removes nothing
-    # without an owner (the rules of old): the oldest go first, whoever saved them
-    assert checkpoints.make_room(tmp_path, 1000, max_runs=4, max_bytes=10**9) == ["alice-2"]
-
-
-def test_make_room_counts_bytes_keeps_what_it_is_told_and_never_half_does_it(tmp_path):
-    for age, name in [(30, "a"), (20, "b"), (10, "c")]:
-        visitor_run(tmp_path, name, age, padding=100_000)
-    size = sum(run.size for run in checkpoints.stored_runs(tmp_path)) // 3
-    # room for two runs' bytes, the incoming one included: the two oldest go unless kept
-    assert checkpoints.make_room(tmp_path, size, max_runs=20, max_bytes=2 * size, keep={"a"}) == ["b", "c"]
-    assert visible(tmp_path) == ["a"]
-    visitor_run(tmp_path, "b", 20, padding=100_000)
-    # a run being replaced (resumed, or started over) is not counted: it makes way for itself
-    assert checkpoints.make_room(tmp_path, size, max_runs=2, max_bytes=10**9, replacing="a") == []
-    with pytest.raises(CheckpointError, match="keeps at most 20 visitor runs in 100,000 bytes; lower the model's size"):
-        checkpoints.make_room(tmp_path, 10**9, max_runs=20, max_bytes=100_000)
-    assert visible(tmp_path) == ["a", "b"]  # a refusal removes nothing
+def test_remove_takes_a_checkpoint_away_in_one_rename(tmp_path):
+    model, tokenizer = make_model()
+    save_checkpoint(model, tokenizer, "gone", directory=tmp_path)
+    checkpoints.remove("gone", tmp_path)
+    checkpoints.remove("never-was", tmp_path)  # nothing to remove: nothing happens
+    assert not [p for p in tmp_path.iterdir() if p.name != ".lock"]

@@ -374,11 +374,11 @@ def test_a_compressed_archive_is_refused_before_torch_reads_it(files):
     assert not (folder / "w").exists()
 
 
-def test_pasted_characters_and_an_owner_are_recorded(files):
+def test_pasted_characters_and_extra_record_fields_are_recorded(files):
     folder, model = files
     characters = "".join(read_meta(folder / "meta.pkl"))
     target = convert_nanogpt(folder / "ckpt.pt", "pasted", characters=characters, directory=folder / "w",
-                             owner="f" * 64)
+                             record={"owner": "f" * 64})
     record = json.loads((target / "training.json").read_text())
     assert record["owner"] == "f" * 64 and record["vocabulary_file"] == "pasted characters"
     assert checkpoints.load_checkpoint(target).tokenizer.vocabulary_size == len(characters)

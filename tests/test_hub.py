@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -405,3 +406,21 @@ def test_a_refused_repo_never_touches_the_users_own_hugging_face_cache(stub_hub,
         load_from_hub("learner/padded-weights")
     assert sorted(path.relative_to(shared) for path in shared.rglob("*")) == before
     assert (repo / "snapshots" / SHA / "notes.txt").read_text() == "my notes"
+
+
+def test_the_playgrounds_hub_cache_is_pruned_by_size_the_least_used_first(stub_hub, tmp_path, monkeypatch):
+    """The Hub download cache was never pruned: past PLAYGROUND_MAX_HUB_CACHE_BYTES the least recently used repos
+    go, never the one just used, and nothing in the user's own Hugging Face cache."""
+    own = tmp_path / "playground-cache" / "hub"
+    shared = tmp_path / "users-hf-cache" / "models--someone--theirs"
+    shared.mkdir(parents=True)
+    (shared / "weights").write_bytes(b"w" * 50_000)
+    stale = own / "models--learner--stale"
+    stale.mkdir(parents=True)
+    (stale / "blob").write_bytes(b"s" * 50_000)
+    os.utime(stale, (1, 1))  # used long ago
+    monkeypatch.setenv("PLAYGROUND_MAX_HUB_CACHE_BYTES", "20000")
+    path = download_checkpoint("learner/tiny-char")
+    assert not stale.exists() and path.is_dir()  # the stale repo went; the one just used stays, though over
+    assert (shared / "weights").read_bytes() == b"w" * 50_000
+    assert hub.prune_cache(own, 0, keep=path.parent.parent) == []  # the repo in use is never removed

@@ -10,8 +10,10 @@ import torch
 
 from playground.budget import BudgetError, MemoryBudget
 from playground.config import TrainConfig
-from playground.jobs import FAILED, FINISHED, STOPPED, JobBusyError, JobStatus, NotYourRunError, TrainingJobs
-from playground.run import ProbeSnapshot, RunRequest, Visitor, prepare_run, run_training
+from playground.run import ProbeSnapshot, RunRequest, run_training
+from playground.server import admission
+from playground.server.jobs import FAILED, FINISHED, STOPPED, JobBusyError, JobStatus, NotYourRunError, TrainingJobs
+from playground.server.tenancy import Visitor
 from playground.train import StepMetrics, TrainResult
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
@@ -110,7 +112,7 @@ def test_a_refused_start_keeps_the_last_runs_status(tmp_path, shakespeare_text):
 
 def test_status_is_shared_across_viewers(tmp_path, shakespeare_text):
     """A reloaded page is just another status() call on the same manager."""
-    jobs = TrainingJobs(execute=slow_execute(0.01), prepare=prepare_run)
+    jobs = TrainingJobs(execute=slow_execute(0.01), prepare=admission.prepare)
     jobs.start(request(tmp_path, shakespeare_text[:5000], steps=30))
     first, second = jobs.status(), jobs.status()
     assert first.run_name == second.run_name == "job" and first.started_at == second.started_at
@@ -137,13 +139,11 @@ def test_the_manager_only_records_what_the_run_reports(tmp_path, shakespeare_tex
 OWNER, OTHER, ADMIN = Visitor("a" * 64), Visitor("b" * 64), Visitor("c" * 64, admin=True)
 
 
-def visitor_request(tmp_path, text, steps=500, name="job", visitor=OWNER):
-    return dataclasses.replace(request(tmp_path, text, steps, name), visitor=visitor)
 
 
 def test_only_the_owner_or_the_admin_stops_a_run(tmp_path, shakespeare_text):
     jobs = TrainingJobs(execute=slow_execute(0.02))
-    jobs.start(visitor_request(tmp_path, shakespeare_text[:5000]))
+    jobs.start(request(tmp_path, shakespeare_text[:5000], 500), OWNER)
     assert jobs.owned_by(OWNER) and jobs.owned_by(ADMIN) and not jobs.owned_by(OTHER) and not jobs.owned_by(None)
     with pytest.raises(NotYourRunError, match=r"^this run belongs to another visitor; it ends by itself at step 500 "
                                               r"\(or after 1h 00m, this server's time limit\) or when its owner "
@@ -155,7 +155,7 @@ def test_only_the_owner_or_the_admin_stops_a_run(tmp_path, shakespeare_text):
     jobs.stop(OWNER)
     assert jobs.wait(30).state == STOPPED
     jobs.stop(OTHER)  # nothing runs: nothing to refuse
-    jobs.start(visitor_request(tmp_path, shakespeare_text[:5000], name="job2"))
+    jobs.start(request(tmp_path, shakespeare_text[:5000], 500, name="job2"), OWNER)
     jobs.stop(ADMIN)
     assert jobs.wait(30).state == STOPPED
 
@@ -175,8 +175,8 @@ def test_a_run_holds_its_memory_until_it_ends_however_it_ends(tmp_path, shakespe
         proceed.wait(30)
         return work(run, **callbacks)
 
-    jobs = TrainingJobs(prepare=functools.partial(prepare_run, budget=budget), execute=execute)
-    jobs.start(visitor_request(tmp_path, shakespeare_text[:5000], steps=10 if ending == "finish" else 500))
+    jobs = TrainingJobs(prepare=functools.partial(admission.prepare, budget=budget), execute=execute)
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=10 if ending == "finish" else 500), OWNER)
     assert budget.reserved > 0
     if ending == "stop":
         jobs.stop(OWNER)
@@ -188,24 +188,24 @@ def test_a_run_holds_its_memory_until_it_ends_however_it_ends(tmp_path, shakespe
 
 def test_a_refused_start_holds_no_memory_and_leaves_the_slot_free(tmp_path, shakespeare_text):
     budget = MemoryBudget(8 * 2**30)
-    jobs = TrainingJobs(prepare=functools.partial(prepare_run, budget=budget))
+    jobs = TrainingJobs(prepare=functools.partial(admission.prepare, budget=budget))
     killer = dict(layers_num=1, heads_num=1, embedding_dim=1024, context_size=1024, dropout_rate=0.0,
                   use_bias=False)
-    big = dataclasses.replace(visitor_request(tmp_path, shakespeare_text[:50_000]), model=killer,
+    big = dataclasses.replace(request(tmp_path, shakespeare_text[:50_000], 500), model=killer,
                               train=TrainConfig(batch_size=1024, steps=10))
     with pytest.raises(BudgetError, match="lower batch_size to at most"):
-        jobs.start(big)
+        jobs.start(big, OWNER)
     assert budget.reserved == 0 and jobs.status().state == "idle"
 
 
 def test_the_time_limit_ends_a_run_with_a_message(tmp_path, shakespeare_text):
-    def prepare(request):
-        run = prepare_run(request)
+    def prepare(request, visitor, **options):
+        run = admission.prepare(request, visitor, **options)
         run.max_seconds = 0.3
         return run
 
     jobs = TrainingJobs(prepare=prepare, execute=slow_execute(0.01))
-    jobs.start(visitor_request(tmp_path, shakespeare_text[:5000]))
+    jobs.start(request(tmp_path, shakespeare_text[:5000], 500), OWNER)
     status = jobs.wait(60)
     assert status.state == STOPPED and 0 < status.step < 500
     assert status.samples[-1][0] == status.step  # a Stop between samples still shows what the model writes now
@@ -229,3 +229,21 @@ def test_how_a_run_ends_reads_as_one_sentence():
                                       "time budget), after 1h 00m at the latest (this server's time limit), or when "
                                       "its owner stops it")
     assert JobStatus(steps=500).how_it_ends() == "it ends by itself at step 500 or when its owner stops it"
+
+
+def test_the_slot_is_counted_against_the_starters_client_until_the_run_ends(tmp_path, shakespeare_text):
+    clock = admission.TrainingClock()
+    visitor = Visitor("d" * 64, client="9" * 64)
+    proceed = threading.Event()
+
+    def execute(run, **callbacks):
+        proceed.wait(30)
+        return run_training(run, **callbacks)
+
+    jobs = TrainingJobs(prepare=functools.partial(admission.prepare, clock=clock), execute=execute, clock=clock)
+    jobs.start(request(tmp_path, shakespeare_text[:5000], steps=5), visitor)
+    assert [hold[1] for hold in clock._holds[visitor.share]] == [None]  # held while it runs
+    proceed.set()
+    assert jobs.wait(30).state == FINISHED
+    assert clock._holds[visitor.share][0][1] is not None and clock.held(visitor.share) > 0
+    assert clock.held(OWNER.share) == 0

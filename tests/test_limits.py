@@ -28,6 +28,7 @@ from gradio_client.exceptions import AppError
 
 from playground import checkpoints
 from playground.config import ConfigError, Limits
+from playground.server import tenancy
 from playground.ui import build_app, launch_options
 from playground.ui.common import AppContext
 from playground.ui.sample_tab import sample
@@ -344,7 +345,7 @@ def _owned_copy(served, tiny_weights, name: str, **config_changes) -> None:
     config = json.loads((target / "config.json").read_text())
     (target / "config.json").write_text(json.dumps({**config, **config_changes}))
     training = json.loads((target / "training.json").read_text())
-    training["owner"] = checkpoints.owner_hash(served.client.session_hash)
+    training["owner"] = tenancy.owner_hash(served.client.session_hash)
     (target / "training.json").write_text(json.dumps(training))
 
 

@@ -6,22 +6,22 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 import pytest
 import torch
-from conftest import REPO, SHARED_CORPUS
+from conftest import REPO
 
-from playground import checkpoints
+from playground import estimates
 from playground import run as run_module
-from playground.budget import BudgetError, Cost, MemoryBudget, largest_batch
+from playground.budget import BudgetError
 from playground.cli import train as train_cli
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import CorpusError, TokenIdsDataset
+from playground.estimates import step_seconds
 from playground.model import GPT
 from playground.presets import TRAIN_PRESETS
-from playground.run import PROBE_TEXT, RunRequest, Visitor, prepare_run, probe_attention, run_training, step_seconds
+from playground.run import PROBE_TEXT, RunRequest, prepare_run, probe_attention, run_training
 from playground.train import TrainingError, TrainResult, train
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
@@ -118,8 +118,8 @@ def test_the_tiny_preset_is_a_minute_by_its_time_budget_whatever_the_machine():
     assert tiny.time_budget_seconds == 50 and "50 s of training steps" in TRAIN_PRESETS["tiny"].description
     shape = ModelConfig(vocabulary_size=65, **TRAIN_PRESETS["tiny"].model.to_dict())
     # a machine of the estimate's speed would need longer than the budget for the steps: the budget ends the run
-    assert run_module.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer) > 50
-    assert run_module.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer, 50.0) == 50.0
+    assert estimates.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer) > 50
+    assert estimates.estimate_seconds(shape, tiny.batch_size, tiny.steps, "cpu", tiny.optimizer, 50.0) == 50.0
 
 
 def test_resume_with_characters_the_model_lacks_is_refused(tmp_path):
@@ -231,7 +231,7 @@ def test_cli_refuses_threads_this_machine_does_not_have(tmp_path, capsys, thread
 
 def test_cli_refuses_a_batch_the_machines_memory_cannot_hold(tmp_path, capsys, monkeypatch):
     """A command-line run has no server budget: --batch-size 100000 grew to 24 GB until the kernel killed it."""
-    monkeypatch.setattr(run_module, "available_memory", lambda: 512 * 2**20)
+    monkeypatch.setattr(estimates, "available_memory", lambda: 512 * 2**20)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("to be or not to be " * 200, encoding="utf-8")
     assert train_cli.main(["--preset", "tiny", "--batch-size", "100000", "--corpus", str(corpus), "--weights-dir",
@@ -407,92 +407,7 @@ def test_resume_continues_exactly_where_it_stopped(tmp_path, shakespeare_text):
     assert [s for s, _ in record["train_loss"]] == list(range(1, 2 * n + 1))
 
 
-# ------------------------------------------------------------------------------------------ who may write what
-VISITOR, OTHER, ADMIN = Visitor("a" * 64), Visitor("b" * 64), Visitor("c" * 64, admin=True)
-TEXT = "hello there, general kenobi. " * 200
-
-
-def visitor_request(tmp_path, name="mine", visitor=VISITOR, **changes):
-    return RunRequest(**{**dict(run_name=name, model=SMALL, train=quick(steps=4), corpus_text=TEXT,
-                                weights_dir=tmp_path, visitor=visitor), **changes})
-
-
-def finished(tmp_path, name, visitor=VISITOR, steps=4):
-    run_training(prepare_run(visitor_request(tmp_path, name, visitor, train=quick(steps=steps))))
-
-
-@pytest.mark.parametrize("resume", [False, True])
-def test_a_shipped_checkpoint_is_read_only_for_every_visitor(tiny_weights, tmp_path, resume):
-    shutil.copytree(tiny_weights / "shakespeare-char", tmp_path / "shakespeare-char")
-    before = (tmp_path / "shakespeare-char" / "model.safetensors").read_bytes()
-    for who in (VISITOR, ADMIN):
-        with pytest.raises(ValueError, match="came with the app and is read-only for everyone.*my-run-1"):
-            prepare_run(visitor_request(tmp_path, "shakespeare-char", who, resume=resume, replace=True,
-                                        corpus_path=str(SHARED_CORPUS), corpus_text=None,
-                                        train=quick(steps=40)))
-    assert (tmp_path / "shakespeare-char" / "model.safetensors").read_bytes() == before
-    assert checkpoints.is_shipped("shakespeare-char") and not checkpoints.is_shipped("my-run-1")
-    # the command line is the operator's: it may rebuild a shipped checkpoint (that is how it was made)
-    prepare_run(RunRequest("shakespeare-char", SMALL, quick(), corpus_text=TEXT, weights_dir=tmp_path))
-
-
-def test_an_existing_run_is_replaced_only_on_purpose_and_only_by_its_owner(tmp_path):
-    finished(tmp_path, "mine")
-    record = json.loads((tmp_path / "mine" / "training.json").read_text())
-    assert record["owner"] == VISITOR.owner
-    with pytest.raises(ValueError, match=r"a run named 'mine' already exists: tick \"replace it\".*such as my-run-1"):
-        prepare_run(visitor_request(tmp_path))
-    with pytest.raises(ValueError, match="belongs to another visitor: only its owner can replace it"):
-        prepare_run(visitor_request(tmp_path, visitor=OTHER, replace=True))
-    assert prepare_run(visitor_request(tmp_path, replace=True)).owner == VISITOR.owner
-    assert prepare_run(visitor_request(tmp_path, visitor=ADMIN, replace=True)).owner == ADMIN.owner
-    assert json.loads((tmp_path / "mine" / "training.json").read_text())["owner"] == VISITOR.owner  # untouched
-
-
-def test_resume_continues_your_own_run_only(tmp_path):
-    finished(tmp_path, "mine")
-    run_training(prepare_run(RunRequest("operators", SMALL, quick(steps=4), corpus_text=TEXT, weights_dir=tmp_path)))
-    assert checkpoints.recorded_owner("operators", tmp_path) is None  # the command line records no owner
-    with pytest.raises(ValueError, match="belongs to another visitor: only its owner can resume it"):
-        prepare_run(visitor_request(tmp_path, visitor=OTHER, resume=True, train=quick(steps=8)))
-    with pytest.raises(ValueError, match="no owner record.*only the Space owner's admin token can resume it"):
-        prepare_run(visitor_request(tmp_path, "operators", resume=True, train=quick(steps=8)))
-    with pytest.raises(ValueError, match="no checkpoint named 'nothing' to resume"):
-        prepare_run(visitor_request(tmp_path, "nothing", resume=True, train=quick(steps=8)))
-    assert prepare_run(visitor_request(tmp_path, resume=True, train=quick(steps=8))).start_step == 4
-    admin_run = prepare_run(visitor_request(tmp_path, visitor=ADMIN, resume=True, train=quick(steps=8)))
-    assert admin_run.owner == VISITOR.owner  # the admin's resume leaves the run its owner's
-    assert prepare_run(visitor_request(tmp_path, "operators", ADMIN, resume=True, train=quick(steps=8))).owner is None
-
-
-def test_resume_meets_the_size_caps_too(tmp_path):
-    big = dict(SMALL, embedding_dim=64, context_size=32)
-    run_training(prepare_run(visitor_request(tmp_path, model=big)))
-    limits = Limits(max_parameters=20_000)
-    with pytest.raises(ConfigError, match="mine would have [0-9,]+ parameters; this server's limit is 20,000"):
-        prepare_run(visitor_request(tmp_path, model=SMALL, resume=True, train=quick(steps=8)), limits)
-    with pytest.raises(ConfigError, match="context_size 32 is above this server's limit of 16"):
-        prepare_run(visitor_request(tmp_path, model=SMALL, resume=True, train=quick(steps=8)),
-                    Limits(max_context_size=16))
-
-
 # ----------------------------------------------------------------------------------------------- time and memory
-def test_a_run_past_the_time_limit_is_refused_with_the_steps_that_fit(tmp_path):
-    """The issue's 19.8M-parameter run (a 102-hour ETA on the 2-core CPU) never takes the only slot."""
-    huge = dict(layers_num=8, heads_num=8, embedding_dim=448, context_size=256, dropout_rate=0.0, use_bias=False)
-    config = ModelConfig(vocabulary_size=len(set(TEXT)), **huge)
-    assert 19e6 < config.parameter_count() < 20e6
-    with pytest.raises(ConfigError) as caught:
-        prepare_run(visitor_request(tmp_path, model=huge, train=quick(steps=5000, batch_size=64),
-                                    corpus_text=TEXT * 3), Limits(max_train_seconds=1800))
-    message = str(caught.value)
-    per_step = step_seconds(config, 64)
-    assert f"this server stops a run after 30m 00s: lower steps to at most {int(1800 // per_step):,}" in message
-    assert re.search(r"about \d+h \d\dm", message) and not (tmp_path / "mine").exists()
-    assert prepare_run(visitor_request(tmp_path, model=huge, train=quick(steps=5000, batch_size=64),
-                                       corpus_text=TEXT * 3, visitor=None), Limits()).max_seconds is None  # the CLI
-
-
 def test_the_time_estimate_counts_muon_and_dropout():
     """Muon's Newton–Schulz products and dropout's masks are part of a step's time; the small preset has both."""
     shape = dict(layers_num=4, heads_num=4, embedding_dim=192, context_size=128)
@@ -500,12 +415,12 @@ def test_the_time_estimate_counts_muon_and_dropout():
     plain = step_seconds(config, 32)
     # 5 iterations on each of 4 blocks' qkv (192x576), proj (192x192), fc and proj (192x768): 2m²n + m³ each
     per_block = sum(2 * 192 * 192 * n + 192**3 for n in (576, 192, 768, 768))
-    newton_schulz = 2 * 5 * 4 * per_block / run_module.CPU_FLOPS
+    newton_schulz = 2 * 5 * 4 * per_block / estimates.CPU_FLOPS
     assert step_seconds(config, 32, "cpu", "muon") - plain == pytest.approx(newton_schulz)
     dropped = ModelConfig(vocabulary_size=65, dropout_rate=0.1, **shape)
     # masked: the embeddings, then per block the attention weights (B, h, T, T) and two (B, T, C) outputs
     elements = 32 * 128 * 192 + 4 * (32 * 4 * 128 * 128 + 2 * 32 * 128 * 192)
-    assert step_seconds(dropped, 32) - plain == pytest.approx(elements * run_module.CPU_DROPOUT_S_PER_ELEMENT)
+    assert step_seconds(dropped, 32) - plain == pytest.approx(elements * estimates.CPU_DROPOUT_S_PER_ELEMENT)
     assert step_seconds(dropped, 32, "cuda") == step_seconds(config, 32, "cuda")  # a GPU draws masks in bulk
     small = TRAIN_PRESETS["small"]
     small_config = ModelConfig(vocabulary_size=65, **small.model.to_dict())
@@ -513,77 +428,11 @@ def test_the_time_estimate_counts_muon_and_dropout():
     assert 0.6 < step_seconds(small_config, 32, "cpu", "muon") < 1.0  # measured: 0.82 s a step on 2 cores
 
 
-def test_a_run_stops_and_saves_when_its_time_is_up(tmp_path, monkeypatch):
-    run = prepare_run(visitor_request(tmp_path, train=quick(steps=10_000)), Limits(max_train_seconds=3600))
-    assert run.max_seconds == 3600
-    run.max_seconds = 0.5
-    result = run_training(run)
-    assert result.stopped and result.stop_reason == "time limit" and 0 < result.steps_done < 10_000
-    assert json.loads((tmp_path / "mine" / "training.json").read_text())["steps_done"] == result.steps_done
-
-
-def test_the_killer_request_is_refused_with_the_batch_that_fits(tmp_path):
-    """1 layer, 1 head, embedding 1024, context 1024, batch 1024: ~150 GiB; refused before any model exists."""
-    killer = dict(layers_num=1, heads_num=1, embedding_dim=1024, context_size=1024, dropout_rate=0.0, use_bias=False)
-    request = visitor_request(tmp_path, model=killer, train=quick(steps=1, batch_size=1024), corpus_text=TEXT * 5)
-    budget = MemoryBudget(8 * 2**30, "a test's 8 GiB")
-    config = ModelConfig(vocabulary_size=len(set(TEXT)), **killer)
-    largest = largest_batch(budget.total, parameters=config.parameter_count(), layers_num=1, embedding_dim=1024,
-                            context_size=1024, vocabulary_size=config.vocabulary_size)
-    with pytest.raises(BudgetError, match=rf"over this server's memory budget of 8.0 GiB.*lower batch_size to at "
-                                          rf"most {largest} \(now 1,024\)"):
-        prepare_run(request, Limits(), budget)
-    assert budget.reserved == 0 and 1 <= largest < 1024
-
-
-def test_a_run_holds_its_memory_until_it_ends_and_a_refusal_gives_it_back(tmp_path, monkeypatch):
-    budget = MemoryBudget(8 * 2**30, "a test's 8 GiB")
-    run = prepare_run(visitor_request(tmp_path), budget=budget)
-    assert budget.reserved == run.memory == run.cost.bytes > 0
-    run.release_memory()
-    run.release_memory()  # once only
-    assert budget.reserved == 0
-    with pytest.raises(CorpusError, match="too short"):  # a refusal after the reservation
-        prepare_run(visitor_request(tmp_path, "short", corpus_text="tiny text"), budget=budget)
-    assert budget.reserved == 0
-    hog = MemoryBudget(8 * 2**30)
-    hog.acquire(Cost("others", (("held", 8 * 2**30 - 2**20),)))
-    with pytest.raises(BudgetError, match="other requests hold .*; to fit now, even batch_size 1 does not fit"):
-        prepare_run(visitor_request(tmp_path, "later"), budget=hog)
-
-
-def test_on_cuda_the_devices_free_memory_is_checked_too(tmp_path, monkeypatch):
+def test_the_devices_free_memory_is_checked_before_anything_is_built(tmp_path, monkeypatch):
     monkeypatch.setattr(run_module, "free_device_memory", lambda device: 64 * 2**20)
     with pytest.raises(BudgetError, match=r"more than the 64.0 MiB free on .*lower batch_size|even batch_size 1"):
-        prepare_run(visitor_request(tmp_path, model=dict(SMALL, embedding_dim=256, context_size=256),
-                                    train=quick(batch_size=512), corpus_text=TEXT * 3))
-
-
-# --------------------------------------------------------------------------------------------- corpora and disk
-def test_a_visitors_corpus_is_capped_in_bytes_and_named_as_theirs(tmp_path):
-    text = "é" * 2000  # 2,000 characters, 4,000 bytes of UTF-8
-    for uploaded, label in [(True, "an uploaded file"), (False, "the pasted text")]:
-        with pytest.raises(CorpusError, match=f"{label} is larger than this server's limit of 3,000 bytes"):
-            prepare_run(visitor_request(tmp_path, corpus_text=text + "ab" * 10, uploaded=uploaded),
-                        Limits(max_upload_bytes=3000))
-    run = prepare_run(visitor_request(tmp_path, uploaded=True, corpus_name="notes"))
-    assert run.corpus.label == "an uploaded file" and run.corpus.name == "notes"
-
-
-def test_a_new_run_makes_room_by_removing_the_visitors_own_oldest_never_anothers_recent_run(tmp_path):
-    finished(tmp_path, "others", OTHER)  # another visitor's, saved first: the oldest, but saved within the hour
-    for name in ("old", "middle", "new"):
-        time.sleep(0.02)
-        finished(tmp_path, name)
-    run_training(prepare_run(RunRequest("operators", SMALL, quick(steps=2), corpus_text=TEXT, weights_dir=tmp_path)))
-    run = prepare_run(visitor_request(tmp_path, "newest"), Limits(max_runs=4))
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["middle", "new",
-                                                                                         "operators", "others"]
-    assert any(note.startswith("to make room, this server removed the run old (a visitor keeps at most 5 runs")
-               for note in run.notes), run.notes
-    run_training(run)
-    with pytest.raises(ValueError, match="kept at least that long"):  # OTHER's run and VISITOR's: all recent
-        prepare_run(visitor_request(tmp_path, "a-stranger", Visitor("d" * 64)), Limits(max_runs=4))
+        prepare_run(RunRequest("big", dict(SMALL, embedding_dim=256, context_size=256), quick(batch_size=512),
+                               corpus_text="hello there, general kenobi. " * 600, weights_dir=tmp_path))
 
 
 def test_a_corpus_too_short_to_hold_out_validation_trains_and_validates_on_the_whole_text(tmp_path):

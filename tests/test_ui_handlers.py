@@ -18,11 +18,13 @@ import pytest
 import torch
 from conftest import REPO
 
-from playground import checkpoints, device
+from playground import device
 from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import ConfigError, Limits, ModelConfig
-from playground.jobs import NotYourRunError
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
+from playground.server import tenancy
+from playground.server.admission import BusyError, LongWork
+from playground.server.jobs import NotYourRunError
 from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext, friendly, message_for
 from playground.walkthrough import STEP_TITLES, journey_preset, lessons
@@ -381,6 +383,28 @@ def test_sample_holds_its_memory_while_it_runs(ctx):
         next(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 30, 1.0, 0, 1.0, 3, False, True))
 
 
+def test_a_short_sample_never_waits_behind_two_long_ones(ctx, monkeypatch):
+    """Two long samples held the long lane, so a 200-character sample waited 33 s instead of 0.6 s: a sample
+    estimated at SHORT_SECONDS or less takes no long place, a long one is refused at once when none comes free."""
+    work = LongWork(places=2, waiting=0, per_client=1, short_seconds=2.0, wait_seconds=30.0)
+    monkeypatch.setattr(ctx, "long_work", work)
+    others = [work.hold(f"another-client-{index}", 40.0) for index in range(2)]
+    for held in others:
+        held.__enter__()
+    *_, (text, _, _, state) = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 200, 1.0, 0, 1.0, 3, False, True)
+    assert len(state["tokens"]) == 200
+    work.short_seconds = 0.0  # the same request, now long: no place free and no room to wait
+    with pytest.raises(BusyError, match="2 long requests are running and 0 more wait for a place"):
+        next(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 200, 1.0, 0, 1.0, 3, False, True))
+    for held in others:
+        held.__exit__(None, None, None)
+    placed = sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 200, 1.0, 0, 1.0, 3, False, True)
+    next(placed)  # a place came free: it runs
+    placed.close()
+    assert work._running == 0
+    assert ctx.sample_lane == dict(concurrency_id="sample", concurrency_limit=ctx.long_work.workers)
+
+
 def test_train_estimate_and_presets(tmp_path):
     assert "parameters" in train_tab.estimate(2, 4, 128, 64, 32, 1000)
     assert "not divisible" in train_tab.estimate(2, 3, 128, 64, 32, 1000)
@@ -635,7 +659,7 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
                                                "400 .* or when its owner stops it$"):
             train_tab.stop_run(ctx, *args)
     status = ctx.jobs.status()
-    assert status.active and "token-of-browser-a" not in repr(status) and checkpoints.owner_hash(
+    assert status.active and "token-of-browser-a" not in repr(status) and tenancy.owner_hash(
         "token-of-browser-a") not in repr(status)
     # the same browser after a reload (a new session, its token back from localStorage) owns it still
     assert "· your run ·" in train_tab.poll_status(ctx, 0, 0, 0, [], "", "token-of-browser-a", session("s3"))[0]
@@ -657,7 +681,7 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
     with pytest.raises(ValueError, match="^no checkpoint named 'my-run-1' to resume$"):  # not someone else's run
         train_tab.start_run(ctx, *RUN, "my-run-1", False, "", "token-of-browser-b", session("s5"), resume=True)
     assert json.loads((ctx.weights / "browser-run" / "training.json").read_text())["owner"] == \
-        checkpoints.owner_hash("token-of-browser-a")
+        tenancy.owner_hash("token-of-browser-a")
 
 
 def test_an_api_client_is_known_by_its_session_and_the_admin_token_stops_any_run(train_ctx):
@@ -726,7 +750,7 @@ def test_the_decay_comes_last_and_each_preset_fills_its_own(train_ctx, monkeypat
         assert preset.train.min_learning_rate_ratio == DECAY_FLOORS[preset.train.learning_rate_decay], name
         assert train_tab.preset_fields(name)["learning_rate_decay"] == preset.train.learning_rate_decay
     started = []
-    monkeypatch.setattr(train_ctx.jobs, "start", started.append)
+    monkeypatch.setattr(train_ctx.jobs, "start", lambda request, visitor, **options: started.append(request))
     train_tab.start_run(train_ctx, *RUN, "old-call", False, "", None, session("s"), "muon", 0.0)
     train_tab.start_run(train_ctx, *RUN, "linear", False, "", None, session("s"), "muon", 0.0, "linear")
     assert [(r.train.learning_rate_decay, r.train.min_learning_rate_ratio) for r in started] == [
@@ -752,7 +776,7 @@ def test_the_train_tab_says_before_start_when_tiny_shakespeare_is_not_here(train
 
 
 def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
-    from playground.jobs import JobStatus
+    from playground.server.jobs import JobStatus
     status = JobStatus(state="running", run_name="r", step=130, start_step=100, steps=200, elapsed_seconds=20.0,
                        seconds_before=90.0)
     text = train_tab.render_status(status)[0]
@@ -766,7 +790,7 @@ def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
 
 def test_a_failed_runs_error_is_shown_to_its_owner_only():
     """The error can name the server's paths or quote the owner's text: other visitors read that it failed."""
-    from playground.jobs import FAILED, JobStatus
+    from playground.server.jobs import FAILED, JobStatus
     status = JobStatus(state=FAILED, run_name="r", step=3, steps=10,
                        message="training failed: [Errno 28] No space left on device: '/data/weights/.tmp-r'")
     assert "/data/weights" in train_tab.render_status(status, owned=True)[0]
@@ -775,7 +799,7 @@ def test_a_failed_runs_error_is_shown_to_its_owner_only():
 
 
 def test_the_status_warns_of_overfitting_only_when_validation_is_held_out():
-    from playground.jobs import JobStatus
+    from playground.server.jobs import JobStatus
 
     train = tuple((step, 3.0 - step / 250) for step in range(1, 501))
     val = ((100, 2.2), (200, 2.0), (300, 2.1), (400, 2.3), (500, 2.6))
@@ -788,8 +812,8 @@ def test_the_status_warns_of_overfitting_only_when_validation_is_held_out():
 def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
     """The status timer redraws the probe every poll, so an out-of-range layer or head box is clamped and the title
     says so (a toast would repeat every poll)."""
-    from playground.jobs import JobStatus
     from playground.run import ProbeSnapshot
+    from playground.server.jobs import JobStatus
 
     probe = ProbeSnapshot(step=20, tokens=["a", "b", "c"], weights=torch.full((2, 3, 3, 3), 1 / 3))
     status = JobStatus(state="finished", run_name="r", step=20, steps=20, probes=(probe,))
@@ -803,8 +827,8 @@ def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
 
 def test_the_probe_plot_names_the_characters_the_runs_text_lacks():
     """After a run on a text without R, O, M, B or ?, the probe read "E : \\n u t ␣ s o f t" with no word why."""
-    from playground.jobs import JobStatus
     from playground.run import ProbeSnapshot
+    from playground.server.jobs import JobStatus
 
     probe = ProbeSnapshot(step=5, tokens=list("E:\nut"), weights=torch.full((1, 1, 5, 5), 0.2), left_out="ROMB?\n")
     status = JobStatus(state="finished", run_name="r", step=5, steps=5, probes=(probe,))
@@ -912,7 +936,7 @@ def test_sample_at_temperature_zero_is_greedy_and_says_so(ctx):
 def test_a_runs_notes_are_its_owners_alone():
     """A note may name the owner's other runs ("to make room, this server removed the run c-mine"): another visitor
     sees the run's state and message without them."""
-    from playground.jobs import JobStatus
+    from playground.server.jobs import JobStatus
     status = JobStatus(state="running", run_name="mine", steps=10, message="training on the pasted text on cpu",
                        notes=("to make room, this server removed the run c-mine (a visitor keeps at most 5 runs)",))
     assert "training on the pasted text on cpu; to make room, this server removed the run c-mine" in \

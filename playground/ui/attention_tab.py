@@ -38,6 +38,7 @@ DEFAULT_TEXT = "To be, or not to be: that is the question."
 EMPTY_TEXT = "Type some text first"
 EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh folder per export
 _EXPORT_MAX_AGE_SECONDS = 3600
+EXPORT_BYTES_PER_NUMBER = 28  # at most, in the CSV (a float32's shortest repr and a comma) and the .npy (4) together
 MAX_SIZE = 1024  # embedding_dim and head_size of a random head
 FEATURE_STAGES = ("x", "qkv", "output")  # stages whose columns are features (labelled sparsely), not tokens
 STAGE_ELEM_ID = "attention-stage"  # the stage's heading, where a picked head takes the page
@@ -335,6 +336,7 @@ def export_step(ctx: AppContext, source, checkpoint, layer, head, seed, embeddin
     T, C, d = request.length, request.embedding_dim, request.head_size
     numbers = sum(rows * cols for rows, cols in walkthrough.stage_shapes(key, T, C, d))
     cost = budget.attention_export_cost(length=T, embedding_dim=C, head_size=d, numbers=numbers)
+    ctx.sweep_temp_space(incoming=EXPORT_BYTES_PER_NUMBER * numbers)  # room for it in the temp space's quota
     with ctx.budget.reserve(request.cost(cost), hint=request.hint):
         trace = request.build().trace(**switches)
         return [str(path) for path in walkthrough.write_stage(trace, key, _fresh_export_folder())]

@@ -2,21 +2,25 @@
 is converted once into a checkpoint folder that every tab opens by name.
 
 Owns the upload's checks, in the order a stranger's upload meets them: the file's size (before a byte is read), the
-name (new, not a shipped one), the memory it takes to read, the visitor-run quota on disk. The conversion is
+name (new, not a shipped one), the memory it takes to read; then, once its declared shape is known and before any
+tensor is converted, the memory and the disk that shape takes (a few KB of stride-0 tensors can declare 73 MB of
+weights), against the server's budget and the visitor-run quota. The conversion is
 playground/convert.py's (torch.load(weights_only=True), a meta.pkl unpickler that refuses every class, a refused
 compressed archive). The converted folder records its uploader like a visitor's run, so the quota can remove it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import gradio as gr
 
 from playground import checkpoints, checks
 from playground.budget import MIB, Cost, human
+from playground.config import ModelConfig
 from playground.convert import convert_nanogpt
-from playground.run import make_room_for
+from playground.server import admission, tenancy
 from playground.ui.common import AppContext, bound, keep_on_refusal
 from playground.ui.train_tab import identify
 
@@ -34,6 +38,13 @@ def conversion_cost(size: int) -> Cost:
     """What reading and converting a ckpt.pt of ``size`` bytes holds at once (torch.save stores it uncompressed)."""
     return Cost("converting this checkpoint", (("its tensors, read", size), ("the converted model and slack",
                                                                             (READ_COPIES - 1) * size + 16 * MIB)))
+
+
+def converted_cost(config: ModelConfig) -> Cost:
+    """What the converted model holds beyond the upload as read: its float32 weights, and a serialised copy while
+    they are saved."""
+    weights = 4 * config.parameter_count()
+    return Cost("converting this checkpoint", (("its converted weights", weights), ("saving them", weights)))
 
 
 def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Request = None) -> str:
@@ -56,11 +67,19 @@ def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Re
         raise ValueError(f"a checkpoint named {name} already exists; pick a new name, such as "
                          f"{checkpoints.fresh_run_name(ctx.weights, stem='my-nanogpt')}")
     visitor = identify(ctx, "", None, request)
-    with ctx.budget.reserve(conversion_cost(size), hint="try again when the server is less busy"):
-        make_room_for(visitor, ctx.weights, size, ctx.limits)
+    ctx.sweep_temp_space(keep=[ckpt_path, meta_path])  # the uploads came into Gradio's temp space: within its quota
+    with ctx.budget.reserve(conversion_cost(size), hint="try again when the server is less busy"), \
+            contextlib.ExitStack() as held:
+        def admit(config: ModelConfig) -> None:  # by the shape it declares, not the upload's size
+            held.enter_context(ctx.budget.reserve(converted_cost(config),
+                                                  hint="its declared shape is too large for this server's memory now"))
+            tenancy.make_room_for(visitor, ctx.weights, admission.checkpoint_bytes(config), ctx.limits)
+
         target = convert_nanogpt(ckpt_path, name, meta_path=meta_path, characters=pasted or None,
                                  directory=ctx.weights, max_parameters=ctx.limits.max_parameters,
-                                 command=f"uploaded {ckpt_path.name} through the app", owner=visitor.owner)
+                                 command=f"uploaded {ckpt_path.name} through the app",
+                                 record={tenancy.OWNER_FIELD: visitor.owner, tenancy.CLIENT_FIELD: visitor.client},
+                                 before_converting=admit)
     config = checkpoints.read_config(target)
     return (f"Converted **{ckpt_path.name}** into the checkpoint **{name}**: {config.parameter_count():,} "
             f"parameters, {config.layers_num} layers, {config.heads_num} heads, embedding {config.embedding_dim}, "

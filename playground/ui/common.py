@@ -23,14 +23,18 @@ from playground import checkpoints, loading
 from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
-from playground.jobs import JobBusyError, NotYourRunError, TrainingJobs
-from playground.run import prepare_run
+from playground.server import admission, temp_space, tenancy
+from playground.server.admission import LongWork, TrainingClock
+from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
 
 logger = logging.getLogger(__name__)
 
 FAST_SLOTS = 4  # quick views served at once
 CHECKPOINT_CACHE_SIZE = 4  # loaded checkpoints kept in memory, least recently used dropped first
 CHECKPOINT_CACHE_SHARE = 0.5  # and their weights' bytes together at most this share of the memory budget
+SHORT_SECONDS = 2.0  # a sample estimated to take at most this long is short: it never waits behind long ones
+LONG_PER_CLIENT = 2  # long samples one client may have running or waiting at once
+TEMP_MAX_AGE_SECONDS = 3600  # files in Gradio's temp space older than this go at the next sweep
 
 
 @dataclass
@@ -41,6 +45,12 @@ class AppContext:
     weights: Path
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # where loaded checkpoints run
     jobs: TrainingJobs | None = None  # made in __post_init__ so runs are capped by these limits
+    training_clock: TrainingClock = field(default_factory=TrainingClock)  # each client's hour of the training slot
+    long_work: LongWork | None = None  # the long samples' places (made in __post_init__, sized by the device)
+    # whether X-Forwarded-For names the client: on a Hugging Face Space (SPACE_ID set) its proxy sets it; elsewhere
+    # only where PLAYGROUND_TRUST_FORWARDED_FOR=1 says a proxy in front does (a client could forge it otherwise)
+    trust_forwarded: bool = field(default_factory=lambda: bool(os.environ.get("SPACE_ID"))
+                                  or os.environ.get("PLAYGROUND_TRUST_FORWARDED_FOR", "").strip() == "1")
     budget: MemoryBudget = field(default_factory=MemoryBudget)  # the bytes every request reserves before it runs
     # PLAYGROUND_ADMIN_TOKEN: the Space owner's token, which may stop, resume or replace any visitor's run
     admin_token: str = field(default_factory=lambda: os.environ.get("PLAYGROUND_ADMIN_TOKEN", "").strip(),
@@ -50,9 +60,15 @@ class AppContext:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        if self.long_work is None:
+            self.long_work = LongWork(places=self.model_concurrency, waiting=self.model_concurrency,
+                                      per_client=LONG_PER_CLIENT, short_seconds=SHORT_SECONDS,
+                                      wait_seconds=float(self.limits.max_request_seconds))
         if self.jobs is None:
             # each run reserves its estimated peak from the server's budget for as long as it runs
-            self.jobs = TrainingJobs(prepare=functools.partial(prepare_run, limits=self.limits, budget=self.budget))
+            self.jobs = TrainingJobs(prepare=functools.partial(admission.prepare, limits=self.limits,
+                                                              budget=self.budget, clock=self.training_clock),
+                                     clock=self.training_clock)
 
     def checkpoint_names(self) -> list[str]:
         """The checkpoints this server can load: those over its parameter cap are hidden (see hidden_note)."""
@@ -132,6 +148,25 @@ class AppContext:
         return dict(concurrency_id="long", concurrency_limit=self.model_concurrency)
 
     @property
+    def sample_lane(self) -> dict:
+        """Event options for sampling: its own workers, as many as the long samples' places and waiters (long_work)
+        and as many again for short samples, so a short one never queues behind two long ones."""
+        return dict(concurrency_id="sample", concurrency_limit=self.long_work.workers)
+
+    def sweep_temp_space(self, incoming: int = 0, keep=()) -> None:
+        """Bring Gradio's temp space (uploads, exports) within limits.max_temp_bytes, ``incoming`` bytes about to be
+        written included, keeping ``keep`` (the upload a handler reads): server/temp_space.py."""
+        temp_space.sweep(Path(gr.utils.get_upload_folder()), self.limits.max_temp_bytes, TEMP_MAX_AGE_SECONDS,
+                         incoming=incoming, keep=[Path(path) for path in keep if path])
+
+    def client_of(self, request) -> str:
+        """The share a request counts against: tenancy.client_hash of its client's address."""
+        host = getattr(getattr(request, "client", None), "host", None)
+        return tenancy.client_hash(tenancy.client_address(getattr(request, "headers", None),
+                                                          host if isinstance(host, str) else None,
+                                                          self.trust_forwarded))
+
+    @property
     def model_concurrency(self) -> int:
         """How many model-running requests share the device at once (the queue holds the rest)."""
         return 4 if self.device.type == "cuda" else 2
@@ -152,7 +187,7 @@ def message_for(exc: BaseException) -> str:
 
 
 # a request the handler declined (its message says why), and work that failed (a disk, torch: the log keeps where)
-REFUSALS = (ValueError, TypeError, JobBusyError, NotYourRunError, KeyError)
+REFUSALS = (ValueError, TypeError, JobBusyError, NotYourRunError, KeyError)  # TempSpaceError, BusyError too
 FAILURES = (OSError, RuntimeError)
 
 

@@ -13,6 +13,8 @@ what to lower and to what. Both run in the long lane; the source viewer and the 
 
 from __future__ import annotations
 
+import math
+
 import gradio as gr
 import plotly.graph_objects as go
 import torch
@@ -182,12 +184,15 @@ def comparison_cost(ctx: AppContext, d: int, h: int, T: int, B: int, dtype: torc
     return cost()
 
 
-def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device):
-    """Plain handler: (summary Markdown, equivalence rows, parameter rows, per-head map grid)."""
+def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device,
+                   request: gr.Request = None):
+    """Plain handler: (summary Markdown, equivalence rows, parameter rows, per-head map grid). A long comparison
+    holds one of the long places (ctx.long_work) while it runs; a short one none."""
     d, h, T, B, seed, torch_dtype, chosen = _settings(embedding_dim, heads_num, seq_len, batch, seed, dtype, device)
     qkv_bias = checks.flag(qkv_bias, "qkv bias")
     cost = comparison_cost(ctx, d, h, T, B, torch_dtype, chosen)
-    with ctx.budget.reserve(cost):
+    seconds = compare_seconds(len(IMPLEMENTATIONS), d, d, h, T, B, chosen, maps=T <= MAX_MAP_T, dtype=torch_dtype)
+    with ctx.long_work.hold(ctx.client_of(request), seconds), ctx.budget.reserve(cost):
         result = compare(d, d, h, T, B, seed, qkv_bias, torch_dtype, chosen, with_maps=T <= MAX_MAP_T)
     # the answer first: on a phone the table scrolls sideways, and "agrees" and "max |diff|" were off-screen
     equivalence = {"headers": ["name", "agrees", "max |diff|", "rel. diff", "atol", "compared with",
@@ -297,8 +302,10 @@ def gpt2_preset(ctx: AppContext, dtype, device):
             largest)
 
 
-def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, max_len, progress=None):
-    """Plain handler: (timing figure, memory figure, Markdown) for the sweep over T."""
+def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, max_len, progress=None,
+               request: gr.Request = None):
+    """Plain handler: (timing figure, memory figure, Markdown) for the sweep over T; it holds one of the long places
+    (ctx.long_work) while it runs."""
     names, d, h, lengths, B, torch_dtype, chosen, cost = _priced_timing(ctx, embedding_dim, heads_num, batch, dtype,
                                                                         device, max_len)
 
@@ -306,7 +313,7 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
         if progress is not None:
             progress(done / total, desc=f"timing {label}")
 
-    with ctx.budget.reserve(cost):
+    with ctx.long_work.hold(ctx.client_of(request), math.inf), ctx.budget.reserve(cost):
         records = time_implementations(names, d, d, h, lengths, B, chosen, torch_dtype, progress=report)
     timing = go.Figure()
     memory = go.Figure()
@@ -341,13 +348,14 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
 DEFAULTS = (64, 4, 16, 2, 0, False, "fp32", "auto")  # embedding_dim, heads_num, T, batch, seed, bias, dtype, device
 
 
-def first_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device):
+def first_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device,
+                     request: gr.Request = None):
     """What the tab shows on arrival: the comparison of the page's values, which are the defaults unless the visitor
     was quick, so computed once per server and then served from memory."""
     values = (embedding_dim, heads_num, seq_len, batch, seed, qkv_bias, dtype, device)
     if values == DEFAULTS:
         return ctx.remembered(("compare", *DEFAULTS), lambda: run_comparison(ctx, *DEFAULTS))
-    return run_comparison(ctx, *values)
+    return run_comparison(ctx, *values, request)
 
 
 def build(ctx: AppContext) -> None:
@@ -387,8 +395,9 @@ def build(ctx: AppContext) -> None:
         which = gr.Dropdown(list(IMPLEMENTATIONS), value=REFERENCE, label="implementation")
         code = gr.Code(source_of(REFERENCE), language="python", label="source")
 
-    def timing(embedding_dim, heads_num, batch, dtype, device, max_len, progress=gr.Progress()):
-        return run_timing(ctx, embedding_dim, heads_num, batch, dtype, device, max_len, progress)
+    def timing(embedding_dim, heads_num, batch, dtype, device, max_len, progress=gr.Progress(),
+               request: gr.Request = None):
+        return run_timing(ctx, embedding_dim, heads_num, batch, dtype, device, max_len, progress, request)
 
     def show_source(name):
         if name not in IMPLEMENTATIONS:

@@ -165,13 +165,15 @@ def max_request_seconds(ctx: AppContext) -> float:
 
 
 def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temperature, top_k, top_p, seed,
-           greedy: bool, use_cache: bool, drop_unknown: bool = False, history: dict | None = None, *,
-           update_seconds: float = UPDATE_SECONDS, clock=time.monotonic):
+           greedy: bool, use_cache: bool, drop_unknown: bool = False, history: dict | None = None,
+           request: gr.Request = None, *, update_seconds: float = UPDATE_SECONDS, clock=time.monotonic):
     """Generator handler: yields (text so far, coloured HTML, stats Markdown, history state).
 
     Refuses before it starts when the estimate (sampling.check_sampling_time) is over the server's time per
     request, stops at that limit if the server turns out slower than estimated (the text so far is kept), and
-    holds the memory it needs (sampling.sampling_cost) from the server's budget while it runs. The text is
+    holds the memory it needs (sampling.sampling_cost) from the server's budget while it runs; a long one (over
+    SHORT_SECONDS) holds one of the long places too (ctx.long_work, refused at once when its client has its share or
+    none comes free), a short one none. The text is
     shown at most every ``update_seconds`` and once more at the end, with the full text.
     """
     prompt = checks.text(prompt, "The prompt", ctx.limits.max_text_chars)
@@ -220,8 +222,8 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     config = loaded.config
     parameters = loaded.model.parameter_count()
     limit = max_request_seconds(ctx)
-    check_sampling_time(config, parameters, len(prompt_ids), settings, use_cache, limit,
-                        token_name=tokenizer.token_name)
+    estimate = check_sampling_time(config, parameters, len(prompt_ids), settings, use_cache, limit,
+                                   token_name=tokenizer.token_name)
     cost = sampling_cost(config, parameters)
     device = describe(next(loaded.model.parameters()).device)
     all_speeds = dict((history or {}).get("speeds", {}))
@@ -247,7 +249,8 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
                  + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer)))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
 
-    with ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"):
+    with ctx.long_work.hold(ctx.client_of(request), estimate), \
+            ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"):
         started = last_shown = clock()
         yield (prompt, "", f"Generating {settings.max_new_tokens} {_plural(tokenizer)}…",
                {"generating": True, "speeds": all_speeds})  # a tap now waits for the finished text
@@ -401,7 +404,7 @@ def build(ctx: AppContext) -> gr.Dropdown:
     keep_on_refusal(generate.click(bound(sample, ctx),
                                    [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy,
                                     use_cache, drop_unknown, history],
-                                   sampled, api_name="sample", **ctx.long_lane), sampled, "sample_refused")
+                                   sampled, api_name="sample", **ctx.sample_lane), sampled, "sample_refused")
     inspected = [candidates_plot, attention_plot, inspect_note]
     keep_on_refusal(inspect.click(bound(inspect_position, ctx), [history, position, layer, head], inspected,
                                   api_name="sample_inspect", api_visibility="private", **ctx.fast_lane),

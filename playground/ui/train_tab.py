@@ -19,22 +19,15 @@ from typing import Any
 import gradio as gr
 
 from playground import checkpoints, checks, curves, plots
-from playground.budget import human
+from playground.budget import MemoryBudget, human
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, decode_text, load_corpus
 from playground.device import describe, offered_devices, pick_device
-from playground.jobs import FAILED, FINISHED, STOPPED, JobStatus
+from playground.estimates import format_budget, format_seconds
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
-from playground.run import (
-    RunRequest,
-    Visitor,
-    check_size,
-    check_steps,
-    estimate_seconds,
-    format_budget,
-    format_seconds,
-    memory_cost,
-)
+from playground.run import RunRequest
+from playground.server import admission, tenancy
+from playground.server.jobs import FAILED, FINISHED, STOPPED, JobStatus
 from playground.tokenizer import CharTokenizer, escape_char
 from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
 
@@ -75,7 +68,8 @@ MEMORISING_PASSES = 20  # passes over the text past which the estimate says the 
 
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
              optimizer="adamw", time_budget_seconds=0.0, corpus_choice=CORPORA[0], upload=None, pasted=None,
-             limits: Limits | None = None, default_corpus: Callable[[], Corpus] = load_corpus) -> str:
+             limits: Limits | None = None, default_corpus: Callable[[], Corpus] = load_corpus,
+             memory_budget: MemoryBudget | None = None) -> str:
     """Parameter count, a rough CPU time estimate (a time budget caps it) and the memory a run of the fields as
     they stand needs, its vocabulary the chosen text's symbols (a toy run on pasted "hello world" has 8, not Tiny
     Shakespeare's 65, and its embeddings and head are that much smaller). ``default_corpus``: what a run on
@@ -106,9 +100,9 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
         budget = time_budget(time_budget_seconds)
     except ValueError as exc:
         return f"⚠️ {exc}"
-    by_steps = estimate_seconds(config, batch, steps, optimizer=optimizer)
-    seconds = estimate_seconds(config, batch, steps, optimizer=optimizer, time_budget_seconds=budget)
-    memory = memory_cost(config, batch).bytes
+    cost = admission.preview(config, batch, steps, limits, optimizer=optimizer, time_budget_seconds=budget,
+                             budget=memory_budget)
+    by_steps, seconds, memory = cost.by_steps, cost.seconds, cost.memory
     duration = "under a second" if seconds < 1 else f"about {format_seconds(seconds)}"
     text = (f"**{config.parameter_count():,} parameters** (with {corpus} {checks.count(symbols, 'symbol')}) · "
             f"{batch * config.context_size:,} tokens per step · {duration} of training steps on a quiet 2-core CPU "
@@ -119,15 +113,7 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
         text += (f"all {steps:,} steps would take about {format_seconds(by_steps)} here, so the budget ends it first "
                  "(a faster machine does more steps in it)" if seconds < by_steps else
                  f"its {steps:,} steps should end it first")
-    refusals = []  # what Start would refuse, said before it is pressed
-    if limits is not None and seconds > limits.max_train_seconds:
-        refusals.append(f"over this server's {format_seconds(limits.max_train_seconds)} limit for a run")
-    if limits is not None:
-        try:
-            check_size(config, limits, "this model")
-            check_steps(steps, limits)
-        except ValueError as exc:
-            refusals.append(str(exc))
+    refusals = cost.refusals  # what Start would refuse, said before it is pressed
     passes = steps * (seconds / by_steps if by_steps else 1.0) * batch * config.context_size / max(characters, 1)
     if passes > MEMORISING_PASSES and not refusals:  # a run that may start: would it only memorise its text?
         text += (f" · ⚠️ about {passes:,.0f} passes over {corpus} {characters:,} characters: the model will memorise "
@@ -189,8 +175,10 @@ def preset_values(name: str, weights: Path | None = None, taken=()) -> list:
     return list(values.values())
 
 
-def identify(ctx: AppContext, token, browser_token, request: gr.Request | None, strict: bool = True) -> Visitor:
-    """Who asks: the typed owner or admin token, else this browser's token, else the API client's session.
+def identify(ctx: AppContext, token, browser_token, request: gr.Request | None,
+             strict: bool = True) -> tenancy.Visitor:
+    """Who asks: the typed owner or admin token, else this browser's token, else the API client's session; and from
+    where (tenancy.client_address: the client whose share of the quotas it counts against).
 
     ``strict``: a typed token that is not text of at most TOKEN_CHARS characters is refused; otherwise (the
     status poll) it is ignored. Only its hash leaves this function.
@@ -205,7 +193,7 @@ def identify(ctx: AppContext, token, browser_token, request: gr.Request | None, 
     chosen = typed or stored or getattr(request, "session_hash", None) or LOCAL_OWNER
     admin = bool(ctx.admin_token) and hmac.compare_digest(chosen.encode("utf-8", "surrogatepass"),
                                                           ctx.admin_token.encode("utf-8", "surrogatepass"))
-    return Visitor(checkpoints.owner_hash(chosen), admin)
+    return tenancy.Visitor(tenancy.owner_hash(chosen), admin, ctx.client_of(request))
 
 
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
@@ -246,12 +234,14 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
     checks.flag(replace, "replace it")
     corpus_text, corpus_name = visitors_text(corpus_choice, upload, pasted, limits)
     uploaded = corpus_choice == CORPORA[1]
+    if uploaded:  # the upload came into Gradio's temp space: keep that within its quota (this file kept)
+        ctx.sweep_temp_space(keep=[upload if isinstance(upload, str) else getattr(upload, "name", None)])
     run_name = checkpoints.validate_name("" if run_name is None else run_name, "run name")
     run_request = RunRequest(run_name=run_name, model=model, train=train, corpus_text=corpus_text,
                              resume=bool(resume), weights_dir=ctx.weights, uploaded=uploaded,
-                             corpus_name=corpus_name, visitor=visitor, replace=replace)
+                             corpus_name=corpus_name)
     try:
-        ctx.jobs.start(run_request)
+        ctx.jobs.start(run_request, visitor, replace=replace)
     except checkpoints.MissingCheckpointError as exc:  # a reloaded page proposes a fresh name, not its last run's
         last = ctx.jobs.status().run_name
         if resume and last and last != run_request.run_name and ctx.jobs.owned_by(visitor):
@@ -542,7 +532,8 @@ def build(ctx: AppContext) -> gr.State:
         pasted = gr.Textbox(label="pasted text", lines=3, visible=False)
     corpus_md = gr.Markdown(label="corpus note")
     # the corpus a run reads, as the page opens (not as the app is built: reading it may download Tiny Shakespeare)
-    estimate_with_limits = functools.partial(estimate, limits=ctx.limits, default_corpus=ctx.corpus)
+    estimate_with_limits = functools.partial(estimate, limits=ctx.limits, default_corpus=ctx.corpus,
+                                             memory_budget=ctx.budget)
     estimate_md = gr.Markdown(label="estimate")
     with gr.Row():
         replace_box = gr.Checkbox(False, label="replace it",

@@ -2,13 +2,14 @@
 
 Owns the thread, the lock and the stop Event, and the status copy the Train tab polls with ``status()``.
 It runs no model itself: run.py's ``run_training`` does the work and reports steps, samples and probe
-snapshots through callbacks, which only record them here. A run is prepared (and every input checked, its
-memory reserved) before ``start`` returns, so bad input fails at once with a message; an error inside the
-thread is kept in the status and frees the slot and the memory.
+snapshots through callbacks, which only record them here. A run is prepared and admitted (admission.prepare: every
+input checked, its memory reserved, its time capped, room made on disk) before ``start`` returns, so bad input fails
+at once with a message; an error inside the thread is kept in the status and frees the slot and the memory.
 
-A run belongs to whoever started it: ``stop(visitor)`` from anyone else is refused (NotYourRunError) unless they
-are the admin; ``stop()`` with no visitor is the server itself (shutting down, tests). The status every viewer
-polls names no owner: ``owned_by(visitor)`` answers the one question a page may ask.
+A run belongs to whoever started it: ``stop(visitor)`` from anyone else is refused (NotYourRunError) unless
+tenancy's ``Visitor.may_change`` allows it (the admin); ``stop()`` with no visitor is the server itself (shutting
+down, tests). The status every viewer polls names no owner: ``owned_by(visitor)`` answers the one question a page
+may ask.
 """
 
 from __future__ import annotations
@@ -24,18 +25,11 @@ from typing import Any
 
 from playground import checkpoints, curves
 from playground.device import describe_training
-from playground.run import (
-    STOPPED_BY_TIME_LIMIT,
-    PreparedRun,
-    ProbeSnapshot,
-    RunRequest,
-    Visitor,
-    format_budget,
-    format_seconds,
-    prepare_run,
-    run_training,
-    seconds_before,
-)
+from playground.estimates import format_budget, format_seconds
+from playground.run import STOPPED_BY_TIME_LIMIT, PreparedRun, ProbeSnapshot, RunRequest, run_training
+from playground.run_record import seconds_before
+from playground.server import admission, tenancy
+from playground.server.tenancy import Visitor
 from playground.train import StepMetrics, TrainResult
 
 logger = logging.getLogger(__name__)
@@ -143,10 +137,11 @@ class _Job:
 class TrainingJobs:
     """Start, stop and watch the server's single training run."""
 
-    def __init__(self, prepare: Callable[[RunRequest], PreparedRun] = prepare_run,
-                 execute: Callable[..., TrainResult] = run_training):
+    def __init__(self, prepare: Callable[..., PreparedRun] = admission.prepare,
+                 execute: Callable[..., TrainResult] = run_training, clock: admission.TrainingClock | None = None):
         self._prepare = prepare
         self._execute = execute
+        self._clock = clock  # how long each client has held the slot this hour (admission reads it)
         self._lock = threading.Lock()
         self._job = _Job(JobStatus())
 
@@ -154,8 +149,9 @@ class TrainingJobs:
         with self._lock:
             return self._job.snapshot()
 
-    def start(self, request: RunRequest) -> JobStatus:
-        """Prepare and launch a run; raises JobBusyError, or the preparation's own clear error.
+    def start(self, request: RunRequest, visitor: Visitor | None = None, *, replace: bool = False) -> JobStatus:
+        """Prepare, admit and launch ``visitor``'s run (None: the server itself); raises JobBusyError, or the
+        preparation's own clear error. ``replace``: the visitor means to replace a run of that name.
 
         A refused run leaves the last run's status (its curve, its samples) as it was.
         """
@@ -163,7 +159,7 @@ class TrainingJobs:
             if self._job.status.active:
                 raise JobBusyError(self._job.status.busy_message())
             previous = self._job
-            started_by = request.visitor.owner if request.visitor is not None else None
+            started_by = visitor.owner if visitor is not None else None
             self._job = _Job(JobStatus(state=RUNNING, run_name=request.run_name, started_at=time.time(),
                                        steps=request.train.steps,
                                        time_budget_seconds=request.train.time_budget_seconds,
@@ -173,14 +169,15 @@ class TrainingJobs:
                              owners=frozenset({started_by} - {None}))
             job = self._job
         try:
-            run = self._prepare(request)
+            run = self._prepare(request, visitor, replace=replace)
         except BaseException:
             with self._lock:
                 self._job = previous
             raise
+        hold = None
         try:
             with self._lock:
-                job.owners = job.owners | ({run.owner} - {None})
+                job.owners = job.owners | ({run.record.get(tenancy.OWNER_FIELD)} - {None})
             self._update(job, start_step=run.start_step, step=run.start_step,
                          parameter_count=run.model.parameter_count(),
                          device=describe_training(run.device, run.request.train.precision),
@@ -197,10 +194,13 @@ class TrainingJobs:
                 seconds = {step: t for step, t in run.history.get("val_seconds", [])}
                 job.val_loss.extend((*p[:2], seconds[p[0]]) if p[0] in seconds else tuple(p)
                                     for p in run.history.get("val_loss", []))
-            job.thread = threading.Thread(target=self._work, args=(job, run), name="training-run", daemon=True)
+            hold = self._clock.started(visitor.share) if self._clock is not None and visitor is not None else None
+            job.thread = threading.Thread(target=self._work, args=(job, run, hold), name="training-run", daemon=True)
             job.thread.start()
         except BaseException:
             run.release_memory()
+            if hold is not None:
+                self._clock.ended(hold)
             with self._lock:
                 self._job = previous
             raise
@@ -211,7 +211,7 @@ class TrainingJobs:
         if visitor is None:
             return False
         with self._lock:
-            return visitor.admin or visitor.owner in self._job.owners
+            return _may_change(visitor, self._job.owners)
 
     def stop(self, visitor: Visitor | None = None) -> JobStatus:
         """Ask the run to end after its current step; it saves a checkpoint on the way out.
@@ -221,7 +221,7 @@ class TrainingJobs:
         with self._lock:
             job = self._job
             if job.status.state == RUNNING:
-                if visitor is not None and not visitor.admin and visitor.owner not in job.owners:
+                if visitor is not None and not _may_change(visitor, job.owners):
                     raise NotYourRunError(f"this run belongs to another visitor; {job.status.how_it_ends()}")
                 job.stop_event.set()
                 job.status = replace(job.status, state=STOPPING, message="stopping after the current step")
@@ -237,7 +237,7 @@ class TrainingJobs:
         with self._lock:
             job.status = replace(job.status, **changes)
 
-    def _work(self, job: _Job, run: PreparedRun) -> None:
+    def _work(self, job: _Job, run: PreparedRun, hold: list | None = None) -> None:
         before = seconds_before(run)
         def on_step(step: int, metrics: StepMetrics) -> None:
             with self._lock:
@@ -268,6 +268,8 @@ class TrainingJobs:
             return
         finally:
             run.release_memory()  # however the run ended, its memory goes back to the server's budget
+            if hold is not None:
+                self._clock.ended(hold)
         state = STOPPED if result.stopped else FINISHED
         verb = "stopped" if result.stopped else "finished"
         if result.budget_reached:
@@ -276,3 +278,8 @@ class TrainingJobs:
             verb = f"stopped by this server's time limit ({format_seconds(run.max_seconds)})"
         self._update(job, state=state,  # its notes stay: still true of the finished run
                      message=f"{verb} at step {result.steps_done}; checkpoint saved as {run.request.run_name}")
+
+
+def _may_change(visitor: Visitor, owners: frozenset) -> bool:
+    """tenancy's one rule, for a run that answers to several owner hashes (who started it, the one it records)."""
+    return visitor.admin or any(visitor.may_change(owner) for owner in owners)
