@@ -527,9 +527,18 @@ def read_config(folder: Path) -> ModelConfig:
 
 
 def read_tokenizer(folder: Path, layout: str = PLAYGROUND_LAYOUT) -> Tokenizer:
-    """vocabulary.json (characters) or tokenizer.json (BPE); the GPT-2 layout reads tokenizer.json only."""
+    """vocabulary.json (characters) or tokenizer.json (BPE, or the characters an export wrote); the GPT-2 layout
+    reads tokenizer.json, or builds it from GPT-2's vocab.json and merges.txt when only those are there."""
     folder = Path(folder)
     has_bpe = (folder / TOKENIZER_FILE).is_file()
+    if layout == GPT2_LAYOUT and not has_bpe and (folder / gpt2.VOCAB_FILE).is_file() \
+            and (folder / gpt2.MERGES_FILE).is_file():
+        try:
+            return BPETokenizer.from_str(gpt2.tokenizer_json_from_vocab_merges(
+                (folder / gpt2.VOCAB_FILE).read_text(encoding="utf-8"),
+                (folder / gpt2.MERGES_FILE).read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise CheckpointError(f"{folder.name}: {checks.shown(str(exc), quote=False)}") from None
     if layout == PLAYGROUND_LAYOUT and ((folder / VOCABULARY_FILE).is_file() or not has_bpe):
         try:
             return CharTokenizer.from_dict(_read_json(folder / VOCABULARY_FILE))
@@ -538,10 +547,15 @@ def read_tokenizer(folder: Path, layout: str = PLAYGROUND_LAYOUT) -> Tokenizer:
                 raise
             raise CheckpointError(f"{folder.name}/{VOCABULARY_FILE} is not a valid vocabulary: {exc}") from None
     if not has_bpe:
-        raise CheckpointError(f"{folder.name} has no {TOKENIZER_FILE} (a GPT-2 layout repo keeps its BPE "
-                              "tokenizer there)")
+        raise CheckpointError(f"{folder.name} has no {TOKENIZER_FILE}, nor GPT-2's {gpt2.VOCAB_FILE} and "
+                              f"{gpt2.MERGES_FILE}: a GPT-2 layout folder needs one of them for its tokenizer (copy "
+                              "them from the model it was trained from)")
     try:
-        return BPETokenizer.from_file(folder / TOKENIZER_FILE)
+        text = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
+        characters = gpt2.read_character_tokenizer(text)
+        return CharTokenizer(characters) if characters is not None else BPETokenizer.from_str(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"cannot read {folder.name}/{TOKENIZER_FILE}: {exc}") from None
     except ValueError as exc:
         raise CheckpointError(f"{folder.name}/{TOKENIZER_FILE}: {exc}") from None
 
