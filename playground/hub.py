@@ -440,42 +440,60 @@ def load_from_hub(repo_id: str, device: torch.device | str = "cpu", *, revision:
 # ------------------------------------------------------------------------------------ publishing (the operator's)
 @dataclasses.dataclass(frozen=True)
 class Published:
-    """Where a published checkpoint went: the repo's URL, the commit, and the files it carries."""
+    """Where a published checkpoint went: the repo's URL, the commit, the files it carries and their layout
+    (``checkpoints.GPT2_LAYOUT``, which transformers opens too, or the playground's own, ``note`` saying why)."""
 
     repo_id: str
     url: str
     commit: str
     files: tuple[str, ...]
+    layout: str = checkpoints.GPT2_LAYOUT
+    note: str = ""
 
 
 def publish_checkpoint(folder: Path, repo_id: str, *, token: str | None = None, private: bool = False,
                        commit_message: str | None = None) -> Published:
     """Upload a checkpoint folder to the Hub model repo ``repo_id`` (created if missing) with huggingface_hub's own
-    upload API, so ``repo_id`` then opens anywhere the playground runs.
+    upload API, so ``repo_id`` then opens anywhere the playground runs, and in transformers.
 
-    Only the checkpoint files go (config, weights, vocabulary, training record, model card), never
-    optimizer.safetensors or anything else in the folder, and only a folder that loads with the one loader. The
-    token is ``token``, else huggingface_hub's own (``HF_TOKEN`` or ``hf auth login``); it needs write access.
+    What goes is the checkpoint exported in GPT-2's layout (export.write_gpt2: config.json, model.safetensors,
+    tokenizer.json, tokenizer_config.json, the card, the training record), never optimizer.safetensors or anything
+    else in the folder, and only a folder that loads with the one loader. A model GPT-2's layout cannot hold (a
+    bias on its LM head) goes in the playground's own layout, and ``Published.note`` says why. The token is
+    ``token``, else huggingface_hub's own (``HF_TOKEN`` or ``hf auth login``); it needs write access.
     Raises HubError with what to do (log in, pick another name, go online); CheckpointError if the folder does not
     load.
     """
+    import tempfile
+
+    from playground import export
+
     repo_id = validate_repo_id(repo_id)
     folder = Path(folder)
-    checkpoints.load_checkpoint(folder)  # never publish what would not open
+    checkpoint = checkpoints.load_checkpoint(folder)  # never publish what would not open
     if offline():
         raise HubError("publishing needs the Hub, and this process is offline (HF_HUB_OFFLINE / PLAYGROUND_OFFLINE)")
-    files = tuple(name for name in CHECKPOINT_FILES if (folder / name).is_file())
     from huggingface_hub import HfApi
 
     api = HfApi(endpoint=_endpoint(), token=token)
-    try:
-        api.create_repo(repo_id, private=private, exist_ok=True)
-        info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, allow_patterns=list(files),
-                                 commit_message=commit_message or f"Upload the {folder.name} checkpoint")
-    except Exception as exc:  # huggingface_hub, httpx and OS errors all end here, translated
-        raise _publish_error(exc, repo_id) from exc
+    with tempfile.TemporaryDirectory(prefix="playground-publish-") as exported:
+        layout, note = checkpoints.GPT2_LAYOUT, ""
+        try:
+            files = export.write_gpt2(checkpoint, Path(exported), card_target=repo_id)
+            source = Path(exported)
+        except export.ExportError as exc:
+            layout, source = checkpoints.PLAYGROUND_LAYOUT, folder
+            files = tuple(name for name in CHECKPOINT_FILES if (folder / name).is_file())
+            note = (f"{exc}; it went in the playground's own layout, which opens in any playground but not in "
+                    "transformers")
+        try:
+            api.create_repo(repo_id, private=private, exist_ok=True)
+            info = api.upload_folder(folder_path=str(source), repo_id=repo_id, allow_patterns=list(files),
+                                     commit_message=commit_message or f"Upload the {folder.name} checkpoint")
+        except Exception as exc:  # huggingface_hub, httpx and OS errors all end here, translated
+            raise _publish_error(exc, repo_id) from exc
     url = str(getattr(info, "repo_url", "") or f"{_endpoint() or 'https://huggingface.co'}/{repo_id}")
-    return Published(repo_id, url, str(info.oid), files)
+    return Published(repo_id, url, str(info.oid), files, layout, note)
 
 
 def _publish_error(exc: Exception, repo_id: str) -> HubError:
