@@ -120,6 +120,13 @@ def model_config(data: dict[str, Any]) -> ModelConfig:
         raise LayoutError(f"config.json: {exc}") from None
 
 
+def is_buffer(key: str) -> bool:
+    """Whether a stored GPT-2 key is one of the old causal-mask buffers (dropped unread): "h.0.attn.bias" yes,
+    "h.0.attn.c_attn.bias" (a weight) no."""
+    match = _BLOCK_KEY.match(key.removeprefix(PREFIX))
+    return bool(match) and match.group(2) in OLD_BUFFERS
+
+
 def largest_buffer_bytes(config: ModelConfig) -> int:
     """The most the old buffers may add to a weights file: each layer's (1, 1, T, T) mask in fp32 and a scalar.
 

@@ -21,7 +21,7 @@ from playground import checkpoints
 from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
 from playground.export import ExportError, export_gpt2
 from playground.hub import HubError
-from playground.loading import open_checkpoint
+from playground.loading import open_checkpoint, opened_from
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +42,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     try:
         args = build_parser().parse_args(list(argv) if argv is not None else sys.argv[1:])
         checkpoint = open_checkpoint(args.run, directory=args.weights_dir, allow_folders=True)
+        if note := opened_from(checkpoint, args.run):
+            print(f"note: {note}", file=err)
         target = export_gpt2(checkpoint, args.folder, replace=args.replace)
     except (UsageError, ExportError, checkpoints.CheckpointError, HubError) as exc:
         print(f"error: {exc}", file=err)

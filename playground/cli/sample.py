@@ -25,7 +25,7 @@ from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
 from playground.config import Limits
 from playground.device import DEVICE_CHOICES, DeviceError, describe, pick_device
 from playground.hub import HubError
-from playground.loading import open_checkpoint
+from playground.loading import open_checkpoint, opened_from
 from playground.sampling import SamplingSettings, start_text, stream
 from playground.tokenizer import UnknownCharacterError, escape_char
 
@@ -97,6 +97,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                      revision=args.revision, allow_folders=True)
     except (DeviceError, CheckpointError, HubError) as exc:
         raise UsageError(str(exc)) from None
+    if note := opened_from(checkpoint, args.checkpoint):
+        print(f"note: {note}", file=err)
     prompt = clean_prompt(args.prompt, checkpoint, args.drop_unknown, err)
     vocabulary_size = checkpoint.tokenizer.vocabulary_size
     if settings.top_k is not None and settings.top_k > vocabulary_size:
