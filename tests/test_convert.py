@@ -541,9 +541,9 @@ def test_a_characters_file_with_an_editors_trailing_newline_names_it_and_says_wh
     assert CHARS[0] == "\n"  # the vocabulary has a newline already, as nanoGPT's shakespeare_char does
     (folder / "chars.txt").write_bytes(("".join(CHARS) + "\n").encode("utf-8"))
     with pytest.raises(ConversionError, match=rf"the vocabulary repeats '\\n' \(IDs 0, {len(CHARS)}\): each "
-                                              r"character must have one ID\. chars\.txt ends with a newline that is also character "
-                                              r"0: an editor adds one on save\. Remove the last one \(truncate -s -1 "
-                                              r"chars\.txt\)"):
+                                              r"character must have one ID\. chars\.txt ends with a newline that is "
+                                              r"also character 0: an editor adds one on save\. Remove the last one "
+                                              r"\(truncate -s -1 chars\.txt\)"):
         convert_nanogpt(folder / "ckpt.pt", "x", characters_path=folder / "chars.txt", directory=folder / "w")
 
 
