@@ -10,9 +10,11 @@ A checkpoint is a folder of plain files, never a pickle:
   optimizer.safetensors  optional: the optimizer's state, so a resumed run goes on warm (optim_state.py)
 Saving is atomic: files go to a temporary folder beside the target, which then replaces it by
 rename, so a crash leaves either the old checkpoint or the new one, never half of one.
-The loader also opens Hugging Face's GPT-2 layout (config.json with ``"model_type": "gpt2"``, model.safetensors,
-tokenizer.json), mapped into the playground's model by gpt2.py: ``read_config`` and ``load_checkpoint`` tell the
-two layouts apart by config.json. Listing and loading only read. What a crash can leave behind (``.tmp-`` and
+The loader also opens Hugging Face's GPT-2 layout (config.json with ``"model_type": "gpt2"``, model.safetensors
+or its shards named by model.safetensors.index.json, tokenizer.json or GPT-2's vocab.json + merges.txt), mapped
+into the playground's model by gpt2.py: ``read_config`` and ``load_checkpoint`` tell the two layouts apart by
+config.json, and refuse another family (``"model_type": "llama"``) or pickled weights by name.
+Listing and loading only read. What a crash can leave behind (``.tmp-`` and
 ``.old-`` folders) is cleared by ``recover``, which the app runs once at start-up and the training CLI once
 before it starts.
 

@@ -1,13 +1,14 @@
-"""Checkpoints from the Hugging Face Hub: a repo id like ``owner/name`` -> a loaded Checkpoint.
+"""Checkpoints from the Hugging Face Hub: a repo id like ``owner/name`` (or a canonical id without an owner, such
+as ``gpt2``) -> a loaded Checkpoint; and publishing a run to the Hub.
 
 Owns the calls to ``huggingface_hub`` (imported inside functions, so importing this module costs nothing)
 and turns their many exceptions into one, ``HubError``, with a message a learner can act on.
 A repo is a checkpoint in the playground's own layout or in Hugging Face's GPT-2 layout (config.json with
-``"model_type": "gpt2"``, model.safetensors, tokenizer.json; see gpt2.py). Only the checkpoint files are ever
-downloaded (see checkpoints.py), never a pickle
-(``*.bin``, ``*.pt``, ``*.pkl``), nor a pushed run's optimizer.safetensors (twice the weights' size, and only a
-resumed run reads it: training resumes local runs, never a Hub repo); loading goes through
-``checkpoints.load_checkpoint``, the one loader.
+``"model_type": "gpt2"``, model.safetensors or its shards with model.safetensors.index.json, tokenizer.json or
+GPT-2's vocab.json + merges.txt; see gpt2.py). Only the checkpoint files are ever downloaded (see
+checkpoints.py), never a pickle (``*.bin``, ``*.pt``, ``*.pkl``), nor a pushed run's optimizer.safetensors
+(twice the weights' size, and only a resumed run reads it: training resumes local runs, never a Hub repo);
+loading goes through ``checkpoints.load_checkpoint``, the one loader.
 
 Repo ids come from strangers, so before a byte of weights is fetched:
   * the id must match ``PLAYGROUND_HUB_ALLOW`` when the owner set it (``owner/name`` ids or ``owner/*``);
@@ -18,7 +19,9 @@ Repo ids come from strangers, so before a byte of weights is fetched:
     weights file is no larger than the config implies (4 bytes a parameter + a header, + GPT-2's old mask
     buffers, up to 4·T² bytes a layer: gpt2.largest_buffer_bytes) and whose forward pass fits the memory budget
     (``budget.inference_cost``). For a GPT-2 layout repo this is where the weights' size is first checked: the
-    buffers make its file larger than its parameters alone, and only its config says by how much.
+    buffers make its file larger than its parameters alone, and only its config says by how much;
+  * the weights' safetensors headers are read on the Hub (``get_safetensors_metadata``, a ranged request of a
+    few KiB a file) and must hold no more numbers than the config describes.
 Downloads go to the playground's own cache, ``<PLAYGROUND_CACHE_DIR>/hub`` (settings.cache_dir), never to the
 machine's shared Hugging Face cache (``HF_HUB_CACHE`` / ``HF_HOME``), which may hold its user's own files of the
 same repo: a download refused after the fact (a file that turned out bigger, weights that do not load) is

@@ -102,10 +102,10 @@ def threads_flag(value: int) -> int:
 
 def fallback_note(corpus: Corpus) -> str:
     """What happened when Tiny Shakespeare could not be had and the built-in Sonnets stand in, and what to do."""
-    return (f"note: {corpus.reason} ({len(corpus.text):,} characters; Tiny Shakespeare has {TINY_SHAKESPEARE_CHARS:,}): a model "
-            "overfits it within a few hundred steps (validation loss climbs while training loss falls). For Tiny "
-            "Shakespeare, run this once online (it is downloaded and cached), or point PLAYGROUND_TINY_SHAKESPEARE "
-            "at a copy of tinyshakespeare.txt, or pass --corpus FILE")
+    return (f"note: {corpus.reason} ({len(corpus.text):,} characters; Tiny Shakespeare has "
+            f"{TINY_SHAKESPEARE_CHARS:,}): a model overfits it within a few hundred steps (validation loss climbs "
+            "while training loss falls). For Tiny Shakespeare, run this once online (it is downloaded and cached), "
+            "or point PLAYGROUND_TINY_SHAKESPEARE at a copy of tinyshakespeare.txt, or pass --corpus FILE")
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:
