@@ -10,9 +10,11 @@ A checkpoint is a folder of plain files, never a pickle:
   optimizer.safetensors  optional: the optimizer's state, so a resumed run goes on warm (optim_state.py)
 Saving is atomic: files go to a temporary folder beside the target, which then replaces it by
 rename, so a crash leaves either the old checkpoint or the new one, never half of one.
-The loader also opens Hugging Face's GPT-2 layout (config.json with ``"model_type": "gpt2"``, model.safetensors,
-tokenizer.json), mapped into the playground's model by gpt2.py: ``read_config`` and ``load_checkpoint`` tell the
-two layouts apart by config.json. Listing and loading only read. What a crash can leave behind (``.tmp-`` and
+The loader also opens Hugging Face's GPT-2 layout (config.json with ``"model_type": "gpt2"``, model.safetensors
+or its shards named by model.safetensors.index.json, tokenizer.json or GPT-2's vocab.json + merges.txt), mapped
+into the playground's model by gpt2.py: ``read_config`` and ``load_checkpoint`` tell the two layouts apart by
+config.json, and refuse another family (``"model_type": "llama"``) or pickled weights by name.
+Listing and loading only read. What a crash can leave behind (``.tmp-`` and
 ``.old-`` folders) is cleared by ``recover``, which the app runs once at start-up and the training CLI once
 before it starts.
 ``SHIPPED_CHECKPOINTS`` names the ones that came with the repository; whose the others are, and who may replace or
@@ -30,6 +32,7 @@ import re
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,9 @@ logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"  # sharded weights: {"weight_map": {tensor name: shard file}}
+PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "ckpt.pt")
+_SHARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.safetensors$")
 VOCABULARY_FILE = "vocabulary.json"
 TOKENIZER_FILE = gpt2.TOKENIZER_FILE  # tokenizer.json: a BPE tokenizer, in either layout
 PLAYGROUND_LAYOUT, GPT2_LAYOUT = "playground", "gpt2"
@@ -399,8 +405,16 @@ def resolve(name_or_path: str | Path, directory: Path | None = None) -> Path:
 
 def read_layout(folder: Path) -> tuple[str, ModelConfig]:
     """Which layout ``folder/config.json`` is in (PLAYGROUND_LAYOUT or GPT2_LAYOUT) and its ModelConfig, or a
-    CheckpointError saying what is wrong with it."""
+    CheckpointError saying what is wrong with it. Another family's config (``"model_type": "llama"``) is refused by
+    its model_type, before its fields are read."""
     data = _read_json(Path(folder) / CONFIG_FILE)
+    family = data.get("model_type") if isinstance(data, dict) else None
+    if family is not None and not gpt2.is_gpt2_config(data):
+        raise CheckpointError(
+            f"{Path(folder).name}: model_type {checks.shown(family, quote=False)}: only GPT-2 layout and playground "
+            f"checkpoints open here (a config.json with \"model_type\": \"gpt2\", or one the playground wrote); "
+            "other families have other blocks (rotary positions, RMSNorm, gated MLPs) that the playground's model "
+            "does not have")
     try:
         if gpt2.is_gpt2_config(data):
             return GPT2_LAYOUT, gpt2.model_config(data)
@@ -415,9 +429,18 @@ def read_config(folder: Path) -> ModelConfig:
 
 
 def read_tokenizer(folder: Path, layout: str = PLAYGROUND_LAYOUT) -> Tokenizer:
-    """vocabulary.json (characters) or tokenizer.json (BPE); the GPT-2 layout reads tokenizer.json only."""
+    """vocabulary.json (characters) or tokenizer.json (BPE, or the characters an export wrote); the GPT-2 layout
+    reads tokenizer.json, or builds it from GPT-2's vocab.json and merges.txt when only those are there."""
     folder = Path(folder)
     has_bpe = (folder / TOKENIZER_FILE).is_file()
+    if layout == GPT2_LAYOUT and not has_bpe and (folder / gpt2.VOCAB_FILE).is_file() \
+            and (folder / gpt2.MERGES_FILE).is_file():
+        try:
+            return BPETokenizer.from_str(gpt2.tokenizer_json_from_vocab_merges(
+                (folder / gpt2.VOCAB_FILE).read_text(encoding="utf-8"),
+                (folder / gpt2.MERGES_FILE).read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise CheckpointError(f"{folder.name}: {checks.shown(str(exc), quote=False)}") from None
     if layout == PLAYGROUND_LAYOUT and ((folder / VOCABULARY_FILE).is_file() or not has_bpe):
         try:
             return CharTokenizer.from_dict(_read_json(folder / VOCABULARY_FILE))
@@ -426,10 +449,15 @@ def read_tokenizer(folder: Path, layout: str = PLAYGROUND_LAYOUT) -> Tokenizer:
                 raise
             raise CheckpointError(f"{folder.name}/{VOCABULARY_FILE} is not a valid vocabulary: {exc}") from None
     if not has_bpe:
-        raise CheckpointError(f"{folder.name} has no {TOKENIZER_FILE} (a GPT-2 layout repo keeps its BPE "
-                              "tokenizer there)")
+        raise CheckpointError(f"{folder.name} has no {TOKENIZER_FILE}, nor GPT-2's {gpt2.VOCAB_FILE} and "
+                              f"{gpt2.MERGES_FILE}: a GPT-2 layout folder needs one of them for its tokenizer (copy "
+                              "them from the model it was trained from)")
     try:
-        return BPETokenizer.from_file(folder / TOKENIZER_FILE)
+        text = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
+        characters = gpt2.read_character_tokenizer(text)
+        return CharTokenizer(characters) if characters is not None else BPETokenizer.from_str(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"cannot read {folder.name}/{TOKENIZER_FILE}: {exc}") from None
     except ValueError as exc:
         raise CheckpointError(f"{folder.name}/{TOKENIZER_FILE}: {exc}") from None
 
@@ -442,15 +470,79 @@ def check_size(config: ModelConfig, name: str, max_parameters: int | None) -> No
         )
 
 
-def _read_gpt2_weights(path: Path, config: ModelConfig) -> dict[str, torch.Tensor]:
-    """model.safetensors in the GPT-2 layout -> the playground's state dict (gpt2.map_state_dict); the old
-    buffers are never read."""
+def read_index(folder: Path) -> dict[str, str]:
+    """The weight map of ``folder/model.safetensors.index.json`` (sharded weights): {tensor name: shard file}.
+
+    Each shard must be a plain ``*.safetensors`` file name in the same folder (no path, no pickle); CheckpointError
+    otherwise. ``{"weight_map": {"transformer.wte.weight": "model-00001-of-00002.safetensors", ...}}``
+    """
+    data = _read_json(Path(folder) / INDEX_FILE)
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{Path(folder).name}/{INDEX_FILE} has no weight_map (tensor name -> shard file)")
+    for key, shard in weight_map.items():
+        if not isinstance(key, str) or not isinstance(shard, str) or not _SHARD_NAME.match(shard) or ".." in shard:
+            raise CheckpointError(f"{Path(folder).name}/{INDEX_FILE} maps {checks.shown(key)} to "
+                                  f"{checks.shown(shard)}, not a .safetensors file beside it")
+    return weight_map
+
+
+def missing_weights(name: str, found: Iterable[str], source: str | None = None) -> str:
+    """Why the folder or repo ``name`` whose files are ``found`` has no weights to open, and what would open: a
+    pickle is named, with the command that converts it to safetensors (``source``: what from_pretrained reads)."""
+    found = set(found)
+    pickles = [file for file in PICKLED_WEIGHTS if file in found]
+    if pickles:
+        source = source or name
+        return (f"{name} has {' and '.join(pickles)} but no {WEIGHTS_FILE}: pickled weights, and the playground "
+                "never unpickles (loading a pickle can run any code). Convert it to safetensors with transformers: "
+                f"python -c \"from transformers import AutoModelForCausalLM as M; M.from_pretrained('{source}')"
+                f".save_pretrained('{Path(source).name}-safetensors')\" (a nanoGPT ckpt.pt: python -m "
+                "playground.convert), then open the new folder")
+    return (f"{name} has no {WEIGHTS_FILE} (nor {INDEX_FILE} with its shards): a checkpoint keeps its weights "
+            "there, in safetensors")
+
+
+@contextlib.contextmanager
+def _weights(path: Path):
+    """(names, read) over the weights of ``path``: its model.safetensors, or every shard its index names, each
+    opened once; ``read(name)`` gives one tensor on the CPU. CheckpointError for a file that is not safetensors."""
+    path = Path(path)
+    if (path / WEIGHTS_FILE).is_file():
+        files = {WEIGHTS_FILE: None}
+    elif (path / INDEX_FILE).is_file():
+        files = dict.fromkeys(sorted(set(read_index(path).values())))
+    else:
+        raise CheckpointError(missing_weights(path.name, (p.name for p in path.iterdir()), str(path)))
+    file = WEIGHTS_FILE
     try:
-        with safe_open(str(path / WEIGHTS_FILE), framework="pt", device="cpu") as handle:
-            return gpt2.map_state_dict(list(handle.keys()), handle.get_tensor, config)
+        with contextlib.ExitStack() as stack:
+            where: dict[str, Any] = {}
+            for file in files:
+                if not (path / file).is_file():
+                    raise CheckpointError(f"{path.name}/{INDEX_FILE} names the shard {file}, which is not there")
+                handle = stack.enter_context(safe_open(str(path / file), framework="pt", device="cpu"))
+                for key in handle.keys():
+                    if key in where:
+                        raise CheckpointError(f"{path.name}: {checks.shown(key)} is stored in two shards")
+                    where[key] = handle
+            yield list(where), lambda key: where[key].get_tensor(key)
+    except (SafetensorError, OSError) as exc:
+        raise CheckpointError(f"{path.name}/{file} is corrupt or not safetensors: "
+                              f"{checks.shown(str(exc), quote=False)}") from None
+
+
+def _read_gpt2_weights(path: Path, config: ModelConfig) -> dict[str, torch.Tensor]:
+    """model.safetensors (or its shards) in the GPT-2 layout -> the playground's state dict
+    (gpt2.map_state_dict); the old buffers are never read."""
+    try:
+        with _weights(path) as (keys, read):
+            return gpt2.map_state_dict(keys, read, config)
     except gpt2.LayoutError as exc:
         raise CheckpointError(f"{path.name}/{WEIGHTS_FILE}: {checks.shown(str(exc), quote=False)}") from None
-    except (SafetensorError, OSError, ValueError) as exc:
+    except ValueError as exc:
+        if isinstance(exc, CheckpointError):
+            raise
         raise CheckpointError(f"{path.name}/{WEIGHTS_FILE} is corrupt or not safetensors: "
                               f"{checks.shown(str(exc), quote=False)}") from None
 
@@ -467,17 +559,19 @@ def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
     tokenizer = read_tokenizer(path, layout)
     check_size(config, path.name, max_parameters)
     check_vocabulary(tokenizer, config, path.name)
-    weights_path = path / WEIGHTS_FILE
-    if not weights_path.is_file():
-        raise CheckpointError(f"{path.name} has no {WEIGHTS_FILE}")
+    if not (path / WEIGHTS_FILE).is_file() and not (path / INDEX_FILE).is_file():
+        raise CheckpointError(missing_weights(path.name, (p.name for p in path.iterdir()), str(path)))
     if layout == GPT2_LAYOUT:
         state = _read_gpt2_weights(path, config)
-    else:
+    elif (path / WEIGHTS_FILE).is_file():
         try:
-            state = load_file(str(weights_path), device="cpu")
+            state = load_file(str(path / WEIGHTS_FILE), device="cpu")
         except (SafetensorError, OSError, ValueError) as exc:
             raise CheckpointError(f"{path.name}/{WEIGHTS_FILE} is corrupt or not safetensors: "
                                   f"{checks.shown(str(exc), quote=False)}") from None
+    else:
+        with _weights(path) as (keys, read):
+            state = {key: read(key) for key in keys}
     with torch.device("meta"):  # shapes only: the loaded tensors become the parameters, no second copy is made
         model = GPT(config)
     expected = stored_state_shapes(model)

@@ -52,7 +52,7 @@ import torch
 from playground import checkpoints, checks
 from playground.config import ConfigError, ModelConfig
 from playground.model import GPT
-from playground.tokenizer import CharTokenizer
+from playground.tokenizer import CharTokenizer, escape_char
 
 SOURCE = "nanoGPT"
 COMPILED_PREFIX = "_orig_mod."
@@ -354,10 +354,30 @@ def vocabulary(meta_path: str | Path | None = None, characters_path: str | Path 
         characters = read_characters_file(characters_path)
     else:
         characters = list(characters)
+    repeated = {c: [i for i, d in enumerate(characters) if d == c] for c in dict.fromkeys(characters)
+                if characters.count(c) > 1}
+    if repeated:
+        shown = ", ".join(f"'{escape_char(c)}' (IDs {', '.join(map(str, ids[:4]))})"
+                          for c, ids in list(repeated.items())[:5])
+        message = f"the vocabulary repeats {shown}: each character must have one ID"
+        if characters_path is not None and characters[-1] == "\n" and "\n" in repeated:
+            message += (f". {Path(characters_path).name} ends with a newline that is also character "
+                        f"{repeated[chr(10)][0]}: an editor adds one on save. Remove the last one (truncate -s -1 "
+                        f"{Path(characters_path).name}) and convert again")
+        raise ConversionError(message)
     try:
         return CharTokenizer(characters)
     except ValueError as exc:
         raise ConversionError(f"the vocabulary cannot be used: {exc}") from None
+
+
+def trailing_newline_hint(tokenizer: CharTokenizer, rows: int, characters_path: str | Path | None) -> str:
+    """When a characters file has one character more than the model and it is a final newline: what to do."""
+    if characters_path is None or tokenizer.vocabulary_size != rows + 1 or tokenizer.characters[-1] != "\n":
+        return ""
+    name = Path(characters_path).name
+    return (f"; {name} ends with a newline ('\\n', ID {rows}), one more than the model's {rows}: an editor adds one "
+            f"on save. Remove it (truncate -s -1 {name}) and convert again")
 
 
 def training_record(nano: NanoGPTCheckpoint, source_file: str, vocabulary_file: str,
@@ -436,6 +456,7 @@ def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path |
             f"{config.vocabulary_size}; pass the meta.pkl of the dataset it was trained on"
             + (" (a vocab_size of 50257 or 50304 is GPT-2's BPE, which is not supported yet)"
                if config.vocabulary_size in (50257, 50304) else "")
+            + trailing_newline_hint(tokenizer, config.vocabulary_size, characters_path)
         )
     if before_converting is not None:
         before_converting(config)

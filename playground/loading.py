@@ -3,6 +3,7 @@
     open_checkpoint("shakespeare-char")                      -> weights/shakespeare-char/
     open_checkpoint("owner/name")                            -> downloaded from the Hub (hub.py), then loaded
     open_checkpoint("runs/tiny", allow_folders=True)         -> that folder (the CLI; never the web API)
+    open_checkpoint("gpt2")                                  -> weights/gpt2/ if there is one, else the Hub's gpt2
 
 Everything reads through ``checkpoints.load_checkpoint``, the one loader. ``source_key`` is the canonical
 form of a source, so "big" and "big " name the same checkpoint (and the same cache entry).
@@ -11,6 +12,7 @@ Knows nothing about the UI; the app's cache of loaded checkpoints lives in ``ui/
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +20,8 @@ import torch
 
 from playground import checkpoints, checks, hub
 from playground.budget import MemoryBudget
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,9 @@ def weights_stamp(key: SourceKey, directory: Path | None = None) -> int | None:
     """
     if key.kind == "hub":
         return None
+    if key.kind == "name" and not ((Path(directory) if directory is not None else checkpoints.weights_dir())
+                                   / key.value).exists() and hub.is_canonical_id(key.value):
+        return None  # no local run of that name: the Hub's canonical repo (open_checkpoint) is what it opens
     folder = Path(key.value) if key.kind == "folder" else checkpoints.resolve(key.value, directory)
     try:
         stat = (folder / checkpoints.WEIGHTS_FILE).stat()
@@ -92,4 +99,27 @@ def open_checkpoint(source: str | Path | SourceKey, *, directory: Path | None = 
         folder = directory if directory is not None else checkpoints.weights_dir()
         what = "a name there, a folder path or a Hub id owner/name" if allow_folders else \
             "a name there or a Hub id owner/name"
-        raise checkpoints.MissingCheckpointError(f"{exc} in {folder} (give {what})") from None
+        missing = f"{exc} in {folder}"
+    if not hub.is_canonical_id(key.value):
+        raise checkpoints.MissingCheckpointError(f"{missing} (give {what})")
+    try:  # a canonical Hub id without an owner (gpt2, distilgpt2): no local run has the name, so the Hub's repo
+        checkpoint = hub.load_from_hub(key.value, device, revision=revision, max_parameters=max_parameters,
+                                       memory_budget=memory_budget)
+    except hub.HubError as exc:
+        if not hub.is_not_found(exc):
+            raise hub.HubError(f"{missing}, so the Hub repo {key.value} was tried: {exc}") from None
+        raise checkpoints.MissingCheckpointError(f"{missing}, nor a Hub repo {key.value} ({exc}; give {what})") \
+            from None
+    logger.info("no checkpoint named %r in %s: opened the Hub repo %s", key.value, folder, key.value)
+    return checkpoint
+
+
+def opened_from(checkpoint: checkpoints.Checkpoint, source: str | Path) -> str | None:
+    """A sentence when ``source`` named no local run and the Hub's canonical repo of that name was opened
+    instead (open_checkpoint("gpt2")), so the person who typed it knows which one they have; None otherwise."""
+    text = str(source).strip()
+    if checkpoint.name == text and not hub.is_hub_id(text) and hub.is_canonical_id(text) \
+            and checkpoint.path.parent.name == "snapshots":
+        return (f"no checkpoint named {text!r} here, so the Hugging Face Hub repo {text} was opened "
+                f"({checkpoint.description})")
+    return None

@@ -534,3 +534,25 @@ def test_a_small_upload_sharing_a_nested_structure_is_refused_at_once(files, whe
     assert re.search(message, result.stdout), result.stdout
     assert len(result.stdout) < 1000
     assert not (folder / "w" / "x").exists()
+
+
+def test_a_characters_file_with_an_editors_trailing_newline_names_it_and_says_what_to_do(files):
+    folder, _ = files
+    assert CHARS[0] == "\n"  # the vocabulary has a newline already, as nanoGPT's shakespeare_char does
+    (folder / "chars.txt").write_bytes(("".join(CHARS) + "\n").encode("utf-8"))
+    with pytest.raises(ConversionError, match=rf"the vocabulary repeats '\\n' \(IDs 0, {len(CHARS)}\): each "
+                                              r"character must have one ID\. chars\.txt ends with a newline that is "
+                                              r"also character 0: an editor adds one on save\. Remove the last one "
+                                              r"\(truncate -s -1 chars\.txt\)"):
+        convert_nanogpt(folder / "ckpt.pt", "x", characters_path=folder / "chars.txt", directory=folder / "w")
+
+
+def test_a_final_newline_the_model_lacks_is_named_in_the_size_refusal(files):
+    folder, _ = files
+    (folder / "chars.txt").write_bytes(("".join(CHARS[1:]) + "Z\n").encode("utf-8"))  # "Z" stands for the "\n"
+    size = len(CHARS)
+    with pytest.raises(ConversionError, match=rf"the vocabulary has {size + 1} characters but the model was trained "
+                                              rf"with vocab_size {size}.*; chars\.txt ends with a newline \('\\n', "
+                                              rf"ID {size}\), one more than the model's {size}: an editor adds one on "
+                                              r"save\. Remove it \(truncate -s -1 chars\.txt\)"):
+        convert_nanogpt(folder / "ckpt.pt", "x", characters_path=folder / "chars.txt", directory=folder / "w")

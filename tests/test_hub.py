@@ -85,10 +85,14 @@ class StubHub:
         self.requests.append((handler.command, path))
         self.headers.append({key.lower(): value for key, value in handler.headers.items()})
         parts = path.strip("/").split("/")
-        if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] in ("revision", "tree"):
-            repo, kind, revision = "/".join(parts[2:4]), parts[4], parts[5]
-        elif len(parts) >= 5 and parts[2] == "resolve":
-            repo, kind, revision = "/".join(parts[:2]), "resolve", parts[3]
+        # owner/name, or a canonical id without an owner (gpt2): the word after the id says what is asked
+        api = next((i for i in (3, 4) if parts[:2] == ["api", "models"] and len(parts) > i + 1
+                    and parts[i] in ("revision", "tree")), None)
+        resolve = next((i for i in (1, 2) if len(parts) > i + 2 and parts[i] == "resolve"), None)
+        if api is not None:
+            repo, kind, revision = "/".join(parts[2:api]), parts[api], parts[api + 1]
+        elif resolve is not None:
+            repo, kind, revision = "/".join(parts[:resolve]), "resolve", parts[resolve + 1]
         else:
             return self.reply(handler, 404, b"not found", body=body)
         if repo.startswith("gone/"):  # a plain 404, without the Hub's X-Error-Code
@@ -115,7 +119,15 @@ class StubHub:
             tree = [{"type": "file", "path": f, "size": size, "oid": hashlib.sha1(files.get(f, b"")).hexdigest()}
                     for f, size in sizes.items()]
             return self.reply(handler, 200, json.dumps(tree).encode(), {"Content-Type": "application/json"}, body)
-        filename = "/".join(parts[4:])
+        filename = "/".join(parts[resolve + 2:])
+        span = handler.headers.get("Range", "")
+        if span.startswith("bytes=") and body and filename in sizes:  # a header read (get_safetensors_metadata)
+            first, _, last = span[len("bytes="):].partition("-")
+            first, last = int(first), min(int(last or sizes[filename] - 1), sizes[filename] - 1)
+            data = files[filename][first:last + 1] if filename in files else b"\0" * max(0, last + 1 - first)
+            self.bytes_sent += len(data)
+            return self.reply(handler, 206, data, {"Content-Range": f"bytes {first}-{last}/{sizes[filename]}",
+                                                   "Content-Type": "application/octet-stream"})
         if filename in claimed:  # a large file: its bytes are made up as they are sent
             size = claimed[filename]
             self.reply(handler, 200, b"", {"Content-Length": str(size), "ETag": f'"big-{size}"',
@@ -192,7 +204,8 @@ def test_download_then_load_gives_identical_logits(stub_hub, tiny_checkpoint, tm
     idx = torch.randint(0, tokenizer.vocabulary_size, (2, 16))
     assert torch.equal(checkpoint.model(idx).logits, model(idx).logits)
     held = [f for f in hub.CHECKPOINT_FILES if f != "tokenizer.json"]  # a character checkpoint has no BPE file
-    assert sorted(stub_hub.requested_files()) == sorted([f for f in held for _ in ("HEAD", "GET")])
+    header_read = ["model.safetensors"] * 2  # get_safetensors_metadata: HEAD, then GET of its first bytes
+    assert sorted(stub_hub.requested_files()) == sorted([f for f in held for _ in ("HEAD", "GET")] + header_read)
 
 
 def test_second_call_offline_uses_the_cache_without_requests(stub_hub, monkeypatch):
@@ -227,7 +240,8 @@ def test_unknown_revision(stub_hub):
 
 
 def test_repo_without_weights_is_not_a_checkpoint(stub_hub):
-    with pytest.raises(HubError, match="not an Attention Playground checkpoint: it has no model.safetensors"):
+    with pytest.raises(HubError, match=r"learner/no-weights has no model.safetensors \(nor "
+                                       r"model.safetensors.index.json with its shards\)"):
         load_from_hub("learner/no-weights")
 
 
@@ -272,7 +286,7 @@ def test_connection_refused_with_nothing_cached(stub_hub, monkeypatch):
         download_checkpoint("learner/tiny-char")
 
 
-@pytest.mark.parametrize("bad", ["../x", "a/b/c", "a", "", "  ", "owner/..", "owner/na..me", "/abs",
+@pytest.mark.parametrize("bad", ["../x", "a/b/c", "", "  ", "owner/..", "owner/na..me", "/abs",
                                  "owner/name/", "o/" + "n" * 95, "owner/na me", "owner/-x", None])
 def test_bad_ids_are_refused_before_any_request(stub_hub, bad):
     assert not is_hub_id(bad)
@@ -284,6 +298,15 @@ def test_bad_ids_are_refused_before_any_request(stub_hub, bad):
 def test_is_hub_id_accepts_owner_slash_name():
     assert is_hub_id("learner/tiny-char") and is_hub_id("Org_1/model.v2")
     assert not is_hub_id("shakespeare-char") and not is_hub_id(str(Path("/tmp/x")))
+
+
+def test_canonical_ids_without_an_owner_are_hub_ids_but_read_as_local_names_first(monkeypatch):
+    assert hub.validate_repo_id(" gpt2 ") == "gpt2" and hub.validate_repo_id("distilgpt2") == "distilgpt2"
+    assert hub.is_canonical_id("gpt2-medium") and not is_hub_id("gpt2-medium")  # a local name is looked for first
+    with pytest.raises(HubError, match="not a Hub repo id"):
+        hub.validate_repo_id("gpt2-")  # the project's rules, then huggingface_hub's validate_repo_id
+    monkeypatch.setenv("PLAYGROUND_HUB_ALLOW", "learner/*")
+    assert not hub.is_canonical_id("gpt2")  # outside the allow-list it is only ever a local name
 
 
 
@@ -373,10 +396,8 @@ def test_a_model_over_the_memory_budget_is_refused_before_its_weights(stub_hub):
 
 
 def test_a_download_that_does_not_load_is_removed_from_the_cache(stub_hub, tmp_path):
-    from playground.checkpoints import CheckpointError
-
-    with pytest.raises(CheckpointError, match="learner/broken-weights: .*corrupt or not safetensors"):
-        load_from_hub("learner/broken-weights")
+    with pytest.raises(HubError, match="learner/broken-weights's weights are not safetensors .* not downloaded"):
+        load_from_hub("learner/broken-weights")  # their header, read on the Hub, is not safetensors
     repo = tmp_path / "playground-cache" / "hub" / "models--learner--broken-weights"
     assert not [f for f in _cached_files(repo) if f.startswith(("snapshots", "blobs"))]
     assert load_from_hub("learner/tiny-char").steps == 7  # other repos' files stay

@@ -15,7 +15,10 @@ import torch
 from test_hub import StubHub, make_tiny_checkpoint
 
 from playground import checkpoints, hub
+from playground.checkpoints import load_checkpoint, save_checkpoint
 from playground.cli import push
+from playground.config import ModelConfig
+from playground.model import GPT
 
 REPO_ID = "learner/pushed"
 
@@ -103,8 +106,10 @@ def test_a_pushed_run_opens_by_repo_id_with_the_same_logits(uploading_hub, saved
     assert "published" in captured.err and REPO_ID in captured.err
     [commit] = uploading_hub.commits
     assert commit["repo"] == REPO_ID
-    assert commit["files"] == sorted(p.name for p in folder.iterdir() if p.name in hub.CHECKPOINT_FILES)
+    assert commit["files"] == sorted(["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                                      "README.md", "training.json"])  # GPT-2's layout (export.py)
     assert checkpoints.OPTIMIZER_FILE not in commit["files"] and "notes.txt" not in commit["files"]
+    assert "in GPT-2's layout" in captured.err and "AutoModelForCausalLM.from_pretrained" in captured.err
     assert "playground.push" in commit["header"]["summary"]
     assert any(h.get("authorization") == "Bearer hf_test_write_token" for h in uploading_hub.headers)
 
@@ -112,6 +117,39 @@ def test_a_pushed_run_opens_by_repo_id_with_the_same_logits(uploading_hub, saved
     ids = torch.tensor([[1, 2, 3, 4]])
     torch.testing.assert_close(loaded.model(ids).logits, model(ids).logits, rtol=0, atol=0)
     assert loaded.name == REPO_ID
+
+
+def test_a_pushed_run_opens_in_transformers(uploading_hub, saved_run, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, folder = saved_run
+    assert push.main(["tiny", REPO_ID, "--weights-dir", str(folder.parent)]) == 0
+    received = tmp_path / "received"
+    received.mkdir()
+    for name, data in uploading_hub.repos[REPO_ID].items():
+        (received / name).write_bytes(data)
+    loaded = load_checkpoint(folder)
+    hf_tokenizer = AutoTokenizer.from_pretrained(received)
+    ids = hf_tokenizer("to be or not")["input_ids"]
+    assert ids == loaded.tokenizer.encode("to be or not").tolist()
+    with torch.no_grad():
+        torch.testing.assert_close(AutoModelForCausalLM.from_pretrained(received).eval()(torch.tensor([ids])).logits,
+                                   model(torch.tensor([ids])).logits, atol=1e-4, rtol=0)
+
+
+def test_a_run_gpt2_cannot_hold_goes_in_the_playgrounds_layout_and_says_why(uploading_hub, saved_run, capsys):
+    model, folder = saved_run
+    config = ModelConfig(**{**model.config.to_dict(), "use_bias": True})
+    biased = GPT(config)
+    with torch.no_grad():
+        biased.lm_head.bias.fill_(0.25)
+    save_checkpoint(biased, load_checkpoint(folder).tokenizer, "biased", directory=folder.parent)
+    assert push.main(["biased", REPO_ID, "--weights-dir", str(folder.parent)]) == 0
+    err = capsys.readouterr().err
+    assert "in the playground's own layout" in err
+    assert "note: biased cannot be written in GPT-2's layout: the LM head has a bias (largest 0.25), and GPT-2's " \
+           "head has none" in err and "not in transformers" in err
+    assert "vocabulary.json" in uploading_hub.commits[0]["files"]
 
 
 def test_a_folder_path_can_be_pushed_private(uploading_hub, saved_run, capsys):

@@ -161,3 +161,45 @@ def test_runs_as_a_module(weights):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("to") and len(result.stdout) == 2 + 4 + 1
     assert "4 tokens in" in result.stderr and "Traceback" not in result.stderr
+
+
+def sliding_window_text(model, tokenizer, prompt: str, new_tokens: int, context_size: int) -> str:
+    """Greedy text as nanoGPT's sample.py draws it: each step reads the last ``context_size`` tokens, no cache.
+    ``model(idx)`` gives logits (B, T, V): the playground's GPT or a transformers model."""
+    ids = tokenizer.encode(prompt).tolist()
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            logits = model(torch.tensor([ids[-context_size:]])).logits
+            ids.append(int(logits[0, -1].argmax()))
+    return tokenizer.decode(ids)
+
+
+def test_past_the_context_the_command_line_says_where_the_cache_was_rebuilt(capsys, weights):
+    from playground.checkpoints import load_checkpoint
+    from playground.sampling import SamplingSettings, stream
+
+    loaded = load_checkpoint("tiny", directory=weights)
+    tokens = list(stream(loaded.model, loaded.tokenizer, "to be", SamplingSettings(max_new_tokens=40, greedy=True)))
+    first = next(i + 1 for i in range(1, len(tokens)) if tokens[i].cache_length < tokens[i - 1].cache_length)
+    code, _, err = sample(capsys, weights, "--prompt", "to be", "--max-new-tokens", "40", "--greedy")
+    assert code == 0
+    assert (f"note: the KV cache was full at the context of 32 and was rebuilt from the last 16 characters before "
+            f"new character {first}: from there this text may part from an uncached sliding window over the last 32 "
+            "(nanoGPT's sample.py, transformers); --no-kv-cache gives that text") in err
+    code, _, err = sample(capsys, weights, "--prompt", "to be", "--max-new-tokens", "20", "--greedy")
+    assert "rebuilt" not in err  # within the context nothing is said
+
+
+def test_no_kv_cache_gives_the_sliding_window_text_of_nanogpt_and_transformers(capsys, weights, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from playground.checkpoints import load_checkpoint
+    from playground.export import export_gpt2
+
+    loaded = load_checkpoint("tiny", directory=weights)
+    code, out, err = sample(capsys, weights, "--prompt", "to be", "--max-new-tokens", "60", "--greedy",
+                            "--no-kv-cache")
+    assert code == 0 and "rebuilt" not in err
+    assert out == sliding_window_text(loaded.model, loaded.tokenizer, "to be", 60, 32) + "\n"
+    exported = AutoModelForCausalLM.from_pretrained(export_gpt2(loaded, tmp_path / "hf")).eval()
+    assert out == sliding_window_text(exported, loaded.tokenizer, "to be", 60, 32) + "\n"

@@ -186,6 +186,20 @@ def test_cli_runs_a_few_steps_and_writes_training_json(tmp_path, shakespeare_tex
     assert json.loads((tmp_path / "w" / "cli" / "training.json").read_text())["steps_done"] == 2
 
 
+def test_cli_offline_without_tiny_shakespeare_says_what_happened_and_what_to_do(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PLAYGROUND_TINY_SHAKESPEARE")  # offline (conftest), nothing cached: the Sonnets stand in
+    code = train_cli.main(["--preset", "tiny", "--layers-num", "1", "--embedding-dim", "16", "--heads-num", "2",
+                           "--context-size", "16", "--batch-size", "4", "--steps", "2", "--eval-interval", "2",
+                           "--eval-batches", "1", "--run-name", "offline", "--weights-dir", str(tmp_path / "w"),
+                           "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "note: offline and Tiny Shakespeare is not cached, so the built-in Sonnets are used (" in err
+    assert "a model overfits it within a few hundred steps (validation loss climbs while training loss falls). " \
+           "For Tiny Shakespeare, run this once online (it is downloaded and cached), or point " \
+           "PLAYGROUND_TINY_SHAKESPEARE at a copy of tinyshakespeare.txt, or pass --corpus FILE" in err
+
+
 def test_sigterm_ends_a_cli_run_after_its_step_with_a_checkpoint_and_its_card(tmp_path, shakespeare_text):
     """``timeout``, a container stopping or Ctrl-C: the run saves where it got to, its card beside it (a killed
     resumed run had lost its steps since the last periodic checkpoint, and its card)."""

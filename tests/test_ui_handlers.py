@@ -169,8 +169,9 @@ def test_inspecting_past_the_context_reads_the_window_the_kv_cache_drew_with(ctx
     rebuilds = sum(later < earlier for earlier, later in zip(windows, windows[1:]))
     assert windows[:context - 5] == list(range(6, context + 1)) and windows[context - 5] == context // 2
     assert all(context // 2 <= window <= context for window in windows[context - 5:]) and rebuilds >= 1
-    assert f"was rebuilt from the last {context // 2} characters {rebuilds} times" in stats
-    assert "the two texts can part" in stats
+    assert f"was rebuilt from the last {context // 2} characters {rebuilds} times, first before new character " \
+           f"{context - 4}:" in stats  # the first drawn from the rebuilt cache: windows[context - 5]
+    assert "the two texts can part from there (switch the KV cache off for the sliding-window text" in stats
     top, attention, note = sample_tab.inspect_position(ctx, state, 140, 0, 0)
     assert len(attention.data[0].y) == windows[140] < context
     assert f"saw the last {windows[140]} characters (the KV cache's window" in note

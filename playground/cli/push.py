@@ -6,7 +6,8 @@ Owns argument parsing and printing: the repo's URL goes to stdout, a summary lin
 
     python -m playground.push my-run learner/my-run            # a run in weights/ (or PLAYGROUND_WEIGHTS_DIR)
     python -m playground.push runs/tiny learner/tiny --private  # any checkpoint folder
-Afterwards ``learner/my-run`` opens in every tab of any playground, typed where a checkpoint is chosen.
+Afterwards ``learner/my-run`` opens in every tab of any playground, typed where a checkpoint is chosen, and in
+transformers (``AutoModelForCausalLM.from_pretrained("learner/my-run")``): it goes in GPT-2's layout (export.py).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m playground.push",
-                           description="Publish a checkpoint folder (its config, weights, vocabulary, training record "
-                                       "and model card) to a Hugging Face Hub model repo.")
+                           description="Publish a checkpoint folder, in GPT-2's layout (which transformers opens "
+                                       "too), to a Hugging Face Hub model repo.")
     parser.add_argument("run", help="a checkpoint name in the weights folder, or a checkpoint folder's path")
     parser.add_argument("repo_id", help="the Hub repo to create or update, owner/name")
     parser.add_argument("--private", action="store_true", help="create the repo private (an existing repo keeps its "
@@ -48,8 +49,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     except (UsageError, hub.HubError, checkpoints.CheckpointError) as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
-    print(f"published {folder} to {published.repo_id} ({', '.join(published.files)}; commit {published.commit[:12]}); "
-          f"type {published.repo_id} where a checkpoint is chosen to open it", file=err)
+    layout = "GPT-2's layout" if published.layout == checkpoints.GPT2_LAYOUT else "the playground's own layout"
+    print(f"published {folder} to {published.repo_id} in {layout} ({', '.join(published.files)}; commit "
+          f"{published.commit[:12]}); type {published.repo_id} where a checkpoint is chosen to open it"
+          + (f", or AutoModelForCausalLM.from_pretrained({published.repo_id!r}) in transformers"
+             if published.layout == checkpoints.GPT2_LAYOUT else ""), file=err)
+    if published.note:
+        print(f"note: {published.note}", file=err)
     print(published.url, file=out)
     return 0
 

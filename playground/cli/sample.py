@@ -25,8 +25,8 @@ from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
 from playground.config import Limits
 from playground.device import DEVICE_CHOICES, DeviceError, describe, pick_device
 from playground.hub import HubError
-from playground.loading import open_checkpoint
-from playground.sampling import SamplingSettings, start_text, stream
+from playground.loading import open_checkpoint, opened_from
+from playground.sampling import SamplingSettings, rebuild_length, start_text, stream
 from playground.tokenizer import UnknownCharacterError, escape_char
 
 
@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--greedy", action="store_true", help="always take the most likely character")
     parser.add_argument("--no-kv-cache", action="store_true",
-                        help="recompute the whole context at every step instead of caching keys and values")
+                        help="recompute the whole context at every step instead of caching keys and values: past "
+                             "the context, the sliding-window text nanoGPT's sample.py and transformers give")
     parser.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICE_CHOICES)} (default auto)")
     return parser
 
@@ -89,6 +90,18 @@ def clean_prompt(prompt: str, checkpoint: Checkpoint, drop_unknown: bool, err: T
     return prompt
 
 
+def rebuild_note(rebuilt_at: list[int], context_size: int, unit: str = "character") -> str:
+    """Where a cached draw went past the context, and what that may change: new tokens 57 and 89, context 64 ->
+    "note: the KV cache was full at the context of 64 and was rebuilt from the last 32 before new token 57 (and 1
+    time more) ..."."""
+    more = len(rebuilt_at) - 1
+    return (f"note: the KV cache was full at the context of {context_size} and was rebuilt from the last "
+            f"{rebuild_length(context_size)} {unit}s before new {unit} {rebuilt_at[0]}"
+            + (f" (and {more} time{'s' * (more != 1)} more)" if more else "")
+            + f": from there this text may part from an uncached sliding window over the last {context_size} "
+            f"(nanoGPT's sample.py, transformers); --no-kv-cache gives that text")
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     settings = settings_from_args(args)
     try:
@@ -97,6 +110,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                      revision=args.revision, allow_folders=True)
     except (DeviceError, CheckpointError, HubError) as exc:
         raise UsageError(str(exc)) from None
+    if note := opened_from(checkpoint, args.checkpoint):
+        print(f"note: {note}", file=err)
     prompt = clean_prompt(args.prompt, checkpoint, args.drop_unknown, err)
     vocabulary_size = checkpoint.tokenizer.vocabulary_size
     if settings.top_k is not None and settings.top_k > vocabulary_size:
@@ -107,13 +122,18 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     start = time.perf_counter()
     out.write(prompt)
     out.flush()
-    count = 0
+    count, cache_length, rebuilt_at = 0, 0, []
     for token in stream(checkpoint.model, checkpoint.tokenizer, prompt, settings, use_cache=use_cache):
         out.write(token.text)
         out.flush()
         count += 1
+        if token.cache_length < cache_length:  # the cache shrank: rebuilt from the last half before this token
+            rebuilt_at.append(count)
+        cache_length = token.cache_length
     out.write("\n")
     out.flush()
+    if rebuilt_at:
+        print(rebuild_note(rebuilt_at, checkpoint.config.context_size, checkpoint.tokenizer.token_name), file=err)
     seconds = time.perf_counter() - start
     rate = count / seconds if seconds > 0 else float("inf")
     how = "greedy" if settings.greedy else f"temperature {args.temperature:g}, seed {args.seed}"

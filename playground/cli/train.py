@@ -25,6 +25,7 @@ from tqdm import tqdm
 from playground import checkpoints, distributed
 from playground.cli.usage import UsageError, refuse_to_overwrite
 from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
+from playground.data import TINY_SHAKESPEARE_CHARS, Corpus
 from playground.device import describe_training, pick_device
 from playground.presets import DECAY_FLOORS, MODEL_FIELDS, TRAIN_PRESETS
 from playground.run import RunRequest, prepare_run, run_training
@@ -97,6 +98,14 @@ def threads_flag(value: int) -> int:
     if not 1 <= value <= cores:
         raise UsageError(f"--threads must be from 1 to this machine's {cores} cores, got {value}")
     return value
+
+
+def fallback_note(corpus: Corpus) -> str:
+    """What happened when Tiny Shakespeare could not be had and the built-in Sonnets stand in, and what to do."""
+    return (f"note: {corpus.reason} ({len(corpus.text):,} characters; Tiny Shakespeare has "
+            f"{TINY_SHAKESPEARE_CHARS:,}): a model overfits it within a few hundred steps (validation loss climbs "
+            "while training loss falls). For Tiny Shakespeare, run this once online (it is downloaded and cached), "
+            "or point PLAYGROUND_TINY_SHAKESPEARE at a copy of tinyshakespeare.txt, or pass --corpus FILE")
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:
@@ -211,6 +220,8 @@ def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest
     device = describe_training(run.device, run.request.train.precision)
     say(f"training {run.request.run_name}: {run.model.parameter_count():,} parameters on {device}"
         f"{processes}, corpus {run.corpus.name} ({len(run.corpus.text):,} characters, {run.corpus.source})")
+    if run.corpus.source == "builtin" and request.corpus_path is None:
+        say(fallback_note(run.corpus))
     for note in run.notes:  # a resumed run whose optimizer state could not come back, say
         say(f"note: {note}")
     flags = " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))

@@ -23,16 +23,22 @@ def publish(ctx: AppContext, checkpoint: str, repo_id: str, private: bool, token
     folder = checkpoints.resolve(checks.text(checkpoint, "the checkpoint", 64).strip(), ctx.weights)
     published = hub.publish_checkpoint(folder, repo_id, private=checks.flag(private, "private repo"),
                                        commit_message=f"Publish {folder.name} from Attention Playground")
-    return (f"Published **{folder.name}** to [{published.repo_id}]({published.url}) "
-            f"({', '.join(published.files)}). Type **{published.repo_id}** where a checkpoint is chosen to open it.")
+    files, repo = ", ".join(published.files), published.repo_id
+    if published.layout == checkpoints.GPT2_LAYOUT:
+        where = (f"in GPT-2's layout ({files}). Type **{repo}** where a checkpoint is chosen to open it here; in "
+                 f"transformers, `AutoModelForCausalLM.from_pretrained(\"{repo}\")` opens it")
+    else:
+        where = f"({files}): {published.note}. Type **{repo}** where a checkpoint is chosen to open it"
+    return f"Published **{folder.name}** to [{published.repo_id}]({published.url}) {where}."
 
 
 def build(ctx: AppContext) -> None:
     if not ctx.admin_token:
         return  # no owner token: nobody could publish, so nothing is shown
     with gr.Accordion("Publish a checkpoint to the Hub (the Space owner)", open=False):
-        gr.Markdown("Uploads the checkpoint's files with this server's `HF_TOKEN` (a token with write access), "
-                    "so the repo opens in any playground. Only the owner's admin token is accepted.")
+        gr.Markdown("Uploads the checkpoint in GPT-2's layout with this server's `HF_TOKEN` (a token with write "
+                    "access), so the repo opens in any playground and in transformers. Only the owner's admin token "
+                    "is accepted.")
         with gr.Row():
             checkpoint = checkpoint_dropdown(ctx, "publish")
             repo_id = gr.Textbox(label="Hub repo (owner/name)", max_length=hub.MAX_REPO_ID_LENGTH)

@@ -103,8 +103,10 @@ def _span(position: int, token) -> str:
             f'{155 + shade * 100 // 255},{80 + shade * 175 // 255})">{text}</span>')
 
 
-def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int = 0, unit: str = "tokens") -> str:
-    """What the KV cache held at the end, and, once it was rebuilt past the context, what that changed."""
+def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int = 0, unit: str = "tokens",
+                first_rebuilt: int = 0) -> str:
+    """What the KV cache held at the end, and, once it was rebuilt past the context (first before new token
+    ``first_rebuilt``), what that changed."""
     if not use_cache:
         return "KV cache off: every step recomputes keys and values for the whole window"
     numbers = 2 * config.layers_num * config.heads_num * length * config.head_size
@@ -116,10 +118,13 @@ def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int 
     if rebuilt:
         half = rebuild_length(config.context_size)
         line += (f". It filled the model's context of {config.context_size} and was rebuilt from the last {half} "
-                 f"{unit} {'once' if rebuilt == 1 else f'{rebuilt} times'}: a cached key cannot move to a new "
+                 f"{unit} {'once' if rebuilt == 1 else f'{rebuilt} times'}"
+                 + (f", first before new {unit.removesuffix('s')} {first_rebuilt}" if first_rebuilt else "")
+                 + ": a cached key cannot move to a new "
                  f"position, so past the context each draw here read {half} to {config.context_size} {unit}, where "
                  f"without the cache every draw reads the last {config.context_size}, and the two texts can part "
-                 f"from there")
+                 f"from there (switch the KV cache off for the sliding-window text nanoGPT's sample.py and "
+                 f"transformers give)")
     return line
 
 
@@ -233,7 +238,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
 
     tokens, spans = [], []
 
-    rebuilt = 0
+    rebuilt = first_rebuilt = 0
 
     def shown(cache_length: int):
         elapsed = max(clock() - started, 1e-9)
@@ -246,7 +251,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
                                                                                    compared_on))
         stats = (f"{said}. {len(tokens)} {unit} in "
                  f"{duration(elapsed)} on {device}.\n\n"
-                 + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer)))
+                 + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer), first_rebuilt))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
 
     with ctx.long_work.hold(ctx.client_of(request), estimate), \
@@ -258,7 +263,9 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         for token in stream(loaded.model, tokenizer, prompt, settings, use_cache=use_cache):
             spans.append(_span(len(tokens), token))
             tokens.append(token)
-            rebuilt += token.cache_length < cache_length  # the cache shrank: rebuilt from the last half
+            if token.cache_length < cache_length:  # the cache shrank: rebuilt from the last half
+                rebuilt += 1
+                first_rebuilt = first_rebuilt or len(tokens)
             cache_length = token.cache_length
             now = clock()
             if now - started > limit and len(tokens) < settings.max_new_tokens:  # slower than estimated: busy

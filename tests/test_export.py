@@ -1,0 +1,135 @@
+"""Export in GPT-2's layout: ``transformers`` (a test-only dependency) opens what playground.export writes with the
+playground's logits and token IDs, and the playground opens it again; what GPT-2 cannot hold is refused by name."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+import torch
+
+from playground import checkpoints, gpt2
+from playground.checkpoints import load_checkpoint, save_checkpoint
+from playground.cli import export as export_cli
+from playground.config import ModelConfig
+from playground.export import ExportError, export_gpt2
+from playground.model import GPT
+from playground.tokenizer import CharTokenizer
+
+TEXT = "to be, or not to be: é\n"
+PROMPT = "not to be, é\n"
+
+
+def make_run(directory, *, use_bias=False, tie=False, activation="gelu", tokenizer=None, name="run"):
+    """A saved run with random weights, and random biases and LayerNorms where it has them (so a dropped one shows)."""
+    tokenizer = tokenizer or CharTokenizer.train_from_text(TEXT)
+    torch.manual_seed(11)
+    config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=16, embedding_dim=16, heads_num=2,
+                         layers_num=2, use_bias=use_bias, tie_embeddings=tie, activation=activation,
+                         layer_norm_eps=1e-6)
+    model = GPT(config).eval()
+    with torch.no_grad():
+        for name_, parameter in model.named_parameters():
+            if (name_.endswith("bias") and name_ != "lm_head.bias") or "ln_" in name_:
+                parameter.add_(0.1 * torch.randn_like(parameter))
+    save_checkpoint(model, tokenizer, name, directory=directory, training={"steps_done": 3, "owner": "abc"})
+    return model, tokenizer
+
+
+def transformers_pair(folder):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.mark.parametrize(("use_bias", "tie", "activation"), [
+    (False, False, "gelu"),  # the playground's own default: biases written as zeros, a head of its own
+    (True, True, "gelu_tanh"),  # GPT-2's own shape
+    (True, False, "relu"),  # biases, an untied head whose (zero) bias GPT-2 does without
+    (False, True, "gelu"),
+])
+def test_transformers_opens_an_export_with_the_same_logits_and_ids(tmp_path, use_bias, tie, activation):
+    model, tokenizer = make_run(tmp_path, use_bias=use_bias, tie=tie, activation=activation)
+    folder = export_gpt2("run", tmp_path / "exported", directory=tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["model_type"], config["n_embd"], config["n_head"], config["n_layer"], config["n_positions"],
+            config["vocab_size"]) == ("gpt2", 16, 2, 2, 16, tokenizer.vocabulary_size)
+    assert config["layer_norm_epsilon"] == 1e-6 and config["tie_word_embeddings"] is tie
+    assert config["activation_function"] == gpt2.EXPORTED_ACTIVATIONS[activation]
+    hf_model, hf_tokenizer = transformers_pair(folder)
+    ids = hf_tokenizer(PROMPT)["input_ids"]
+    assert ids == tokenizer.encode(PROMPT).tolist()
+    assert hf_tokenizer.decode(ids) == PROMPT
+    idx = torch.tensor([ids])
+    with torch.no_grad():
+        expected = model(idx).logits
+        torch.testing.assert_close(hf_model(idx).logits, expected, atol=1e-4, rtol=0)
+    reopened = load_checkpoint(folder)  # the playground opens its export too, characters and all
+    assert reopened.layout == checkpoints.GPT2_LAYOUT and reopened.tokenizer == tokenizer
+    with torch.no_grad():
+        torch.testing.assert_close(reopened.model(idx).logits, expected, atol=1e-5, rtol=0)
+    assert "owner" not in json.loads((folder / "training.json").read_text())  # a visitor's hash stays here
+
+
+def test_conv1d_orientation_and_names_are_gpt2s(tmp_path):
+    from safetensors.torch import load_file
+
+    model, _ = make_run(tmp_path, use_bias=True)
+    state = load_file(str(export_gpt2("run", tmp_path / "x", directory=tmp_path) / "model.safetensors"))
+    assert torch.equal(state["transformer.h.1.attn.c_attn.weight"], model.blocks[1].attn.qkv.weight.t())
+    assert torch.equal(state["transformer.h.0.mlp.c_fc.bias"], model.blocks[0].mlp.fc.bias)
+    assert "lm_head.weight" in state and "lm_head.bias" not in state
+
+
+def test_a_bpe_run_keeps_its_tokenizer(tmp_path):
+    from test_gpt2 import train_bpe
+
+    bpe = train_bpe()
+    model, _ = make_run(tmp_path, use_bias=True, tie=True, activation="gelu_tanh", tokenizer=bpe)
+    folder = export_gpt2("run", tmp_path / "exported", directory=tmp_path)
+    assert (folder / "tokenizer.json").read_text() == bpe.to_str()
+    hf_model, hf_tokenizer = transformers_pair(folder)
+    text = "To be, or not to be."
+    ids = hf_tokenizer(text)["input_ids"]
+    assert ids == bpe.encode(text).tolist() and hf_tokenizer.decode(ids) == text
+    assert json.loads((folder / "config.json").read_text())["eos_token_id"] == bpe.vocabulary_size - 1
+    with torch.no_grad():
+        torch.testing.assert_close(hf_model(torch.tensor([ids])).logits, model(torch.tensor([ids])).logits,
+                                   atol=1e-4, rtol=0)
+
+
+def test_a_head_bias_gpt2_lacks_is_refused_with_the_reason(tmp_path):
+    model, tokenizer = make_run(tmp_path, use_bias=True)
+    with torch.no_grad():
+        model.lm_head.bias.fill_(0.5)
+    save_checkpoint(model, tokenizer, "biased", directory=tmp_path)
+    with pytest.raises(ExportError, match=r"biased cannot be written in GPT-2's layout: the LM head has a bias "
+                                          r"\(largest 0\.5\), and GPT-2's head has none"):
+        export_gpt2("biased", tmp_path / "x", directory=tmp_path)
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_activation_gpt2_lacks_is_refused():
+    config = ModelConfig(vocabulary_size=5, context_size=4, embedding_dim=4, heads_num=1, layers_num=1)
+    object.__setattr__(config, "activation", "swiglu")
+    with pytest.raises(gpt2.LayoutError, match="activation 'swiglu' has no GPT-2 activation_function"):
+        gpt2.gpt2_config(config)
+
+
+def test_the_command_line_exports_and_refuses_to_write_over_a_folder(tmp_path):
+    make_run(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    assert export_cli.main(["run", str(tmp_path / "hf"), "--weights-dir", str(tmp_path)], out, err) == 0
+    assert out.getvalue().strip() == str(tmp_path / "hf")
+    assert "AutoModelForCausalLM.from_pretrained" in err.getvalue()
+    err = io.StringIO()
+    assert export_cli.main(["run", str(tmp_path / "hf"), "--weights-dir", str(tmp_path)], io.StringIO(), err) == 2
+    assert err.getvalue() == f"error: {tmp_path / 'hf'} already holds files: pass --replace to write over it, or " \
+                             "another folder\n"
+    assert export_cli.main(["run", str(tmp_path / "hf"), "--weights-dir", str(tmp_path), "--replace"],
+                           io.StringIO(), io.StringIO()) == 0
+    err = io.StringIO()
+    assert export_cli.main(["nothing-here", str(tmp_path / "y"), "--weights-dir", str(tmp_path)],
+                           io.StringIO(), err) == 2
+    assert err.getvalue().startswith("error: no checkpoint named 'nothing-here'")
