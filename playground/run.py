@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from playground import checkpoints, checks
+from playground.architectures import build_model, describe_architecture
 from playground.budget import (
     BudgetError,
     Cost,
@@ -136,10 +137,11 @@ def where(device_type: str) -> str:
 
 
 def _shapes(config: ModelConfig, device_type: str) -> dict[str, Any]:
+    # notebook 004's heads always compute their (B, T, T) weights explicitly, as the notebook writes them
     return dict(parameters=config.parameter_count(), layers_num=config.layers_num, heads_num=config.heads_num,
                 embedding_dim=config.embedding_dim, context_size=config.context_size,
                 vocabulary_size=config.vocabulary_size,
-                explicit_attention=attention_is_explicit(config.dropout_rate, device_type))
+                explicit_attention=attention_is_explicit(config.dropout_rate, device_type) or not config.is_gpt)
 
 
 def memory_cost(config: ModelConfig, batch_size: int, device_type: str = "cpu") -> Cost:
@@ -218,7 +220,7 @@ class PreparedRun:
     request: RunRequest
     corpus: Corpus
     tokenizer: CharTokenizer
-    model: GPT
+    model: GPT  # or architectures.NotebookLanguageModel (config.architecture "notebook_004")
     train_data: TokenIdsDataset
     val_data: TokenIdsDataset
     device: torch.device
@@ -397,6 +399,9 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
         tokenizer = CharTokenizer.train_from_text(corpus.text)
         config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **request.model)
         check_size(config, limits, "the model")
+    if train_config.optimizer == "muon" and not config.is_gpt:  # it would find no block matrices to train
+        raise ConfigError("notebook 004's model has no transformer blocks, whose matrices are what Muon trains: "
+                          "pick the optimizer adamw")
     train_ids, val_ids, split_notes = split_for_context(tokenizer.encode(corpus.text), config.context_size)
     cost, held = _reserve_memory(config, train_config.batch_size, device, budget)  # first: what kills a server
     run = None
@@ -417,7 +422,7 @@ def prepare_run(request: RunRequest, limits: Limits | None = None, budget: Memor
             model = previous.model
         else:
             torch.manual_seed(train_config.seed)
-            model = GPT(config)
+            model = build_model(config)
         model.to(device)
         optimizer = configure_optimizer(model, train_config, device)
         restored = _restore_optimizer(optimizer, model, name, request) if request.resume else []
@@ -578,6 +583,15 @@ def probe_attention(run: PreparedRun, text: str, step: int) -> ProbeSnapshot | N
     return ProbeSnapshot(step, list(text), torch.stack([w[0] for w in weights]).float().cpu(), left_out)
 
 
+def probe_text_for(run: PreparedRun) -> str:
+    """The sentence a run's attention is probed on: PROBE_TEXT, unless the run's vocabulary lacks most of its
+    characters (notebook 004's "hello world" knows none of "ROMEO:" and few of the rest), then the opening
+    ``context_size`` characters of the run's own text ("hello wo")."""
+    if 2 * len(run.tokenizer.find_unknown(PROBE_TEXT)) <= len(PROBE_TEXT):
+        return PROBE_TEXT
+    return run.corpus.text[: run.model.config.context_size]
+
+
 def split_for_context(ids: torch.Tensor, context_size: int) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     """(train ids, validation ids, notes): the first 90% trains and the last 10% validates when that 10% holds a
     window of ``context_size + 1``; a shorter text (notebook 004's "hello world") trains and validates on the whole
@@ -602,14 +616,15 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
                  should_stop: Callable[[], bool] | None = None,
                  on_sample: Callable[[int, str], None] | None = None,
                  on_probe: Callable[[ProbeSnapshot], None] | None = None,
-                 probe_text: str = PROBE_TEXT, world: World = SINGLE) -> TrainResult:
+                 probe_text: str | None = None, world: World = SINGLE) -> TrainResult:
     """Train a prepared run, saving a checkpoint (weights and optimizer state) every ``checkpoint_interval`` steps
     and at the end.
 
     Reports through optional callbacks: ``on_step(step, metrics)`` after every step; ``on_sample(step, text)``
     every ``sample_interval`` steps and at the last step (SAMPLE_CHARACTERS generated from the start text, seeded
     by the step);
-    ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention).
+    ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention; by default
+    ``probe_text_for(run)``).
     Stops early, saving, when ``should_stop()`` is true or the run's ``max_seconds`` have passed;
     ``result.stop_reason`` says which (STOPPED_BY_VISITOR, STOPPED_BY_TIME_LIMIT).
 
@@ -625,6 +640,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
         return train(run.model, config, run.train_data, start_step=run.start_step, result=result,
                      optimizer=optimizer, world=world)
     deadline = None if run.max_seconds is None else time.monotonic() + run.max_seconds
+    probe_text = probe_text_for(run) if probe_text is None else probe_text
 
     def save() -> None:  # with its model card where a command trains it: a card never falls behind its weights
         card = model_card(run, result, run.request.command) if run.request.command else None
@@ -707,9 +723,10 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
         ("seed", str(train_config.seed)),
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
+    kind = "A character-level GPT" if config.is_gpt else "N" + describe_architecture(config)[1:]
     return (
         f"---\nlibrary_name: attention-playground\ntags: [character-level, gpt, attention-playground]\n---\n\n"
-        f"# {run.request.run_name}\n\nA character-level GPT trained with Attention Playground's own CLI.\n\n"
+        f"# {run.request.run_name}\n\n{kind} trained with Attention Playground's own CLI.\n\n"
         f"| | |\n| --- | --- |\n{table}\n\nTrained with:\n\n```bash\n{command}\n```\n\n"
         "Files: `config.json` (ModelConfig), `model.safetensors` (weights), `vocabulary.json` (the characters in ID "
         "order), `training.json` (loss curves and the figures above). Load with "

@@ -122,10 +122,10 @@ def test_api_inputs_have_their_handlers_names(served):
     assert names["/attention_step"][:4] == ["source", "checkpoint", "layer", "head"]
     assert names["/model_view"][-3:] == ["dropout_seed", "forget_transpose", "book_inputs"]  # optional: older calls
     # still work
-    # optional after run_name; the optimizer, the time budget and the decay last, so calls written before they
-    # existed still train with AdamW, no time budget and cosine decay
+    # optional after run_name; the optimizer, the time budget, the decay and the architecture last, so calls written
+    # before they existed still train a GPT with AdamW, no time budget and cosine decay
     assert names["/train_start"][14:] == ["run_name", "replace", "token", "browser_token", "optimizer",
-                                          "time_budget_seconds", "learning_rate_decay"]
+                                          "time_budget_seconds", "learning_rate_decay", "architecture"]
     assert names["/train_stop"] == ["token", "browser_token"] and names["/compare"][0] == "embedding_dim"
     unnamed = {api: params for api, params in names.items() if any(p.startswith("param_") for p in params)}
     assert not unnamed

@@ -251,7 +251,8 @@ def test_the_model_card_of_a_text_too_short_to_hold_out_says_so(tmp_path):
     card = (tmp_path / "w" / "hw" / "README.md").read_text()
     assert "too short to hold out 10%: it trains and validates on the whole text" in card
     assert "last 10%" not in card and "fixed batches of the whole text" in card
-    assert "| shape | 1 layer, 1 head, embedding 16" in card
+    assert "| shape | 1 layer, 2 heads, embedding 16" in card  # the toy preset: notebook 004's model
+    assert "Notebook 004's attention-only model (2 heads" in card
 
 
 def test_cli_prints_a_line_per_evaluation_above_the_progress_bar(tmp_path, shakespeare_text, capsys):
