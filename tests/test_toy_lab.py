@@ -112,6 +112,14 @@ def test_the_sampler_generates_from_w_with_the_notebooks_window(tmp_path):
     assert "KV cache" not in dict(sampling_cost(config, 1048).parts)
 
 
+def test_a_toy_run_resumes_warm_from_its_checkpoint(tmp_path):
+    run_training(prepare_run(toy_request(tmp_path, steps=20)))
+    resumed = prepare_run(dataclasses.replace(toy_request(tmp_path, steps=30), resume=True))
+    assert isinstance(resumed.model, NotebookLanguageModel) and resumed.start_step == 20
+    assert not any("starts cold" in note for note in resumed.notes)  # its AdamW state came back
+    assert run_training(resumed).steps_done == 30
+
+
 def test_the_estimate_prices_its_explicit_attention():
     cost = dict(memory_cost(toy_config(), 4).parts)
     assert cost["weights, gradients and AdamW state"] == 16 * 1048
@@ -134,3 +142,101 @@ def test_any_text_trains_the_notebooks_model(tmp_path, shakespeare_text):
     assert isinstance(run.model, NotebookLanguageModel) and run.model.config.vocabulary_size > 8
     run_training(run)
     assert checkpoints.load_checkpoint("toy-shakespeare", directory=tmp_path).steps == 3
+
+
+# ------------------------------------------------------------------------------------------- through the tabs
+
+@pytest.fixture(scope="module")
+def toy_weights(tmp_path_factory):
+    """A weights folder holding one finished toy run on "hello world" (the notebook's 200 steps)."""
+    folder = tmp_path_factory.mktemp("toy-weights")
+    run_training(prepare_run(toy_request(folder, "toy-1")))
+    return folder
+
+
+@pytest.fixture
+def toy_ctx(toy_weights):
+    from playground.config import Limits
+    from playground.ui.common import AppContext
+
+    return AppContext(limits=Limits(), weights=toy_weights)
+
+
+def test_the_train_tab_starts_the_notebooks_lab_from_the_toy_preset(toy_ctx, monkeypatch):
+    from playground.ui import train_tab
+
+    fields = train_tab.preset_fields("toy")
+    assert fields["architecture"] == NOTEBOOK_004 and fields["learning_rate_decay"] == "constant"
+    assert train_tab.estimate(*(fields[name] for name in train_tab.ESTIMATE_FIELDS), train_tab.CORPORA[2], None,
+                              HELLO).startswith("**1,048 parameters** (with the pasted text's 8 symbols)")
+    started = []
+    monkeypatch.setattr(toy_ctx.jobs, "start", started.append)
+    settings = [fields[name] for name in train_tab.SETTINGS_FIELDS]
+    train_tab.start_run(toy_ctx, *settings, train_tab.CORPORA[2], None, HELLO, "toy-2", False, "", None, None,
+                        fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"],
+                        fields["architecture"])
+    request = started[0]
+    assert request.model["architecture"] == NOTEBOOK_004 and request.corpus_text == HELLO
+    preset = TRAIN_PRESETS["toy"].train
+    assert (request.train.learning_rate, request.train.weight_decay, request.train.grad_clip) == (1e-3, 0.01, 0.0)
+    assert (request.train.steps, request.train.batch_size, request.train.min_learning_rate_ratio) == (200, 4, 1.0)
+    assert (request.train.eval_interval, request.train.sample_interval) == (preset.eval_interval, 50)
+    with pytest.raises(ValueError, match="the architecture: 'bert' is not one of the choices"):
+        train_tab.start_run(toy_ctx, *settings, train_tab.CORPORA[2], None, HELLO, "toy-3", False, "", None, None,
+                            "adamw", 0, "constant", "bert")
+    # what Start would refuse (prepare_run) is said under the fields first
+    two_layers = train_tab.estimate(2, *(fields[name] for name in train_tab.ESTIMATE_FIELDS[1:]))
+    assert two_layers == "⚠️ notebook 004's model has one attention layer: layers_num must be 1 for architecture " \
+                         "notebook_004, got 2"
+    muon = train_tab.estimate(*(fields[name] for name in train_tab.ESTIMATE_FIELDS[:7]), "muon",
+                              *(fields[name] for name in train_tab.ESTIMATE_FIELDS[8:]), limits=toy_ctx.limits)
+    assert muon.endswith("⚠️ notebook 004's model has no transformer blocks for Muon to train: pick the optimizer "
+                         "adamw")
+
+
+def test_the_sample_tab_generates_from_w_and_inspects_a_character(toy_ctx):
+    from playground.ui import sample_tab
+
+    assert "notebook 004's attention-only model" in sample_tab.checkpoint_summary(toy_ctx, "toy-1")
+    default = sample_tab.DEFAULT_PROMPT
+    assert sample_tab.fitting_prompt(toy_ctx, "toy-1", default, default) == ("w", default, "w")
+    *_, (text, coloured, stats, history) = sample_tab.sample(toy_ctx, "toy-1", "w", 30, 0.8, 0, 1.0, 1, False, True)
+    assert text.startswith("w") and len(text) == 31 and set(text) <= set(HELLO)
+    assert "No KV cache: notebook 004's model re-reads its last 8 characters at every step (the notebook's " \
+           "idx[:, -8:])" in stats and coloured.count("data-position") == 30
+    assert [token["context"] for token in history["tokens"][:9]] == [1, 2, 3, 4, 5, 6, 7, 8, 8]
+    top, attention, note = sample_tab.inspect_position(toy_ctx, history, 12, 0, 1)
+    assert "layer 0, head 1" in attention.layout.title.text and "the model saw the last 8 characters" in note
+
+
+def test_the_head_table_scores_the_toys_heads(toy_ctx):
+    from playground.ui import head_table
+
+    _, note = head_table.score_table(toy_ctx, "toy-1")
+    assert note.startswith("toy-1: 1 layer × 2 heads scored")
+
+
+def test_the_views_that_read_a_gpts_blocks_refuse_it_in_a_sentence_never_a_traceback(toy_ctx):
+    import gradio as gr
+
+    from playground.anatomy.lessons import LEVEL_TITLES
+    from playground.ui import attention_tab, model_tab, why_tab
+    from playground.ui.common import friendly
+    from playground.walkthrough import STEP_TITLES
+
+    where = "toy-1 is notebook 004's attention-only model .*: open it in the Sample tab"
+    attention = ["trained checkpoint", "toy-1", 0, 0, 0, 16, 8, "journey", "hello", True, True, 1.0, False,
+                 STEP_TITLES[0]]
+    with pytest.raises(ArchitectureError, match=f"{where}.*one head's weights needs a GPT checkpoint"):
+        attention_tab.attention_step(toy_ctx, *attention, None)
+    with pytest.raises(ArchitectureError, match=where):
+        attention_tab.attention_view(toy_ctx, *attention, None, [])
+    with pytest.raises(ArchitectureError, match=where):
+        attention_tab.export_step(toy_ctx, *attention)
+    with pytest.raises(ArchitectureError, match=f"{where}.*the Model tab needs a GPT checkpoint"):
+        model_tab.model_view(toy_ctx, "trained checkpoint", "toy-1", "hello", LEVEL_TITLES[0], 0, 0, -1, 0, "pre",
+                             "decoder", "gelu", 0.0, 0)
+    with pytest.raises(ArchitectureError, match=f"{where}.*the Why tab needs a GPT checkpoint"):
+        why_tab.explain(toy_ctx, "toy-1", "hello", 2, "")
+    with pytest.raises(gr.Error, match="toy-1 is notebook 004's attention-only model"):  # the page's toast
+        friendly(why_tab.explain)(toy_ctx, "toy-1", "hello", 2, "")
