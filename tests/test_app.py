@@ -237,8 +237,9 @@ def test_train_start_status_stop(served):
     app, client, weights = served
     values = client.predict("tiny", api_name="/train_preset")
     # the tiny preset in the fields' order: the model's shape, batch, steps, learning rate, warm-up, dropout, seed,
-    # device, then the run name (a fresh one), the optimizer and the time budget
-    assert list(values) == [2, 3, 96, 64, 32, 3000, 1.2e-2, 50, 0.0, 1337, "auto", "tiny-1", "muon", 50.0, "linear"]
+    # device, then the run name (a fresh one), the optimizer, the time budget, the decay and the architecture
+    assert list(values) == [2, 3, 96, 64, 32, 3000, 1.2e-2, 50, 0.0, 1337, "auto", "tiny-1", "muon", 50.0, "linear",
+                            "gpt"]
     fields = [1, 2, 16, 16, 4, 400, 3e-3, 2, 0.0, 0, "cpu"]
     status = client.predict(*fields, "pasted text", None, "the quick brown fox jumps over the lazy dog. " * 40,
                             "ui-run", api_name="/train_start")
