@@ -197,7 +197,9 @@ def test_the_train_tab_starts_the_notebooks_lab_from_the_toy_preset(toy_ctx, mon
 def test_the_sample_tab_generates_from_w_and_inspects_a_character(toy_ctx):
     from playground.ui import sample_tab
 
-    assert "notebook 004's attention-only model" in sample_tab.checkpoint_summary(toy_ctx, "toy-1")
+    summary = sample_tab.checkpoint_summary(toy_ctx, "toy-1")
+    assert "notebook 004's attention-only model" in summary and "no KV cache: each step re-reads the last 8 " \
+        "characters, as the notebook's generate does" in summary
     default = sample_tab.DEFAULT_PROMPT
     assert sample_tab.fitting_prompt(toy_ctx, "toy-1", default, default) == ("w", default, "w")
     *_, (text, coloured, stats, history) = sample_tab.sample(toy_ctx, "toy-1", "w", 30, 0.8, 0, 1.0, 1, False, True)

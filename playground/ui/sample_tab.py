@@ -60,8 +60,10 @@ def checkpoint_summary(ctx: AppContext, name: str) -> str:
     device = next(loaded.model.parameters()).device
     return (f"**{loaded.name}** · {loaded.model.parameter_count():,} parameters · {count(config.layers_num, 'layer')} "
             f"× {count(config.heads_num, 'head')} · embedding {config.embedding_dim} · context {config.context_size} · "
-            f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}\n\n"
-            f"{loaded.description}")
+            f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}"
+            + ("" if config.has_kv_cache else " · no KV cache: each step re-reads the last "
+               f"{config.context_size} {_plural(loaded.tokenizer)}, as the notebook's generate does")
+            + f"\n\n{loaded.description}")
 
 
 def fitting_prompt(ctx: AppContext, name: str, prompt: str, offered: str) -> tuple[str, str, str]:

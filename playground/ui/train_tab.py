@@ -527,7 +527,8 @@ def corpus_note(ctx: AppContext, choice) -> str:
 def build(ctx: AppContext) -> gr.State:
     """The tab; returns the State that names this page's run once it has finished or stopped with a checkpoint."""
     gr.Markdown(
-        "Train a small character-level GPT on the server, in the background: one run at a time for everyone. "
+        "Train a small character-level GPT on the server (or, with the toy preset, notebook 004's attention-only "
+        "model), in the background: one run at a time for everyone. "
         "Watch the training and validation loss fall, read samples as they improve, and see the attention of a "
         "fixed probe sentence form. Stop keeps a checkpoint; the Attention and Sample tabs can load it. "
         f"A run is yours: only this browser can stop, resume or replace it. A run stops after "
