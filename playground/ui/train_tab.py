@@ -634,11 +634,18 @@ def build(ctx: AppContext) -> gr.State:
     run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token,
                   fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"],
                   fields["architecture"]]
-    keep_on_refusal(start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
-        bound(start_run, ctx), run_inputs, outputs, api_name="train_start"), outputs, "train_start_refused")
-    keep_on_refusal(resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
-        bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume"), outputs,
-        "train_resume_refused")
+    seen = gr.State([])  # what the status poll last drew (poll_status's key)
+    started = start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
+        bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
+    resumed = resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
+        bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
+    keep_on_refusal(started, outputs, "train_start_refused")
+    keep_on_refusal(resumed, outputs, "train_resume_refused")
+    # A run can end before the page has Start's answer (notebook 004's lab takes a second or two): a poll that drew it
+    # finished, landing first, was then covered by Start's "step 0" for good, the later polls seeing nothing new. Once
+    # Start's answer is on the page the poll forgets what it drew, so its next tick draws the run as it stands.
+    for event, name in ((started, "train_start_redraw"), (resumed, "train_resume_redraw")):
+        event.success(lambda: [], None, seen, api_name=name, api_visibility="private", show_progress="hidden")
     keep_on_refusal(stop.click(bound(stop_run, ctx), [token, owner_token], outputs, api_name="train_stop"), outputs,
                     "train_stop_refused")
     compare_io = dict(inputs=[earlier, x_axis, current], outputs=[compare_plot, compare_note],
@@ -649,7 +656,6 @@ def build(ctx: AppContext) -> gr.State:
     gr.on([compare_section.expand, earlier.change, x_axis.change, current.change, redraw.click],
           bound(compare_curves, ctx),
           api_name="train_compare_curves", **compare_io)
-    seen = gr.State([])
     finished_run = gr.State("")
     timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token],
                [*outputs, seen, finished_run], api_name="train_status", show_progress="hidden",
