@@ -42,6 +42,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from playground import checks, gpt2
+from playground.architectures import build_model, describe_architecture
 from playground.config import ConfigError, ModelConfig
 from playground.model import GPT
 from playground.optim_state import OptimizerState
@@ -85,7 +86,7 @@ class Checkpoint:
     path: Path
     config: ModelConfig
     tokenizer: Tokenizer  # CharTokenizer or subword.BPETokenizer
-    model: GPT
+    model: GPT  # or architectures.NotebookLanguageModel: config.architecture says which (build_model)
     training: dict[str, Any] | None
     layout: str = PLAYGROUND_LAYOUT  # or GPT2_LAYOUT: the files it was read from
 
@@ -99,8 +100,9 @@ class Checkpoint:
         parameters = self.model.parameter_count()
         if self.layout == GPT2_LAYOUT:
             return gpt2.describe(self.name, self.config, self.tokenizer.describe(), parameters)
-        return (f"Attention Playground checkpoint {self.name}, {self.tokenizer.describe()}, "
-                f"context {self.config.context_size}, {gpt2.parameters_text(parameters)}")
+        kind = describe_architecture(self.config)
+        return (f"Attention Playground checkpoint {self.name}{f', {kind}' if kind else ''}, "
+                f"{self.tokenizer.describe()}, context {self.config.context_size}, {gpt2.parameters_text(parameters)}")
 
     @property
     def val_loss(self) -> float | None:
@@ -573,7 +575,7 @@ def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
         with _weights(path) as (keys, read):
             state = {key: read(key) for key in keys}
     with torch.device("meta"):  # shapes only: the loaded tensors become the parameters, no second copy is made
-        model = GPT(config)
+        model = build_model(config)
     expected = stored_state_shapes(model)
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))

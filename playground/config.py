@@ -20,10 +20,16 @@ OPTIMIZER_CHOICES = ("adamw", "muon")
 PRECISION_CHOICES = ("auto", "float32", "bfloat16")  # device.py resolves "auto"
 # How the learning rate falls after the warm-up, to its floor: "cosine" (nanoGPT's) or "linear" (a straight line,
 # which benchmarks/sweep.py found better for the tiny preset's minute: validation 1.642 against cosine's 1.656).
-DECAY_CHOICES = ("cosine", "linear")
+# "constant" keeps the rate where the warm-up left it, as notebook 004's loop keeps AdamW at 1e-3 for its 200 steps.
+DECAY_CHOICES = ("cosine", "linear", "constant")
 # The MLP's non-linearity: "gelu" the exact erf form (the playground's own models), "gelu_tanh" the tanh
 # approximation GPT-2 was trained with (Hugging Face calls it gelu_new), "relu" the original Transformer's.
 ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu")
+# Which model a config builds (architectures.build_model): "gpt" the playground's GPT (model.py), every checkpoint's
+# unless its config.json says otherwise; "notebook_004" notebook 004's attention-only SimpleLanguageModel (its heads
+# each read their own slice of the embedding; no residual, norm or MLP), the toy preset's lab.
+GPT_ARCHITECTURE, NOTEBOOK_004 = "gpt", "notebook_004"
+ARCHITECTURE_CHOICES = (GPT_ARCHITECTURE, NOTEBOOK_004)
 # With a time budget the warm-up also ends once this share of the budget has passed: a short budget still decays,
 # and the decay, which follows the clock from then on, starts within 2.5% of the full rate (cos(0.1 pi) = 0.95).
 BUDGET_WARMUP_SHARE = 0.1
@@ -61,6 +67,12 @@ class ModelConfig:
     (exact GELU, LayerNorm epsilon 1e-5, a separate LM head); ``to_dict`` leaves them out at those defaults, so a
     character checkpoint's config.json reads as it always did. GPT-2: ``activation="gelu_tanh"``,
     ``use_bias=True``, ``tie_embeddings=True`` (the LM head is the token embedding, counted once, and has no bias).
+
+    ``architecture`` (ARCHITECTURE_CHOICES, also left out of ``to_dict`` at its default "gpt") names the model the
+    config builds. "notebook_004" is notebook 004's SimpleLanguageModel(vocabulary_size, context_size,
+    embedding_dim, heads_num): one attention layer (layers_num 1), no dropout, no tied head; its ``proj`` and
+    ``output`` have biases and it has no MLP or LayerNorm, so ``use_bias``, ``activation`` and ``layer_norm_eps``
+    do not apply to it.
     """
 
     vocabulary_size: int
@@ -73,6 +85,7 @@ class ModelConfig:
     activation: str = "gelu"  # one of ACTIVATION_CHOICES
     layer_norm_eps: float = 1e-5
     tie_embeddings: bool = False
+    architecture: str = GPT_ARCHITECTURE  # one of ARCHITECTURE_CHOICES
 
     def __post_init__(self) -> None:
         for name in ("vocabulary_size", "context_size", "embedding_dim", "heads_num", "layers_num"):
@@ -93,14 +106,45 @@ class ModelConfig:
         _check_real(self, "layer_norm_eps")
         if not 0 < self.layer_norm_eps < 1:
             raise ConfigError(f"layer_norm_eps must be in (0, 1), got {self.layer_norm_eps}")
+        if self.architecture not in ARCHITECTURE_CHOICES:
+            raise ConfigError(f"architecture must be {' or '.join(ARCHITECTURE_CHOICES)}, "
+                              f"got {shown(self.architecture)}")
+        if self.architecture == NOTEBOOK_004:
+            if self.layers_num != 1:
+                raise ConfigError(f"notebook 004's model has one attention layer: layers_num must be 1 for "
+                                  f"architecture {NOTEBOOK_004}, got {self.layers_num}")
+            if self.dropout_rate:
+                raise ConfigError(f"notebook 004's model has no dropout: dropout_rate must be 0 for architecture "
+                                  f"{NOTEBOOK_004}, got {self.dropout_rate}")
+            if self.tie_embeddings:
+                raise ConfigError(f"notebook 004's model has its own output layer: tie_embeddings must be false for "
+                                  f"architecture {NOTEBOOK_004}")
 
     @property
     def head_size(self) -> int:
         return self.embedding_dim // self.heads_num
 
+    @property
+    def is_gpt(self) -> bool:
+        """Whether this config builds the playground's GPT (blocks, per-layer attention the Model and Why views
+        read), not notebook 004's attention-only model."""
+        return self.architecture == GPT_ARCHITECTURE
+
+    @property
+    def has_kv_cache(self) -> bool:
+        """Whether sampling can keep a KV cache: the GPT's can; notebook 004's model re-reads its window every step
+        (the notebook's ``idx[:, -8:]``)."""
+        return self.is_gpt
+
     def parameter_count(self) -> int:
-        """Exact number of parameters of ``playground.model.GPT`` built from this config."""
+        """Exact number of parameters of the model this config builds (``architectures.build_model``).
+
+        notebook_004, vocabulary 8, context 8, embedding 16, 2 heads: embeddings 8·16 + 8·16, each head's key,
+        query, value 3·8·8, proj 16·16 + 16, output 16·8 + 8 -> 1,048.
+        """
         c, v, t, b = self.embedding_dim, self.vocabulary_size, self.context_size, self.use_bias
+        if self.architecture == NOTEBOOK_004:
+            return v * c + t * c + 3 * c * self.head_size + c * c + c + c * v + v
         layer_norm = 2 * c if b else c
         attention = 3 * c * c + c * c + (4 * c if b else 0)
         mlp = 4 * c * c * 2 + (5 * c if b else 0)
@@ -126,7 +170,7 @@ class ModelConfig:
         return _from_dict(cls, data)
 
 
-_OPTIONAL_FIELDS = ("activation", "layer_norm_eps", "tie_embeddings")
+_OPTIONAL_FIELDS = ("activation", "layer_norm_eps", "tie_embeddings", "architecture")
 
 
 @dataclass(frozen=True)
@@ -175,7 +219,7 @@ class TrainConfig:
         if self.device not in ("auto", "cpu", "cuda", "mps"):
             raise ConfigError(f"device must be auto, cpu, cuda or mps, got {shown(self.device)}")
         if self.learning_rate_decay not in DECAY_CHOICES:
-            raise ConfigError(f"learning_rate_decay must be {' or '.join(DECAY_CHOICES)}, "
+            raise ConfigError(f"learning_rate_decay must be {', '.join(DECAY_CHOICES[:-1])} or {DECAY_CHOICES[-1]}, "
                               f"got {shown(self.learning_rate_decay)}")
         if self.optimizer not in OPTIMIZER_CHOICES:
             raise ConfigError(f"optimizer must be {' or '.join(OPTIMIZER_CHOICES)}, got {shown(self.optimizer)}")
@@ -195,7 +239,7 @@ class TrainConfig:
 
     def learning_rate_at(self, step: int, seconds: float = 0.0) -> float:
         """Linear warm-up over ``warmup_steps``, then ``learning_rate_decay`` (cosine or linear) down to
-        ``min_learning_rate_ratio * learning_rate``.
+        ``min_learning_rate_ratio * learning_rate``, or ("constant") ``learning_rate`` to the end.
 
         ``step`` counts from 0; with warmup 10 the rate at step 0 is lr/10 and at step 9 it is lr. Without a time
         budget the decay runs from step ``warmup_steps`` to ``steps``; with one, the further along of that and
@@ -208,6 +252,8 @@ class TrainConfig:
             warmed = max(warmed, seconds / (BUDGET_WARMUP_SHARE * self.time_budget_seconds))
         if warmed < 1.0:
             return self.learning_rate * warmed
+        if self.learning_rate_decay == "constant":
+            return self.learning_rate
         decay_steps = max(1, self.steps - self.warmup_steps)
         position = max(0.0, (step - self.warmup_steps) / decay_steps)
         if self.time_budget_seconds > 0:

@@ -92,10 +92,11 @@ def where(device_type: str) -> str:
 
 
 def _shapes(config: ModelConfig, device_type: str) -> dict[str, Any]:
+    # notebook 004's heads always compute their (B, T, T) weights explicitly, as the notebook writes them
     return dict(parameters=config.parameter_count(), layers_num=config.layers_num, heads_num=config.heads_num,
                 embedding_dim=config.embedding_dim, context_size=config.context_size,
                 vocabulary_size=config.vocabulary_size,
-                explicit_attention=attention_is_explicit(config.dropout_rate, device_type))
+                explicit_attention=attention_is_explicit(config.dropout_rate, device_type) or not config.is_gpt)
 
 
 def memory_cost(config: ModelConfig, batch_size: int, device_type: str = "cpu") -> Cost:

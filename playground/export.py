@@ -27,6 +27,7 @@ from safetensors.torch import save_file
 
 from playground import checkpoints, gpt2
 from playground.checkpoints import Checkpoint
+from playground.run_record import PRIVATE_FIELDS
 from playground.subword import BPETokenizer
 
 EXPORTED_FILES = (checkpoints.CONFIG_FILE, checkpoints.WEIGHTS_FILE, checkpoints.TOKENIZER_FILE,
@@ -86,7 +87,7 @@ def write_gpt2(checkpoint: Checkpoint, folder: Path, card_target: str | None = N
                                                      encoding="utf-8")
     (folder / checkpoints.CARD_FILE).write_text(model_card(checkpoint, card_target or str(folder)), encoding="utf-8")
     if checkpoint.training is not None:
-        training = {k: v for k, v in checkpoint.training.items() if k != checkpoints.OWNER_FIELD}
+        training = {k: v for k, v in checkpoint.training.items() if k not in PRIVATE_FIELDS}
         (folder / checkpoints.TRAINING_FILE).write_text(json.dumps(training, indent=2, ensure_ascii=False) + "\n",
                                                         encoding="utf-8")
     return tuple(name for name in EXPORTED_FILES if (folder / name).is_file())

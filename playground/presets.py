@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from playground.config import TrainConfig
+from playground.config import GPT_ARCHITECTURE, NOTEBOOK_004, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class ModelShape:
     context_size: int
     dropout_rate: float = 0.0
     use_bias: bool = False
+    architecture: str = GPT_ARCHITECTURE  # config.ARCHITECTURE_CHOICES: the model it builds
 
     def to_dict(self) -> dict[str, Any]:
         """The ``model`` settings of a RunRequest."""
@@ -34,8 +35,9 @@ class ModelShape:
 
 MODEL_FIELDS = tuple(field.name for field in dataclasses.fields(ModelShape))
 # Where each learning-rate decay ends, as a share of the rate, in every preset and in the Train tab (which offers the
-# decay, not its floor): cosine to a tenth, as nanoGPT; linear to zero, as benchmarks/sweep.py found best for tiny.
-DECAY_FLOORS = {"cosine": 0.1, "linear": 0.0}
+# decay, not its floor): cosine to a tenth, as nanoGPT; linear to zero, as benchmarks/sweep.py found best for tiny;
+# constant has no floor below the rate itself.
+DECAY_FLOORS = {"cosine": 0.1, "linear": 0.0, "constant": 1.0}
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,17 @@ class TrainPreset:
 
 
 TRAIN_PRESETS: dict[str, TrainPreset] = {
+    # Notebook 004's lab as the notebook runs it: SimpleLanguageModel(len(chars), block_size=8, n_embd=16, n_head=2),
+    # torch's AdamW (learning rate 1e-3, weight decay 0.01) at a constant rate, batches of 4 windows of 8, 200 steps,
+    # no gradient clipping, in float32; the notebook printed losses 2.18, 1.56, 0.87, 0.38 at steps 0, 50, 100, 150.
     "toy": TrainPreset(
-        "notebook 004's toy: one block, context 8, for a tiny pasted text such as “hello world”; seconds",
-        ModelShape(layers_num=1, heads_num=1, embedding_dim=16, context_size=8),
-        TrainConfig(batch_size=4, steps=300, learning_rate=1e-2, warmup_steps=10, eval_interval=50, eval_batches=2,
-                    checkpoint_interval=300, sample_interval=50),
+        "notebook 004's toy lab: its attention-only model (2 heads, each on its own half of a 16-wide embedding), "
+        "AdamW 1e-3, batches of 4 windows of 8, 200 steps; paste “hello world” as the notebook does; seconds",
+        ModelShape(layers_num=1, heads_num=2, embedding_dim=16, context_size=8, architecture=NOTEBOOK_004),
+        TrainConfig(batch_size=4, steps=200, learning_rate=1e-3, warmup_steps=0, learning_rate_decay="constant",
+                    min_learning_rate_ratio=DECAY_FLOORS["constant"], weight_decay=0.01, grad_clip=0.0,
+                    eval_interval=50, eval_batches=2, checkpoint_interval=200, sample_interval=50,
+                    precision="float32"),
     ),
     "tiny": TrainPreset(
         "about a minute on any machine: 50 s of training steps (a time budget, the learning rate's linear decay to "

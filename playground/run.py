@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from playground import checkpoints, checks
+from playground.architectures import build_model, optimizer_refusal
 from playground.budget import BudgetError, Cost, MemoryBudget, human
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, CorpusError, TokenIdsDataset, load_corpus, split_train_val
@@ -38,6 +39,7 @@ from playground.model import GPT
 from playground.optim_state import OptimizerStateError, flatten_optimizer_state, restore_optimizer_state
 from playground.optimizers import Optimizer, optimizer_name
 from playground.presets import MODEL_FIELDS
+from playground.probes import ProbeSnapshot, probe_attention, probe_text_for
 from playground.run_record import (
     CURVE_FIELDS,
     RUN_RECORD_FIELDS,
@@ -50,7 +52,6 @@ from playground.sampling import generate
 from playground.tokenizer import CharTokenizer
 from playground.train import StepMetrics, TrainResult, configure_optimizer, train
 
-PROBE_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 SAMPLE_CHARACTERS = 120  # the length of each sample a run reports
 STOPPED_ON_REQUEST, STOPPED_BY_TIME_LIMIT = "asked", "time limit"
 
@@ -85,7 +86,7 @@ class PreparedRun:
     request: RunRequest
     corpus: Corpus
     tokenizer: CharTokenizer
-    model: GPT
+    model: GPT  # or architectures.NotebookLanguageModel (config.architecture "notebook_004")
     train_data: TokenIdsDataset
     val_data: TokenIdsDataset
     device: torch.device
@@ -209,6 +210,8 @@ def plan_run(request: RunRequest, limits: Limits | None = None) -> RunPlan:
         tokenizer = CharTokenizer.train_from_text(corpus.text)
         config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **request.model)
         check_size(config, limits, "the model")
+    if refusal := optimizer_refusal(config, train_config.optimizer):
+        raise ConfigError(refusal)
     train_ids, val_ids, split_notes = split_for_context(tokenizer.encode(corpus.text), config.context_size)
     estimated = estimate_seconds(config, train_config.batch_size, train_config.steps - start_step, device.type,
                                  train_config.optimizer, budget_left(train_config, step_seconds_before))
@@ -242,7 +245,7 @@ def build_run(plan: RunPlan, *, max_seconds: float | None = None, notes: list[st
                                             max_parameters=limits.max_parameters).model
     else:
         torch.manual_seed(train_config.seed)
-        model = GPT(plan.config)
+        model = build_model(plan.config)
     model.to(plan.device)
     optimizer = configure_optimizer(model, train_config, plan.device)
     restored = _restore_optimizer(optimizer, model, plan.name, request) if request.resume else []
@@ -314,37 +317,6 @@ def _restore_optimizer(optimizer: Optimizer, model: GPT, name: str, request: Run
     return []
 
 
-@dataclass(frozen=True)
-class ProbeSnapshot:
-    """What a fixed probe sentence attended to at one step of a run."""
-
-    step: int
-    tokens: list[str]
-    weights: torch.Tensor  # (layers, heads, T, T) on the CPU
-    left_out: str = ""  # the probe's characters the run's vocabulary lacks, each once, in the order they came
-
-
-def probe_attention(run: PreparedRun, text: str, step: int) -> ProbeSnapshot | None:
-    """Every head's attention over ``text`` (the characters the vocabulary knows, cut to the context) now; the
-    snapshot names the characters it left out.
-
-    None when the vocabulary knows none of them. The model's train/eval mode is left as it was.
-    """
-    left_out = "".join(dict.fromkeys(u.character for u in run.tokenizer.find_unknown(text)))
-    text = "".join(c for c in text if c not in left_out)[: run.model.config.context_size]
-    if not text:
-        return None
-    was_training = run.model.training
-    run.model.eval()
-    try:
-        with torch.no_grad():
-            ids = run.tokenizer.encode(text)[None].to(run.device)
-            weights = run.model(ids, return_attention=True).attention_weights
-    finally:
-        run.model.train(was_training)
-    return ProbeSnapshot(step, list(text), torch.stack([w[0] for w in weights]).float().cpu(), left_out)
-
-
 def split_for_context(ids: torch.Tensor, context_size: int) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     """(train ids, validation ids, notes): the first 90% trains and the last 10% validates when that 10% holds a
     window of ``context_size + 1``; a shorter text (notebook 004's "hello world") trains and validates on the whole
@@ -369,14 +341,15 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
                  should_stop: Callable[[], bool] | None = None,
                  on_sample: Callable[[int, str], None] | None = None,
                  on_probe: Callable[[ProbeSnapshot], None] | None = None,
-                 probe_text: str = PROBE_TEXT, world: World = SINGLE) -> TrainResult:
+                 probe_text: str | None = None, world: World = SINGLE) -> TrainResult:
     """Train a prepared run, saving a checkpoint (weights and optimizer state) every ``checkpoint_interval`` steps
     and at the end.
 
     Reports through optional callbacks: ``on_step(step, metrics)`` after every step; ``on_sample(step, text)``
     every ``sample_interval`` steps and at the last step (SAMPLE_CHARACTERS generated from the start text, seeded
     by the step);
-    ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention).
+    ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention; by default
+    ``probe_text_for(run)``).
     Stops early, saving, when ``should_stop()`` is true or the run's ``max_seconds`` have passed;
     ``result.stop_reason`` says which (STOPPED_ON_REQUEST, STOPPED_BY_TIME_LIMIT).
 
@@ -392,6 +365,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
         return train(run.model, config, run.train_data, start_step=run.start_step, result=result,
                      optimizer=optimizer, world=world)
     deadline = None if run.max_seconds is None else time.monotonic() + run.max_seconds
+    probe_text = probe_text_for(run) if probe_text is None else probe_text
 
     def save() -> None:  # with its model card where a command trains it: a card never falls behind its weights
         card = model_card(run, result, run.request.command) if run.request.command else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from playground import checks
+from playground.architectures import describe_architecture
 from playground.device import describe_training
 from playground.train import TrainResult
 
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
 CURVE_FIELDS = ("train_loss", "val_loss", "val_seconds")  # training.json's curves, carried on by a resumed run
 SECONDS_FIELD = "seconds_before"  # in PreparedRun.history: [a resumed run's earlier wall_seconds]
 # what training_record writes: a resumed checkpoint's record keeps its other fields (PreparedRun.record)
+# who started a run, as the hashes a server records beside the run's own fields (server/tenancy.py writes them);
+# never exported or published
+OWNER_FIELD, CLIENT_FIELD = "owner", "client"
+PRIVATE_FIELDS = frozenset({OWNER_FIELD, CLIENT_FIELD})
 RUN_RECORD_FIELDS = frozenset({"steps_done", "steps_planned", *CURVE_FIELDS, "tokens_per_second", "wall_seconds",
                                "eval_seconds", "step_seconds", "corpus", "device", "seed", "train_config",
                                "stopped_early", "budget_reached", "processes"})
@@ -105,9 +110,10 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
         ("seed", str(train_config.seed)),
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
+    kind = "A character-level GPT" if config.is_gpt else "N" + describe_architecture(config)[1:]
     return (
         f"---\nlibrary_name: attention-playground\ntags: [character-level, gpt, attention-playground]\n---\n\n"
-        f"# {run.request.run_name}\n\nA character-level GPT trained with Attention Playground's own CLI.\n\n"
+        f"# {run.request.run_name}\n\n{kind} trained with Attention Playground's own CLI.\n\n"
         f"| | |\n| --- | --- |\n{table}\n\nTrained with:\n\n```bash\n{command}\n```\n\n"
         "Files: `config.json` (ModelConfig), `model.safetensors` (weights), `vocabulary.json` (the characters in ID "
         "order), `training.json` (loss curves and the figures above). Load with "

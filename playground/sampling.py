@@ -11,7 +11,9 @@ the cache, once it is full it is rebuilt from the last ``context_size // 2`` tok
 continues from there, so each rebuild is paid once per ``context_size // 2`` new tokens. A slid key
 would need a new position, so a cache cannot slide: past the context a cached draw reads between
 ``context_size // 2`` and ``context_size`` tokens where an uncached one reads ``context_size``, and the
-two texts can part there (each GeneratedToken says how many it read). Within the context they agree.
+two texts can part there (each GeneratedToken says how many it read). Within the context they agree. A model
+without a cache (``config.has_kv_cache`` false: notebook 004's) always decodes the uncached way, the notebook's
+``idx[:, -8:]``, whatever ``use_cache`` asks.
 
 What a generation costs is known before it starts (``decoding_work``, ``sampling_seconds``, ``sampling_cost``):
 the same loop as ``_decode`` counted in tokens and (query, key) pairs instead of run, priced at a rate
@@ -121,7 +123,8 @@ def start_text(tokenizer: Tokenizer) -> str:
 @torch.no_grad()
 def stream(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSettings,
            use_cache: bool = True) -> Iterator[GeneratedToken]:
-    """Yield one GeneratedToken per new token; an empty prompt starts from ``start_text(tokenizer)``.
+    """Yield one GeneratedToken per new token; an empty prompt starts from ``start_text(tokenizer)``. ``use_cache``
+    applies where the model has one (``model.config.has_kv_cache``).
 
     The model runs in eval mode while this generates and goes back to the mode it was in afterwards (also
     when the caller stops early or an error ends it), so a training loop can sample mid-run.
@@ -129,7 +132,8 @@ def stream(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSett
     was_training = model.training
     model.eval()
     try:
-        yield from _decode(model, tokenizer, prompt or start_text(tokenizer), settings, use_cache)
+        yield from _decode(model, tokenizer, prompt or start_text(tokenizer), settings,
+                           use_cache and model.config.has_kv_cache)
     finally:
         model.train(was_training)
 
@@ -262,7 +266,7 @@ CPU_RATE = DecodingRate(seconds_per_step=2e-3, seconds_per_layer=1e-3, flops_per
 def sampling_seconds(config: ModelConfig, parameters: int, prompt_length: int, max_new_tokens: int,
                      use_cache: bool, rate: DecodingRate = CPU_RATE) -> float:
     """About how long ``stream`` takes for these shapes, in seconds (pessimistic by design)."""
-    work = decoding_work(prompt_length, max_new_tokens, config.context_size, use_cache)
+    work = decoding_work(prompt_length, max_new_tokens, config.context_size, use_cache and config.has_kv_cache)
     return rate.seconds(work, parameters, config.layers_num, config.embedding_dim)
 
 
@@ -292,7 +296,7 @@ def check_sampling_time(config: ModelConfig, parameters: int, prompt_length: int
     fits = most_new_tokens_within(limit_seconds, config, parameters, prompt_length, use_cache,
                                   settings.max_new_tokens, rate)
     advice = [f"lower max_new_tokens to {fits} or fewer" if fits else "shorten the prompt"]
-    if not use_cache:
+    if not use_cache and config.has_kv_cache:
         cached = sampling_seconds(config, parameters, prompt_length, settings.max_new_tokens, True, rate)
         if cached <= limit_seconds:
             advice.append(f"switch the KV cache on (about {math.ceil(cached)} s for all {settings.max_new_tokens})")
@@ -307,4 +311,6 @@ def sampling_cost(config: ModelConfig, parameters: int) -> Cost:
                              embedding_dim=config.embedding_dim, context_size=config.context_size,
                              vocabulary_size=config.vocabulary_size)
     cache = 2 * config.layers_num * config.context_size * config.embedding_dim * 4  # keys and values, fp32
+    if not config.has_kv_cache:
+        return Cost("generating text", forward.parts)
     return Cost("generating text", (*forward.parts, ("KV cache", cache)))

@@ -34,7 +34,7 @@ from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
 from playground.config import ModelConfig
 from playground.data import builtin_corpus
 from playground.presets import TRAIN_PRESETS
-from playground.run import PROBE_TEXT
+from playground.probes import PROBE_TEXT
 from playground.walkthrough import STEP_LABELS, STEP_TITLES
 
 pytestmark = pytest.mark.browser

@@ -67,7 +67,7 @@ def test_a_linear_decay_falls_by_equal_steps_to_its_floor():
     assert budget.learning_rate_at(20, 50.0) == pytest.approx(0.5e-3)  # the clock leads, as with cosine
     assert TrainConfig.from_dict({k: v for k, v in config.to_dict().items() if k != "learning_rate_decay"}) == replace(
         config, learning_rate_decay="cosine")  # a checkpoint written before the choice existed reads as cosine
-    with pytest.raises(ConfigError, match="learning_rate_decay must be cosine or linear, got 'step'"):
+    with pytest.raises(ConfigError, match="learning_rate_decay must be cosine, linear or constant, got 'step'"):
         TrainConfig(learning_rate_decay="step")
 
 

@@ -10,7 +10,8 @@ import torch
 
 from playground.budget import BudgetError, MemoryBudget
 from playground.config import TrainConfig
-from playground.run import ProbeSnapshot, RunRequest, run_training
+from playground.probes import ProbeSnapshot
+from playground.run import RunRequest, run_training
 from playground.server import admission
 from playground.server.jobs import FAILED, FINISHED, STOPPED, JobBusyError, JobStatus, NotYourRunError, TrainingJobs
 from playground.server.tenancy import Visitor

@@ -21,7 +21,8 @@ from playground.data import CorpusError, TokenIdsDataset
 from playground.estimates import step_seconds
 from playground.model import GPT
 from playground.presets import TRAIN_PRESETS
-from playground.run import PROBE_TEXT, RunRequest, prepare_run, probe_attention, run_training
+from playground.probes import PROBE_TEXT, probe_attention
+from playground.run import RunRequest, prepare_run, run_training
 from playground.train import TrainingError, TrainResult, train
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
@@ -265,7 +266,8 @@ def test_the_model_card_of_a_text_too_short_to_hold_out_says_so(tmp_path):
     card = (tmp_path / "w" / "hw" / "README.md").read_text()
     assert "too short to hold out 10%: it trains and validates on the whole text" in card
     assert "last 10%" not in card and "fixed batches of the whole text" in card
-    assert "| shape | 1 layer, 1 head, embedding 16" in card
+    assert "| shape | 1 layer, 2 heads, embedding 16" in card  # the toy preset: notebook 004's model
+    assert "Notebook 004's attention-only model (2 heads" in card
 
 
 def test_cli_prints_a_line_per_evaluation_above_the_progress_bar(tmp_path, shakespeare_text, capsys):

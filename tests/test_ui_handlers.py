@@ -461,13 +461,14 @@ def test_the_estimate_counts_the_symbols_of_the_corpus_a_run_reads(tmp_path, mon
 def test_the_estimate_counts_the_chosen_texts_symbols(tmp_path):
     """A toy run on pasted "hello world" was estimated with Tiny Shakespeare's 65 symbols (5,328 parameters; the run
     had 3,504)."""
-    from playground.model import GPT
+    from playground.architectures import build_model
 
     toy = train_tab.preset_fields("toy")
     fields = [toy[name] for name in train_tab.ESTIMATE_FIELDS]
     pasted = train_tab.estimate(*fields, train_tab.CORPORA[2], None, "hello world")
-    shape = {name: toy[name] for name in ("layers_num", "heads_num", "embedding_dim", "context_size")}
-    count = GPT(ModelConfig(vocabulary_size=8, **shape)).parameter_count()
+    shape = {name: toy[name] for name in ("layers_num", "heads_num", "embedding_dim", "context_size", "architecture")}
+    count = build_model(ModelConfig(vocabulary_size=8, **shape)).parameter_count()
+    assert count == 1048  # notebook 004's SimpleLanguageModel(8, 8, 16, 2)
     assert pasted.startswith(f"**{count:,} parameters** (with the pasted text's 8 symbols)")
     upload = tmp_path / "notes.txt"
     upload.write_text("abcabc\n", encoding="utf-8")
@@ -671,7 +672,7 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
     assert mine == dict(layers_num=1, heads_num=1, embedding_dim=8, context_size=8, batch_size=2, steps=400,
                         learning_rate=3e-3, warmup_steps=0, dropout_rate=0.0, seed=0, device="cpu",
                         run_name="browser-run", optimizer="adamw", time_budget_seconds=0.0,
-                        learning_rate_decay="cosine")
+                        learning_rate_decay="cosine", architecture="gpt")
     # another visitor's page keeps its own values and gets a name no run has
     theirs = dict(zip(train_tab.PRESET_FIELDS, train_tab.arrival_fields(ctx, "token-of-browser-b", session("s2"))))
     assert theirs.pop("run_name") == "my-run-1" and all(value == gr.skip() for value in theirs.values())
@@ -756,7 +757,7 @@ def test_the_decay_comes_last_and_each_preset_fills_its_own(train_ctx, monkeypat
     train_tab.start_run(train_ctx, *RUN, "linear", False, "", None, session("s"), "muon", 0.0, "linear")
     assert [(r.train.learning_rate_decay, r.train.min_learning_rate_ratio) for r in started] == [
         ("cosine", 0.1), ("linear", 0.0)]
-    with pytest.raises(ConfigError, match="learning rate decay must be cosine or linear, got 'step'"):
+    with pytest.raises(ConfigError, match="learning rate decay must be cosine, linear or constant, got 'step'"):
         train_tab.start_run(train_ctx, *RUN, "step", False, "", None, session("s"), "muon", 0.0, "step")
 
 
@@ -813,7 +814,7 @@ def test_the_status_warns_of_overfitting_only_when_validation_is_held_out():
 def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
     """The status timer redraws the probe every poll, so an out-of-range layer or head box is clamped and the title
     says so (a toast would repeat every poll)."""
-    from playground.run import ProbeSnapshot
+    from playground.probes import ProbeSnapshot
     from playground.server.jobs import JobStatus
 
     probe = ProbeSnapshot(step=20, tokens=["a", "b", "c"], weights=torch.full((2, 3, 3, 3), 1 / 3))
@@ -828,7 +829,7 @@ def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
 
 def test_the_probe_plot_names_the_characters_the_runs_text_lacks():
     """After a run on a text without R, O, M, B or ?, the probe read "E : \\n u t ␣ s o f t" with no word why."""
-    from playground.run import ProbeSnapshot
+    from playground.probes import ProbeSnapshot
     from playground.server.jobs import JobStatus
 
     probe = ProbeSnapshot(step=5, tokens=list("E:\nut"), weights=torch.full((1, 1, 5, 5), 0.2), left_out="ROMB?\n")
@@ -958,7 +959,8 @@ def test_the_offered_prompt_follows_the_checkpoints_vocabulary(tmp_path):
     ctx = AppContext(limits=Limits(), weights=tmp_path)
     default = sample_tab.DEFAULT_PROMPT
     fitted, replaced, offered = sample_tab.fitting_prompt(ctx, "hello", default, default)
-    assert fitted == offered == " " and replaced == default  # none of "ROMEO:\n" is in "hello world": start text
+    assert fitted == offered == "w" and replaced == default  # none of "ROMEO:\n" is in "hello world": the notebook's
+    # own "w"
     assert sample_tab.fitting_prompt(ctx, "hello", "hello\n", default) == ("", "", default)  # typed: kept
     assert sample_tab.fitting_prompt(ctx, "hello", "ROMEO: wo", "ROMEO: wo") == (" wo", "ROMEO: wo", " wo")
     # a prompt the next model reads is left alone

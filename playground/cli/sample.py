@@ -118,7 +118,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"note: --top-k {settings.top_k} is more than the {vocabulary_size} characters in the vocabulary; "
               f"using {vocabulary_size}", file=err)
         settings = dataclasses.replace(settings, top_k=vocabulary_size)
-    use_cache = not args.no_kv_cache
+    use_cache = not args.no_kv_cache and checkpoint.config.has_kv_cache  # notebook 004's model has none
     start = time.perf_counter()
     out.write(prompt)
     out.flush()
@@ -137,8 +137,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     seconds = time.perf_counter() - start
     rate = count / seconds if seconds > 0 else float("inf")
     how = "greedy" if settings.greedy else f"temperature {args.temperature:g}, seed {args.seed}"
+    cache = "on" if use_cache else "off" if checkpoint.config.has_kv_cache else "none (this model has none)"
     print(f"{count} tokens in {seconds:.2f} s · {rate:.1f} tokens/s · {describe(device)} · "
-          f"KV cache {'on' if use_cache else 'off'} · {how} · {checkpoint.name} "
+          f"KV cache {cache} · {how} · {checkpoint.name} "
           f"(context {checkpoint.config.context_size})", file=err)
     return 0
 

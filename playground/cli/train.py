@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from playground import checkpoints, distributed
 from playground.cli.usage import UsageError, refuse_to_overwrite
-from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
+from playground.config import ARCHITECTURE_CHOICES, DECAY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
 from playground.data import TINY_SHAKESPEARE_CHARS, Corpus
 from playground.device import describe_training, pick_device
 from playground.presets import DECAY_FLOORS, MODEL_FIELDS, TRAIN_PRESETS
@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Train a character-level GPT and save it to weights/<run-name>/.")
     parser.add_argument("--preset", choices=sorted(TRAIN_PRESETS), default="tiny",
                         help="starting values (default tiny)")
+    parser.add_argument("--architecture", choices=ARCHITECTURE_CHOICES,
+                        help="the model: gpt, or notebook_004, notebook 004's attention-only model (default: the "
+                             "preset's: notebook_004 for toy, gpt for the others)")
     parser.add_argument("--layers-num", type=int)
     parser.add_argument("--heads-num", type=int)
     parser.add_argument("--embedding-dim", type=int)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from playground import checkpoints
+from playground.architectures import optimizer_refusal
 from playground.budget import BudgetError, MemoryBudget
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.data import Corpus, CorpusError
@@ -281,7 +282,7 @@ def preview(config: ModelConfig, batch_size: int, steps: int, limits: Limits | N
     by_steps = estimate_seconds(config, batch_size, steps, device_type, optimizer)
     seconds = estimate_seconds(config, batch_size, steps, device_type, optimizer, time_budget_seconds)
     memory = memory_cost(config, batch_size, device_type)
-    refusals = []
+    refusals = [refusal] if (refusal := optimizer_refusal(config, optimizer)) else []
     if limits is not None:
         if seconds > limits.max_train_seconds:
             refusals.append(f"over this server's {format_seconds(limits.max_train_seconds)} limit for a run")

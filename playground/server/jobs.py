@@ -26,7 +26,8 @@ from typing import Any
 from playground import checkpoints, curves
 from playground.device import describe_training
 from playground.estimates import format_budget, format_seconds
-from playground.run import STOPPED_BY_TIME_LIMIT, PreparedRun, ProbeSnapshot, RunRequest, run_training
+from playground.probes import ProbeSnapshot
+from playground.run import STOPPED_BY_TIME_LIMIT, PreparedRun, RunRequest, run_training
 from playground.run_record import seconds_before
 from playground.server import admission, tenancy
 from playground.server.tenancy import Visitor

@@ -29,11 +29,10 @@ from pathlib import Path
 from playground import checkpoints
 from playground.config import Limits
 from playground.estimates import format_seconds
+from playground.run_record import CLIENT_FIELD, OWNER_FIELD
 
 logger = logging.getLogger(__name__)
 
-OWNER_FIELD = "owner"  # in training.json: owner_hash of the token of the visitor who started the run
-CLIENT_FIELD = "client"  # and client_hash of the address it came from
 FORWARDED_FOR = "x-forwarded-for"
 LOCAL_CLIENT = "local"  # a call with no connection (a handler called from Python)
 

@@ -26,6 +26,7 @@ import gradio as gr
 import torch
 
 from playground import budget, checks, plots, walkthrough
+from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError
 from playground.ui import head_table
@@ -71,6 +72,7 @@ def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, he
     if source == SOURCES[0]:
         loaded = ctx.checkpoint(checkpoint or "")
         config = loaded.config
+        require_gpt(config, loaded.name, "this step-by-step view of one head's weights")
         prepared = walkthrough.prepare_text(text, loaded.tokenizer, config.context_size)
         T = len(prepared.ids)
         forward = budget.inference_cost(parameters=config.parameter_count(), layers_num=config.layers_num,

@@ -23,6 +23,7 @@ import torch
 from playground import anatomy, checkpoints, checks, plots, walkthrough
 from playground.anatomy import lessons
 from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PARTS
+from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError, escape_char
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
@@ -372,6 +373,7 @@ def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[s
 def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings, part) -> View:
     loaded = ctx.checkpoint(checkpoint or "")
     config = loaded.config
+    require_gpt(config, loaded.name, "the Model tab")
     parts = lessons.map_parts(config.layers_num)
     try:
         prepared = walkthrough.prepare_text(text, loaded.tokenizer, config.context_size)

@@ -18,6 +18,7 @@ import gradio as gr
 import torch
 
 from playground import checks, plots
+from playground.architectures import lab_prompt
 from playground.budget import human, inference_cost
 from playground.checks import count
 from playground.config import ModelConfig
@@ -59,26 +60,31 @@ def checkpoint_summary(ctx: AppContext, name: str) -> str:
     device = next(loaded.model.parameters()).device
     return (f"**{loaded.name}** · {loaded.model.parameter_count():,} parameters · {count(config.layers_num, 'layer')} "
             f"× {count(config.heads_num, 'head')} · embedding {config.embedding_dim} · context {config.context_size} · "
-            f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}\n\n"
-            f"{loaded.description}")
+            f"vocabulary {config.vocabulary_size} · validation loss {val} · runs on {describe(device)}"
+            + ("" if config.has_kv_cache else " · no KV cache: each step re-reads the last "
+               f"{config.context_size} {_plural(loaded.tokenizer)}, as the notebook's generate does")
+            + f"\n\n{loaded.description}")
 
 
 def fitting_prompt(ctx: AppContext, name: str, prompt: str, offered: str) -> tuple[str, str, str]:
     """(a prompt to offer, the prompt it replaces, the prompt this page offers from now on) for a newly chosen
     checkpoint: a prompt the page offered (the default, or one this function gave) that the new vocabulary cannot
-    read becomes its readable characters, or the model's start text when none are left ("ROMEO:\\n" -> " " for a
-    model of "hello world"); "" offers nothing. A prompt the model reads, or one the learner typed, is left as it is
-    (Generate says which characters the model lacks). The page puts the offer in the box only if the box still
+    read becomes its readable characters, or, when none are left, the notebook's "w" for notebook 004's model
+    ("ROMEO:\\n" -> "w" for the toy lab on "hello world") and the model's start text for any other; "" offers
+    nothing. A prompt the model reads, or one the learner typed, is left as it is (Generate says which characters
+    the model lacks). The page puts the offer in the box only if the box still
     holds the prompt it replaces (KEEP_TYPED_JS): the learner may have typed meanwhile."""
     if not isinstance(prompt, str) or prompt not in (DEFAULT_PROMPT, offered):
         return "", "", offered
     try:
-        tokenizer = ctx.checkpoint(name).tokenizer
+        loaded = ctx.checkpoint(name)
     except (ValueError, OSError, RuntimeError):
         return "", "", offered  # the summary says why it does not load
+    tokenizer = loaded.tokenizer
     if not tokenizer.find_unknown(prompt):
         return "", "", offered
-    fitted = without_unknown(tokenizer, prompt) or start_text(tokenizer)
+    fitted = (without_unknown(tokenizer, prompt) or lab_prompt(loaded.config, tokenizer.find_unknown)
+              or start_text(tokenizer))
     return fitted, prompt, fitted
 
 
@@ -107,6 +113,9 @@ def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int 
                 first_rebuilt: int = 0) -> str:
     """What the KV cache held at the end, and, once it was rebuilt past the context (first before new token
     ``first_rebuilt``), what that changed."""
+    if not config.has_kv_cache:
+        return (f"No KV cache: notebook 004's model re-reads its last {config.context_size} {unit} at every step (the "
+                f"notebook's idx[:, -{config.context_size}:])")
     if not use_cache:
         return "KV cache off: every step recomputes keys and values for the whole window"
     numbers = 2 * config.layers_num * config.heads_num * length * config.head_size
@@ -225,6 +234,7 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         notes.append(f"the prompt is empty: generation starts from {origin}")
     prompt_ids = tokenizer.encode(start).tolist()
     config = loaded.config
+    use_cache = use_cache and config.has_kv_cache  # notebook 004's model has none: its stats line says so
     parameters = loaded.model.parameter_count()
     limit = max_request_seconds(ctx)
     estimate = check_sampling_time(config, parameters, len(prompt_ids), settings, use_cache, limit,
@@ -248,7 +258,8 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         last = speeds.get(other)
         last = last if isinstance(last, dict) else {}  # a state from before settings were kept with a speed
         said = speed_sentence(rate, use_cache, last.get("rate"), unit, differences(last.get("settings", {}),
-                                                                                   compared_on))
+                                                                                   compared_on)) \
+            if config.has_kv_cache else f"{rate:,.0f} {unit}/s"
         stats = (f"{said}. {len(tokens)} {unit} in "
                  f"{duration(elapsed)} on {device}.\n\n"
                  + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer), first_rebuilt))

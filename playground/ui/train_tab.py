@@ -20,7 +20,17 @@ import gradio as gr
 
 from playground import checkpoints, checks, curves, plots
 from playground.budget import MemoryBudget, human
-from playground.config import DECAY_CHOICES, OPTIMIZER_CHOICES, ConfigError, Limits, ModelConfig, TrainConfig
+from playground.config import (
+    ARCHITECTURE_CHOICES,
+    DECAY_CHOICES,
+    GPT_ARCHITECTURE,
+    NOTEBOOK_004,
+    OPTIMIZER_CHOICES,
+    ConfigError,
+    Limits,
+    ModelConfig,
+    TrainConfig,
+)
 from playground.data import Corpus, decode_text, load_corpus
 from playground.device import describe, offered_devices, pick_device
 from playground.estimates import format_budget, format_seconds
@@ -33,15 +43,15 @@ from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 # The fields a preset fills, by start_run's parameter names, in the order /train_preset returns them.
-# The run name, the optimizer, the time budget and the learning rate's decay come last: start_run takes the others
-# first, in this order, and those later (each added after the API had callers, so a call that leaves them out still
-# works).
+# The run name, the optimizer, the time budget, the learning rate's decay and the architecture come last: start_run
+# takes the others first, in this order, and those later (each added after the API had callers, so a call that leaves
+# them out still works).
 PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
                  "warmup_steps", "dropout_rate", "seed", "device", "run_name", "optimizer", "time_budget_seconds",
-                 "learning_rate_decay")
+                 "learning_rate_decay", "architecture")
 SETTINGS_FIELDS = PRESET_FIELDS[:PRESET_FIELDS.index("run_name")]  # start_run's leading parameters
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "dropout_rate",
-                   "optimizer", "time_budget_seconds")
+                   "optimizer", "time_budget_seconds", "architecture")
 # The one place for the words the page uses for TrainConfig fields whose box is not labelled with the field's name:
 # the boxes' labels, the handlers' checks and in_labels (TrainConfig's own messages) all read them here (the time
 # budget's box also says what 0 means: TIME_BUDGET_LABEL).
@@ -50,7 +60,11 @@ FIELD_LABELS = {"batch_size": "batch size", "learning_rate": "learning rate", "w
 TIME_BUDGET_LABEL = "time budget (s; 0: none)"  # the estimate below the fields says what it does
 DECAY_INFO = ("after the warm-up the learning rate falls, reaching its lowest at the last step (or when the time "
               "budget runs out): linear, in a straight line to zero; cosine, along half a cosine wave to a tenth of "
-              "itself, as nanoGPT does. Overlay two runs' curves below to see what it changes")
+              "itself, as nanoGPT does; constant, not at all, as notebook 004's loop. Overlay two runs' curves below "
+              "to see what it changes")
+ARCHITECTURE_INFO = ("gpt: the playground's GPT (layers of attention and MLP, each head reading the whole "
+                     "embedding). notebook_004: notebook 004's attention-only model, one layer whose heads each read "
+                     "their own slice of the embedding, no MLP or norm (the toy preset's lab; layers_num 1)")
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
                   "and the head. A Muon step costs a little more (the estimate counts it) and learns more per step")
@@ -67,12 +81,13 @@ MEMORISING_PASSES = 20  # passes over the text past which the estimate says the 
 
 
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
-             optimizer="adamw", time_budget_seconds=0.0, corpus_choice=CORPORA[0], upload=None, pasted=None,
-             limits: Limits | None = None, default_corpus: Callable[[], Corpus] = load_corpus,
+             optimizer="adamw", time_budget_seconds=0.0, architecture=GPT_ARCHITECTURE, corpus_choice=CORPORA[0],
+             upload=None, pasted=None, limits: Limits | None = None, default_corpus: Callable[[], Corpus] = load_corpus,
              memory_budget: MemoryBudget | None = None) -> str:
     """Parameter count, a rough CPU time estimate (a time budget caps it) and the memory a run of the fields as
     they stand needs, its vocabulary the chosen text's symbols (a toy run on pasted "hello world" has 8, not Tiny
-    Shakespeare's 65, and its embeddings and head are that much smaller). ``default_corpus``: what a run on
+    Shakespeare's 65, and its embeddings and head are that much smaller), its parameters those of the
+    ``architecture`` (notebook 004's model: 1,048 on "hello world"). ``default_corpus``: what a run on
     "Tiny Shakespeare" reads (offline without it, the built-in Sonnets: 60 symbols)."""
     if corpus_choice not in CORPORA[1:]:
         default = default_corpus()
@@ -94,7 +109,9 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
                              embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1),
                              heads_num=checks.whole_number(heads_num, "heads_num", 1),
                              layers_num=checks.whole_number(layers_num, "layers_num", 1),
-                             dropout_rate=0.0 if dropout_rate is None else dropout_rate)
+                             dropout_rate=0.0 if dropout_rate is None else dropout_rate,
+                             architecture=checks.choice(architecture or GPT_ARCHITECTURE, "the architecture",
+                                                        ARCHITECTURE_CHOICES))
         batch = checks.whole_number(batch_size, FIELD_LABELS["batch_size"], 1)
         steps = checks.whole_number(steps, "steps", 1)
         budget = time_budget(time_budget_seconds)
@@ -199,11 +216,14 @@ def identify(ctx: AppContext, token, browser_token, request: gr.Request | None,
 def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
               learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload=None, pasted=None,
               run_name=None, replace=False, token="", browser_token=None, request: gr.Request = None, optimizer="adamw",
-              time_budget_seconds=0.0, learning_rate_decay="cosine", *, resume=False):
+              time_budget_seconds=0.0, learning_rate_decay="cosine", architecture=GPT_ARCHITECTURE, *,
+              resume=False):
     """Validate every field, then hand the run to the job manager.
 
-    ``optimizer``, ``time_budget_seconds`` and ``learning_rate_decay`` come last (after the request Gradio fills in),
-    so a call that leaves them out trains as such calls always did: AdamW, no time budget, cosine decay to a tenth.
+    ``optimizer``, ``time_budget_seconds``, ``learning_rate_decay`` and ``architecture`` come last (after the request
+    Gradio fills in), so a call that leaves them out trains as such calls always did: a GPT, AdamW, no time budget,
+    cosine decay to a tenth. Notebook 004's model (``architecture`` "notebook_004") trains with the notebook's AdamW
+    (the toy preset's weight decay 0.01 and no gradient clipping); a GPT with the tiny preset's.
     """
     limits = ctx.limits
     visitor = identify(ctx, token, browser_token, request)
@@ -211,9 +231,10 @@ def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_siz
                  heads_num=checks.whole_number(heads_num, "heads_num", 1, 64),
                  embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1, 4096),
                  context_size=checks.whole_number(context_size, "context_size", 1, limits.max_context_size),
-                 dropout_rate=checks.real_number(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False)
+                 dropout_rate=checks.real_number(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False,
+                 architecture=checks.choice(architecture or GPT_ARCHITECTURE, "the architecture", ARCHITECTURE_CHOICES))
     steps = checks.whole_number(steps, "steps", 1, limits.max_steps)
-    preset = TRAIN_PRESETS["tiny"].train
+    preset = TRAIN_PRESETS["toy" if model["architecture"] == NOTEBOOK_004 else "tiny"].train
     batch_size = checks.whole_number(batch_size, FIELD_LABELS["batch_size"], 1, 1024)
     try:  # TrainConfig's own checks (learning rate, device...) speak of its fields: said under the page's labels
         train = dataclasses.replace(
@@ -493,7 +514,8 @@ def corpus_note(ctx: AppContext, choice) -> str:
 def build(ctx: AppContext) -> gr.State:
     """The tab; returns the State that names this page's run once it has finished or stopped with a checkpoint."""
     gr.Markdown(
-        "Train a small character-level GPT on the server, in the background: one run at a time for everyone. "
+        "Train a small character-level GPT on the server (or, with the toy preset, notebook 004's attention-only "
+        "model), in the background: one run at a time for everyone. "
         "Watch the training and validation loss fall, read samples as they improve, and see the attention of a "
         "fixed probe sentence form. Stop keeps a checkpoint; the Attention and Sample tabs can load it. "
         f"A run is yours: only this browser can stop, resume or replace it. A run stops after "
@@ -526,6 +548,8 @@ def build(ctx: AppContext) -> gr.State:
                                        info=OPTIMIZER_INFO)
         fields["learning_rate_decay"] = gr.Radio(list(DECAY_CHOICES), value=first["learning_rate_decay"],
                                                  label=FIELD_LABELS["learning_rate_decay"], info=DECAY_INFO)
+        fields["architecture"] = gr.Radio(list(ARCHITECTURE_CHOICES), value=first["architecture"],
+                                          label="architecture", info=ARCHITECTURE_INFO)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
@@ -596,12 +620,20 @@ def build(ctx: AppContext) -> gr.State:
                      api_name=f"train_estimate_{name}", api_visibility="private",
                      show_progress="hidden")
     run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token,
-                  fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"]]
-    keep_on_refusal(start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
-        bound(start_run, ctx), run_inputs, outputs, api_name="train_start"), outputs, "train_start_refused")
-    keep_on_refusal(resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
-        bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume"), outputs,
-        "train_resume_refused")
+                  fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"],
+                  fields["architecture"]]
+    seen = gr.State([])  # what the status poll last drew (poll_status's key)
+    started = start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
+        bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
+    resumed = resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
+        bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
+    keep_on_refusal(started, outputs, "train_start_refused")
+    keep_on_refusal(resumed, outputs, "train_resume_refused")
+    # A run can end before the page has Start's answer (notebook 004's lab takes a second or two): a poll that drew it
+    # finished, landing first, was then covered by Start's "step 0" for good, the later polls seeing nothing new. Once
+    # Start's answer is on the page the poll forgets what it drew, so its next tick draws the run as it stands.
+    for event, name in ((started, "train_start_redraw"), (resumed, "train_resume_redraw")):
+        event.success(lambda: [], None, seen, api_name=name, api_visibility="private", show_progress="hidden")
     keep_on_refusal(stop.click(bound(stop_run, ctx), [token, owner_token], outputs, api_name="train_stop"), outputs,
                     "train_stop_refused")
     compare_io = dict(inputs=[earlier, x_axis, current], outputs=[compare_plot, compare_note],
@@ -612,7 +644,6 @@ def build(ctx: AppContext) -> gr.State:
     gr.on([compare_section.expand, earlier.change, x_axis.change, current.change, redraw.click],
           bound(compare_curves, ctx),
           api_name="train_compare_curves", **compare_io)
-    seen = gr.State([])
     finished_run = gr.State("")
     timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token],
                [*outputs, seen, finished_run], api_name="train_status", show_progress="hidden",

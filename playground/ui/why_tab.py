@@ -16,6 +16,7 @@ import gradio as gr
 import torch
 
 from playground import budget, checkpoints, checks, circuits, plots
+from playground.architectures import require_gpt
 from playground.tokenizer import escape_text, labels
 from playground.ui.common import AppContext, bound, checkpoint_dropdown, keep_on_refusal
 
@@ -112,6 +113,7 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
     knocked = list(knocked or [])
     loaded = ctx.checkpoint(checkpoint or "")
     model, tokenizer, config = loaded.model, loaded.tokenizer, loaded.config
+    require_gpt(config, loaded.name, "the Why tab")
     if not text:
         raise ValueError("the text is empty: type a few characters for the model to read")
     unknown = tokenizer.find_unknown(text)
