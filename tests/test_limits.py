@@ -127,16 +127,21 @@ def limited_context(tiny_weights, tmp_path, monkeypatch):
     context.jobs.wait(60)
 
 
-TRAIN = [1, 1, 8, 8, 2, 3, 3e-3, 0, 0.0, 0, "cpu", "pasted text", None, "to be or not to be\n" * 20, "limits-run"]
+TRAIN = dict(layers_num=1, heads_num=1, embedding_dim=8, context_size=8, batch_size=2, steps=3, learning_rate=3e-3,
+             warmup_steps=0, dropout_rate=0.0, seed=0, device="cpu", corpus_choice="pasted text", upload=None,
+             pasted="to be or not to be\n" * 20, run_name="limits-run")
 
 
-def _train_args(**changes) -> list:
-    names = ["layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
-             "warmup_steps", "dropout_rate", "seed", "device", "corpus", "upload", "pasted", "run_name"]
-    args = list(TRAIN)
-    for name, value in changes.items():
-        args[names.index(name)] = value
-    return args
+def _train_args(**changes) -> dict:
+    """The Train form's fields as start_run takes them, ``changes`` applied (``corpus`` is the corpus choice)."""
+    if "corpus" in changes:
+        changes["corpus_choice"] = changes.pop("corpus")
+    return {**TRAIN, **changes}
+
+
+def _train_values(**changes) -> list:
+    """The same, in the order the /train_start endpoint takes them."""
+    return list(_train_args(**changes).values())
 
 
 # ------------------------------------------------------------------------------------------- names
@@ -159,7 +164,7 @@ def test_traversal_names_are_refused_by_the_handlers(limited_context):
             ctx.checkpoint(name)
         assert str(caught.value).strip(), name
         with pytest.raises(ValueError) as caught:
-            start_run(ctx, *_train_args(run_name=name))
+            start_run(ctx, **_train_args(run_name=name))
         assert str(caught.value).strip(), name
         assert not ctx.jobs.status().active
     assert _files_under(ctx.weights.parent) == before
@@ -176,9 +181,9 @@ def test_traversal_names_are_refused_through_the_api(served):
             served.refused("/tokenize", "hello", "loaded checkpoint", name)
         served.refused("/attention_step", "trained checkpoint", name, 0, 0, 0, 16, 8, "journey", "To be", True,
                        True, 1.0, False, "1. Input X", None)
-        run_message = served.refused("/train_start", *_train_args(run_name=name))
+        run_message = served.refused("/train_start", *_train_values(run_name=name))
         assert any(words in run_message for words in ("not allowed", "limit is 64", "is empty")), run_message
-        served.refused("/train_resume", *_train_args(run_name=name, steps=40))
+        served.refused("/train_resume", *_train_values(run_name=name, steps=40))
         assert not served.app.playground_context.jobs.status().active
     assert _files_under(served.weights) == before_weights, "a refused name created something in weights/"
     assert _files_under(served.root, skip=(served.gradio_tmp, served.weights)) == before_root
@@ -218,14 +223,15 @@ def uploads(tmp_path_factory) -> dict[str, Path]:
 ])
 def test_uploads_are_capped_and_must_be_utf8_in_the_handler(limited_context, uploads, file, message):
     with pytest.raises(ValueError, match=message):
-        start_run(limited_context, *_train_args(corpus="uploaded .txt", upload=str(uploads[file])))
+        start_run(limited_context, **_train_args(corpus="uploaded .txt", upload=str(uploads[file])))
     assert not limited_context.jobs.status().active
 
 
 @pytest.mark.parametrize("file,message", [("binary.txt", "looks binary"), ("latin1.txt", "not UTF-8 text"),
                                           ("empty.txt", "is empty")])
 def test_bad_uploads_get_a_message_through_the_api(served, uploads, file, message):
-    text = served.refused("/train_start", *_train_args(corpus="uploaded .txt", upload=handle_file(str(uploads[file]))))
+    text = served.refused("/train_start",
+                          *_train_values(corpus="uploaded .txt", upload=handle_file(str(uploads[file]))))
     assert message in text
 
 
@@ -235,7 +241,7 @@ def test_an_upload_over_the_cap_is_refused_by_the_server(served, uploads, tmp_pa
     huge = tmp_path / "huge.txt"
     huge.write_bytes(b"a" * 4001)
     with pytest.raises(ValueError, match="exceeds the maximum file size"):
-        served.client.predict(*_train_args(corpus="uploaded .txt", upload=handle_file(str(huge))),
+        served.client.predict(*_train_values(corpus="uploaded .txt", upload=handle_file(str(huge))),
                               api_name="/train_start")
     # ... a client that sends it anyway is refused by the server's upload route ...
     before = _files_under(served.gradio_tmp) if served.gradio_tmp.exists() else set()
@@ -247,10 +253,10 @@ def test_an_upload_over_the_cap_is_refused_by_the_server(served, uploads, tmp_pa
     assert not {p for p in after - before if p.endswith("huge.txt")}
     # ... and a corpus under that but over the corpus cap (3,000 bytes) is refused by the handler, with its size
     with pytest.raises(AppError, match="'big.txt' is 3,500 bytes; the limit is 3,000 bytes"):
-        served.client.predict(*_train_args(corpus="uploaded .txt", upload=handle_file(str(uploads["big.txt"]))),
+        served.client.predict(*_train_values(corpus="uploaded .txt", upload=handle_file(str(uploads["big.txt"]))),
                               api_name="/train_start")
     # a file under the cap goes through and trains
-    served.client.predict(*_train_args(corpus="uploaded .txt", upload=handle_file(str(uploads["ok.txt"])),
+    served.client.predict(*_train_values(corpus="uploaded .txt", upload=handle_file(str(uploads["ok.txt"])),
                                        run_name="upload-ok"), api_name="/train_start")
     status = served.app.playground_context.jobs.wait(120)
     assert status.state == "finished", status.message
@@ -296,7 +302,7 @@ def test_values_at_the_limits_are_accepted_through_the_api(served):
                                  api_name="/sample")[0]
     assert len(text) == len("ROMEO:") + 12
     assert served.client.predict("y" * 100, "this text", None, api_name="/tokenize")[2] == "y" * 100
-    served.client.predict(*_train_args(steps=40, context_size=32, run_name="at-limit"), api_name="/train_start")
+    served.client.predict(*_train_values(steps=40, context_size=32, run_name="at-limit"), api_name="/train_start")
     served.stop_training()
 
 
@@ -314,7 +320,7 @@ def test_the_apps_own_parameter_cap_holds_for_training(tmp_path):
     context = AppContext(limits=Limits(max_parameters=5_000), weights=tmp_path)
     try:
         with pytest.raises(ValueError, match="5,000"):
-            start_run(context, *_train_args(layers_num=2, heads_num=2, embedding_dim=32, context_size=16))
+            start_run(context, **_train_args(layers_num=2, heads_num=2, embedding_dim=32, context_size=16))
     finally:
         context.jobs.stop()
         context.jobs.wait(60)
@@ -325,7 +331,7 @@ def test_env_limits_hold_in_the_handlers_without_gradio(limited_context):
     for changes, message in [({"steps": 41}, "40"), ({"context_size": 33}, "32"), ({"pasted": "x" * 3001}, "3,000"),
                              ({"layers_num": 4, "heads_num": 4, "embedding_dim": 128, "context_size": 32}, "60,000")]:
         with pytest.raises(ValueError, match=message):
-            start_run(ctx, *_train_args(**changes))
+            start_run(ctx, **_train_args(**changes))
         assert not ctx.jobs.status().active
     with pytest.raises(ValueError, match="at most 12"):
         list(sample(ctx, "shakespeare-char", "ROMEO:", 13, 0.8, 0, 1.0, 7, False, True))
@@ -354,9 +360,9 @@ def test_resume_meets_the_size_caps_through_the_api(served, tiny_weights):
     _owned_copy(served, tiny_weights, "resume-too-big", embedding_dim=128, layers_num=4)
     _owned_copy(served, tiny_weights, "resume-too-long", context_size=64)
     assert "this server's limit is 60,000" in served.refused("/train_resume",
-                                                              *_train_args(run_name="resume-too-big", steps=40))
+                                                              *_train_values(run_name="resume-too-big", steps=40))
     assert "context_size 64 is above this server's limit of 32" in served.refused(
-        "/train_resume", *_train_args(run_name="resume-too-long", steps=40))
+        "/train_resume", *_train_values(run_name="resume-too-long", steps=40))
     assert not served.app.playground_context.jobs.status().active
 
 
@@ -365,7 +371,7 @@ def test_the_time_limit_from_the_environment_holds_in_the_handler(tmp_path, monk
         monkeypatch.setenv(name, value)
     context = AppContext(limits=Limits.from_env(), weights=tmp_path)
     with pytest.raises(ValueError, match=r"this server stops a run after 3s: lower steps to at most \d+ \(now 40\)"):
-        start_run(context, *_train_args(layers_num=4, heads_num=2, embedding_dim=32, context_size=32, batch_size=1024,
+        start_run(context, **_train_args(layers_num=4, heads_num=2, embedding_dim=32, context_size=32, batch_size=1024,
                                         steps=40, pasted="to be or not to be\n" * 150))
     assert not context.jobs.status().active and not (tmp_path / "limits-run").exists()
 
@@ -434,7 +440,7 @@ def test_a_pickle_as_model_safetensors_is_refused_through_the_api(served, tiny_w
         message = served.refused("/checkpoint_info", name)
         assert "not safetensors" in message or "no model.safetensors" in message, message
         served.refused("/sample", name, "ROMEO:", 5, 0.8, 0, 1.0, 7, False, True, False)
-        served.refused("/train_resume", *_train_args(run_name=name, steps=40))
+        served.refused("/train_resume", *_train_values(run_name=name, steps=40))
     assert unpickle_spy == [] and not marker.exists()
 
 

@@ -173,10 +173,9 @@ def test_the_train_tab_starts_the_notebooks_lab_from_the_toy_preset(toy_ctx, mon
                               HELLO).startswith("**1,048 parameters** (with the pasted text's 8 symbols)")
     started = []
     monkeypatch.setattr(toy_ctx.jobs, "start", lambda request, visitor, **options: started.append(request))
-    settings = [fields[name] for name in train_tab.SETTINGS_FIELDS]
-    train_tab.start_run(toy_ctx, *settings, train_tab.CORPORA[2], None, HELLO, "toy-2", False, "", None, None,
-                        fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"],
-                        fields["architecture"])
+    form = {name: fields[name] for name in (*train_tab.SETTINGS_FIELDS, "optimizer", "time_budget_seconds",
+                                            "learning_rate_decay", "architecture")}
+    train_tab.start_run(toy_ctx, **form, corpus_choice=train_tab.CORPORA[2], pasted=HELLO, run_name="toy-2")
     request = started[0]
     assert request.model["architecture"] == NOTEBOOK_004 and request.corpus_text == HELLO
     preset = TRAIN_PRESETS["toy"].train
@@ -184,8 +183,8 @@ def test_the_train_tab_starts_the_notebooks_lab_from_the_toy_preset(toy_ctx, mon
     assert (request.train.steps, request.train.batch_size, request.train.min_learning_rate_ratio) == (200, 4, 1.0)
     assert (request.train.eval_interval, request.train.sample_interval) == (preset.eval_interval, 50)
     with pytest.raises(ValueError, match="the architecture: 'bert' is not one of the choices"):
-        train_tab.start_run(toy_ctx, *settings, train_tab.CORPORA[2], None, HELLO, "toy-3", False, "", None, None,
-                            "adamw", 0, "constant", "bert")
+        train_tab.start_run(toy_ctx, **{**form, "architecture": "bert"}, corpus_choice=train_tab.CORPORA[2],
+                            pasted=HELLO, run_name="toy-3")
     # what Start would refuse (prepare_run) is said under the fields first
     two_layers = train_tab.estimate(2, *(fields[name] for name in train_tab.ESTIMATE_FIELDS[1:]))
     assert two_layers == "⚠️ notebook 004's model has one attention layer: layers_num must be 1 for architecture " \
@@ -244,3 +243,15 @@ def test_the_views_that_read_a_gpts_blocks_refuse_it_in_a_sentence_never_a_trace
         why_tab.explain(toy_ctx, "toy-1", "hello", 2, "")
     with pytest.raises(gr.Error, match="toy-1 is notebook 004's attention-only model"):  # the page's toast
         friendly(why_tab.explain)(toy_ctx, "toy-1", "hello", 2, "")
+
+
+def test_the_toy_preset_sets_up_the_labs_pasted_text():
+    """Picking the toy preset switched nothing but the shape: Start then trained the lab's model on Shakespeare."""
+    import gradio as gr
+
+    from playground.ui import train_tab
+
+    assert train_tab.lab_corpus("toy", "") == (train_tab.CORPORA[2], "hello world")
+    choice, kept = train_tab.lab_corpus("toy", "my own text")
+    assert choice == train_tab.CORPORA[2] and kept == gr.skip()  # what the learner pasted stays
+    assert train_tab.lab_corpus("tiny", "") == (gr.skip(), gr.skip())

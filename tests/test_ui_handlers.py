@@ -630,7 +630,9 @@ def test_attention_view_and_export_reserve_their_cost_first(ctx, monkeypatch):
                                   1.0, False, STEP_TITLES[5])
     assert _step(small, text="short")[1] is not None  # the same server still answers what fits
 # ------------------------------------------------------------------------------------ train: whose run it is
-RUN = [1, 1, 8, 8, 2, 400, 3e-3, 0, 0.0, 0, "cpu", "pasted text", None, "to be or not to be\n" * 20]
+RUN = dict(layers_num=1, heads_num=1, embedding_dim=8, context_size=8, batch_size=2, steps=400, learning_rate=3e-3,
+           warmup_steps=0, dropout_rate=0.0, seed=0, device="cpu", corpus_choice="pasted text", upload=None,
+           pasted="to be or not to be\n" * 20)
 
 
 def session(name):
@@ -647,7 +649,8 @@ def train_ctx(tmp_path):
 
 def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
     ctx = train_ctx
-    text = train_tab.start_run(ctx, *RUN, "browser-run", False, "", "token-of-browser-a", session("s1"))[0]
+    text = train_tab.start_run(ctx, **RUN, run_name="browser-run", browser_token="token-of-browser-a",
+                               request=session("s1"))[0]
     assert "· your run ·" in text
     deadline = time.monotonic() + 60
     while ctx.jobs.status().step == 0 and time.monotonic() < deadline:  # a step, so it leaves a checkpoint
@@ -679,16 +682,18 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
     # a reloaded page proposes a fresh run name; Resume on it points the owner at the run the page shows
     with pytest.raises(ValueError, match="no checkpoint named 'my-run-1' to resume; the run on this page is "
                                          "browser-run: put browser-run in the run name box to resume it"):
-        train_tab.start_run(ctx, *RUN, "my-run-1", False, "", "token-of-browser-a", session("s4"), resume=True)
+        train_tab.start_run(ctx, **RUN, run_name="my-run-1", browser_token="token-of-browser-a",
+                            request=session("s4"), resume=True)
     with pytest.raises(ValueError, match="^no checkpoint named 'my-run-1' to resume$"):  # not someone else's run
-        train_tab.start_run(ctx, *RUN, "my-run-1", False, "", "token-of-browser-b", session("s5"), resume=True)
+        train_tab.start_run(ctx, **RUN, run_name="my-run-1", browser_token="token-of-browser-b",
+                            request=session("s5"), resume=True)
     assert json.loads((ctx.weights / "browser-run" / "training.json").read_text())["owner"] == \
         tenancy.owner_hash("token-of-browser-a")
 
 
 def test_an_api_client_is_known_by_its_session_and_the_admin_token_stops_any_run(train_ctx):
     ctx = train_ctx
-    train_tab.start_run(ctx, *RUN, "api-run", False, "", None, session("client-1"))
+    train_tab.start_run(ctx, **RUN, run_name="api-run", request=session("client-1"))
     deadline = time.monotonic() + 60
     while ctx.jobs.status().step == 0 and time.monotonic() < deadline:  # a step, so it leaves a checkpoint
         time.sleep(0.05)
@@ -696,17 +701,18 @@ def test_an_api_client_is_known_by_its_session_and_the_admin_token_stops_any_run
         train_tab.stop_run(ctx, "", None, session("client-2"))
     train_tab.stop_run(ctx, "", None, session("client-1"))  # the Client that started it
     assert ctx.jobs.wait(60).state == "stopped"
-    train_tab.start_run(ctx, *RUN, "api-run-2", False, "", None, session("client-1"))
+    train_tab.start_run(ctx, **RUN, run_name="api-run-2", request=session("client-1"))
     with pytest.raises(ValueError, match="the owner or admin token is 201 characters long"):
         train_tab.stop_run(ctx, "x" * 201, None, session("client-2"))
     train_tab.stop_run(ctx, "the-space-owner", None, session("client-2"))
     assert ctx.jobs.wait(60).state == "stopped"
     # replacing needs the box ticked, and ownership
     with pytest.raises(ValueError, match='already exists: tick "replace it"'):
-        train_tab.start_run(ctx, *RUN, "api-run", False, "", None, session("client-1"))
+        train_tab.start_run(ctx, **RUN, run_name="api-run", request=session("client-1"))
     with pytest.raises(ValueError, match="belongs to another visitor: only its owner can replace it"):
-        train_tab.start_run(ctx, *RUN, "api-run", True, "", None, session("client-2"))
-    assert "your run" in train_tab.start_run(ctx, *RUN, "api-run", True, "", None, session("client-1"))[0]
+        train_tab.start_run(ctx, **RUN, run_name="api-run", replace=True, request=session("client-2"))
+    assert "your run" in train_tab.start_run(ctx, **RUN, run_name="api-run", replace=True,
+                                             request=session("client-1"))[0]
 
 
 def test_pasted_text_is_capped_in_utf8_bytes_and_an_upload_is_your_uploaded_file(train_ctx, tmp_path):
@@ -715,12 +721,12 @@ def test_pasted_text_is_capped_in_utf8_bytes_and_an_upload_is_your_uploaded_file
     pasted = "中" * 4_800_000
     with pytest.raises(ValueError, match="The pasted text is 14,400,000 bytes of UTF-8; this server's limit is "
                                          "5,000,000 bytes"):
-        train_tab.start_run(ctx, *RUN[:13], pasted, "cjk", False, "", None, session("s"))
+        train_tab.start_run(ctx, **{**RUN, "pasted": pasted}, run_name="cjk", request=session("s"))
     upload = tmp_path / "notes.txt"
     upload.write_text("to be or not to be, that is the question\n" * 40, encoding="utf-8")
     try:
-        text = train_tab.start_run(ctx, *RUN[:11], "uploaded .txt", str(upload), None, "uploaded", False, "", None,
-                                   session("s"))[0]
+        text = train_tab.start_run(ctx, **{**RUN, "corpus_choice": "uploaded .txt", "upload": str(upload),
+                                           "pasted": None}, run_name="uploaded", request=session("s"))[0]
         assert "training on an uploaded file" in text and "corpus an uploaded file (1,640 characters)" in text
     finally:
         ctx.jobs.stop()
@@ -731,9 +737,10 @@ def test_the_optimizer_comes_last_and_a_run_records_it(train_ctx):
     """start_run's optimizer follows the request Gradio fills in: calls that leave it out train with AdamW."""
     ctx = train_ctx
     with pytest.raises(ValueError, match="optimizer must be adamw or muon, got 'sgd'"):
-        train_tab.start_run(ctx, *RUN, "sgd-run", False, "", None, session("s"), "sgd")
+        train_tab.start_run(ctx, **RUN, run_name="sgd-run", request=session("s"), optimizer="sgd")
     assert not ctx.jobs.status().active
-    assert "your run" in train_tab.start_run(ctx, *RUN, "muon-run", False, "", None, session("s"), "muon")[0]
+    assert "your run" in train_tab.start_run(ctx, **RUN, run_name="muon-run", request=session("s"),
+                                             optimizer="muon")[0]
     deadline = time.monotonic() + 60
     while ctx.jobs.status().step == 0 and time.monotonic() < deadline:  # a step, so it leaves a checkpoint
         time.sleep(0.05)
@@ -742,7 +749,7 @@ def test_the_optimizer_comes_last_and_a_run_records_it(train_ctx):
     record = json.loads((ctx.weights / "muon-run" / "training.json").read_text())
     assert record["train_config"]["optimizer"] == "muon"
     with pytest.raises(ValueError, match="the run 'muon-run' was trained with the optimizer muon, not adamw"):
-        train_tab.start_run(ctx, *RUN, "muon-run", False, "", None, session("s"), resume=True)
+        train_tab.start_run(ctx, **RUN, run_name="muon-run", request=session("s"), resume=True)
 
 
 def test_the_decay_comes_last_and_each_preset_fills_its_own(train_ctx, monkeypatch):
@@ -753,12 +760,15 @@ def test_the_decay_comes_last_and_each_preset_fills_its_own(train_ctx, monkeypat
         assert train_tab.preset_fields(name)["learning_rate_decay"] == preset.train.learning_rate_decay
     started = []
     monkeypatch.setattr(train_ctx.jobs, "start", lambda request, visitor, **options: started.append(request))
-    train_tab.start_run(train_ctx, *RUN, "old-call", False, "", None, session("s"), "muon", 0.0)
-    train_tab.start_run(train_ctx, *RUN, "linear", False, "", None, session("s"), "muon", 0.0, "linear")
+    train_tab.start_run(train_ctx, **RUN, run_name="old-call", request=session("s"), optimizer="muon",
+                        time_budget_seconds=0.0)
+    train_tab.start_run(train_ctx, **RUN, run_name="linear", request=session("s"), optimizer="muon",
+                        time_budget_seconds=0.0, learning_rate_decay="linear")
     assert [(r.train.learning_rate_decay, r.train.min_learning_rate_ratio) for r in started] == [
         ("cosine", 0.1), ("linear", 0.0)]
     with pytest.raises(ConfigError, match="learning rate decay must be cosine, linear or constant, got 'step'"):
-        train_tab.start_run(train_ctx, *RUN, "step", False, "", None, session("s"), "muon", 0.0, "step")
+        train_tab.start_run(train_ctx, **RUN, run_name="step", request=session("s"), optimizer="muon",
+                            time_budget_seconds=0.0, learning_rate_decay="step")
 
 
 def test_the_train_tab_says_before_start_when_tiny_shakespeare_is_not_here(train_ctx, monkeypatch):
@@ -841,32 +851,31 @@ def test_the_probe_plot_names_the_characters_the_runs_text_lacks():
         .layout.title.text
 
 
-@pytest.mark.parametrize("position,value,message", [
-    (6, 0.0, "learning rate must be in (0, 1], got 0.0"),
-    (6, 2, "learning rate must be in (0, 1], got 2.0"),
-    (4, 2.5, "batch size must be a whole number, got 2.5"),
-    (0, 1.5, "layers_num must be a whole number, got 1.5"),
+@pytest.mark.parametrize("field,value,message", [
+    ("learning_rate", 0.0, "learning rate must be in (0, 1], got 0.0"),
+    ("learning_rate", 2, "learning rate must be in (0, 1], got 2.0"),
+    ("batch_size", 2.5, "batch size must be a whole number, got 2.5"),
+    ("layers_num", 1.5, "layers_num must be a whole number, got 1.5"),
 ])
-def test_train_refusals_name_the_fields_as_the_page_labels_them(train_ctx, position, value, message):
+def test_train_refusals_name_the_fields_as_the_page_labels_them(train_ctx, field, value, message):
     """TrainConfig's own checks speak of learning_rate; the page's box says "learning rate"."""
-    fields = list(RUN)
-    fields[position] = value
     with pytest.raises(ValueError) as refused:
-        train_tab.start_run(train_ctx, *fields, "labelled", False, "", None, session("l"))
+        train_tab.start_run(train_ctx, **{**RUN, field: value}, run_name="labelled", request=session("l"))
     assert str(refused.value) == message
     assert not train_ctx.jobs.status().active
     assert train_tab.in_labels("warmup_steps must be at least 0, got -1") == "warmup steps must be at least 0, got -1"
     assert train_tab.in_labels("device 'tpu' is not known") == "device 'tpu' is not known"
     for name, said in (("  ", "the run name is empty"), ("../x", "run name '../x' is not allowed")):  # as labelled
         with pytest.raises(ValueError, match=re.escape(said)):
-            train_tab.start_run(train_ctx, *RUN, name, False, "", None, session("l"))
+            train_tab.start_run(train_ctx, **RUN, run_name=name, request=session("l"))
 
 
 def test_a_warm_up_past_the_servers_step_limit_is_refused_by_name(train_ctx):
     """One longer than the run is the caller's choice (docker-smoke asks for 50 in 30 steps); one past the server's
     step limit could not end in any run it allows."""
     with pytest.raises(ValueError, match="warmup steps must be at most 500, got 99999999"):
-        train_tab.start_run(train_ctx, *RUN[:7], 99999999, *RUN[8:], "long-warm-up", False, "", None, session("w"))
+        train_tab.start_run(train_ctx, **{**RUN, "warmup_steps": 99999999}, run_name="long-warm-up",
+                            request=session("w"))
     assert not train_ctx.jobs.status().active
 
 

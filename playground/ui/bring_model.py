@@ -21,7 +21,8 @@ from playground.budget import MIB, Cost, human
 from playground.config import ModelConfig
 from playground.convert import convert_nanogpt
 from playground.server import admission, tenancy
-from playground.ui.common import AppContext, bound, keep_on_refusal
+from playground.ui.common import AppContext, keep_on_refusal
+from playground.ui.events import wire
 from playground.ui.train_tab import identify
 
 READ_COPIES = 3  # the tensors torch.load makes, the converted model, the allocator's slack
@@ -106,6 +107,5 @@ def build(ctx: AppContext) -> None:
                               max_length=64)
         convert = gr.Button("Convert", variant="secondary")
         result = gr.Markdown()
-    keep_on_refusal(convert.click(bound(convert_upload, ctx), [ckpt, meta, characters, name], result,
-                                  api_name="convert_nanogpt", api_visibility="private"), [result],
-                    "convert_nanogpt_refused")
+    keep_on_refusal(wire(convert.click, convert_upload, ctx, [ckpt, meta, characters, name], result,
+                         api_name="convert_nanogpt", api_visibility="private"), [result], "convert_nanogpt_refused")

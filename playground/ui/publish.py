@@ -10,7 +10,8 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import checkpoints, checks, hub
-from playground.ui.common import AppContext, bound, checkpoint_dropdown, keep_on_refusal
+from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal
+from playground.ui.events import wire
 from playground.ui.train_tab import TOKEN_CHARS, identify
 
 
@@ -46,5 +47,5 @@ def build(ctx: AppContext) -> None:
         token = gr.Textbox(label="admin token", type="password", max_length=TOKEN_CHARS)
         button = gr.Button("Publish")
         result = gr.Markdown()
-    keep_on_refusal(button.click(bound(publish, ctx), [checkpoint, repo_id, private, token], result,
-                                 api_name="publish", api_visibility="private"), [result], "publish_refused")
+    keep_on_refusal(wire(button.click, publish, ctx, [checkpoint, repo_id, private, token], result,
+                         api_name="publish", api_visibility="private"), [result], "publish_refused")

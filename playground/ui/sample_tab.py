@@ -33,7 +33,8 @@ from playground.sampling import (
 )
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
 from playground.ui import bring_model, publish
-from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly, keep_on_refusal
+from playground.ui.common import AppContext, checkpoint_dropdown, friendly, keep_on_refusal
+from playground.ui.events import wire
 
 DEFAULT_PROMPT = "ROMEO:\n"
 UPDATE_SECONDS = 0.08  # the text changes at most this often: a person sees it grow and the browser keeps up
@@ -409,23 +410,23 @@ def build(ctx: AppContext) -> gr.Dropdown:
     def picked(history: dict | None, layer, head, event: gr.EventData):
         return inspect_picked(ctx, history, getattr(event, "position", None), layer, head)
 
-    keep_on_refusal(checkpoint.change(bound(checkpoint_summary, ctx), checkpoint, summary,
-                                      api_name="checkpoint_info"), [summary], "checkpoint_info_refused")
+    keep_on_refusal(wire(checkpoint.change, checkpoint_summary, ctx, checkpoint, summary, api_name="checkpoint_info"),
+                    [summary], "checkpoint_info_refused")
     offered = gr.State(DEFAULT_PROMPT)  # the prompt this page last put in the box (not one the learner typed)
     offer = gr.Textbox(visible=False)  # hidden, not State: the page's own script reads them
     replaced = gr.Textbox(visible=False)
-    checkpoint.change(bound(fitting_prompt, ctx), [checkpoint, prompt, offered], [offer, replaced, offered],
-                      api_name="sample_prompt", api_visibility="private", show_progress="hidden").then(
+    wire(checkpoint.change, fitting_prompt, ctx, [checkpoint, prompt, offered], [offer, replaced, offered],
+         api_name="sample_prompt", api_visibility="private", show_progress="hidden").then(
         None, [offer, replaced, prompt], prompt, js=KEEP_TYPED_JS, api_name="sample_prompt_offer",
         api_visibility="private", show_progress="hidden")
     sampled = [output, coloured, stats, history]
-    keep_on_refusal(generate.click(bound(sample, ctx),
-                                   [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy,
-                                    use_cache, drop_unknown, history],
-                                   sampled, api_name="sample", **ctx.sample_lane), sampled, "sample_refused")
+    keep_on_refusal(wire(generate.click, sample, ctx,
+                         [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy, use_cache,
+                          drop_unknown, history],
+                         sampled, api_name="sample", **ctx.sample_lane), sampled, "sample_refused")
     inspected = [candidates_plot, attention_plot, inspect_note]
-    keep_on_refusal(inspect.click(bound(inspect_position, ctx), [history, position, layer, head], inspected,
-                                  api_name="sample_inspect", api_visibility="private", **ctx.fast_lane),
+    keep_on_refusal(wire(inspect.click, inspect_position, ctx, [history, position, layer, head], inspected,
+                         api_name="sample_inspect", api_visibility="private", **ctx.fast_lane),
                     inspected, "sample_inspect_refused")
     coloured.click(friendly(picked), [history, layer, head],
                    [position, candidates_plot, attention_plot, inspect_note, inspect_section],

@@ -19,6 +19,7 @@ from typing import Any
 import gradio as gr
 
 from playground import checkpoints, checks, curves, plots
+from playground.anatomy.book_models import LAB_TEXT
 from playground.budget import MemoryBudget, human
 from playground.config import (
     ARCHITECTURE_CHOICES,
@@ -39,7 +40,8 @@ from playground.run import RunRequest
 from playground.server import admission, tenancy
 from playground.server.jobs import FAILED, FINISHED, STOPPED, JobStatus
 from playground.tokenizer import CharTokenizer, escape_char
-from playground.ui.common import AppContext, bound, friendly, keep_on_refusal
+from playground.ui.common import AppContext, friendly, keep_on_refusal
+from playground.ui.events import wire
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 # The fields a preset fills, by start_run's parameter names, in the order /train_preset returns them.
@@ -184,6 +186,14 @@ def preset_fields(name: str) -> dict[str, Any]:
     return {field: values[field] for field in PRESET_FIELDS}
 
 
+def lab_corpus(name: str, pasted: str | None):
+    """The corpus fields for a preset: the toy preset is notebook 004's lab, so it trains on pasted text, "hello
+    world" unless something is pasted already; the other presets leave the corpus as it is."""
+    if name != "toy":
+        return gr.skip(), gr.skip()
+    return CORPORA[2], gr.skip() if isinstance(pasted, str) and pasted.strip() else LAB_TEXT
+
+
 def preset_values(name: str, weights: Path | None = None, taken=()) -> list:
     """/train_preset's outputs: ``preset_fields`` in PRESET_FIELDS order, the run name the first free
     ``<preset>-N`` in ``weights`` and not ``taken`` (so a preset never points at someone's run)."""
@@ -213,17 +223,18 @@ def identify(ctx: AppContext, token, browser_token, request: gr.Request | None,
     return tenancy.Visitor(tenancy.owner_hash(chosen), admin, ctx.client_of(request))
 
 
-def start_run(ctx: AppContext, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
+def start_run(ctx: AppContext, *, layers_num, heads_num, embedding_dim, context_size, batch_size, steps,
               learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload=None, pasted=None,
-              run_name=None, replace=False, token="", browser_token=None, request: gr.Request = None, optimizer="adamw",
-              time_budget_seconds=0.0, learning_rate_decay="cosine", architecture=GPT_ARCHITECTURE, *,
-              resume=False):
-    """Validate every field, then hand the run to the job manager.
+              run_name=None, replace=False, token="", browser_token=None, optimizer="adamw",
+              time_budget_seconds=0.0, learning_rate_decay="cosine", architecture=GPT_ARCHITECTURE,
+              resume=False, request: gr.Request = None):
+    """Validate every field of the Train form, given by name (the API's /train_start takes the same names), then hand
+    the run to the job manager.
 
-    ``optimizer``, ``time_budget_seconds``, ``learning_rate_decay`` and ``architecture`` come last (after the request
-    Gradio fills in), so a call that leaves them out trains as such calls always did: a GPT, AdamW, no time budget,
-    cosine decay to a tenth. Notebook 004's model (``architecture`` "notebook_004") trains with the notebook's AdamW
-    (the toy preset's weight decay 0.01 and no gradient clipping); a GPT with the tiny preset's.
+    A call that leaves out ``optimizer``, ``time_budget_seconds``, ``learning_rate_decay`` or ``architecture`` trains
+    a GPT with AdamW, no time budget and cosine decay to a tenth. Notebook 004's model (``architecture``
+    "notebook_004") trains with the notebook's AdamW (the toy preset's weight decay 0.01 and no gradient clipping); a
+    GPT with the tiny preset's.
     """
     limits = ctx.limits
     visitor = identify(ctx, token, browser_token, request)
@@ -330,6 +341,7 @@ def poll_status(ctx: AppContext, layer, head, snapshot_index, seen, token="", br
     """Redraw only when something changed; follow the newest snapshot while new ones arrive. The last value is the
     name of this page's run once it has finished or stopped with a checkpoint (else unchanged): the Sample tab
     selects it."""
+    snapshot_index = checks.real_number(snapshot_index, "snapshot", 0)  # the page's slider: at most its last
     status = ctx.jobs.status()
     owned = ctx.jobs.owned_by(identify(ctx, token, browser_token, request, strict=False))
     key = [status.state, status.run_name, status.step, len(status.probes), len(status.samples), owned, layer, head]
@@ -601,15 +613,17 @@ def build(ctx: AppContext) -> gr.State:
 
     # every page load gets a name no run has yet (my-run-1, my-run-2...), so an existing run is replaced only on
     # purpose; a reloaded page whose run is running or stopped gets that run's name and settings, for Stop and Resume
-    gr.on(None, bound(arrival_fields, ctx), owner_token, [fields[name] for name in PRESET_FIELDS],
-          api_name="train_arrival", api_visibility="private", show_progress="hidden")
-    preset.change(friendly(preset_changed), preset, [fields[name] for name in PRESET_FIELDS],
-                  api_name="train_preset")
-    preset.change(friendly(preset_note), preset, preset_md, api_name="train_preset_note", api_visibility="private",
-                  show_progress="hidden")
+    wire(functools.partial(gr.on, None), arrival_fields, ctx, owner_token, [fields[name] for name in PRESET_FIELDS],
+         api_name="train_arrival", api_visibility="private", show_progress="hidden")
+    wire(preset.change, preset_changed, None, preset, [fields[name] for name in PRESET_FIELDS],
+         api_name="train_preset")
+    wire(preset.change, preset_note, None, preset, preset_md, api_name="train_preset_note", api_visibility="private",
+         show_progress="hidden")
+    preset.change(lab_corpus, [preset, pasted], [corpus, pasted], api_name="train_preset_corpus",
+                  api_visibility="private", show_progress="hidden")
     # no triggers: when the page loads and whenever the corpus choice changes
-    gr.on(None, bound(corpus_note, ctx), corpus, corpus_md, api_name="train_corpus_note", api_visibility="private",
-          show_progress="hidden")
+    wire(functools.partial(gr.on, None), corpus_note, ctx, corpus, corpus_md, api_name="train_corpus_note",
+         api_visibility="private", show_progress="hidden")
     corpus.change(corpus_fields, corpus, [upload, pasted], api_name="train_corpus", api_visibility="private",
                   show_progress="hidden")
     estimate_inputs = [*(fields[name] for name in ESTIMATE_FIELDS), corpus, upload, pasted]
@@ -623,10 +637,10 @@ def build(ctx: AppContext) -> gr.State:
                   fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"],
                   fields["architecture"]]
     seen = gr.State([])  # what the status poll last drew (poll_status's key)
-    started = start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
-        bound(start_run, ctx), run_inputs, outputs, api_name="train_start")
-    resumed = resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then(
-        bound(start_run, ctx, resume=True), run_inputs, outputs, api_name="train_resume")
+    started = wire(start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then, start_run, ctx, run_inputs,
+                   outputs, api_name="train_start")
+    resumed = wire(resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then, start_run, ctx, run_inputs,
+                   outputs, fixed=dict(resume=True), api_name="train_resume")
     keep_on_refusal(started, outputs, "train_start_refused")
     keep_on_refusal(resumed, outputs, "train_resume_refused")
     # A run can end before the page has Start's answer (notebook 004's lab takes a second or two): a poll that drew it
@@ -634,20 +648,20 @@ def build(ctx: AppContext) -> gr.State:
     # Start's answer is on the page the poll forgets what it drew, so its next tick draws the run as it stands.
     for event, name in ((started, "train_start_redraw"), (resumed, "train_resume_redraw")):
         event.success(lambda: [], None, seen, api_name=name, api_visibility="private", show_progress="hidden")
-    keep_on_refusal(stop.click(bound(stop_run, ctx), [token, owner_token], outputs, api_name="train_stop"), outputs,
+    keep_on_refusal(wire(stop.click, stop_run, ctx, [token, owner_token], outputs, api_name="train_stop"), outputs,
                     "train_stop_refused")
     compare_io = dict(inputs=[earlier, x_axis, current], outputs=[compare_plot, compare_note],
                       api_visibility="private", show_progress="hidden", **ctx.fast_lane)
     earlier.focus(functools.partial(curve_runs, ctx), None, earlier, api_name="train_curve_runs",
                   api_visibility="private", show_progress="hidden")
     # drawn when opened too: the current run's curve is there before anything is picked
-    gr.on([compare_section.expand, earlier.change, x_axis.change, current.change, redraw.click],
-          bound(compare_curves, ctx),
-          api_name="train_compare_curves", **compare_io)
+    wire(functools.partial(gr.on, [compare_section.expand, earlier.change, x_axis.change, current.change,
+                                   redraw.click]), compare_curves, ctx, api_name="train_compare_curves", **compare_io)
     finished_run = gr.State("")
-    timer.tick(bound(poll_status, ctx), [probe_layer, probe_head, snapshot, seen, token, owner_token],
-               [*outputs, seen, finished_run], api_name="train_status", show_progress="hidden",
-               trigger_mode="always_last")
+    # the snapshot slider's bounds follow the run in each page: poll_status checks the value itself
+    wire(timer.tick, poll_status, ctx, [probe_layer, probe_head, snapshot, seen, token, owner_token],
+         [*outputs, seen, finished_run], own_checks=("snapshot_index",), api_name="train_status",
+         show_progress="hidden", trigger_mode="always_last")
     snapshot.release(friendly(lambda layer, head, index: render_status(ctx.jobs.status(), layer or 0, head or 0,
                                                                        index)),
                      [probe_layer, probe_head, snapshot], outputs, api_name="train_replay", api_visibility="private")
