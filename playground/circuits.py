@@ -215,8 +215,17 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
     return weights, shares
 
 
-def strongest_pairs(table: torch.Tensor, count: int = 5) -> list[tuple[int, int, float]]:
-    """The ``count`` largest entries of a (rows, columns) table, largest first: (row, column, value)."""
+def strongest_pairs(table: torch.Tensor, count: int = 5, among=None) -> list[tuple[int, int, float]]:
+    """The ``count`` largest entries of a (rows, columns) table, largest first: (row, column, value).
+
+    ``among`` (indices): only rows and columns among them, as the table numbers them. A token the model never saw
+    in training keeps its random embedding, whose circuit entries can be the table's largest and mean nothing: the
+    Why view lists pairs among the characters of the learner's text.
+    """
+    if among is not None:
+        kept = torch.as_tensor(sorted(set(int(i) for i in among)), dtype=torch.long)
+        inner = strongest_pairs(table[kept][:, kept], count)
+        return [(int(kept[row]), int(kept[column]), value) for row, column, value in inner]
     flat = table.reshape(-1)
     top = torch.topk(flat, min(count, flat.numel()))
     columns = table.size(1)

@@ -204,6 +204,10 @@ def test_a_token_subset_is_the_same_rows_and_columns_of_the_whole_table():
     with pytest.raises(CircuitError, match="ids in 0 to 12"):
         qk_circuit(model, 0, 0, torch.tensor([13]))
     assert strongest_pairs(torch.tensor([[1.0, 5.0], [3.0, -2.0]]), 2) == [(0, 1, 5.0), (1, 0, 3.0)]
+    # among some rows and columns only, numbered as the whole table numbers them
+    table = torch.tensor([[9.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 0.0, 4.0]])
+    assert strongest_pairs(table, 3, among=[2, 0]) == [(0, 0, 9.0), (2, 2, 4.0), (2, 0, 2.0)]
+    assert strongest_pairs(table, 1, among=[1, 2]) == [(2, 2, 4.0)]
 
 
 def test_a_knock_out_changes_only_its_own_threads_forward_passes():

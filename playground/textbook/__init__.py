@@ -21,25 +21,22 @@ The class names repeat across notebooks (four MultiHeadAttentions), so import th
 Knows nothing about files or the UI.
 """
 
-from playground.textbook import notebook_000, notebook_001, notebook_002, notebook_003, notebook_004
-from playground.textbook.notebook_002 import combine_heads
-from playground.textbook.pitfalls import FeatureSource, ForgottenTranspose, RowMix, forgotten_transpose
-from playground.textbook.sizes import TextbookError
+import importlib
 
-NOTEBOOKS = {"000": notebook_000, "001": notebook_001, "002": notebook_002, "003": notebook_003,
-             "004": notebook_004}
+# Loaded on first use, so importing one notebook's module (the checkpoint loader imports notebook_004's model) does
+# not import the other four and what they need (notebook_000's tokenizer reads corpora).
+_FROM = {"combine_heads": "notebook_002", "FeatureSource": "pitfalls", "ForgottenTranspose": "pitfalls",
+         "RowMix": "pitfalls", "forgotten_transpose": "pitfalls", "TextbookError": "sizes"}
+_NOTEBOOKS = ("000", "001", "002", "003", "004")
 
-__all__ = [
-    "NOTEBOOKS",
-    "FeatureSource",
-    "ForgottenTranspose",
-    "RowMix",
-    "TextbookError",
-    "combine_heads",
-    "forgotten_transpose",
-    "notebook_000",
-    "notebook_001",
-    "notebook_002",
-    "notebook_003",
-    "notebook_004",
-]
+__all__ = ["NOTEBOOKS", *_FROM, *(f"notebook_{number}" for number in _NOTEBOOKS)]
+
+
+def __getattr__(name: str):
+    if name == "NOTEBOOKS":
+        return {number: importlib.import_module(f"{__name__}.notebook_{number}") for number in _NOTEBOOKS}
+    if name in _FROM:
+        return getattr(importlib.import_module(f"{__name__}.{_FROM[name]}"), name)
+    if name.startswith("notebook_") and name[len("notebook_"):] in _NOTEBOOKS:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

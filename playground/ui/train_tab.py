@@ -434,9 +434,8 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
 # in the browser as an event of its own, before the handler's, and its value goes to the BrowserState, which keeps it
 # in localStorage. (A page-load event cannot make it: it fires before the Train tab's BrowserState has read
 # localStorage, and its new token would replace the stored one.)
-MAKE_TOKEN_JS = ("(token) => { if (token) return token; const bytes = new Uint8Array(16); "
-                 "crypto.getRandomValues(bytes); return Array.from(bytes, b => b.toString(16).padStart(2, '0'))"
-                 ".join(''); }")
+MAKE_TOKEN_JS = ("(token) => { if (!token) { const bytes = new Uint8Array(16); crypto.getRandomValues(bytes); "
+                 "token = Array.from(bytes, b => b.toString(16).padStart(2, '0')).join(''); } return [token, token]; }")
 
 
 X_AXES = ("steps", "seconds")
@@ -565,7 +564,7 @@ def build(ctx: AppContext) -> gr.State:
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
-        pasted = gr.Textbox(label="pasted text", lines=3, visible=False)
+        pasted = gr.Textbox("", label="pasted text", lines=3, visible=False)
     corpus_md = gr.Markdown(label="corpus note")
     # the corpus a run reads, as the page opens (not as the app is built: reading it may download Tiny Shakespeare)
     estimate_with_limits = functools.partial(estimate, limits=ctx.limits, default_corpus=ctx.corpus,
@@ -604,6 +603,11 @@ def build(ctx: AppContext) -> gr.State:
             probe_plot = gr.Plot(label="Probe sentence attention")
     timer = gr.Timer(1.0)
     owner_token = gr.BrowserState("", storage_key=OWNER_STORAGE_KEY, secret=OWNER_STORAGE_SECRET)
+    # what the events read of it: a hidden box that mirrors it, so the API's browser_token has a default ("") that an
+    # API client leaves out (a BrowserState has no value a client can be offered)
+    page_token = gr.Textbox("", visible=False)
+    gr.on(None, None, owner_token, page_token, js="(token) => token", api_name="train_page_token",
+          api_visibility="private", show_progress="hidden")
 
     settings = [fields[name] for name in SETTINGS_FIELDS]
     outputs = [status_md, loss_plot, samples, probe_plot, snapshot]
@@ -633,13 +637,15 @@ def build(ctx: AppContext) -> gr.State:
         field.change(estimate_with_limits, estimate_inputs, estimate_md,
                      api_name=f"train_estimate_{name}", api_visibility="private",
                      show_progress="hidden")
-    run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, owner_token,
+    run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, page_token,
                   fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"],
                   fields["architecture"]]
     seen = gr.State([])  # what the status poll last drew (poll_status's key)
-    started = wire(start.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then, start_run, ctx, run_inputs,
+    started = wire(start.click(None, owner_token, [owner_token, page_token], js=MAKE_TOKEN_JS).then, start_run, ctx,
+                   run_inputs,
                    outputs, api_name="train_start")
-    resumed = wire(resume.click(None, owner_token, owner_token, js=MAKE_TOKEN_JS).then, start_run, ctx, run_inputs,
+    resumed = wire(resume.click(None, owner_token, [owner_token, page_token], js=MAKE_TOKEN_JS).then, start_run, ctx,
+                   run_inputs,
                    outputs, fixed=dict(resume=True), api_name="train_resume")
     keep_on_refusal(started, outputs, "train_start_refused")
     keep_on_refusal(resumed, outputs, "train_resume_refused")
@@ -648,7 +654,7 @@ def build(ctx: AppContext) -> gr.State:
     # Start's answer is on the page the poll forgets what it drew, so its next tick draws the run as it stands.
     for event, name in ((started, "train_start_redraw"), (resumed, "train_resume_redraw")):
         event.success(lambda: [], None, seen, api_name=name, api_visibility="private", show_progress="hidden")
-    keep_on_refusal(wire(stop.click, stop_run, ctx, [token, owner_token], outputs, api_name="train_stop"), outputs,
+    keep_on_refusal(wire(stop.click, stop_run, ctx, [token, page_token], outputs, api_name="train_stop"), outputs,
                     "train_stop_refused")
     compare_io = dict(inputs=[earlier, x_axis, current], outputs=[compare_plot, compare_note],
                       api_visibility="private", show_progress="hidden", **ctx.fast_lane)
@@ -659,7 +665,7 @@ def build(ctx: AppContext) -> gr.State:
                                    redraw.click]), compare_curves, ctx, api_name="train_compare_curves", **compare_io)
     finished_run = gr.State("")
     # the snapshot slider's bounds follow the run in each page: poll_status checks the value itself
-    wire(timer.tick, poll_status, ctx, [probe_layer, probe_head, snapshot, seen, token, owner_token],
+    wire(timer.tick, poll_status, ctx, [probe_layer, probe_head, snapshot, seen, token, page_token],
          [*outputs, seen, finished_run], own_checks=("snapshot_index",), api_name="train_status",
          show_progress="hidden", trigger_mode="always_last")
     snapshot.release(friendly(lambda layer, head, index: render_status(ctx.jobs.status(), layer or 0, head or 0,
