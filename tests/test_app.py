@@ -74,7 +74,7 @@ def test_gradios_own_checks_name_the_field_and_print_no_traceback(served, capfd)
         client.predict("trained checkpoint", "shakespeare-char", "To be", "4. The block", 0, 0, -1, 0, "pre",
                        "decoder", "gelu", 1.0, 0, False, api_name="/model_view")
     # the snapshot slider's bounds change per page with the run: the poll checks it, a value past the end shows the last
-    with pytest.raises(AppError, match=r"^snapshot must be a number, got 'last'$"):
+    with pytest.raises(AppError, match=r"^Snapshot must be a number, got 'last'$"):
         client.predict(0, 0, "last", "", None, api_name="/train_status")
     with pytest.raises(AppError, match=r"^dtype: 'fp64' is not one of the choices \(fp32, .*\)$"):
         client.predict(64, 4, 8, 1, 0, True, "fp64", "cpu", api_name="/compare")

@@ -277,13 +277,13 @@ def test_limits_come_from_the_environment(monkeypatch):
 
 
 @pytest.mark.parametrize("api,args,message", [
-    ("/train_start", _train_args(steps=41), "40"),
-    ("/train_start", _train_args(steps=10**9), "40"),
-    ("/train_start", _train_args(context_size=33), "32"),
-    ("/train_start", _train_args(layers_num=4, heads_num=4, embedding_dim=128, context_size=32), "60,000"),
-    ("/train_start", _train_args(pasted="x" * 3001), "3,000"),
-    ("/train_start", _train_args(pasted="é" * 1501), "3,002 bytes of UTF-8; this server's limit is 3,000 bytes"),
-    ("/train_resume", _train_args(run_name="shakespeare-char", steps=41), "40"),
+    ("/train_start", _train_values(steps=41), "40"),
+    ("/train_start", _train_values(steps=10**9), "40"),
+    ("/train_start", _train_values(context_size=33), "32"),
+    ("/train_start", _train_values(layers_num=4, heads_num=4, embedding_dim=128, context_size=32), "60,000"),
+    ("/train_start", _train_values(pasted="x" * 3001), "3,000"),
+    ("/train_start", _train_values(pasted="é" * 1501), "3,002 bytes of UTF-8; this server's limit is 3,000 bytes"),
+    ("/train_resume", _train_values(run_name="shakespeare-char", steps=41), "40"),
     ("/sample", ["shakespeare-char", "ROMEO:", 13, 0.8, 0, 1.0, 7, False, True, False], "12"),
     ("/sample", ["shakespeare-char", "ROMEO:", 10**6, 0.8, 0, 1.0, 7, False, True, False], "12"),
     ("/sample", ["shakespeare-char", "x" * 101, 5, 0.8, 0, 1.0, 7, False, True, False], "100"),
