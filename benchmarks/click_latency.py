@@ -6,7 +6,7 @@ It starts ``app.py`` on a free port with a private HOME, opens Debian's Chromium
 inside the page: from the moment before the click until the tab panel's last change, once the expected heading
 is on screen and the panel has been still for SETTLE_MS (the settling itself is not counted).
 
-    python benchmarks/click_latency.py [--repeats 7] [--chromium /usr/bin/chromium]
+    python benchmarks/click_latency.py [--repeats 7] [--chromium /usr/bin/chromium] [--only Attention]
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="clicks per interaction")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--only", default="", help="time only the interactions whose name starts with this")
     args = parser.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory() as home:
@@ -138,6 +139,8 @@ def main() -> None:
                 print(f"first paint with the Tokenize chips: {(time.perf_counter() - started) * 1000:.0f} ms")
                 print(f"{'interaction':<36}{'median ms':>10}{'p90 ms':>9}{'clicks':>8}")
                 for name, tab, setup, cycle in interactions(page):
+                    if not name.startswith(args.only):
+                        continue
                     open_tab(page, tab)
                     if setup is not None:
                         setup()
