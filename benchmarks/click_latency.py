@@ -112,6 +112,10 @@ def interactions(page: Page):
     steps = list(zip(STEP_LABELS, STEP_TITLES))
     yield "Attention: a step", "Attention", None, [(radio(label), heading)
                                                    for label, heading in steps[1:] + steps[:1]]
+    def toggle(label):
+        return lambda: panel().get_by_label(label, exact=True).click()
+
+    yield "Attention: a what-if switch", "Attention", radio(STEP_LABELS[5]), [(toggle("causal mask"), STEP_TITLES[5])]
     yield "Attention: a new query position", "Attention", radio(STEP_LABELS[5]), [
         (number("query position (-1 = the last token)", q), STEP_TITLES[5]) for q in (5, 12, 30, 3)]
     levels = list(zip(LEVEL_LABELS, LEVEL_TITLES))

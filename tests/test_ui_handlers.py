@@ -62,7 +62,14 @@ def test_each_step_shows_only_what_has_been_introduced_by_then(ctx):
     for number, step in enumerate(STEP_TITLES, start=1):
         *_, score_bars, weight_bars, query_md, _ = attention_tab.attention_step(
             ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "", True, True, 1.0, False, step, 2)
-        assert (score_bars is not None) == (number >= 3) and (weight_bars is not None) == (number >= 6), number
+        assert (score_bars is not None) == (number >= 2) and (weight_bars is not None) == (number >= 6), number
+        if number == 2:  # Q and K as what they are for: the query's row beside the keys it matches best
+            trace = journey_preset().trace()
+            assert score_bars.layout.title.text.startswith("The keys query 2 (starts) matches best")
+            assert score_bars.layout.yaxis.ticktext == ("q of 2 (starts)", "k of 1 (journey): q·k 0.26",
+                                                        "k of 2 (starts): q·k 0.26", "k of 0 (Your): q·k 0.17")
+            torch.testing.assert_close(torch.as_tensor(score_bars.data[0].z),
+                                       torch.stack([trace.q[2], trace.k[1], trace.k[2], trace.k[0]]).double())
         assert query_md.startswith("Query **2** `starts`")
         assert ("mixes the value vectors" in query_md) == (number >= 6), query_md  # the weights say how much
         assert ("its softmax weights at step 6" in query_md) == (number < 6), query_md
@@ -994,3 +1001,24 @@ def test_the_estimate_warns_before_start_when_a_run_will_memorise_its_text():
     pasted = train_tab.estimate(*[toy[name] for name in train_tab.ESTIMATE_FIELDS], train_tab.CORPORA[2], None,
                                 "hello world")
     assert "passes over the pasted text's 11 characters" in pasted  # the toy lab memorises, and is told so
+
+
+def visible_words(markdown: str) -> int:
+    """The words a reader sees before opening a fold: the text outside <details>, and each fold's summary."""
+    shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", markdown, flags=re.S)
+    return len(re.sub(r"[#*`]", " ", shown).split())
+
+
+@pytest.mark.parametrize("source,mask", [("trained checkpoint", False), ("textbook preset", True)])
+def test_every_attention_step_opens_with_its_picture_and_one_look_for_line(ctx, source, mask):
+    """Pictures first (issue 29): step 6 carried 4-5 paragraphs; now at most 60 words show before the folds, the
+    longest case a switch off (its comparison notes fold away too)."""
+    settings = [source, "shakespeare-char", 0, 0, 0, 16, 8, "journey", "To be, or not", True, mask, 1.0, False, 3]
+    every = json.loads(attention_tab.attention_deck(ctx, *settings))
+    for title, view in every["views"].items():
+        heading, whatif, query = view["texts"]
+        assert heading.split("\n\n")[1].startswith("**Look for:**") and view["figures"][0] is not None, title
+        assert "<details><summary>more</summary>" in heading, title  # the formula and the rest, on request
+        assert visible_words(heading) + visible_words(whatif) + visible_words(query) <= 60, (title, heading, whatif,
+                                                                                            query)
+    assert visible_words("a <details><summary>more: b c</summary>\n\nd e f\n\n</details> g") == 5

@@ -221,6 +221,25 @@ def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: st
                            masked_hover=lessons.MASKED_SCORE_HOVER, important=_labels_that_matter(trace, position))
 
 
+KEYS_BESIDE = 3  # keys drawn beside the query's row at step 2: those its q matches best
+
+
+def _query_beside_keys(trace: walkthrough.HeadTrace, position: int, token: str):
+    """Step 2's picture of what Q and K are for: the query's q row above the k rows of the keys it matches best
+    (largest q·k among the keys it may see), feature by feature on one colour scale, each key's q·k named."""
+    scores = trace.scores[position].clone()
+    if trace.mask:
+        scores[position + 1:] = float("-inf")  # the mask will hide later keys: they are not what it reads
+    best = torch.topk(scores, min(KEYS_BESIDE, position + 1 if trace.mask else trace.length)).indices.tolist()
+    rows = torch.stack([trace.q[position], *(trace.k[j] for j in best)])
+    labels = [f"q of {position} ({token})"] + [f"k of {j} ({trace.tokens[j]}): q·k {scores[j].item():.2f}"
+                                              for j in best]
+    bound_ = _colour_bound(rows)
+    return plots.heatmap(rows, labels, [f"d{c}" for c in range(trace.head_size)],
+                         f"The keys query {position} ({token}) matches best, beside its q", colorscale="RdBu",
+                         zmin=-bound_, zmax=bound_, sparse_columns=True, x_title="feature", show_values=False)
+
+
 TOP_LABELLED = 3  # the largest weights of a query's row keep their labels where not every bar can have one
 
 
@@ -234,8 +253,14 @@ MIXES_SHOWN = 12  # value vectors named in the query's sentence, largest weight 
 NEGLIGIBLE_WEIGHT = 0.0005  # a weight that prints as 0.000: counted, not named
 
 
+def fold(text: str, what: str = "") -> str:
+    """``text`` behind a "more" fold (closed): a view shows its picture and one line, the rest on request."""
+    summary = f"{lessons.FOLD}: {what}" if what else lessons.FOLD
+    return f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>"
+
+
 def _mixes_text(row: walkthrough.QueryRow) -> str:
-    """Which value vectors the query mixes, largest weight first; the negligible ones counted, not listed."""
+    """Which value vectors the query mixes, largest weight first (behind a fold); the negligible ones counted."""
     named = [mix for mix in row.mixes if mix.weight >= NEGLIGIBLE_WEIGHT][:MIXES_SHOWN]
     rest = len(row.mixes) - len(named)
     mixes = ", ".join(f"`{m.token}` ({m.position}) × {m.weight:.3f}" for m in named)
@@ -244,8 +269,8 @@ def _mixes_text(row: walkthrough.QueryRow) -> str:
     if rest:
         more = (f" and {rest} more" + (f" ({negligible} of them with weights below {NEGLIGIBLE_WEIGHT:g})"
                                        if negligible else ""))
-    return (f"Query **{row.position}** `{row.token}` mixes the value vectors of: {mixes}{more}. Its output is "
-            "their weighted sum.")
+    return (f"Query **{row.position}** `{row.token}`: its output is the weighted sum of the value vectors it reads, "
+            f"the bars above.\n\n" + fold(f"It mixes the value vectors of: {mixes}{more}.", "the weights"))
 
 
 SCORES_MET, WEIGHTS_MET = STAGE_KEYS.index("scores"), STAGE_KEYS.index("weights")
@@ -337,16 +362,19 @@ def _views(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim
                      *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
             figures = _figures(trace, shown_default, key, position)
             # the query's panel shows only what the steps so far have introduced: scores from step 3, weights from 6
-            score_bars = _score_bars(trace, key, position, row.token) if index >= SCORES_MET else None
+            score_bars = (_score_bars(trace, key, position, row.token) if index >= SCORES_MET
+                          else _query_beside_keys(trace, position, row.token) if key == "qkv" else None)
             weight_bars = plots.bar_chart(
                 trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})", "weight",
                 masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER,
                 important=_labels_that_matter(trace, position)) if index >= WEIGHTS_MET else None
             stage = stages[index]
-            heading = f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n{heading_tail}"
+            heading = (f"### {stage.title}\n\n**Look for:** {lessons.LOOK_FOR[index]}\n\n"
+                       + fold(f"`{stage.formula}`\n\n{stage.explanation}\n\n{heading_tail}"))
             query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row, index)
-            views.append(View(heading, *figures, "\n\n".join(note for note in notes if note), score_bars,
-                              weight_bars, query_md, "", asked if asked < 0 else position, warnings))
+            whatif = "\n\n".join(note for note in notes if note)
+            views.append(View(heading, *figures, fold(whatif, "what the switches change") if whatif else "",
+                              score_bars, weight_bars, query_md, "", asked if asked < 0 else position, warnings))
     return views
 
 
@@ -527,6 +555,10 @@ def build(ctx: AppContext) -> None:
     every_step = bound(attention_deck, ctx, heads=heads)
     draw = dict(fn=None, inputs=[deck, step], outputs=[heading, whatif, query_md],
                 js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID), show_progress="hidden", queue=False)
+    # only a first answer replaces the deck the page holds: the rest (every step, a step picked) add to the views
+    # of its settings, so a slow answer for settings since changed is never drawn
+    draw_first = draw
+    draw = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID, more=True))
     # Hidden progress: a refused input leaves the previous figures as they were (no "Error" badge on each);
     # the toast says why. always_last: while one view computes, only the latest edit waits behind it.
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
@@ -534,7 +566,7 @@ def build(ctx: AppContext) -> None:
 
     def answer(event, name: str) -> None:
         """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping)."""
-        event.success(**draw, api_name=f"{name}_draw", api_visibility="private")
+        event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
         event.success(every_step, [*settings[:-1], query], deck, api_name=f"{name}_deck", api_visibility="private",
                       show_progress="hidden", **ctx.fast_lane).then(
             **draw, api_name=f"{name}_deck_draw", api_visibility="private")

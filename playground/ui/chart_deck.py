@@ -33,10 +33,11 @@ window.chartDeck = window.chartDeck || (() => {
     const wait = () => window.Plotly ? resolve(window.Plotly) : setTimeout(wait, 20);
     wait();
   });
-  function take(name, raw) {
+  function take(name, raw, more) {  // more: views added to those of the same key, never replacing them
     const deck = decks[name] = decks[name] || {key: null, views: {}, raw: null, shown: null};
     if (raw && raw !== deck.raw) {
       const sent = JSON.parse(raw);
+      if (more && sent.key !== deck.key) return deck;  // late: the settings have changed since
       deck.raw = raw;
       if (sent.key !== deck.key) { deck.key = sent.key; deck.views = {}; }
       Object.assign(deck.views, sent.views);
@@ -108,8 +109,10 @@ window.chartDeck = window.chartDeck || (() => {
 PHONE_WIDTH = 640  # px: below this the page is a phone's, where an answer can land below the screen
 
 
-def draw_js(deck: str, texts: int, reveal: str = "") -> str:
+def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False) -> str:
     """A ``js=`` function (deck textbox, view name) -> ``texts`` Markdown values: draws that view of ``deck``.
+    ``more``: the textbox holds more views for the settings of the last first answer, and is ignored where the
+    settings have changed since (a slow answer for the old settings arriving after the new ones' first answer).
     ``reveal``: the id of the element that starts the answer; on a phone, where it lands below the screen, the page
     scrolls it into view (never up, away from a control the visitor is using further down, nor while they type)."""
     scroll = (f"  const start = document.getElementById({json.dumps(reveal)});\n"
@@ -120,7 +123,7 @@ def draw_js(deck: str, texts: int, reveal: str = "") -> str:
               "start.scrollIntoView({behavior: 'smooth', block: 'start'});\n") if reveal else ""
     unchanged = "[" + ", ".join(["undefined"] * texts) + "]"
     return (f"async (raw, view) => {{ {DECK_JS}\n"
-            f"  window.chartDeck.take({json.dumps(deck)}, raw);\n"
+            f"  window.chartDeck.take({json.dumps(deck)}, raw, {json.dumps(more)});\n"
             f"  const shown = await window.chartDeck.draw({json.dumps(deck)}, view);\n{scroll}"
             f"  return shown ? shown.texts : {unchanged};\n}}")
 
