@@ -568,7 +568,7 @@ def build(ctx: AppContext) -> None:
         """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping)."""
         event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
         event.success(every_step, [*settings[:-1], query], deck, api_name=f"{name}_deck", api_visibility="private",
-                      show_progress="hidden", **ctx.fast_lane).then(
+                      show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane).then(
             **draw, api_name=f"{name}_deck_draw", api_visibility="private")
 
     source.change(_source_groups, source, [checkpoint_group, random_group, preset_group],

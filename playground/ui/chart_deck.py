@@ -37,7 +37,7 @@ window.chartDeck = window.chartDeck || (() => {
     const deck = decks[name] = decks[name] || {key: null, views: {}, raw: null, shown: null};
     if (raw && raw !== deck.raw) {
       const sent = JSON.parse(raw);
-      if (more && sent.key !== deck.key) return deck;  // late: the settings have changed since
+      if (more && deck.key !== null && sent.key !== deck.key) return deck;  // late: the settings changed since
       deck.raw = raw;
       if (sent.key !== deck.key) { deck.key = sent.key; deck.views = {}; }
       Object.assign(deck.views, sent.views);
