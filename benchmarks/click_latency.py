@@ -6,7 +6,7 @@ It starts ``app.py`` on a free port with a private HOME, opens Debian's Chromium
 inside the page: from the moment before the click until the tab panel's last change, once the expected heading
 is on screen and the panel has been still for SETTLE_MS (the settling itself is not counted).
 
-    python benchmarks/click_latency.py [--repeats 7] [--chromium /usr/bin/chromium]
+    python benchmarks/click_latency.py [--repeats 7] [--chromium /usr/bin/chromium] [--only Attention]
 """
 
 from __future__ import annotations
@@ -112,6 +112,10 @@ def interactions(page: Page):
     steps = list(zip(STEP_LABELS, STEP_TITLES))
     yield "Attention: a step", "Attention", None, [(radio(label), heading)
                                                    for label, heading in steps[1:] + steps[:1]]
+    def toggle(label):
+        return lambda: panel().get_by_label(label, exact=True).click()
+
+    yield "Attention: a what-if switch", "Attention", radio(STEP_LABELS[5]), [(toggle("causal mask"), STEP_TITLES[5])]
     yield "Attention: a new query position", "Attention", radio(STEP_LABELS[5]), [
         (number("query position (-1 = the last token)", q), STEP_TITLES[5]) for q in (5, 12, 30, 3)]
     levels = list(zip(LEVEL_LABELS, LEVEL_TITLES))
@@ -123,6 +127,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="clicks per interaction")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--only", default="", help="time only the interactions whose name starts with this")
     args = parser.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory() as home:
@@ -138,6 +143,8 @@ def main() -> None:
                 print(f"first paint with the Tokenize chips: {(time.perf_counter() - started) * 1000:.0f} ms")
                 print(f"{'interaction':<36}{'median ms':>10}{'p90 ms':>9}{'clicks':>8}")
                 for name, tab, setup, cycle in interactions(page):
+                    if not name.startswith(args.only):
+                        continue
                     open_tab(page, tab)
                     if setup is not None:
                         setup()

@@ -2,7 +2,8 @@
 
 Heatmaps use index axes with tick labels, so repeated tokens ("l", "l" in "hello") keep their own
 rows and columns; masked cells (NaN or -inf, or marked) are grey rather than a colour that reads as a value.
-Titles wrap (``wrap_title``) so they fit a phone's plot.
+Titles wrap (``wrap_title``) so they fit a phone's plot, and every figure leaves a swipe to the page
+(``swipes_scroll``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ LABEL_ROOM_PX = 280  # the narrowest plot area a sparse axis must fit (three plo
 BAR_LABEL_ROOM_PX = 560  # a bar chart's plot area beside another on a desktop page
 LABEL_CHAR_PX, LABEL_GAP_PX = 7, 8  # a tick label's width per character at font size 10-12, and the gap after it
 LABEL_STEPS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 50, 64, 100, 128)
+
+
+def swipes_scroll(figure: go.Figure) -> go.Figure:
+    """No drag-zoom: a swipe over the chart scrolls the page on a phone (Plotly takes a touch for a zoom box
+    otherwise, and only the margins scrolled). Hover still works; on a desktop the toolbar's zoom turns it on."""
+    figure.update_layout(dragmode=False)
+    return figure
 
 
 def _display_label(label: str) -> str:
@@ -138,17 +146,20 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
     if show_values is None:
         show_values = rows <= CELL_TEXT_LIMIT and cols <= CELL_TEXT_LIMIT
     text = np.where(finite, np.char.mod("%.2f", filled), "") if show_values else None
+    # a 1 px gap between cells where each cell is large enough to print its value; a bigger matrix draws without
+    # (Plotly paints gapped cells one by one at full size, gapless ones as one small image: half the drawing time)
+    gap = 1 if rows <= CELL_TEXT_LIMIT and cols <= CELL_TEXT_LIMIT else 0
     trace = go.Heatmap(
         z=z, x=np.arange(cols), y=np.arange(rows), colorscale=colorscale, zmid=zmid, zmin=zmin, zmax=zmax,
         customdata=hover,
         hovertemplate="%{customdata}<extra></extra>", text=text, texttemplate="%{text}" if show_values else None,
-        hoverongaps=True, xgap=1, ygap=1,
+        hoverongaps=True, xgap=gap, ygap=gap,
     )
     traces = [trace]
     if not finite.all():  # the masked cells, grey: a colour no value on either colour scale takes
         traces.append(go.Heatmap(z=np.where(finite, np.nan, 1.0), x=np.arange(cols), y=np.arange(rows),
                                  colorscale=[[0.0, MASKED_COLOUR], [1.0, MASKED_COLOUR]], showscale=False,
-                                 hoverinfo="skip", xgap=1, ygap=1))
+                                 hoverinfo="skip", xgap=gap, ygap=gap))
     # rows of 13 px; 22 px where each cell prints its value (at 13 px the numbers were 5 px tall)
     height = height or min(1800, max(300, 100 + (VALUE_ROW_PX if show_values else 13) * rows))
     # every token keeps its label while there is room: about 12 px per row; every column (MAX_SIDE at most)
@@ -171,7 +182,7 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
                                  y1=row + 0.5, line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)",
                                  name="chosen query")]
     figure = go.Figure(traces, layout)
-    return figure
+    return swipes_scroll(figure)
 
 
 def vocabulary_heatmap(matrix: torch.Tensor, labels: Sequence[str], title: str = "", *, x_title: str = "",
@@ -199,7 +210,7 @@ def vocabulary_heatmap(matrix: torch.Tensor, labels: Sequence[str], title: str =
                                     tickfont=dict(size=10), title=dict(text=x_title)),
                          yaxis=dict(type="category", tickmode="array", tickvals=shown[::step], autorange="reversed",
                                     tickfont=dict(size=10), title=dict(text=y_title)))
-    return figure
+    return swipes_scroll(figure)
 
 
 def line_chart(series: dict[str, Sequence[Sequence[float]]], title: str = "", x_title: str = "step",
@@ -218,7 +229,7 @@ def line_chart(series: dict[str, Sequence[Sequence[float]]], title: str = "", x_
         figure.update_xaxes(range=[0, 1])
         figure.update_yaxes(range=[0, 1])
         figure.add_annotation(text="no points yet", x=0.5, y=0.5, showarrow=False, font=dict(color="#888"))
-    return figure
+    return swipes_scroll(figure)
 
 
 CURVE_COLOURS = ("#e4572e", "#17bebb", "#4c6ef5", "#76b041", "#9c27b0", "#ff9f1c", "#6d6875")
@@ -261,7 +272,7 @@ def curve_overlay(runs: Sequence[tuple[str, Sequence[Sequence[float]], Sequence[
     layout, top = _title_layout(title)
     figure.update_layout(title=layout, height=height, xaxis_title=x_title, yaxis_title="loss",
                          margin=dict(l=60, r=20, t=top, b=50), legend=dict(orientation="h", y=-0.22))
-    return figure
+    return swipes_scroll(figure)
 
 
 BAR_GAP_PX = 4  # between single characters under their bars (8 made 42 characters skip every other one)
@@ -325,7 +336,7 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y
                          margin=dict(l=60, r=20, t=top, b=50),
                          xaxis=dict(tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=angle,
                                     automargin=True))
-    return figure
+    return swipes_scroll(figure)
 
 
 def heatmap_grid(matrices: Sequence[Sequence[torch.Tensor]], row_titles: Sequence[str], col_titles: Sequence[str],
@@ -352,7 +363,7 @@ def heatmap_grid(matrices: Sequence[Sequence[torch.Tensor]], row_titles: Sequenc
             figure.update_xaxes(showticklabels=False, row=i + 1, col=j + 1)
     figure.update_layout(title=title, height=max(320, 150 * rows + 80), coloraxis=dict(colorscale="Blues"),
                          margin=dict(l=20, r=140, t=60, b=20))
-    return figure
+    return swipes_scroll(figure)
 
 
 # ------------------------------------------------------------------------------------- the Model tab's figures
@@ -459,7 +470,7 @@ def heads_grid(weights: torch.Tensor, labels: Sequence[str], title: str = "", *,
     figure.update_layout(title=title_layout, height=min(1400, 80 + top + 300 * rows),
                          coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0, colorbar=dict(thickness=14)),
                          margin=dict(l=50, r=20, t=top + 30, b=40), plot_bgcolor="rgba(0,0,0,0)")
-    return figure
+    return swipes_scroll(figure)
 
 
 def _row_window(first_row: int, total_rows: int) -> tuple[int, slice, slice]:
@@ -515,7 +526,7 @@ def text_heatmap(values: torch.Tensor | Sequence[Sequence[float]], text: Sequenc
         r = highlight_row - first_row
         figure.add_shape(type="rect", x0=-0.5, x1=cols - 0.5, y0=r - 0.5, y1=r + 0.5,
                          line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)")
-    return figure
+    return swipes_scroll(figure)
 
 
 # ------------------------------------------------------------------------------------- categories (which head)
@@ -573,4 +584,4 @@ def category_heatmap(categories: torch.Tensor | Sequence[Sequence[int]], words: 
         r = highlight_row - first_row
         figure.add_shape(type="rect", x0=-0.5, x1=cols - 0.5, y0=r - 0.5, y1=r + 0.5,
                          line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)", name="chosen query")
-    return figure
+    return swipes_scroll(figure)

@@ -122,7 +122,8 @@ def test_attention_renders_on_arrival_and_steps_through_every_stage(page):
         expect(heading(panel)).to_have_text(title, timeout=WAIT_MS)
         for plot in plots:
             expect(plot_titled(panel, plot)).to_be_visible(timeout=WAIT_MS)
-        bars = (number >= 2) + (number >= 5)  # the query's score bars from step 3, its softmax bars from step 6
+        # the query's row beside its best keys at step 2, its score bars from step 3, its softmax bars from step 6
+        bars = (number >= 1) + (number >= 5)
         expect(plots_in(panel).filter(has=page.locator(".gtitle"))).to_have_count(len(plots) + bars)
         expect(panel.get_by_role("radio", name=STEP_LABELS[number], exact=True)).to_be_checked()
     expect(panel).to_contain_text("Mask (on now).")

@@ -156,3 +156,44 @@ def test_every_tab_on_a_phone(phone):
     screenshot(page, "phone-sample", publish=False)
     report(page, "Sample")
     assert tab_bar_problems(page) == []
+
+
+def swipe_up(page: Page, x: float, y: float, distance: int = 250) -> None:
+    """A finger's swipe from (x, y) upwards by ``distance`` px, as a phone's touch events."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+    for step in range(1, 11):
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove",
+                                              "touchPoints": [{"x": x, "y": y - distance * step / 10}]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    cdp.detach()
+
+
+def scrolled_by_a_swipe_over(page: Page, chart) -> float:
+    """How far the page scrolls when a finger swipes up over the middle of ``chart`` (0 where the chart takes it)."""
+    chart.scroll_into_view_if_needed()
+    box = chart.bounding_box()
+    before = page.evaluate("() => window.scrollY")
+    swipe_up(page, box["x"] + box["width"] / 2, box["y"] + min(box["height"] / 2, 300))
+    page.wait_for_function(f"() => window.scrollY !== {before}", timeout=WAIT_MS)  # fails where the chart zoomed
+    return page.evaluate("() => window.scrollY") - before
+
+
+def test_a_swipe_over_a_chart_scrolls_the_page_and_an_answer_comes_into_view(phone):
+    """Issue 29: a swipe over a chart drew a zoom box instead (only a 33 px margin scrolled); a step's answer landed
+    below the screen."""
+    page = phone
+    panel = open_tab(page, "Attention")
+    expect(plot_titled(panel, "X")).to_be_visible(timeout=WAIT_MS)  # the page's own chart (drawn from the deck)
+    assert scrolled_by_a_swipe_over(page, plot_titled(panel, "X")) > 100
+    page.evaluate("() => window.scrollTo(0, 0)")
+    heading = panel.get_by_role("heading", level=3)
+    panel.get_by_role("button", name="Next ▶").click()
+    expect(heading).to_have_text("2. Q, K, V", timeout=WAIT_MS)
+    expect(heading).to_be_in_viewport(timeout=WAIT_MS)  # the answer scrolled into view
+    panel = open_tab(page, "Why")  # a Gradio chart, drawn by the server's figure
+    chart = plot_titled(panel, "The logit of")
+    expect(chart).to_be_visible(timeout=WAIT_MS)
+    assert chart.evaluate("el => el._fullLayout.dragmode") is False
+    assert scrolled_by_a_swipe_over(page, chart) > 100
+    expect_no_error(page)

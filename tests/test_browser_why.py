@@ -39,3 +39,23 @@ def test_why_this_character_from_the_parts_to_a_knocked_out_head(page):
     expect(panel.get_by_role("heading", level=3).first).to_contain_text("(position 3)", timeout=WAIT_MS)
     expect_no_error(page)
     screenshot(page, "why-knocked")
+
+
+def test_a_click_on_a_heads_bar_opens_that_head(page):
+    """Issue 29: the attribution chart names every head's part of the logit; clicking its bar opens the head."""
+    panel = open_tab(page, "Why")
+    chart = plot_titled(panel, "The logit of")
+    expect(chart).to_be_visible(timeout=WAIT_MS)
+    expect(panel.get_by_role("heading", name="at position", exact=False)).to_be_visible(timeout=WAIT_MS)
+    names = chart.evaluate("el => el.data[0].customdata")
+    shown = panel.get_by_role("heading", name="at position", exact=False).inner_text()
+    wanted = next(name for name in names if name.startswith("L1 H") and not shown.startswith(name))
+    bar = chart.locator(".barlayer .point").nth(names.index(wanted))
+    bar.scroll_into_view_if_needed()
+    box = bar.bounding_box()  # a person's click where the bar is drawn (Plotly's drag layer lies over it)
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    expect(panel.get_by_role("heading", name=f"{wanted} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
+    expect(panel.get_by_label("head", exact=True)).to_have_value(wanted)
+    expect(panel).to_contain_text(f"What {wanted} reads and writes", timeout=WAIT_MS)
+    expect_no_error(page)

@@ -64,7 +64,14 @@ def test_each_step_shows_only_what_has_been_introduced_by_then(ctx):
     for number, step in enumerate(STEP_TITLES, start=1):
         *_, score_bars, weight_bars, query_md, _ = attention_tab.attention_step(
             ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "", True, True, 1.0, False, step, 2)
-        assert (score_bars is not None) == (number >= 3) and (weight_bars is not None) == (number >= 6), number
+        assert (score_bars is not None) == (number >= 2) and (weight_bars is not None) == (number >= 6), number
+        if number == 2:  # Q and K as what they are for: the query's row beside the keys it matches best
+            trace = journey_preset().trace()
+            assert score_bars.layout.title.text.startswith("The keys query 2 (starts) matches best")
+            assert score_bars.layout.yaxis.ticktext == ("q of 2 (starts)", "k of 1 (journey): q·k 0.26",
+                                                        "k of 2 (starts): q·k 0.26", "k of 0 (Your): q·k 0.17")
+            torch.testing.assert_close(torch.as_tensor(score_bars.data[0].z),
+                                       torch.stack([trace.q[2], trace.k[1], trace.k[2], trace.k[0]]).double())
         assert query_md.startswith("Query **2** `starts`")
         assert ("mixes the value vectors" in query_md) == (number >= 6), query_md  # the weights say how much
         assert ("its softmax weights at step 6" in query_md) == (number < 6), query_md
@@ -95,9 +102,10 @@ def test_attention_unknown_characters_are_highlighted(ctx):
 def test_emptying_the_text_box_clears_the_attention_plots_on_the_page_and_is_refused_through_the_api(ctx, source):
     """The old text's heatmaps stayed beside an empty box (a toast said why, then went)."""
     settings = [source, "shakespeare-char", 0, 0, 0, 16, 8, "journey", "", True, True, 1.0, False, STEP_TITLES[3]]
-    heading, *figures_and_more = attention_tab.attention_view(ctx, *settings, None, [])
-    assert heading.startswith("### Type some text first")
-    assert figures_and_more[:3] == [None, None, None] and figures_and_more[4:6] == [None, None]
+    deck = json.loads(attention_tab.attention_page(ctx, *settings, None, [])[0])
+    (shown,) = deck["views"].values()
+    assert shown["texts"][0].startswith("### Type some text first") and shown["figures"] == [None] * 5
+    assert attention_tab.attention_deck(ctx, *settings[:-1], None) == gr.skip()  # no other step to send
     with pytest.raises(ValueError, match="Type some text first"):
         attention_tab.attention_step(ctx, *settings, None)
 
@@ -571,18 +579,53 @@ def test_attention_what_if_notes_appear_only_at_their_stages(ctx):
 def test_attention_query_past_the_end_is_clamped_framed_and_said_once(ctx, monkeypatch):
     said = []
     monkeypatch.setattr(gr, "Warning", said.append)
-    result = attention_tab.attention_view(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh", True,
-                                          True, 1.0, False, STEP_TITLES[5], 500, [])
-    *outputs, box, sent = result
+    settings = ["random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh", True, True, 1.0, False]
+    deck, _, box, sent = attention_tab.attention_page(ctx, *settings, STEP_TITLES[5], 500, [])
+    shown = json.loads(deck)["views"][STEP_TITLES[5]]
     assert box == 7 and said == [lessons.query_clamped(500, 8)] and sent == said
-    assert "Query **7**" in outputs[7] and outputs[1].layout.shapes[0].y0 == 6.5
-    attention_tab.attention_view(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh", True, True, 1.0,
-                                 False, STEP_TITLES[4], 500, sent)
+    assert "Query **7**" in shown["texts"][2] and shown["figures"][0]["layout"]["shapes"][0]["y0"] == 6.5
+    attention_tab.attention_page(ctx, *settings, STEP_TITLES[4], 500, sent)
     assert len(said) == 1  # the next keystroke does not repeat it
-    assert attention_tab.attention_view(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh", True,
-                                        True, 1.0, False, STEP_TITLES[4], -1, [])[-2] == -1
+    assert attention_tab.attention_page(ctx, *settings, STEP_TITLES[4], -1, [])[2] == -1
     said.clear()
     assert attention_tab._warn(["a", "b", "a"], ["b"]) == ["a", "b"] and said == ["a"]
+
+
+def test_the_attention_page_gets_the_step_on_screen_then_every_step_under_one_key(ctx):
+    """The first answer holds the step on screen; the second every step, as /attention_step draws each, under the
+    same key, so the page adds them to what it holds and steps through them without asking again."""
+    settings = ["trained checkpoint", "shakespeare-char", 1, 1, 0, 16, 8, "journey", "To be, or not", True, False,
+                1.0, False]
+    first = json.loads(attention_tab.attention_page(ctx, *settings, STEP_TITLES[5], 3, [])[0])
+    every = json.loads(attention_tab.attention_deck(ctx, *settings, 3))
+    assert list(first["views"]) == [STEP_TITLES[5]] and list(every["views"]) == list(STEP_TITLES)
+    assert first["key"] == every["key"] and first["views"][STEP_TITLES[5]] == every["views"][STEP_TITLES[5]]
+    for title, shown in every["views"].items():
+        api = attention_tab.attention_step(ctx, *settings, title, 3)
+        assert shown["texts"] == [api[0], api[4], api[7]]
+        assert [figure is not None for figure in shown["figures"]] == [api[n] is not None for n in (1, 2, 3, 5, 6)]
+        drawn = [figure["layout"]["title"]["text"] for figure in shown["figures"] if figure]
+        assert drawn == [api[n].layout.title.text for n in (1, 2, 3, 5, 6) if api[n] is not None]
+    other = json.loads(attention_tab.attention_deck(ctx, *settings[:-2], 2.0, False, 3))
+    assert other["key"] != every["key"]  # another temperature: the page drops the views it holds
+
+
+def test_a_checkpoint_head_runs_the_model_once_per_text(ctx, monkeypatch):
+    """Stepping or moving the query on one text reuses the head's inputs; another text, layer or head builds anew."""
+    built = []
+    real = attention_tab.walkthrough.checkpoint_head_inputs
+    monkeypatch.setattr(attention_tab.walkthrough, "checkpoint_head_inputs",
+                        lambda *args, **kwargs: built.append(args[2:4]) or real(*args, **kwargs))
+    heads = attention_tab.HeadCache(size=2)
+    settings = ["trained checkpoint", "shakespeare-char", 0, 1, 0, 16, 8, "journey", "To be", True, True, 1.0, False]
+    for step, query in ((STEP_TITLES[0], -1), (STEP_TITLES[5], 2), (STEP_TITLES[6], 3)):
+        attention_tab.attention_page(ctx, *settings, step, query, [], heads=heads)
+    attention_tab.attention_deck(ctx, *settings, 3, heads=heads)
+    assert built == [(0, 1)]
+    attention_tab.attention_page(ctx, *settings[:2], 1, *settings[3:], STEP_TITLES[0], -1, [], heads=heads)
+    attention_tab.attention_page(ctx, *settings[:8], "or not", *settings[9:], STEP_TITLES[0], -1, [], heads=heads)
+    attention_tab.attention_page(ctx, *settings, STEP_TITLES[0], -1, [], heads=heads)  # dropped: two are kept
+    assert built == [(0, 1), (1, 1), (0, 1), (0, 1)]
 
 
 def test_attention_a_long_text_pages_the_heatmaps_to_the_query(ctx):
@@ -994,3 +1037,24 @@ def test_the_estimate_warns_before_start_when_a_run_will_memorise_its_text():
     pasted = train_tab.estimate(*[toy[name] for name in train_tab.ESTIMATE_FIELDS], train_tab.CORPORA[2], None,
                                 "hello world")
     assert "passes over the pasted text's 11 characters" in pasted  # the toy lab memorises, and is told so
+
+
+def visible_words(markdown: str) -> int:
+    """The words a reader sees before opening a fold: the text outside <details>, and each fold's summary."""
+    shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", markdown, flags=re.S)
+    return len(re.sub(r"[#*`]", " ", shown).split())
+
+
+@pytest.mark.parametrize("source,mask", [("trained checkpoint", False), ("textbook preset", True)])
+def test_every_attention_step_opens_with_its_picture_and_one_look_for_line(ctx, source, mask):
+    """Pictures first (issue 29): step 6 carried 4-5 paragraphs; now at most 60 words show before the folds, the
+    longest case a switch off (its comparison notes fold away too)."""
+    settings = [source, "shakespeare-char", 0, 0, 0, 16, 8, "journey", "To be, or not", True, mask, 1.0, False, 3]
+    every = json.loads(attention_tab.attention_deck(ctx, *settings))
+    for title, view in every["views"].items():
+        heading, whatif, query = view["texts"]
+        assert heading.split("\n\n")[1].startswith("**Look for:**") and view["figures"][0] is not None, title
+        assert "<details><summary>more</summary>" in heading, title  # the formula and the rest, on request
+        assert visible_words(heading) + visible_words(whatif) + visible_words(query) <= 60, (title, heading, whatif,
+                                                                                            query)
+    assert visible_words("a <details><summary>more: b c</summary>\n\nd e f\n\n</details> g") == 5

@@ -108,3 +108,10 @@ def test_the_page_is_sent_only_the_figures_that_changed(ctx):
     assert second[1] != gr.skip() and second[0] != first[0]  # the parts at the new position are sent
     *third, _ = why_tab.explain_changes(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1", [], "zero", shown)
     assert third[6] != gr.skip() and third[9] == gr.skip()  # another head's circuits; the same ranking
+
+
+def test_a_clicked_bar_opens_its_head_and_nothing_else():
+    """The page writes the clicked bar's part, stamped with the click's time, into a hidden box."""
+    assert why_tab.pick_head("L1 H0 #1732600000000", "L3 H2") == "L1 H0"
+    for picked in ("embeddings #1", "L1 MLP #2", "", None, "L1 H0 #3"):  # not a head, or the head already open
+        assert why_tab.pick_head(picked, "L1 H0") == gr.skip()

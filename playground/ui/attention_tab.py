@@ -14,9 +14,13 @@ previous figures stay as they were instead of carrying an "Error" badge.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +33,7 @@ from playground import budget, checks, plots, walkthrough
 from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError
-from playground.ui import head_table
+from playground.ui import chart_deck, head_table
 from playground.ui.common import AppContext, bound, checkpoint_dropdown
 from playground.ui.widgets import chips_html
 from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
@@ -59,6 +63,8 @@ class HeadRequest:
     forward: budget.Cost | None = None
     hint: str = ""
     about: str = ""  # what kind of model the weights come from (a checkpoint's description)
+    identity: tuple | None = None  # what the built inputs depend on, where building them is worth remembering
+    owner: object = None  # the loaded checkpoint they come from: a reloaded one is another
 
     def cost(self, own: budget.Cost) -> budget.Cost:
         """``own`` (the traces, figures or files) plus the checkpoint's forward pass when there is one."""
@@ -82,7 +88,8 @@ def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, he
             T, config.embedding_dim, config.head_size, notices=prepared.notices, forward=forward,
             build=lambda: walkthrough.checkpoint_head_inputs(loaded.model, prepared.ids, layer, head,
                                                              tokens=prepared.tokens),
-            hint=f"use a shorter text (it is {T} tokens)", about=loaded.description)
+            hint=f"use a shorter text (it is {T} tokens)", about=loaded.description,
+            identity=("checkpoint", id(loaded), tuple(prepared.ids.tolist()), layer, head), owner=loaded)
     if source == SOURCES[1]:
         if not text:
             raise ValueError(EMPTY_TEXT)
@@ -106,6 +113,37 @@ def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, he
         return HeadRequest(inputs.x.size(0), inputs.x.size(1), inputs.w_query.size(1), build=lambda: inputs,
                            notices=[f"Preset: {presets[preset].description}. The text box is not used."])
     raise ValueError(f"unknown weight source {checks.shown(source)}; choose one of: {', '.join(SOURCES)}")
+
+
+HEAD_CACHE_SIZE = 8  # heads' inputs kept: a checkpoint head's x is (T, C), at most a few MB each
+
+
+class HeadCache:
+    """The last HEAD_CACHE_SIZE checkpoint heads' inputs, keyed by the loaded checkpoint, the text's token ids,
+    the layer and the head: stepping through a text or moving its query runs the model's forward pass once, not
+    at every click (it was half of each answer's server time). Random heads and presets cost little to build and
+    are not kept."""
+
+    def __init__(self, size: int = HEAD_CACHE_SIZE) -> None:
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()  # identity -> (owner, HeadInputs)
+        self._lock = threading.Lock()
+
+    def build(self, request: HeadRequest) -> walkthrough.HeadInputs:
+        if request.identity is None:
+            return request.build()
+        with self._lock:
+            hit = self._entries.get(request.identity)
+            if hit is not None and hit[0] is request.owner:
+                self._entries.move_to_end(request.identity)
+                return hit[1]
+        inputs = request.build()
+        with self._lock:
+            self._entries[request.identity] = (request.owner, inputs)
+            self._entries.move_to_end(request.identity)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return inputs
 
 
 def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,
@@ -186,6 +224,25 @@ def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: st
                            masked_hover=lessons.MASKED_SCORE_HOVER, important=_labels_that_matter(trace, position))
 
 
+KEYS_BESIDE = 3  # keys drawn beside the query's row at step 2: those its q matches best
+
+
+def _query_beside_keys(trace: walkthrough.HeadTrace, position: int, token: str):
+    """Step 2's picture of what Q and K are for: the query's q row above the k rows of the keys it matches best
+    (largest q·k among the keys it may see), feature by feature on one colour scale, each key's q·k named."""
+    scores = trace.scores[position].clone()
+    if trace.mask:
+        scores[position + 1:] = float("-inf")  # the mask will hide later keys: they are not what it reads
+    best = torch.topk(scores, min(KEYS_BESIDE, position + 1 if trace.mask else trace.length)).indices.tolist()
+    rows = torch.stack([trace.q[position], *(trace.k[j] for j in best)])
+    labels = [f"q of {position} ({token})"] + [f"k of {j} ({trace.tokens[j]}): q·k {scores[j].item():.2f}"
+                                              for j in best]
+    bound_ = _colour_bound(rows)
+    return plots.heatmap(rows, labels, [f"d{c}" for c in range(trace.head_size)],
+                         f"The keys query {position} ({token}) matches best, beside its q", colorscale="RdBu",
+                         zmin=-bound_, zmax=bound_, sparse_columns=True, x_title="feature", show_values=False)
+
+
 TOP_LABELLED = 3  # the largest weights of a query's row keep their labels where not every bar can have one
 
 
@@ -199,8 +256,14 @@ MIXES_SHOWN = 12  # value vectors named in the query's sentence, largest weight 
 NEGLIGIBLE_WEIGHT = 0.0005  # a weight that prints as 0.000: counted, not named
 
 
+def fold(text: str, what: str = "") -> str:
+    """``text`` behind a "more" fold (closed): a view shows its picture and one line, the rest on request."""
+    summary = f"{lessons.FOLD}: {what}" if what else lessons.FOLD
+    return f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>"
+
+
 def _mixes_text(row: walkthrough.QueryRow) -> str:
-    """Which value vectors the query mixes, largest weight first; the negligible ones counted, not listed."""
+    """Which value vectors the query mixes, largest weight first (behind a fold); the negligible ones counted."""
     named = [mix for mix in row.mixes if mix.weight >= NEGLIGIBLE_WEIGHT][:MIXES_SHOWN]
     rest = len(row.mixes) - len(named)
     mixes = ", ".join(f"`{m.token}` ({m.position}) × {m.weight:.3f}" for m in named)
@@ -209,8 +272,8 @@ def _mixes_text(row: walkthrough.QueryRow) -> str:
     if rest:
         more = (f" and {rest} more" + (f" ({negligible} of them with weights below {NEGLIGIBLE_WEIGHT:g})"
                                        if negligible else ""))
-    return (f"Query **{row.position}** `{row.token}` mixes the value vectors of: {mixes}{more}. Its output is "
-            "their weighted sum.")
+    return (f"Query **{row.position}** `{row.token}`: its output is the weighted sum of the value vectors it reads, "
+            f"the bars above.\n\n" + fold(f"It mixes the value vectors of: {mixes}{more}.", "the weights"))
 
 
 SCORES_MET, WEIGHTS_MET = STAGE_KEYS.index("scores"), STAGE_KEYS.index("weights")
@@ -244,60 +307,78 @@ class View(NamedTuple):
 
 
 def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale,
-          mask, temperature, mask_before_scaling, step, query, page: bool = False) -> View:
+          mask, temperature, mask_before_scaling, step, query, page: bool = False, heads=None) -> View:
     """The step's view. ``page``: the page's own event, where an emptied text box clears the plots and says why in
     the heading (the old plots stayed beside an empty box); an API call is refused instead."""
+    return _views(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
+                  temperature, mask_before_scaling, [_step_index(step)], query, page=page, heads=heads)[0]
+
+
+def _views(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale,
+           mask, temperature, mask_before_scaling, indices, query, page: bool = False, heads=None) -> list[View]:
+    """One View per step index in ``indices``, from one trace of the head (and one of the default, when a switch
+    differs). ``heads``: a HeadCache, so the head's inputs (a checkpoint's forward pass) are built once per text.
+    Where nothing can be traced (an empty text on the page, characters the checkpoint lacks) it is one View."""
     asked = checks.whole_number(query if query not in (None, "") else -1, "query position", -1)
     if page and source != SOURCES[2] and not text:
-        return View(f"### {EMPTY_TEXT}\n\nEach step is computed over the tokens of a text: type one above (or pick a "
-                    "textbook preset).", None, None, None, "", None, None, "", "", asked, [EMPTY_TEXT])
+        return [View(f"### {EMPTY_TEXT}\n\nEach step is computed over the tokens of a text: type one above (or pick "
+                     "a textbook preset).", None, None, None, "", None, None, "", "", asked, [EMPTY_TEXT])]
     try:
         request = head_request(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
     except UnknownCharacterError as exc:
         loaded = ctx.checkpoint(checkpoint or "")
         html = chips_html(text[: loaded.config.context_size], loaded.tokenizer)
         message = f"**{exc}** Remove the highlighted characters, or pick random weights / a preset."
-        return View(message, None, None, None, "", None, None, "", html, asked, [str(exc)])
+        return [View(message, None, None, None, "", None, None, "", html, asked, [str(exc)])]
     switches = _switches(scale, mask, temperature, mask_before_scaling)
-    index = _step_index(step)
-    key = STAGE_KEYS[index]
-    comparing = switches != walkthrough.DEFAULT_SWITCHES and key in walkthrough.SWITCHED_STAGES
+    keys = [STAGE_KEYS[index] for index in indices]
+    differs = switches != walkthrough.DEFAULT_SWITCHES
     T, C, d = request.length, request.embedding_dim, request.head_size
-    cells = _heatmap_count(key, comparing) * max(
+    cells = sum(_heatmap_count(key, differs and key in walkthrough.SWITCHED_STAGES) * max(
         min(rows, plots.MAX_SIDE) * min(cols, plots.MAX_SIDE) for rows, cols in walkthrough.stage_shapes(key, T, C, d))
-    cost = budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, heatmap_cells=cells, bars=2,
-                                      traces=1 + comparing + walkthrough.whatif_traces(key))
+        for key in keys)
+    comparing = differs and any(key in walkthrough.SWITCHED_STAGES for key in keys)
+    cost = budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, heatmap_cells=cells, bars=2 * len(keys),
+                                      traces=1 + comparing + max(walkthrough.whatif_traces(key) for key in keys))
     with ctx.budget.reserve(request.cost(cost), hint=request.hint):
-        inputs = request.build()
+        inputs = heads.build(request) if heads is not None else request.build()
         trace = inputs.trace(**switches)
         default = inputs.trace() if comparing else None
-        stage = walkthrough.stages(trace)[index]
-        identical = default is not None and all(torch.equal(now.values, then.values) for now, then in
-                                                zip(trace.matrices(key), default.matrices(key), strict=True))
-        notes = [lessons.comparison_note(trace, key, identical),
-                 *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
-        warnings = []
+        stages = walkthrough.stages(trace)
         position = trace.length - 1 if asked < 0 else min(asked, trace.length - 1)
-        if asked > position:
-            warnings.append(lessons.query_clamped(asked, trace.length))
-        figures = _figures(trace, default, key, position)
+        warnings = [lessons.query_clamped(asked, trace.length)] if asked > position else []
         row = walkthrough.query_row(trace, position)
         hidden = trace.masked[position].tolist()
-        # the query's panel shows only what the steps so far have introduced: scores from step 3, weights from 6
-        score_bars = _score_bars(trace, key, position, row.token) if index >= SCORES_MET else None
-        weight_bars = plots.bar_chart(trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})",
-                                      "weight", masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER,
-                                      important=_labels_that_matter(trace, position)) if index >= WEIGHTS_MET else None
-    heading = (f"### {stage.title}\n\n`{stage.formula}`\n\n{stage.explanation}\n\n"
-               f"*{inputs.description}* · T = {count(trace.length, 'token')} · C = {trace.embedding_dim} · "
-               f"d_k = {trace.head_size}")
-    if request.about:
-        heading += f"\n\nModel: {request.about}"
-    if request.notices:
-        heading += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in request.notices)
-    query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row, index)
-    return View(heading, *figures, "\n\n".join(note for note in notes if note), score_bars, weight_bars, query_md,
-                "", asked if asked < 0 else position, warnings)
+        heading_tail = (f"*{inputs.description}* · T = {count(trace.length, 'token')} · C = {trace.embedding_dim} · "
+                        f"d_k = {trace.head_size}")
+        if request.about:
+            heading_tail += f"\n\nModel: {request.about}"
+        if request.notices:
+            heading_tail += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in request.notices)
+        views = []
+        for index, key in zip(indices, keys):
+            shown_default = default if differs and key in walkthrough.SWITCHED_STAGES else None
+            identical = shown_default is not None and all(
+                torch.equal(now.values, then.values)
+                for now, then in zip(trace.matrices(key), shown_default.matrices(key), strict=True))
+            notes = [lessons.comparison_note(trace, key, identical),
+                     *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
+            figures = _figures(trace, shown_default, key, position)
+            # the query's panel shows only what the steps so far have introduced: scores from step 3, weights from 6
+            score_bars = (_score_bars(trace, key, position, row.token) if index >= SCORES_MET
+                          else _query_beside_keys(trace, position, row.token) if key == "qkv" else None)
+            weight_bars = plots.bar_chart(
+                trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})", "weight",
+                masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER,
+                important=_labels_that_matter(trace, position)) if index >= WEIGHTS_MET else None
+            stage = stages[index]
+            heading = (f"### {stage.title}\n\n**Look for:** {lessons.LOOK_FOR[index]}\n\n"
+                       + fold(f"`{stage.formula}`\n\n{stage.explanation}\n\n{heading_tail}"))
+            query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row, index)
+            whatif = "\n\n".join(note for note in notes if note)
+            views.append(View(heading, *figures, fold(whatif, "what the switches change") if whatif else "",
+                              score_bars, weight_bars, query_md, "", asked if asked < 0 else position, warnings))
+    return views
 
 
 def _warn(messages: list[str], already: list[str] | tuple = ()) -> list[str]:
@@ -310,23 +391,54 @@ def _warn(messages: list[str], already: list[str] | tuple = ()) -> list[str]:
 
 
 def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
-                   scale, mask, temperature, mask_before_scaling, step, query):
+                   scale, mask, temperature, mask_before_scaling, step, query, *, heads: HeadCache | None = None):
     """Plain handler: (heading, figure 1-3, what-if Markdown, query score bars, query weight bars, query
     Markdown, input check HTML) for one step. When a switch differs from its default, figures 1 and 2 are
     the stage now and by default."""
     view = _view(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
-                 temperature, mask_before_scaling, step, query)
+                 temperature, mask_before_scaling, step, query, heads=heads)
     _warn(view.warnings)
     return view.outputs
 
 
-def attention_view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
-                   scale, mask, temperature, mask_before_scaling, step, query, warned):
-    """attention_step for the page's own events: also the query box's value (clamped to the text) and the
-    warnings sent, so the next keystroke does not repeat them."""
-    view = _view(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
-                 temperature, mask_before_scaling, step, query, page=True)
-    return (*view.outputs, view.query, _warn(view.warnings, warned or ()))
+DECK = "attention"  # the page's chart deck: figures 1-3, the query's score bars, its weight bars
+DECK_SLOTS = range(5)
+DECK_TEXTS = 3  # the heading, the what-if notes, the query's sentence
+
+
+def _deck_key(*settings) -> str:
+    """Names the settings a deck's views were made with (all but the step): the page keeps views of one key."""
+    return hashlib.sha1(repr(settings).encode()).hexdigest()[:16]
+
+
+def _deck_view(view: View) -> tuple[list[str], list]:
+    return [view.heading, view.whatif, view.query_md], [view.plot_a, view.plot_b, view.plot_c, view.score_bars,
+                                                         view.weight_bars]
+
+
+def attention_page(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
+                   scale, mask, temperature, mask_before_scaling, step, query, warned, *,
+                   heads: HeadCache | None = None):
+    """The page's first answer to a change: (a deck holding the step on screen, the input check HTML, the query
+    box's value (clamped to the text), the warnings sent). The page draws the deck; attention_deck follows."""
+    settings = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
+                temperature, mask_before_scaling, query)
+    view = _view(ctx, *settings[:-1], step, query, page=True, heads=heads)
+    deck = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[_step_index(step)]: _deck_view(view)})
+    return deck, view.text_check, view.query, _warn(view.warnings, warned or ())
+
+
+def attention_deck(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
+                   scale, mask, temperature, mask_before_scaling, query, *, heads: HeadCache | None = None):
+    """Every step's view for the settings on screen, from one trace: the page then steps through them by itself.
+    Nothing new where nothing can be traced (attention_page has said why)."""
+    settings = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
+                temperature, mask_before_scaling, query)
+    views = _views(ctx, *settings[:-1], range(len(STEP_TITLES)), query, page=True, heads=heads)
+    if len(views) != len(STEP_TITLES):
+        return gr.skip()
+    return chart_deck.deck_json(_deck_key(*settings), {title: _deck_view(view)
+                                                       for title, view in zip(STEP_TITLES, views, strict=True)})
 
 
 def export_step(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
@@ -365,12 +477,11 @@ def move_step(step, delta: int) -> str:
     return STEP_TITLES[index]
 
 
-def _visible_plots(result: tuple) -> tuple:
-    """Show the second and third plot boxes only when the step has a second and third matrix (Q, K, V), and the
-    query's bars only from the steps that introduce them."""
-    heading, a, b, c, whatif, scores, weights, *rest = result
-    return (heading, a, *(gr.Plot(value=figure, visible=figure is not None) for figure in (b, c)), whatif,
-            *(gr.Plot(value=figure, visible=figure is not None) for figure in (scores, weights)), *rest)
+def _move_step_js(delta: int) -> str:
+    """move_step in the page: the step picker moves without asking the server."""
+    return (f"(step) => {{ const titles = {json.dumps(list(STEP_TITLES))}; "
+            f"const i = Math.max(titles.indexOf(step), 0) + ({delta}); "
+            f"return titles[Math.min(Math.max(i, 0), titles.length - 1)]; }}")
 
 
 def _source_groups(source: str) -> tuple:
@@ -418,18 +529,21 @@ def build(ctx: AppContext) -> None:
                         min_width=240)
     text_check = gr.HTML(label="input check")
     heading = gr.Markdown(label="stage", elem_id=STAGE_ELEM_ID)
+    # the page draws the figures itself (chart_deck): hosts for figures 1-3 here, the query's bars below
     with gr.Row():
-        plot_a = gr.Plot(label="matrix 1")
-        plot_b = gr.Plot(label="matrix 2", visible=False)
-        plot_c = gr.Plot(label="matrix 3", visible=False)
+        chart_deck.hosts(DECK, DECK_SLOTS[:3])
     whatif = gr.Markdown(label="what if")
     with gr.Accordion("One query token", open=True):
         query = gr.Number(-1, label="query position (-1 = the last token)",
                           info="its row is framed in orange on the heatmaps")
         with gr.Row():
-            query_scores = gr.Plot(label="score row")
-            query_weights = gr.Plot(label="softmax row")
+            chart_deck.hosts(DECK, DECK_SLOTS[3:])
         query_md = gr.Markdown(label="values mixed")
+    # /attention_step's figures, for API clients: never shown in the page, which draws the same figures from the deck
+    plot_a, plot_b, plot_c = (gr.Plot(label=f"matrix {n}", visible=False) for n in (1, 2, 3))
+    query_scores, query_weights = gr.Plot(label="score row", visible=False), gr.Plot(label="softmax row", visible=False)
+    chart_deck.plotly_loader()
+    deck = gr.Textbox(visible=False, label="chart deck")  # a Textbox, not a State: the page's js= events read it
     head_table.build(ctx, source, checkpoint, layer, head, shown_at=STAGE_ELEM_ID)
     with gr.Row():
         export = gr.Button("Export this step (CSV + .npy)")
@@ -439,33 +553,56 @@ def build(ctx: AppContext) -> None:
     settings = [source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before, step]
     outputs = [heading, plot_a, plot_b, plot_c, whatif, query_scores, query_weights, query_md, text_check]
-    show = bound(attention_step, ctx, then=_visible_plots)
-    view = bound(attention_view, ctx, then=_visible_plots)
+    heads = HeadCache()
+    show = bound(attention_step, ctx, heads=heads)
+    first = bound(attention_page, ctx, heads=heads)
+    every_step = bound(attention_deck, ctx, heads=heads)
+    draw = dict(fn=None, inputs=[deck, step], outputs=[heading, whatif, query_md],
+                js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID), show_progress="hidden", queue=False)
+    # only a first answer replaces the deck the page holds: the rest (every step, a step picked) add to the views
+    # of its settings, so a slow answer for settings since changed is never drawn
+    draw_first = draw
+    draw = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID, more=True))
     # Hidden progress: a refused input leaves the previous figures as they were (no "Error" badge on each);
     # the toast says why. always_last: while one view computes, only the latest edit waits behind it.
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
-    view_io = dict(inputs=[*settings, query, warned], outputs=[*outputs, query, warned])
+    first_io = dict(inputs=[*settings, query, warned], outputs=[deck, text_check, query, warned])
+
+    def answer(event, name: str) -> None:
+        """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping)."""
+        event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
+        event.success(every_step, [*settings[:-1], query], deck, api_name=f"{name}_deck", api_visibility="private",
+                      show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane).then(
+            **draw, api_name=f"{name}_deck_draw", api_visibility="private")
+
     source.change(_source_groups, source, [checkpoint_group, random_group, preset_group],
                   api_name="attention_source", api_visibility="private", show_progress="hidden")
     show_button.click(show, [*settings, query], outputs, api_name="attention_step", **quick)
     # on arrival: gr.on without triggers or inputs runs once the page has loaded; the view then reads the page's
     # values (a tab Gradio renders lazily still gets them: its figures are drawn when it is opened)
-    gr.on(None, None, api_name="attention_arrival", api_visibility="private").then(
-        view, **view_io, api_name="attention_load", api_visibility="private", **quick)
-    step.change(view, **view_io, api_name="attention_step_change", api_visibility="private", **quick)
-    previous.click(lambda s: move_step(s, -1), step, step, api_name="attention_previous", api_visibility="private")
-    following.click(lambda s: move_step(s, 1), step, step, api_name="attention_next", api_visibility="private")
+    answer(gr.on(None, None, api_name="attention_arrival", api_visibility="private").then(
+        first, **first_io, api_name="attention_load", api_visibility="private", **quick), "attention_load")
+    # a step is drawn in the page from the deck already there (the server is not asked)
+    step.change(**draw, api_name="attention_step_change", api_visibility="private")
+    previous.click(None, step, step, js=_move_step_js(-1), api_name="attention_previous", api_visibility="private",
+                   queue=False)
+    following.click(None, step, step, js=_move_step_js(1), api_name="attention_next", api_visibility="private",
+                    queue=False)
     switch_controls = (("scale", scale), ("mask", mask), ("mask_order", mask_before), ("temperature", temperature))
     for name, control in switch_controls:
-        control.change(view, **view_io, api_name=f"attention_update_{name}", api_visibility="private", **quick)
+        answer(control.change(first, **first_io, api_name=f"attention_update_{name}", api_visibility="private",
+                              **quick), f"attention_update_{name}")
     # .input, not .change: the view writes a clamped position back into the box, which must not re-trigger it
-    query.input(view, **view_io, api_name="attention_update_query", api_visibility="private", **quick)
+    answer(query.input(first, **first_io, api_name="attention_update_query", api_visibility="private", **quick),
+           "attention_update_query")
     input_changes = [text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
                      embedding_dim.change, head_size.change, preset.change]
-    gr.on(input_changes, view, **view_io, api_name="attention_update_inputs", api_visibility="private", **quick)
-    # a download is of the step and settings it was made with: any change clears the list rather than leave a
-    # file of another step beside this one
-    gr.on([step.change, *(control.change for _, control in switch_controls), *input_changes], lambda: None, None, files,
-          api_name="attention_clear_downloads", api_visibility="private", show_progress="hidden", queue=False)
+    answer(gr.on(input_changes, first, **first_io, api_name="attention_update_inputs", api_visibility="private",
+                 **quick), "attention_update_inputs")
+    # a download is of the step and settings it was made with: any change clears the list (in the page) rather than
+    # leave a file of another step beside this one
+    gr.on([step.change, *(control.change for _, control in switch_controls), *input_changes], None, None, files,
+          js="() => null", api_name="attention_clear_downloads", api_visibility="private", show_progress="hidden",
+          queue=False)
     export.click(bound(export_step, ctx), settings, files, api_name="attention_export", show_progress="hidden",
                  **ctx.fast_lane)

@@ -10,6 +10,7 @@ checks the inputs, prices the view and lays it out. Renders on arrival and on ev
 from __future__ import annotations
 
 import itertools
+import re
 from typing import NamedTuple
 
 import gradio as gr
@@ -297,6 +298,35 @@ def explain_changes(ctx: AppContext, checkpoint: str, text: str, position, targe
     return (*outputs.values(), keys)
 
 
+HEAD_ELEM_ID = "why-head"  # the chosen head's heading, where a clicked bar takes the page
+PARTS_ELEM_ID = "why-parts"  # the attribution's chart, whose head bars open their head
+PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
+# A click on a bar of the attribution chart: the bar under the pointer (Plotly's hover data, which a click or a tap
+# sets first) names a part; a head's name goes into the hidden box, whose change opens that head.
+PICK_JS = """
+if (!window.whyBarPicks) {
+  window.whyBarPicks = true;
+  document.addEventListener('click', event => {
+    const chart = event.target.closest && event.target.closest('#""" + PARTS_ELEM_ID + """ .js-plotly-plot');
+    const point = chart && chart._hoverdata && chart._hoverdata[0];
+    const name = point && point.customdata;
+    const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
+    if (!box || typeof name !== 'string' || !/^L\\d+ H\\d+$/.test(name)) return;
+    box.value = name + ' #' + Date.now();  // stamped: the same bar clicked again is a change again
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+    document.querySelector('#""" + HEAD_ELEM_ID + """')?.scrollIntoView({behavior: 'smooth', block: 'start'});
+  });
+}
+"""
+
+
+def pick_head(picked: str, current: str):
+    """A head's bar clicked ("L1 H0 #<click time>"): its name for the head picker (anything else, or the head
+    already open, leaves the picker as it is)."""
+    name = picked.split(" #")[0] if isinstance(picked, str) else ""
+    return name if re.fullmatch(r"L\d+ H\d+", name) and name != current else gr.skip()
+
+
 def build(ctx: AppContext) -> None:
     gr.Markdown("Which parts of the model wrote its guess for the next character, what one head looks for and "
                 "writes, and what the model loses without it.")
@@ -306,11 +336,13 @@ def build(ctx: AppContext) -> None:
         target = gr.Textbox("", label="target", info="empty: the model's own guess", max_length=16)
     text = gr.Textbox(DEFAULT_TEXT, label="Text", lines=2)
     heading = gr.Markdown(label="why this character")
-    parts = gr.Plot(label="the logit, part by part")
+    parts = gr.Plot(label="the logit, part by part", elem_id=PARTS_ELEM_ID)
+    picked = gr.Textbox(visible="hidden", label="head picked on the chart", elem_id=PICKED_ELEM_ID)
+    gr.HTML("", js_on_load=PICK_JS, padding=False)
     heads = _first_heads(ctx)
     # choices follow the checkpoint; an API caller's head names are checked by the handler against its model
     head = gr.Dropdown([STRONGEST, *heads], value=STRONGEST, label="head", allow_custom_value=True)
-    head_heading = gr.Markdown(label="the head's reading")
+    head_heading = gr.Markdown(label="the head's reading", elem_id=HEAD_ELEM_ID)
     with gr.Row():
         weights = gr.Plot(label="where it looks")
         shares = gr.Plot(label="what each read character pushed")
@@ -340,5 +372,9 @@ def build(ctx: AppContext) -> None:
     keep_on_refusal(checkpoint.change(**pickers, api_name="why_controls", api_visibility="private").then(
         view, inputs, outputs, api_name="why_checkpoint", api_visibility="private", **quick), outputs,
         "why_checkpoint_refused")
+    # a click on a head's bar in the attribution chart opens that head
+    keep_on_refusal(picked.change(pick_head, [picked, head], head, api_name="why_pick_head", api_visibility="private",
+                                  show_progress="hidden", trigger_mode="always_last").success(
+        view, inputs, outputs, api_name="why_picked", api_visibility="private", **quick), outputs, "why_pick_refused")
     keep_on_refusal(gr.on([text.change, position.change, target.change, head.input, knocked.input, mode.change],
                           view, inputs, outputs, api_name="why", **quick), outputs, "why_refused")

@@ -21,6 +21,18 @@ STEP_TITLES = ("1. Input X", "2. Q, K, V", "3. Raw scores QKᵀ", "4. Scaled ÷ 
                "6. Softmax weights", "7. Output = weights · V")  # one per trace.STAGE_KEYS entry, in order
 STEP_LABELS = ("1 · X", "2 · Q K V", "3 · QKᵀ", "4 · ÷√d_k", "5 · mask", "6 · softmax",
                "7 · output")  # the step picker's short labels (its values stay STEP_TITLES), so it fits a phone
+# What to see in each step's picture: the one line shown above it; the formula and the rest sit behind "more"
+LOOK_FOR = (
+    "one row per token: the numbers this head starts from.",
+    "three views of the same tokens. The query's row sits beside the keys it matches best: what it looks for, "
+    "and who offers it.",
+    "bright cells: a query (row) meets the key (column) it matches best. Each cell is one dot product q·k.",
+    "the same pattern as step 3 on a smaller scale, so softmax does not saturate.",
+    "grey above the diagonal: no token sees a later one.",
+    "each row sums to 1; a row's darkest cell is the token that query reads most.",
+    "each row is a mix of value rows, weighted by the row of step 6.",
+)
+FOLD = "more"  # the summary of every fold
 
 # Which stages show each what-if note: the mask leak once the mask has been met (step 5 on), saturation where
 # scaling happens and where softmax shows its effect (steps 4 and 6), the order of mask and scaling at the mask.
