@@ -17,7 +17,7 @@ from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.server import admission, tenancy
 from playground.ui.bring_model import convert_upload
-from playground.ui.common import AppContext, bound
+from playground.ui.common import AppContext, friendly
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def ctx(tmp_path, tiny_weights):
 
 
 def _upload(ctx, *args, session="visitor-a"):
-    return bound(convert_upload, ctx)(*args, request=SimpleNamespace(session_hash=session))
+    return friendly(convert_upload)(ctx, *args, request=SimpleNamespace(session_hash=session))
 
 
 def test_an_upload_becomes_a_checkpoint_of_its_visitor(ctx, files):  # noqa: F811

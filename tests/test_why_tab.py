@@ -3,6 +3,7 @@ head's reading, its circuits in words, knock-outs and the ranking; refusals in w
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -13,7 +14,7 @@ import torch
 from playground import circuits
 from playground.config import Limits
 from playground.ui import why_tab
-from playground.ui.common import AppContext, bound
+from playground.ui.common import AppContext, friendly
 
 TEXT = "To be, or not to be: that is"  # 28 characters: the small checkpoint reads 32
 
@@ -85,7 +86,7 @@ def test_knocking_out_heads_reports_loss_and_prediction_and_ranks_every_head(ctx
     ({"mode": "half"}, "knock-out"),
 ])
 def test_bad_input_is_a_clear_gradio_error(ctx, changes, message):
-    handler = bound(why_tab.explain, ctx)
+    handler = functools.partial(friendly(why_tab.explain), ctx)
     args = dict(text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knocked=[], mode="zero") | changes
     with pytest.raises(gr.Error, match="(?i)" + re.escape(message)):
         handler("shakespeare-char", args["text"], args["position"], args["target"], args["head"], args["knocked"],
@@ -115,3 +116,19 @@ def test_a_clicked_bar_opens_its_head_and_nothing_else():
     assert why_tab.pick_head("L1 H0 #1732600000000", "L3 H2") == "L1 H0"
     for picked in ("embeddings #1", "L1 MLP #2", "", None, "L1 H0 #3"):  # not a head, or the head already open
         assert why_tab.pick_head(picked, "L1 H0") == gr.skip()
+
+
+def test_the_pairs_in_words_are_among_the_texts_characters_and_a_downward_head_is_read_by_its_downward_push(ctx):
+    """A learner read "t looks for 3" and "Z promotes &" for heads of a model that never saw '3', 'Z' or '&' (their
+    random embeddings made the largest entries), and "pushed most: e (weight 0.00, +0.000)" for a head whose part was
+    -0.13, pushed down by one character at weight 0.97."""
+    text = "the cat sat on the mat"
+    for head in ("L0 H0", "L0 H1", "L1 H0", "L1 H1"):
+        view = explain(ctx, text=text, head=head)
+        quoted = re.findall(r"`([^`]+)` (?:looks for|promotes) `([^`]+)`", view.circuits_heading)
+        assert len(quoted) == 2 * why_tab.PAIRS and {c for pair in quoted for c in pair} <= set(text) | {"␣"}
+        part = float(re.search(r"Its part of the logit: ([-+][\d.]+)", view.head_heading).group(1))
+        push = float(re.search(r"pushed it (?:up|down) most: `[^`]+` at \d+ \(weight [\d.]+, ([-+][\d.]+)\)",
+                               view.head_heading).group(1))
+        assert (push >= 0) == (part >= 0) or push == 0, (head, part, push)
+        assert ("pushed it down most" in view.head_heading) == (push < 0)

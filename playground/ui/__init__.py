@@ -20,7 +20,6 @@ from playground.config import Limits
 from playground.device import pick_device
 from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_tab
 from playground.ui.common import AppContext
-from playground.ui.inputs import name_input_refusals
 from playground.ui.server import BodySizeLimit, UnusedRoutes, body_cap
 
 TITLE = "Attention Playground"
@@ -70,7 +69,6 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
                      weights=Path(weights) if weights else checkpoints.weights_dir(),
                      device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
     checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
-    name_input_refusals()  # Gradio's own checks of sliders and choices name the field, without a traceback
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
         if ctx.hidden_note():

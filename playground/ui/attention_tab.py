@@ -14,6 +14,7 @@ previous figures stay as they were instead of carrying an "Error" badge.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -34,7 +35,8 @@ from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError
 from playground.ui import chart_deck, head_table
-from playground.ui.common import AppContext, bound, checkpoint_dropdown
+from playground.ui.common import AppContext, checkpoint_dropdown
+from playground.ui.events import wire
 from playground.ui.widgets import chips_html
 from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
 
@@ -554,9 +556,6 @@ def build(ctx: AppContext) -> None:
                 temperature, mask_before, step]
     outputs = [heading, plot_a, plot_b, plot_c, whatif, query_scores, query_weights, query_md, text_check]
     heads = HeadCache()
-    show = bound(attention_step, ctx, heads=heads)
-    first = bound(attention_page, ctx, heads=heads)
-    every_step = bound(attention_deck, ctx, heads=heads)
     draw = dict(fn=None, inputs=[deck, step], outputs=[heading, whatif, query_md],
                 js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID), show_progress="hidden", queue=False)
     # only a first answer replaces the deck the page holds: the rest (every step, a step picked) add to the views
@@ -568,20 +567,26 @@ def build(ctx: AppContext) -> None:
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
     first_io = dict(inputs=[*settings, query, warned], outputs=[deck, text_check, query, warned])
 
+    def first(listener, **options):
+        """``listener`` answers with the step on screen and what the page holds beside it (attention_page)."""
+        return wire(listener, attention_page, ctx, fixed=dict(heads=heads), **first_io, **options)
+
     def answer(event, name: str) -> None:
         """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping)."""
         event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
-        event.success(every_step, [*settings[:-1], query], deck, api_name=f"{name}_deck", api_visibility="private",
-                      show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane).then(
+        wire(event.success, attention_deck, ctx, [*settings[:-1], query], deck, fixed=dict(heads=heads),
+             api_name=f"{name}_deck", api_visibility="private", show_progress="hidden", trigger_mode="always_last",
+             **ctx.fast_lane).then(
             **draw, api_name=f"{name}_deck_draw", api_visibility="private")
 
     source.change(_source_groups, source, [checkpoint_group, random_group, preset_group],
                   api_name="attention_source", api_visibility="private", show_progress="hidden")
-    show_button.click(show, [*settings, query], outputs, api_name="attention_step", **quick)
+    wire(show_button.click, attention_step, ctx, [*settings, query], outputs, fixed=dict(heads=heads),
+         api_name="attention_step", **quick)
     # on arrival: gr.on without triggers or inputs runs once the page has loaded; the view then reads the page's
     # values (a tab Gradio renders lazily still gets them: its figures are drawn when it is opened)
-    answer(gr.on(None, None, api_name="attention_arrival", api_visibility="private").then(
-        first, **first_io, api_name="attention_load", api_visibility="private", **quick), "attention_load")
+    answer(first(gr.on(None, None, api_name="attention_arrival", api_visibility="private").then,
+                 api_name="attention_load", api_visibility="private", **quick), "attention_load")
     # a step is drawn in the page from the deck already there (the server is not asked)
     step.change(**draw, api_name="attention_step_change", api_visibility="private")
     previous.click(None, step, step, js=_move_step_js(-1), api_name="attention_previous", api_visibility="private",
@@ -590,19 +595,19 @@ def build(ctx: AppContext) -> None:
                     queue=False)
     switch_controls = (("scale", scale), ("mask", mask), ("mask_order", mask_before), ("temperature", temperature))
     for name, control in switch_controls:
-        answer(control.change(first, **first_io, api_name=f"attention_update_{name}", api_visibility="private",
-                              **quick), f"attention_update_{name}")
+        answer(first(control.change, api_name=f"attention_update_{name}", api_visibility="private", **quick),
+               f"attention_update_{name}")
     # .input, not .change: the view writes a clamped position back into the box, which must not re-trigger it
-    answer(query.input(first, **first_io, api_name="attention_update_query", api_visibility="private", **quick),
+    answer(first(query.input, api_name="attention_update_query", api_visibility="private", **quick),
            "attention_update_query")
     input_changes = [text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
                      embedding_dim.change, head_size.change, preset.change]
-    answer(gr.on(input_changes, first, **first_io, api_name="attention_update_inputs", api_visibility="private",
-                 **quick), "attention_update_inputs")
+    answer(first(functools.partial(gr.on, input_changes), api_name="attention_update_inputs",
+                 api_visibility="private", **quick), "attention_update_inputs")
     # a download is of the step and settings it was made with: any change clears the list (in the page) rather than
     # leave a file of another step beside this one
     gr.on([step.change, *(control.change for _, control in switch_controls), *input_changes], None, None, files,
           js="() => null", api_name="attention_clear_downloads", api_visibility="private", show_progress="hidden",
           queue=False)
-    export.click(bound(export_step, ctx), settings, files, api_name="attention_export", show_progress="hidden",
-                 **ctx.fast_lane)
+    wire(export.click, export_step, ctx, settings, files, api_name="attention_export", show_progress="hidden",
+         **ctx.fast_lane)

@@ -11,7 +11,6 @@ import inspect
 import logging
 import os
 import threading
-import typing
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,37 +227,6 @@ def friendly(fn):
         except Exception as exc:
             raise convert(exc) from None
     return wrapper
-
-
-def _unchanged(result):
-    return result
-
-
-def bound(fn, ctx: AppContext, then=_unchanged, **fixed):
-    """``friendly(fn)`` with the app context bound (and ``fixed`` keyword values), ``then`` applied to its result.
-
-    The handler keeps ``fn``'s other parameter names, which Gradio shows as the API's input names
-    (``text``, ``temperature``...) instead of ``param_0``, ``param_1``..., and their type hints, so a
-    ``request: gr.Request`` parameter gets the request.
-    """
-    call_fn = functools.partial(fn, ctx, **fixed)
-    signature = inspect.signature(call_fn)
-    signature = signature.replace(parameters=[p for p in signature.parameters.values()
-                                              if p.kind is not inspect.Parameter.KEYWORD_ONLY])
-    try:
-        hints = typing.get_type_hints(fn)
-    except (NameError, TypeError):
-        hints = {}
-    if inspect.isgeneratorfunction(fn):
-        def call(*args, **kwargs):
-            yield from map(then, call_fn(*args, **kwargs))
-    else:
-        def call(*args, **kwargs):
-            return then(call_fn(*args, **kwargs))
-    call.__signature__ = signature
-    call.__annotations__ = {name: hint for name, hint in hints.items() if name in signature.parameters}
-    call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
-    return friendly(call)
 
 
 def keep_on_refusal(event, outputs: list, api_name: str):

@@ -15,6 +15,7 @@ Refusals arrive as a toast only: the events hide their progress, so the previous
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import gradio as gr
@@ -26,7 +27,8 @@ from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PARTS
 from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError, escape_char
-from playground.ui.common import AppContext, bound, checkpoint_dropdown, friendly
+from playground.ui.common import AppContext, checkpoint_dropdown
+from playground.ui.events import wire
 
 BOOK_SOURCES = {title: notebook for notebook, title in anatomy.BOOK_MODELS.items()}  # source -> notebook
 SOURCES = ("trained checkpoint", "textbook inputs", *BOOK_SOURCES)
@@ -638,24 +640,26 @@ def build(ctx: AppContext) -> None:
     settings = [source, checkpoint, text, level, layer, head, query, key, norm_order, attention, activation, dropout,
                 dropout_seed, forget_transpose, book_inputs, clicked]
     view_io = dict(inputs=settings, outputs=[model_map, heading, plot_a, plot_b, plot_c, plot_d, numbers])
-    view = bound(model_view, ctx, then=_shown)
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
-    shown_controls = dict(fn=bound(controls, ctx), inputs=[source, checkpoint, level],
-                          outputs=[checkpoint_group, layer, head, key, switches, forget_transpose, model_map, level,
-                                   book_inputs, query],
-                          show_progress="hidden",
-                          trigger_mode="always_last", **ctx.fast_lane)
+
+    def view(listener, **options):
+        return wire(listener, model_view, ctx, then=_shown, **view_io, **options)
+
+    def shown_controls(listener, **options):
+        return wire(listener, controls, ctx, [source, checkpoint, level],
+                    [checkpoint_group, layer, head, key, switches, forget_transpose, model_map, level, book_inputs,
+                     query], show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane, **options)
     # on arrival (see attention_tab): the view reads the page's values once it has loaded
     arrival = gr.on(None, None, api_name="model_arrival", api_visibility="private")
-    arrival.then(view, **view_io, api_name="model_load", api_visibility="private", **quick)
-    arrival.then(**shown_controls, api_name="model_arrival_controls", api_visibility="private")
-    gr.on([source.change, checkpoint.change, level.change], **shown_controls, api_name="model_controls",
-          api_visibility="private")
+    view(arrival.then, api_name="model_load", api_visibility="private", **quick)
+    shown_controls(arrival.then, api_name="model_arrival_controls", api_visibility="private")
+    shown_controls(functools.partial(gr.on, [source.change, checkpoint.change, level.change]),
+                   api_name="model_controls", api_visibility="private")
     # level and layer also change when the map is clicked: .input here, and the map's click renders once itself
-    gr.on([source.change, checkpoint.change, text.change, level.input, layer.input, head.change, query.change,
-           key.change, norm_order.change, attention.change, activation.change, dropout.change, dropout_seed.change,
-           forget_transpose.change, book_inputs.change],
-          view, **view_io, api_name="model_view", **quick)
-    model_map.input(friendly(navigate), [model_map, level, layer], [level, layer, clicked],
-                    api_name="model_navigate", api_visibility="private", show_progress="hidden").then(
-        view, **view_io, api_name="model_navigate_view", api_visibility="private", **quick)
+    view(functools.partial(gr.on, [source.change, checkpoint.change, text.change, level.input, layer.input,
+                                   head.change, query.change, key.change, norm_order.change, attention.change,
+                                   activation.change, dropout.change, dropout_seed.change, forget_transpose.change,
+                                   book_inputs.change]), api_name="model_view", **quick)
+    view(wire(model_map.input, navigate, None, [model_map, level, layer], [level, layer, clicked],
+              api_name="model_navigate", api_visibility="private", show_progress="hidden").then,
+         api_name="model_navigate_view", api_visibility="private", **quick)

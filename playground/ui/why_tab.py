@@ -9,6 +9,7 @@ checks the inputs, prices the view and lays it out. Renders on arrival and on ev
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from typing import NamedTuple
@@ -19,7 +20,8 @@ import torch
 from playground import budget, checkpoints, checks, circuits, plots
 from playground.architectures import require_gpt
 from playground.tokenizer import escape_text, labels
-from playground.ui.common import AppContext, bound, checkpoint_dropdown, keep_on_refusal
+from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal
+from playground.ui.events import wire
 
 DEFAULT_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east, and Juliet is the sun"
 STRONGEST = "the head that pushed most"
@@ -94,8 +96,8 @@ def _circuit_tokens(vocabulary: int, ids: torch.Tensor) -> torch.Tensor | None:
     return torch.tensor(sorted(chosen))
 
 
-def _pairs_in_words(table: torch.Tensor, names: list[str], verb: str) -> str:
-    pairs = circuits.strongest_pairs(table, PAIRS)
+def _pairs_in_words(table: torch.Tensor, names: list[str], verb: str, among=None) -> str:
+    pairs = circuits.strongest_pairs(table, PAIRS, among)
     return "; ".join(f"`{names[row]}` {verb} `{names[col]}` ({value:+.2f})" for row, col, value in pairs)
 
 
@@ -170,9 +172,12 @@ def _view(model, tokenizer, ids, position, target, head, knocked_heads, mode, su
     weights, shares = circuits.key_contributions(model, ids, position, target_id, layer, which, parts)
     seen = slice(0, position + 1)
     key_labels = [f"{i}:{token}" for i, token in enumerate(tokens)][seen]
-    top = int(shares[seen].argmax())
+    # the character whose push has the head's own sign: a head that lowers the logit is read by what pushed down
+    part = parts.head(layer, which)
+    top = int((shares[seen] if part >= 0 else -shares[seen]).argmax())
+    pushed = "pushed it up most" if float(shares[top]) >= 0 else "pushed it down most"
     head_heading = (f"### {chosen} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part of the logit: "
-                    f"{parts.head(layer, which):+.3f}; the character that pushed most: `{tokens[top]}` at {top} "
+                    f"{part:+.3f}; the character that {pushed}: `{tokens[top]}` at {top} "
                     f"(weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
     weight_bars = plots.bar_chart(key_labels, weights[seen].tolist(), f"Where position {position} looks ({chosen})",
                                   "attention weight")
@@ -187,9 +192,15 @@ def _view(model, tokenizer, ids, position, target, head, knocked_heads, mode, su
     direct = " (the direct path: as if it read the embeddings)" if layer > 0 else ""
     shown_of = "" if subset is None else f" ({subset.numel()} of the {config.vocabulary_size:,} tokens: the text's, " \
                                          "then the lowest ids)"
+    # the pairs in words are among the text's own characters: one the model never saw keeps a random embedding,
+    # whose entries can be the table's largest and mean nothing
+    in_text = set(ids.tolist())
+    among = [k for k, token in enumerate(subset.tolist() if subset is not None else range(config.vocabulary_size))
+             if token in in_text]
     circuits_heading = (f"### What {chosen} reads and writes{direct}\n\n{LOOK_FOR_CIRCUITS}\n\n"
-                        f"Looks for: {_pairs_in_words(qk, vocabulary, 'looks for')}.\n\n"
-                        f"Promotes: {_pairs_in_words(ov, vocabulary, 'promotes')}.{shown_of}\n\n"
+                        f"Looks for, among your text's characters: "
+                        f"{_pairs_in_words(qk, vocabulary, 'looks for', among)}.\n\n"
+                        f"Promotes: {_pairs_in_words(ov, vocabulary, 'promotes', among)}.{shown_of}\n\n"
                         f"<details><summary>more</summary>\n\n{CIRCUIT_MORE}\n\n</details>")
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
@@ -361,20 +372,27 @@ def build(ctx: AppContext) -> None:
     inputs = [checkpoint, text, position, target, head, knocked, mode]
     outputs = [heading, parts, head_heading, weights, shares, circuits_heading, qk, ov, knock_heading, ranking]
     shown = gr.State({})  # what the page's circuits and ranking show now: unchanged ones are not sent again
-    view = bound(explain_changes, ctx)
     inputs, outputs = [*inputs, shown], [*outputs, shown]
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
-    pickers = dict(fn=bound(controls, ctx), inputs=[checkpoint], outputs=[head, knocked], show_progress="hidden")
+
+    def view(listener, **options):
+        return wire(listener, explain_changes, ctx, inputs, outputs, **options)
+
+    def pickers(listener, **options):
+        return wire(listener, controls, ctx, [checkpoint], [head, knocked], show_progress="hidden", **options)
+
     arrival = gr.on(None, None, api_name="why_arrival", api_visibility="private")
-    arrival.then(**pickers, api_name="why_arrival_controls", api_visibility="private").then(
-        view, inputs, outputs, api_name="why_load", api_visibility="private", **quick)
+    view(pickers(arrival.then, api_name="why_arrival_controls", api_visibility="private").then,
+         api_name="why_load", api_visibility="private", **quick)
     # a new checkpoint resets the head pickers first, so the view never reads another model's head names
-    keep_on_refusal(checkpoint.change(**pickers, api_name="why_controls", api_visibility="private").then(
-        view, inputs, outputs, api_name="why_checkpoint", api_visibility="private", **quick), outputs,
-        "why_checkpoint_refused")
+    keep_on_refusal(view(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then,
+                         api_name="why_checkpoint", api_visibility="private", **quick), outputs,
+                    "why_checkpoint_refused")
     # a click on a head's bar in the attribution chart opens that head
-    keep_on_refusal(picked.change(pick_head, [picked, head], head, api_name="why_pick_head", api_visibility="private",
-                                  show_progress="hidden", trigger_mode="always_last").success(
-        view, inputs, outputs, api_name="why_picked", api_visibility="private", **quick), outputs, "why_pick_refused")
-    keep_on_refusal(gr.on([text.change, position.change, target.change, head.input, knocked.input, mode.change],
-                          view, inputs, outputs, api_name="why", **quick), outputs, "why_refused")
+    keep_on_refusal(view(picked.change(pick_head, [picked, head], head, api_name="why_pick_head",
+                                       api_visibility="private", show_progress="hidden",
+                                       trigger_mode="always_last").success,
+                         api_name="why_picked", api_visibility="private", **quick), outputs, "why_pick_refused")
+    keep_on_refusal(view(functools.partial(gr.on, [text.change, position.change, target.change, head.input,
+                                                   knocked.input, mode.change]), api_name="why", **quick),
+                    outputs, "why_refused")
