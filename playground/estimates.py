@@ -119,8 +119,7 @@ def memory_advice(config: ModelConfig, batch_size: int, fits_bytes: int, device_
 
 def free_device_memory(device: torch.device) -> int | None:
     """Bytes free on a CUDA device now, or in the machine's memory for the CPU (budget.available_memory: a command
-    line run has no server budget, and ``--batch-size 100000`` grew to 24 GB until the kernel killed it); None for MPS
-    and where it cannot be read."""
+    line run has no server budget to hold it back); None for MPS and where it cannot be read."""
     if device.type == "cpu":
         return available_memory()
     if device.type != "cuda":

@@ -260,7 +260,7 @@ def build_run(plan: RunPlan, *, max_seconds: float | None = None, notes: list[st
 
 def prepare_run(request: RunRequest, limits: Limits | None = None) -> PreparedRun:
     """The command line's preparation: ``plan_run``, the device's free memory (a command-line run has no server
-    budget: ``--batch-size 100000`` grew to 24 GB until the kernel killed it), then ``build_run``."""
+    budget, so a batch too big for the machine is refused here), then ``build_run``."""
     limits = limits or Limits.from_env()
     plan = plan_run(request, limits)
     check_free_memory(plan)

@@ -3,6 +3,7 @@ times go on from its earlier ones, and the Train tab overlays earlier runs' curv
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -14,7 +15,7 @@ from test_train import SMALL, quick
 from playground import curves
 from playground.config import Limits
 from playground.run import RunRequest, prepare_run, run_training
-from playground.ui.common import AppContext, bound
+from playground.ui.common import AppContext, friendly
 from playground.ui.train_tab import compare_curves
 
 
@@ -99,7 +100,7 @@ def test_thinning_keeps_the_last_point():
 
 def test_the_train_tab_draws_earlier_runs_by_step_or_by_seconds(two_runs):
     ctx = AppContext(limits=Limits(), weights=two_runs)
-    handler = bound(compare_curves, ctx)
+    handler = functools.partial(friendly(compare_curves), ctx)
     figure, note = handler(["first", "second"], "steps", True)
     names = [trace.name for trace in figure.data if trace.showlegend is not False]
     assert len(names) == 2 and names[0].startswith("first") and names[1].startswith("second")
@@ -127,7 +128,7 @@ def test_runs_on_different_texts_are_drawn_but_not_ranked(two_runs, tmp_path):
     record = _record(tmp_path / "weights", "second")
     record["corpus"] = {**record["corpus"], "name": "sonnets", "characters": 94_081}
     (tmp_path / "weights" / "second" / "training.json").write_text(json.dumps(record))
-    _, note = bound(compare_curves, AppContext(limits=Limits(), weights=tmp_path / "weights"))(
+    _, note = functools.partial(friendly(compare_curves), AppContext(limits=Limits(), weights=tmp_path / "weights"))(
         ["first", "second"], "steps", True)
     assert note.startswith("These runs trained on different texts (") and "sonnets, 94,081 characters" in note
     assert "Lowest" not in note

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -75,10 +77,10 @@ def test_the_attention_tab_table_lists_the_best_heads_and_a_row_opens_its_head(t
     from playground.budget import MemoryBudget
     from playground.config import Limits
     from playground.ui import head_table
-    from playground.ui.common import AppContext, bound
+    from playground.ui.common import AppContext, friendly
 
     ctx = AppContext(limits=Limits(), weights=tiny_weights)
-    rows, note = bound(head_table.score_table, ctx)("shakespeare-char")
+    rows, note = functools.partial(friendly(head_table.score_table), ctx)("shakespeare-char")
     assert len(rows) <= len(head_scores.PATTERNS) * head_table.TOP_PER_PATTERN
     assert [row[0] for row in rows] == sorted((row[0] for row in rows), key=head_scores.PATTERNS.index)
     assert "Strongest: layer" in note
@@ -88,7 +90,7 @@ def test_the_attention_tab_table_lists_the_best_heads_and_a_row_opens_its_head(t
     row = ["previous token", 0, 1, 0.5, 0.04, 12.5]  # the test weights are barely trained: maybe no row at all
     assert head_table.open_head(SimpleNamespace(row_value=row)) == ("trained checkpoint", 0, 1)
     with pytest.raises(gr.Error, match="(?i)no checkpoint named"):
-        bound(head_table.score_table, ctx)("nobody-trained-this")
+        functools.partial(friendly(head_table.score_table), ctx)("nobody-trained-this")
     tight = AppContext(limits=Limits(), weights=tiny_weights, budget=MemoryBudget(1024, "test"))
     with pytest.raises(gr.Error, match="(?i)this forward pass needs about"):
-        bound(head_table.score_table, tight)("shakespeare-char")
+        functools.partial(friendly(head_table.score_table), tight)("shakespeare-char")

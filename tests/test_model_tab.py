@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 import gradio as gr
@@ -16,7 +17,7 @@ from playground.anatomy.lessons import LEVEL_TITLES
 from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.ui import model_tab
-from playground.ui.common import AppContext, bound, friendly
+from playground.ui.common import AppContext, friendly
 
 SCORE, HEAD, HEADS, BLOCK, MODEL = LEVEL_TITLES
 TEXT = "To be, or not to be: that is the question."
@@ -197,7 +198,7 @@ def test_positions_past_the_end_are_clamped_with_a_notice(ctx):
     ({"query": "two"}, "query must be a whole number"),
 ])
 def test_bad_input_is_a_clear_gradio_error(ctx, changes, message):
-    handler = bound(model_tab.model_view, ctx)
+    handler = functools.partial(friendly(model_tab.model_view), ctx)
     args = {"level": SCORE, **changes}
     level = args.pop("level")
     with pytest.raises(gr.Error, match="(?i)" + message):
@@ -348,7 +349,7 @@ def test_a_book_model_reads_at_most_64_characters_and_refuses_an_empty_text(ctx)
     result = book_view(ctx, "notebook 004's sliced heads", text="abc" * 40)
     assert "first 64 characters" in result.heading
     assert anatomy.book_model("004", "abc" * 40).weights[0].shape == (2, 64, 64)
-    handler = bound(model_tab.model_view, ctx)
+    handler = functools.partial(friendly(model_tab.model_view), ctx)
     with pytest.raises(gr.Error, match="(?i)the text is empty"):
         handler("notebook 003's two-layer transformer", None, "", SCORE, 0, 0, -1, 0, *GPT_SWITCHES, False)
     with pytest.raises(gr.Error, match="inputs"):

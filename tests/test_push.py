@@ -5,6 +5,7 @@ repo is loaded back by its id through the same path every tab uses."""
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import json
 import threading
@@ -214,12 +215,12 @@ def test_the_space_owner_publishes_from_the_app_and_nobody_else_can(uploading_hu
 
     from playground.config import Limits
     from playground.ui import publish
-    from playground.ui.common import AppContext, bound
+    from playground.ui.common import AppContext, friendly
 
     _, folder = saved_run
     ctx = AppContext(limits=Limits(), weights=folder.parent, admin_token="the-owner")
     request = SimpleNamespace(session_hash="a-visitor")
-    handler = bound(publish.publish, ctx)
+    handler = functools.partial(friendly(publish.publish), ctx)
     with pytest.raises(gr.Error, match="(?i)only the Space owner may publish"):
         handler("tiny", REPO_ID, False, "a guess", request=request)
     with pytest.raises(gr.Error, match="(?i)only the Space owner may publish"):
@@ -230,4 +231,4 @@ def test_the_space_owner_publishes_from_the_app_and_nobody_else_can(uploading_hu
     assert uploading_hub.commits[0]["repo"] == REPO_ID
     nobody = AppContext(limits=Limits(), weights=folder.parent, admin_token="")
     with pytest.raises(gr.Error, match="(?i)only the Space owner may publish"):
-        bound(publish.publish, nobody)("tiny", REPO_ID, False, "", request=request)
+        functools.partial(friendly(publish.publish), nobody)("tiny", REPO_ID, False, "", request=request)

@@ -1,7 +1,7 @@
 """Bring a nanoGPT checkpoint through the browser: upload ckpt.pt (and meta.pkl, or paste the characters), and it
 is converted once into a checkpoint folder that every tab opens by name.
 
-Owns the upload's checks, in the order a stranger's upload meets them: the file's size (before a byte is read), the
+Owns the upload's checks, in the order an upload meets them: the file's size (before a byte is read), the
 name (new, not a shipped one), the memory it takes to read; then, once its declared shape is known and before any
 tensor is converted, the memory and the disk that shape takes (a few KB of stride-0 tensors can declare 73 MB of
 weights), against the server's budget and the visitor-run quota. The conversion is

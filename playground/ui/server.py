@@ -1,9 +1,8 @@
 """What the web server refuses before Gradio reads a request: bodies over a size cap, and routes it does not use.
 
-A 200 MB JSON body used to be parsed whole before a handler refused its 2,000-character text. This ASGI
-middleware answers 413 as soon as the declared Content-Length, or the bytes actually received (for a
-chunked body), pass the cap. File uploads have their own cap (Gradio's ``max_file_size``), so the upload
-route is left to it.
+Gradio parses a JSON body whole before any handler can refuse it, so this ASGI middleware answers 413 as soon as
+the declared Content-Length, or the bytes actually received (for a chunked body), pass the cap. File uploads have
+their own cap (Gradio's ``max_file_size``), so the upload route is left to it.
 
 Before answering, the rest of a body up to the cap again is read and thrown away (never kept): a server that
 answers and closes while a client is still sending makes the client's TCP stack see a reset instead of the 413
