@@ -4,22 +4,11 @@ import os
 import time
 
 import pytest
-import torch
+from test_checkpoints import make_model
 
 from playground import checkpoints
 from playground.checkpoints import CheckpointError, save_checkpoint
-from playground.config import ModelConfig
-from playground.model import GPT
 from playground.server import tenancy
-from playground.tokenizer import CharTokenizer
-
-
-def make_model(seed=0):
-    torch.manual_seed(seed)
-    tokenizer = CharTokenizer.train_from_text("abcdefg \n")
-    model = GPT(ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=8, embedding_dim=16,
-                            heads_num=2, layers_num=1)).eval()
-    return model, tokenizer
 
 
 def visitor_run(directory, name, age, owner="a" * 64, padding=0, client=None):
