@@ -106,8 +106,10 @@ def test_a_hub_gpt2_in_tokenize_attention_and_sample(hub_page, hub_server):
     expect(panel).to_contain_text(f"T = {len(pieces)} tokens · C = 32 · d_k = 16", timeout=WAIT_MS)
     panel.get_by_role("button", name="Next ▶").click()
     expect(plot_titled(panel, "Q")).to_have_count(1, timeout=WAIT_MS)
-    # Q, K and V; the query's score and softmax rows wait for the steps that introduce them (3 and 6)
-    expect(panel.locator(".js-plotly-plot:visible")).to_have_count(3, timeout=WAIT_MS)
+    # Q, K and V, and the query's q row beside the keys it matches best; its score and softmax rows wait for the
+    # steps that introduce them (3 and 6)
+    expect(plot_titled(panel, "The keys query")).to_have_count(1, timeout=WAIT_MS)
+    expect(panel.locator(".js-plotly-plot:visible")).to_have_count(4, timeout=WAIT_MS)
 
     panel = open_tab(page, "Model")
     _choose_checkpoint(panel, GPT2_REPO_ID)

@@ -112,6 +112,10 @@ def toy_run(learner, tmp_path_factory) -> str:
     """A toy run on an uploaded text without 'R', 'O', 'M', 'B' or '?', started and finished in the page; its name."""
     panel = open_tab(learner, "Train")
     choose_preset(learner, panel, "toy")
+    # the preset sets up notebook 004's lab (pasted "hello world", its own model): here a GPT of the toy's shape on an
+    # upload, since items 10 and 12 are about a GPT's probe and KV cache
+    expect(panel.get_by_role("textbox", name="pasted text")).to_have_value("hello world", timeout=WAIT_MS)
+    panel.get_by_role("radio", name="gpt", exact=True).check()
     upload = tmp_path_factory.mktemp("upload") / "balcony.txt"
     upload.write_text(UPLOAD, encoding="utf-8")
     panel.get_by_label("uploaded .txt", exact=True).check()
@@ -287,7 +291,7 @@ def test_the_mask_off_count_that_moves_says_why(learner):
 
     def count_and_reason() -> None:
         expect(panel).to_contain_text(counted, timeout=WAIT_MS)
-        changed, unmoved = map(int, counted.search(panel.inner_text()).groups())
+        changed, unmoved = map(int, counted.search(panel.text_content()).groups())  # the note sits in a fold
         assert 0 < changed < earlier and changed + unmoved == earlier, (changed, unmoved)
 
     switch(panel, "scale by 1/√d_k", False)  # the learner's "26 of the 41"

@@ -233,7 +233,7 @@ def test_the_views_that_read_a_gpts_blocks_refuse_it_in_a_sentence_never_a_trace
     with pytest.raises(ArchitectureError, match=f"{where}.*one head's weights needs a GPT checkpoint"):
         attention_tab.attention_step(toy_ctx, *attention, None)
     with pytest.raises(ArchitectureError, match=where):
-        attention_tab.attention_view(toy_ctx, *attention, None, [])
+        attention_tab.attention_page(toy_ctx, *attention, None, [])
     with pytest.raises(ArchitectureError, match=where):
         attention_tab.export_step(toy_ctx, *attention)
     with pytest.raises(ArchitectureError, match=f"{where}.*the Model tab needs a GPT checkpoint"):
