@@ -84,7 +84,13 @@ def configure_optimizer(model: GPT, config: TrainConfig, device: torch.device) -
     (optimizers.hidden_matrices), its step scaled to AdamW's RMS (``match_rms_adamw``) so the same learning rate and
     weight decay fit, and AdamW as above on the rest (embeddings, LM head, norms, biases);
     the two come as one OptimizerChain.
+
+    A model that is not a GPT (notebook 004's lab) gets the notebook's own line,
+    ``torch.optim.AdamW(model.parameters(), lr=...)``: torch's betas (0.9, 0.999) and the weight decay on every
+    parameter, so the toy preset takes the very steps the notebook's loop takes from the same batches.
     """
+    if not model.config.is_gpt:
+        return torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     hidden = hidden_matrices(model) if config.optimizer == "muon" else []
     taken = {id(parameter) for parameter in hidden}
     rest = [parameter for parameter in model.parameters() if id(parameter) not in taken]

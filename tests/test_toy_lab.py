@@ -22,6 +22,7 @@ from playground.probes import probe_text_for
 from playground.run import RunRequest, prepare_run, run_training
 from playground.sampling import SamplingSettings, generate, sampling_cost, sampling_seconds, stream
 from playground.textbook import notebook_004
+from playground.train import configure_optimizer
 
 HELLO = "hello world"
 NOTEBOOK_KEYS = {"token_emb.weight", "pos_emb.weight", "attn.proj.weight", "attn.proj.bias", "output.weight",
@@ -95,6 +96,31 @@ def test_a_toy_run_falls_as_the_notebooks_printed_losses_and_its_checkpoint_load
     theirs.load_state_dict(load_file(str(folder / checkpoints.WEIGHTS_FILE)), strict=True)
     ids = loaded.tokenizer.encode("hello wo")[None]
     torch.testing.assert_close(theirs.eval()(ids), loaded.model(ids).logits)
+
+
+def test_the_toy_preset_steps_as_the_notebooks_own_optimizer_line():
+    """The notebook's loop: ``opt = torch.optim.AdamW(model.parameters(), lr=1e-3)``, then zero_grad, backward,
+    step. Ours, from the same weights and batches, must end on the same weights (it had betas (0.9, 0.99) and no
+    decay on biases: 0.03 apart at step 150)."""
+    preset = TRAIN_PRESETS["toy"]
+    ours = build_model(toy_config())
+    theirs = notebook("004")["SimpleLanguageModel"](8, block_size=8, n_embd=16, n_head=2)
+    theirs.load_state_dict(ours.state_dict())
+    optimizer = configure_optimizer(ours, preset.train, torch.device("cpu"))
+    notebooks = torch.optim.AdamW(theirs.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(60):
+        x = torch.randint(0, 8, (4, 8), generator=generator)
+        y = torch.randint(0, 8, (4, 8), generator=generator)
+        for model, opt in ((ours, optimizer), (theirs, notebooks)):
+            logits = model(x)
+            logits = logits.logits if hasattr(logits, "logits") else logits
+            loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for name, value in theirs.state_dict().items():
+        torch.testing.assert_close(ours.state_dict()[name], value, rtol=0, atol=1e-6, msg=name)
 
 
 def test_the_sampler_generates_from_w_with_the_notebooks_window(tmp_path):
