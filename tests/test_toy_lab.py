@@ -222,7 +222,9 @@ def test_the_train_tab_starts_the_notebooks_lab_from_the_toy_preset(toy_ctx, mon
 
 
 def test_the_sample_tab_generates_from_w_and_inspects_a_character(toy_ctx):
+    from playground.config import Limits
     from playground.ui import sample_tab
+    from playground.ui.common import AppContext
 
     summary = sample_tab.checkpoint_summary(toy_ctx, "toy-1")
     assert "notebook 004's attention-only model" in summary and "no KV cache: each step re-reads the last 8 " \
@@ -236,6 +238,10 @@ def test_the_sample_tab_generates_from_w_and_inspects_a_character(toy_ctx):
     assert [token["context"] for token in history["tokens"][:9]] == [1, 2, 3, 4, 5, 6, 7, 8, 8]
     top, attention, note = sample_tab.inspect_position(toy_ctx, history, 12, 0, 1)
     assert "layer 0, head 1" in attention.layout.title.text and "the model saw the last 8 characters" in note
+    box = sample_tab.cache_box(toy_ctx, "toy-1")  # a ticked box changed nothing for this model: it says so
+    assert box.interactive is False and "keeps no KV cache" in box.info
+    shipped = AppContext(limits=Limits(), weights=checkpoints.REPO_WEIGHTS_DIR)
+    assert sample_tab.cache_box(shipped, checkpoints.DEFAULT_CHECKPOINT).interactive is True
 
 
 def test_the_head_table_scores_the_toys_heads(toy_ctx):

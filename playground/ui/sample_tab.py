@@ -67,6 +67,19 @@ def checkpoint_summary(ctx: AppContext, name: str) -> str:
             + f"\n\n{loaded.description}")
 
 
+CACHE_INFO = ("the same text, faster, within the model's context; past it the cache is rebuilt from the last half, "
+              "so the text can differ")
+
+
+def cache_box(ctx: AppContext, name: str) -> gr.Checkbox:
+    """The KV cache box for a newly chosen checkpoint: usable where the model keeps a cache; greyed out, saying
+    why, for notebook 004's model, which re-reads its window at every step (a ticked box there changed nothing)."""
+    if ctx.checkpoint(name).config.has_kv_cache:
+        return gr.Checkbox(interactive=True, info=CACHE_INFO)
+    return gr.Checkbox(interactive=False, info="this model keeps no KV cache: each step re-reads its window, as "
+                                               "notebook 004's generate does")
+
+
 def fitting_prompt(ctx: AppContext, name: str, prompt: str, offered: str) -> tuple[str, str, str]:
     """(a prompt to offer, the prompt it replaces, the prompt this page offers from now on) for a newly chosen
     checkpoint: a prompt the page offered (the default, or one this function gave) that the new vocabulary cannot
@@ -383,9 +396,7 @@ def build(ctx: AppContext) -> gr.Dropdown:
         seed = gr.Number(1337, label="seed")
     with gr.Row():
         greedy = gr.Checkbox(False, label="greedy (always the most likely character)")
-        use_cache = gr.Checkbox(True, label="KV cache",
-                                info="the same text, faster, within the model's context; past it the cache is "
-                                     "rebuilt from the last half, so the text can differ")
+        use_cache = gr.Checkbox(True, label="KV cache", info=CACHE_INFO)
         drop_unknown = gr.Checkbox(False, label="drop unknown characters from the prompt")
         generate = gr.Button("Generate", variant="primary")
     output = gr.Textbox(label="Text", lines=10, max_lines=30)
@@ -412,6 +423,8 @@ def build(ctx: AppContext) -> gr.Dropdown:
 
     keep_on_refusal(wire(checkpoint.change, checkpoint_summary, ctx, checkpoint, summary, api_name="checkpoint_info"),
                     [summary], "checkpoint_info_refused")
+    wire(checkpoint.change, cache_box, ctx, checkpoint, use_cache, api_name="sample_cache_box",
+         api_visibility="private", show_progress="hidden")
     offered = gr.State(DEFAULT_PROMPT)  # the prompt this page last put in the box (not one the learner typed)
     offer = gr.Textbox(visible=False)  # hidden, not State: the page's own script reads them
     replaced = gr.Textbox(visible=False)
