@@ -307,6 +307,44 @@ def test_a_short_sample_answers_while_two_long_jobs_run(hostile):
     _healthy(hostile, "a short sample beside two long jobs")
 
 
+def test_one_client_flooding_the_queue_leaves_room_for_others(hostile):
+    """Gradio's queue holds 64 events for everyone: one client posting 80 timing sweeps filled it, and every other
+    visitor was told "the queue is full". A client now has at most QUEUE_PER_CLIENT events waiting or running; the
+    rest of its joins are answered 429 with a message, another client's call gets in and answers, and the flooder's
+    share comes back once its events are gone."""
+    import uuid
+
+    import httpx
+
+    from playground.ui import QUEUE_PER_CLIENT, QUEUE_SIZE
+
+    base = hostile.url.rstrip("/") + "/gradio_api"
+    session = uuid.uuid4().hex  # one page of the flooder's: leaving it drops its waiting events
+    sweep = [256, 8, 2, "fp32", "cpu", 512]  # a timing sweep: seconds each, two at a time in the long lane
+    flooder, other = {"X-Forwarded-For": "203.0.113.99"}, {"X-Forwarded-For": "198.51.100.42"}
+    with httpx.Client(timeout=60) as http:
+        answers_ = [http.post(f"{base}/call/compare_timing", json={"data": sweep, "session_hash": session},
+                              headers=flooder) for _ in range(QUEUE_SIZE + 16)]
+        accepted = [a for a in answers_ if a.status_code == 200]
+        refused = [a for a in answers_ if a.status_code == 429]
+        started = time.monotonic()
+        joined = http.post(f"{base}/call/tokenize", json={"data": ["Hello world", "this text", None]}, headers=other)
+        assert joined.status_code == 200, f"another client was refused: {joined.status_code} {joined.text[:300]}"
+        answer = http.get(f"{base}/call/tokenize/{joined.json()['event_id']}").text
+        waited = time.monotonic() - started
+        with http.stream("GET", f"{base}/queue/data", params={"session_hash": session}) as stream:
+            next(stream.iter_lines(), None)  # the flooder's page opens and closes: Gradio drops what still waits
+    REPORT[f"{len(answers_)} timing sweeps from one client"] = \
+        f"{len(accepted)} queued, {len(refused)} refused; another client's tokenize answered in {waited:.2f} s"
+    assert len(accepted) <= QUEUE_PER_CLIENT < len(answers_) and len(accepted) + len(refused) == len(answers_)
+    assert "limit for one visitor" in refused[0].json()["detail"]
+    assert answer.startswith("event: complete"), answer[:300]
+    assert waited < 1.0, waited
+    # the flooder's share comes back: a small sweep queues behind its two running ones and answers
+    _client(hostile, flooder["X-Forwarded-For"]).predict(16, 2, 1, "fp32", "cpu", 16, api_name="/compare_timing")
+    _healthy(hostile, "one client flooding the queue")
+
+
 def test_randomised_requests_at_the_caps_from_8_clients(hostile):
     rng = random.Random(20261123)
     requests = []

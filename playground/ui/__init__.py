@@ -18,13 +18,15 @@ import gradio as gr
 from playground import checkpoints
 from playground.config import Limits
 from playground.device import pick_device
+from playground.server import tenancy
 from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_tab
 from playground.ui.common import AppContext
-from playground.ui.server import BodySizeLimit, UnusedRoutes, body_cap
+from playground.ui.server import BodySizeLimit, QueueShare, UnusedRoutes, body_cap
 
 TITLE = "Attention Playground"
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
 QUEUE_SIZE = 64  # events waiting for a worker; past it Gradio answers "the queue is full" at once, holding nothing
+QUEUE_PER_CLIENT = 16  # events one client may have waiting or running; past it 429 (ui/server.py's QueueShare)
 CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
 PHONE_WIDTH = 640  # px: below this the layout is a phone's
 TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
@@ -105,7 +107,8 @@ def launch_options(limits: Limits | None = None) -> dict:
     ``state_session_capacity``: Gradio keeps each session's inputs and outputs, and every API call is a new
     session, so it keeps the last SESSION_CAPACITY (its default, 10,000, held gigabytes of figures).
     The body cap answers 413 before Gradio parses an oversized request; UnusedRoutes answers 404 for Gradio's
-    deep-link route, which writes a file per call and which no component here uses.
+    deep-link route, which writes a file per call and which no component here uses. QueueShare answers 429 to a
+    client with QUEUE_PER_CLIENT events in the queue already, so one client cannot fill the queue for everyone.
     """
     from starlette.middleware import Middleware
 
@@ -116,4 +119,6 @@ def launch_options(limits: Limits | None = None) -> dict:
     return dict(css=CSS, max_file_size=max_file_size, show_error=True,
                 state_session_capacity=SESSION_CAPACITY,
                 app_kwargs={"middleware": [Middleware(UnusedRoutes),
-                                           Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes))]})
+                                           Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
+                                           Middleware(QueueShare, per_client=QUEUE_PER_CLIENT,
+                                                      trust_forwarded=tenancy.trusts_forwarded())]})
