@@ -110,3 +110,17 @@ def test_the_deep_link_route_writes_no_file(server):
 
 def test_the_queue_holds_a_bounded_number_of_events(server):
     assert server._queue.max_size is not None and server._queue.max_size <= 256
+
+
+def test_no_route_skips_the_queue(server):
+    """Gradio opens /gradio_api/run/<api_name> (a call that skips the queue, its concurrency limits and the
+    per-client cap) everywhere but on a Space; the app closes it wherever it runs."""
+    request = urllib.request.Request(f"{server.local_url}gradio_api/run/tokenize",
+                                     data=json.dumps({"data": ["Hello", "this text", None]}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status = response.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    assert status == 404

@@ -94,7 +94,8 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         finished_run.change(lambda name: gr.Dropdown(choices=ctx.checkpoint_names(), value=name) if name else gr.skip(),
                             finished_run, sample_checkpoint, api_name="sample_follow_run", api_visibility="private",
                             show_progress="hidden")
-    app.queue(default_concurrency_limit=4, max_size=QUEUE_SIZE)
+    # api_open=False: no call skips the queue (Gradio opens /gradio_api/run/<api_name> everywhere but on a Space)
+    app.queue(default_concurrency_limit=4, max_size=QUEUE_SIZE, api_open=False)
     app.playground_context = ctx  # for tests and app.py; not looked up by the UI itself
     return app
 
