@@ -16,12 +16,13 @@ from pathlib import Path
 import gradio as gr
 
 from playground import checkpoints
+from playground.budget import sessions_cost
 from playground.config import Limits
 from playground.device import pick_device
 from playground.server import tenancy
 from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_tab
 from playground.ui.common import AppContext
-from playground.ui.server import BodySizeLimit, QueueShare, UnusedRoutes, body_cap
+from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, body_cap
 
 TITLE = "Attention Playground"
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
@@ -70,6 +71,8 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     ctx = AppContext(limits=limits or Limits.from_env(),
                      weights=Path(weights) if weights else checkpoints.weights_dir(),
                      device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
+    # what Gradio keeps per session between requests (its config copies are emptied: ui/server.py's KeptValues)
+    ctx.budget.set_aside(sessions_cost(sessions=SESSION_CAPACITY, max_new_tokens=ctx.limits.max_new_tokens))
     checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
@@ -119,7 +122,7 @@ def launch_options(limits: Limits | None = None) -> dict:
     max_file_size = max(limits.max_upload_bytes, limits.max_model_upload_bytes)
     return dict(css=CSS, max_file_size=max_file_size, show_error=True,
                 state_session_capacity=SESSION_CAPACITY,
-                app_kwargs={"middleware": [Middleware(UnusedRoutes),
+                app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
                                            Middleware(QueueShare, per_client=QUEUE_PER_CLIENT,
                                                       trust_forwarded=tenancy.trusts_forwarded())]})

@@ -18,6 +18,13 @@ client asks to join the queue, the events of that client Gradio holds (waiting o
 ``event_ids_to_events``, read, never changed) and the joins of that client still under way, and answers 429 past
 ``per_client``; an event counts until Gradio drops it, when it completes or its client goes, so nothing is released
 by hand. A client is tenancy.client_address: the Space proxy's X-Forwarded-For where trusted, else the connection.
+
+Gradio keeps, for each of its last ``state_session_capacity`` sessions, a copy of every component's config with the
+last value the session sent or received (a figure, a pasted corpus): 200 sessions of three attention views grew the
+idle server by 500 MiB. Only the deep-link route reads those copies, and it is closed here, so ``KeptValues``
+empties them after every request (on the event loop, where Gradio writes them: never half-way through a write).
+What a session keeps besides (its gr.State values, the components its events updated) is small and is set aside
+from the memory budget (ui/__init__.py's SESSION_BYTES).
 """
 
 from __future__ import annotations
@@ -178,6 +185,39 @@ class QueueShare:
             host = getattr(getattr(request, "client", None), "host", None)
             count += self._address(getattr(request, "headers", None), host) == client
         return count
+
+
+class KeptValues:
+    """Pure ASGI middleware: after each request, empty the config copies (and the values in them) that Gradio keeps
+    per session for deep links."""
+
+    def __init__(self, app):
+        self.app = app
+        self._warned = False
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http":
+                self.drop(scope.get("app"))
+
+    def drop(self, server_app) -> int:
+        """Empty every kept session's config copies; returns how many sessions had any."""
+        try:
+            sessions = list(server_app.get_blocks().state_holder.session_data.values())
+        except AttributeError:  # another Gradio, or not launched: nothing is dropped
+            if not self._warned:
+                logger.warning("cannot read Gradio's sessions: the values it keeps per session are not dropped")
+                self._warned = True
+            return 0
+        emptied = 0
+        for session in sessions:
+            kept = getattr(session, "config_values", None)
+            if kept:
+                kept.clear()
+                emptied += 1
+        return emptied
 
 
 async def _answer(send, status: int, message: str) -> None:
