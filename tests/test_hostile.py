@@ -234,26 +234,35 @@ def test_fast_views_answer_while_long_jobs_run(hostile):
         lambda: _client(hostile).predict(embedding_dim=256, heads_num=8, batch=2, dtype="fp32", device="cpu",
                                          max_len=512, api_name="/compare_timing"),
     ]
+    client = _client(hostile)
+
+    def tokenize() -> float:
+        started = time.monotonic()
+        client.predict(text="Hello world", source="loaded checkpoint", checkpoint=SHIPPED, api_name="/tokenize")
+        return time.monotonic() - started
+
+    alone = sorted(tokenize() for _ in range(5))[2]  # this machine's pace now, with nothing else running
     threads = [threading.Thread(target=lambda job=job: _refusal(job), daemon=True) for job in long_jobs]
     for thread in threads:
         thread.start()
     time.sleep(2)
-    client = _client(hostile)
     latencies = []
     while any(t.is_alive() for t in threads) and len(latencies) < 20:
-        started = time.monotonic()
-        client.predict(text="Hello world", source="loaded checkpoint", checkpoint=SHIPPED, api_name="/tokenize")
-        latencies.append(time.monotonic() - started)
+        latencies.append(tokenize())
         time.sleep(0.3)
     for thread in threads:
         thread.join(180)
     ordered = sorted(latencies)
     median, p90 = ordered[len(ordered) // 2], ordered[int(0.9 * (len(ordered) - 1))]
     REPORT["tokenize while 2 samples and a timing sweep run"] = \
-        f"{len(latencies)} calls: median {median:.2f} s, 90th percentile {p90:.2f} s, slowest {ordered[-1]:.2f} s"
-    # Under a second: the median and nine calls in ten (one call may land on a long job's busiest moment on 2
-    # shared cores; measured here: median 0.18 s, 90th percentile 0.21 s, slowest 0.28 s).
-    assert median < 1.0 and p90 < 1.0, latencies
+        f"{len(latencies)} calls: median {median:.2f} s, 90th percentile {p90:.2f} s, slowest {ordered[-1]:.2f} s " \
+        f"(alone: {alone:.2f} s)"
+    # Under a second, the median and nine calls in ten, or on a machine so busy that a call alone takes more than a
+    # fifth of that, within 5 times its pace alone (measured here: alone 0.05 s; beside the long jobs median 0.18 s,
+    # 90th percentile 0.21 s, on a busy CI machine 1.02 s). A fast view queued behind the long jobs waits for a
+    # 2000-token sample: tens of seconds.
+    allowed = max(1.0, 5 * alone)
+    assert len(latencies) >= 3 and median < allowed and p90 < allowed, (alone, latencies)
     _healthy(hostile, "fast views beside long jobs")
 
 

@@ -77,8 +77,10 @@ def test_a_chunked_oversized_body_is_cut_off_and_the_server_stays_up(server):
     try:
         status, _ = _post(server, chunks(), {"Transfer-Encoding": "chunked"})
         assert status == 413
-    except urllib.error.URLError:
-        pass  # the server answered 413 and closed while the client was still sending: refused either way
+    except (urllib.error.URLError, ConnectionError, http.client.HTTPException):
+        # the server answered 413 and closed while the client was still sending: refused either way (urllib wraps
+        # a reset while sending in URLError, but not one while reading the answer: a busy machine saw both)
+        pass
     assert _post(server, json.dumps({"data": ["still up", "this text", None]}).encode())[0] == 200
 
 
