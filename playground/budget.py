@@ -43,6 +43,15 @@ allocator's peaks vary by up to 2x between runs of the same request), on the CPU
     + 64 MiB working space                                     + 192 MiB (autograd's and the kernels' first calls)
 
     compare d 512, 8 heads, T 1024, batch 4: about 792 MiB; measured 553 to 713 MiB (712 MiB twice).
+
+What Gradio keeps per session between requests, once the app empties its per-session config copies (the figures
+and texts it keeps for deep links: ui/server.py), is set aside from the budget for every session it may keep:
+
+    SESSION_FIXED                     the session's own objects and its small states (measured 14 KiB)
+    512 bytes per sampled token       the Sample tab's history state (id, text, probability, ten candidates;
+                                      measured ~370)
+
+    200 sessions at 2000 tokens: about 208 MiB.
 """
 
 from __future__ import annotations
@@ -72,6 +81,8 @@ BYTES_PER_BAR = 8 * 1024  # one bar of a bar chart, with Plotly's validation cop
 BYTES_PER_CSV_NUMBER = 20  # "-0.123456789" and a comma; float32 written with repr's shortest digits
 CSV_COPIES = 3  # the rows' strings, the StringIO buffer and the encoded bytes are alive together
 VIEW_WORKING_SPACE = 16 * MIB
+SESSION_FIXED = 64 * 1024  # per session Gradio keeps: its objects once emptied (measured 14 KiB) and small states
+BYTES_PER_KEPT_TOKEN = 512  # per token of the Sample tab's history a session keeps (measured ~370)
 BUDGET_SHARE = 0.6  # of the container's (or machine's) memory; the rest is the server itself and the OS
 NO_LIMIT = 2**60  # cgroup files say "max" or a huge number when nothing is set
 CGROUP_FILES = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
@@ -196,6 +207,13 @@ def attention_export_cost(*, length: int, embedding_dim: int, head_size: int, nu
         ("CSV text", CSV_COPIES * BYTES_PER_CSV_NUMBER * numbers),
         (".npy files", 2 * BYTES_PER_FLOAT * numbers),
     ))
+
+
+def sessions_cost(*, sessions: int, max_new_tokens: int) -> Cost:
+    """What Gradio keeps for ``sessions`` sessions between requests, each with a sample of ``max_new_tokens``."""
+    return Cost(f"{sessions} sessions kept", (("their objects", sessions * SESSION_FIXED),
+                                              ("their samples' histories", sessions * max_new_tokens
+                                               * BYTES_PER_KEPT_TOKEN)))
 
 
 def combined(what: str, *costs: Cost) -> Cost:
@@ -332,6 +350,12 @@ class MemoryBudget:
                                   f"server's {human(self.total)} right now: try again in a moment, or ask for less")
             self._reserved += cost.bytes
         return cost.bytes
+
+    def set_aside(self, cost: Cost) -> None:
+        """Take ``cost`` out of the budget for good (what the server keeps whatever runs): every request, and every
+        message about the budget, sees what is left."""
+        self.total = max(0, self.total - cost.bytes)
+        self.source = f"{self.source}, less {human(cost.bytes)} for {cost.what}"
 
     def release(self, num_bytes: int) -> None:
         with self._lock:

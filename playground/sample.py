@@ -3,6 +3,9 @@ sampling.py. Kept so the documented command keeps working; import nothing from h
 """
 
 if __name__ == "__main__":
+    from playground.settings import apply_process_defaults
+
+    apply_process_defaults()  # before torch loads (settings.PROCESS_DEFAULTS)
     from playground.cli.sample import main
 
     raise SystemExit(main())

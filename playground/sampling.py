@@ -306,11 +306,14 @@ def check_sampling_time(config: ModelConfig, parameters: int, prompt_length: int
 
 
 def sampling_cost(config: ModelConfig, parameters: int) -> Cost:
-    """Peak memory while ``stream`` runs: one forward pass over a full window, plus a full KV cache."""
+    """Peak memory while ``stream`` runs, with the KV cache or without it: one forward pass over a full window, a
+    second copy of that window's logits (without the cache every token runs one; with it, each rebuild), plus a
+    full KV cache. Without the second copy a vocabulary of 4096 at context 256 peaked at 21.3 MiB against 18.1."""
     forward = inference_cost(parameters=parameters, layers_num=config.layers_num, heads_num=config.heads_num,
                              embedding_dim=config.embedding_dim, context_size=config.context_size,
                              vocabulary_size=config.vocabulary_size)
+    logits = ("the window's logits, again", 4 * config.context_size * config.vocabulary_size)
     cache = 2 * config.layers_num * config.context_size * config.embedding_dim * 4  # keys and values, fp32
     if not config.has_kv_cache:
-        return Cost("generating text", forward.parts)
-    return Cost("generating text", (*forward.parts, ("KV cache", cache)))
+        return Cost("generating text", (*forward.parts, logits))
+    return Cost("generating text", (*forward.parts, logits, ("KV cache", cache)))

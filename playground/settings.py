@@ -8,7 +8,8 @@ before the call is obeyed:
 Knows nothing about what is kept there: data.py caches Tiny Shakespeare, hub.py asks ``offline()``.
 
 Also the settings a long-lived process gives torch's native libraries before torch is imported
-(``apply_process_defaults``; app.py applies them, and so do the tests' servers and memory measurements).
+(``apply_process_defaults``; app.py applies them, and so do the training and sampling command lines, the tests'
+servers and memory measurements).
 """
 
 from __future__ import annotations

@@ -13,6 +13,11 @@ tokenizer, checkpoints, samples, probes) lives in run.py, presets in presets.py,
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # python -m playground.train: torch's native libraries read these once, as torch loads
+    from playground.settings import apply_process_defaults
+
+    apply_process_defaults()
+
 import math
 import time
 from collections.abc import Callable

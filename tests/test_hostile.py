@@ -234,26 +234,36 @@ def test_fast_views_answer_while_long_jobs_run(hostile):
         lambda: _client(hostile).predict(embedding_dim=256, heads_num=8, batch=2, dtype="fp32", device="cpu",
                                          max_len=512, api_name="/compare_timing"),
     ]
+    client = _client(hostile)
+
+    def tokenize() -> float:
+        started = time.monotonic()
+        client.predict(text="Hello world", source="loaded checkpoint", checkpoint=SHIPPED, api_name="/tokenize")
+        return time.monotonic() - started
+
+    tokenize()  # the first call opens the checkpoint
+    alone = sorted(tokenize() for _ in range(5))[2]  # this machine's pace now, with nothing else running
     threads = [threading.Thread(target=lambda job=job: _refusal(job), daemon=True) for job in long_jobs]
     for thread in threads:
         thread.start()
     time.sleep(2)
-    client = _client(hostile)
     latencies = []
     while any(t.is_alive() for t in threads) and len(latencies) < 20:
-        started = time.monotonic()
-        client.predict(text="Hello world", source="loaded checkpoint", checkpoint=SHIPPED, api_name="/tokenize")
-        latencies.append(time.monotonic() - started)
+        latencies.append(tokenize())
         time.sleep(0.3)
     for thread in threads:
         thread.join(180)
     ordered = sorted(latencies)
     median, p90 = ordered[len(ordered) // 2], ordered[int(0.9 * (len(ordered) - 1))]
     REPORT["tokenize while 2 samples and a timing sweep run"] = \
-        f"{len(latencies)} calls: median {median:.2f} s, 90th percentile {p90:.2f} s, slowest {ordered[-1]:.2f} s"
-    # Under a second: the median and nine calls in ten (one call may land on a long job's busiest moment on 2
-    # shared cores; measured here: median 0.18 s, 90th percentile 0.21 s, slowest 0.28 s).
-    assert median < 1.0 and p90 < 1.0, latencies
+        f"{len(latencies)} calls: median {median:.2f} s, 90th percentile {p90:.2f} s, slowest {ordered[-1]:.2f} s " \
+        f"(alone: {alone:.2f} s)"
+    # Under a second, the median and nine calls in ten, or on a machine so busy that a call alone takes more than a
+    # fifth of that, within 5 times its pace alone (measured here: alone 0.05 s; beside the long jobs median 0.18 s,
+    # 90th percentile 0.21 s, on a busy CI machine 1.02 s). A fast view queued behind the long jobs waits for a
+    # 2000-token sample: tens of seconds.
+    allowed = max(1.0, 5 * alone)
+    assert len(latencies) >= 3 and median < allowed and p90 < allowed, (alone, latencies)
     _healthy(hostile, "fast views beside long jobs")
 
 
@@ -305,6 +315,44 @@ def test_a_short_sample_answers_while_two_long_jobs_run(hostile):
     assert still_long, "the long jobs ended before the short sample did: nothing was measured"
     assert waited < 10, waited
     _healthy(hostile, "a short sample beside two long jobs")
+
+
+def test_one_client_flooding_the_queue_leaves_room_for_others(hostile):
+    """Gradio's queue holds 64 events for everyone: one client posting 80 timing sweeps filled it, and every other
+    visitor was told "the queue is full". A client now has at most QUEUE_PER_CLIENT events waiting or running; the
+    rest of its joins are answered 429 with a message, another client's call gets in and answers, and the flooder's
+    share comes back once its events are gone."""
+    import uuid
+
+    import httpx
+
+    from playground.ui import QUEUE_PER_CLIENT, QUEUE_SIZE
+
+    base = hostile.url.rstrip("/") + "/gradio_api"
+    session = uuid.uuid4().hex  # one page of the flooder's: leaving it drops its waiting events
+    sweep = [256, 8, 2, "fp32", "cpu", 512]  # a timing sweep: seconds each, two at a time in the long lane
+    flooder, other = {"X-Forwarded-For": "203.0.113.99"}, {"X-Forwarded-For": "198.51.100.42"}
+    with httpx.Client(timeout=60) as http:
+        answers_ = [http.post(f"{base}/call/compare_timing", json={"data": sweep, "session_hash": session},
+                              headers=flooder) for _ in range(QUEUE_SIZE + 16)]
+        accepted = [a for a in answers_ if a.status_code == 200]
+        refused = [a for a in answers_ if a.status_code == 429]
+        started = time.monotonic()
+        joined = http.post(f"{base}/call/tokenize", json={"data": ["Hello world", "this text", None]}, headers=other)
+        assert joined.status_code == 200, f"another client was refused: {joined.status_code} {joined.text[:300]}"
+        answer = http.get(f"{base}/call/tokenize/{joined.json()['event_id']}").text
+        waited = time.monotonic() - started
+        with http.stream("GET", f"{base}/queue/data", params={"session_hash": session}) as stream:
+            next(stream.iter_lines(), None)  # the flooder's page opens and closes: Gradio drops what still waits
+    REPORT[f"{len(answers_)} timing sweeps from one client"] = \
+        f"{len(accepted)} queued, {len(refused)} refused; another client's tokenize answered in {waited:.2f} s"
+    assert len(accepted) <= QUEUE_PER_CLIENT < len(answers_) and len(accepted) + len(refused) == len(answers_)
+    assert "limit for one visitor" in refused[0].json()["detail"]
+    assert answer.startswith("event: complete"), answer[:300]
+    assert waited < 1.0, waited
+    # the flooder's share comes back: a small sweep queues behind its two running ones and answers
+    _client(hostile, flooder["X-Forwarded-For"]).predict(16, 2, 1, "fp32", "cpu", 16, api_name="/compare_timing")
+    _healthy(hostile, "one client flooding the queue")
 
 
 def test_randomised_requests_at_the_caps_from_8_clients(hostile):

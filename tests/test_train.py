@@ -94,8 +94,10 @@ def test_a_time_budget_ends_the_run_with_its_rate_decayed_and_a_resume_goes_on_f
     seen = []
     result = run_training(prepare_run(RunRequest("b", SMALL, config, corpus_text=text, weights_dir=tmp_path)),
                           on_step=lambda step, metrics: seen.append(metrics))
-    assert result.budget_reached and not result.stopped and 5 < result.steps_done < 20_000
-    assert 0.4 <= result.step_seconds < 0.4 + 10 * (result.step_seconds / result.steps_done)
+    # it ended at the first step past its budget, however long a busy machine made the steps: the step before was
+    # still under it (an absolute bound on the overshoot failed when one step was descheduled)
+    assert result.budget_reached and not result.stopped and 2 <= result.steps_done < 20_000
+    assert result.step_seconds >= 0.4 and seen[-2].progress < 1.0
     assert seen[-1].progress == 1.0 and seen[-1].val_loss is not None  # the last step is evaluated
     assert seen[-1].learning_rate == pytest.approx(config.learning_rate * 0.1, rel=0.05)
     assert all(0 <= a.progress <= b.progress <= 1 for a, b in zip(seen, seen[1:]))
@@ -108,8 +110,10 @@ def test_a_time_budget_ends_the_run_with_its_rate_decayed_and_a_resume_goes_on_f
     longer = prepare_run(RunRequest("b", SMALL, replace(config, time_budget_seconds=0.8), corpus_text=text,
                                     resume=True, weights_dir=tmp_path))
     assert longer.step_seconds_before == pytest.approx(record["step_seconds"])
-    more = run_training(longer)
-    assert more.budget_reached and more.steps_done > result.steps_done and 0.8 <= more.step_seconds < 1.6
+    seen_more = []
+    more = run_training(longer, on_step=lambda step, metrics: seen_more.append(metrics))
+    assert more.budget_reached and more.steps_done > result.steps_done and more.step_seconds >= 0.8
+    assert len(seen_more) >= 2 and seen_more[-2].progress < 1.0
     assert json.loads((tmp_path / "b" / "training.json").read_text())["step_seconds"] == pytest.approx(
         more.step_seconds, abs=0.01)
 

@@ -12,6 +12,11 @@ loading.py / checkpoints.py / hub.py.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # python -m playground.cli.sample: torch's native libraries read these once, as torch loads
+    from playground.settings import apply_process_defaults
+
+    apply_process_defaults()
+
 import argparse
 import dataclasses
 import sys

@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import logging
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,12 @@ def owner_hash(token: str) -> str:
 def client_hash(address: str) -> str:
     """What training.json and the server's ledgers keep of a client's address: a SHA-256, never the address."""
     return hashlib.sha256(f"attention-playground client:{address}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def trusts_forwarded() -> bool:
+    """Whether X-Forwarded-For names the client: on a Hugging Face Space (SPACE_ID set) its proxy sets it; elsewhere
+    only where PLAYGROUND_TRUST_FORWARDED_FOR=1 says a proxy in front does (a client could forge it otherwise)."""
+    return bool(os.environ.get("SPACE_ID")) or os.environ.get("PLAYGROUND_TRUST_FORWARDED_FOR", "").strip() == "1"
 
 
 def client_address(headers, connection_host: str | None, trust_forwarded: bool) -> str:

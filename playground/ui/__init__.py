@@ -16,15 +16,18 @@ from pathlib import Path
 import gradio as gr
 
 from playground import checkpoints
+from playground.budget import sessions_cost
 from playground.config import Limits
 from playground.device import pick_device
+from playground.server import tenancy
 from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_tab
 from playground.ui.common import AppContext
-from playground.ui.server import BodySizeLimit, UnusedRoutes, body_cap
+from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, body_cap
 
 TITLE = "Attention Playground"
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
 QUEUE_SIZE = 64  # events waiting for a worker; past it Gradio answers "the queue is full" at once, holding nothing
+QUEUE_PER_CLIENT = 16  # events one client may have waiting or running; past it 429 (ui/server.py's QueueShare)
 CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
 PHONE_WIDTH = 640  # px: below this the layout is a phone's
 TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
@@ -68,6 +71,8 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     ctx = AppContext(limits=limits or Limits.from_env(),
                      weights=Path(weights) if weights else checkpoints.weights_dir(),
                      device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
+    # what Gradio keeps per session between requests (its config copies are emptied: ui/server.py's KeptValues)
+    ctx.budget.set_aside(sessions_cost(sessions=SESSION_CAPACITY, max_new_tokens=ctx.limits.max_new_tokens))
     checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
@@ -92,7 +97,8 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         finished_run.change(lambda name: gr.Dropdown(choices=ctx.checkpoint_names(), value=name) if name else gr.skip(),
                             finished_run, sample_checkpoint, api_name="sample_follow_run", api_visibility="private",
                             show_progress="hidden")
-    app.queue(default_concurrency_limit=4, max_size=QUEUE_SIZE)
+    # api_open=False: no call skips the queue (Gradio opens /gradio_api/run/<api_name> everywhere but on a Space)
+    app.queue(default_concurrency_limit=4, max_size=QUEUE_SIZE, api_open=False)
     app.playground_context = ctx  # for tests and app.py; not looked up by the UI itself
     return app
 
@@ -105,7 +111,8 @@ def launch_options(limits: Limits | None = None) -> dict:
     ``state_session_capacity``: Gradio keeps each session's inputs and outputs, and every API call is a new
     session, so it keeps the last SESSION_CAPACITY (its default, 10,000, held gigabytes of figures).
     The body cap answers 413 before Gradio parses an oversized request; UnusedRoutes answers 404 for Gradio's
-    deep-link route, which writes a file per call and which no component here uses.
+    deep-link route, which writes a file per call and which no component here uses. QueueShare answers 429 to a
+    client with QUEUE_PER_CLIENT events in the queue already, so one client cannot fill the queue for everyone.
     """
     from starlette.middleware import Middleware
 
@@ -115,5 +122,7 @@ def launch_options(limits: Limits | None = None) -> dict:
     max_file_size = max(limits.max_upload_bytes, limits.max_model_upload_bytes)
     return dict(css=CSS, max_file_size=max_file_size, show_error=True,
                 state_session_capacity=SESSION_CAPACITY,
-                app_kwargs={"middleware": [Middleware(UnusedRoutes),
-                                           Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes))]})
+                app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
+                                           Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
+                                           Middleware(QueueShare, per_client=QUEUE_PER_CLIENT,
+                                                      trust_forwarded=tenancy.trusts_forwarded())]})

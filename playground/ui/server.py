@@ -11,14 +11,39 @@ and its message. A body declared larger than that is answered at once without re
 Gradio's ``/gradio_api/deep_link`` writes a session's components (figures included) to a new file under its upload
 folder on every call whose state differs, for the DeepLinkButton; Gradio has no switch to turn the route off and
 the playground has no such button, so ``UnusedRoutes`` answers it 404 before Gradio sees it.
+
+Gradio's queue holds at most ``max_size`` events for everyone together, so one client sending calls faster than
+they are served filled it and every other visitor was told "the queue is full". ``QueueShare`` counts, when a
+client asks to join the queue, the events of that client Gradio holds (waiting or running: the queue's
+``event_ids_to_events``, read, never changed) and the joins of that client still under way, and answers 429 past
+``per_client``; an event counts until Gradio drops it, when it completes or its client goes, so nothing is released
+by hand. A client is tenancy.client_address: the Space proxy's X-Forwarded-For where trusted, else the connection.
+
+Gradio keeps, for each of its last ``state_session_capacity`` sessions, a copy of every component's config with the
+last value the session sent or received (a figure, a pasted corpus): 200 sessions of three attention views grew the
+idle server by 500 MiB. Only the deep-link route reads those copies, and it is closed here, so ``KeptValues``
+empties them after every request (on the event loop, where Gradio writes them: never half-way through a write).
+What a session keeps besides (its gr.State values, the components its events updated) is small and is set aside
+from the memory budget (ui/__init__.py's SESSION_BYTES).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+from collections import Counter
+
+from starlette.datastructures import Headers
+
+from playground.server import tenancy
+
+logger = logging.getLogger(__name__)
 
 UPLOAD_PATH_SUFFIX = "/upload"
-UNUSED_PATH_SUFFIXES = ("/gradio_api/deep_link",)  # Gradio routes that write files and that no component here uses
+UNUSED_PATH_SUFFIXES = ("/gradio_api/deep_link",)
+# the routes that put an event in Gradio's queue: the page's join, and the simple API's POST /call/<api_name>
+QUEUE_JOIN_SUFFIX = "/gradio_api/queue/join"
+QUEUE_CALL_PART = "/gradio_api/call/"  # Gradio routes that write files and that no component here uses
 
 
 def body_cap(max_upload_bytes: int) -> int:
@@ -111,6 +136,96 @@ class UnusedRoutes:
         await send({"type": "http.response.start", "status": 404,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+
+class QueueShare:
+    """Pure ASGI middleware: 429 for a client's join past ``per_client`` events of theirs in Gradio's queue."""
+
+    def __init__(self, app, per_client: int, trust_forwarded: bool):
+        self.app = app
+        self.per_client = per_client
+        self.trust_forwarded = trust_forwarded
+        self._joining: Counter[str] = Counter()  # joins under way per client, not yet in Gradio's queue
+        self._warned = False
+
+    async def __call__(self, scope, receive, send):
+        path = scope.get("path", "").rstrip("/") if scope["type"] == "http" else ""
+        if scope.get("method") != "POST" or not (path.endswith(QUEUE_JOIN_SUFFIX) or QUEUE_CALL_PART in path):
+            await self.app(scope, receive, send)
+            return
+        client = self._address(Headers(scope=scope), (scope.get("client") or (None,))[0])
+        held = self._joining[client] + self._queued(scope.get("app"), client)
+        if held >= self.per_client:
+            await _answer(send, 429, f"You have {held} requests waiting or running on this server, its limit for one "
+                                     "visitor: wait for them to finish, then ask again.")
+            return
+        self._joining[client] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._joining[client] -= 1
+            if self._joining[client] <= 0:
+                del self._joining[client]
+
+    def _address(self, headers, host) -> str:
+        return tenancy.client_address(headers, host if isinstance(host, str) else None, self.trust_forwarded)
+
+    def _queued(self, server_app, client: str) -> int:
+        """The events of ``client`` that Gradio's queue holds now, waiting or running (0 where it cannot be read)."""
+        try:
+            events = list(server_app.get_blocks()._queue.event_ids_to_events.values())
+        except AttributeError:  # another Gradio, or no queue yet: only the joins under way count
+            if not self._warned:
+                logger.warning("cannot read Gradio's queue: the per-client queue cap counts only joins under way")
+                self._warned = True
+            return 0
+        count = 0
+        for event in events:
+            request = getattr(event, "request", None)
+            host = getattr(getattr(request, "client", None), "host", None)
+            count += self._address(getattr(request, "headers", None), host) == client
+        return count
+
+
+class KeptValues:
+    """Pure ASGI middleware: after each request, empty the config copies (and the values in them) that Gradio keeps
+    per session for deep links."""
+
+    def __init__(self, app):
+        self.app = app
+        self._warned = False
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http":
+                self.drop(scope.get("app"))
+
+    def drop(self, server_app) -> int:
+        """Empty every kept session's config copies; returns how many sessions had any."""
+        try:
+            sessions = list(server_app.get_blocks().state_holder.session_data.values())
+        except AttributeError:  # another Gradio, or not launched: nothing is dropped
+            if not self._warned:
+                logger.warning("cannot read Gradio's sessions: the values it keeps per session are not dropped")
+                self._warned = True
+            return 0
+        emptied = 0
+        for session in sessions:
+            kept = getattr(session, "config_values", None)
+            if kept:
+                kept.clear()
+                emptied += 1
+        return emptied
+
+
+async def _answer(send, status: int, message: str) -> None:
+    """A JSON error the page shows (Gradio's client reads ``detail``) and API clients can read."""
+    body = json.dumps({"detail": message, "error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class _BodyTooLargeError(Exception):
