@@ -216,6 +216,24 @@ def sessions_cost(*, sessions: int, max_new_tokens: int) -> Cost:
                                                * BYTES_PER_KEPT_TOKEN)))
 
 
+CONVERSION_SLACK = 8 * MIB  # the allocator's and the unpickler's own, beyond the tensors (measured under 1 MiB)
+
+
+def conversion_cost(*, upload_bytes: int) -> Cost:
+    """What reading an uploaded nanoGPT ckpt.pt of ``upload_bytes`` holds: its tensors as read (torch.save stores
+    them uncompressed, so about the file's size: weights and AdamW's two moments). Measured in a memory-limited
+    child (tests/test_memory_sweep.py): the conversion's peak is the file's size and under 1 MiB more."""
+    return Cost("converting this checkpoint", (("its tensors, read", upload_bytes),
+                                               ("the allocator's slack", CONVERSION_SLACK)))
+
+
+def converted_cost(*, parameters: int) -> Cost:
+    """What the converted model holds beyond the upload as read: its float32 weights, and a serialised copy while
+    they are saved (priced by the shape the checkpoint declares, before the model is built)."""
+    weights = 4 * parameters
+    return Cost("converting this checkpoint", (("its converted weights", weights), ("saving them", weights)))
+
+
 def combined(what: str, *costs: Cost) -> Cost:
     """Several costs as one request's: their parts side by side, under one name."""
     return Cost(what, tuple(part for cost in costs for part in cost.parts))

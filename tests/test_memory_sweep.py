@@ -86,3 +86,72 @@ def test_the_training_estimate_holds_inside_a_memory_limit_of_that_size(group, s
     measured = json.loads(run.stdout)
     print(f"{shape}: estimate {budget.human(estimate)}, peak in the group {budget.human(measured)}")
     assert measured <= estimate <= 2 * measured + budget.FIXED_OVERHEAD
+
+
+CONVERT_CHILD = """
+import json, sys
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from playground.convert import convert_nanogpt
+def rss(field='VmRSS'):
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
+group, folder, estimate = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+# a small one first, as a server has: the modules a conversion imports on first use are the process's
+convert_nanogpt(folder / "small.pt", "warm-up", meta_path=folder / "meta.pkl", directory=folder / "warm-up")
+import gc, ctypes
+gc.collect()
+ctypes.CDLL('libc.so.6').malloc_trim(0)
+base = int((group / "memory.usage_in_bytes").read_text())
+(group / "memory.limit_in_bytes").write_text(str(base + estimate))  # past it (page cache aside): killed
+own = rss()
+open('/proc/self/clear_refs', 'w').write('5')  # this process's peak from here on
+convert_nanogpt(folder / "ckpt.pt", "converted", meta_path=folder / "meta.pkl", directory=folder / "weights")
+print(json.dumps(rss('VmHWM') - own))
+"""
+
+
+@pytest.mark.parametrize("shape", [
+    (2, 2, 16, 8),  # layers, heads, width, context: the conversion tests' model
+    (4, 4, 192, 128),  # the shipped model's shape: 22 MB with AdamW's moments
+    (2, 4, 256, 64),  # wider
+    (4, 4, 128, 256),  # longer context
+])
+def test_the_conversion_estimate_holds_inside_a_memory_limit_of_that_size(group, tmp_path, shape):
+    """An uploaded nanoGPT ckpt.pt (weights and AdamW's two moments, as nanoGPT saves it) converted inside a limit of
+    what the app reserves for it: the upload's estimate and the converted model's, together. The process's own peak
+    (page cache aside, which the kernel reclaims before it kills) is at least half of that."""
+    import torch
+    from test_convert import CHARS, NanoGPT, write_meta
+
+    from playground.convert import model_config
+
+    layers, heads, width, context = shape
+    args = dict(n_layer=layers, n_head=heads, n_embd=width, block_size=context, bias=True, vocab_size=len(CHARS),
+                dropout=0.0)
+
+    def save(args, path):
+        model = NanoGPT(**args)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        model(torch.zeros((1, args["block_size"]), dtype=torch.long)).sum().backward()
+        optimizer.step()  # the moments exist, as in a trained run's checkpoint
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "model_args": args,
+                    "iter_num": 1, "best_val_loss": torch.tensor(1.5), "config": {"dataset": "shakespeare_char"}},
+                   path)
+
+    save(args, tmp_path / "ckpt.pt")
+    save({**args, "n_layer": 1, "n_head": 1, "n_embd": 8, "block_size": 8}, tmp_path / "small.pt")
+    write_meta(tmp_path / "meta.pkl")
+    size = (tmp_path / "ckpt.pt").stat().st_size
+    estimate = (budget.conversion_cost(upload_bytes=size).bytes
+                + budget.converted_cost(parameters=model_config(args).parameter_count()).bytes)
+    run = subprocess.run([sys.executable, "-c", CONVERT_CHILD, str(group), str(tmp_path), str(estimate)],
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+    assert run.returncode == 0, (f"{shape}: killed or failed inside a limit of the estimate "
+                                 f"({budget.human(estimate)}): {run.returncode} {run.stderr[-1500:]}")
+    measured = json.loads(run.stdout)
+    print(f"{shape}: ckpt.pt {budget.human(size)}, estimate {budget.human(estimate)}, peak {budget.human(measured)}")
+    assert (tmp_path / "weights" / "converted" / "model.safetensors").is_file()
+    assert measured <= estimate <= 2 * measured + 16 * budget.MIB

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground import checkpoints, checks
-from playground.budget import MIB, Cost, human
+from playground import budget, checkpoints, checks
+from playground.budget import human
 from playground.config import ModelConfig
 from playground.convert import convert_nanogpt
 from playground.server import admission, tenancy
@@ -25,7 +25,6 @@ from playground.ui.common import AppContext, keep_on_refusal
 from playground.ui.events import wire
 from playground.ui.train_tab import identify
 
-READ_COPIES = 3  # the tensors torch.load makes, the converted model, the allocator's slack
 MAX_CHARACTERS = 4096  # a pasted character vocabulary: nanoGPT's shakespeare_char has 65
 
 
@@ -33,19 +32,6 @@ def _path(upload) -> Path | None:
     if upload is None or upload == "":
         return None
     return Path(upload if isinstance(upload, str) else getattr(upload, "name", upload))
-
-
-def conversion_cost(size: int) -> Cost:
-    """What reading and converting a ckpt.pt of ``size`` bytes holds at once (torch.save stores it uncompressed)."""
-    return Cost("converting this checkpoint", (("its tensors, read", size), ("the converted model and slack",
-                                                                            (READ_COPIES - 1) * size + 16 * MIB)))
-
-
-def converted_cost(config: ModelConfig) -> Cost:
-    """What the converted model holds beyond the upload as read: its float32 weights, and a serialised copy while
-    they are saved."""
-    weights = 4 * config.parameter_count()
-    return Cost("converting this checkpoint", (("its converted weights", weights), ("saving them", weights)))
 
 
 def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Request = None) -> str:
@@ -69,10 +55,10 @@ def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Re
                          f"{checkpoints.fresh_run_name(ctx.weights, stem='my-nanogpt')}")
     visitor = identify(ctx, "", None, request)
     ctx.sweep_temp_space(keep=[ckpt_path, meta_path])  # the uploads came into Gradio's temp space: within its quota
-    with ctx.budget.reserve(conversion_cost(size), hint="try again when the server is less busy"), \
+    with ctx.budget.reserve(budget.conversion_cost(upload_bytes=size), hint="try again when the server is less busy"), \
             contextlib.ExitStack() as held:
         def admit(config: ModelConfig) -> None:  # by the shape it declares, not the upload's size
-            held.enter_context(ctx.budget.reserve(converted_cost(config),
+            held.enter_context(ctx.budget.reserve(budget.converted_cost(parameters=config.parameter_count()),
                                                   hint="its declared shape is too large for this server's memory now"))
             tenancy.make_room_for(visitor, ctx.weights, admission.checkpoint_bytes(config), ctx.limits)
 
