@@ -771,11 +771,15 @@ def build(ctx: AppContext) -> None:
     # on arrival (see attention_tab): the view reads the page's values once it has loaded
     arrival = gr.on(None, None, api_name="model_arrival", api_visibility="private")
     answer(arrival.then, "model_load")
-    shown_controls(arrival.then, api_name="model_arrival_controls", api_visibility="private")
+    # the pickers a level uses are shown in the page; after the server's controls (a new source or checkpoint, whose
+    # answer may land after a level picked since) the page applies the level on screen again
+    level_controls = dict(fn=None, inputs=[source, level], outputs=[layer, head, key, switches, forget_transpose],
+                          js=_level_controls_js(), show_progress="hidden", queue=False, api_visibility="private")
+    shown_controls(arrival.then, api_name="model_arrival_controls", api_visibility="private").then(
+        **level_controls, api_name="model_arrival_level_controls")
     shown_controls(functools.partial(gr.on, [source.change, checkpoint.change]), api_name="model_controls",
-                   api_visibility="private")
-    level.change(None, [source, level], [layer, head, key, switches, forget_transpose], js=_level_controls_js(),
-                 api_name="model_level_controls", api_visibility="private", show_progress="hidden", queue=False)
+                   api_visibility="private").then(**level_controls, api_name="model_controls_level")
+    level.change(**level_controls, api_name="model_level_controls")
     # a level is drawn in the page from the deck already there (the server is not asked)
     level.change(**draw, api_name="model_level", api_visibility="private")
     # layer also changes when the map is clicked: .input here, and the map's click answers once itself
