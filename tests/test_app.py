@@ -186,8 +186,12 @@ def test_model_view_zooms_through_the_api(served):
     _, client, _ = served
     settings = ["trained checkpoint", "shakespeare-char", "To be", "4. The block", 1, 1, -1, 0, "post", "encoder",
                 "relu", 0.5, 3]
-    part, heading, *_ = client.predict(*settings, api_name="/model_view")
+    part, heading, *figures, numbers = client.predict(*settings, api_name="/model_view")
     assert part == "Block 2" and "post-norm (notebooks 002/003), encoder (no mask), ReLU" in heading
+    # plain values, not gr.Plot updates (an API client got {"__type__": "update", ...} instead of the figure)
+    assert [figure is None for figure in figures] == [False, False, False, False] and isinstance(numbers, str)
+    assert all("__type__" not in figure and "plot" in figure for figure in figures)
+    assert "‖x‖ of each token" in json.loads(figures[2]["plot"])["layout"]["title"]["text"]
     textbook = client.predict("textbook inputs", None, "", "3. All heads", 0, 0, 0, 0, "pre", "decoder", "gelu", 0.0,
                               0, api_name="/model_view")
     assert "[-0.4519, 0.2216, 0.4772, 0.1063]" in textbook[1]

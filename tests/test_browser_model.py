@@ -6,10 +6,13 @@ model-block, model-lens, model-textbook-heads, model-no-transpose."""
 from __future__ import annotations
 
 import pytest
-from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot, x_labels
+from browser_support import PHONE, WAIT_MS, expect_no_error, open_page, open_tab, plot_titled, screenshot, x_labels
 from playwright.sync_api import Locator, expect
 
 from playground.anatomy.lessons import FORGET_TRANSPOSE_LABEL, LEVEL_LABELS, LEVEL_TITLES
+from playground.ui.model_tab import BOOK_SOURCES
+
+BOOK_SOURCE_TITLES = list(BOOK_SOURCES)
 
 pytestmark = pytest.mark.browser
 
@@ -112,3 +115,58 @@ def test_the_block_names_every_point_under_its_bar(page):
     assert [label["text"] for label in drawn] == ["block input", "LayerNorm 1", "attention output", "residual add 1",
                                                   "LayerNorm 2", "MLP output", "residual add 2 (block output)"]
     expect_no_error(page)
+
+
+SCREENS = {"desktop": dict(viewport={"width": 1366, "height": 768}),
+           "phone": dict(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)}
+
+
+def drawn(panel: Locator, view: str) -> Locator:
+    """Figure 1 of ``view`` as the page drew it from its deck: the chart in that view's own host, on screen."""
+    return panel.locator(f'#model-chart-0 .chart-deck-plot[data-view="{view}"].js-plotly-plot:visible')
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_every_level_of_every_source_draws_its_heading_and_chart(browser, server, tmp_path, screen):
+    """Issue 29: each level answered in 0.9-1.4 s, most of it Gradio redrawing up to four charts. The page now draws
+    a level from the figures already sent; this steps through every level for the shipped model and the textbook
+    inputs, then each notebook's own model, on a desktop (1366 px) and a phone (390 px), with no console error.
+    Screenshots go to a temporary folder (never committed)."""
+    options = dict(SCREENS[screen])
+    pages = open_page(browser, server, options.pop("viewport"), **options)
+    page = next(pages)
+    try:
+        step_through_the_sources(page, tmp_path, screen)
+    except BaseException:
+        pages.close()
+        raise
+    next(pages, None)  # closes the page, failing the test on any console error it saw
+
+
+def step_through_the_sources(page, tmp_path, screen: str) -> None:
+    panel = open_tab(page, "Model")
+    expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)
+    for source in ("trained checkpoint", "textbook inputs"):
+        panel.get_by_role("radio", name=source, exact=True).check()
+        for number, title in enumerate(LEVEL_TITLES, start=1):
+            zoom(panel, number)
+            expect(panel.get_by_text("Look for:", exact=False).first).to_be_visible()
+            if source == "textbook inputs" and title == LEVEL_TITLES[4]:  # six hand-made inputs: nothing to predict
+                expect(panel.locator("#model-chart-0 .js-plotly-plot:visible")).to_have_count(0)
+            else:
+                expect(drawn(panel, title)).to_be_visible(timeout=WAIT_MS)
+                expect(panel.locator("#model-chart-0 .chart-deck-label")).to_have_text("Figure 1")
+            page.screenshot(path=str(tmp_path / f"{screen}-{source.split()[0]}-{number}.png"), full_page=True)
+        expect_no_error(page)
+    zoom(panel, 3)
+    panel.get_by_role("checkbox", name=FORGET_TRANSPOSE_LABEL).check()  # the blocks moving, one colour per head
+    expect(panel.locator(".tp-block")).to_have_count(12, timeout=WAIT_MS)  # the book's 2 heads x 6 tokens
+    expect(panel.locator(".tp-caption")).to_be_visible()
+    page.screenshot(path=str(tmp_path / f"{screen}-transpose.png"), full_page=True)
+    for source in BOOK_SOURCE_TITLES:
+        panel.get_by_role("radio", name=source, exact=True).check()
+        expect(heading(panel)).to_have_text(source, timeout=WAIT_MS)
+        expect(plot_titled(panel, "What each head reads")).to_be_visible(timeout=WAIT_MS)
+        page.screenshot(path=str(tmp_path / f"{screen}-{source.split()[1]}.png"), full_page=True)
+    expect_no_error(page)
+    assert len(list(tmp_path.glob("*.png"))) == 2 * len(LEVEL_TITLES) + 1 + len(BOOK_SOURCE_TITLES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 import gradio as gr
 import pytest
@@ -16,7 +17,7 @@ from playground.anatomy import lessons
 from playground.anatomy.lessons import LEVEL_TITLES
 from playground.budget import MemoryBudget
 from playground.config import Limits
-from playground.ui import model_tab
+from playground.ui import model_tab, transpose_picture
 from playground.ui.common import AppContext, friendly
 
 SCORE, HEAD, HEADS, BLOCK, MODEL = LEVEL_TITLES
@@ -58,7 +59,7 @@ def test_one_score_shows_the_products_and_their_sum(ctx):
     result = view(ctx, SCORE, query=10, key=4)
     assert "Scaled scores: cell (10, 4)" in titles(result)[2]
     assert "| **sum** |" in result.numbers and result.numbers.count("| d") == 48  # head_size 192 / 4
-    assert "after softmax over the row, this cell's weight is" in result.heading
+    assert "After softmax over the row, this cell's weight is" in result.heading
     # the products' feature labels fit a phone's plot side by side (d12d16d20... ran together at 390 px)
     shown = result.plot_b.layout.xaxis.ticktext
     assert len(shown) * (3 * plots.LABEL_CHAR_PX + plots.LABEL_GAP_PX) <= plots.LABEL_ROOM_PX
@@ -221,8 +222,8 @@ def test_the_model_map_navigates():
 
 
 def test_the_shown_view_and_the_controls_follow_the_level_and_the_model(ctx):
-    shown = model_tab._shown(view(ctx, HEAD))
-    assert shown[0] == "Block 2" and [plot.visible for plot in shown[2:6]] == [True, True, False, False]
+    texts, drawn = model_tab._deck_view(view(ctx, HEAD))
+    assert texts[3] == "Block 2" and [figure is not None for figure in drawn] == [True, True, False, False]
     checkpoint, layer, head, key, switches, forget, model_map, level, book_inputs, _ = model_tab.controls(
         ctx, "textbook inputs", None, BLOCK)
     assert not checkpoint.visible and not layer.visible and not head.visible and switches.visible
@@ -243,7 +244,7 @@ def test_the_shown_view_and_the_controls_follow_the_level_and_the_model(ctx):
     pickers.append(query)
     assert not any(c.visible for c in pickers) and not model_map.visible and not level.visible
     assert book_inputs.visible
-    assert model_tab._shown(book_view(ctx, "notebook 004's sliced heads"))[0] == gr.skip()  # the map is left alone
+    assert model_tab._deck_view(book_view(ctx, "notebook 004's sliced heads"))[0][3] == ""  # no part: no map
 
 
 # ------------------------------------------------------------------------------------------------ its figures
@@ -317,7 +318,8 @@ def test_each_notebooks_own_model_draws_its_heads_what_they_read_and_its_shapes(
     grid = drawn[0]
     panels = sum((trace.hovertemplate or "").startswith("head ") for trace in grid.data)
     assert panels == min(heads_num, plots.MAX_GRID_PANELS)
-    assert result.numbers.count("\n") == len(book.shapes) + 1  # the header, its rule and one row per shape
+    table = [line for line in result.numbers.splitlines() if line.startswith("|")]
+    assert len(table) == len(book.shapes) + 2  # the header, its rule and one row per shape
     for row in book.shapes:
         assert f"`{row.notebook}`" in result.numbers and f"`{tuple(row.here)}`" in result.numbers
     if notebook == "002" and inputs == model_tab.BOOK_INPUTS[1]:  # the notebook's own sizes: its shapes, batch 1
@@ -355,3 +357,109 @@ def test_a_book_model_reads_at_most_64_characters_and_refuses_an_empty_text(ctx)
     with pytest.raises(gr.Error, match="inputs"):
         handler("notebook 003's two-layer transformer", None, TEXT, SCORE, 0, 0, -1, 0, *GPT_SWITCHES, False,
                 "a hat")
+
+
+# ------------------------------------------------------------------------------------------------ pictures first
+
+def visible_words(markdown: str) -> int:
+    """The words a reader sees before opening a fold: the text outside <details>, and each fold's summary."""
+    shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", markdown, flags=re.S)
+    shown = re.sub(r"<[^>]+>", " ", shown)
+    return len(re.sub(r"[#*`]", " ", shown).split())
+
+
+def deck_settings(source, level=SCORE, forget=False, inputs=model_tab.BOOK_INPUTS[0]):
+    return [source, "shakespeare-char", TEXT, level, 1, 2, -1, 3, *GPT_SWITCHES, forget, inputs, ""]
+
+
+def unlevelled(settings):
+    return settings[:3] + settings[4:]
+
+
+@pytest.mark.parametrize("source,forget", [("trained checkpoint", False), ("trained checkpoint", True),
+                                           ("textbook inputs", False), ("textbook inputs", True)])
+def test_every_level_opens_with_its_picture_and_one_look_for_line(ctx, source, forget):
+    """Pictures first (issue 29): the transpose note was 321 words in one paragraph, level 4 with its switches 241.
+    Now each level shows its title, one "Look for:" line and its figures; the rest (and the numbers) fold away."""
+    every = json.loads(model_tab.model_deck(ctx, *unlevelled(deck_settings(source, forget=forget))))
+    assert list(every["views"]) == list(LEVEL_TITLES)
+    for title, shown in every["views"].items():
+        heading, picture, numbers, _ = shown["texts"]
+        lines = heading.split("\n\n")
+        assert lines[0] == f"### {title}" and lines[1].startswith("**Look for:**"), (title, heading)
+        assert "<details><summary>more</summary>" in heading, title
+        caption = " ".join(re.findall(r'<p class="tp-caption">(.*?)</p>', picture))  # the rest: labels, a fold
+        assert visible_words(heading) + visible_words(caption) + visible_words(numbers) <= 60, (title, heading)
+        if not (source == "textbook inputs" and title == MODEL):  # the book's inputs have no LM head: no chart
+            assert shown["figures"][0] is not None, title
+        assert bool(picture) == (forget and title == HEADS), title  # the blocks moving: the what-if's picture
+    assert visible_words("a <details><summary>more: b c</summary>\n\nd e f\n\n</details> g <p>h</p>") == 6
+    forgotten = every["views"][HEADS]["texts"][1]
+    assert forgotten.count('<p class="tp-caption">') == forgotten.count("<summary>more</summary>") == int(forget)
+
+
+@pytest.mark.parametrize("source", list(model_tab.BOOK_SOURCES))
+def test_each_notebooks_own_model_opens_with_its_pictures_and_one_look_for_line(ctx, source):
+    page = json.loads(model_tab.model_page(ctx, *deck_settings(source)))
+    (heading, picture, numbers, part), = [shown["texts"] for shown in page["views"].values()]
+    assert heading.split("\n\n")[1].startswith("**Look for:**") and part == ""
+    assert visible_words(heading) + visible_words(numbers) <= 60, heading
+    assert model_tab.model_deck(ctx, *unlevelled(deck_settings(source))) == gr.skip()  # one view, already sent
+
+
+def test_the_block_numbers_its_figures_without_gaps(ctx):
+    """A stranger saw level 4 number its figures 1, 3, 4: without dropout its second figure is absent. The page
+    draws a view's figures first, so "Figure n" counts 1, 2, 3."""
+    result = view(ctx, BLOCK)
+    assert result.plot_b is None  # no dropout: no "after dropout" figure
+    texts, drawn = model_tab._deck_view(result)
+    assert [figure is not None for figure in drawn] == [True, True, True, False]
+    assert [figure.layout.title.text for figure in drawn[:3]] == [figure.layout.title.text
+                                                                  for figure in figures(result)]
+    page = json.loads(model_tab.model_page(ctx, *deck_settings("trained checkpoint", BLOCK)))
+    assert [figure is None for figure in page["views"][BLOCK]["figures"]] == [False, False, False, True]
+
+
+def test_the_first_answer_and_the_deck_share_a_key_that_every_setting_but_the_level_changes(ctx):
+    first = json.loads(model_tab.model_page(ctx, *deck_settings("trained checkpoint", HEAD)))
+    every = json.loads(model_tab.model_deck(ctx, *unlevelled(deck_settings("trained checkpoint"))))
+    assert list(first["views"]) == [HEAD] and first["key"] == every["key"]
+    assert first["views"][HEAD] == every["views"][HEAD]  # the page draws the same view either way
+    other = json.loads(model_tab.model_page(ctx, *deck_settings("trained checkpoint", HEAD, forget=True)))
+    assert other["key"] != first["key"]
+
+
+@pytest.mark.parametrize("source,layer", [("trained checkpoint", 3), ("textbook inputs", 0)])
+def test_the_forgotten_transpose_picture_moves_each_block_where_the_reshape_puts_it(ctx, source, layer):
+    """Each (head, token) block sits at (row token, column head) joined right and moves to where notebook 002's
+    .view without .transpose puts it: checked against torch's own reshape of labelled blocks and ForgottenJoin."""
+    result = model_tab.model_view(ctx, source, "shakespeare-char", TEXT, HEADS, layer, 0, -1, 0, *GPT_SWITCHES, True)
+    if source == "textbook inputs":
+        forgotten = anatomy.textbook_heads("batched", forget_transpose=True).forgotten
+    else:
+        loaded = ctx.checkpoint("shakespeare-char")
+        ids = walkthrough.prepare_text(TEXT, loaded.tokenizer, loaded.config.context_size).ids
+        forgotten = anatomy.all_heads(loaded.model, ids, layer, forget_transpose=True).forgotten
+    h, T = forgotten.heads_num, forgotten.length
+    labels = torch.arange(h * T).view(1, h, T, 1)  # (B, h, T, d=1): block (head, token) labelled head·T + token
+    right = labels.transpose(1, 2).contiguous().view(1, T, h)[0]  # notebook 001: transpose, then view
+    wrong = labels.contiguous().view(1, T, h)[0]  # notebook 002: the view alone
+    blocks = re.findall(r'<div class="tp-block" data-head="(\d+)" data-token="(\d+)" data-right="(\d+),(\d+)" '
+                        r'data-wrong="(\d+),(\d+)"[^>]*style="[^"]*background:([^;]+);--x0:(\d+)px;--y0:(\d+)px;'
+                        r'--x1:(\d+)px;--y1:(\d+)px', result.picture)
+    assert len(blocks) == h * T
+    width = height = None
+    for head, token, right_row, right_block, row, block, colour, x0, y0, x1, y1 in (map(_number, b) for b in blocks):
+        assert right[right_row, right_block] == head * T + token and wrong[row, block] == head * T + token
+        assert forgotten.block_sources[row, block].tolist() == [head, token]
+        assert colour == transpose_picture.colour(head) == plots.CATEGORY_COLOURS[head % len(plots.CATEGORY_COLOURS)]
+        width = width or (x0 // head if head else None)
+        height = height or (y0 // token if token else None)
+        assert (x0, y0) == (right_block * (width or 0), right_row * (height or 0)) or not (width and height)
+        assert (x1, y1) == (block * (width or 0), row * (height or 0)) or not (width and height)
+    assert width and height  # the positions were checked at the blocks' own size
+    assert len(transpose_picture.CAPTION.split()) <= 60
+
+
+def _number(text: str):
+    return int(text) if text.isdigit() else text

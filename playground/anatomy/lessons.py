@@ -113,13 +113,21 @@ def score_text(cell: ScoreCell, query: int, key: int, query_token: str, key_toke
             f"({query}, {key}) of the scaled scores. The biggest single product is feature d{largest} "
             f"({products[largest]:+.4f}).")
     if masked:
-        text += (f" **Look for:** key {key} comes after query {query}, so the causal mask replaces this score with "
+        text += (f" Key {key} comes after query {query}, so the causal mask replaces this score with "
                  "−∞ and its weight is exactly 0: the token never sees it, however large the score is.")
     else:
-        text += (f" **Look for:** after softmax over the row, this cell's weight is **{weight:.4f}**. A score is "
+        text += (f" After softmax over the row, this cell's weight is **{weight:.4f}**. A score is "
                  "large when q and k point the same way: many large products with the same sign. Try another key "
                  "and see which one the query likes best.")
     return text
+
+
+def score_look_for(query: int, key: int, masked: bool, total: float) -> str:
+    """Level 1's one line: what the three pictures show at a glance."""
+    if masked:
+        return f"key {key} comes after query {query}: the mask makes this score −∞, its weight exactly 0."
+    return (f"the products' bars add up to the raw score {total:.4f}, the framed cell; same-sign products make it "
+            "large.")
 
 
 def score_table(cell: ScoreCell, limit: int = 64) -> str:
@@ -142,9 +150,17 @@ def head_text(where: str, query: int, query_token: str, weights_row: Sequence[fl
     best = max(range(len(row)), key=row.__getitem__)
     return (f"This is {where}: its attention weights, one row per query, and its output (weights · V). Query "
             f"**{query}** `{query_token}` puts its largest weight, **{row[best]:.3f}**, on token {best} "
-            f"(`{tokens[best]}`). **Look for:** a bright diagonal (each token looks at itself), a bright first "
-            f"column (a resting place when nothing else fits), or a stripe just left of the diagonal (the previous "
-            f"character). {attention_tab_hint}")
+            f"(`{tokens[best]}`). A bright diagonal means each token looks at itself, a bright first column is a "
+            f"resting place when nothing else fits, a stripe just left of the diagonal reads the previous "
+            f"character. {attention_tab_hint}")
+
+
+HEAD_LOOK_FOR = "a bright diagonal, a bright first column, or a stripe just left of the diagonal in the weights."
+HEADS_LOOK_FOR = "heads that disagree: each panel is one head's own pattern over the same text."
+TEXTBOOK_HEADS_LOOK_FOR = "the wrapper's rows are 4 wide, the batched layer's 2 wide, on the same six inputs."
+FORGOTTEN_LOOK_FOR = "the blocks move: one head's rows fill whole joined rows, so colours run in bands."
+LENS_LOOK_FOR = "the guesses sharpen from left to right; the last column is exactly the model's output."
+TEXTBOOK_MODEL_LOOK_FOR = "no chart here: the book's six hand-made inputs have no vocabulary to predict."
 
 
 # --------------------------------------------------------------------------------------------- 3. all heads
@@ -168,7 +184,6 @@ def heads_text(heads: AllHeads, query: int, query_token: str) -> str:
                  "features, so the heads can combine what they found.")
     else:
         text += " Nothing mixes them afterwards: without an output projection the heads stay in separate columns."
-    text += " **Look for:** heads that disagree: they are looking for different things."
     return text
 
 
@@ -183,9 +198,8 @@ def textbook_heads_text(wrapper: AllHeads, batched: AllHeads) -> str:
             f"out_proj: row 0 is **{_vector(batched.projected[0].tolist())}**. Run on a batch of two copies of the "
             f"input, {same}. "
             "(The book's wrapper gives each head d_out features; this project's family counts d_out as the total, "
-            "so the same wrapper is written with d_out 4 here.) **Look for:** the wrapper's rows are 4 wide and the "
-            "batched layer's 2 wide; the first two columns of the wrapper are notebook 001's single "
-            "CausalAttention head.")
+            "so the same wrapper is written with d_out 4 here.) The wrapper's first two columns are notebook 001's "
+            "single CausalAttention head.")
 
 
 # --------------------------------------------------------------------------------------------- 3. what if: no transpose
@@ -252,8 +266,8 @@ def forgotten_text(heads: AllHeads, query: int, tokens: Sequence[str]) -> str:
     if h == 1 or T == 1:
         why = ("with one head, (1, T, d) and (T, 1, d)" if h == 1 else "with one token, (h, 1, d) and (1, h, d)")
         return text + (f"Here {why} hold the same numbers in the same order, so both joins agree: there is "
-                       "nothing to scramble. **Look for:** "
-                       + ("a layer with more heads." if h == 1 else "the scramble on a longer text."))
+                       "nothing to scramble: "
+                       + ("try a layer with more heads." if h == 1 else "try a longer text."))
     misplaced, mixed = int(forgotten.misplaced.sum()), forgotten.mixed_rows
     own = sorted(set(range(T)) - set(mixed))
     text += (f"Here, with the same weights: **{misplaced} of the {T * h} blocks** ({checks.count(d, 'feature')} "
@@ -269,7 +283,7 @@ def forgotten_text(heads: AllHeads, query: int, tokens: Sequence[str]) -> str:
              f"join: head 0–{h - 1} of token {query}), and {output} then mixes those pieces into every feature. ")
     bands = (f"run in horizontal bands, about {checks.count(alone, 'row')} per head," if alone else
              f"change every {checks.count(T, 'block')} along a row (one head's {checks.count(T, 'token')}),")
-    return text + (f"**Look for:** in the map, the colours (the source head) {bands} instead of repeating head 0, "
+    return text + (f"In the map, the colours (the source head) {bands} instead of repeating head 0, "
                    f"1, … across every row; the {RIGHT_MARK} cells are the few blocks that land right by chance "
                    "(row 0's first block and the last row's last block always do).")
 
@@ -352,11 +366,11 @@ def block_text(walk: BlockWalk, head: int, trained_as: str) -> str:
     path = " → ".join(f"{name} {value:.2f}" for name, value in means)
     text = (f"Switches: {switches_text(walk)}. The mean length ‖x‖ of the tokens' vectors at each point: {path}. ")
     if walk.norm_order == "pre":
-        text += ("**Look for:** in pre-norm the residual stream is never normalised inside the block: each part "
+        text += ("In pre-norm the residual stream is never normalised inside the block: each part "
                  "reads a LayerNorm'd copy and *adds* its result, so the stream's length can grow from block to "
                  "block while every LayerNorm output stays on LayerNorm's own scale. ")
     else:
-        text += ("**Look for:** in post-norm every residual add is followed by a LayerNorm, so after each part "
+        text += ("In post-norm every residual add is followed by a LayerNorm, so after each part "
                  "the stream is set to LayerNorm's own scale, which its learned gain decides: longer or shorter than "
                  "the sum before it, whatever that sum's length. So the stream cannot build up from block to block, "
                  "as it can in pre-norm. ")
@@ -386,6 +400,13 @@ def block_text(walk: BlockWalk, head: int, trained_as: str) -> str:
     return text
 
 
+def block_look_for(walk: BlockWalk) -> str:
+    """Level 4's one line, for the norm order switched on."""
+    if walk.norm_order == "pre":
+        return "the stream's length ‖x‖ grows at each residual add; each LayerNorm brings its copy back to scale."
+    return "after each residual add a LayerNorm sets the stream back to its own scale: it cannot build up."
+
+
 # --------------------------------------------------------------------------------------------- 5. the model
 
 def lens_formula(layers_num: int) -> str:
@@ -410,7 +431,7 @@ def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequen
         first = float(lens.stages[0].next_probs[position])
         text += (f"The character that really comes next, `{tokens[position + 1]}`, gets {first:.2f} from the "
                  f"embeddings alone and **{actual:.2f}** at the end. ")
-    text += ("**Look for:** the embeddings alone can only guess from the current character (like a bigram table); "
+    text += ("The embeddings alone can only guess from the current character (like a bigram table); "
              "each block adds context from earlier characters, and the guesses sharpen. The last row is exactly "
              "the model's output.")
     notes = {EMBEDDINGS: "You clicked **Embeddings**: the first row reads the token + position embeddings "

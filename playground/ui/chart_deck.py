@@ -16,6 +16,7 @@ view has not arrived. On a touch screen the charts do not capture a swipe (no dr
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Sequence
 
@@ -23,6 +24,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 HOST_CLASS = "chart-deck-plot"
+LABEL_CLASS = "chart-deck-label"  # a numbered host's "Figure n", above its chart
 
 # Defines window.chartDeck once per page: take(name, raw) keeps a deck's views, draw(name, view) draws one.
 DECK_JS = """
@@ -51,47 +53,104 @@ window.chartDeck = window.chartDeck || (() => {
     }
     return out;
   }
+  function hostOf(block, view) {  // a slot's host for a view: its own where the slot keeps one per view
+    if (!block) return null;
+    const own = [...block.querySelectorAll('.""" + HOST_CLASS + """[data-view]')];
+    if (!own.length) return block.querySelector('.""" + HOST_CLASS + """');
+    return own.find(host => host.dataset.view === view) || own[0];
+  }
+  function place(host, shown) {  // a view's own host: in the page while its view shows, else drawn out of sight
+    const away = {position: 'absolute', top: '0', left: '0', right: '0', visibility: 'hidden',
+                  pointerEvents: 'none'};
+    for (const [property, value] of Object.entries(away)) host.style[property] = shown ? '' : value;
+  }
+  function paint(Plotly, host, figure, stamp) {
+    if (!host || host.dataset.stamp === stamp) return;
+    host.dataset.stamp = stamp;
+    if (host.watch) { host.watch.disconnect(); host.watch = null; }  // a fit pending for the chart replaced here
+    if (!figure) { Plotly.purge(host); host.signatures = []; return; }
+    const layout = {...figure.layout, autosize: true, width: host.clientWidth || undefined};
+    // a trace equal to the one drawn keeps the drawn object: Plotly.react then skips it (a new query position
+    // moves a heatmap's frame without computing the heatmap again)
+    const signatures = figure.data.map(trace => JSON.stringify(trace));
+    const before = host.data || [], known = host.signatures || [];
+    const data = figure.data.map((trace, i) => known[i] === signatures[i] && before[i] ? before[i] : trace);
+    host.signatures = signatures;
+    Plotly.react(host, data, touch ? touchLayout(layout) : layout,
+                 {displaylogo: false, scrollZoom: false});
+    if (!host.clientWidth) {  // drawn while its tab was hidden: fit it once it has a width
+      const watch = host.watch = new ResizeObserver(() => {
+        if (!host.clientWidth) return;
+        watch.disconnect();
+        host.watch = null;
+        if (host._fullLayout) Plotly.relayout(host, {width: host.clientWidth});  // still a chart (not purged)
+      });
+      watch.observe(host);
+    }
+  }
   async function draw(name, view) {
     const deck = decks[name];
     if (!deck) return null;
     if (view !== undefined) deck.shown = String(view);
+    if (!deck.views[deck.shown]) return null;
+    // Plotly first: draws waiting for it (a tab opened before the chart library loaded) resume in any order, and each
+    // then draws the view asked for last, never an older one over it
+    const Plotly = await plotly();
     const shown = deck.views[deck.shown];
     if (!shown) return null;
     const stamp = deck.key + '|' + deck.shown;
-    const Plotly = await plotly();
     const slots = shown.figures.map((figure, slot) => {
       const block = document.getElementById(name + '-chart-' + slot);
-      return {figure, block, host: block && block.querySelector('.""" + HOST_CLASS + """')};
+      return {figure, block, host: hostOf(block, deck.shown),
+              own: block ? [...block.querySelectorAll('.""" + HOST_CLASS + """[data-view]')] : []};
     });
-    // columns shown or hidden first, so each chart is drawn at the width it keeps
-    slots.forEach(({figure, block}) => { if (block) block.style.display = figure ? '' : 'none'; });
-    slots.forEach(({figure, host}) => {
-      if (!host || host.dataset.stamp === stamp) return;
-      host.dataset.stamp = stamp;
-      if (!figure) { Plotly.purge(host); host.signatures = []; return; }
-      const layout = {...figure.layout, autosize: true, width: host.clientWidth || undefined};
-      // a trace equal to the one drawn keeps the drawn object: Plotly.react then skips it (a new query position
-      // moves a heatmap's frame without computing the heatmap again)
-      const signatures = figure.data.map(trace => JSON.stringify(trace));
-      const before = host.data || [], known = host.signatures || [];
-      const data = figure.data.map((trace, i) => known[i] === signatures[i] && before[i] ? before[i] : trace);
-      host.signatures = signatures;
-      Plotly.react(host, data, touch ? touchLayout(layout) : layout,
-                   {displaylogo: false, scrollZoom: false});
-      if (!host.clientWidth) {  // drawn while its tab was hidden: fit it once it has a width
-        const watch = new ResizeObserver(() => {
-          if (host.clientWidth) { watch.disconnect(); Plotly.relayout(host, {width: host.clientWidth}); }
-        });
-        watch.observe(host);
-      }
+    // columns shown or hidden first, so each chart is drawn at the width it keeps; a slot with a host per view
+    // keeps its column (its views are drawn at its width) and shows the view's own host only
+    slots.forEach(({figure, block, host, own}) => {
+      if (!block) return;
+      if (own.length) own.forEach(each => place(each, each === host));
+      else block.style.display = figure ? '' : 'none';
     });
+    let number = 0;  // numbered hosts (hosts(..., numbered=True)) say "Figure n", counting the figures drawn
+    slots.forEach(({figure, block}) => {
+      const label = block && block.querySelector('.""" + LABEL_CLASS + """');
+      if (figure) number += 1;
+      if (label) label.textContent = figure ? 'Figure ' + number : '';
+    });
+    slots.forEach(({figure, host}) => paint(Plotly, host, figure, stamp));
+    prepare(name, Plotly);
     return shown;
+  }
+  function prepare(name, Plotly) {  // hosts per view: the views not on screen drawn out of sight, one chart
+    // whenever the page is idle (never in the way of a click)
+    const deck = decks[name];
+    if (!deck || deck.preparing) return;
+    const todo = [];
+    for (const [view, each] of Object.entries(deck.views)) {
+      each.figures.forEach((figure, slot) => {
+        const host = hostOf(document.getElementById(name + '-chart-' + slot), view);
+        const stamp = deck.key + '|' + view;
+        if (host && host.dataset.view === view && host.dataset.stamp !== stamp) todo.push({host, figure, stamp});
+      });
+    }
+    if (!todo.length) return;
+    deck.preparing = true;
+    const idle = window.requestIdleCallback || (next => setTimeout(next, 50));
+    const next = () => {
+      const item = todo.shift();
+      if (!item) { deck.preparing = false; prepare(name, Plotly); return; }  // views that arrived meanwhile
+      if (item.stamp.startsWith(deck.key + '|')) paint(Plotly, item.host, item.figure, item.stamp);  // not stale
+      idle(next);
+    };
+    idle(next);
   }
   let resizing = null;  // the charts are drawn at their host's width: a new window width (a phone turned) redraws
   window.addEventListener('resize', () => {
     clearTimeout(resizing);
     resizing = setTimeout(() => document.querySelectorAll('.""" + HOST_CLASS + """.js-plotly-plot').forEach(host => {
-      if (host.clientWidth && window.Plotly) window.Plotly.relayout(host, {width: host.clientWidth});
+      if (host.clientWidth && host._fullLayout && window.Plotly) {
+        window.Plotly.relayout(host, {width: host.clientWidth});
+      }
     }), 150);
   });
   function redraw(name) {  // a host just mounted (its tab opened): draw what the deck shows
@@ -131,13 +190,23 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False) -> str:
 HOST_MIN_WIDTH = 300  # px: hosts in a row stand side by side on a desktop and one under another on a phone
 
 
-def hosts(deck: str, slots: Sequence[int]) -> None:
+def hosts(deck: str, slots: Sequence[int], numbered: bool = False, views: Sequence[str] = ()) -> None:
     """One empty host per slot, in a column ``<deck>-chart-<slot>`` of its own (laid out where it is called): the page
-    draws into the host and hides the column while its slot has no figure."""
+    draws into the host and hides the column while its slot has no figure. ``numbered``: a "Figure n" label above
+    each chart, n counting the view's figures (a view whose figures come first is numbered without gaps).
+    ``views``: a host per view in each slot instead: the views not on screen are drawn out of sight while the page
+    is idle, so showing one costs no drawing; the columns then stay (a slot with no figure is left empty), so every
+    view is drawn at the width it is shown at."""
+    label = f'<div class="{LABEL_CLASS}" style="font-size: 0.85em; opacity: 0.75"></div>' if numbered else ""
+    if views:
+        inner = "".join(f'<div class="{HOST_CLASS}" data-view="{html.escape(view, quote=True)}"></div>'
+                        for view in views)
+        body = f'{label}<div style="position: relative">{inner}</div>'
+    else:
+        body = f'{label}<div class="{HOST_CLASS}"></div>'
     for slot in slots:
         with gr.Column(min_width=HOST_MIN_WIDTH, elem_id=f"{deck}-chart-{slot}"):
-            gr.HTML(f'<div class="{HOST_CLASS}"></div>', padding=False,
-                    js_on_load=f"{DECK_JS}\nwindow.chartDeck.redraw({json.dumps(deck)});")
+            gr.HTML(body, padding=False, js_on_load=f"{DECK_JS}\nwindow.chartDeck.redraw({json.dumps(deck)});")
 
 
 def plotly_loader() -> gr.Plot:

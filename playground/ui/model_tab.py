@@ -16,6 +16,8 @@ Refusals arrive as a toast only: the events hide their progress, so the previous
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from typing import NamedTuple
 
 import gradio as gr
@@ -27,8 +29,10 @@ from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PARTS
 from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError, escape_char
-from playground.ui.common import AppContext, checkpoint_dropdown
+from playground.ui import chart_deck, transpose_picture
+from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown
 from playground.ui.events import wire
+from playground.walkthrough.lessons import FOLD
 
 BOOK_SOURCES = {title: notebook for notebook, title in anatomy.BOOK_MODELS.items()}  # source -> notebook
 SOURCES = ("trained checkpoint", "textbook inputs", *BOOK_SOURCES)
@@ -41,7 +45,8 @@ TEXTBOOK_TRAINED_AS = ""  # the textbook block is seeded, not trained: no "train
 
 
 class View(NamedTuple):
-    """What one view shows: the map's part, the heading, up to four figures, a numbers table, the map's parts."""
+    """What one view shows: the map's part, the heading, up to four figures, a numbers table (folded), the map's
+    parts, and a picture in HTML where the level has one."""
 
     part: str
     heading: str
@@ -51,6 +56,7 @@ class View(NamedTuple):
     plot_d: object
     numbers: str
     parts: list[str]
+    picture: str = ""  # HTML drawn above the figures: level 3's forgotten transpose, its blocks moving
 
 
 class Settings(NamedTuple):
@@ -101,10 +107,18 @@ def _clamp_notes(query_clamped: bool, asked_query, key_clamped: bool, asked_key,
     return notes
 
 
-def _heading(level: str, formula: str, text: str, where: str, notes: list[str]) -> str:
-    heading = f"### {LEVEL_TITLES[anatomy.LEVELS.index(level)]}\n\n"
-    heading += (f"`{formula}`\n\n" if formula else "") + text + (f"\n\n*{where}*" if where else "")
-    return heading + "".join(f"\n\nℹ️ {note}" for note in notes)
+def fold(text: str, what: str = "") -> str:
+    """``text`` behind a closed "more" fold: a view shows its picture and one line, the rest on request."""
+    summary = f"{FOLD}: {what}" if what else FOLD
+    return f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>" if text else ""
+
+
+def _heading(level: str, look_for: str, formula: str, text: str, where: str, notes: list[str]) -> str:
+    """The level's title and one "Look for:" line; the formula, the explanation, where the numbers come from and
+    any notes behind the fold (pictures first: at most 60 words before it)."""
+    rest = (f"`{formula}`\n\n" if formula else "") + text + (f"\n\n*{where}*" if where else "")
+    rest += "".join(f"\n\nℹ️ {note}" for note in notes)
+    return f"### {LEVEL_TITLES[anatomy.LEVELS.index(level)]}\n\n**Look for:** {look_for}\n\n" + fold(rest)
 
 
 # --------------------------------------------------------------------------------------------- figures
@@ -227,7 +241,8 @@ def _score_view(inputs: walkthrough.HeadInputs, settings: Settings, where: str, 
                       masked_hover=walkthrough.lessons.MASKED_SCORE_HOVER)
     masked = bool(trace.masked[query, key])
     text = lessons.score_text(cell, query, key, tokens[query], tokens[key], masked, float(trace.weights[query, key]))
-    heading = _heading("score", lessons.score_formula(query, key, d), text, where, notes)
+    heading = _heading("score", lessons.score_look_for(query, key, masked, cell.total),
+                       lessons.score_formula(query, key, d), text, where, notes)
     return heading, vectors, products, scores, None, lessons.score_table(cell)
 
 
@@ -243,7 +258,7 @@ def _head_view(inputs: walkthrough.HeadInputs, settings: Settings, where: str, n
                               "Output = weights · V", query)
     text = lessons.head_text(where, query, tokens[query], trace.weights[query].tolist(), tokens, attention_hint)
     formula = f"out = softmax(Q·Kᵀ / √{trace.head_size}, causal) · V  ({T} × {trace.head_size})"
-    return _heading("head", formula, text, "", notes), weights, output, None, None, ""
+    return _heading("head", lessons.HEAD_LOOK_FOR, formula, text, "", notes), weights, output, None, None, ""
 
 
 def _heads_figures(heads: anatomy.AllHeads, tokens: list[str], query: int, name: str, head: int = 0) -> tuple:
@@ -332,7 +347,8 @@ def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, setti
     means = plots.bar_chart(names, norms.mean(dim=1).tolist(), "Mean ‖x‖ over the tokens at each point", "‖x‖",
                             height=420)  # room under the bars for the seven points' slanted names
     text = lessons.block_text(walk, head, trained_as)
-    return _heading("block", lessons.block_formula(walk), text, where, notes), before, after, stream, means, ""
+    heading = _heading("block", lessons.block_look_for(walk), lessons.block_formula(walk), text, where, notes)
+    return heading, before, after, stream, means, ""
 
 
 def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[str], settings: Settings, part: str,
@@ -366,7 +382,8 @@ def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[s
     bars = plots.bar_chart(stage_names, [float(stage.final_choice_probs[query]) for stage in lens.stages],
                            f"Probability of the final guess '{choice}' after each part", "probability")
     text = lessons.lens_text(lens, query, labels, tokens, part)
-    heading = _heading("model", lessons.lens_formula(loaded.config.layers_num), text, where, notes)
+    heading = _heading("model", lessons.LENS_LOOK_FOR, lessons.lens_formula(loaded.config.layers_num), text, where,
+                       notes)
     return heading, lens_figure, top10, changes, bars, ""
 
 
@@ -394,6 +411,7 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
                              heatmap_cells=cells, bars=bars, forget_transpose=forget)
     where = f"{loaded.name}: {L} blocks, {h} heads of {d} features, C = {C}, on your {count(T, 'token')}"
     notes = list(prepared.notices)
+    picture = ""
     with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
         if level in ("score", "head"):
             head = checks.index(settings.head, "head", h, "heads per layer")
@@ -412,14 +430,16 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
             grid, concatenated, projected = _heads_figures(heads, tokens, query, f"Layer {layer}", head)
             notes += _clamp_notes(clamped, settings.query, False, None, T)
             if forget:
-                shown = (_heading("heads", lessons.forgotten_formula(heads),
+                shown = (_heading("heads", lessons.FORGOTTEN_LOOK_FOR, lessons.forgotten_formula(heads),
                                   lessons.forgotten_text(heads, query, tokens), f"layer {layer} of {where}", notes),
                          grid, concatenated, projected, _forgotten_map(heads.forgotten, tokens, query,
                                                                        f"Layer {layer}"),
                          lessons.forgotten_table(heads.forgotten, tokens, _table_start(query)))
+                picture = transpose_picture.picture(heads.forgotten, tokens)
             else:
                 text = lessons.heads_text(heads, query, tokens[query])
-                shown = (_heading("heads", lessons.heads_formula(heads), text, where, notes), grid, concatenated,
+                shown = (_heading("heads", lessons.HEADS_LOOK_FOR, lessons.heads_formula(heads), text, where, notes),
+                         grid, concatenated,
                          projected, None, "")
         elif level == "block":
             x = anatomy.block_input(loaded.model, ids, layer)
@@ -428,13 +448,14 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
                                 lessons.GPT_SWITCHES)
         else:
             shown = _lens_view(loaded, ids, tokens, settings, part, where, notes)
-    return View(_current_part(level, layer, part, parts), *shown, parts)
+    return View(_current_part(level, layer, part, parts), *shown, parts, picture)
 
 
 def _textbook_view(settings: Settings, part) -> View:
     parts = lessons.map_parts(1)
     level = settings.level
     x, tokens = anatomy.textbook_inputs()
+    picture = ""
     notes = ["The textbook inputs are fixed: the text box is not used."]
     if level in ("score", "head"):
         inputs = walkthrough.journey_preset(anatomy.TEXTBOOK_SEED)
@@ -456,10 +477,11 @@ def _textbook_view(settings: Settings, part) -> View:
                         tokens),
             _rows_table("MultiHeadAttention as notebook 001 writes it, with the transpose: after out_proj",
                         batched.forgotten.right_projected, tokens)))
-        shown = (_heading("heads", lessons.forgotten_formula(batched),
+        shown = (_heading("heads", lessons.FORGOTTEN_LOOK_FOR, lessons.forgotten_formula(batched),
                           lessons.forgotten_text(batched, query, tokens), batched.description, notes),
                  grid, concatenated, projected, _forgotten_map(batched.forgotten, tokens, query, "MultiHeadAttention"),
                  numbers)
+        picture = transpose_picture.picture(batched.forgotten, tokens)
     elif level == "heads":
         query, clamped = anatomy.position(settings.query, "query", len(tokens))
         notes += _clamp_notes(clamped, settings.query, False, None, len(tokens))
@@ -471,7 +493,8 @@ def _textbook_view(settings: Settings, part) -> View:
                                _rows_table("MultiHeadAttention: context vectors after out_proj (batch row 0)",
                                            batched.projected, tokens)))
         text = lessons.textbook_heads_text(wrapper, batched)
-        shown = (_heading("heads", "out = concat(head₀, head₁)  then · W_out for MultiHeadAttention", text, "", notes),
+        shown = (_heading("heads", lessons.TEXTBOOK_HEADS_LOOK_FOR,
+                          "out = concat(head₀, head₁)  then · W_out for MultiHeadAttention", text, "", notes),
                  wrapper_grid, wrapper_concat, batched_grid, batched_out, numbers)
     elif level == "block":
         block = anatomy.textbook_block()
@@ -479,8 +502,9 @@ def _textbook_view(settings: Settings, part) -> View:
                  f"weights (torch.manual_seed({anatomy.TEXTBOOK_SEED}), PyTorch's default initialisation)")
         shown = _block_view(block, x, tokens, 1, settings._replace(head=0), where, notes, TEXTBOOK_TRAINED_AS)
     else:
-        shown = (_heading("model", "", lessons.TEXTBOOK_NO_MODEL, "", []), None, None, None, None, "")
-    return View(_current_part(level, 0, part, parts), *shown, parts)
+        shown = (_heading("model", lessons.TEXTBOOK_MODEL_LOOK_FOR, "", lessons.TEXTBOOK_NO_MODEL, "", []), None, None,
+                 None, None, "")
+    return View(_current_part(level, 0, part, parts), *shown, parts, picture)
 
 
 def _book_view(source: str, text: str, book_inputs: str) -> View:
@@ -500,9 +524,9 @@ def _book_view(source: str, text: str, book_inputs: str) -> View:
     figures = [*grids, reads]
     table = ["| step | the notebook | here |", "|---|---|---|"]
     table += [f"| `{row.step}` | `{row.notebook}` | `{tuple(row.here)}` |" for row in book.shapes]
-    heading = (f"### {book.title}\n\n**Look for:** {lessons.BOOK_LOOK_FOR[book.notebook]}\n\n*{book.description}*"
-               + "".join(f"\n\nℹ️ {note}" for note in book.notes)
-               + f"\n\n<details><summary>more</summary>\n\n{lessons.BOOK_MORE[book.notebook]}\n\n</details>")
+    heading = (f"### {book.title}\n\n**Look for:** {lessons.BOOK_LOOK_FOR[book.notebook]}\n\n"
+               + fold(f"*{book.description}*" + "".join(f"\n\nℹ️ {note}" for note in book.notes)
+                      + f"\n\n{lessons.BOOK_MORE[book.notebook]}"))
     figures += [None] * (4 - len(figures))
     return View("", heading, *figures, "\n".join(table), [])
 
@@ -513,20 +537,81 @@ def model_view(ctx: AppContext, source, checkpoint, text, level, layer, head, qu
                activation, dropout, dropout_seed, forget_transpose: bool = False, book_inputs: str = BOOK_INPUTS[0],
                part: str = "") -> View:
     """Plain handler: one zoom level's view. Returns a View (the map's part, heading Markdown, up to four figures,
-    a numbers Markdown table, and the map's parts for this model). ``forget_transpose`` (level 3 only): join the
-    heads as notebook 002's code does, without the transpose. A notebook's own model as the source (notebook 002's
-    encoder layer, 003's two-layer transformer, 004's sliced heads) reads ``book_inputs``: the text or the
-    notebook's own inputs. ``part``: the part of the model map last clicked (the page keeps it; API clients leave
-    it out)."""
+    a numbers Markdown table behind a fold, the map's parts for this model, and level 3's forgotten-transpose
+    picture). ``forget_transpose`` (level 3 only): join the heads as notebook 002's code does, without the
+    transpose. A notebook's own model as the source (notebook 002's encoder layer, 003's two-layer transformer,
+    004's sliced heads) reads ``book_inputs``: the text or the notebook's own inputs. ``part``: the part of the
+    model map last clicked (the page keeps it; API clients leave it out)."""
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
     source = checks.choice(source, "source", SOURCES)
     if source in BOOK_SOURCES:
-        return _book_view(source, text, checks.choice(book_inputs, "inputs", BOOK_INPUTS))
-    settings = _settings(level, layer, head, query, key, norm_order, attention, activation, dropout, dropout_seed,
-                         forget_transpose)
-    if source == SOURCES[0]:
-        return _checkpoint_view(ctx, checkpoint, text, settings, part)
-    return _textbook_view(settings, part)
+        view = _book_view(source, text, checks.choice(book_inputs, "inputs", BOOK_INPUTS))
+    else:
+        settings = _settings(level, layer, head, query, key, norm_order, attention, activation, dropout,
+                             dropout_seed, forget_transpose)
+        if source == SOURCES[0]:
+            view = _checkpoint_view(ctx, checkpoint, text, settings, part)
+        else:
+            view = _textbook_view(settings, part)
+    return view._replace(numbers=fold(view.numbers, "the numbers"))
+
+
+def plain(view: View) -> tuple:
+    """/model_view's answer for API clients: (the map's part, heading, figure 1-4 or None, numbers)."""
+    return view.part, view.heading, view.plot_a, view.plot_b, view.plot_c, view.plot_d, view.numbers
+
+
+DECK = "model"  # the page's chart deck: one view per zoom level, up to four figures each
+DECK_SLOTS = range(4)
+DECK_TEXTS = 4  # the heading, the forgotten transpose's picture, the numbers, the model map's part
+
+
+def _deck_key(*settings) -> str:
+    """Names the settings a deck's views were made with (all but the level): the page keeps views of one key."""
+    return hashlib.sha1(repr(settings).encode()).hexdigest()[:16]
+
+
+def _deck_view(view: View) -> tuple[list[str], list]:
+    """The view's texts and its figures, those drawn first: the page numbers them 1, 2, … with no gaps."""
+    drawn = [figure for figure in (view.plot_a, view.plot_b, view.plot_c, view.plot_d) if figure is not None]
+    return [view.heading, view.picture, view.numbers, view.part], drawn + [None] * (len(DECK_SLOTS) - len(drawn))
+
+
+def _level_title(level) -> str:
+    """The level picker's value for ``level`` (a title or a key)."""
+    return LEVEL_TITLES[anatomy.LEVELS.index(lessons.level_key(level))]
+
+
+def model_page(ctx: AppContext, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
+               activation, dropout, dropout_seed, forget_transpose, book_inputs, part) -> str:
+    """The page's first answer to a change: a deck holding the level on screen (the page draws it; model_deck
+    follows with the other levels)."""
+    settings = (source, checkpoint, text, layer, head, query, key, norm_order, attention, activation, dropout,
+                dropout_seed, forget_transpose, book_inputs, part)
+    view = model_view(ctx, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
+                      activation, dropout, dropout_seed, forget_transpose, book_inputs, part)
+    name = level if source in BOOK_SOURCES else _level_title(level)  # a notebook's model has one view
+    return chart_deck.deck_json(_deck_key(*settings), {name: _deck_view(view)})
+
+
+def model_deck(ctx: AppContext, source, checkpoint, text, layer, head, query, key, norm_order, attention, activation,
+               dropout, dropout_seed, forget_transpose, book_inputs, part):
+    """Every level's view for the settings on screen: the page then zooms through them by itself. A level that is
+    refused is left out (model_page has said why where it is the one on screen); a notebook's own model has no
+    levels, and nothing more is sent."""
+    if source in BOOK_SOURCES:
+        return gr.skip()
+    settings = (source, checkpoint, text, layer, head, query, key, norm_order, attention, activation, dropout,
+                dropout_seed, forget_transpose, book_inputs, part)
+    views = {}
+    for title in LEVEL_TITLES:
+        try:
+            views[title] = _deck_view(model_view(ctx, source, checkpoint, text, title, layer, head, query, key,
+                                                 norm_order, attention, activation, dropout, dropout_seed,
+                                                 forget_transpose, book_inputs, part))
+        except (*REFUSALS, *FAILURES):
+            continue
+    return chart_deck.deck_json(_deck_key(*settings), views) if views else gr.skip()
 
 
 def navigate(part, level, layer) -> tuple[str, object, str]:
@@ -559,18 +644,36 @@ def controls(ctx: AppContext, source, checkpoint, level) -> tuple:
                                  visible=True)
         except (ValueError, OSError, RuntimeError):
             model_map = gr.Radio(visible=True)
-    return (gr.Group(visible=from_checkpoint), gr.Number(visible=from_checkpoint and key != "model"),
-            gr.Number(visible=from_checkpoint and key in ("score", "head", "heads", "block")),
-            gr.Number(visible=key == "score"), gr.Group(visible=key == "block"), gr.Checkbox(visible=key == "heads"),
+    layer, head, key_, switches, forget = (_picker_shown(picker, key, from_checkpoint) for picker in LEVEL_PICKERS)
+    return (gr.Group(visible=from_checkpoint), gr.Number(visible=layer), gr.Number(visible=head),
+            gr.Number(visible=key_), gr.Group(visible=switches), gr.Checkbox(visible=forget),
             model_map, gr.Radio(visible=True), gr.Radio(visible=False), gr.Number(visible=True))
 
 
-def _shown(view: View) -> tuple:
-    """The view as component values: the map's part, and only the figures the level draws."""
-    figures = (view.plot_a, view.plot_b, view.plot_c, view.plot_d)
-    part = view.part or gr.skip()  # a notebook's own model has no map: it stays as it was, hidden
-    return (part, view.heading, *(gr.Plot(value=figure, visible=figure is not None) for figure in figures),
-            view.numbers)
+# which pickers a level uses, as controls() decides them for a source with levels (a notebook's model has none)
+LEVEL_PICKERS = {  # picker -> (the levels that use it, only for a trained checkpoint)
+    "layer": (("score", "head", "heads", "block"), True),
+    "head": (("score", "head", "heads", "block"), True),
+    "key": (("score",), False),
+    "switches": (("block",), False),
+    "forget_transpose": (("heads",), False),
+}
+
+
+def _picker_shown(picker: str, level: str, from_checkpoint: bool) -> bool:
+    """Whether ``picker`` shows at ``level`` (a key), for a source with levels: the rule _level_controls_js runs."""
+    used, only_checkpoint = LEVEL_PICKERS[picker]
+    return level in used and (from_checkpoint or not only_checkpoint)
+
+
+def _level_controls_js() -> str:
+    """controls() for a new level, in the page: the pickers it uses shown, the others hidden (no server)."""
+    levels = dict(zip(LEVEL_TITLES, anatomy.LEVELS))
+    return (f"(source, level) => {{ const levels = {json.dumps(levels)}, pickers = {json.dumps(LEVEL_PICKERS)};\n"
+            f"  const books = {json.dumps(list(BOOK_SOURCES))}, checkpoint = source === {json.dumps(SOURCES[0])};\n"
+            "  const key = levels[level] || 'score';\n"
+            "  return Object.values(pickers).map(([used, onlyCheckpoint]) => books.includes(source) ? undefined :\n"
+            "    ({__type__: 'update', visible: used.includes(key) && (checkpoint || !onlyCheckpoint)}));\n}")
 
 
 def _first_parts(ctx: AppContext, name: str | None) -> list[str]:
@@ -621,45 +724,68 @@ def build(ctx: AppContext) -> None:
                                    visible=False)
     book_inputs = gr.Radio(list(BOOK_INPUTS), value=BOOK_INPUTS[0], label="The book's model reads", visible=False)
     heading = gr.Markdown(label="level")
-    # Each figure keeps its own column, shown or not: a figure beside one that appears or goes keeps its width
-    # (Plotly does not redraw when its box is resized, so it would spill out of its half or leave it empty).
+    picture = gr.HTML(label="the blocks, joined two ways", padding=False)  # level 3's forgotten transpose
+    # The page draws the figures itself (chart_deck): a level already sent is drawn without asking the server. Each
+    # figure keeps its own column, shown or not; the figures drawn come first, numbered 1, 2, … with no gaps.
     with gr.Row():
-        with gr.Column(min_width=CONTROL_MIN_WIDTH * 2):
-            plot_a = gr.Plot(label="figure 1")
-        with gr.Column(min_width=CONTROL_MIN_WIDTH * 2):
-            plot_b = gr.Plot(label="figure 2")
+        chart_deck.hosts(DECK, DECK_SLOTS[:2], numbered=True, views=LEVEL_TITLES)
     with gr.Row():
-        with gr.Column(min_width=CONTROL_MIN_WIDTH * 2):
-            plot_c = gr.Plot(label="figure 3")
-        with gr.Column(min_width=CONTROL_MIN_WIDTH * 2):
-            plot_d = gr.Plot(label="figure 4")
+        chart_deck.hosts(DECK, DECK_SLOTS[2:], numbered=True, views=LEVEL_TITLES)
     numbers = gr.Markdown(label="numbers")
+    chart_deck.plotly_loader()
+    deck = gr.Textbox(visible=False, label="chart deck")  # a Textbox, not a State: the page's js= events read it
+    # /model_view's answer, for API clients: plain values, never shown in the page (it draws the same from the deck)
+    api_part, api_heading, api_numbers = (gr.Textbox(visible=False, label=what) for what in ("part", "heading",
+                                                                                             "numbers"))
+    api_plots = [gr.Plot(label=f"figure {n}", visible=False) for n in range(1, 5)]
+    api_button = gr.Button("view", visible=False)
 
     clicked = gr.State("")  # the part of the model map last clicked: the model level names it
 
     settings = [source, checkpoint, text, level, layer, head, query, key, norm_order, attention, activation, dropout,
                 dropout_seed, forget_transpose, book_inputs, clicked]
-    view_io = dict(inputs=settings, outputs=[model_map, heading, plot_a, plot_b, plot_c, plot_d, numbers])
+    unlevelled = [control for control in settings if control is not level]
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
+    draw = dict(fn=None, inputs=[deck, level], outputs=[heading, picture, numbers, model_map], show_progress="hidden",
+                queue=False)
+    draw_first = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS))
+    # only a first answer replaces the deck the page holds: the other levels add to the views of its settings
+    draw = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, more=True))
 
-    def view(listener, **options):
-        return wire(listener, model_view, ctx, then=_shown, **view_io, **options)
+    def answer(listener, name: str) -> None:
+        """``listener`` answers with the level on screen (drawn at once), then every other level (kept)."""
+        event = wire(listener, model_page, ctx, settings, deck, api_name=f"{name}_page", api_visibility="private",
+                     **quick)
+        event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
+        wire(event.success, model_deck, ctx, unlevelled, deck, api_name=f"{name}_deck", api_visibility="private",
+             show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane).then(
+            **draw, api_name=f"{name}_deck_draw", api_visibility="private")
 
     def shown_controls(listener, **options):
         return wire(listener, controls, ctx, [source, checkpoint, level],
                     [checkpoint_group, layer, head, key, switches, forget_transpose, model_map, level, book_inputs,
                      query], show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane, **options)
+
+    wire(api_button.click, model_view, ctx, settings, [api_part, api_heading, *api_plots, api_numbers], then=plain,
+         api_name="model_view", **quick)
     # on arrival (see attention_tab): the view reads the page's values once it has loaded
     arrival = gr.on(None, None, api_name="model_arrival", api_visibility="private")
-    view(arrival.then, api_name="model_load", api_visibility="private", **quick)
-    shown_controls(arrival.then, api_name="model_arrival_controls", api_visibility="private")
-    shown_controls(functools.partial(gr.on, [source.change, checkpoint.change, level.change]),
-                   api_name="model_controls", api_visibility="private")
-    # level and layer also change when the map is clicked: .input here, and the map's click renders once itself
-    view(functools.partial(gr.on, [source.change, checkpoint.change, text.change, level.input, layer.input,
-                                   head.change, query.change, key.change, norm_order.change, attention.change,
-                                   activation.change, dropout.change, dropout_seed.change, forget_transpose.change,
-                                   book_inputs.change]), api_name="model_view", **quick)
-    view(wire(model_map.input, navigate, None, [model_map, level, layer], [level, layer, clicked],
-              api_name="model_navigate", api_visibility="private", show_progress="hidden").then,
-         api_name="model_navigate_view", api_visibility="private", **quick)
+    answer(arrival.then, "model_load")
+    # the pickers a level uses are shown in the page; after the server's controls (a new source or checkpoint, whose
+    # answer may land after a level picked since) the page applies the level on screen again
+    level_controls = dict(fn=None, inputs=[source, level], outputs=[layer, head, key, switches, forget_transpose],
+                          js=_level_controls_js(), show_progress="hidden", queue=False, api_visibility="private")
+    shown_controls(arrival.then, api_name="model_arrival_controls", api_visibility="private").then(
+        **level_controls, api_name="model_arrival_level_controls")
+    shown_controls(functools.partial(gr.on, [source.change, checkpoint.change]), api_name="model_controls",
+                   api_visibility="private").then(**level_controls, api_name="model_controls_level")
+    level.change(**level_controls, api_name="model_level_controls")
+    # a level is drawn in the page from the deck already there (the server is not asked)
+    level.change(**draw, api_name="model_level", api_visibility="private")
+    # layer also changes when the map is clicked: .input here, and the map's click answers once itself
+    answer(functools.partial(gr.on, [source.change, checkpoint.change, text.change, layer.input, head.change,
+                                     query.change, key.change, norm_order.change, attention.change, activation.change,
+                                     dropout.change, dropout_seed.change, forget_transpose.change,
+                                     book_inputs.change]), "model_update")
+    answer(wire(model_map.input, navigate, None, [model_map, level, layer], [level, layer, clicked],
+                api_name="model_navigate", api_visibility="private", show_progress="hidden").then, "model_navigate")

@@ -1,0 +1,95 @@
+"""The forgotten transpose as a picture: coloured blocks moving (level 3 of the Model tab, its what-if switch).
+
+Each head's (T, d_k) output is a column of T blocks, one per token, in the head's colour. Joined right
+(``.transpose(1, 2)`` then ``.view``), row t holds every head's block for token t: the colours stand in columns.
+Joined as notebook 002's code does (``.view`` alone), the (h, T, d_k) memory is cut in order into rows of h blocks:
+the blocks move to where ``ForgottenJoin.block_sources`` says they land, and one head's rows fill whole joined rows.
+The page animates between the two with CSS alone (no script): an HTML string for a ``gr.HTML``.
+
+    picture(forgotten, tokens)  ->  '<div class="tp-picture" ...>' with one .tp-block per (head, token),
+                                    data-right="t,h" and data-wrong="row,block" naming its places in the two joins
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from playground.anatomy import ForgottenJoin
+from playground.plots import CATEGORY_COLOURS
+from playground.walkthrough.lessons import FOLD
+
+CAPTION = ("Each colour is one head's output, a block per token. Joined right, row t holds every head's block for "
+           "token t; notebook 002's view without the transpose moves them: rows mix tokens.")
+MORE = ("The heads' outputs lie in memory as (h, T, d_k): head 0's T rows first, then head 1's. .transpose(1, 2) "
+        "makes it (T, h, d_k), so after .contiguous() each token's h blocks lie side by side and .view(T, h·d_k) "
+        "joins the right pieces. Without it the view cuts head 0's rows, in order, into the first joined rows: a row "
+        "holds other tokens' blocks, and a column other heads'. PyTorch raises no error: the shapes match either way.")
+HEIGHT_PX = 360  # the grid's height at most: a long text's blocks get thinner, never the picture taller
+WIDTH_PX = 280  # the blocks' width at most, all heads together (fits a phone beside the row labels)
+LABELLED_PX = 14  # blocks at least this tall carry their token's name
+PERIOD_S = 8  # one cycle: the right join, the move, the notebook's join, the move back
+
+STYLE = """<style>
+.tp-picture { margin: 8px 0; font-size: 12px; }
+.tp-stage { position: relative; }
+.tp-grid { position: relative; margin-left: 96px; }
+.tp-block { position: absolute; box-sizing: border-box; border: 1px solid rgba(255,255,255,.7); color: #1f2937;
+  text-align: center; overflow: hidden; white-space: nowrap; transform: translate(var(--x0), var(--y0));
+  animation: tp-move """ + str(PERIOD_S) + """s ease-in-out infinite; }
+.tp-row { position: absolute; left: -96px; width: 92px; text-align: right; overflow: hidden; white-space: nowrap;
+  color: #4b5563; }
+.tp-title { position: relative; height: 20px; font-weight: 600; }
+.tp-title span { position: absolute; left: 96px; white-space: nowrap; }
+.tp-title .tp-right { animation: tp-right """ + str(PERIOD_S) + """s ease-in-out infinite; }
+.tp-title .tp-wrong { animation: tp-wrong """ + str(PERIOD_S) + """s ease-in-out infinite; opacity: 0; }
+@keyframes tp-move { 0%, 30% { transform: translate(var(--x0), var(--y0)); }
+  45%, 80% { transform: translate(var(--x1), var(--y1)); } 95%, 100% { transform: translate(var(--x0), var(--y0)); } }
+@keyframes tp-right { 0%, 30% { opacity: 1; } 40%, 85% { opacity: 0; } 95%, 100% { opacity: 1; } }
+@keyframes tp-wrong { 0%, 35% { opacity: 0; } 45%, 80% { opacity: 1; } 90%, 100% { opacity: 0; } }
+@media (prefers-reduced-motion: reduce) {
+  .tp-block { animation: none; transform: translate(var(--x1), var(--y1)); }
+  .tp-title .tp-right { animation: none; opacity: 0; } .tp-title .tp-wrong { animation: none; opacity: 1; } }
+</style>"""
+
+
+def colour(head: int) -> str:
+    """The head's colour: the one the map of the scrambled join gives it (plots.category_heatmap)."""
+    return CATEGORY_COLOURS[head % len(CATEGORY_COLOURS)]
+
+
+def picture(forgotten: ForgottenJoin, tokens: Sequence[str]) -> str:
+    """The blocks of both joins, each (head, token) block moving between its place in the right join (row token,
+    column head) and its place in notebook 002's (where block_sources puts it)."""
+    T, h = forgotten.length, forgotten.heads_num
+    d = forgotten.pitfall.head_size
+    width = max(12, min(56, WIDTH_PX // h))
+    height = max(3, min(22, HEIGHT_PX // T))
+    wrong_place = {}  # (head, token) -> (row, block) in the notebook's join
+    for row, blocks in enumerate(forgotten.block_sources.tolist()):  # (T, h, 2)
+        for block, (head, token) in enumerate(blocks):
+            wrong_place[head, token] = (row, block)
+    cells = []
+    for head in range(h):
+        for token in range(T):
+            row, block = wrong_place[head, token]
+            name = html.escape(tokens[token])
+            word = f"t{token}" if height >= LABELLED_PX else ""
+            cells.append(
+                f'<div class="tp-block" data-head="{head}" data-token="{token}" data-right="{token},{head}" '
+                f'data-wrong="{row},{block}" title="head {head}, token {token} {name}: right join row {token} '
+                f'block {head}; without the transpose row {row} block {block}" '
+                f'style="width:{width}px;height:{height}px;line-height:{height - 2}px;background:{colour(head)};'
+                f'--x0:{head * width}px;--y0:{token * height}px;--x1:{block * width}px;--y1:{row * height}px">'
+                f"{word}</div>")
+    rows = "".join(f'<div class="tp-row" style="top:{t * height}px;height:{height}px;line-height:{height}px">'
+                   f"row {t} {html.escape(tokens[t])}</div>" for t in range(T) if height >= LABELLED_PX)
+    legend = " ".join(f'<span style="background:{colour(head)};padding:0 4px">head {head}</span>'
+                      for head in range(h))
+    return (f'{STYLE}<div class="tp-picture" role="img" aria-label="The heads\' blocks moving from the right join '
+            f'to notebook 002\'s join without the transpose">'
+            f'<div class="tp-title"><span class="tp-right">Joined right: .transpose(1, 2), then .view → ({T}, '
+            f'{h}·{d})</span><span class="tp-wrong">Notebook 002: .view alone → ({T}, {h}·{d}), rows mixed</span>'
+            f'</div><div class="tp-stage"><div class="tp-grid" style="width:{h * width}px;height:{T * height}px">'
+            f'{rows}{"".join(cells)}</div></div><p>{legend}</p><p class="tp-caption">{CAPTION}</p>'
+            f'<details><summary>{FOLD}</summary><p>{html.escape(MORE)}</p></details></div>')
