@@ -225,14 +225,14 @@ def _knock_view(model, ids, position, target_id, knocked_heads, mode, tokenizer,
         return _label(tokenizer.label(int(probabilities.argmax()))), float(probabilities[target_id])
 
     guess, p_target = prediction(intact)
-    lines = [f"### Knock heads out\n\n{LOOK_FOR_KNOCK}"]
+    names = ", ".join(circuits.head_name(*lh) for lh in knocked_heads)
+    lines = [f"### {f'Knocked out: {names}' if knocked_heads else 'Knock heads out'}\n\n{LOOK_FOR_KNOCK}"]
     if knocked_heads:
         with circuits.ablated(model, knocked_heads, mode, ids):
             knocked_loss = circuits.text_loss(model, ids) if ids.numel() > 1 else None
             with torch.no_grad():
                 knocked_guess, knocked_p = prediction(torch.softmax(model(device_ids).logits[0, position].float(),
                                                                     dim=-1))
-        names = ", ".join(circuits.head_name(*lh) for lh in knocked_heads)
         table = ["| | intact | without " + names + " | change |", "|---|---|---|---|"]
         if intact_loss is not None:
             table.append(f"| loss on the text | {intact_loss:.3f} | {knocked_loss:.3f} | "
