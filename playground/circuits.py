@@ -4,9 +4,11 @@ out. The maths only, on playground.model.GPT (the character models and the GPT-2
     logit_attribution(model, ids, position=9, target_id=1)   the target's logit split into the parts that wrote it:
                                                               the embeddings, every head, every MLP, the biases;
                                                               the parts sum to the model's logit (float32, 1e-4)
+    logit_attributions(model, ids, target_ids)               the same at every position, from one pass
     qk_circuit(model, layer=0, head=2)                        (V, V): the score query character i gives key character j
     ov_circuit(model, layer=0, head=2)                        (V, V): the logits head writes when it attends to c
     key_contributions(model, ids, 9, 1, layer=0, head=2)      which attended tokens pushed the target, through it
+    every_key_contribution(model, ids, attributions)          the same for every head at every position
     with ablated(model, [(0, 2)], mode="mean", token_ids=ids):  the model runs with head 2 of layer 0 knocked out
     head_effects(model, ids)                                  every head's knock-out: the loss it adds, ranked
 
@@ -117,10 +119,10 @@ def _evaluating(model: GPT) -> Iterator[None]:
         model.train(was_training)
 
 
-def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor, position: int) -> tuple[list[str], list[str],
-                                                                                     list[torch.Tensor], torch.Tensor]:
-    """Every part's output at ``position`` (each (C,)) and the final residual stream there: the blocks run one by
-    one as Block.forward runs them, keeping each one's heads' outputs (before the projection) and MLP output."""
+def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor) -> tuple[list[str], list[str], torch.Tensor,
+                                                                       torch.Tensor]:
+    """Every part's output at every position, (parts, T, C), and the final residual stream, (T, C): the blocks run
+    one by one as Block.forward runs them, keeping each one's heads' outputs (before the projection) and MLP output."""
     ids = token_ids.view(1, -1)  # (1, T)
     T = ids.size(1)
     config = model.config
@@ -138,23 +140,64 @@ def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor, position: int) -> 
     positions = torch.arange(T, device=ids.device)
     names = ["token embedding", "position embedding"]
     kinds = ["embedding", "embedding"]
-    parts = [model.token_embedding(ids[0])[position], model.position_embedding(positions)[position]]
+    parts = [model.token_embedding(ids[0]), model.position_embedding(positions)]  # (T, C) each
     for layer, block in enumerate(model.blocks):
         proj = block.attn.proj.weight  # (C, C): out x in
-        joined = head_inputs[layer][0][0, position]  # (C,)
+        joined = head_inputs[layer][0][0]  # (T, C)
         for head in range(config.heads_num):
             features = slice(head * d, (head + 1) * d)
             names.append(head_name(layer, head))
             kinds.append("head")
-            parts.append(proj[:, features] @ joined[features])  # (C,)
+            parts.append(joined[:, features] @ proj[:, features].T)  # (T, C)
         if block.attn.proj.bias is not None:
             names.append(f"L{layer} attention bias")
             kinds.append("bias")
-            parts.append(block.attn.proj.bias)
+            parts.append(block.attn.proj.bias.expand(T, -1))
         names.append(f"L{layer} MLP")
         kinds.append("mlp")
-        parts.append(mlp_outputs[layer][position])
-    return names, kinds, parts, x[0, position]
+        parts.append(mlp_outputs[layer])
+    return names, kinds, torch.stack(parts), x[0]
+
+
+def _checked_ids(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
+    ids = torch.as_tensor(token_ids).view(-1)
+    if ids.numel() == 0:
+        raise CircuitError("the text is empty: there is no position to explain")
+    if ids.numel() > model.config.context_size:
+        raise CircuitError(f"the text is {ids.numel()} tokens; this model reads at most {model.config.context_size}")
+    return ids.to(model.token_embedding.weight.device)
+
+
+def logit_attributions(model: GPT, token_ids: torch.Tensor, target_ids) -> list[LogitAttribution]:
+    """logit_attribution at every position of ``token_ids`` (T,) at once, from one pass: ``target_ids`` (T,) is the
+    target after each position. The page sends them all, so a new position is drawn without asking the server."""
+    ids = _checked_ids(model, token_ids)
+    T = ids.numel()
+    targets = [_check_token(model, int(t)) for t in torch.as_tensor(target_ids).view(-1).tolist()]
+    if len(targets) != T:
+        raise CircuitError(f"give one target per position: {len(targets)} targets for {T} positions")
+    with _evaluating(model):
+        names, kinds, parts, stream = _parts_of_the_stream(model, ids)  # (P, T, C), (T, C)
+        norm = model.ln_f
+        scale = torch.sqrt(stream.var(dim=-1, unbiased=False) + norm.eps)  # (T,): frozen at each position
+        gain = norm.weight if norm.weight is not None else torch.ones(stream.size(1), device=stream.device)
+        target_index = torch.tensor(targets, device=stream.device)
+        readers = model.lm_head.weight[target_index] * gain  # (T, C)
+        centred = parts - parts.mean(dim=-1, keepdim=True)
+        values = torch.einsum("ptc,tc->pt", centred, readers) / scale  # (P, T)
+        constant = torch.zeros(T, device=stream.device)
+        if norm.bias is not None:
+            constant = constant + model.lm_head.weight[target_index] @ norm.bias
+        if model.lm_head.bias is not None:
+            constant = constant + model.lm_head.bias[target_index]
+        if norm.bias is not None or model.lm_head.bias is not None:
+            names.append("final norm and LM head biases")
+            kinds.append("bias")
+            values = torch.cat([values, constant.view(1, T)])
+        logits = model.lm_head(norm(stream)).gather(1, target_index.view(T, 1))[:, 0]  # (T,)
+    values = values.float().cpu()
+    return [LogitAttribution(p, targets[p], float(logits[p]), list(names), values[:, p].clone(), list(kinds),
+                             float(scale[p])) for p in range(T)]
 
 
 def logit_attribution(model: GPT, token_ids: torch.Tensor, position: int, target_id: int) -> LogitAttribution:
@@ -162,16 +205,12 @@ def logit_attribution(model: GPT, token_ids: torch.Tensor, position: int, target
 
     ``token_ids`` is (T,) or (1, T), T at most the model's context. Runs in eval mode without gradients.
     """
-    ids = torch.as_tensor(token_ids).view(-1)
-    if ids.numel() == 0:
-        raise CircuitError("the text is empty: there is no position to explain")
-    if ids.numel() > model.config.context_size:
-        raise CircuitError(f"the text is {ids.numel()} tokens; this model reads at most {model.config.context_size}")
+    ids = _checked_ids(model, token_ids)
     position = _check_position(position, ids.numel())
     target_id = _check_token(model, target_id)
     with _evaluating(model):
-        names, kinds, parts, stream = _parts_of_the_stream(model, ids.to(model.token_embedding.weight.device),
-                                                           position)
+        names, kinds, parts, stream = _parts_of_the_stream(model, ids)
+        parts, stream = parts[:, position], stream[position]  # (P, C), (C,)
         norm = model.ln_f
         scale = torch.sqrt(stream.var(unbiased=False) + norm.eps)  # frozen at this position
         gain = norm.weight if norm.weight is not None else torch.ones_like(stream)
@@ -212,6 +251,40 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
         gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(written.size(1))
         reader = model.lm_head.weight[target_id] * gain
         shares = weights * (((written - written.mean(dim=1, keepdim=True)) / attribution.scale) @ reader)  # (T,)
+    return weights, shares
+
+
+def every_key_contribution(model: GPT, token_ids: torch.Tensor,
+                           attributions: Sequence[LogitAttribution]) -> tuple[torch.Tensor, torch.Tensor]:
+    """key_contributions for every head at every position, from one pass: (attention weights, shares), both
+    (layers, heads, T queries, T keys); ``attributions``: logit_attributions' list (each position's target and
+    frozen scale). Row [l, h, p] of the shares sums to head h of layer l's part at position p."""
+    ids = _checked_ids(model, token_ids).view(1, -1)
+    T = ids.size(1)
+    if [a.position for a in attributions] != list(range(T)):
+        raise CircuitError("give the attributions of every position, in order (logit_attributions)")
+    config = model.config
+    d = config.head_size
+    weights = torch.zeros(config.layers_num, config.heads_num, T, T)
+    shares = torch.zeros_like(weights)
+    with _evaluating(model):
+        out = model(ids, return_attention=True)
+        device = ids.device
+        gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(config.embedding_dim, device=device)
+        targets = torch.tensor([a.target_id for a in attributions], device=device)
+        readers = model.lm_head.weight[targets] * gain  # (T queries, C)
+        scales = torch.tensor([a.scale for a in attributions], device=device)  # (T,)
+        for layer in range(config.layers_num):
+            x = out.attention_inputs[layer][0]  # (T, C)
+            proj = model.blocks[layer].attn.proj.weight
+            for head in range(config.heads_num):
+                _, _, w_value, _, _, b_value = model.blocks[layer].attn.head_projections(head)
+                values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
+                written = values @ proj[:, head * d:(head + 1) * d].T  # (T keys, C)
+                push = (written - written.mean(dim=1, keepdim=True)) @ readers.T / scales  # (T keys, T queries)
+                attended = out.attention_weights[layer][0, head]  # (T queries, T keys)
+                weights[layer, head] = attended.float().cpu()
+                shares[layer, head] = (attended * push.T).float().cpu()
     return weights, shares
 
 

@@ -13,10 +13,12 @@ from torch.testing import assert_close
 from playground.circuits import (
     CircuitError,
     ablated,
+    every_key_contribution,
     head_effects,
     head_means,
     key_contributions,
     logit_attribution,
+    logit_attributions,
     ov_circuit,
     qk_circuit,
     strongest_pairs,
@@ -226,3 +228,39 @@ def test_a_knock_out_changes_only_its_own_threads_forward_passes():
             knocked = model(ids).logits
     assert torch.equal(seen["logits"], intact)
     assert not torch.allclose(knocked, intact, atol=1e-3)
+
+
+@pytest.mark.parametrize("use_bias, tie", [(False, False), (True, True)], ids=["no-bias", "gpt2-tied"])
+def test_every_position_at_once_is_each_position_alone(use_bias, tie):
+    """The page is sent every position's attribution from one pass: each is the one-position attribution, and
+    sums to the model's own logit there."""
+    model = tiny(use_bias, tie=tie)
+    targets = torch.tensor([(3 * p + 1) % 13 for p in range(IDS.numel())])
+    with torch.no_grad():
+        logits = model(IDS.view(1, -1)).logits[0]
+    every = logit_attributions(model, IDS, targets)
+    assert [a.position for a in every] == list(range(IDS.numel()))
+    for p, attribution in enumerate(every):
+        alone = logit_attribution(model, IDS, p, int(targets[p]))
+        assert attribution.names == alone.names and attribution.kinds == alone.kinds
+        assert_close(attribution.values, alone.values, atol=1e-5, rtol=1e-5)
+        assert attribution.scale == pytest.approx(alone.scale, rel=1e-6)
+        assert attribution.logit == pytest.approx(float(logits[p, targets[p]]), abs=1e-5)
+        assert float(attribution.values.sum()) == pytest.approx(attribution.logit, abs=1e-4)
+    with pytest.raises(CircuitError, match="one target per position"):
+        logit_attributions(model, IDS, targets[:-1])
+
+
+def test_every_heads_key_shares_at_once_are_each_heads_alone():
+    model = tiny(True)
+    targets = torch.tensor([(5 * p + 2) % 13 for p in range(IDS.numel())])
+    every = logit_attributions(model, IDS, targets)
+    weights, shares = every_key_contribution(model, IDS, every)
+    assert weights.shape == shares.shape == (2, 4, IDS.numel(), IDS.numel())
+    for p in (0, 5, IDS.numel() - 1):
+        for layer, head in ((0, 0), (1, 3)):
+            w, s = key_contributions(model, IDS, p, int(targets[p]), layer, head)
+            assert_close(weights[layer, head, p], w, atol=1e-6, rtol=1e-5)
+            assert_close(shares[layer, head, p], s, atol=1e-5, rtol=1e-5)
+            assert float(shares[layer, head, p].sum()) == pytest.approx(every[p].head(layer, head), abs=1e-4)
+    assert float(weights[:, :, 2, 3:].abs().sum()) == 0.0  # the future is never read
