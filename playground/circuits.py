@@ -254,18 +254,24 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
     return weights, shares
 
 
-def every_key_contribution(model: GPT, token_ids: torch.Tensor,
-                           attributions: Sequence[LogitAttribution]) -> tuple[torch.Tensor, torch.Tensor]:
+def every_key_contribution(model: GPT, token_ids: torch.Tensor, attributions: Sequence[LogitAttribution],
+                           heads: Sequence[tuple[int, int]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """key_contributions for every head at every position, from one pass: (attention weights, shares), both
     (layers, heads, T queries, T keys); ``attributions``: logit_attributions' list (each position's target and
-    frozen scale). Row [l, h, p] of the shares sums to head h of layer l's part at position p."""
+    frozen scale). Row [l, h, p] of the shares sums to head h of layer l's part at position p. ``heads``: only
+    these (layer, head), in this order: (len(heads), T, T) (GPT-2's 144 heads would hold 75 MB for 256 tokens)."""
     ids = _checked_ids(model, token_ids).view(1, -1)
     T = ids.size(1)
     if [a.position for a in attributions] != list(range(T)):
         raise CircuitError("give the attributions of every position, in order (logit_attributions)")
     config = model.config
     d = config.head_size
-    weights = torch.zeros(config.layers_num, config.heads_num, T, T)
+    every = heads is None
+    if every:
+        heads = [(layer, head) for layer in range(config.layers_num) for head in range(config.heads_num)]
+    for layer, head in heads:
+        _check_head(model, layer, head)
+    weights = torch.zeros(len(heads), T, T)
     shares = torch.zeros_like(weights)
     with _evaluating(model):
         out = model(ids, return_attention=True)
@@ -274,17 +280,19 @@ def every_key_contribution(model: GPT, token_ids: torch.Tensor,
         targets = torch.tensor([a.target_id for a in attributions], device=device)
         readers = model.lm_head.weight[targets] * gain  # (T queries, C)
         scales = torch.tensor([a.scale for a in attributions], device=device)  # (T,)
-        for layer in range(config.layers_num):
+        for i, (layer, head) in enumerate(heads):
             x = out.attention_inputs[layer][0]  # (T, C)
             proj = model.blocks[layer].attn.proj.weight
-            for head in range(config.heads_num):
-                _, _, w_value, _, _, b_value = model.blocks[layer].attn.head_projections(head)
-                values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
-                written = values @ proj[:, head * d:(head + 1) * d].T  # (T keys, C)
-                push = (written - written.mean(dim=1, keepdim=True)) @ readers.T / scales  # (T keys, T queries)
-                attended = out.attention_weights[layer][0, head]  # (T queries, T keys)
-                weights[layer, head] = attended.float().cpu()
-                shares[layer, head] = (attended * push.T).float().cpu()
+            _, _, w_value, _, _, b_value = model.blocks[layer].attn.head_projections(head)
+            values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
+            written = values @ proj[:, head * d:(head + 1) * d].T  # (T keys, C)
+            push = (written - written.mean(dim=1, keepdim=True)) @ readers.T / scales  # (T keys, T queries)
+            attended = out.attention_weights[layer][0, head]  # (T queries, T keys)
+            weights[i] = attended.float().cpu()
+            shares[i] = (attended * push.T).float().cpu()
+    if every:
+        return (weights.view(config.layers_num, config.heads_num, T, T),
+                shares.view(config.layers_num, config.heads_num, T, T))
     return weights, shares
 
 

@@ -365,10 +365,12 @@ def horizontal_bar_chart(labels: Sequence[str], values: Sequence[float], title: 
     figure = go.Figure(go.Bar(x=[float(v) for v in values], y=list(range(len(values))), orientation="h",
                               customdata=shown, hovertemplate="%{customdata}: %{x:.6g}<extra></extra>",
                               showlegend=False, marker=dict(color=list(colours)) if colours is not None else None))
+    longest = max((len(label) for label in shown), default=1)
+    # a margin that fits the longest name, set here: Plotly's automargin draws the chart twice at every change
     figure.update_layout(title=title_layout, height=top + 50 + row_px * len(values), xaxis_title=x_title,
-                         margin=dict(l=10, r=20, t=top, b=50),
+                         margin=dict(l=12 + LABEL_CHAR_PX * longest, r=20, t=top, b=50),
                          yaxis=dict(tickmode="array", tickvals=list(range(len(values))), ticktext=shown,
-                                    autorange="reversed", automargin=True))
+                                    autorange="reversed", automargin=False))
     return swipes_scroll(figure)
 
 

@@ -264,3 +264,6 @@ def test_every_heads_key_shares_at_once_are_each_heads_alone():
             assert_close(shares[layer, head, p], s, atol=1e-5, rtol=1e-5)
             assert float(shares[layer, head, p].sum()) == pytest.approx(every[p].head(layer, head), abs=1e-4)
     assert float(weights[:, :, 2, 3:].abs().sum()) == 0.0  # the future is never read
+    some_weights, some_shares = every_key_contribution(model, IDS, every, [(1, 2), (0, 1)])
+    assert_close(some_weights, torch.stack([weights[1, 2], weights[0, 1]]))
+    assert_close(some_shares, torch.stack([shares[1, 2], shares[0, 1]]))

@@ -14,7 +14,8 @@ import hashlib
 import itertools
 import json
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from typing import NamedTuple
 
 import gradio as gr
@@ -120,8 +121,7 @@ class _Reading(NamedTuple):
     probabilities: torch.Tensor  # (T, V): the intact model's next-token probabilities
     targets: list[int]  # the target after each position (the model's guess there when none is given)
     attributions: list  # circuits.LogitAttribution per position
-    weights: torch.Tensor  # (layers, heads, T, T): each head's attention, query by key
-    shares: torch.Tensor  # (layers, heads, T, T): each read key's push on the query's target
+    keys: dict  # (layer, head) -> ((T, T) attention weights, (T, T) each read key's push on the query's target)
     head: tuple[int, int] | None  # the chosen head; None: the one that pushed most, position by position
     knocked_heads: list[tuple[int, int]]
     mode: str
@@ -131,6 +131,36 @@ class _Reading(NamedTuple):
     effects: list | None  # circuits.HeadEffect per head, most needed first, or None where not ranked
     ranking_note: str  # the ranking's line (or why there is none)
     subset: torch.Tensor | None  # the circuit tables' tokens (None: the whole vocabulary)
+    name: str  # the checkpoint's
+    memo: ReadingCache
+
+
+READING_CACHE_SIZE = 24  # pieces of readings kept: a text's every-position pass, its ranking, a few heads' circuits
+
+
+class ReadingCache:
+    """The last READING_CACHE_SIZE pieces of the Why tab's readings (a text's attribution at every position, its
+    ranking, a knock-out's pass, a head's circuits), keyed by what they read and kept for the loaded model they
+    were read from: a new head, knock-out or position reads the text once, not at every click."""
+
+    def __init__(self, size: int = READING_CACHE_SIZE) -> None:
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()  # key -> (model, value)
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, model, compute):
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] is model:
+                self._entries.move_to_end(key)
+                return hit[1]
+        value = compute()
+        with self._lock:
+            self._entries[key] = (model, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
 
 
 def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str):
@@ -181,34 +211,58 @@ def _cost(config, T: int, subset) -> budget.Cost:
 
 
 def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str,
-             position=None) -> tuple[_Reading, int | None]:
+             position=None, memo: ReadingCache | None = None) -> tuple[_Reading, int | None]:
     """The text read at every position for these settings (priced and admitted first), and ``position`` checked
-    against it (None stays None)."""
+    against it (None stays None). ``memo``: pieces read before (none kept when None)."""
     loaded, ids, target, chosen, knocked_heads, mode = _prepare(ctx, checkpoint, text, target, head, knocked, mode)
     T = ids.numel()
     if position is not None:
         position = _position(position, T)
     subset = _circuit_tokens(loaded.config.vocabulary_size, ids)
+    memo = memo if memo is not None else ReadingCache(0)
     with ctx.budget.reserve(_cost(loaded.config, T, subset), hint=f"use a shorter text (it is {T} tokens)"):
-        return _read(loaded.model, loaded.tokenizer, ids, target, chosen, knocked_heads, mode, subset), position
+        return _read(loaded.model, loaded.tokenizer, ids, target, chosen, knocked_heads, mode, subset, loaded.name,
+                     memo), position
 
 
-def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset) -> _Reading:
-    config = model.config
+def _every_position(model, tokenizer, ids, target):
+    """(probabilities (T, V), the target after each position, each position's attribution), from one pass each."""
     device_ids = ids.view(1, -1).to(model.token_embedding.weight.device)
     with torch.no_grad():
         probabilities = torch.softmax(model(device_ids).logits[0].float(), dim=-1).cpu()  # (T, V)
     T = ids.numel()
     targets = ([_target(tokenizer, target, 0)] * T) if target else probabilities.argmax(dim=-1).tolist()
-    attributions = circuits.logit_attributions(model, ids, targets)
-    weights, shares = circuits.every_key_contribution(model, ids, attributions)
-    intact_loss = circuits.text_loss(model, ids) if T > 1 else None
+    return probabilities, targets, circuits.logit_attributions(model, ids, targets)
+
+
+def _knocked_pass(model, ids, knocked_heads, mode):
+    """(probabilities (T, V), loss on the text or None) with the heads knocked out."""
+    with circuits.ablated(model, knocked_heads, mode, ids):
+        loss = circuits.text_loss(model, ids) if ids.numel() > 1 else None
+        with torch.no_grad():
+            logits = model(ids.view(1, -1).to(model.token_embedding.weight.device)).logits[0]
+    return torch.softmax(logits.float(), dim=-1).cpu(), loss
+
+
+def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, name, memo) -> _Reading:
+    config = model.config
+    T = ids.numel()
+    text_key = (name, tuple(ids.tolist()))
+    probabilities, targets, attributions = memo.get(("positions", *text_key, target), model,
+                                                    lambda: _every_position(model, tokenizer, ids, target))
+    if chosen is not None:
+        heads = [chosen]
+    else:  # the head that pushed most, position by position
+        every = [(layer, which) for layer in range(config.layers_num) for which in range(config.heads_num)]
+        heads = list(dict.fromkeys(max(every, key=lambda lh: a.head(*lh)) for a in attributions))
+    weights, shares = memo.get(("keys", *text_key, target, tuple(heads)), model,
+                               lambda: circuits.every_key_contribution(model, ids, attributions, heads))
+    keys = {lh: (weights[i], shares[i]) for i, lh in enumerate(heads)}
+    intact_loss = memo.get(("loss", *text_key), model, lambda: circuits.text_loss(model, ids) if T > 1 else None)
     knocked = knocked_loss = None
     if knocked_heads:
-        with circuits.ablated(model, knocked_heads, mode, ids):
-            knocked_loss = circuits.text_loss(model, ids) if T > 1 else None
-            with torch.no_grad():
-                knocked = torch.softmax(model(device_ids).logits[0].float(), dim=-1).cpu()
+        knocked, knocked_loss = memo.get(("knocked", *text_key, tuple(knocked_heads), mode), model,
+                                         lambda: _knocked_pass(model, ids, knocked_heads, mode))
     effects = None
     heads_total = config.layers_num * config.heads_num
     if intact_loss is None:
@@ -217,12 +271,12 @@ def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset) ->
         note = (f"Ranking all {heads_total} heads would take {heads_total} forward passes: knock heads out by hand "
                 "instead.")
     else:
-        effects = circuits.head_effects(model, ids, mode)
+        effects = memo.get(("effects", *text_key, mode), model, lambda: circuits.head_effects(model, ids, mode))
         note = (f"Most needed: {circuits.head_name(effects[0].layer, effects[0].head)} ({effects[0].added:+.3f} "
                 "without it).")
     tokens = [_label(label) for label in labels(tokenizer, ids)]
-    return _Reading(model, tokenizer, ids, tokens, probabilities, targets, attributions, weights, shares, chosen,
-                    knocked_heads, mode, knocked, intact_loss, knocked_loss, effects, note, subset)
+    return _Reading(model, tokenizer, ids, tokens, probabilities, targets, attributions, keys, chosen,
+                    knocked_heads, mode, knocked, intact_loss, knocked_loss, effects, note, subset, name, memo)
 
 
 def _head_at(reading: _Reading, position: int) -> tuple[int, int]:
@@ -251,8 +305,7 @@ def _texts(reading: _Reading, position: int) -> tuple[str, str, str]:
                f"The model gives `{name}` probability {float(probabilities[target_id]):.3f} (its choice number "
                f"{rank}); its logit {parts.logit:.3f} is the sum of these {len(parts.names)} bars.")
     layer, which = _head_at(reading, position)
-    weights = reading.weights[layer, which, position]
-    shares = reading.shares[layer, which, position]
+    weights, shares = (keys[position] for keys in reading.keys[(layer, which)])
     seen = slice(0, position + 1)
     # the character whose push has the head's own sign: a head that lowers the logit is read by what pushed down
     part = parts.head(layer, which)
@@ -302,11 +355,11 @@ def _bars(reading: _Reading, position: int) -> tuple[dict, dict]:
     chosen = circuits.head_name(layer, which)
     name = _label(reading.tokenizer.label(reading.attributions[position].target_id))
     seen = slice(0, position + 1)
-    key_labels = [f"{i}:{token}" for i, token in enumerate(reading.tokens)][seen]
-    weights = reading.weights[layer, which, position, seen].tolist()
-    shares = reading.shares[layer, which, position, seen].tolist()
-    return (dict(labels=key_labels, values=weights, title=f"Where position {position} looks ({chosen})"),
-            dict(labels=key_labels, values=shares, title=f"Each read character's push on '{name}' ({chosen})",
+    weights, shares = (keys[position, seen].tolist() for keys in reading.keys[(layer, which)])
+    # the read characters under their bars (the hover adds each one's position), spaced to fit a phone
+    axis = dict(labels=reading.tokens[seen], room_px=plots.LABEL_ROOM_PX, important=[position])
+    return (dict(axis, values=weights, title=f"Where position {position} looks ({chosen})"),
+            dict(axis, values=shares, title=f"Each read character's push on '{name}' ({chosen})",
                  colours=_colours(shares)))
 
 
@@ -321,9 +374,10 @@ def _figures(reading: _Reading, position: int) -> tuple:
     bars = plots.horizontal_bar_chart(parts.names, values, _parts_title(reading, position), "logit",
                                       colours=_colours(values))
     looks, pushes = _bars(reading, position)
-    weight_bars = plots.bar_chart(looks["labels"], looks["values"], looks["title"], "attention weight")
-    share_bars = _coloured_bars(plots.bar_chart(pushes["labels"], pushes["values"], pushes["title"], "logit"),
-                                pushes["values"])
+    axis = dict(room_px=looks["room_px"], important=looks["important"])
+    weight_bars = plots.bar_chart(looks["labels"], looks["values"], looks["title"], "attention weight", **axis)
+    share_bars = _coloured_bars(plots.bar_chart(pushes["labels"], pushes["values"], pushes["title"], "logit",
+                                                **axis), pushes["values"])
     return bars, weight_bars, share_bars
 
 
@@ -339,6 +393,11 @@ def _changes(reading: _Reading, position: int) -> tuple[dict, dict, dict]:
 
 def _circuits_view(reading: _Reading, layer: int, which: int) -> tuple[str, object, object]:
     """(heading, QK heatmap, OV heatmap) of one head over the vocabulary (or the subset)."""
+    return reading.memo.get(("circuits", reading.name, tuple(reading.ids.tolist()), layer, which), reading.model,
+                            lambda: _read_circuits(reading, layer, which))
+
+
+def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, object, object]:
     model, tokenizer, subset = reading.model, reading.tokenizer, reading.subset
     config = model.config
     chosen = circuits.head_name(layer, which)
@@ -376,11 +435,12 @@ def _ranking(reading: _Reading):
 
 
 def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
-            knocked: list[str] | None = None, mode: str = "mean over the text") -> WhyView:
+            knocked: list[str] | None = None, mode: str = "mean over the text", *,
+            memo: ReadingCache | None = None) -> WhyView:
     """Plain handler (``/why``): why the model gives ``target`` (empty: its own guess) after
     ``text[: position + 1]``, the chosen head's reading and circuits, and what knocking out the ``knocked`` heads
     changes, as text and figures."""
-    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position)
+    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo)
     heading, head_heading, knock_heading = _texts(reading, position)
     parts, weights, shares = _figures(reading, position)
     circuits_heading, qk, ov = _circuits_view(reading, *_head_at(reading, position))
@@ -389,7 +449,7 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
 
 
 DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-circuits", "why-ranking"
-MAX_SENT_CIRCUITS = 8  # heads whose circuits the page is sent ahead, the strongest somewhere in the text first
+MAX_SENT_CIRCUITS = 4  # heads whose circuits the page is sent ahead, the strongest somewhere in the text first
 
 
 def _key(*settings) -> str:
@@ -421,11 +481,11 @@ def _circuits_deck(reading: _Reading, checkpoint: str, text: str, heads) -> str:
 
 def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
              knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None, *,
-             fresh: bool = False):
+             fresh: bool = False, memo: ReadingCache | None = None):
     """The page's first answer to a change: (the deck of the position on screen, the deck of its head's circuits,
     the deck of the ranking, ``shown`` updated). Circuits and a ranking the page holds (``shown``) are not sent again
     unless ``fresh``; why_deck follows with every other position."""
-    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position)
+    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo)
     shown = dict(shown or {}) if not fresh else {}
     deck = _position_deck(reading, (checkpoint, text, target, head, list(knocked or []), mode), [position])
     layer, which = _head_at(reading, position)
@@ -442,10 +502,11 @@ def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str,
 
 
 def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str = STRONGEST,
-             knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None):
+             knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None, *,
+             memo: ReadingCache | None = None):
     """Every position's view for the settings on screen, and the circuits of the heads that push most somewhere
     in the text (the page then draws a new position by itself): (deck, circuits deck, ``shown`` updated)."""
-    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode)
+    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo)
     T = reading.ids.numel()
     deck = _position_deck(reading, (checkpoint, text, target, head, list(knocked or []), mode), range(T))
     shown = dict(shown or {})
@@ -510,7 +571,17 @@ SHOW_JS = chart_deck.DECK_JS + """
 window.whyPage = window.whyPage || (() => {
   const decks = () => window.chartDeck.decks;
   const columns = prefix => document.querySelectorAll('[id^="' + prefix + '-chart-"]');
+  let last = [];  // the headings on screen: one unchanged is not sent again (the page would redraw it)
+  const changed = texts => texts.map((text, i) => {
+    if (i > 3 || text === undefined) return text;
+    if (text === last[i]) return undefined;
+    last[i] = text;
+    return text;
+  });
   async function show(position) {
+    return changed(await compose(position));
+  }
+  async function compose(position) {
     const why = decks()['""" + DECK + """'];
     if (!why || why.key === null) return [undefined, undefined, undefined, undefined, undefined];
     const length = parseInt(why.key), asked = Math.trunc(Number(position));
@@ -598,20 +669,23 @@ def build(ctx: AppContext) -> None:
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
     draw = dict(fn=None, inputs=[*decks, position], outputs=texts, show_progress="hidden", queue=False)
 
-    def answer(listener, name: str, **options):
+    memo = ReadingCache()
+
+    def answer(listener, name: str, fresh: bool = False):
         """``listener`` answers with the position on screen (drawn at once), then every other position."""
-        first = wire(listener, why_page, ctx, [*settings, shown], [*decks, shown], api_name=name,
-                     api_visibility="private", **quick, **options)
+        first = wire(listener, why_page, ctx, [*settings, shown], [*decks, shown], fixed=dict(fresh=fresh, memo=memo),
+                     api_name=name, api_visibility="private", **quick)
         keep_on_refusal(first, [*decks, shown], f"{name}_refused")
         first.success(**draw, js=_take_js(False), api_name=f"{name}_draw", api_visibility="private")
         wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown],
-             [decks[0], decks[1], shown], api_name=f"{name}_deck", api_visibility="private", **quick).then(
+             [decks[0], decks[1], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
+             **quick).then(
             **draw, js=_take_js(True), api_name=f"{name}_deck_draw", api_visibility="private")
 
     def pickers(listener, **options):
         return wire(listener, controls, ctx, [checkpoint], [head, knocked], show_progress="hidden", **options)
 
-    wire(api_button.click, explain, ctx, settings, api_outputs, api_name="why", **quick)
+    wire(api_button.click, explain, ctx, settings, api_outputs, fixed=dict(memo=memo), api_name="why", **quick)
     arrival = gr.on(None, None, api_name="why_arrival", api_visibility="private")
     answer(pickers(arrival.then, api_name="why_arrival_controls", api_visibility="private").then, "why_load")
     # a new checkpoint resets the head pickers first, so the view never reads another model's head names
@@ -624,4 +698,4 @@ def build(ctx: AppContext) -> None:
     # a new position is drawn in the page from the decks it holds; one not there yet is asked for
     position.change(None, position, [*texts, need], js=POSITION_JS, api_name="why_position",
                     api_visibility="private", show_progress="hidden", queue=False)
-    answer(need.change, "why_need", fixed=dict(fresh=True))
+    answer(need.change, "why_need", fresh=True)
