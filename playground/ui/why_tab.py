@@ -22,7 +22,6 @@ import gradio as gr
 import torch
 
 from playground import budget, checkpoints, checks, circuits, plots
-from playground.architectures import require_gpt
 from playground.tokenizer import escape_text, labels
 from playground.ui import chart_deck
 from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal
@@ -45,6 +44,12 @@ CIRCUIT_MORE = ("Both tables read each character's token embedding alone, withou
                 "itself. QK: the scaled score a query character gives a key character (softmax runs over a row). OV: "
                 "the logits the head writes when all its weight is on one character, through W_V, W_O, the final "
                 "norm and the LM head.")
+
+NOTEBOOK_MORE = ("Notebook 004's model: one layer of heads, each reading its own slice of the embedding, then the "
+                 "output projection and the output layer, with no norm, MLP or residual. Both tables read each "
+                 "character's token embedding alone, without its position. QK: the scaled score a query character "
+                 "gives a key character. OV: the logits the head writes when all its weight is on one character, "
+                 "through W_V, its columns of the projection and the output layer (without its bias).")
 
 
 class WhyView(NamedTuple):
@@ -171,7 +176,6 @@ def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     knocked = list(knocked or [])
     loaded = ctx.checkpoint(checkpoint or "")
     tokenizer, config = loaded.tokenizer, loaded.config
-    require_gpt(config, loaded.name, "the Why tab")
     if not text:
         raise ValueError("the text is empty: type a few characters for the model to read")
     unknown = tokenizer.find_unknown(text)
@@ -227,7 +231,7 @@ def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
 
 def _every_position(model, tokenizer, ids, target):
     """(probabilities (T, V), the target after each position, each position's attribution), from one pass each."""
-    device_ids = ids.view(1, -1).to(model.token_embedding.weight.device)
+    device_ids = ids.view(1, -1).to(next(model.parameters()).device)
     with torch.no_grad():
         probabilities = torch.softmax(model(device_ids).logits[0].float(), dim=-1).cpu()  # (T, V)
     T = ids.numel()
@@ -240,7 +244,7 @@ def _knocked_pass(model, ids, knocked_heads, mode):
     with circuits.ablated(model, knocked_heads, mode, ids):
         loss = circuits.text_loss(model, ids) if ids.numel() > 1 else None
         with torch.no_grad():
-            logits = model(ids.view(1, -1).to(model.token_embedding.weight.device)).logits[0]
+            logits = model(ids.view(1, -1).to(next(model.parameters()).device)).logits[0]
     return torch.softmax(logits.float(), dim=-1).cpu(), loss
 
 
@@ -416,7 +420,8 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     heading = (f"### What {chosen} reads and writes{direct}\n\n{LOOK_FOR_CIRCUITS}\n\n"
                f"Looks for, among your text's characters: {_pairs_in_words(qk, vocabulary, 'looks for', among)}.\n\n"
                f"Promotes: {_pairs_in_words(ov, vocabulary, 'promotes', among)}.{shown_of}\n\n"
-               f"<details><summary>more</summary>\n\n{CIRCUIT_MORE}\n\n</details>")
+               f"<details><summary>more</summary>\n\n{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n"
+               "</details>")
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
     ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}: attended (row) → next character",
