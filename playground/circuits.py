@@ -515,17 +515,21 @@ def _knock_out(joined: torch.Tensor, layer: int, head: int, head_size: int, mean
 
 @contextmanager
 def ablated(model: GPT, heads: Sequence[tuple[int, int]], mode: str = "zero",
-            token_ids: torch.Tensor | None = None) -> Iterator[GPT]:
+            token_ids: torch.Tensor | None = None, means: list[torch.Tensor] | None = None) -> Iterator[GPT]:
     """Inside, ``model`` runs with each (layer, head) in ``heads`` knocked out: its output, before the output
-    projection, replaced by zeros ("zero") or by its mean over ``token_ids`` ("mean", which needs them). Only this
-    thread's forward passes change (model.HEADS_OUTPUT_OVERRIDES): the weights are untouched, and another request
-    running the same model meanwhile sees it intact."""
+    projection, replaced by zeros ("zero") or by its mean over ``token_ids`` ("mean", which needs them, or
+    ``means``: head_means of them, computed before). Only this thread's forward passes change
+    (model.HEADS_OUTPUT_OVERRIDES): the weights are untouched, and another request running the same model meanwhile
+    sees it intact."""
     if mode not in ABLATION_MODES:
         raise CircuitError(f"ablation mode {mode!r} is not one of {', '.join(ABLATION_MODES)}")
     chosen = _heads_by_layer(model, heads)
-    if mode == "mean" and token_ids is None:
+    if mode == "mean" and token_ids is None and means is None:
         raise CircuitError("mean ablation needs the text whose mean replaces the heads (token_ids)")
-    means = head_means(model, token_ids) if mode == "mean" else None
+    if mode == "mean" and means is None:
+        means = head_means(model, token_ids)
+    elif mode == "zero":
+        means = None
     d = model.config.head_size
 
     def replace(layer: int):

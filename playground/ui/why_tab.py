@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import gradio as gr
 import torch
+import torch.nn.functional as F
 
 from playground import budget, checkpoints, checks, circuits, plots
 from playground.tokenizer import escape_text, labels
@@ -239,13 +240,13 @@ def _every_position(model, tokenizer, ids, target):
     return probabilities, targets, circuits.logit_attributions(model, ids, targets)
 
 
-def _knocked_pass(model, ids, knocked_heads, mode):
-    """(probabilities (T, V), loss on the text or None) with the heads knocked out."""
-    with circuits.ablated(model, knocked_heads, mode, ids):
-        loss = circuits.text_loss(model, ids) if ids.numel() > 1 else None
-        with torch.no_grad():
-            logits = model(ids.view(1, -1).to(next(model.parameters()).device)).logits[0]
-    return torch.softmax(logits.float(), dim=-1).cpu(), loss
+def _knocked_pass(model, ids, knocked_heads, mode, means):
+    """(probabilities (T, V), loss on the text or None) with the heads knocked out, from one pass; ``means``: the
+    heads' means over the text (mode "mean")."""
+    with circuits.ablated(model, knocked_heads, mode, ids, means), torch.no_grad():
+        logits = model(ids.view(1, -1).to(next(model.parameters()).device)).logits[0].float().cpu()  # (T, V)
+    loss = float(F.cross_entropy(logits[:-1], ids[1:].cpu())) if ids.numel() > 1 else None
+    return torch.softmax(logits, dim=-1), loss
 
 
 def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, name, memo) -> _Reading:
@@ -265,8 +266,10 @@ def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, na
     intact_loss = memo.get(("loss", *text_key), model, lambda: circuits.text_loss(model, ids) if T > 1 else None)
     knocked = knocked_loss = None
     if knocked_heads:
+        means = memo.get(("means", *text_key), model, lambda: circuits.head_means(model, ids)) \
+            if mode == "mean" else None
         knocked, knocked_loss = memo.get(("knocked", *text_key, tuple(knocked_heads), mode), model,
-                                         lambda: _knocked_pass(model, ids, knocked_heads, mode))
+                                         lambda: _knocked_pass(model, ids, knocked_heads, mode, means))
     effects = None
     heads_total = config.layers_num * config.heads_num
     if intact_loss is None:
@@ -471,7 +474,10 @@ def _position_deck(reading: _Reading, settings: tuple, positions) -> str:
     """The deck of these positions' views, keyed "<T>:<settings>" (the page reads the text's length from it), with
     the first position's figures as the bases the others are changes to."""
     first = next(iter(positions))
-    bases = dict(zip(("parts", "looks", "pushes"), _figures(reading, first)))
+    # a base carries only the charts' kind, the parts' names and its look: every view's changes carry the rest
+    bases = reading.memo.get(("bases", reading.name), reading.model, lambda: {
+        name: json.loads(figure.to_json()) for name, figure in zip(("parts", "looks", "pushes"),
+                                                                  _figures(reading, first))})
     return chart_deck.deck_json(f"{reading.ids.numel()}:{_key(*settings)}",
                                 {str(p): _position_view(reading, p) for p in positions}, bases)
 
