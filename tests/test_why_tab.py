@@ -162,13 +162,6 @@ def test_a_knock_out_that_lowers_the_loss_says_the_head_was_hurting(ctx):
         assert (f"The loss is lower without {name}**: on this text it was hurting" in view.knock_heading) == lower
 
 
-def test_a_clicked_bar_opens_its_head_and_nothing_else():
-    """The page writes the clicked bar's part, stamped with the click's time, into a hidden box."""
-    assert why_tab.pick_head("L1 H0 #1732600000000", "L3 H2") == "L1 H0"
-    for picked in ("embeddings #1", "L1 MLP #2", "", None, "L1 H0 #3"):  # not a head, or the head already open
-        assert why_tab.pick_head(picked, "L1 H0") == gr.skip()
-
-
 def test_the_pairs_in_words_are_among_the_texts_characters_and_a_downward_head_is_read_by_its_downward_push(ctx):
     """A learner read "t looks for 3" and "Z promotes &" for heads of a model that never saw '3', 'Z' or '&' (their
     random embeddings made the largest entries), and "pushed most: e (weight 0.00, +0.000)" for a head whose part was

@@ -13,7 +13,6 @@ import functools
 import hashlib
 import itertools
 import json
-import re
 import threading
 from collections import Counter, OrderedDict
 from typing import NamedTuple
@@ -627,11 +626,12 @@ def _take_js(more: bool) -> str:
 POSITION_JS = f"async (position) => {{ {SHOW_JS}\n  return await window.whyPage.show(position);\n}}"
 
 
-def pick_head(picked: str, current: str):
-    """A head's bar clicked ("L1 H0 #<click time>"): its name for the head picker (anything else, or the head
-    already open, leaves the picker as it is)."""
-    name = picked.split(" #")[0] if isinstance(picked, str) else ""
-    return name if re.fullmatch(r"L\d+ H\d+", name) and name != current else gr.skip()
+# A head's bar clicked ("L1 H0 #<click time>", written by PICK_JS): its name for the head picker, in the page (the
+# server is asked once, for the head's view); anything else leaves the picker as it is.
+PICK_HEAD_JS = r"""(picked, current) => {
+  const name = typeof picked === 'string' ? picked.split(' #')[0] : '';
+  return /^L\d+ H\d+$/.test(name) ? name : current;
+}"""
 
 
 def build(ctx: AppContext) -> None:
@@ -702,8 +702,8 @@ def build(ctx: AppContext) -> None:
     # a new checkpoint resets the head pickers first, so the view never reads another model's head names
     answer(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then, "why_checkpoint")
     # a click on a head's bar in the attribution chart opens that head
-    answer(picked.change(pick_head, [picked, head], head, api_name="why_pick_head", api_visibility="private",
-                         show_progress="hidden", trigger_mode="always_last").success, "why_picked")
+    answer(picked.change(None, [picked, head], head, js=PICK_HEAD_JS, api_name="why_pick_head",
+                         api_visibility="private", show_progress="hidden", queue=False).success, "why_picked")
     answer(functools.partial(gr.on, [text.change, target.change, head.input, knocked.change, mode.change]),
            "why_update")
     # a new position is drawn in the page from the decks it holds; one not there yet is asked for
