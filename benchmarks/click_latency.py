@@ -122,6 +122,35 @@ def interactions(page: Page):
     yield "Model: a level", "Model", None, [(radio(label), heading) for label, heading in levels[1:] + levels[:1]]
     yield "Why: a new position", "Why", None, [(number("position (-1 = last)", p), "Why ") for p in (10, 40, 70, 20)]
 
+    def choose(label, option):
+        def act():
+            box = panel().get_by_label(label, exact=True)
+            box.click()
+            page.get_by_role("option", name=option, exact=True).click()
+            page.keyboard.press("Escape")
+            box.blur()  # a focused box does not open again on the next click
+        return act
+
+    def bar(name):
+        def act():  # a person's click where the head's bar is drawn (Plotly's hover names the bar first)
+            chart = panel().locator(".js-plotly-plot").filter(
+                has=page.locator(".gtitle", has_text="The logit of")).first
+            point = chart.locator(".barlayer .point").nth(chart.evaluate("el => el.data[0].customdata").index(name))
+            point.scroll_into_view_if_needed()  # the last click took the page down to the head's reading
+            box = point.bounding_box()
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        return act
+
+    heads = ("L0 H1", "L1 H2", "L2 H0", "L3 H3")
+    yield "Why: a head (chosen)", "Why", None, [(choose("head", name), f"{name} at position") for name in heads]
+    yield "Why: a head (its bar clicked)", "Why", None, [(bar(name), f"{name} at position") for name in heads]
+    # an option already ticked is unticked by choosing it again
+    yield "Why: a knock-out", "Why", None, [(choose("knock out", "L0 H2"), "Knocked out: L0 H2"),
+                                            (choose("knock out", "L2 H1"), "Knocked out: L0 H2, L2 H1"),
+                                            (choose("knock out", "L0 H2"), "Knocked out: L2 H1"),
+                                            (choose("knock out", "L2 H1"), "Knock heads out")]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -4,9 +4,11 @@ out. The maths only, on playground.model.GPT (the character models and the GPT-2
     logit_attribution(model, ids, position=9, target_id=1)   the target's logit split into the parts that wrote it:
                                                               the embeddings, every head, every MLP, the biases;
                                                               the parts sum to the model's logit (float32, 1e-4)
+    logit_attributions(model, ids, target_ids)               the same at every position, from one pass
     qk_circuit(model, layer=0, head=2)                        (V, V): the score query character i gives key character j
     ov_circuit(model, layer=0, head=2)                        (V, V): the logits head writes when it attends to c
     key_contributions(model, ids, 9, 1, layer=0, head=2)      which attended tokens pushed the target, through it
+    every_key_contribution(model, ids, attributions)          the same for every head at every position
     with ablated(model, [(0, 2)], mode="mean", token_ids=ids):  the model runs with head 2 of layer 0 knocked out
     head_effects(model, ids)                                  every head's knock-out: the loss it adds, ranked
 
@@ -23,6 +25,8 @@ first they are the direct path, as if the head read the embeddings straight from
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from playground.model import GPT, HEADS_OUTPUT_OVERRIDES
+from playground.textbook.notebook_004 import MultiHeadAttention as NotebookAttention
 
 ABLATION_MODES = ("zero", "mean")
 
@@ -84,12 +89,76 @@ def _check_token(model: GPT, token_id: int, what: str = "target") -> int:
     return token_id
 
 
+def _is_notebook(model) -> bool:
+    """Notebook 004's attention-only model (architectures.NotebookLanguageModel): one layer of sliced heads, no
+    residual, norm or MLP: logits = output(proj(heads side by side))."""
+    return not getattr(model.config, "is_gpt", True)
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _attentions(model) -> list:
+    """Each layer's attention module (notebook 004's model has one)."""
+    return [model.attn] if _is_notebook(model) else [block.attn for block in model.blocks]
+
+
+def _head_projections(model, layer: int, head: int) -> tuple:
+    """(W_Q, W_K, W_V, b_Q, b_K, b_V) of one head, each W (C, d) applied as ``x @ W``. Notebook 004's head reads
+    only its own slice of the features: its matrices are zero outside it, and it has no biases."""
+    if not _is_notebook(model):
+        return model.blocks[layer].attn.head_projections(head)
+    attention, d = model.attn, model.config.head_size
+    features = slice(head * d, (head + 1) * d)
+    full = []
+    for linear in (attention.heads[head].query, attention.heads[head].key, attention.heads[head].value):
+        matrix = torch.zeros(model.config.embedding_dim, d, device=linear.weight.device, dtype=linear.weight.dtype)
+        matrix[features] = linear.weight.T
+        full.append(matrix)
+    return (*full, None, None, None)
+
+
+def _layer_input(model, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """What a layer's heads read from ``x``: through its first LayerNorm (notebook 004's model has none)."""
+    return x if _is_notebook(model) else model.blocks[layer].ln_1(x)
+
+
+def _unembedding(model) -> torch.nn.Linear:
+    return model.output if _is_notebook(model) else model.lm_head
+
+
+_HOOKED: set[int] = set()  # notebook attention modules whose projection reads HEADS_OUTPUT_OVERRIDES
+_HOOK_LOCK = threading.Lock()
+
+
+def _override_hook(attention) -> None:
+    """Notebook 004's MultiHeadAttention (its own code, left as the notebook wrote it) gets what model.GPT's
+    attention does: HEADS_OUTPUT_OVERRIDES applied to the heads' outputs before ``proj``, by a hook on ``proj``'s
+    input that is a no-op outside an override (another thread's passes stay intact)."""
+    with _HOOK_LOCK:
+        if id(attention) in _HOOKED:
+            return
+
+        def apply(_proj, args):
+            overrides = HEADS_OUTPUT_OVERRIDES.get()
+            if overrides and attention in overrides:
+                return (overrides[attention](args[0]), *args[1:])
+            return None
+
+        attention.proj.register_forward_pre_hook(apply)
+        _HOOKED.add(id(attention))
+        weakref.finalize(attention, _HOOKED.discard, id(attention))
+
+
 @contextmanager
 def _overriding(replacements: dict) -> Iterator[None]:
     """The model's heads' outputs changed by ``replacements`` ({attention module: fn}) in this thread's forward
     passes only (model.HEADS_OUTPUT_OVERRIDES); one already in force runs first."""
     current = dict(HEADS_OUTPUT_OVERRIDES.get() or {})
     for module, replace in replacements.items():
+        if isinstance(module, NotebookAttention):
+            _override_hook(module)
         before = current.get(module)
         current[module] = replace if before is None else (lambda y, first=before, then=replace: then(first(y)))
     token = HEADS_OUTPUT_OVERRIDES.set(current)
@@ -117,14 +186,16 @@ def _evaluating(model: GPT) -> Iterator[None]:
         model.train(was_training)
 
 
-def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor, position: int) -> tuple[list[str], list[str],
-                                                                                     list[torch.Tensor], torch.Tensor]:
-    """Every part's output at ``position`` (each (C,)) and the final residual stream there: the blocks run one by
-    one as Block.forward runs them, keeping each one's heads' outputs (before the projection) and MLP output."""
+def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor) -> tuple[list[str], list[str], torch.Tensor,
+                                                                       torch.Tensor]:
+    """Every part's output at every position, (parts, T, C), and the final residual stream, (T, C): the blocks run
+    one by one as Block.forward runs them, keeping each one's heads' outputs (before the projection) and MLP output."""
     ids = token_ids.view(1, -1)  # (1, T)
     T = ids.size(1)
     config = model.config
     d = config.head_size
+    if _is_notebook(model):
+        return _notebook_parts(model, ids)
     head_inputs: list[list[torch.Tensor]] = [[] for _ in model.blocks]  # per layer: (1, T, C) before proj
     mlp_outputs: list[torch.Tensor] = []  # per layer (T, C)
     with _overriding({block.attn: _recorder(head_inputs[i]) for i, block in enumerate(model.blocks)}):
@@ -138,23 +209,106 @@ def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor, position: int) -> 
     positions = torch.arange(T, device=ids.device)
     names = ["token embedding", "position embedding"]
     kinds = ["embedding", "embedding"]
-    parts = [model.token_embedding(ids[0])[position], model.position_embedding(positions)[position]]
+    parts = [model.token_embedding(ids[0]), model.position_embedding(positions)]  # (T, C) each
     for layer, block in enumerate(model.blocks):
         proj = block.attn.proj.weight  # (C, C): out x in
-        joined = head_inputs[layer][0][0, position]  # (C,)
+        joined = head_inputs[layer][0][0]  # (T, C)
         for head in range(config.heads_num):
             features = slice(head * d, (head + 1) * d)
             names.append(head_name(layer, head))
             kinds.append("head")
-            parts.append(proj[:, features] @ joined[features])  # (C,)
+            parts.append(joined[:, features] @ proj[:, features].T)  # (T, C)
         if block.attn.proj.bias is not None:
             names.append(f"L{layer} attention bias")
             kinds.append("bias")
-            parts.append(block.attn.proj.bias)
+            parts.append(block.attn.proj.bias.expand(T, -1))
         names.append(f"L{layer} MLP")
         kinds.append("mlp")
-        parts.append(mlp_outputs[layer][position])
-    return names, kinds, parts, x[0, position]
+        parts.append(mlp_outputs[layer])
+    return names, kinds, torch.stack(parts), x[0]
+
+
+def _notebook_parts(model, ids: torch.Tensor) -> tuple[list[str], list[str], torch.Tensor, torch.Tensor]:
+    """Notebook 004's model has no residual stream: what its output layer reads is proj(heads side by side), so the
+    parts are each head through its slice of proj, and proj's bias; the embeddings reach the output only through
+    the heads. (parts, T, C) and what the output reads, (T, C)."""
+    d = model.config.head_size
+    joined: list[torch.Tensor] = []
+    with _overriding({model.attn: _recorder(joined)}):
+        read = model.attn(model.embed(ids))[0]  # (T, C)
+    proj = model.attn.proj
+    names, kinds, parts = [], [], []
+    for head in range(model.config.heads_num):
+        features = slice(head * d, (head + 1) * d)
+        names.append(head_name(0, head))
+        kinds.append("head")
+        parts.append(joined[0][0][:, features] @ proj.weight[:, features].T)  # (T, C)
+    names.append("L0 attention bias")
+    kinds.append("bias")
+    parts.append(proj.bias.expand(ids.size(1), -1))
+    return names, kinds, torch.stack(parts), read
+
+
+def _final_read(model, stream: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool,
+                                                                            torch.Tensor, torch.Tensor]:
+    """How each position's stream (T, C) becomes its target's logit: (scale (T,), readers (T, C), centred, the
+    constant (T,), the logits (T,)). A GPT: its final LayerNorm, affine once its scale is frozen, then the LM head
+    (logit = centred stream / scale · reader + constant). Notebook 004's model: its output layer alone (scale 1,
+    not centred)."""
+    T = stream.size(0)
+    head = _unembedding(model)
+    constant = torch.zeros(T, device=stream.device)
+    if head.bias is not None:
+        constant = constant + head.bias[targets]
+    if _is_notebook(model):
+        logits = head(stream).gather(1, targets.view(T, 1))[:, 0]
+        return torch.ones(T, device=stream.device), head.weight[targets], False, constant, logits
+    norm = model.ln_f
+    scale = torch.sqrt(stream.var(dim=-1, unbiased=False) + norm.eps)  # (T,): frozen at each position
+    gain = norm.weight if norm.weight is not None else torch.ones(stream.size(1), device=stream.device)
+    if norm.bias is not None:
+        constant = constant + head.weight[targets] @ norm.bias
+    logits = head(norm(stream)).gather(1, targets.view(T, 1))[:, 0]  # (T,)
+    return scale, head.weight[targets] * gain, True, constant, logits
+
+
+def _has_constant(model) -> bool:
+    if _is_notebook(model):
+        return model.output.bias is not None
+    return model.ln_f.bias is not None or model.lm_head.bias is not None
+
+
+def _checked_ids(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
+    ids = torch.as_tensor(token_ids).view(-1)
+    if ids.numel() == 0:
+        raise CircuitError("the text is empty: there is no position to explain")
+    if ids.numel() > model.config.context_size:
+        raise CircuitError(f"the text is {ids.numel()} tokens; this model reads at most {model.config.context_size}")
+    return ids.to(_device(model))
+
+
+def logit_attributions(model: GPT, token_ids: torch.Tensor, target_ids) -> list[LogitAttribution]:
+    """logit_attribution at every position of ``token_ids`` (T,) at once, from one pass: ``target_ids`` (T,) is the
+    target after each position. The page sends them all, so a new position is drawn without asking the server."""
+    ids = _checked_ids(model, token_ids)
+    T = ids.numel()
+    targets = [_check_token(model, int(t)) for t in torch.as_tensor(target_ids).view(-1).tolist()]
+    if len(targets) != T:
+        raise CircuitError(f"give one target per position: {len(targets)} targets for {T} positions")
+    with _evaluating(model):
+        names, kinds, parts, stream = _parts_of_the_stream(model, ids)  # (P, T, C), (T, C)
+        target_index = torch.tensor(targets, device=stream.device)
+        scale, readers, centred, constant, logits = _final_read(model, stream, target_index)
+        if centred:
+            parts = parts - parts.mean(dim=-1, keepdim=True)
+        values = torch.einsum("ptc,tc->pt", parts, readers) / scale  # (P, T)
+        if _has_constant(model):
+            names.append("final norm and LM head biases" if not _is_notebook(model) else "output bias")
+            kinds.append("bias")
+            values = torch.cat([values, constant.view(1, T)])
+    values = values.float().cpu()
+    return [LogitAttribution(p, targets[p], float(logits[p]), list(names), values[:, p].clone(), list(kinds),
+                             float(scale[p])) for p in range(T)]
 
 
 def logit_attribution(model: GPT, token_ids: torch.Tensor, position: int, target_id: int) -> LogitAttribution:
@@ -162,16 +316,14 @@ def logit_attribution(model: GPT, token_ids: torch.Tensor, position: int, target
 
     ``token_ids`` is (T,) or (1, T), T at most the model's context. Runs in eval mode without gradients.
     """
-    ids = torch.as_tensor(token_ids).view(-1)
-    if ids.numel() == 0:
-        raise CircuitError("the text is empty: there is no position to explain")
-    if ids.numel() > model.config.context_size:
-        raise CircuitError(f"the text is {ids.numel()} tokens; this model reads at most {model.config.context_size}")
+    ids = _checked_ids(model, token_ids)
     position = _check_position(position, ids.numel())
     target_id = _check_token(model, target_id)
+    if _is_notebook(model):
+        return logit_attributions(model, ids, [target_id] * ids.numel())[position]
     with _evaluating(model):
-        names, kinds, parts, stream = _parts_of_the_stream(model, ids.to(model.token_embedding.weight.device),
-                                                           position)
+        names, kinds, parts, stream = _parts_of_the_stream(model, ids)
+        parts, stream = parts[:, position], stream[position]  # (P, C), (C,)
         norm = model.ln_f
         scale = torch.sqrt(stream.var(unbiased=False) + norm.eps)  # frozen at this position
         gain = norm.weight if norm.weight is not None else torch.ones_like(stream)
@@ -197,7 +349,7 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
     writes from it (its value through the head's slice of W_O), read as logit_attribution reads a part; the shares
     sum to the head's part. ``attribution``: this position's and target's, when the caller has it already."""
     _check_head(model, layer, head)
-    ids = torch.as_tensor(token_ids).view(1, -1).to(model.token_embedding.weight.device)
+    ids = torch.as_tensor(token_ids).view(1, -1).to(_device(model))
     if attribution is None or (attribution.position, attribution.target_id) != (position % ids.size(1), target_id):
         attribution = logit_attribution(model, ids, position, target_id)
     position = attribution.position
@@ -205,13 +357,65 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
         out = model(ids, return_attention=True)
         x = out.attention_inputs[layer][0]  # (T, C): what the layer's attention read
         weights = out.attention_weights[layer][0, head, position]  # (T,)
-        _, _, w_value, _, _, b_value = model.blocks[layer].attn.head_projections(head)
+        _, _, w_value, _, _, b_value = _head_projections(model, layer, head)
         values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
         d = model.config.head_size
-        written = values @ model.blocks[layer].attn.proj.weight[:, head * d:(head + 1) * d].T  # (T, C)
-        gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(written.size(1))
-        reader = model.lm_head.weight[target_id] * gain
-        shares = weights * (((written - written.mean(dim=1, keepdim=True)) / attribution.scale) @ reader)  # (T,)
+        written = values @ _attentions(model)[layer].proj.weight[:, head * d:(head + 1) * d].T  # (T, C)
+        if _is_notebook(model):
+            shares = weights * (written @ model.output.weight[target_id])  # (T,)
+        else:
+            gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(written.size(1))
+            reader = model.lm_head.weight[target_id] * gain
+            shares = weights * (((written - written.mean(dim=1, keepdim=True)) / attribution.scale) @ reader)  # (T,)
+    return weights, shares
+
+
+def every_key_contribution(model: GPT, token_ids: torch.Tensor, attributions: Sequence[LogitAttribution],
+                           heads: Sequence[tuple[int, int]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """key_contributions for every head at every position, from one pass: (attention weights, shares), both
+    (layers, heads, T queries, T keys); ``attributions``: logit_attributions' list (each position's target and
+    frozen scale). Row [l, h, p] of the shares sums to head h of layer l's part at position p. ``heads``: only
+    these (layer, head), in this order: (len(heads), T, T) (GPT-2's 144 heads would hold 75 MB for 256 tokens)."""
+    ids = _checked_ids(model, token_ids).view(1, -1)
+    T = ids.size(1)
+    if [a.position for a in attributions] != list(range(T)):
+        raise CircuitError("give the attributions of every position, in order (logit_attributions)")
+    config = model.config
+    d = config.head_size
+    every = heads is None
+    if every:
+        heads = [(layer, head) for layer in range(config.layers_num) for head in range(config.heads_num)]
+    for layer, head in heads:
+        _check_head(model, layer, head)
+    weights = torch.zeros(len(heads), T, T)
+    shares = torch.zeros_like(weights)
+    with _evaluating(model):
+        out = model(ids, return_attention=True)
+        device = ids.device
+        targets = torch.tensor([a.target_id for a in attributions], device=device)
+        notebook = _is_notebook(model)
+        if notebook:
+            readers = model.output.weight[targets]  # (T queries, C): no norm between the heads and the output
+        else:
+            gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(config.embedding_dim,
+                                                                                     device=device)
+            readers = model.lm_head.weight[targets] * gain  # (T queries, C)
+        scales = torch.tensor([a.scale for a in attributions], device=device)  # (T,)
+        for i, (layer, head) in enumerate(heads):
+            x = out.attention_inputs[layer][0]  # (T, C)
+            proj = _attentions(model)[layer].proj.weight
+            _, _, w_value, _, _, b_value = _head_projections(model, layer, head)
+            values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
+            written = values @ proj[:, head * d:(head + 1) * d].T  # (T keys, C)
+            if not notebook:
+                written = written - written.mean(dim=1, keepdim=True)
+            push = written @ readers.T / scales  # (T keys, T queries)
+            attended = out.attention_weights[layer][0, head]  # (T queries, T keys)
+            weights[i] = attended.float().cpu()
+            shares[i] = (attended * push.T).float().cpu()
+    if every:
+        return (weights.view(config.layers_num, config.heads_num, T, T),
+                shares.view(config.layers_num, config.heads_num, T, T))
     return weights, shares
 
 
@@ -235,8 +439,8 @@ def strongest_pairs(table: torch.Tensor, count: int = 5, among=None) -> list[tup
 def _embeddings_through(model: GPT, layer: int, tokens: torch.Tensor | None) -> torch.Tensor:
     """The embeddings of ``tokens`` (every token when None) alone, through layer ``layer``'s first LayerNorm:
     (n, C)."""
-    table = model.token_embedding.weight
-    return model.blocks[layer].ln_1(table if tokens is None else table[tokens])
+    table = model.token_emb.weight if _is_notebook(model) else model.token_embedding.weight
+    return _layer_input(model, layer, table if tokens is None else table[tokens])
 
 
 def _check_tokens(model: GPT, tokens: torch.Tensor | None) -> torch.Tensor | None:
@@ -245,7 +449,7 @@ def _check_tokens(model: GPT, tokens: torch.Tensor | None) -> torch.Tensor | Non
     tokens = torch.as_tensor(tokens, dtype=torch.long).view(-1)
     if tokens.numel() == 0 or int(tokens.min()) < 0 or int(tokens.max()) >= model.config.vocabulary_size:
         raise CircuitError(f"the tokens must be ids in 0 to {model.config.vocabulary_size - 1}")
-    return tokens.to(model.token_embedding.weight.device)
+    return tokens.to(_device(model))
 
 
 def qk_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = None) -> torch.Tensor:
@@ -256,7 +460,7 @@ def qk_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = 
     tokens = _check_tokens(model, tokens)
     with _evaluating(model):
         x = _embeddings_through(model, layer, tokens)  # (n, C)
-        w_query, w_key, _, b_query, b_key, _ = model.blocks[layer].attn.head_projections(head)
+        w_query, w_key, _, b_query, b_key, _ = _head_projections(model, layer, head)
         q = x @ w_query + (b_query if b_query is not None else 0)  # (V, d)
         k = x @ w_key + (b_key if b_key is not None else 0)
         return (q @ k.T) / math.sqrt(model.config.head_size)  # (V, V)
@@ -271,12 +475,15 @@ def ov_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = 
     tokens = _check_tokens(model, tokens)
     with _evaluating(model):
         x = _embeddings_through(model, layer, tokens)  # (n, C)
-        attention = model.blocks[layer].attn
-        _, _, w_value, _, _, b_value = attention.head_projections(head)
+        attention = _attentions(model)[layer]
+        _, _, w_value, _, _, b_value = _head_projections(model, layer, head)
         v = x @ w_value + (b_value if b_value is not None else 0)  # (V, d)
         d = model.config.head_size
         written = v @ attention.proj.weight[:, head * d:(head + 1) * d].T  # (n, C)
-        logits = model.lm_head(model.ln_f(written))  # (n, V)
+        if _is_notebook(model):  # straight into the output layer, without its bias (the same for every row)
+            logits = written @ model.output.weight.T  # (n, V)
+        else:
+            logits = model.lm_head(model.ln_f(written))  # (n, V)
         return logits if tokens is None else logits[:, tokens]  # (n, n)
 
 
@@ -293,9 +500,10 @@ def head_means(model: GPT, token_ids: torch.Tensor) -> list[torch.Tensor]:
     ``token_ids`` ((T,) or (B, T)): (C,) each."""
     ids = torch.as_tensor(token_ids)
     ids = ids.view(1, -1) if ids.dim() == 1 else ids
-    joined: list[list[torch.Tensor]] = [[] for _ in model.blocks]
-    with _overriding({block.attn: _recorder(joined[i]) for i, block in enumerate(model.blocks)}), _evaluating(model):
-        model(ids.to(model.token_embedding.weight.device))
+    attentions = _attentions(model)
+    joined: list[list[torch.Tensor]] = [[] for _ in attentions]
+    with _overriding({attn: _recorder(joined[i]) for i, attn in enumerate(attentions)}), _evaluating(model):
+        model(ids.to(_device(model)))
     return [outputs[0].mean(dim=(0, 1)) for outputs in joined]
 
 
@@ -307,17 +515,21 @@ def _knock_out(joined: torch.Tensor, layer: int, head: int, head_size: int, mean
 
 @contextmanager
 def ablated(model: GPT, heads: Sequence[tuple[int, int]], mode: str = "zero",
-            token_ids: torch.Tensor | None = None) -> Iterator[GPT]:
+            token_ids: torch.Tensor | None = None, means: list[torch.Tensor] | None = None) -> Iterator[GPT]:
     """Inside, ``model`` runs with each (layer, head) in ``heads`` knocked out: its output, before the output
-    projection, replaced by zeros ("zero") or by its mean over ``token_ids`` ("mean", which needs them). Only this
-    thread's forward passes change (model.HEADS_OUTPUT_OVERRIDES): the weights are untouched, and another request
-    running the same model meanwhile sees it intact."""
+    projection, replaced by zeros ("zero") or by its mean over ``token_ids`` ("mean", which needs them, or
+    ``means``: head_means of them, computed before). Only this thread's forward passes change
+    (model.HEADS_OUTPUT_OVERRIDES): the weights are untouched, and another request running the same model meanwhile
+    sees it intact."""
     if mode not in ABLATION_MODES:
         raise CircuitError(f"ablation mode {mode!r} is not one of {', '.join(ABLATION_MODES)}")
     chosen = _heads_by_layer(model, heads)
-    if mode == "mean" and token_ids is None:
+    if mode == "mean" and token_ids is None and means is None:
         raise CircuitError("mean ablation needs the text whose mean replaces the heads (token_ids)")
-    means = head_means(model, token_ids) if mode == "mean" else None
+    if mode == "mean" and means is None:
+        means = head_means(model, token_ids)
+    elif mode == "zero":
+        means = None
     d = model.config.head_size
 
     def replace(layer: int):
@@ -328,7 +540,7 @@ def ablated(model: GPT, heads: Sequence[tuple[int, int]], mode: str = "zero",
             return joined
         return knock_out
 
-    with _overriding({model.blocks[layer].attn: replace(layer) for layer in chosen}):
+    with _overriding({_attentions(model)[layer]: replace(layer) for layer in chosen}):
         yield model
 
 
@@ -342,7 +554,7 @@ class HeadEffect:
 
 def text_loss(model: GPT, token_ids: torch.Tensor) -> float:
     """The mean next-token cross-entropy over ``token_ids`` (T,) (each token predicting the next)."""
-    ids = torch.as_tensor(token_ids).view(1, -1).to(model.token_embedding.weight.device)
+    ids = torch.as_tensor(token_ids).view(1, -1).to(_device(model))
     if ids.size(1) < 2:
         raise CircuitError("the text needs at least two tokens to have a next token to predict")
     with _evaluating(model):
@@ -359,7 +571,7 @@ def head_effects(model: GPT, token_ids: torch.Tensor, mode: str = "mean") -> lis
         raise CircuitError(f"ablation mode {mode!r} is not one of {', '.join(ABLATION_MODES)}")
     intact = text_loss(model, token_ids)
     layers, heads, d = model.config.layers_num, model.config.heads_num, model.config.head_size
-    ids = torch.as_tensor(token_ids).view(1, -1).to(model.token_embedding.weight.device)
+    ids = torch.as_tensor(token_ids).view(1, -1).to(_device(model))
     means = head_means(model, ids) if mode == "mean" else None
     rows = layers * heads  # row r knocks out head r % heads of layer r // heads
 
@@ -371,7 +583,7 @@ def head_effects(model: GPT, token_ids: torch.Tensor, mode: str = "mean") -> lis
             return joined
         return knock_out
 
-    with _overriding({block.attn: replace(layer) for layer, block in enumerate(model.blocks)}), _evaluating(model):
+    with _overriding({attn: replace(layer) for layer, attn in enumerate(_attentions(model))}), _evaluating(model):
         batch = ids[:, :-1].expand(rows, -1)  # (rows, T-1)
         logits = model(batch).logits  # (rows, T-1, V)
         losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:].expand(rows, -1), reduction="none").mean(1)

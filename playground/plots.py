@@ -339,6 +339,41 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y
     return swipes_scroll(figure)
 
 
+def bar_chart_changes(labels: Sequence[str], values: Sequence[float], title: str = "", *,
+                      colours: Sequence[str] | None = None, room_px: int = BAR_LABEL_ROOM_PX,
+                      important: Sequence[int] = ()) -> dict:
+    """What ``bar_chart(labels, values, title)`` (bars coloured ``colours``) holds that another bar chart of the kind
+    does not, as a plain dict {"data": [trace], "layout": {...}}: laid over one drawn bar chart (chart_deck's bases),
+    it is that chart, with no figure built (a page sent a chart per position of a text builds hundreds of them).
+    Values are sent to 4 significant digits."""
+    shown = [_display_label(str(s)) for s in labels]
+    tickvals, ticktext, angle = _bar_ticks(shown, room_px, important)
+    title_layout, top = _title_layout(title)
+    trace = {"x": list(range(len(values))), "y": [float(f"{v:.4g}") for v in values], "customdata": shown}
+    if colours is not None:
+        trace["marker"] = {"color": list(colours)}
+    return {"data": [trace], "layout": {"title": title_layout, "margin": {"t": top},
+                                        "xaxis": {"tickvals": tickvals, "ticktext": ticktext, "tickangle": angle}}}
+
+
+def horizontal_bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", x_title: str = "", *,
+                         colours: Sequence[str] | None = None, row_px: int = 18) -> go.Figure:
+    """One bar a row, the first at the top, each named on the left: a few dozen named parts stay readable on a
+    phone, where their names slanted under vertical bars ran into each other. The hover names each bar."""
+    shown = [_display_label(str(s)) for s in labels]
+    title_layout, top = _title_layout(title)
+    figure = go.Figure(go.Bar(x=[float(v) for v in values], y=list(range(len(values))), orientation="h",
+                              customdata=shown, hovertemplate="%{customdata}: %{x:.6g}<extra></extra>",
+                              showlegend=False, marker=dict(color=list(colours)) if colours is not None else None))
+    longest = max((len(label) for label in shown), default=1)
+    # a margin that fits the longest name, set here: Plotly's automargin draws the chart twice at every change
+    figure.update_layout(title=title_layout, height=top + 50 + row_px * len(values), xaxis_title=x_title,
+                         margin=dict(l=12 + LABEL_CHAR_PX * longest, r=20, t=top, b=50),
+                         yaxis=dict(tickmode="array", tickvals=list(range(len(values))), ticktext=shown,
+                                    autorange="reversed", automargin=False))
+    return swipes_scroll(figure)
+
+
 def heatmap_grid(matrices: Sequence[Sequence[torch.Tensor]], row_titles: Sequence[str], col_titles: Sequence[str],
                  labels: Sequence[str] | None = None, title: str = "") -> go.Figure:
     """A grid of small heatmaps sharing one colour scale: rows (e.g. implementations) × columns (e.g. heads)."""

@@ -1,12 +1,14 @@
-"""The Why tab in Chromium on a desktop, on the shipped model: the logit split into its parts on arrival, the
-strongest head's reading and its circuits, another head picked, heads knocked out and every head ranked. No
-console error, no error toast. Screenshots: why-parts, why-knocked."""
+"""The Why tab in Chromium on a desktop and a phone, on the shipped model: the logit split into its parts on arrival,
+the strongest head's reading and its circuits, another head picked, heads knocked out and every head ranked, a new
+position drawn in the page without asking the server, a position past the end cleared and said; and on the toy
+preset's model (notebook 004's attention-only SimpleLanguageModel). No console error, no error toast; on a phone no
+chart's labels run into each other. Screenshots: why-parts, why-knocked, why-phone, why-toy."""
 
 from __future__ import annotations
 
 import pytest
-from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot
-from playwright.sync_api import expect
+from browser_support import ERROR_TOAST, WAIT_MS, expect_errors, expect_no_error, open_tab, plot_titled, screenshot
+from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
 
@@ -59,3 +61,140 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     expect(panel.get_by_label("head", exact=True)).to_have_value(wanted)
     expect(panel).to_contain_text(f"What {wanted} reads and writes", timeout=WAIT_MS)
     expect_no_error(page)
+
+
+def overlapping_labels(page: Page) -> list[str]:
+    """Visible charts whose shown tick labels run into each other: side by side on the x axis, one above the other
+    on the y axis ("L0 H0L0 H1..." on a phone)."""
+    return page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent)
+        .flatMap(plot => [['.xaxislayer-above', '.xtick text', 'left', 'right'],
+                          ['.yaxislayer-above', '.ytick text', 'top', 'bottom']].flatMap(([layer, tick, from, to]) =>
+            [...plot.querySelectorAll(layer)].map(axis => {
+                const boxes = [...axis.querySelectorAll(tick)]
+                    .filter(t => getComputedStyle(t).display !== 'none' && t.textContent)
+                    .map(t => t.getBoundingClientRect()).sort((a, b) => a[from] - b[from]);
+                const hits = boxes.filter((box, i) => i > 0 && box[from] < boxes[i - 1][to] - 0.5).length;
+                return hits ? `${plot.querySelector('.gtitle')?.textContent} ${tick}: ${hits} of ${boxes.length}` : '';
+            }))).filter(Boolean)""")
+
+
+def server_calls(page: Page) -> list[str]:
+    calls: list[str] = []
+    page.on("request", lambda request: calls.append(request.url) if request.method == "POST" else None)
+    return calls
+
+
+def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(phone):
+    """Issue 29: the parts' 22 names slanted under their bars ran into one smear on a 390 px screen; a new position
+    waited a second for the server to rebuild four charts. Here the page holds every position's view."""
+    page = phone
+    panel = open_tab(page, "Why")
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)
+    for title in ("The logit of", "Where position", "QK of ", "Loss added when each head alone"):
+        expect(plot_titled(panel, title)).to_be_visible(timeout=WAIT_MS)
+    expect(panel.get_by_role("heading", name="at position", exact=False)).to_be_visible(timeout=WAIT_MS)
+    parts = plot_titled(panel, "The logit of")
+    expect(parts.locator(".ytick text")).to_have_count(22)  # every part named, one per row
+    assert overlapping_labels(page) == []
+    # every position has arrived once the page holds as many views as the text has tokens
+    page.wait_for_function("() => { const d = window.chartDeck && window.chartDeck.decks.why; "
+                           "return d && Object.keys(d.views).length === parseInt(d.key); }", timeout=WAIT_MS)
+    # a position whose strongest head's circuits the page holds too (those of the heads pushing most were sent)
+    held = page.evaluate("""() => { const decks = window.chartDeck.decks;
+        return Object.entries(decks.why.views).filter(([p, view]) => decks['why-circuits'].views[view.texts[3]])
+            .map(([p]) => Number(p)); }""")
+    assert held
+    wanted = held[len(held) // 2]
+    calls = server_calls(page)
+    position = panel.get_by_label("position (-1 = last)", exact=True)
+    position.fill(str(wanted))
+    position.press("Enter")
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text(f"(position {wanted})", timeout=WAIT_MS)
+    expect(plot_titled(panel, f"Where position {wanted} looks")).to_be_visible(timeout=WAIT_MS)
+    assert [url for url in calls if "/queue/join" in url] == []  # drawn from what the page holds
+    assert overlapping_labels(page) == []
+    expect_no_error(page)
+    screenshot(page, "why-phone", publish=False)
+
+    position.fill("500")
+    position.press("Enter")
+    expect(panel.get_by_role("heading", level=3).first).to_have_text("No position 500", timeout=WAIT_MS)
+    expect(panel).to_contain_text("positions 0 to")
+    expect(plot_titled(panel, "The logit of")).to_be_hidden()  # the old view is cleared, not left under it
+    expect(plot_titled(panel, "QK of ")).to_be_hidden()
+    position.fill("-2")
+    position.press("Enter")
+    expect(plot_titled(panel, "The logit of")).to_be_visible(timeout=WAIT_MS)
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("(position ", timeout=WAIT_MS)
+    expect_no_error(page)
+
+
+def save_toy_checkpoint(weights, name: str) -> None:
+    """The toy preset's model (notebook 004's, 2 sliced heads, context 8) trained a few steps on "hello world"."""
+    import torch
+
+    from playground.architectures import build_model
+    from playground.checkpoints import save_checkpoint
+    from playground.config import ModelConfig
+    from playground.presets import TRAIN_PRESETS
+    from playground.tokenizer import CharTokenizer
+
+    tokenizer = CharTokenizer.train_from_text("hello world")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(vocabulary_size=8, **TRAIN_PRESETS["toy"].model.to_dict()))
+    ids = tokenizer.encode("hello world")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(60):
+        loss = model(ids[:8].view(1, -1), ids[1:9].view(1, -1)).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    save_checkpoint(model.eval(), tokenizer, name, directory=weights)
+
+
+def test_the_toy_presets_model_explained_head_by_head(page, server):
+    """Issue 29: the three views on the textbook preset too. The toy's logit is its two heads through their columns
+    of the projection, the projection's bias and the output bias; its circuits are over its 8 characters."""
+    save_toy_checkpoint(server.weights, "why-toy")
+    panel = open_tab(page, "Why")
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)
+    panel.get_by_label("Text", exact=True).fill("hello wo")
+    field = panel.get_by_label("Checkpoint", exact=True)
+    field.click()
+    field.fill("why-toy")
+    field.press("Enter")
+    parts = plot_titled(panel, "The logit of")
+    expect(parts.locator(".ytick text")).to_have_count(4, timeout=WAIT_MS)
+    assert parts.locator(".ytick text").all_text_contents() == ["L0 H0", "L0 H1", "L0 attention bias", "output bias"]
+    expect(panel).to_contain_text("is the sum of these 4 bars")
+    expect(panel).to_contain_text("Notebook 004's model", use_inner_text=False)  # in the circuits' fold
+    expect(plot_titled(panel, "QK of L0 H")).to_be_visible(timeout=WAIT_MS)
+    expect(plot_titled(panel, "Loss added when each head alone")).to_be_visible(timeout=WAIT_MS)
+    panel.get_by_label("knock out", exact=True).click()
+    page.get_by_role("option", name="L0 H0", exact=True).click()
+    page.keyboard.press("Escape")
+    expect(panel.get_by_role("heading", name="Knocked out: L0 H0")).to_be_visible(timeout=WAIT_MS)
+    expect(panel).to_contain_text("loss on the text")
+    position = panel.get_by_label("position (-1 = last)", exact=True)
+    position.fill("2")
+    position.press("Enter")
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("(position 2)", timeout=WAIT_MS)
+    expect(panel).to_contain_text("guess at position 2")
+    expect_no_error(page)
+    screenshot(page, "why-toy", publish=False)
+
+
+def test_a_refused_target_is_said_once_and_the_view_stays(page):
+    """A stranger saw the same refusal twice for one edit."""
+    panel = open_tab(page, "Why")
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)
+    expect(plot_titled(panel, "QK of ")).to_be_visible(timeout=WAIT_MS)
+    expect_errors(page, "is 2 tokens")
+    panel.get_by_label("target").fill("ab")
+    toasts = page.locator(ERROR_TOAST)
+    expect(toasts).to_contain_text("is 2 tokens: give one character", timeout=WAIT_MS)
+    expect(toasts).to_have_count(1)  # said once
+    expect(plot_titled(panel, "The logit of")).to_be_visible()
+    panel.get_by_label("target").fill("e")  # answered after any echo of the refused edit
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why e after", timeout=WAIT_MS)
+    assert toasts.count() <= 1

@@ -13,10 +13,12 @@ from torch.testing import assert_close
 from playground.circuits import (
     CircuitError,
     ablated,
+    every_key_contribution,
     head_effects,
     head_means,
     key_contributions,
     logit_attribution,
+    logit_attributions,
     ov_circuit,
     qk_circuit,
     strongest_pairs,
@@ -226,3 +228,128 @@ def test_a_knock_out_changes_only_its_own_threads_forward_passes():
             knocked = model(ids).logits
     assert torch.equal(seen["logits"], intact)
     assert not torch.allclose(knocked, intact, atol=1e-3)
+
+
+@pytest.mark.parametrize("use_bias, tie", [(False, False), (True, True)], ids=["no-bias", "gpt2-tied"])
+def test_every_position_at_once_is_each_position_alone(use_bias, tie):
+    """The page is sent every position's attribution from one pass: each is the one-position attribution, and
+    sums to the model's own logit there."""
+    model = tiny(use_bias, tie=tie)
+    targets = torch.tensor([(3 * p + 1) % 13 for p in range(IDS.numel())])
+    with torch.no_grad():
+        logits = model(IDS.view(1, -1)).logits[0]
+    every = logit_attributions(model, IDS, targets)
+    assert [a.position for a in every] == list(range(IDS.numel()))
+    for p, attribution in enumerate(every):
+        alone = logit_attribution(model, IDS, p, int(targets[p]))
+        assert attribution.names == alone.names and attribution.kinds == alone.kinds
+        assert_close(attribution.values, alone.values, atol=1e-5, rtol=1e-5)
+        assert attribution.scale == pytest.approx(alone.scale, rel=1e-6)
+        assert attribution.logit == pytest.approx(float(logits[p, targets[p]]), abs=1e-5)
+        assert float(attribution.values.sum()) == pytest.approx(attribution.logit, abs=1e-4)
+    with pytest.raises(CircuitError, match="one target per position"):
+        logit_attributions(model, IDS, targets[:-1])
+
+
+def test_every_heads_key_shares_at_once_are_each_heads_alone():
+    model = tiny(True)
+    targets = torch.tensor([(5 * p + 2) % 13 for p in range(IDS.numel())])
+    every = logit_attributions(model, IDS, targets)
+    weights, shares = every_key_contribution(model, IDS, every)
+    assert weights.shape == shares.shape == (2, 4, IDS.numel(), IDS.numel())
+    for p in (0, 5, IDS.numel() - 1):
+        for layer, head in ((0, 0), (1, 3)):
+            w, s = key_contributions(model, IDS, p, int(targets[p]), layer, head)
+            assert_close(weights[layer, head, p], w, atol=1e-6, rtol=1e-5)
+            assert_close(shares[layer, head, p], s, atol=1e-5, rtol=1e-5)
+            assert float(shares[layer, head, p].sum()) == pytest.approx(every[p].head(layer, head), abs=1e-4)
+    assert float(weights[:, :, 2, 3:].abs().sum()) == 0.0  # the future is never read
+    some_weights, some_shares = every_key_contribution(model, IDS, every, [(1, 2), (0, 1)])
+    assert_close(some_weights, torch.stack([weights[1, 2], weights[0, 1]]))
+    assert_close(some_shares, torch.stack([shares[1, 2], shares[0, 1]]))
+
+
+def notebook_model(seed: int = 5):
+    """Notebook 004's SimpleLanguageModel (the toy preset's): sliced heads, no residual, norm or MLP."""
+    from playground.architectures import build_model
+
+    torch.manual_seed(seed)
+    model = build_model(ModelConfig(vocabulary_size=13, context_size=16, embedding_dim=24, heads_num=4, layers_num=1,
+                                    architecture="notebook_004")).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())) * 0.3)
+    return model
+
+
+def test_on_notebook_004s_model_each_heads_part_is_its_own_output_read_by_the_output_layer():
+    """Independent of circuits' code: the notebook's own Head modules on their slices of the embeddings, each through
+    its columns of proj, read by the output layer's row of the target; proj's bias and the output's bias."""
+    model = notebook_model()
+    targets = torch.tensor([(7 * p + 3) % 13 for p in range(IDS.numel())])
+    every = logit_attributions(model, IDS, targets)
+    with torch.no_grad():
+        logits = model(IDS.view(1, -1)).logits[0]
+        x = model.embed(IDS.view(1, -1))  # (1, T, C)
+        d = model.config.head_size
+        for p, attribution in enumerate(every):
+            t = int(targets[p])
+            assert attribution.names == ["L0 H0", "L0 H1", "L0 H2", "L0 H3", "L0 attention bias", "output bias"]
+            assert attribution.logit == pytest.approx(float(logits[p, t]), abs=1e-5)
+            assert float(attribution.values.sum()) == pytest.approx(attribution.logit, abs=1e-4)
+            for h, head in enumerate(model.attn.heads):
+                out = head(x[..., h * d:(h + 1) * d])[0, p]  # (d,)
+                by_hand = model.output.weight[t] @ (model.attn.proj.weight[:, h * d:(h + 1) * d] @ out)
+                assert attribution.head(0, h) == pytest.approx(float(by_hand), abs=1e-5)
+            assert float(attribution.values[-2]) == pytest.approx(float(model.output.weight[t] @ model.attn.proj.bias),
+                                                                  abs=1e-5)
+            assert float(attribution.values[-1]) == pytest.approx(float(model.output.bias[t]), abs=1e-6)
+            alone = logit_attribution(model, IDS, p, t)
+            assert_close(alone.values, attribution.values)
+        weights, shares = every_key_contribution(model, IDS, every)
+        assert_close(weights[0], model.attn.weights(x)[0])
+        for h in range(4):
+            assert_close(shares[0, h].sum(dim=1), torch.tensor([a.head(0, h) for a in every]), atol=1e-4, rtol=1e-4)
+            w, s = key_contributions(model, IDS, 6, int(targets[6]), 0, h)
+            assert_close(shares[0, h, 6], s, atol=1e-5, rtol=1e-5)
+
+
+def test_on_notebook_004s_model_the_circuits_are_what_a_head_reads_and_writes():
+    """Without position embeddings the QK table's entries are the notebook head's own scores; a one-token text makes
+    the head attend to that token alone, and what it writes, through proj and the output layer, is the OV row."""
+    model = notebook_model()
+    with torch.no_grad():
+        model.pos_emb.weight.zero_()
+        d = model.config.head_size
+        for h, head in enumerate(model.attn.heads):
+            qk = qk_circuit(model, 0, h)
+            x = model.token_emb.weight[IDS][:, h * d:(h + 1) * d]  # (T, d)
+            scores = head.query(x) @ head.key(x).T / d ** 0.5
+            assert_close(qk[IDS][:, IDS], scores, atol=1e-5, rtol=1e-5)
+            ov = ov_circuit(model, 0, h)
+            for token in (0, 7):
+                written = model.attn.proj.weight[:, h * d:(h + 1) * d] @ head(
+                    model.token_emb.weight[token, h * d:(h + 1) * d].view(1, 1, d))[0, 0]
+                assert_close(ov[token], model.output.weight @ written, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_on_notebook_004s_model_a_knock_out_equals_editing_proj_and_leaves_other_passes_intact(mode):
+    model = notebook_model()
+    d = model.config.head_size
+    with torch.no_grad():
+        intact = model(IDS.view(1, -1)).logits
+        edited = copy.deepcopy(model)
+        means = head_means(model, IDS)[0] if mode == "mean" else torch.zeros(model.config.embedding_dim)
+        for h in (1, 3):  # the head's output replaced by a constant: its columns of proj become a bias
+            columns = slice(h * d, (h + 1) * d)
+            edited.attn.proj.bias += edited.attn.proj.weight[:, columns] @ means[columns]
+            edited.attn.proj.weight[:, columns] = 0
+        with ablated(model, [(0, 1), (0, 3)], mode, IDS):
+            knocked = model(IDS.view(1, -1)).logits
+        assert_close(knocked, edited(IDS.view(1, -1)).logits, atol=1e-5, rtol=1e-5)
+        assert_close(model(IDS.view(1, -1)).logits, intact)  # outside the block, the model is itself again
+    effects = head_effects(model, IDS, mode)
+    for effect in effects:
+        with ablated(model, [(effect.layer, effect.head)], mode, IDS):
+            assert effect.loss == pytest.approx(text_loss(model, IDS), abs=1e-5)

@@ -255,7 +255,7 @@ def test_the_views_that_read_a_gpts_blocks_refuse_it_in_a_sentence_never_a_trace
     import gradio as gr
 
     from playground.anatomy.lessons import LEVEL_TITLES
-    from playground.ui import attention_tab, model_tab, why_tab
+    from playground.ui import attention_tab, model_tab
     from playground.ui.common import friendly
     from playground.walkthrough import STEP_TITLES
 
@@ -271,10 +271,31 @@ def test_the_views_that_read_a_gpts_blocks_refuse_it_in_a_sentence_never_a_trace
     with pytest.raises(ArchitectureError, match=f"{where}.*the Model tab needs a GPT checkpoint"):
         model_tab.model_view(toy_ctx, "trained checkpoint", "toy-1", "hello", LEVEL_TITLES[0], 0, 0, -1, 0, "pre",
                              "decoder", "gelu", 0.0, 0)
-    with pytest.raises(ArchitectureError, match=f"{where}.*the Why tab needs a GPT checkpoint"):
-        why_tab.explain(toy_ctx, "toy-1", "hello", 2, "")
     with pytest.raises(gr.Error, match="toy-1 is notebook 004's attention-only model"):  # the page's toast
-        friendly(why_tab.explain)(toy_ctx, "toy-1", "hello", 2, "")
+        friendly(model_tab.model_view)(toy_ctx, "trained checkpoint", "toy-1", "hello", LEVEL_TITLES[0], 0, 0, -1, 0,
+                                       "pre", "decoder", "gelu", 0.0, 0)
+
+
+def test_the_why_tab_explains_the_toys_guess_head_by_head(toy_ctx):
+    """Notebook 004's model has no residual, norm or MLP: its logit is each head through its columns of the output
+    projection, the projection's bias and the output layer's bias, and the bars sum to it."""
+    import json
+    import re
+
+    from playground.ui import why_tab
+
+    view = why_tab.explain(toy_ctx, "toy-1", "hello wo", 4, "", why_tab.STRONGEST, ["L0 H1"], "zero")
+    bars = view.parts.data[0]
+    assert list(bars.customdata) == ["L0 H0", "L0 H1", "L0 attention bias", "output bias"]
+    logit = float(re.search(r"its logit (-?[\d.]+) is the sum of these 4 bars", view.heading).group(1))
+    assert sum(bars.x) == pytest.approx(logit, abs=2e-3)
+    assert view.heading.startswith("### Why `") and "(position 4)" in view.heading
+    assert re.match(r"### L0 H[01] at position 4", view.head_heading)
+    assert "What L0 H" in view.circuits_heading and "Notebook 004's model" in view.circuits_heading
+    assert view.qk.data[0].z.shape == view.ov.data[0].z.shape == (8, 8)  # the lab's 8 characters
+    assert "without L0 H1" in view.knock_heading and len(view.ranking.data[0].x) == 2
+    deck, _, _ = why_tab.why_deck(toy_ctx, "toy-1", "hello wo", "", why_tab.STRONGEST, [], "zero", {})
+    assert len(json.loads(deck)["views"]) == len("hello wo")
 
 
 def test_the_toy_preset_sets_up_the_labs_pasted_text():

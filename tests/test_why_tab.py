@@ -32,9 +32,10 @@ def test_the_bars_sum_to_the_logit_the_heading_quotes(ctx):
     view = explain(ctx)
     logit = float(re.search(r"its logit (-?[\d.]+) is the sum", view.heading).group(1))
     bars = [trace for trace in view.parts.data if trace.type == "bar"][0]
-    assert sum(bars.y) == pytest.approx(logit, abs=2e-3)  # the heading rounds to 3 places
+    assert bars.orientation == "h"  # one named row a part: readable on a phone
+    assert sum(bars.x) == pytest.approx(logit, abs=2e-3)  # the heading rounds to 3 places
     loaded = ctx.checkpoint("shakespeare-char")
-    assert len(bars.y) == len(circuits.logit_attribution(loaded.model, loaded.tokenizer.encode(TEXT), -1, 0).names)
+    assert len(bars.x) == len(circuits.logit_attribution(loaded.model, loaded.tokenizer.encode(TEXT), -1, 0).names)
     for figure in (view.parts, view.weights, view.shares, view.qk, view.ov, view.ranking):
         json.loads(figure.to_json())
     assert view.heading.count("**Look for:**") == 1 and "**Look for:**" in view.knock_heading
@@ -100,22 +101,65 @@ def test_the_pickers_follow_the_checkpoint(ctx):
     assert why_tab.controls(ctx, "no-such-run") == (gr.skip(), gr.skip())
 
 
-def test_the_page_is_sent_only_the_figures_that_changed(ctx):
+def _merged(base: dict, changes: dict) -> dict:
+    """chart_deck's merge in Python: objects key by key, a figure's traces one by one, the rest replaced."""
+    if isinstance(base, dict) and isinstance(changes, dict):
+        return {**base, **{key: [_merged(b, c) for b, c in zip(base[key], changes[key])] if key == "data" else
+                           _merged(base.get(key), value) for key, value in changes.items()}}
+    return changes
+
+
+def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
+    """A new position is drawn in the page from the deck: every position's view, figures as changes to one base,
+    carries the texts and the numbers /why gives for that position."""
+    deck, circuits_deck, shown = why_tab.why_deck(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero",
+                                                  {})
+    sent = json.loads(deck)
+    assert int(sent["key"].split(":")[0]) == len(TEXT) and sorted(map(int, sent["views"])) == list(range(len(TEXT)))
+    held = json.loads(circuits_deck)["views"]
+    for position in (0, 7, len(TEXT) - 1):
+        view = explain(ctx, position=position, mode="zero")
+        texts, figures = sent["views"][str(position)]["texts"], sent["views"][str(position)]["figures"]
+        assert texts[:3] == [view.heading, view.head_heading, view.knock_heading]
+        assert view.head_heading.startswith(f"### {texts[3]} at position {position}")
+        parts, looks, pushes = (_merged(sent["bases"][figure["base"]], figure["changes"]) for figure in figures)
+        assert parts["data"][0]["x"] == pytest.approx(list(view.parts.data[0].x), abs=1e-4)
+        assert looks["data"][0]["y"] == pytest.approx(list(view.weights.data[0].y), rel=1e-3, abs=1e-6)
+        assert pushes["data"][0]["y"] == pytest.approx(list(view.shares.data[0].y), rel=1e-3, abs=1e-6)
+        assert pushes["layout"]["title"]["text"] == view.shares.layout.title.text
+        assert looks["layout"]["xaxis"]["ticktext"] == list(view.weights.layout.xaxis.ticktext)
+    assert set(held) <= {sent["views"][str(p)]["texts"][3] for p in range(len(TEXT))} and held
+    assert shown["heads"] == list(held)
+
+
+def test_a_first_answer_sends_only_what_the_page_lacks(ctx):
     args = ("shakespeare-char", TEXT, -1, "", "L1 H0", [], "zero")
-    *first, shown = why_tab.explain_changes(ctx, *args, shown=None)
-    assert all(item != gr.skip() for item in first)
-    *second, shown = why_tab.explain_changes(ctx, "shakespeare-char", TEXT, 5, "", "L1 H0", [], "zero", shown)
-    assert second[6] == second[7] == gr.skip() and second[9] == gr.skip()  # same head, same text: kept
-    assert second[1] != gr.skip() and second[0] != first[0]  # the parts at the new position are sent
-    *third, _ = why_tab.explain_changes(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1", [], "zero", shown)
-    assert third[6] != gr.skip() and third[9] == gr.skip()  # another head's circuits; the same ranking
+    deck, circuits_deck, ranking_deck, shown = why_tab.why_page(ctx, *args, shown=None)
+    assert list(json.loads(deck)["views"]) == [str(len(TEXT) - 1)]
+    assert list(json.loads(circuits_deck)["views"]) == ["L1 H0"] and json.loads(ranking_deck)["views"]["ranking"]
+    deck, circuits_deck, ranking_deck, shown = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L1 H0", [],
+                                                                "zero", shown)
+    assert list(json.loads(deck)["views"]) == ["5"]
+    assert circuits_deck == ranking_deck == gr.skip()  # the same head's circuits, the same ranking: held
+    _, circuits_deck, ranking_deck, shown = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1",
+                                                             ["L0 H0"], "zero", shown)
+    assert list(json.loads(circuits_deck)["views"]) == ["L0 H1"] and ranking_deck == gr.skip()
+    _, circuits_deck, ranking_deck, _ = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1", [],
+                                                         "zero", shown, fresh=True)  # the page asked: it lacks them
+    assert circuits_deck != gr.skip() and ranking_deck != gr.skip()
 
 
-def test_a_clicked_bar_opens_its_head_and_nothing_else():
-    """The page writes the clicked bar's part, stamped with the click's time, into a hidden box."""
-    assert why_tab.pick_head("L1 H0 #1732600000000", "L3 H2") == "L1 H0"
-    for picked in ("embeddings #1", "L1 MLP #2", "", None, "L1 H0 #3"):  # not a head, or the head already open
-        assert why_tab.pick_head(picked, "L1 H0") == gr.skip()
+def test_a_knock_out_that_lowers_the_loss_says_the_head_was_hurting(ctx):
+    """A learner saw the loss fall without a head and nothing on screen said what that means."""
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = loaded.tokenizer.encode(TEXT)
+    helping = circuits.head_effects(loaded.model, ids, "mean")[0]  # replaced by its mean, the loss rises
+    hurting = circuits.head_effects(loaded.model, ids, "zero")[-1]  # zeroed, this barely trained head's loss falls
+    assert helping.added > 0 > hurting.added
+    for effect, mode, lower in ((helping, "mean over the text", False), (hurting, "zero", True)):
+        name = circuits.head_name(effect.layer, effect.head)
+        view = explain(ctx, knocked=[name], mode=mode)
+        assert (f"The loss is lower without {name}**: on this text it was hurting" in view.knock_heading) == lower
 
 
 def test_the_pairs_in_words_are_among_the_texts_characters_and_a_downward_head_is_read_by_its_downward_push(ctx):

@@ -5,7 +5,9 @@ Why: a Gradio ``gr.Plot`` rebuilds its chart on every new value and then waits 1
 went to the server and back; a step through the Attention tab's stages waited about 450 ms, most of it drawing.
 Here each chart lives in a ``gr.HTML`` host that Gradio never re-renders, and ``Plotly.react`` updates it in place.
 
-A deck is a JSON object ``{"key": ..., "views": {name: {"texts": [...], "figures": [figure JSON or null, ...]}}}``.
+A deck is a JSON object ``{"key": ..., "views": {name: {"texts": [...], "figures": [figure JSON or null, ...]}}}``;
+optionally ``"bases": {name: figure JSON}``, figures sent once that a view's figure ``{"base": name, "changes": {...}}``
+is laid over (objects merged key by key, a figure's traces one by one; a deck of many alike charts stays small).
 ``key`` names the settings the views were made with: a deck arriving with the key already held adds its views to
 those held (a first answer sends the view on screen, a second all the others), another key replaces them.
 ``draw_js(deck)`` is the page-side function for a ``js=`` event whose inputs are (the deck's textbox, the view's
@@ -36,15 +38,30 @@ window.chartDeck = window.chartDeck || (() => {
     wait();
   });
   function take(name, raw, more) {  // more: views added to those of the same key, never replacing them
-    const deck = decks[name] = decks[name] || {key: null, views: {}, raw: null, shown: null};
+    const deck = decks[name] = decks[name] || {key: null, views: {}, raw: null, shown: null, bases: {}};
     if (raw && raw !== deck.raw) {
       const sent = JSON.parse(raw);
       if (more && deck.key !== null && sent.key !== deck.key) return deck;  // late: the settings changed since
       deck.raw = raw;
-      if (sent.key !== deck.key) { deck.key = sent.key; deck.views = {}; }
+      if (sent.key !== deck.key) { deck.key = sent.key; deck.views = {}; deck.bases = {}; }
       Object.assign(deck.views, sent.views);
+      Object.assign(deck.bases, sent.bases || {});
     }
     return deck;
+  }
+  function merge(base, changes, key) {  // objects key by key, a figure's traces one by one; the rest replaced
+    if (changes === undefined) return base;
+    const object = value => value && typeof value === 'object' && !Array.isArray(value);
+    if (key === 'data' && Array.isArray(base) && Array.isArray(changes)) {
+      return changes.map((trace, i) => merge(base[i] || {}, trace));
+    }
+    if (!object(base) || !object(changes)) return changes;
+    const out = {...base};
+    for (const k of Object.keys(changes)) out[k] = merge(base[k], changes[k], k);
+    return out;
+  }
+  function figureOf(deck, figure) {  // {base, changes}: a figure sent once (the deck's bases) with these changes
+    return figure && figure.base !== undefined ? merge(deck.bases[figure.base], figure.changes) : figure;
   }
   function touchLayout(layout) {  // a swipe over the chart scrolls the page: no drag, no zoom
     const out = {...layout, dragmode: false};
@@ -99,7 +116,8 @@ window.chartDeck = window.chartDeck || (() => {
     const shown = deck.views[deck.shown];
     if (!shown) return null;
     const stamp = deck.key + '|' + deck.shown;
-    const slots = shown.figures.map((figure, slot) => {
+    const slots = shown.figures.map((sent, slot) => {
+      const figure = figureOf(deck, sent);
       const block = document.getElementById(name + '-chart-' + slot);
       return {figure, block, host: hostOf(block, deck.shown),
               own: block ? [...block.querySelectorAll('.""" + HOST_CLASS + """[data-view]')] : []};
@@ -130,7 +148,9 @@ window.chartDeck = window.chartDeck || (() => {
       each.figures.forEach((figure, slot) => {
         const host = hostOf(document.getElementById(name + '-chart-' + slot), view);
         const stamp = deck.key + '|' + view;
-        if (host && host.dataset.view === view && host.dataset.stamp !== stamp) todo.push({host, figure, stamp});
+        if (host && host.dataset.view === view && host.dataset.stamp !== stamp) {
+          todo.push({host, figure: figureOf(deck, figure), stamp});
+        }
       });
     }
     if (!todo.length) return;
@@ -214,11 +234,23 @@ def plotly_loader() -> gr.Plot:
     return gr.Plot(go.Figure(), visible="hidden", show_label=False, label="chart library")
 
 
-def deck_json(key: str, views: dict[str, tuple[Sequence[str], Sequence[go.Figure | None]]]) -> str:
+def _figure_json(figure) -> str:
+    if figure is None:
+        return "null"
+    return json.dumps(figure) if isinstance(figure, dict) else figure.to_json()
+
+
+def deck_json(key: str, views: dict[str, tuple[Sequence[str], Sequence[go.Figure | dict | None]]],
+              bases: dict[str, go.Figure] | None = None) -> str:
     """The deck ``{"key": key, "views": {name: {"texts": [...], "figures": [...]}}}``, each figure as Plotly's
-    own JSON (or null), written without parsing it again."""
+    own JSON (or null), written without parsing it again. ``bases``: figures a view's figure may be given as changes
+    to, ``{"base": name, "changes": {...}}`` (from plots.bar_chart_changes, say)."""
     parts = []
     for name, (texts, figures) in views.items():
-        drawn = ", ".join(figure.to_json() if figure is not None else "null" for figure in figures)
+        drawn = ", ".join(_figure_json(figure) for figure in figures)
         parts.append(f'{json.dumps(name)}: {{"texts": {json.dumps(list(texts))}, "figures": [{drawn}]}}')
-    return f'{{"key": {json.dumps(key)}, "views": {{{", ".join(parts)}}}}}'
+    sent_bases = ""
+    if bases:
+        sent_bases = ', "bases": {' + ", ".join(f"{json.dumps(name)}: {_figure_json(figure)}"
+                                                for name, figure in bases.items()) + "}"
+    return f'{{"key": {json.dumps(key)}, "views": {{{", ".join(parts)}}}{sent_bases}}}'

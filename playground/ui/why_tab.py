@@ -10,16 +10,20 @@ checks the inputs, prices the view and lays it out. Renders on arrival and on ev
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
-import re
+import json
+import threading
+from collections import Counter, OrderedDict
 from typing import NamedTuple
 
 import gradio as gr
 import torch
+import torch.nn.functional as F
 
 from playground import budget, checkpoints, checks, circuits, plots
-from playground.architectures import require_gpt
 from playground.tokenizer import escape_text, labels
+from playground.ui import chart_deck
 from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal
 from playground.ui.events import wire
 
@@ -40,6 +44,12 @@ CIRCUIT_MORE = ("Both tables read each character's token embedding alone, withou
                 "itself. QK: the scaled score a query character gives a key character (softmax runs over a row). OV: "
                 "the logits the head writes when all its weight is on one character, through W_V, W_O, the final "
                 "norm and the LM head.")
+
+NOTEBOOK_MORE = ("Notebook 004's model: one layer of heads, each reading its own slice of the embedding, then the "
+                 "output projection and the output layer, with no norm, MLP or residual. Both tables read each "
+                 "character's token embedding alone, without its position. QK: the scaled score a query character "
+                 "gives a key character. OV: the logits the head writes when all its weight is on one character, "
+                 "through W_V, its columns of the projection and the output layer (without its bias).")
 
 
 class WhyView(NamedTuple):
@@ -106,17 +116,66 @@ def _coloured_bars(figure, values: list[float]):
     return figure
 
 
-def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
-            knocked: list[str] | None = None, mode: str = "mean over the text") -> WhyView:
-    """Plain handler: why the model gives ``target`` (empty: its own guess) after ``text[: position + 1]``, the
-    chosen head's reading and circuits, and what knocking out the ``knocked`` heads changes."""
+class _Reading(NamedTuple):
+    """Everything a view of the text needs, at every position, from one pass of each kind."""
+
+    model: object
+    tokenizer: object
+    ids: torch.Tensor  # (T,)
+    tokens: list[str]  # shown labels, one per position
+    probabilities: torch.Tensor  # (T, V): the intact model's next-token probabilities
+    targets: list[int]  # the target after each position (the model's guess there when none is given)
+    attributions: list  # circuits.LogitAttribution per position
+    keys: dict  # (layer, head) -> ((T, T) attention weights, (T, T) each read key's push on the query's target)
+    head: tuple[int, int] | None  # the chosen head; None: the one that pushed most, position by position
+    knocked_heads: list[tuple[int, int]]
+    mode: str
+    knocked: torch.Tensor | None  # (T, V): the probabilities with the knocked heads out, or None
+    intact_loss: float | None
+    knocked_loss: float | None
+    effects: list | None  # circuits.HeadEffect per head, most needed first, or None where not ranked
+    ranking_note: str  # the ranking's line (or why there is none)
+    subset: torch.Tensor | None  # the circuit tables' tokens (None: the whole vocabulary)
+    name: str  # the checkpoint's
+    memo: ReadingCache
+
+
+READING_CACHE_SIZE = 24  # pieces of readings kept: a text's every-position pass, its ranking, a few heads' circuits
+
+
+class ReadingCache:
+    """The last READING_CACHE_SIZE pieces of the Why tab's readings (a text's attribution at every position, its
+    ranking, a knock-out's pass, a head's circuits), keyed by what they read and kept for the loaded model they
+    were read from: a new head, knock-out or position reads the text once, not at every click."""
+
+    def __init__(self, size: int = READING_CACHE_SIZE) -> None:
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()  # key -> (model, value)
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, model, compute):
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] is model:
+                self._entries.move_to_end(key)
+                return hit[1]
+        value = compute()
+        with self._lock:
+            self._entries[key] = (model, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
+
+
+def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str):
+    """The checked inputs: (the loaded checkpoint, ids, the target text, the head choice, the knocked heads, mode)."""
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
     target = checks.text(target, "The target", 16)
     mode = MODES[checks.choice(mode, "knock-out", MODES)]
     knocked = list(knocked or [])
     loaded = ctx.checkpoint(checkpoint or "")
-    model, tokenizer, config = loaded.model, loaded.tokenizer, loaded.config
-    require_gpt(config, loaded.name, "the Why tab")
+    tokenizer, config = loaded.tokenizer, loaded.config
     if not text:
         raise ValueError("the text is empty: type a few characters for the model to read")
     unknown = tokenizer.find_unknown(text)
@@ -127,64 +186,227 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
     limit = min(MAX_TOKENS, config.context_size)
     if ids.numel() > limit:
         raise ValueError(f"the text is {ids.numel():,} tokens; this view reads at most {limit} (use a shorter text)")
-    T = ids.numel()
-    position = checks.whole_number(position, "position")
-    if not -T <= position < T:
-        raise ValueError(f"position {position} is outside the text's {T} tokens (-1 is the last)")
-    position %= T
+    if target:
+        _target(tokenizer, target, 0)  # refused here, before any work
     layers, heads = config.layers_num, config.heads_num
     head = checks.text(head, "head", 64) or STRONGEST
+    chosen = None if head == STRONGEST else _parse_head(head, layers, heads)
     knocked_heads = [_parse_head(name, layers, heads) for name in knocked]
-    subset = _circuit_tokens(config.vocabulary_size, ids)
+    return loaded, ids, target, chosen, knocked_heads, mode
+
+
+def _position(position, length: int) -> int:
+    position = checks.whole_number(position, "position")
+    if not -length <= position < length:
+        raise ValueError(f"position {position} is outside the text's {length} tokens (-1 is the last)")
+    return position % length
+
+
+def _cost(config, T: int, subset) -> budget.Cost:
     n = config.vocabulary_size if subset is None else subset.numel()
-    cost = budget.combined("this view", budget.inference_cost(
-        parameters=config.parameter_count(), layers_num=layers, heads_num=heads, embedding_dim=config.embedding_dim,
-        context_size=T, vocabulary_size=config.vocabulary_size, attention_maps=True),
+    heads_total = config.layers_num * config.heads_num
+    return budget.combined("this view", budget.inference_cost(
+        parameters=config.parameter_count(), layers_num=config.layers_num, heads_num=config.heads_num,
+        embedding_dim=config.embedding_dim, context_size=T, vocabulary_size=config.vocabulary_size,
+        attention_maps=True),
         budget.Cost("", (("circuit tables", 4 * 4 * n * max(n, config.vocabulary_size)),
+                         ("every head's key shares", 2 * 4 * heads_total * T * T),
                          ("figures", (2 * n * n) * budget.BYTES_PER_HEATMAP_CELL))))
-    with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
-        return _view(model, tokenizer, ids, position, target, head, knocked_heads, mode, subset)
 
 
-def _view(model, tokenizer, ids, position, target, head, knocked_heads, mode, subset) -> WhyView:
-    config = model.config
-    tokens = [_label(label) for label in labels(tokenizer, ids)]
+def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str,
+             position=None, memo: ReadingCache | None = None) -> tuple[_Reading, int | None]:
+    """The text read at every position for these settings (priced and admitted first), and ``position`` checked
+    against it (None stays None). ``memo``: pieces read before (none kept when None)."""
+    loaded, ids, target, chosen, knocked_heads, mode = _prepare(ctx, checkpoint, text, target, head, knocked, mode)
+    T = ids.numel()
+    if position is not None:
+        position = _position(position, T)
+    subset = _circuit_tokens(loaded.config.vocabulary_size, ids)
+    memo = memo if memo is not None else ReadingCache(0)
+    with ctx.budget.reserve(_cost(loaded.config, T, subset), hint=f"use a shorter text (it is {T} tokens)"):
+        return _read(loaded.model, loaded.tokenizer, ids, target, chosen, knocked_heads, mode, subset, loaded.name,
+                     memo), position
+
+
+def _every_position(model, tokenizer, ids, target):
+    """(probabilities (T, V), the target after each position, each position's attribution), from one pass each."""
+    device_ids = ids.view(1, -1).to(next(model.parameters()).device)
     with torch.no_grad():
-        logits = model(ids.view(1, -1).to(model.token_embedding.weight.device)).logits[0, position]
-    probabilities = torch.softmax(logits.float(), dim=-1)
-    predicted = int(probabilities.argmax())
-    target_id = _target(tokenizer, target, predicted)
-    name = _label(tokenizer.label(target_id))
+        probabilities = torch.softmax(model(device_ids).logits[0].float(), dim=-1).cpu()  # (T, V)
+    T = ids.numel()
+    targets = ([_target(tokenizer, target, 0)] * T) if target else probabilities.argmax(dim=-1).tolist()
+    return probabilities, targets, circuits.logit_attributions(model, ids, targets)
+
+
+def _knocked_pass(model, ids, knocked_heads, mode, means):
+    """(probabilities (T, V), loss on the text or None) with the heads knocked out, from one pass; ``means``: the
+    heads' means over the text (mode "mean")."""
+    with circuits.ablated(model, knocked_heads, mode, ids, means), torch.no_grad():
+        logits = model(ids.view(1, -1).to(next(model.parameters()).device)).logits[0].float().cpu()  # (T, V)
+    loss = float(F.cross_entropy(logits[:-1], ids[1:].cpu())) if ids.numel() > 1 else None
+    return torch.softmax(logits, dim=-1), loss
+
+
+def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, name, memo) -> _Reading:
+    config = model.config
+    T = ids.numel()
+    text_key = (name, tuple(ids.tolist()))
+    probabilities, targets, attributions = memo.get(("positions", *text_key, target), model,
+                                                    lambda: _every_position(model, tokenizer, ids, target))
+    if chosen is not None:
+        heads = [chosen]
+    else:  # the head that pushed most, position by position
+        every = [(layer, which) for layer in range(config.layers_num) for which in range(config.heads_num)]
+        heads = list(dict.fromkeys(max(every, key=lambda lh: a.head(*lh)) for a in attributions))
+    weights, shares = memo.get(("keys", *text_key, target, tuple(heads)), model,
+                               lambda: circuits.every_key_contribution(model, ids, attributions, heads))
+    keys = {lh: (weights[i], shares[i]) for i, lh in enumerate(heads)}
+    intact_loss = memo.get(("loss", *text_key), model, lambda: circuits.text_loss(model, ids) if T > 1 else None)
+    knocked = knocked_loss = None
+    if knocked_heads:
+        means = memo.get(("means", *text_key), model, lambda: circuits.head_means(model, ids)) \
+            if mode == "mean" else None
+        knocked, knocked_loss = memo.get(("knocked", *text_key, tuple(knocked_heads), mode), model,
+                                         lambda: _knocked_pass(model, ids, knocked_heads, mode, means))
+    effects = None
+    heads_total = config.layers_num * config.heads_num
+    if intact_loss is None:
+        note = "The text needs two tokens for a loss to rank heads by."
+    elif heads_total > MAX_RANKED_HEADS:
+        note = (f"Ranking all {heads_total} heads would take {heads_total} forward passes: knock heads out by hand "
+                "instead.")
+    else:
+        effects = memo.get(("effects", *text_key, mode), model, lambda: circuits.head_effects(model, ids, mode))
+        note = (f"Most needed: {circuits.head_name(effects[0].layer, effects[0].head)} ({effects[0].added:+.3f} "
+                "without it).")
+    tokens = [_label(label) for label in labels(tokenizer, ids)]
+    return _Reading(model, tokenizer, ids, tokens, probabilities, targets, attributions, keys, chosen,
+                    knocked_heads, mode, knocked, intact_loss, knocked_loss, effects, note, subset, name, memo)
+
+
+def _head_at(reading: _Reading, position: int) -> tuple[int, int]:
+    """The chosen head, or the head whose part of the logit at ``position`` is largest."""
+    if reading.head is not None:
+        return reading.head
+    config = reading.model.config
+    parts = reading.attributions[position]
+    return max(((layer, which) for layer in range(config.layers_num) for which in range(config.heads_num)),
+               key=lambda lh: parts.head(*lh))
+
+
+def _colours(values: list[float]) -> list[str]:
+    return ["#2f9e44" if v >= 0 else "#e03131" for v in values]
+
+
+def _texts(reading: _Reading, position: int) -> tuple[str, str, str]:
+    """(heading, the head's heading, the knock-out heading) at ``position``."""
+    parts = reading.attributions[position]
+    target_id = parts.target_id
+    probabilities = reading.probabilities[position]
+    name = _label(reading.tokenizer.label(target_id))
+    tokens = reading.tokens
     rank = int((probabilities > probabilities[target_id]).sum()) + 1
-    parts = circuits.logit_attribution(model, ids, position, target_id)
-    values = parts.values.tolist()
     heading = (f"### Why `{name}` after `{tokens[position]}` (position {position})\n\n{LOOK_FOR_PARTS}\n\n"
                f"The model gives `{name}` probability {float(probabilities[target_id]):.3f} (its choice number "
-               f"{rank}); its logit {parts.logit:.3f} is the sum of these {len(values)} bars.")
-    bars = _coloured_bars(plots.bar_chart(parts.names, values, f"The logit of '{name}', part by part", "logit"),
-                          values)
-    if head == STRONGEST:
-        layer, which = max(((layer, which) for layer in range(config.layers_num) for which in range(config.heads_num)),
-                           key=lambda lh: parts.head(*lh))
-    else:
-        layer, which = _parse_head(head, config.layers_num, config.heads_num)
-    chosen = circuits.head_name(layer, which)
-    weights, shares = circuits.key_contributions(model, ids, position, target_id, layer, which, parts)
+               f"{rank}); its logit {parts.logit:.3f} is the sum of these {len(parts.names)} bars.")
+    layer, which = _head_at(reading, position)
+    weights, shares = (keys[position] for keys in reading.keys[(layer, which)])
     seen = slice(0, position + 1)
-    key_labels = [f"{i}:{token}" for i, token in enumerate(tokens)][seen]
     # the character whose push has the head's own sign: a head that lowers the logit is read by what pushed down
     part = parts.head(layer, which)
     top = int((shares[seen] if part >= 0 else -shares[seen]).argmax())
     pushed = "pushed it up most" if float(shares[top]) >= 0 else "pushed it down most"
-    head_heading = (f"### {chosen} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part of the logit: "
-                    f"{part:+.3f}; the character that {pushed}: `{tokens[top]}` at {top} "
+    head_heading = (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
+                    f"of the logit: {part:+.3f}; the character that {pushed}: `{tokens[top]}` at {top} "
                     f"(weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
-    weight_bars = plots.bar_chart(key_labels, weights[seen].tolist(), f"Where position {position} looks ({chosen})",
-                                  "attention weight")
-    share_values = shares[seen].tolist()
-    share_bars = _coloured_bars(plots.bar_chart(key_labels, share_values,
-                                                f"Each read character's push on '{name}' ({chosen})", "logit"),
-                                share_values)
+    return heading, head_heading, _knock_text(reading, position)
+
+
+def _knock_text(reading: _Reading, position: int) -> str:
+    target_id = reading.attributions[position].target_id
+    name = _label(reading.tokenizer.label(target_id))
+
+    def prediction(probabilities: torch.Tensor) -> tuple[str, float]:
+        return _label(reading.tokenizer.label(int(probabilities.argmax()))), float(probabilities[target_id])
+
+    names = ", ".join(circuits.head_name(*lh) for lh in reading.knocked_heads)
+    lines = [f"### {f'Knocked out: {names}' if reading.knocked_heads else 'Knock heads out'}\n\n{LOOK_FOR_KNOCK}"]
+    if reading.knocked is not None:
+        guess, p_target = prediction(reading.probabilities[position])
+        knocked_guess, knocked_p = prediction(reading.knocked[position])
+        table = ["| | intact | without " + names + " | change |", "|---|---|---|---|"]
+        if reading.intact_loss is not None:
+            change = reading.knocked_loss - reading.intact_loss
+            table.append(f"| loss on the text | {reading.intact_loss:.3f} | {reading.knocked_loss:.3f} | "
+                         f"{change:+.3f} |")
+        table.append(f"| guess at position {position} | `{guess}` | `{knocked_guess}` | "
+                     f"{'same' if guess == knocked_guess else 'changed'} |")
+        table.append(f"| p(`{name}`) | {p_target:.3f} | {knocked_p:.3f} | {knocked_p - p_target:+.3f} |")
+        lines.append("\n".join(table))
+        if reading.intact_loss is not None and change < 0:
+            they = "it was" if len(reading.knocked_heads) == 1 else "they were"
+            lines.append(f"**The loss is lower without {names}**: on this text {they} hurting the prediction more "
+                         "than helping it.")
+    else:
+        lines.append("Tick heads below to knock them out.")
+    lines.append(reading.ranking_note)
+    return "\n\n".join(lines)
+
+
+def _bars(reading: _Reading, position: int) -> tuple[dict, dict]:
+    """The bar charts' contents at ``position`` (labels, values, title, colours): (where the head looks, what each
+    read character pushed)."""
+    layer, which = _head_at(reading, position)
+    chosen = circuits.head_name(layer, which)
+    name = _label(reading.tokenizer.label(reading.attributions[position].target_id))
+    seen = slice(0, position + 1)
+    weights, shares = (keys[position, seen].tolist() for keys in reading.keys[(layer, which)])
+    # the read characters under their bars (the hover adds each one's position), spaced to fit a phone
+    axis = dict(labels=reading.tokens[seen], room_px=plots.LABEL_ROOM_PX, important=[position])
+    return (dict(axis, values=weights, title=f"Where position {position} looks ({chosen})"),
+            dict(axis, values=shares, title=f"Each read character's push on '{name}' ({chosen})",
+                 colours=_colours(shares)))
+
+
+def _parts_title(reading: _Reading, position: int) -> str:
+    return f"The logit of '{_label(reading.tokenizer.label(reading.attributions[position].target_id))}', part by part"
+
+
+def _figures(reading: _Reading, position: int) -> tuple:
+    """(the parts, where the head looks, what each read character pushed) as figures."""
+    parts = reading.attributions[position]
+    values = parts.values.tolist()
+    bars = plots.horizontal_bar_chart(parts.names, values, _parts_title(reading, position), "logit",
+                                      colours=_colours(values))
+    looks, pushes = _bars(reading, position)
+    axis = dict(room_px=looks["room_px"], important=looks["important"])
+    weight_bars = plots.bar_chart(looks["labels"], looks["values"], looks["title"], "attention weight", **axis)
+    share_bars = _coloured_bars(plots.bar_chart(pushes["labels"], pushes["values"], pushes["title"], "logit",
+                                                **axis), pushes["values"])
+    return bars, weight_bars, share_bars
+
+
+def _changes(reading: _Reading, position: int) -> tuple[dict, dict, dict]:
+    """_figures at ``position`` as changes to the deck's base figures (no figure built)."""
+    values = [float(f"{v:.6g}") for v in reading.attributions[position].values.tolist()]  # they sum to the logit
+    title, top = plots._title_layout(_parts_title(reading, position))
+    parts = {"data": [{"x": values, "marker": {"color": _colours(values)}}],
+             "layout": {"title": title, "margin": {"t": top}}}
+    looks, pushes = _bars(reading, position)
+    return (parts, plots.bar_chart_changes(**looks), plots.bar_chart_changes(**pushes))
+
+
+def _circuits_view(reading: _Reading, layer: int, which: int) -> tuple[str, object, object]:
+    """(heading, QK heatmap, OV heatmap) of one head over the vocabulary (or the subset)."""
+    return reading.memo.get(("circuits", reading.name, tuple(reading.ids.tolist()), layer, which), reading.model,
+                            lambda: _read_circuits(reading, layer, which))
+
+
+def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, object, object]:
+    model, tokenizer, subset = reading.model, reading.tokenizer, reading.subset
+    config = model.config
+    chosen = circuits.head_name(layer, which)
     vocabulary = [_label(label) for label in labels(tokenizer, subset if subset is not None else
                                                     torch.arange(config.vocabulary_size))]
     qk = circuits.qk_circuit(model, layer, which, subset)
@@ -194,71 +416,119 @@ def _view(model, tokenizer, ids, position, target, head, knocked_heads, mode, su
                                          "then the lowest ids)"
     # the pairs in words are among the text's own characters: one the model never saw keeps a random embedding,
     # whose entries can be the table's largest and mean nothing
-    in_text = set(ids.tolist())
+    in_text = set(reading.ids.tolist())
     among = [k for k, token in enumerate(subset.tolist() if subset is not None else range(config.vocabulary_size))
              if token in in_text]
-    circuits_heading = (f"### What {chosen} reads and writes{direct}\n\n{LOOK_FOR_CIRCUITS}\n\n"
-                        f"Looks for, among your text's characters: "
-                        f"{_pairs_in_words(qk, vocabulary, 'looks for', among)}.\n\n"
-                        f"Promotes: {_pairs_in_words(ov, vocabulary, 'promotes', among)}.{shown_of}\n\n"
-                        f"<details><summary>more</summary>\n\n{CIRCUIT_MORE}\n\n</details>")
+    heading = (f"### What {chosen} reads and writes{direct}\n\n{LOOK_FOR_CIRCUITS}\n\n"
+               f"Looks for, among your text's characters: {_pairs_in_words(qk, vocabulary, 'looks for', among)}.\n\n"
+               f"Promotes: {_pairs_in_words(ov, vocabulary, 'promotes', among)}.{shown_of}\n\n"
+               f"<details><summary>more</summary>\n\n{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n"
+               "</details>")
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
     ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}: attended (row) → next character",
                                       x_title="promoted", y_title="attended",
                                       hover="attending to %{y}, the logit of %{x}: %{z:+.3f}")
-    knock_heading, ranking = _knock_view(model, ids, position, target_id, knocked_heads, mode, tokenizer,
-                                         probabilities)
-    return WhyView(heading, bars, head_heading, weight_bars, share_bars, circuits_heading, qk_map, ov_map,
-                   knock_heading, ranking)
+    return heading, qk_map, ov_map
 
 
-def _knock_view(model, ids, position, target_id, knocked_heads, mode, tokenizer,
-                intact: torch.Tensor) -> tuple[str, object]:
-    """The knock-out table and the ranking; ``intact``: the intact model's probabilities at ``position``."""
-    config = model.config
-    name = _label(tokenizer.label(target_id))
-    intact_loss = circuits.text_loss(model, ids) if ids.numel() > 1 else None
-    device_ids = ids.view(1, -1).to(model.token_embedding.weight.device)
+def _ranking(reading: _Reading):
+    if reading.effects is None:
+        return None
+    ordered = sorted(reading.effects, key=lambda e: (e.layer, e.head))
+    return plots.horizontal_bar_chart([circuits.head_name(e.layer, e.head) for e in ordered],
+                                      [e.added for e in ordered], "Loss added when each head alone is knocked out",
+                                      "added loss")
 
-    def prediction(probabilities: torch.Tensor) -> tuple[str, float]:
-        return _label(tokenizer.label(int(probabilities.argmax()))), float(probabilities[target_id])
 
-    guess, p_target = prediction(intact)
-    lines = [f"### Knock heads out\n\n{LOOK_FOR_KNOCK}"]
-    if knocked_heads:
-        with circuits.ablated(model, knocked_heads, mode, ids):
-            knocked_loss = circuits.text_loss(model, ids) if ids.numel() > 1 else None
-            with torch.no_grad():
-                knocked_guess, knocked_p = prediction(torch.softmax(model(device_ids).logits[0, position].float(),
-                                                                    dim=-1))
-        names = ", ".join(circuits.head_name(*lh) for lh in knocked_heads)
-        table = ["| | intact | without " + names + " | change |", "|---|---|---|---|"]
-        if intact_loss is not None:
-            table.append(f"| loss on the text | {intact_loss:.3f} | {knocked_loss:.3f} | "
-                         f"{knocked_loss - intact_loss:+.3f} |")
-        table.append(f"| guess at position {position} | `{guess}` | `{knocked_guess}` | "
-                     f"{'same' if guess == knocked_guess else 'changed'} |")
-        table.append(f"| p(`{name}`) | {p_target:.3f} | {knocked_p:.3f} | {knocked_p - p_target:+.3f} |")
-        lines.append("\n".join(table))
-    else:
-        lines.append("Tick heads below to knock them out.")
-    ranking = None
-    heads_total = config.layers_num * config.heads_num
-    if intact_loss is None:
-        lines.append("The text needs two tokens for a loss to rank heads by.")
-    elif heads_total > MAX_RANKED_HEADS:
-        lines.append(f"Ranking all {heads_total} heads would take {heads_total} forward passes: knock heads out by "
-                     "hand instead.")
-    else:
-        effects = circuits.head_effects(model, ids, mode)
-        ordered = sorted(effects, key=lambda e: (e.layer, e.head))
-        ranking = plots.bar_chart([circuits.head_name(e.layer, e.head) for e in ordered],
-                                  [e.added for e in ordered], "Loss added when each head alone is knocked out",
-                                  "added loss")
-        lines.append(f"Most needed: {circuits.head_name(effects[0].layer, effects[0].head)} "
-                     f"({effects[0].added:+.3f} without it).")
-    return "\n\n".join(lines), ranking
+def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
+            knocked: list[str] | None = None, mode: str = "mean over the text", *,
+            memo: ReadingCache | None = None) -> WhyView:
+    """Plain handler (``/why``): why the model gives ``target`` (empty: its own guess) after
+    ``text[: position + 1]``, the chosen head's reading and circuits, and what knocking out the ``knocked`` heads
+    changes, as text and figures."""
+    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo)
+    heading, head_heading, knock_heading = _texts(reading, position)
+    parts, weights, shares = _figures(reading, position)
+    circuits_heading, qk, ov = _circuits_view(reading, *_head_at(reading, position))
+    return WhyView(heading, parts, head_heading, weights, shares, circuits_heading, qk, ov, knock_heading,
+                   _ranking(reading))
+
+
+DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-circuits", "why-ranking"
+MAX_SENT_CIRCUITS = 4  # heads whose circuits the page is sent ahead, the strongest somewhere in the text first
+
+
+def _key(*settings) -> str:
+    return hashlib.sha1(repr(settings).encode()).hexdigest()[:16]
+
+
+def _position_view(reading: _Reading, position: int) -> tuple[list[str], tuple]:
+    return [*_texts(reading, position), circuits.head_name(*_head_at(reading, position))], tuple(
+        {"base": base, "changes": changes} for base, changes in zip(("parts", "looks", "pushes"),
+                                                                    _changes(reading, position)))
+
+
+def _position_deck(reading: _Reading, settings: tuple, positions) -> str:
+    """The deck of these positions' views, keyed "<T>:<settings>" (the page reads the text's length from it), with
+    the first position's figures as the bases the others are changes to."""
+    first = next(iter(positions))
+    # a base carries only the charts' kind, the parts' names and its look: every view's changes carry the rest
+    bases = reading.memo.get(("bases", reading.name), reading.model, lambda: {
+        name: json.loads(figure.to_json()) for name, figure in zip(("parts", "looks", "pushes"),
+                                                                  _figures(reading, first))})
+    return chart_deck.deck_json(f"{reading.ids.numel()}:{_key(*settings)}",
+                                {str(p): _position_view(reading, p) for p in positions}, bases)
+
+
+def _circuits_deck(reading: _Reading, checkpoint: str, text: str, heads) -> str:
+    views = {}
+    for layer, which in heads:
+        heading, qk, ov = _circuits_view(reading, layer, which)
+        views[circuits.head_name(layer, which)] = ([heading], [qk, ov])
+    return chart_deck.deck_json(_key(checkpoint, text), views)
+
+
+def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
+             knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None, *,
+             fresh: bool = False, memo: ReadingCache | None = None):
+    """The page's first answer to a change: (the deck of the position on screen, the deck of its head's circuits,
+    the deck of the ranking, ``shown`` updated). Circuits and a ranking the page holds (``shown``) are not sent again
+    unless ``fresh``; why_deck follows with every other position."""
+    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo)
+    shown = dict(shown or {}) if not fresh else {}
+    deck = _position_deck(reading, (checkpoint, text, target, head, list(knocked or []), mode), [position])
+    layer, which = _head_at(reading, position)
+    circuits_key, ranking_key = _key(checkpoint, text), _key(checkpoint, text, mode)
+    held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
+    circuits_deck = gr.skip()
+    if circuits.head_name(layer, which) not in held:
+        circuits_deck = _circuits_deck(reading, checkpoint, text, [(layer, which)])
+        held = [*held, circuits.head_name(layer, which)]
+    ranking_deck = gr.skip()
+    if shown.get("ranking") != ranking_key:
+        ranking_deck = chart_deck.deck_json(ranking_key, {"ranking": ([], [_ranking(reading)])})
+    return deck, circuits_deck, ranking_deck, {"circuits": circuits_key, "heads": held, "ranking": ranking_key}
+
+
+def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str = STRONGEST,
+             knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None, *,
+             memo: ReadingCache | None = None):
+    """Every position's view for the settings on screen, and the circuits of the heads that push most somewhere
+    in the text (the page then draws a new position by itself): (deck, circuits deck, ``shown`` updated)."""
+    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo)
+    T = reading.ids.numel()
+    deck = _position_deck(reading, (checkpoint, text, target, head, list(knocked or []), mode), range(T))
+    shown = dict(shown or {})
+    circuits_key = _key(checkpoint, text)
+    held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
+    strongest = Counter(_head_at(reading, p) for p in range(T))
+    missing = [lh for lh, _ in strongest.most_common() if circuits.head_name(*lh) not in held][:MAX_SENT_CIRCUITS]
+    circuits_deck = gr.skip()
+    if missing:
+        circuits_deck = _circuits_deck(reading, checkpoint, text, missing)
+        held = [*held, *(circuits.head_name(*lh) for lh in missing)]
+    return deck, circuits_deck, {**shown, "circuits": circuits_key, "heads": held}
 
 
 def controls(ctx: AppContext, checkpoint: str) -> tuple:
@@ -284,33 +554,8 @@ def _first_heads(ctx: AppContext) -> list[str]:
     return []
 
 
-FIGURES = ("parts", "weights", "shares", "qk", "ov", "ranking")  # the WhyView fields a gr.Plot shows
-
-
-def _shown(view: WhyView) -> tuple:
-    return tuple(gr.Plot(value=item, visible=item is not None) if field in FIGURES else item
-                 for field, item in zip(WhyView._fields, view))
-
-
-def explain_changes(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
-                    knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None):
-    """The page's handler: ``explain``, sending the two circuit heatmaps and the ranking only when they differ
-    from what the page shows (``shown``, returned updated last): a new position usually keeps them, and moving
-    them was most of a click's wait."""
-    view = explain(ctx, checkpoint, text, position, target, head, knocked, mode)
-    ranking = view.ranking.data[0].y if view.ranking is not None else None
-    keys = {"circuits": view.circuits_heading, "ranking": None if ranking is None else list(ranking)}
-    outputs = dict(zip(WhyView._fields, _shown(view)))
-    shown = shown or {}
-    if shown.get("circuits") == keys["circuits"]:
-        outputs["qk"] = outputs["ov"] = gr.skip()
-    if keys["ranking"] is not None and shown.get("ranking") == keys["ranking"]:
-        outputs["ranking"] = gr.skip()
-    return (*outputs.values(), keys)
-
-
 HEAD_ELEM_ID = "why-head"  # the chosen head's heading, where a clicked bar takes the page
-PARTS_ELEM_ID = "why-parts"  # the attribution's chart, whose head bars open their head
+PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head bars open their head
 PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
 # A click on a bar of the attribution chart: the bar under the pointer (Plotly's hover data, which a click or a tap
 # sets first) names a part; a head's name goes into the hidden box, whose change opens that head.
@@ -329,13 +574,64 @@ if (!window.whyBarPicks) {
   });
 }
 """
+# Draws the position on screen from the three decks the page holds: (heading, head heading, knock-out heading,
+# circuits heading, what to ask the server for). A position past the text's end clears the view and says so; a
+# position or head whose view has not arrived asks the server (a stamped value in the hidden "need" box).
+SHOW_JS = chart_deck.DECK_JS + """
+window.whyPage = window.whyPage || (() => {
+  const decks = () => window.chartDeck.decks;
+  const columns = prefix => document.querySelectorAll('[id^="' + prefix + '-chart-"]');
+  let last = [];  // the headings on screen: one unchanged is not sent again (the page would redraw it)
+  const changed = texts => texts.map((text, i) => {
+    if (i > 3 || text === undefined) return text;
+    if (text === last[i]) return undefined;
+    last[i] = text;
+    return text;
+  });
+  async function show(position) {
+    return changed(await compose(position));
+  }
+  async function compose(position) {
+    const why = decks()['""" + DECK + """'];
+    if (!why || why.key === null) return [undefined, undefined, undefined, undefined, undefined];
+    const length = parseInt(why.key), asked = Math.trunc(Number(position));
+    if (!(asked >= -length && asked < length)) {
+      columns('""" + DECK + """').forEach(block => { block.style.display = 'none'; });
+      columns('""" + CIRCUITS_DECK + """').forEach(block => { block.style.display = 'none'; });
+      return ['### No position ' + position + '\\n\\nThe text has ' + length + ' tokens: positions 0 to ' +
+              (length - 1) + ', or -1 for the last.', '', '', '', undefined];
+    }
+    const name = String(asked < 0 ? asked + length : asked);
+    const view = await window.chartDeck.draw('""" + DECK + """', name);
+    if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + ' #' + Date.now()];
+    const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', view.texts[3]);
+    await window.chartDeck.draw('""" + RANKING_DECK + """', 'ranking');
+    const need = circuits ? undefined : 'head ' + view.texts[3] + ' #' + Date.now();
+    return [view.texts[0], view.texts[1], view.texts[2], circuits ? circuits.texts[0] : undefined, need];
+  }
+  return {show};
+})();
+"""
 
 
-def pick_head(picked: str, current: str):
-    """A head's bar clicked ("L1 H0 #<click time>"): its name for the head picker (anything else, or the head
-    already open, leaves the picker as it is)."""
-    name = picked.split(" #")[0] if isinstance(picked, str) else ""
-    return name if re.fullmatch(r"L\d+ H\d+", name) and name != current else gr.skip()
+def _take_js(more: bool) -> str:
+    """A ``js=`` function (deck, circuits deck, ranking deck, position) -> the four headings: keeps what arrived and
+    draws the position on screen. ``more``: a follow-up, ignored where the settings changed since its first answer."""
+    take = "".join(f"  window.chartDeck.take({json.dumps(name)}, {raw}, {json.dumps(more)});\n"
+                   for name, raw in ((DECK, "raw"), (CIRCUITS_DECK, "circuits"), (RANKING_DECK, "ranking")))
+    return (f"async (raw, circuits, ranking, position) => {{ {SHOW_JS}\n{take}"
+            "  return (await window.whyPage.show(position)).slice(0, 4);\n}")
+
+
+POSITION_JS = f"async (position) => {{ {SHOW_JS}\n  return await window.whyPage.show(position);\n}}"
+
+
+# A head's bar clicked ("L1 H0 #<click time>", written by PICK_JS): its name for the head picker, in the page (the
+# server is asked once, for the head's view); anything else leaves the picker as it is.
+PICK_HEAD_JS = r"""(picked, current) => {
+  const name = typeof picked === 'string' ? picked.split(' #')[0] : '';
+  return /^L\d+ H\d+$/.test(name) ? name : current;
+}"""
 
 
 def build(ctx: AppContext) -> None:
@@ -347,7 +643,9 @@ def build(ctx: AppContext) -> None:
         target = gr.Textbox("", label="target", info="empty: the model's own guess", max_length=16)
     text = gr.Textbox(DEFAULT_TEXT, label="Text", lines=2)
     heading = gr.Markdown(label="why this character")
-    parts = gr.Plot(label="the logit, part by part", elem_id=PARTS_ELEM_ID)
+    # the page draws the figures itself (chart_deck): the parts here, the head's bars, its circuits, the ranking
+    with gr.Row():
+        chart_deck.hosts(DECK, [0])
     picked = gr.Textbox(visible="hidden", label="head picked on the chart", elem_id=PICKED_ELEM_ID)
     gr.HTML("", js_on_load=PICK_JS, padding=False)
     heads = _first_heads(ctx)
@@ -355,44 +653,60 @@ def build(ctx: AppContext) -> None:
     head = gr.Dropdown([STRONGEST, *heads], value=STRONGEST, label="head", allow_custom_value=True)
     head_heading = gr.Markdown(label="the head's reading", elem_id=HEAD_ELEM_ID)
     with gr.Row():
-        weights = gr.Plot(label="where it looks")
-        shares = gr.Plot(label="what each read character pushed")
+        chart_deck.hosts(DECK, [1, 2])
     circuits_heading = gr.Markdown(label="what the head reads and writes")
     with gr.Row():
-        qk = gr.Plot(label="QK circuit")
-        ov = gr.Plot(label="OV circuit")
+        chart_deck.hosts(CIRCUITS_DECK, [0, 1])
     with gr.Row():
         knocked = gr.Dropdown(heads, value=[], multiselect=True, allow_custom_value=True, label="knock out",
                               info="heads whose output is replaced", scale=3)
         mode = gr.Radio(list(MODES), value=next(iter(MODES)), label="replace a knocked-out head's output by",
                         scale=1)
     knock_heading = gr.Markdown(label="knocked out")
-    ranking = gr.Plot(label="every head knocked out alone")
+    with gr.Row():
+        chart_deck.hosts(RANKING_DECK, [0])
+    chart_deck.plotly_loader()
+    # /why's answer, for API clients: never shown in the page, which draws the same from the decks
+    with gr.Group(visible=False):
+        api_button = gr.Button("explain", visible=False)
+        api_outputs = [gr.Markdown(visible=False) if field.endswith("heading") else
+                       gr.Plot(label=field, visible=False) for field in WhyView._fields]
+    decks = [gr.Textbox(visible=False, label=f"{name} deck") for name in (DECK, CIRCUITS_DECK, RANKING_DECK)]
+    need = gr.Textbox(visible=False, label="view the page asks for")
+    shown = gr.State({})  # the circuits and ranking the page holds: they are not sent again
 
-    inputs = [checkpoint, text, position, target, head, knocked, mode]
-    outputs = [heading, parts, head_heading, weights, shares, circuits_heading, qk, ov, knock_heading, ranking]
-    shown = gr.State({})  # what the page's circuits and ranking show now: unchanged ones are not sent again
-    inputs, outputs = [*inputs, shown], [*outputs, shown]
+    settings = [checkpoint, text, position, target, head, knocked, mode]
+    texts = [heading, head_heading, knock_heading, circuits_heading]
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
+    draw = dict(fn=None, inputs=[*decks, position], outputs=texts, show_progress="hidden", queue=False)
 
-    def view(listener, **options):
-        return wire(listener, explain_changes, ctx, inputs, outputs, **options)
+    memo = ReadingCache()
+
+    def answer(listener, name: str, fresh: bool = False):
+        """``listener`` answers with the position on screen (drawn at once), then every other position."""
+        first = wire(listener, why_page, ctx, [*settings, shown], [*decks, shown], fixed=dict(fresh=fresh, memo=memo),
+                     api_name=name, api_visibility="private", **quick)
+        keep_on_refusal(first, [*decks, shown], f"{name}_refused")
+        first.success(**draw, js=_take_js(False), api_name=f"{name}_draw", api_visibility="private")
+        wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown],
+             [decks[0], decks[1], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
+             **quick).then(
+            **draw, js=_take_js(True), api_name=f"{name}_deck_draw", api_visibility="private")
 
     def pickers(listener, **options):
         return wire(listener, controls, ctx, [checkpoint], [head, knocked], show_progress="hidden", **options)
 
+    wire(api_button.click, explain, ctx, settings, api_outputs, fixed=dict(memo=memo), api_name="why", **quick)
     arrival = gr.on(None, None, api_name="why_arrival", api_visibility="private")
-    view(pickers(arrival.then, api_name="why_arrival_controls", api_visibility="private").then,
-         api_name="why_load", api_visibility="private", **quick)
+    answer(pickers(arrival.then, api_name="why_arrival_controls", api_visibility="private").then, "why_load")
     # a new checkpoint resets the head pickers first, so the view never reads another model's head names
-    keep_on_refusal(view(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then,
-                         api_name="why_checkpoint", api_visibility="private", **quick), outputs,
-                    "why_checkpoint_refused")
+    answer(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then, "why_checkpoint")
     # a click on a head's bar in the attribution chart opens that head
-    keep_on_refusal(view(picked.change(pick_head, [picked, head], head, api_name="why_pick_head",
-                                       api_visibility="private", show_progress="hidden",
-                                       trigger_mode="always_last").success,
-                         api_name="why_picked", api_visibility="private", **quick), outputs, "why_pick_refused")
-    keep_on_refusal(view(functools.partial(gr.on, [text.change, position.change, target.change, head.input,
-                                                   knocked.input, mode.change]), api_name="why", **quick),
-                    outputs, "why_refused")
+    answer(picked.change(None, [picked, head], head, js=PICK_HEAD_JS, api_name="why_pick_head",
+                         api_visibility="private", show_progress="hidden", queue=False).success, "why_picked")
+    answer(functools.partial(gr.on, [text.change, target.change, head.input, knocked.change, mode.change]),
+           "why_update")
+    # a new position is drawn in the page from the decks it holds; one not there yet is asked for
+    position.change(None, position, [*texts, need], js=POSITION_JS, api_name="why_position",
+                    api_visibility="private", show_progress="hidden", queue=False)
+    answer(need.change, "why_need", fresh=True)
