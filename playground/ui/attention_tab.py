@@ -622,7 +622,10 @@ def build(ctx: AppContext) -> None:
                      api_name=f"{name}_deck", api_visibility="private", show_progress="hidden",
                      trigger_mode="always_last", **ctx.fast_lane).then(
             **draw, api_name=f"{name}_deck_draw", api_visibility="private")
-        wire(drawn.then, attention_spare, ctx, [*settings, query], spare, fixed=dict(heads=heads),
+        keep_spares(drawn.then, name)
+
+    def keep_spares(listener, name: str) -> None:
+        wire(listener, attention_spare, ctx, [*settings, query], spare, fixed=dict(heads=heads),
              api_name=f"{name}_spare", api_visibility="private", show_progress="hidden", trigger_mode="always_last",
              **ctx.fast_lane).then(None, spare, None, js=chart_deck.keep_js(DECK), api_name=f"{name}_spare_keep",
                                    api_visibility="private", show_progress="hidden", queue=False)
@@ -641,6 +644,7 @@ def build(ctx: AppContext) -> None:
                  api_name="attention_load", api_visibility="private", **quick), "attention_load")
     # a step is drawn in the page from the deck already there (the server is not asked)
     step.change(**draw, api_name="attention_step_change", api_visibility="private")
+    keep_spares(step.change, "attention_step_change")  # the new step one switch away, for a what-if click there
     previous.click(None, step, step, js=_move_step_js(-1), api_name="attention_previous", api_visibility="private",
                    queue=False)
     following.click(None, step, step, js=_move_step_js(1), api_name="attention_next", api_visibility="private",
