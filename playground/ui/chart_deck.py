@@ -68,7 +68,10 @@ window.chartDeck = window.chartDeck || (() => {
     slots.forEach(({figure, host}) => {
       if (!host || host.dataset.stamp === stamp) return;
       host.dataset.stamp = stamp;
-      if (!figure) { Plotly.purge(host); host.signatures = []; return; }
+      // a slot with no figure is hidden (its column, above) and emptied, never purged: Plotly finishes a drawing's
+      // automatic margins later, and a chart purged before then threw "Cannot read properties of undefined" (a
+      // what-if drawn from a spare deck, then turned back at once)
+      if (!figure) { Plotly.react(host, [], {}); host.signatures = []; return; }
       const layout = {...figure.layout, autosize: true, width: host.clientWidth || undefined};
       // a trace equal to the one drawn keeps the drawn object: Plotly.react then skips it (a new query position
       // moves a heatmap's frame without computing the heatmap again)
