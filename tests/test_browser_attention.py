@@ -30,6 +30,7 @@ from browser_support import (
 from playwright.sync_api import Locator, Page, expect
 
 from playground import checkpoints, head_scores
+from playground.ui import attention_tab
 from playground.walkthrough import STEP_LABELS, STEP_TITLES, journey_preset, lessons
 
 pytestmark = pytest.mark.browser
@@ -337,6 +338,62 @@ def test_attention_a_refusal_leaves_the_view_as_it_was(page, server):
     expect(plot_titled(panel, "X")).to_be_visible()
     expect(page.locator(ERROR_BADGE)).to_have_count(0)
     assert answers(server.url)
+
+
+SPARE_HELD = """step => { const deck = window.chartDeck && window.chartDeck.decks.attention;
+    const spares = deck && deck.spares && deck.spares[deck.key];
+    return !!spares && Object.values(spares).some(spare => spare.views[step]); }"""
+FULL_DECK = f"() => Object.keys(window.chartDeck.decks.attention.views).length === {len(STEP_TITLES)}"
+
+
+def test_a_what_if_switch_is_drawn_in_the_page_before_the_server_answers(page):
+    """The page holds the step on screen one switch away (spare decks): with every request to the server held back,
+    a click on the causal mask still draws the comparison; the server's answer, let through, keeps it."""
+    panel = arrive(page)
+    pick_step(panel, 6)
+    page.wait_for_function(SPARE_HELD, arg=STEP_TITLES[5], timeout=WAIT_MS)
+    held = []
+    page.route("**/queue/join**", lambda route: held.append(route))
+    panel.get_by_label("causal mask", exact=True).uncheck()
+    expect(plot_titled(panel, "now")).to_be_visible(timeout=WAIT_MS)
+    expect(panel).to_contain_text("Mask (off now).")
+    assert "no mask" in title(plot_titled(panel, "now")) and held  # drawn while the server's request waits
+    drawn = title(plot_titled(panel, "now"))
+    for route in held:
+        route.continue_()
+    page.unroute("**/queue/join**")
+    page.wait_for_function(FULL_DECK, timeout=WAIT_MS)  # the server's answers, every step, under the spare's key
+    assert title(plot_titled(panel, "now")) == drawn
+    pick_step(panel, 5)  # the other steps came from the server, for the mask now off
+    expect(panel).to_contain_text("Mask (off now).")
+    # and back: the deck left behind is the spare of the one drawn, so turning the switch back is drawn at once
+    pick_step(panel, 6)
+    page.wait_for_function(SPARE_HELD, arg=STEP_TITLES[5], timeout=WAIT_MS)
+    held.clear()
+    page.route("**/queue/join**", lambda route: held.append(route))
+    panel.get_by_label("causal mask", exact=True).check()
+    expect(plot_titled(panel, "now")).to_have_count(0, timeout=WAIT_MS)
+    expect(panel).to_contain_text("Mask (on now).")
+    for route in held:
+        route.continue_()
+    page.unroute("**/queue/join**")
+    page.wait_for_function(FULL_DECK, timeout=WAIT_MS)
+    expect_no_error(page)
+
+
+def test_show_with_an_emptied_text_says_why_once(page):
+    """A stranger emptied the text and pressed Show: a warning (the text's change) and an error (Show) came, for one
+    thing. Now the heading says it, in one warning, and no error."""
+    panel = arrive(page)
+    text = panel.get_by_label("Text (not used by the presets)")
+    text.fill("")
+    expect(heading(panel)).to_have_text(attention_tab.EMPTY_TEXT, timeout=WAIT_MS)
+    panel.get_by_role("button", name="Show", exact=True).click()
+    text.fill("ab")  # its answer comes after Show's
+    expect(panel).to_contain_text("T = 2 tokens", timeout=WAIT_MS)
+    expect(page.locator(WARNING_TOAST)).to_have_count(1)
+    expect(page.locator(WARNING_TOAST)).to_contain_text(attention_tab.EMPTY_TEXT)
+    expect_no_error(page)
 
 
 # ------------------------------------------------------------------------------------------------ phone

@@ -1058,3 +1058,24 @@ def test_every_attention_step_opens_with_its_picture_and_one_look_for_line(ctx, 
         assert visible_words(heading) + visible_words(whatif) + visible_words(query) <= 60, (title, heading, whatif,
                                                                                             query)
     assert visible_words("a <details><summary>more: b c</summary>\n\nd e f\n\n</details> g") == 5
+
+
+def test_spare_decks_are_the_page_answer_one_switch_away(ctx):
+    """A what-if click is drawn in the page from a spare deck: each spare is exactly the deck the page's answer for that
+    switch brings (the same key, so that answer draws nothing again, and the same view), under the page's label of
+    its switches; a text that cannot be traced sends none."""
+    settings = ["trained checkpoint", "shakespeare-char", 1, 1, 0, 16, 8, "journey", "To be, or not", True, True,
+                1.0, False]
+    sent = json.loads(attention_tab.attention_spare(ctx, *settings, STEP_TITLES[5], 3))
+    around = json.loads(attention_tab.attention_page(ctx, *settings, STEP_TITLES[5], 3, [])[0])
+    assert sent["key"] == around["key"] and sent["label"] == attention_tab.switch_label(True, True, False, 1.0)
+    assert set(sent["spares"]) == {"010|1.00", "100|1.00", "111|1.00"}
+    for label, spare in sent["spares"].items():
+        scale, mask, before = (flag == "1" for flag in label[:3])
+        assert label == attention_tab.switch_label(scale, mask, before, 1.0)
+        answer, warned = attention_tab.attention_switched(ctx, *settings[:9], scale, mask, 1.0, before,
+                                                          STEP_TITLES[5], 3, [])
+        assert json.loads(answer) == spare and list(spare["views"]) == [STEP_TITLES[5]] and warned == []
+    assert spare["key"] != around["key"]
+    empty = [*settings[:8], "", *settings[9:]]
+    assert attention_tab.attention_spare(ctx, *empty, STEP_TITLES[5], 3) == gr.skip()

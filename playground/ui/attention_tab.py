@@ -443,6 +443,46 @@ def attention_deck(ctx: AppContext, source, checkpoint, layer, head, seed, embed
                                                        for title, view in zip(STEP_TITLES, views, strict=True)})
 
 
+def switch_label(scale, mask, mask_before_scaling, temperature) -> str:
+    """The page's name for a setting of the what-if switches (SWITCH_LABEL_JS says the same in the page)."""
+    return f"{int(bool(scale))}{int(bool(mask))}{int(bool(mask_before_scaling))}|{float(temperature):.2f}"
+
+
+SWITCH_LABEL_JS = ("(v) => `${v[0] ? 1 : 0}${v[1] ? 1 : 0}${v[2] ? 1 : 0}|${Number(v[3]).toFixed(2)}`")
+FLIPPED = ("scale", "mask", "mask_before_scaling")  # the switches whose other setting is made ahead
+
+
+def attention_spare(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
+                    scale, mask, temperature, mask_before_scaling, step, query, *, heads: HeadCache | None = None):
+    """The step on screen once more for each setting one switch away (the scaling, the mask, their order), as spare
+    decks the page keeps: a click on one of those switches is drawn at once from them, and the server's answer for
+    it, under the same key, draws nothing again. Nothing where nothing can be traced."""
+    base = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
+    now = dict(scale=scale, mask=mask, mask_before_scaling=mask_before_scaling)
+    spares = {}
+    for name in FLIPPED:
+        flipped = dict(now, **{name: not now[name]})
+        settings = (*base, flipped["scale"], flipped["mask"], temperature, flipped["mask_before_scaling"], query)
+        view = _view(ctx, *settings[:-1], step, query, page=True, heads=heads)
+        if view.plot_a is None:
+            return gr.skip()
+        label = switch_label(flipped["scale"], flipped["mask"], flipped["mask_before_scaling"], temperature)
+        spares[label] = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[_step_index(step)]: _deck_view(view)})
+    around = _deck_key(*base, scale, mask, temperature, mask_before_scaling, query)
+    return chart_deck.spare_json(around, switch_label(scale, mask, mask_before_scaling, temperature), spares)
+
+
+def attention_switched(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
+                       scale, mask, temperature, mask_before_scaling, step, query, warned, *,
+                       heads: HeadCache | None = None):
+    """attention_page for a what-if switch: (the deck, the warnings sent). The text and the query are as they were,
+    so their boxes are left alone (the page may have drawn this answer already, from a spare deck)."""
+    deck, _, _, sent = attention_page(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset,
+                                      text, scale, mask, temperature, mask_before_scaling, step, query, warned,
+                                      heads=heads)
+    return deck, sent
+
+
 def export_step(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
                 scale, mask, temperature, mask_before_scaling, step) -> list[str]:
     """Write the current step's matrices as CSV and .npy files in Gradio's temp space; returns their paths."""
@@ -544,6 +584,7 @@ def build(ctx: AppContext) -> None:
     # /attention_step's figures, for API clients: never shown in the page, which draws the same figures from the deck
     plot_a, plot_b, plot_c = (gr.Plot(label=f"matrix {n}", visible=False) for n in (1, 2, 3))
     query_scores, query_weights = gr.Plot(label="score row", visible=False), gr.Plot(label="softmax row", visible=False)
+    api_step = gr.Button("Show (API)", visible=False)  # /attention_step's trigger: the page's Show answers in the page
     chart_deck.plotly_loader()
     deck = gr.Textbox(visible=False, label="chart deck")  # a Textbox, not a State: the page's js= events read it
     head_table.build(ctx, source, checkpoint, layer, head, shown_at=STAGE_ELEM_ID)
@@ -571,32 +612,54 @@ def build(ctx: AppContext) -> None:
         """``listener`` answers with the step on screen and what the page holds beside it (attention_page)."""
         return wire(listener, attention_page, ctx, fixed=dict(heads=heads), **first_io, **options)
 
+    spare = gr.Textbox(visible=False, label="spare decks")  # the step on screen, one switch away (attention_spare)
+
     def answer(event, name: str) -> None:
-        """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping)."""
+        """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping),
+        then the step on screen one switch away (kept for a what-if click)."""
         event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
-        wire(event.success, attention_deck, ctx, [*settings[:-1], query], deck, fixed=dict(heads=heads),
-             api_name=f"{name}_deck", api_visibility="private", show_progress="hidden", trigger_mode="always_last",
-             **ctx.fast_lane).then(
+        drawn = wire(event.success, attention_deck, ctx, [*settings[:-1], query], deck, fixed=dict(heads=heads),
+                     api_name=f"{name}_deck", api_visibility="private", show_progress="hidden",
+                     trigger_mode="always_last", **ctx.fast_lane).then(
             **draw, api_name=f"{name}_deck_draw", api_visibility="private")
+        keep_spares(drawn.then, name)
+
+    def keep_spares(listener, name: str) -> None:
+        wire(listener, attention_spare, ctx, [*settings, query], spare, fixed=dict(heads=heads),
+             api_name=f"{name}_spare", api_visibility="private", show_progress="hidden", trigger_mode="always_last",
+             **ctx.fast_lane).then(None, spare, None, js=chart_deck.keep_js(DECK), api_name=f"{name}_spare_keep",
+                                   api_visibility="private", show_progress="hidden", queue=False)
 
     source.change(_source_groups, source, [checkpoint_group, random_group, preset_group],
                   api_name="attention_source", api_visibility="private", show_progress="hidden")
-    wire(show_button.click, attention_step, ctx, [*settings, query], outputs, fixed=dict(heads=heads),
+    # /attention_step answers API clients (its figures as Plots, a refusal as an error); the page's Show answers as
+    # every other change does, with the reason in the heading and one warning (a click with an emptied text box
+    # had toasted a warning from the text's change and an error from Show)
+    wire(api_step.click, attention_step, ctx, [*settings, query], outputs, fixed=dict(heads=heads),
          api_name="attention_step", **quick)
+    answer(first(show_button.click, api_name="attention_show", api_visibility="private", **quick), "attention_show")
     # on arrival: gr.on without triggers or inputs runs once the page has loaded; the view then reads the page's
     # values (a tab Gradio renders lazily still gets them: its figures are drawn when it is opened)
     answer(first(gr.on(None, None, api_name="attention_arrival", api_visibility="private").then,
                  api_name="attention_load", api_visibility="private", **quick), "attention_load")
     # a step is drawn in the page from the deck already there (the server is not asked)
     step.change(**draw, api_name="attention_step_change", api_visibility="private")
+    keep_spares(step.change, "attention_step_change")  # the new step one switch away, for a what-if click there
     previous.click(None, step, step, js=_move_step_js(-1), api_name="attention_previous", api_visibility="private",
                    queue=False)
     following.click(None, step, step, js=_move_step_js(1), api_name="attention_next", api_visibility="private",
                     queue=False)
     switch_controls = (("scale", scale), ("mask", mask), ("mask_order", mask_before), ("temperature", temperature))
+    labelled = [scale, mask, mask_before, temperature]  # in switch_label's order
     for name, control in switch_controls:
-        answer(first(control.change, api_name=f"attention_update_{name}", api_visibility="private", **quick),
-               f"attention_update_{name}")
+        # drawn at once from a spare deck where the page holds one; the server's answer follows either way (for the
+        # other steps), into hidden boxes only, and draws nothing again where the spare was drawn
+        control.change(None, [*labelled, step], [heading, whatif, query_md], api_name=f"attention_adopt_{name}",
+                       api_visibility="private", js=chart_deck.adopt_js(DECK, DECK_TEXTS, SWITCH_LABEL_JS),
+                       show_progress="hidden", queue=False)
+        answer(wire(control.change, attention_switched, ctx, fixed=dict(heads=heads),
+                    inputs=[*settings, query, warned], outputs=[deck, warned], api_name=f"attention_update_{name}",
+                    api_visibility="private", **quick), f"attention_update_{name}")
     # .input, not .change: the view writes a clamped position back into the box, which must not re-trigger it
     answer(first(query.input, api_name="attention_update_query", api_visibility="private", **quick),
            "attention_update_query")
@@ -604,6 +667,9 @@ def build(ctx: AppContext) -> None:
                      embedding_dim.change, head_size.change, preset.change]
     answer(first(functools.partial(gr.on, input_changes), api_name="attention_update_inputs",
                  api_visibility="private", **quick), "attention_update_inputs")
+    # spares are made around the text, the head and the query on screen: a change to any of them makes them wrong
+    gr.on([query.input, *input_changes], None, None, None, js=chart_deck.forget_js(DECK),
+          api_name="attention_forget_spares", api_visibility="private", show_progress="hidden", queue=False)
     # a download is of the step and settings it was made with: any change clears the list (in the page) rather than
     # leave a file of another step beside this one
     gr.on([step.change, *(control.change for _, control in switch_controls), *input_changes], None, None, files,

@@ -85,7 +85,10 @@ window.chartDeck = window.chartDeck || (() => {
     if (!host || host.dataset.stamp === stamp) return;
     host.dataset.stamp = stamp;
     if (host.watch) { host.watch.disconnect(); host.watch = null; }  // a fit pending for the chart replaced here
-    if (!figure) { Plotly.purge(host); host.signatures = []; return; }
+    // a slot with no figure is hidden (its column) and emptied, never purged: Plotly finishes a drawing's automatic
+    // margins later, and a chart purged before then threw "Cannot read properties of undefined" (a what-if drawn
+    // from a spare deck, then turned back at once)
+    if (!figure) { Plotly.react(host, [], {}); host.signatures = []; return; }
     const layout = {...figure.layout, autosize: true, width: host.clientWidth || undefined};
     // a trace equal to the one drawn keeps the drawn object: Plotly.react then skips it (a new query position
     // moves a heatmap's frame without computing the heatmap again)
@@ -173,6 +176,41 @@ window.chartDeck = window.chartDeck || (() => {
       }
     }), 150);
   });
+  // Spare decks: views made ahead for settings one switch away, kept by the key of the deck they neighbour and
+  // named by the page's own label of those settings. adopt() draws one at once where the page holds it (a what-if
+  // switch answered without asking the server); the server's answer for those settings then has the same key and
+  // draws nothing again. The deck left behind becomes the new deck's spare under its own label (a switch turned
+  // back is drawn at once too).
+  function keep(name, raw) {
+    const deck = decks[name] = decks[name] || {key: null, views: {}, raw: null, shown: null, bases: {}};
+    if (!raw) return deck;
+    const sent = JSON.parse(raw);
+    deck.spares = deck.spares || {};
+    deck.labels = deck.labels || {};
+    deck.labels[sent.key] = sent.label;
+    const held = deck.spares[sent.key] = deck.spares[sent.key] || {};
+    for (const [label, spare] of Object.entries(sent.spares)) {
+      held[label] = held[label] || {key: spare.key, views: {}};
+      if (held[label].key === spare.key) Object.assign(held[label].views, spare.views);
+    }
+    const keys = Object.keys(deck.spares);
+    if (keys.length > 8) delete deck.spares[keys[0]];  // a few settings' neighbours are enough
+    return deck;
+  }
+  function forget(name) {  // the settings the spares were made around are changing: none of them is right now
+    if (decks[name]) decks[name].spares = {};
+  }
+  async function adopt(name, label, view) {
+    const deck = decks[name];
+    const spare = deck && deck.spares && deck.spares[deck.key] && deck.spares[deck.key][label];
+    if (!spare || !spare.views[String(view)]) return null;
+    const here = deck.labels[deck.key];
+    deck.spares[spare.key] = deck.spares[spare.key] || {};
+    if (here !== undefined) deck.spares[spare.key][here] = {key: deck.key, views: deck.views};
+    deck.labels[spare.key] = label;
+    deck.key = spare.key; deck.views = {...spare.views}; deck.raw = null;
+    return draw(name, view);
+  }
   function redraw(name) {  // a host just mounted (its tab opened): draw what the deck shows
     const deck = decks[name];
     if (!deck || deck.shown === null) return;
@@ -180,7 +218,7 @@ window.chartDeck = window.chartDeck || (() => {
       .forEach(host => { delete host.dataset.stamp; });
     draw(name);
   }
-  return {take, draw, redraw, decks};
+  return {take, draw, redraw, decks, keep, forget, adopt};
 })();
 """
 
@@ -254,3 +292,33 @@ def deck_json(key: str, views: dict[str, tuple[Sequence[str], Sequence[go.Figure
         sent_bases = ', "bases": {' + ", ".join(f"{json.dumps(name)}: {_figure_json(figure)}"
                                                 for name, figure in bases.items()) + "}"
     return f'{{"key": {json.dumps(key)}, "views": {{{", ".join(parts)}}}{sent_bases}}}'
+
+
+def keep_js(deck: str) -> str:
+    """A ``js=`` function (spare textbox) -> nothing: the page keeps the spare decks sent (see ``spare_json``)."""
+    return f"(raw) => {{ {DECK_JS}\n  window.chartDeck.keep({json.dumps(deck)}, raw);\n}}"
+
+
+def forget_js(deck: str) -> str:
+    """A ``js=`` function with no inputs or outputs: the page drops ``deck``'s spares (its settings are changing)."""
+    return f"() => {{ {DECK_JS}\n  window.chartDeck.forget({json.dumps(deck)});\n}}"
+
+
+def adopt_js(deck: str, texts: int, label_js: str) -> str:
+    """A ``js=`` function (the labelled settings' values..., the view's name) -> ``texts`` Markdown values: draws the
+    spare deck that ``label_js`` (a JS function of the settings' values, as a list) names, where the page holds it,
+    and leaves everything as it is otherwise (the server's answer draws it)."""
+    unchanged = "[" + ", ".join(["undefined"] * texts) + "]"
+    return (f"async (...values) => {{ {DECK_JS}\n"
+            f"  const label = {label_js};\n"
+            f"  const shown = await window.chartDeck.adopt({json.dumps(deck)}, label(values.slice(0, -1)), "
+            f"values[values.length - 1]);\n"
+            f"  return shown ? shown.texts : {unchanged};\n}}")
+
+
+def spare_json(around: str, label: str, spares: dict[str, str]) -> str:
+    """The spare decks ``{"key": around, "label": label, "spares": {label: deck}}``: ``around`` is the key of the
+    deck they neighbour and ``label`` the page's label of its settings; each deck (``deck_json``'s) is named by the
+    page's label of its own settings."""
+    held = ", ".join(f"{json.dumps(name)}: {deck}" for name, deck in spares.items())
+    return f'{{"key": {json.dumps(around)}, "label": {json.dumps(label)}, "spares": {{{held}}}}}'
