@@ -129,7 +129,7 @@ window.chartDeck = window.chartDeck || (() => {
     // keeps its column (its views are drawn at its width) and shows the view's own host only
     slots.forEach(({figure, block, host, own}) => {
       if (!block) return;
-      if (own.length) own.forEach(each => place(each, each === host));
+      if (own.length) own.forEach(each => place(each, each === host && Boolean(figure)));  // an empty view: none
       else block.style.display = figure ? '' : 'none';
     });
     let number = 0;  // numbered hosts (hosts(..., numbered=True)) say "Figure n", counting the figures drawn

@@ -669,7 +669,7 @@ def build(ctx: AppContext) -> None:
     # /why's answer, for API clients: never shown in the page, which draws the same from the decks
     with gr.Group(visible=False):
         api_button = gr.Button("explain", visible=False)
-        api_outputs = [gr.Markdown(visible=False) if field.endswith("heading") else
+        api_outputs = [gr.Markdown(visible=False, label=field) if field.endswith("heading") else
                        gr.Plot(label=field, visible=False) for field in WhyView._fields]
     decks = [gr.Textbox(visible=False, label=f"{name} deck") for name in (DECK, CIRCUITS_DECK, RANKING_DECK)]
     need = gr.Textbox(visible=False, label="view the page asks for")
