@@ -138,6 +138,21 @@ class UnusedRoutes:
         await send({"type": "http.response.body", "body": body})
 
 
+_WARNED: set[str] = set()
+
+
+def _read_gradio(read, consequence: str) -> list:
+    """``list(read())`` of Gradio's own state, read-only; [] with one warning per process (``consequence``) where this
+    Gradio keeps it elsewhere or has none yet (not launched, no queue)."""
+    try:
+        return list(read())
+    except AttributeError:
+        if consequence not in _WARNED:
+            logger.warning(consequence)
+            _WARNED.add(consequence)
+        return []
+
+
 class QueueShare:
     """Pure ASGI middleware: 429 for a client's join past ``per_client`` events of theirs in Gradio's queue."""
 
@@ -146,7 +161,6 @@ class QueueShare:
         self.per_client = per_client
         self.trust_forwarded = trust_forwarded
         self._joining: Counter[str] = Counter()  # joins under way per client, not yet in Gradio's queue
-        self._warned = False
 
     async def __call__(self, scope, receive, send):
         path = scope.get("path", "").rstrip("/") if scope["type"] == "http" else ""
@@ -172,13 +186,8 @@ class QueueShare:
 
     def _queued(self, server_app, client: str) -> int:
         """The events of ``client`` that Gradio's queue holds now, waiting or running (0 where it cannot be read)."""
-        try:
-            events = list(server_app.get_blocks()._queue.event_ids_to_events.values())
-        except AttributeError:  # another Gradio, or no queue yet: only the joins under way count
-            if not self._warned:
-                logger.warning("cannot read Gradio's queue: the per-client queue cap counts only joins under way")
-                self._warned = True
-            return 0
+        events = _read_gradio(lambda: server_app.get_blocks()._queue.event_ids_to_events.values(),
+                              "cannot read Gradio's queue: the per-client queue cap counts only joins under way")
         count = 0
         for event in events:
             request = getattr(event, "request", None)
@@ -193,7 +202,6 @@ class KeptValues:
 
     def __init__(self, app):
         self.app = app
-        self._warned = False
 
     async def __call__(self, scope, receive, send):
         try:
@@ -204,13 +212,8 @@ class KeptValues:
 
     def drop(self, server_app) -> int:
         """Empty every kept session's config copies; returns how many sessions had any."""
-        try:
-            sessions = list(server_app.get_blocks().state_holder.session_data.values())
-        except AttributeError:  # another Gradio, or not launched: nothing is dropped
-            if not self._warned:
-                logger.warning("cannot read Gradio's sessions: the values it keeps per session are not dropped")
-                self._warned = True
-            return 0
+        sessions = _read_gradio(lambda: server_app.get_blocks().state_holder.session_data.values(),
+                                "cannot read Gradio's sessions: the values it keeps per session are not dropped")
         emptied = 0
         for session in sessions:
             kept = getattr(session, "config_values", None)
