@@ -463,7 +463,7 @@ def test_compare_and_timing_know_their_cost_before_they_start(tmp_path, monkeypa
     with pytest.raises(ValueError, match=r"would take about \d+ s .*: lower the largest T to at most 512"):
         run_timing(ctx, 256, 16, 2, "fp32", "cpu", 1024)
     small = AppContext(limits=Limits(), weights=tmp_path, budget=MemoryBudget(2 * GIB, "test"))
-    with pytest.raises(ValueError, match=r"this comparison needs about 2.7 GiB .* over this server's memory budget "
+    with pytest.raises(ValueError, match=r"this comparison needs about 3.2 GiB .* over this server's memory budget "
                                          r"of 2.0 GiB \(test\); lower T to at most \d+ or the batch to at most 1"):
         run_comparison(small, 1024, 64, 1024, 2, 0, False, "fp32", "cpu")
     assert started == [] and ctx.budget.reserved == 0
