@@ -319,27 +319,9 @@ def logit_attribution(model: GPT, token_ids: torch.Tensor, position: int, target
     ids = _checked_ids(model, token_ids)
     position = _check_position(position, ids.numel())
     target_id = _check_token(model, target_id)
-    if _is_notebook(model):
-        return logit_attributions(model, ids, [target_id] * ids.numel())[position]
-    with _evaluating(model):
-        names, kinds, parts, stream = _parts_of_the_stream(model, ids)
-        parts, stream = parts[:, position], stream[position]  # (P, C), (C,)
-        norm = model.ln_f
-        scale = torch.sqrt(stream.var(unbiased=False) + norm.eps)  # frozen at this position
-        gain = norm.weight if norm.weight is not None else torch.ones_like(stream)
-        reader = model.lm_head.weight[target_id] * gain  # (C,): what a centred, scaled stream is read by
-        values = [float(((part - part.mean()) / scale) @ reader) for part in parts]
-        constant = 0.0
-        if norm.bias is not None:
-            constant += float(norm.bias @ model.lm_head.weight[target_id])
-        if model.lm_head.bias is not None:
-            constant += float(model.lm_head.bias[target_id])
-        if norm.bias is not None or model.lm_head.bias is not None:
-            names.append("final norm and LM head biases")
-            kinds.append("bias")
-            values.append(constant)
-        logit = float(model.lm_head(norm(stream))[target_id])
-    return LogitAttribution(position, target_id, logit, names, torch.tensor(values), kinds, float(scale))
+    # the one reading: every position's, from one pass, as the page gets them (_final_read holds the final norm's
+    # frozen scale and the LM head's reading for both kinds of model)
+    return logit_attributions(model, ids, [target_id] * ids.numel())[position]
 
 
 def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target_id: int, layer: int,

@@ -65,6 +65,15 @@ def group():
         pass
 
 
+def _peak_in_group(group, child: str, args: list[str], shape, estimate: int) -> int:
+    """Run ``child`` (python -c) inside the memory group; the peak it prints. Killed or failed: the test fails."""
+    run = subprocess.run([sys.executable, "-c", child, *args], cwd=REPO, capture_output=True, text=True, timeout=300,
+                         preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+    assert run.returncode == 0, (f"{shape}: killed or failed inside a limit of the estimate "
+                                 f"({budget.human(estimate)}): {run.returncode} {run.stderr[-1500:]}")
+    return json.loads(run.stdout)
+
+
 @pytest.mark.parametrize("shape", [
     (2, 3, 96, 64, 32, 0.0),  # the tiny preset
     (2, 3, 96, 64, 32, 0.2),  # the same with dropout: explicit attention
@@ -78,12 +87,8 @@ def test_the_training_estimate_holds_inside_a_memory_limit_of_that_size(group, s
     estimate = budget.training_cost(parameters=config.parameter_count(), layers_num=L, embedding_dim=C,
                                     context_size=T, vocabulary_size=65, batch_size=B, heads_num=h,
                                     explicit_attention=budget.attention_is_explicit(p, "cpu")).bytes
-    run = subprocess.run([sys.executable, "-c", CHILD, str(group), *map(str, (L, h, C, T, B, 65, p, estimate))],
-                         cwd=REPO, capture_output=True, text=True, timeout=300,
-                         preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
-    assert run.returncode == 0, (f"{shape}: killed or failed inside a limit of the estimate "
-                                 f"({budget.human(estimate)}): {run.returncode} {run.stderr[-1500:]}")
-    measured = json.loads(run.stdout)
+    measured = _peak_in_group(group, CHILD, [str(group), *map(str, (L, h, C, T, B, 65, p, estimate))], shape,
+                              estimate)
     print(f"{shape}: estimate {budget.human(estimate)}, peak in the group {budget.human(measured)}")
     assert measured <= estimate <= 2 * measured + budget.FIXED_OVERHEAD
 
@@ -146,12 +151,7 @@ def test_the_conversion_estimate_holds_inside_a_memory_limit_of_that_size(group,
     size = (tmp_path / "ckpt.pt").stat().st_size
     estimate = (budget.conversion_cost(upload_bytes=size).bytes
                 + budget.converted_cost(parameters=model_config(args).parameter_count()).bytes)
-    run = subprocess.run([sys.executable, "-c", CONVERT_CHILD, str(group), str(tmp_path), str(estimate)],
-                         cwd=REPO, capture_output=True, text=True, timeout=300,
-                         preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
-    assert run.returncode == 0, (f"{shape}: killed or failed inside a limit of the estimate "
-                                 f"({budget.human(estimate)}): {run.returncode} {run.stderr[-1500:]}")
-    measured = json.loads(run.stdout)
+    measured = _peak_in_group(group, CONVERT_CHILD, [str(group), str(tmp_path), str(estimate)], shape, estimate)
     print(f"{shape}: ckpt.pt {budget.human(size)}, estimate {budget.human(estimate)}, peak {budget.human(measured)}")
     assert (tmp_path / "weights" / "converted" / "model.safetensors").is_file()
     assert measured <= estimate <= 2 * measured + 16 * budget.MIB

@@ -18,10 +18,8 @@ import functools
 import hashlib
 import json
 import shutil
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +33,7 @@ from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError
 from playground.ui import chart_deck, head_table
-from playground.ui.common import AppContext, checkpoint_dropdown
+from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown
 from playground.ui.events import wire
 from playground.ui.widgets import chips_html
 from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
@@ -120,32 +118,19 @@ def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, he
 HEAD_CACHE_SIZE = 8  # heads' inputs kept: a checkpoint head's x is (T, C), at most a few MB each
 
 
-class HeadCache:
+class HeadCache(RecentReadings):
     """The last HEAD_CACHE_SIZE checkpoint heads' inputs, keyed by the loaded checkpoint, the text's token ids,
     the layer and the head: stepping through a text or moving its query runs the model's forward pass once, not
     at every click (it was half of each answer's server time). Random heads and presets cost little to build and
     are not kept."""
 
     def __init__(self, size: int = HEAD_CACHE_SIZE) -> None:
-        self.size = size
-        self._entries: OrderedDict = OrderedDict()  # identity -> (owner, HeadInputs)
-        self._lock = threading.Lock()
+        super().__init__(size)
 
     def build(self, request: HeadRequest) -> walkthrough.HeadInputs:
         if request.identity is None:
             return request.build()
-        with self._lock:
-            hit = self._entries.get(request.identity)
-            if hit is not None and hit[0] is request.owner:
-                self._entries.move_to_end(request.identity)
-                return hit[1]
-        inputs = request.build()
-        with self._lock:
-            self._entries[request.identity] = (request.owner, inputs)
-            self._entries.move_to_end(request.identity)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-        return inputs
+        return self.get(request.identity, request.owner, request.build)
 
 
 def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,

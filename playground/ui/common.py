@@ -251,3 +251,28 @@ def checkpoint_dropdown(ctx: AppContext, tab: str, **kwargs) -> gr.Dropdown:
     dropdown.focus(lambda: gr.Dropdown(choices=ctx.checkpoint_names()), None, dropdown,
                    api_name=f"{tab}_checkpoints", api_visibility="private", show_progress="hidden")
     return dropdown
+
+
+class RecentReadings:
+    """The last ``size`` values a tab read from a loaded model, keyed by what they read and kept only for the model
+    object they were read from (a checkpoint reloaded is read afresh): a click that needs what the last click
+    read does not run the model again. Thread-safe; ``compute`` runs outside the lock."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()  # key -> (model, value)
+        self._lock = threading.Lock()
+
+    def get(self, key, model, compute):
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] is model:
+                self._entries.move_to_end(key)
+                return hit[1]
+        value = compute()
+        with self._lock:
+            self._entries[key] = (model, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value

@@ -24,7 +24,7 @@ last value the session sent or received (a figure, a pasted corpus): 200 session
 idle server by 500 MiB. Only the deep-link route reads those copies, and it is closed here, so ``KeptValues``
 empties them after every request (on the event loop, where Gradio writes them: never half-way through a write).
 What a session keeps besides (its gr.State values, the components its events updated) is small and is set aside
-from the memory budget (ui/__init__.py's SESSION_BYTES).
+from the memory budget (budget.sessions_cost, set aside by ui/__init__.py).
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from playground.server import tenancy
 logger = logging.getLogger(__name__)
 
 UPLOAD_PATH_SUFFIX = "/upload"
-UNUSED_PATH_SUFFIXES = ("/gradio_api/deep_link",)
+UNUSED_PATH_SUFFIXES = ("/gradio_api/deep_link",)  # Gradio routes that write files and that nothing here uses
 # the routes that put an event in Gradio's queue: the page's join, and the simple API's POST /call/<api_name>
 QUEUE_JOIN_SUFFIX = "/gradio_api/queue/join"
-QUEUE_CALL_PART = "/gradio_api/call/"  # Gradio routes that write files and that no component here uses
+QUEUE_CALL_PART = "/gradio_api/call/"
 
 
 def body_cap(max_upload_bytes: int) -> int:

@@ -13,8 +13,7 @@ import functools
 import hashlib
 import itertools
 import json
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from typing import NamedTuple
 
 import gradio as gr
@@ -24,7 +23,7 @@ import torch.nn.functional as F
 from playground import budget, checkpoints, checks, circuits, plots
 from playground.tokenizer import escape_text, labels
 from playground.ui import chart_deck
-from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal
+from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, keep_on_refusal
 from playground.ui.events import wire
 
 DEFAULT_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east, and Juliet is the sun"
@@ -143,29 +142,13 @@ class _Reading(NamedTuple):
 READING_CACHE_SIZE = 24  # pieces of readings kept: a text's every-position pass, its ranking, a few heads' circuits
 
 
-class ReadingCache:
+class ReadingCache(RecentReadings):
     """The last READING_CACHE_SIZE pieces of the Why tab's readings (a text's attribution at every position, its
-    ranking, a knock-out's pass, a head's circuits), keyed by what they read and kept for the loaded model they
-    were read from: a new head, knock-out or position reads the text once, not at every click."""
+    ranking, a knock-out's pass, a head's circuits): a new head, knock-out or position reads the text once, not at
+    every click."""
 
     def __init__(self, size: int = READING_CACHE_SIZE) -> None:
-        self.size = size
-        self._entries: OrderedDict = OrderedDict()  # key -> (model, value)
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple, model, compute):
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None and hit[0] is model:
-                self._entries.move_to_end(key)
-                return hit[1]
-        value = compute()
-        with self._lock:
-            self._entries[key] = (model, value)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-        return value
+        super().__init__(size)
 
 
 def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str):
