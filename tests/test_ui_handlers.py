@@ -830,6 +830,18 @@ def test_the_train_tab_says_before_start_when_tiny_shakespeare_is_not_here(train
     assert train_tab.corpus_note(train_ctx, train_tab.CORPORA[0]) == ""
 
 
+def test_the_corpus_choice_is_labelled_with_what_it_reads():
+    """A stranger saw "Tiny Shakespeare" ticked while the run trained on the built-in Sonnets: offline the first
+    choice says what it reads; its value stays the API's "Tiny Shakespeare" either way."""
+    from playground import data
+
+    offline = train_tab.corpus_choices(data.builtin_corpus("offline"))
+    assert offline[0] == ("the built-in Sonnets (no Tiny Shakespeare)", "Tiny Shakespeare")
+    online = train_tab.corpus_choices(data.Corpus(data.TINY_SHAKESPEARE_NAME, "x" * 100, "cache"))
+    assert online[0] == ("Tiny Shakespeare", "Tiny Shakespeare")
+    assert [value for _, value in offline] == [value for _, value in online] == list(train_tab.CORPORA)
+
+
 def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
     from playground.server.jobs import JobStatus
     status = JobStatus(state="running", run_name="r", step=130, start_step=100, steps=200, elapsed_seconds=20.0,

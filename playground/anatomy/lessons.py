@@ -159,7 +159,7 @@ HEAD_LOOK_FOR = "a bright diagonal, a bright first column, or a stripe just left
 HEADS_LOOK_FOR = "heads that disagree: each panel is one head's own pattern over the same text."
 TEXTBOOK_HEADS_LOOK_FOR = "the wrapper's rows are 4 wide, the batched layer's 2 wide, on the same six inputs."
 FORGOTTEN_LOOK_FOR = "the blocks move: one head's rows fill whole joined rows, so colours run in bands."
-LENS_LOOK_FOR = "the guesses sharpen from left to right; the last column is exactly the model's output."
+LENS_LOOK_FOR = "the guesses sharpen from the embeddings to the last block, whose reading is exactly the output."
 TEXTBOOK_MODEL_LOOK_FOR = "no chart here: the book's six hand-made inputs have no vocabulary to predict."
 
 
@@ -432,12 +432,12 @@ def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequen
         text += (f"The character that really comes next, `{tokens[position + 1]}`, gets {first:.2f} from the "
                  f"embeddings alone and **{actual:.2f}** at the end. ")
     text += ("The embeddings alone can only guess from the current character (like a bigram table); "
-             "each block adds context from earlier characters, and the guesses sharpen. The last row is exactly "
-             "the model's output.")
-    notes = {EMBEDDINGS: "You clicked **Embeddings**: the first row reads the token + position embeddings "
+             "each block adds context from earlier characters, and the guesses sharpen. The last block's "
+             "reading is exactly the model's output.")
+    notes = {EMBEDDINGS: "You clicked **Embeddings**: the embeddings' reading is the token + position embeddings "
                          "straight through the final norm and LM head. ",
-             FINAL_NORM: "You clicked **Final norm**: every row here goes through it (LayerNorm ln_f) before the LM "
-                         "head. ",
+             FINAL_NORM: "You clicked **Final norm**: every reading here goes through it (LayerNorm ln_f) before "
+                         "the LM head. ",
              LM_HEAD: "You clicked **LM head**: it turns each normalised vector into one score (logit) per "
                       "character; softmax makes them the probabilities shown. ",
              PROBABILITIES: ""}

@@ -25,6 +25,7 @@ from playground.data import Corpus, load_corpus
 from playground.server import admission, temp_space, tenancy
 from playground.server.admission import LongWork, TrainingClock
 from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
+from playground.walkthrough import lessons
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +171,13 @@ class AppContext:
     def default_checkpoint_name(self) -> str | None:
         names = self.checkpoint_names()
         return names[0] if names else None
+
+
+def fold(text: str, what: str = "") -> str:
+    """``text`` behind a closed "more" fold (empty text, no fold): a view shows its picture and one line, the rest on
+    request."""
+    summary = f"{lessons.FOLD}: {what}" if what else lessons.FOLD
+    return f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>" if text else ""
 
 
 def message_for(exc: BaseException) -> str:

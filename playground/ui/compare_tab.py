@@ -27,7 +27,7 @@ from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_sec
 from playground.attention.equivalence import compare
 from playground.checks import count
 from playground.device import available_devices, describe, offered_devices, pick_device, supported_dtypes
-from playground.ui.common import AppContext, keep_on_refusal, message_for
+from playground.ui.common import AppContext, fold, keep_on_refusal, message_for
 from playground.ui.events import wire
 
 MAX_T = 1024
@@ -58,10 +58,11 @@ def intro() -> str:
     compared = [cls for cls in family if cls.compared_with is not None]
     on_context = [cls.name for cls in compared if cls.compared_with == CONTEXT]
     apart = [cls for cls in family if cls.compared_with is None]
+    shown = (f"Multi-head attention written {len(family)} ways. Given `{REFERENCE}`'s weights (the reference), the "
+             "others should agree with it to within rounding; then see what each costs as the sequence grows.")
     text = (
-        f"Multi-head attention written {len(family)} ways; `{REFERENCE}` is the reference. A **weight transplant** "
-        "copies the reference's weights into another implementation, rearranged into that implementation's own "
-        "layout but with no number changed, so whatever difference remains is rounding. "
+        "A **weight transplant** copies the reference's weights into another implementation, rearranged into that "
+        "implementation's own layout but with no number changed, so whatever difference remains is rounding. "
         f"The {len(compared)} implementations that can take them (the reference among them) are compared, and "
         "with the same weights they agree to within rounding"
     )
@@ -75,10 +76,9 @@ def intro() -> str:
     text += ". " + " ".join(f"`{cls.name}` is not compared ({cls.why})." for cls in apart)
     text += (
         " A row **agrees** when every |difference| ≤ **atol** + rtol·|reference value|: atol is the absolute "
-        "tolerance, rtol the relative one, both looser for the less precise dtypes. "
-        "Then see what each costs as the sequence grows."
+        "tolerance, rtol the relative one, both looser for the less precise dtypes."
     )
-    return text
+    return shown + "\n\n" + fold(text, "what a weight transplant is, which are compared, what agrees means")
 
 
 def colour_of(name: str) -> str:

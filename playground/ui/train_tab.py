@@ -40,7 +40,7 @@ from playground.run import RunRequest
 from playground.server import admission, tenancy
 from playground.server.jobs import FAILED, FINISHED, STOPPED, JobStatus
 from playground.tokenizer import CharTokenizer, escape_char
-from playground.ui.common import AppContext, friendly, keep_on_refusal
+from playground.ui.common import AppContext, fold, friendly, keep_on_refusal
 from playground.ui.events import wire
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
@@ -82,6 +82,19 @@ LOCAL_OWNER = "this-process"  # a handler called from Python, with no browser or
 MEMORISING_PASSES = 20  # passes over the text past which the estimate says the model will memorise it
 
 
+def default_corpus_name(corpus: Corpus) -> str:
+    """What a run on the first corpus choice reads, in words: "Tiny Shakespeare", or offline "the built-in Sonnets"."""
+    return ("Tiny Shakespeare" if corpus.is_tiny_shakespeare else
+            "the built-in Sonnets" if corpus.source == "builtin" else corpus.label)
+
+
+def corpus_choices(corpus: Corpus) -> list[tuple[str, str]]:
+    """The corpus radio's (label, value) pairs: the first is labelled with what it reads, so a server without Tiny
+    Shakespeare does not show "Tiny Shakespeare" ticked while it trains on the Sonnets; the value stays the API's."""
+    first = "Tiny Shakespeare" if corpus.is_tiny_shakespeare else f"{default_corpus_name(corpus)} (no Tiny Shakespeare)"
+    return [(first, CORPORA[0]), *((choice, choice) for choice in CORPORA[1:])]
+
+
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
              optimizer="adamw", time_budget_seconds=0.0, architecture=GPT_ARCHITECTURE, corpus_choice=CORPORA[0],
              upload=None, pasted=None, limits: Limits | None = None, default_corpus: Callable[[], Corpus] = load_corpus,
@@ -95,8 +108,7 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
         default = default_corpus()
         symbols = CharTokenizer.train_from_text(default.text).vocabulary_size
         characters = len(default.text)
-        name = ("Tiny Shakespeare" if default.is_tiny_shakespeare else
-                "the built-in Sonnets" if default.source == "builtin" else default.label)
+        name = default_corpus_name(default)
     else:  # nothing uploaded or pasted yet: what Start would say, not Shakespeare's count
         try:
             text, _ = visitors_text(corpus_choice, upload, pasted, limits or Limits())
@@ -525,15 +537,15 @@ def corpus_note(ctx: AppContext, choice) -> str:
 def build(ctx: AppContext) -> gr.State:
     """The tab; returns the State that names this page's run once it has finished or stopped with a checkpoint."""
     gr.Markdown(
-        "Train a small character-level GPT on the server (or, with the toy preset, notebook 004's attention-only "
-        "model), in the background: one run at a time for everyone. "
-        "Watch the training and validation loss fall, read samples as they improve, and see the attention of a "
-        "fixed probe sentence form. Stop keeps a checkpoint; the Attention and Sample tabs can load it. "
-        f"A run is yours: only this browser can stop, resume or replace it. A run stops after "
-        f"{format_seconds(ctx.limits.max_train_seconds)}. This server keeps at most {ctx.limits.max_runs} "
-        f"visitors' runs, {ctx.limits.max_runs_per_visitor} each (past that your oldest makes room), and keeps "
-        f"every run for at least {format_seconds(ctx.limits.run_keep_seconds)} after its last save; after "
-        "that the oldest make room for new ones."
+        "Train a small character-level GPT on the server, in the background, and watch its loss fall, its samples "
+        "improve and the attention of a fixed probe sentence form. Stop keeps a checkpoint that the Attention, "
+        "Model, Why and Sample tabs can load.\n\n" + fold(
+            "The toy preset trains notebook 004's attention-only model instead. One run goes at a time, for "
+            "everyone. A run is yours: only this browser can stop, resume or replace it. A run stops after "
+            f"{format_seconds(ctx.limits.max_train_seconds)}. This server keeps at most {ctx.limits.max_runs} "
+            f"visitors' runs, {ctx.limits.max_runs_per_visitor} each (past that your oldest makes room), and keeps "
+            f"every run for at least {format_seconds(ctx.limits.run_keep_seconds)} after its last save; after "
+            "that the oldest make room for new ones.", "one run at a time, who may stop it, how long runs are kept")
     )
     first = preset_fields("tiny")
     fields: dict[str, gr.components.Component] = {}  # by name: PRESET_FIELDS, start_run's parameters
@@ -566,6 +578,8 @@ def build(ctx: AppContext) -> gr.State:
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
         pasted = gr.Textbox("", label="pasted text", lines=3, visible=False)
     corpus_md = gr.Markdown(label="corpus note")
+    gr.on(None, lambda: gr.Radio(choices=corpus_choices(ctx.corpus())), None, corpus, api_name="train_corpus_label",
+          api_visibility="private", show_progress="hidden")
     # the corpus a run reads, as the page opens (not as the app is built: reading it may download Tiny Shakespeare)
     estimate_with_limits = functools.partial(estimate, limits=ctx.limits, default_corpus=ctx.corpus,
                                              memory_budget=ctx.budget)
