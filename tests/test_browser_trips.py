@@ -90,6 +90,9 @@ def test_the_estimate_counts_the_symbols_of_the_sonnets_a_run_reads(learner):
     expect(panel).to_contain_text(f"{parameters:,} parameters (with the built-in Sonnets' {symbols} symbols)",
                                   timeout=WAIT_MS)
     expect(panel).not_to_contain_text("Tiny Shakespeare's 65 symbols")
+    # the ticked choice says what a run reads (a stranger saw "Tiny Shakespeare" ticked above this note)
+    expect(panel.get_by_role("radio", name="the built-in Sonnets (no Tiny Shakespeare)", exact=True)).to_be_checked(
+        timeout=WAIT_MS)
     expect_no_error(learner)
 
 
