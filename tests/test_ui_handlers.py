@@ -221,6 +221,9 @@ def test_every_characters_view_sent_with_a_text_is_the_servers_figure(ctx):
             assert trace["y"] == list(figure.data[0].y) and trace["customdata"] == list(figure.data[0].customdata)
             assert changes["title"]["text"] == figure.layout.title.text
             assert changes["xaxis"]["ticktext"] == list(figure.layout.xaxis.ticktext)
+    # after a text (or while it grows), fields that name no head send nothing rather than a message
+    assert sample_tab.inspect_all(ctx, state, 9, 0) == sample_tab.inspect_all(ctx, {"generating": True}, 0, 0) \
+        == gr.skip()
 
 
 class StepClock:

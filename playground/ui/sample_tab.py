@@ -526,10 +526,12 @@ def inspect_need(ctx: AppContext, history: dict | None, need, layer, head):
 def inspect_all(ctx: AppContext, history: dict | None, layer, head):
     """Every generated character's view for (layer, head), as changes to the first one's figures, up to
     MAX_SENT_BARS bars in all: the page then draws a tapped character without asking the server. Nothing (a skip)
-    while a text is being generated or where there is none."""
-    if not history or history.get("generating") or not history.get("tokens"):
+    while a text is being generated, where there is none, or where the layer or head fields hold no head (a tap
+    then asks the server, which says what is wrong; a finished text is no time for that message)."""
+    try:
+        loaded, tokens, layer, head = _finished(ctx, history, layer, head)
+    except ValueError:
         return gr.skip()
-    loaded, tokens, layer, head = _finished(ctx, history, layer, head)
     spans, positions, bars = _windows(loaded, history), [], 0
     for position, (start, end) in enumerate(spans):
         bars += end - start + len(tokens[position]["candidates"])
