@@ -16,6 +16,7 @@ from browser_support import (
 from playwright.sync_api import Page, expect
 
 from playground.anatomy.lessons import LEVEL_TITLES
+from playground.ui import TAP_PX, TAP_TARGETS
 
 pytestmark = pytest.mark.browser
 
@@ -199,9 +200,6 @@ def test_a_swipe_over_a_chart_scrolls_the_page_and_an_answer_comes_into_view(pho
     expect_no_error(page)
 
 
-TAP_PX = 44  # a finger's target, as the platforms' guidelines size it
-
-
 def small_taps(panel, selector: str) -> list[str]:
     """Tap targets under ``selector`` less than TAP_PX tall (the direction their lines stack in), and targets on
     neighbouring lines whose boxes overlap (a tap there could mean either)."""
@@ -234,11 +232,22 @@ def covered_labels(page: Page) -> list[str]:
         })""")
 
 
+def short_controls(page: Page) -> list[str]:
+    """Tabs, options, tick boxes and folds on the screen less than TAP_PX tall."""
+    return page.evaluate(f"""() => [...document.querySelectorAll('{TAP_TARGETS}, [role="tabpanel"] details > summary')]
+        .filter(e => e.offsetParent && e.getBoundingClientRect().height < {TAP_PX})
+        .map(e => `${{e.innerText.trim().slice(0, 30)}}: ${{e.getBoundingClientRect().height.toFixed(1)}} px tall`)""")
+
+
 def test_a_generated_character_is_a_finger_sized_tap_and_its_inspector_comes_into_view(phone):
-    """Issue 29 on a phone: the Sample tab's characters were 19 px tall tap targets (the Tokenize tab's chips, 71 px
-    tall, take no tap), the inspector opened below the screen, and Plotly's toolbar may sit over a chart's labels."""
+    """Issue 29 on a phone: the Sample tab's characters were 19 px tall tap targets, the tabs 32, the options 35,
+    the tick boxes and folds 20 (the Tokenize tab's chips, 71 px tall, take no tap); the inspector opened below the
+    screen; and Plotly's toolbar may sit over a chart's labels."""
     page = phone
+    expect(page.locator('[data-testid$="-radio-label"]').first).to_be_visible(timeout=WAIT_MS)  # Tokenize's options
+    assert short_controls(page) == []
     panel = open_tab(page, "Sample")
+    assert short_controls(page) == []
     box = panel.get_by_label("max new tokens", exact=True)
     box.fill("60")
     box.press("Tab")
