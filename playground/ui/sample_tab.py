@@ -480,10 +480,27 @@ def _inspections(ctx: AppContext, loaded, history: dict, positions, layer: int, 
     return shown
 
 
+def _margin_fits(xaxis: dict) -> dict:
+    """``xaxis`` with Plotly's automargin only where its labels need more than the chart's bottom margin (slanted,
+    or words on two lines): automargin draws a chart twice at every change, and single characters fit as they are."""
+    slanted = bool(xaxis.get("tickangle")) or any("<br>" in str(text) for text in xaxis.get("ticktext") or ())
+    return {**xaxis, "automargin": slanted}
+
+
+def _changes(bars: dict) -> dict:
+    """plots.bar_chart_changes of one chart, with its automargin (_margin_fits)."""
+    changes = plots.bar_chart_changes(**bars)
+    changes["layout"]["xaxis"] = _margin_fits(changes["layout"]["xaxis"])
+    return changes
+
+
 def _figures(top: dict, attention: dict) -> tuple:
-    return (plots.bar_chart(top["labels"], top["values"], top["title"], "probability"),
-            plots.bar_chart(attention["labels"], attention["values"], attention["title"], "attention weight",
-                            important=attention["important"]))
+    figures = (plots.bar_chart(top["labels"], top["values"], top["title"], "probability"),
+               plots.bar_chart(attention["labels"], attention["values"], attention["title"], "attention weight",
+                               important=attention["important"]))
+    for figure in figures:
+        figure.update_layout(xaxis=_margin_fits(figure.layout.xaxis.to_plotly_json()))
+    return figures
 
 
 def inspect_position(ctx: AppContext, history: dict | None, position, layer, head):
@@ -543,7 +560,7 @@ def inspect_all(ctx: AppContext, history: dict | None, layer, head):
     shown = _inspections(ctx, loaded, history, positions, layer, head)
     first = shown[positions[0]]
     bases = {name: json.loads(figure.to_json()) for name, figure in zip(("top", "attention"), _figures(*first[:2]))}
-    views = {str(p): ([note], tuple({"base": name, "changes": plots.bar_chart_changes(**bars)}
+    views = {str(p): ([note], tuple({"base": name, "changes": _changes(bars)}
                                     for name, bars in zip(("top", "attention"), (top, attention))))
              for p, (top, attention, note) in shown.items()}
     return chart_deck.deck_json(_deck_key(history, layer, head), views, bases)
