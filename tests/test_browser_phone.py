@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from browser_support import (
+    PHONE,
     WAIT_MS,
     cut_labels,
     expect_no_error,
@@ -197,6 +198,14 @@ def test_a_swipe_over_a_chart_scrolls_the_page_and_an_answer_comes_into_view(pho
     expect(chart).to_be_visible(timeout=WAIT_MS)
     assert chart.evaluate("el => el._fullLayout.dragmode") is False
     assert scrolled_by_a_swipe_over(page, chart) > 100
+    # the phone turned sideways (844 px wide, past the phone layout): a tap on a chart showed Plotly's toolbar over
+    # the titles of the head's charts
+    page.set_viewport_size({"width": PHONE["height"], "height": PHONE["width"]})
+    for each in panel.locator(".js-plotly-plot").all():
+        if each.is_visible():
+            each.scroll_into_view_if_needed()
+            each.tap()
+            assert covered_labels(page) == []
     expect_no_error(page)
 
 
@@ -221,7 +230,8 @@ def covered_labels(page: Page) -> list[str]:
     return page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent)
         .flatMap(plot => {
             const bars = [...plot.querySelectorAll('.modebar-container .modebar')]
-                .filter(bar => getComputedStyle(bar.parentElement).display !== 'none')
+                .filter(bar => getComputedStyle(bar.parentElement).display !== 'none'
+                    && Number(getComputedStyle(bar).opacity) > 0)  // Plotly shows it on hover (or a tap)
                 .map(bar => bar.getBoundingClientRect()).filter(box => box.width && box.height);
             return [...plot.querySelectorAll('.gtitle, .g-xtitle text, .g-ytitle text, .xtick text, .ytick text')]
                 .filter(t => t.textContent && getComputedStyle(t).display !== 'none')

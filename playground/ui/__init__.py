@@ -64,6 +64,7 @@ footer {{ visibility: hidden; }}
 {_narrow_tick_rules()}
 }}
 @media (pointer: coarse) {{
+  .js-plotly-plot .modebar-container {{ display: none; }}
   {TAP_TARGETS} {{ min-height: {TAP_PX}px; }}
   [role="tabpanel"] details > summary {{ padding-block: 12px; }}
 }}
