@@ -1,6 +1,8 @@
 """Every tab on a phone (390 x 844): all seven tab names visible (none behind an overflow menu), each tab's main
 action where it is cheap, no cut-off label in the Tokenize and Compare tabs, Compare's tables scroll sideways
-with readable columns, and no chart title wider than its chart. Screenshots: phone-<tab>.png."""
+with readable columns, and no chart title wider than its chart; every tab, option, tick box, fold and generated
+character a 44 px tall target, a tapped character's inspector fully on the screen, and no Plotly toolbar over a
+label, upright or sideways. Screenshots: phone-<tab>.png."""
 
 from __future__ import annotations
 
