@@ -1,11 +1,14 @@
 """Every tab on a phone (390 x 844): all seven tab names visible (none behind an overflow menu), each tab's main
 action where it is cheap, no cut-off label in the Tokenize and Compare tabs, Compare's tables scroll sideways
-with readable columns, and no chart title wider than its chart. Screenshots: phone-<tab>.png."""
+with readable columns, and no chart title wider than its chart; every tab, option, tick box, fold and generated
+character a 44 px tall target, a tapped character's inspector fully on the screen, and no Plotly toolbar over a
+label, upright or sideways. Screenshots: phone-<tab>.png."""
 
 from __future__ import annotations
 
 import pytest
 from browser_support import (
+    PHONE,
     WAIT_MS,
     cut_labels,
     expect_no_error,
@@ -16,6 +19,7 @@ from browser_support import (
 from playwright.sync_api import Page, expect
 
 from playground.anatomy.lessons import LEVEL_TITLES
+from playground.ui import TAP_PX, TAP_TARGETS
 
 pytestmark = pytest.mark.browser
 
@@ -196,4 +200,80 @@ def test_a_swipe_over_a_chart_scrolls_the_page_and_an_answer_comes_into_view(pho
     expect(chart).to_be_visible(timeout=WAIT_MS)
     assert chart.evaluate("el => el._fullLayout.dragmode") is False
     assert scrolled_by_a_swipe_over(page, chart) > 100
+    # the phone turned sideways (844 px wide, past the phone layout): a tap on a chart showed Plotly's toolbar over
+    # the titles of the head's charts
+    page.set_viewport_size({"width": PHONE["height"], "height": PHONE["width"]})
+    for each in panel.locator(".js-plotly-plot").all():
+        if each.is_visible():
+            each.scroll_into_view_if_needed()
+            each.tap()
+            assert covered_labels(page) == []
     expect_no_error(page)
+
+
+def small_taps(panel, selector: str) -> list[str]:
+    """Tap targets under ``selector`` less than TAP_PX tall (the direction their lines stack in), and targets on
+    neighbouring lines whose boxes overlap (a tap there could mean either)."""
+    return panel.evaluate(f"""panel => {{
+        const boxes = [...panel.querySelectorAll({selector!r})].filter(e => e.getClientRects().length)
+            .map(e => [e.textContent, e.getBoundingClientRect()]);
+        const short = boxes.filter(([, box]) => box.height < {TAP_PX})
+            .map(([text, box]) => `${{text}}: ${{box.height.toFixed(1)}} px tall`);
+        const lines = [...new Map(boxes.filter(([text]) => !text.includes('\\n'))
+            .map(([, box]) => [Math.round(box.top), box])).values()].sort((a, b) => a.top - b.top);
+        const overlaps = lines.filter((box, i) => i > 0 && box.top < lines[i - 1].bottom - 0.5)
+            .map(box => `a line at ${{box.top.toFixed(0)}} px overlaps the one above`);
+        return [...short, ...overlaps];
+    }}""")
+
+
+def covered_labels(page: Page) -> list[str]:
+    """Chart titles, axis titles and tick labels that a shown Plotly toolbar lies over, in visible charts."""
+    return page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent)
+        .flatMap(plot => {
+            const bars = [...plot.querySelectorAll('.modebar-container .modebar')]
+                .filter(bar => getComputedStyle(bar.parentElement).display !== 'none'
+                    && Number(getComputedStyle(bar).opacity) > 0)  // Plotly shows it on hover (or a tap)
+                .map(bar => bar.getBoundingClientRect()).filter(box => box.width && box.height);
+            return [...plot.querySelectorAll('.gtitle, .g-xtitle text, .g-ytitle text, .xtick text, .ytick text')]
+                .filter(t => t.textContent && getComputedStyle(t).display !== 'none')
+                .filter(t => bars.some(bar => {
+                    const box = t.getBoundingClientRect();
+                    return box.left < bar.right && box.right > bar.left && box.top < bar.bottom && box.bottom > bar.top;
+                })).map(t => `${plot.querySelector('.gtitle')?.textContent}: "${t.textContent}"`);
+        })""")
+
+
+def short_controls(page: Page) -> list[str]:
+    """Tabs, options, tick boxes and folds on the screen less than TAP_PX tall."""
+    return page.evaluate(f"""() => [...document.querySelectorAll('{TAP_TARGETS}, [role="tabpanel"] details > summary')]
+        .filter(e => e.offsetParent && e.getBoundingClientRect().height < {TAP_PX})
+        .map(e => `${{e.innerText.trim().slice(0, 30)}}: ${{e.getBoundingClientRect().height.toFixed(1)}} px tall`)""")
+
+
+def test_a_generated_character_is_a_finger_sized_tap_and_its_inspector_comes_into_view(phone):
+    """Issue 29 on a phone: the Sample tab's characters were 19 px tall tap targets, the tabs 32, the options 35,
+    the tick boxes and folds 20 (the Tokenize tab's chips, 71 px tall, take no tap); the inspector opened below the
+    screen; and Plotly's toolbar may sit over a chart's labels."""
+    page = phone
+    expect(page.locator('[data-testid$="-radio-label"]').first).to_be_visible(timeout=WAIT_MS)  # Tokenize's options
+    assert short_controls(page) == []
+    panel = open_tab(page, "Sample")
+    assert short_controls(page) == []
+    box = panel.get_by_label("max new tokens", exact=True)
+    box.fill("60")
+    box.press("Tab")
+    panel.get_by_role("button", name="Generate", exact=True).tap()
+    expect(panel.locator('.sample-coloured [data-position="59"]')).to_be_visible(timeout=WAIT_MS)
+    assert small_taps(panel, ".sample-coloured [data-position]") == []
+    character = panel.locator('.sample-coloured [data-position="40"]')
+    character.scroll_into_view_if_needed()
+    character.tap()
+    expect(panel).to_contain_text("Character #40 (", timeout=WAIT_MS)
+    chart = plot_titled(panel, "Top-10 candidates at #40")
+    expect(chart).to_be_in_viewport(ratio=1, timeout=WAIT_MS)  # the answer came fully onto the screen
+    assert covered_labels(page) == []
+    plot_titled(panel, "What drawing #40 attended to").tap()  # a tap on a chart shows no toolbar over its labels
+    assert covered_labels(page) == []
+    expect_no_error(page)
+    screenshot(page, "phone-sample-inspect", publish=False)

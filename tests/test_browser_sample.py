@@ -20,6 +20,10 @@ from browser_support import (
 from gradio_client import Client
 from playwright.sync_api import Locator, Page, expect
 
+from playground.config import Limits
+from playground.ui import sample_tab
+from playground.ui.common import AppContext
+
 pytestmark = pytest.mark.browser
 
 GENERATE_MS = 90_000  # a generation on a busy 2-core machine (the server stops one at 60 s)
@@ -108,6 +112,27 @@ def inspect_by_pointing(panel: Locator, position: int, touch: bool) -> None:
     expect(panel).to_contain_text(f"Character #{position} (")
 
 
+DRAWN_JS = """() => [0, 1].map(slot => {
+    const chart = document.querySelector('#sample-chart-' + slot + ' .js-plotly-plot');
+    const trace = chart.data[0], layout = chart.layout;
+    return {y: [...trace.y], labels: [...trace.customdata], title: layout.title.text,
+            ticks: [...layout.xaxis.ticktext]};
+})"""
+
+
+def drawn_inspection(panel: Locator) -> tuple[list[dict], str]:
+    """The inspector's two charts as the page drew them (values, bar labels, title, tick labels), and the note it
+    wrote under them (as Markdown)."""
+    return panel.page.evaluate(DRAWN_JS), panel.page.evaluate(
+        "() => { const deck = window.chartDeck.decks.sample; return deck.views[deck.shown].texts[0]; }")
+
+
+def servers_inspection(figures) -> list[dict]:
+    """inspect_position's two figures in the form drawn_inspection reads."""
+    return [{"y": list(f.data[0].y), "labels": list(f.data[0].customdata), "title": f.layout.title.text,
+             "ticks": list(f.layout.xaxis.ticktext)} for f in figures[:2]]
+
+
 def test_sample_on_a_desktop_every_control_streams_and_inspects_by_click(page, server):
     panel = open_sample(page, touch=False)
     checkpoint = panel.get_by_role("combobox", name="Checkpoint")
@@ -129,7 +154,35 @@ def test_sample_on_a_desktop_every_control_streams_and_inspects_by_click(page, s
     api = Client(server.url, verbose=False).predict("shakespeare-char", PROMPT, 400, 0.9, 20, 0.95, 7, False, True,
                                                     False, api_name="/sample")
     assert api[0] == text
+    # every character's view arrives with the text (up to MAX_SENT_BARS bars), so a click draws it in the page and
+    # asks the server nothing; another head's is asked for once, and then the page holds that head's views too.
+    # Either way the page shows the server's numbers: inspect_position here, on the same weights and the same text
+    page.wait_for_function("() => window.chartDeck?.decks?.sample?.views?.['399']", timeout=WAIT_MS)
+    events = page.evaluate("() => window.gradio_config.dependencies.map(event => event.api_name)")
+    asked = []  # the events the page asks the server for, by api_name
+    page.on("request", lambda request: "/queue/join" in request.url and asked.append(
+        events[request.post_data_json["fn_index"]]))
+    drawn = {}
     inspect_by_pointing(panel, 5, touch=False)
+    assert asked == []
+    drawn[5, 0] = drawn_inspection(panel)
+    set_number(panel, "layer", 1)
+    inspect_by_pointing(panel, 399, touch=False)
+    assert asked[0] == "sample_inspect_picked"  # then layer 1's views of every character
+    assert set(asked) <= {"sample_inspect_picked", "sample_inspect_picked_all"}
+    drawn[399, 1] = drawn_inspection(panel)
+    page.wait_for_function("() => window.chartDeck.decks.sample.key.endsWith('|1|0') && "
+                           "window.chartDeck.decks.sample.views['300']", timeout=WAIT_MS)
+    asked.clear()
+    inspect_by_pointing(panel, 300, touch=False)  # past the context: the rebuilt KV cache's window
+    assert asked == []
+    drawn[300, 1] = drawn_inspection(panel)
+    ctx = AppContext(limits=Limits(), weights=server.weights)
+    *_, history = list(sample_tab.sample(ctx, "shakespeare-char", PROMPT, 400, 0.9, 20, 0.95, 7, False, True))[-1]
+    assert PROMPT + "".join(token["text"] for token in history["tokens"]) == text
+    for (position, layer), (charts, note) in drawn.items():
+        figures = sample_tab.inspect_position(ctx, history, position, layer, 0)
+        assert charts == servers_inspection(figures) and note == figures[2]
     expect_no_error(page)
     screenshot(page, "sample")
 

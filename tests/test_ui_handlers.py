@@ -190,16 +190,40 @@ def test_inspecting_past_the_context_reads_the_window_the_kv_cache_drew_with(ctx
     assert len(attention.data[0].y) == context and f"saw the last {context} characters." in note
 
 
-def test_a_tapped_character_fills_the_position_and_opens_the_inspector(ctx):
+def test_a_tapped_character_the_page_does_not_hold_is_asked_for(ctx):
+    """The page draws a tapped character from the views sent with the text; one it lacks comes as "<position>
+    #<stamp>" and is answered with the position and its view's deck."""
     *_, state = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 8, 1.0, 0, 1.0, 3, False, True))[-1]
-    position, top, attention, note, section = sample_tab.inspect_picked(ctx, state, 7.0, 0, 1)
-    assert position == 7 and "Top-10 candidates at #7" in top.layout.title.text and section.open is True
-    assert "Character #7" in note
+    position, deck = sample_tab.inspect_need(ctx, state, "7 #1712345678901", 0, 1)
+    view = json.loads(deck)["views"]["7"]
+    assert position == 7 and "Top-10 candidates at #7" in view["figures"][0]["layout"]["title"]["text"]
+    assert view["texts"][0].startswith("Character #7")
     with pytest.raises(ValueError, match="Tap or click a character"):
-        sample_tab.inspect_picked(ctx, state, None, 0, 0)
-    for forged in ("7; alert(1)", -1, 1.5, True):
+        sample_tab.inspect_need(ctx, state, "", 0, 0)
+    for forged in ("7; alert(1) #1", -1, 1.5, True):
         with pytest.raises(ValueError, match="position"):
-            sample_tab.inspect_picked(ctx, state, forged, 0, 0)
+            sample_tab.inspect_need(ctx, state, forged, 0, 0)
+
+
+def test_every_characters_view_sent_with_a_text_is_the_servers_figure(ctx):
+    """inspect_all's views (changes laid over the first view's figures, as the page's chart deck lays them) carry
+    the same labels, numbers and titles as inspect_position's figures, past a rebuilt KV cache too."""
+    *_, state = list(sample_tab.sample(ctx, "shakespeare-char", "ROMEO:", 60, 1.0, 0, 1.0, 3, False, True))[-1]
+    deck = json.loads(sample_tab.inspect_all(ctx, state, 1, 1))
+    assert deck["key"].endswith("|1|1") and sorted(map(int, deck["views"])) == list(range(60))
+    for position in (0, 31, 59):
+        view = deck["views"][str(position)]
+        figures = sample_tab.inspect_position(ctx, state, position, 1, 1)
+        assert view["texts"] == [figures[2]]
+        for sent, figure in zip(view["figures"], figures[:2]):
+            base = deck["bases"][sent["base"]]
+            trace, changes = {**base["data"][0], **sent["changes"]["data"][0]}, sent["changes"]["layout"]
+            assert trace["y"] == list(figure.data[0].y) and trace["customdata"] == list(figure.data[0].customdata)
+            assert changes["title"]["text"] == figure.layout.title.text
+            assert changes["xaxis"]["ticktext"] == list(figure.layout.xaxis.ticktext)
+    # after a text (or while it grows), fields that name no head send nothing rather than a message
+    assert sample_tab.inspect_all(ctx, state, 9, 0) == sample_tab.inspect_all(ctx, {"generating": True}, 0, 0) \
+        == gr.skip()
 
 
 class StepClock:

@@ -37,6 +37,9 @@ NARROW_WIDTH = 480  # px: a phone held upright, where a heatmap's matrix is abou
 # apart and ran into one smear; the server cannot know the width, so the page thins them, and the hover names each
 NARROW_TICKS = ((23, 44, 2), (45, 66, 3), (67, 88, 4), (89, None, 6))
 
+TAP_PX = 44  # px: on a touch screen every tab, option, tick box and fold is a finger's target at least this tall
+TAP_TARGETS = ('[role="tab"], [data-testid$="-radio-label"], label.checkbox-container, button.label-wrap')
+
 
 def _narrow_tick_rules() -> str:
     """CSS quantity queries: an x axis with ``at least``..``at most`` tick labels shows only every k-th."""
@@ -59,6 +62,11 @@ footer {{ visibility: hidden; }}
 }}
 @media (max-width: {NARROW_WIDTH}px) {{
 {_narrow_tick_rules()}
+}}
+@media (pointer: coarse) {{
+  .js-plotly-plot .modebar-container {{ display: none; }}
+  {TAP_TARGETS} {{ min-height: {TAP_PX}px; }}
+  [role="tabpanel"] details > summary {{ padding-block: 12px; }}
 }}
 """
 

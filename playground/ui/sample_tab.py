@@ -1,15 +1,19 @@
 """Sample tab: stream text from a checkpoint with temperature, top-k, top-p, a seed and a KV cache.
 
 Every generated token (a character, or a GPT-2 checkpoint's BPE piece) keeps the distribution it was drawn from;
-tapping or clicking it in the coloured text (a gr.HTML whose js_on_load fires its click event with the token's
-position) shows the top-10 candidates and what that token attended to, on a phone as on a desktop. A generation
+tapping or clicking it in the coloured text shows the top-10 candidates and what that token attended to, on a phone
+as on a desktop. Every token's two charts (as changes to the first one's, up to MAX_SENT_BARS bars) follow a
+finished text into the page's chart deck (ui/chart_deck.py), so a tap is drawn in the page without asking the
+server; a token or a head the page does not hold is asked for, and that head's charts follow. A generation
 is priced before it starts (sampling.check_sampling_time, sampling.sampling_cost) and shown as it grows, in
 batches the browser keeps up with.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import secrets
 import time
 from dataclasses import replace
@@ -32,25 +36,77 @@ from playground.sampling import (
     stream,
 )
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
-from playground.ui import bring_model, publish
-from playground.ui.common import AppContext, checkpoint_dropdown, friendly, keep_on_refusal
+from playground.ui import bring_model, chart_deck, publish
+from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal
 from playground.ui.events import wire
 
 DEFAULT_PROMPT = "ROMEO:\n"
+INSPECT_DECK_ID = "sample"  # the inspector's chart deck (chart_deck): its hosts are sample-chart-0 and -1
 UPDATE_SECONDS = 0.08  # the text changes at most this often: a person sees it grow and the browser keeps up
+PICKED_ELEM_ID = "sample-picked"  # the hidden box a tap or click on a character writes "<position> #<stamp>" into
+INSPECT_ELEM_ID = "sample-inspect"  # the inspector's accordion
+PHONE_WIDTH = chart_deck.PHONE_WIDTH
 PICK_JS = """
 element.addEventListener('click', (event) => {
     const picked = event.target.closest('[data-position]');
     if (!picked || !element.contains(picked)) return;
     element.querySelectorAll('.picked').forEach((old) => old.classList.remove('picked'));
     picked.classList.add('picked');
-    trigger('click', {position: Number(picked.dataset.position)});
+    const header = document.querySelector('#""" + INSPECT_ELEM_ID + """ > .label-wrap');
+    if (header && !header.classList.contains('open')) header.click();
+    const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
+    if (!box) return;
+    box.value = picked.dataset.position + ' #' + Date.now();  // stamped: the same character again is a change again
+    box.dispatchEvent(new Event('input', {bubbles: true}));
 });
 """
+# On a phone the inspector's first chart, once drawn, is brought fully onto the screen (it opens below the text).
+REVEAL_JS = """
+window.sampleReveal = window.sampleReveal || (() => {
+  const chart = document.getElementById('""" + INSPECT_DECK_ID + """-chart-0');
+  if (!chart || window.innerWidth >= """ + str(PHONE_WIDTH) + """) return;
+  const box = chart.getBoundingClientRect();
+  if (box.top < 0 || box.bottom > window.innerHeight) chart.scrollIntoView({behavior: 'smooth', block: 'start'});
+});
+"""
+# A picked character: drawn from the deck the page holds when it is there for the layer and head in the fields
+# (no request); otherwise the stamped pick goes to the hidden "need" box, whose change asks the server.
+SHOW_PICKED_JS = ("async (picked, layer, head) => { " + chart_deck.DECK_JS + REVEAL_JS + """
+  const position = String(picked || '').split(' #')[0];
+  const deck = window.chartDeck.decks['""" + INSPECT_DECK_ID + """'];
+  const suffix = '|' + String(Number(layer)) + '|' + String(Number(head));
+  if (!position || !deck || !deck.key || !deck.key.endsWith(suffix) || !deck.views[position]) {
+    return [undefined, undefined, picked];
+  }
+  const shown = await window.chartDeck.draw('""" + INSPECT_DECK_ID + """', position);
+  window.sampleReveal();
+  return [Number(position), shown.texts[0], undefined];
+}""")
+# The server's deck of one view arrived: kept and drawn (then revealed on a phone)
+DRAW_JS = ("async (raw, position) => { " + chart_deck.DECK_JS + REVEAL_JS + """
+  window.chartDeck.take('""" + INSPECT_DECK_ID + """', raw, false);
+  const shown = await window.chartDeck.draw('""" + INSPECT_DECK_ID + """', String(position));
+  if (shown) window.sampleReveal();
+  return shown ? shown.texts[0] : undefined;
+}""")
+# Every character's views arrived: kept, nothing drawn (``more``: added to a deck of the same text and head)
+TAKE_JS = "(raw) => { " + chart_deck.DECK_JS + "\n  window.chartDeck.take('" + INSPECT_DECK_ID + "', raw, %s);\n}"
+# A new generation starts: the views held belong to the old text, so a tap until the new ones arrive asks the server
+FORGET_JS = ("() => { " + chart_deck.DECK_JS + """
+  const deck = window.chartDeck.decks['""" + INSPECT_DECK_ID + """'];
+  if (deck) { deck.key = null; deck.views = {}; deck.raw = null; deck.bases = {}; }
+}""")
+# On a touch screen each character is a tap target at least 44 px tall (a finger's, as the platforms' guidelines
+# say): its padding grows the coloured box (a 19 px glyph + 2 x 14 px = 47 px) and the lines stand 48 px apart, so no
+# two boxes overlap (tests/test_browser_phone.py measures it)
 COLOURED_CSS = """
 .sample-coloured { font-family: monospace; white-space: pre-wrap; line-height: 1.9; font-size: 1rem; }
 .sample-coloured [data-position] { cursor: pointer; color: #111; border-radius: 2px; }
 .sample-coloured .picked { outline: 2px solid #2563eb; outline-offset: 1px; }
+@media (pointer: coarse) {
+  .sample-coloured { line-height: 48px; }
+  .sample-coloured [data-position] { padding: 14px 0; }
+}
 """
 
 
@@ -310,67 +366,204 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
     yield *final, state
 
 
-def inspect_position(ctx: AppContext, history: dict | None, position, layer, head):
-    """(top-10 bar chart, attention-over-context bar chart, Markdown) for one generated token."""
+def _finished(ctx: AppContext, history: dict | None, layer, head):
+    """(the checkpoint, its tokens, layer, head) of a finished text, checked as a tap or the API sends them."""
     if history and history.get("generating"):
         raise ValueError("There is no finished text to inspect yet: wait until the generation ends (or generate "
                          "again), then pick a character")
     if not history or not history.get("tokens"):
         raise ValueError("Generate some text first, then pick a position")
-    tokens = history["tokens"]
-    position = checks.whole_number(position, "position", 0)
     loaded = ctx.checkpoint(history["checkpoint"])
-    tokenizer, config = loaded.tokenizer, loaded.config
+    config = loaded.config
+    layer = checks.whole_number(layer, "layer", 0, config.layers_num - 1)
+    head = checks.whole_number(head, "head", 0, config.heads_num - 1)
+    return loaded, history["tokens"], layer, head
+
+
+def _checked_position(loaded, tokens: list, position) -> int:
+    position = checks.whole_number(position, "position", 0)
     if position >= len(tokens):
+        tokenizer = loaded.tokenizer
         raise ValueError(f"position {checks.number_text(position)} is past the end: this text has {len(tokens)} "
                          f"generated {_plural(tokenizer)}, at positions 0 to {len(tokens) - 1}. Tap or click a "
                          f"{tokenizer.token_name} to pick it.")
-    layer = checks.whole_number(layer, "layer", 0, config.layers_num - 1)
-    head = checks.whole_number(head, "head", 0, config.heads_num - 1)
-    token = tokens[position]
-    candidates = token["candidates"]
-    drawn = tokenizer.label(token["id"])
-    top = plots.bar_chart([c for c, _ in candidates], [p for _, p in candidates],
-                          f"Top-10 candidates at #{position}<br>drawn: {drawn!r}, "
-                          f"p = {token['probability']:.3f}", "probability")  # two lines: a phone is narrow
-    # what the model read when it drew this token: the prompt's IDs and the tokens drawn before, cut to the window
-    # it drew with (the cache's after a rebuild: shorter than the context; a history from before windows were
-    # recorded: the context)
-    window = checks.whole_number(token.get("context", config.context_size), "context", 1, config.context_size)
-    context_ids = [*history["prompt_ids"], *(t["id"] for t in tokens[:position])][-window:]
-    context_labels = labels(tokenizer, context_ids)
+    return position
+
+
+def _windows(loaded, history: dict) -> list[tuple[int, int]]:
+    """(start, end) in prompt + generated IDs of what each generated token was drawn after: the window it read
+    (the cache's after a rebuild: shorter than the context; a history from before windows were recorded: the
+    context)."""
+    context_size, before = loaded.config.context_size, len(history["prompt_ids"])
+    spans = []
+    for position, token in enumerate(history["tokens"]):
+        window = checks.whole_number(token.get("context", context_size), "context", 1, context_size)
+        end = before + position
+        spans.append((max(0, end - window), end))
+    return spans
+
+
+def _attention_rows(ctx: AppContext, loaded, history: dict, positions, layer: int, head: int) -> dict:
+    """{position: the attention row (layer, head) of the last token the model read when it drew ``position``}.
+
+    Tokens drawn from windows that start at the same ID share one forward pass over that window up to the last
+    token any of them read (causal: a row never sees a later token), whether one position is asked for or all: the
+    page's numbers and the server's are one computation. ``ROMEO:\n`` + 200 new characters, no rebuild: 1 pass."""
+    full = [*history["prompt_ids"], *(t["id"] for t in history["tokens"])]
+    spans = _windows(loaded, history)
+    reach: dict[int, int] = {}
+    for start, end in spans:
+        reach[start] = max(reach.get(start, 0), end)
+    groups: dict[int, list[int]] = {}
+    for position in positions:
+        groups.setdefault(spans[position][0], []).append(position)
+    config = loaded.config
+    longest = max(reach[start] - start for start in groups)
     cost = inference_cost(parameters=loaded.model.parameter_count(), layers_num=config.layers_num,
-                          heads_num=config.heads_num, embedding_dim=config.embedding_dim,
-                          context_size=len(context_ids), vocabulary_size=config.vocabulary_size, attention_maps=True)
+                          heads_num=config.heads_num, embedding_dim=config.embedding_dim, context_size=longest,
+                          vocabulary_size=config.vocabulary_size, attention_maps=True)
+    rows = {}
+    device = next(loaded.model.parameters()).device
     with ctx.budget.reserve(cost, hint="pick a checkpoint with fewer parameters or a shorter context"), \
             torch.no_grad():
-        ids = torch.tensor([context_ids], dtype=torch.long, device=next(loaded.model.parameters()).device)
-        weights = loaded.model(ids, return_attention=True).attention_weights[layer][0, head, -1].cpu()
-    strongest = torch.topk(weights, min(5, weights.numel()))
-    attention = plots.bar_chart(context_labels, weights.tolist(),
-                                f"What drawing #{position} attended to<br>layer {layer}, head {head}",
-                                "attention weight", important=[len(context_ids) - 1, *strongest.indices.tolist()])
-    back = len(context_ids)  # the last token it read is 1 back
-    named = ", ".join(f"{context_labels[i]!r} ({back - i} back) {w:.2f}"
-                      for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
-    shorter = ""
-    before = len(history["prompt_ids"]) + position  # tokens before it: more than it read after a rebuild
-    if len(context_ids) < min(before, config.context_size):
-        kept = rebuild_length(config.context_size)
-        shorter = (f" (the KV cache's window: it had been rebuilt from the last {kept} when it filled the context of "
-                   f"{config.context_size}; without the cache it would have read the last {config.context_size})")
-    note = (f"{tokenizer.token_name.capitalize()} #{position} ({drawn!r}) was drawn with probability "
-            f"{token['probability']:.3f} from the distribution after temperature, top-k and top-p; the model saw "
-            f"the last {len(context_ids)} {_plural(tokenizer)}{shorter}. Strongest attention: {named}.")
-    return top, attention, note
+        for start, members in groups.items():
+            ids = torch.tensor([full[start:reach[start]]], dtype=torch.long, device=device)
+            weights = loaded.model(ids, return_attention=True).attention_weights[layer][0, head].cpu()  # (T, T)
+            for position in members:
+                row = spans[position][1] - start - 1
+                rows[position] = weights[row, :row + 1]
+    return rows
 
 
-def inspect_picked(ctx: AppContext, history: dict | None, position, layer, head):
-    """A character tapped or clicked in the coloured text: (position field, the three views, opened accordion)."""
-    if position is None:
+def _shown(values) -> list[float]:
+    """Values as the charts carry them, to 4 significant digits (plots.bar_chart_changes'): the page drawing a
+    chart from the deck and the server's figure show the same numbers."""
+    return [float(f"{v:.4g}") for v in values]
+
+
+def _inspections(ctx: AppContext, loaded, history: dict, positions, layer: int, head: int) -> dict:
+    """{position: (the top-10 bars, the attention bars, the note)}, the bars as keyword arguments of
+    plots.bar_chart_changes (labels, values, title, important)."""
+    tokenizer, config = loaded.tokenizer, loaded.config
+    tokens, spans = history["tokens"], _windows(loaded, history)
+    full = [*history["prompt_ids"], *(t["id"] for t in tokens)]
+    rows = _attention_rows(ctx, loaded, history, positions, layer, head)
+    shown = {}
+    for position in positions:
+        token = tokens[position]
+        candidates = token["candidates"]
+        drawn = tokenizer.label(token["id"])
+        top = dict(labels=[c for c, _ in candidates], values=_shown(p for _, p in candidates),
+                   title=f"Top-10 candidates at #{position}<br>drawn: {drawn!r}, "
+                         f"p = {token['probability']:.3f}")  # two lines: a phone is narrow
+        start, end = spans[position]
+        context_labels = labels(tokenizer, full[start:end])
+        weights = rows[position]
+        strongest = torch.topk(weights, min(5, weights.numel()))
+        attention = dict(labels=context_labels, values=_shown(weights.tolist()),
+                         title=f"What drawing #{position} attended to<br>layer {layer}, head {head}",
+                         important=[len(context_labels) - 1, *strongest.indices.tolist()])
+        back = len(context_labels)  # the last token it read is 1 back
+        named = ", ".join(f"{context_labels[i]!r} ({back - i} back) {w:.2f}"
+                          for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
+        shorter = ""
+        before = len(history["prompt_ids"]) + position  # tokens before it: more than it read after a rebuild
+        if len(context_labels) < min(before, config.context_size):
+            kept = rebuild_length(config.context_size)
+            shorter = (f" (the KV cache's window: it had been rebuilt from the last {kept} when it filled the context "
+                       f"of {config.context_size}; without the cache it would have read the last "
+                       f"{config.context_size})")
+        note = (f"{tokenizer.token_name.capitalize()} #{position} ({drawn!r}) was drawn with probability "
+                f"{token['probability']:.3f} from the distribution after temperature, top-k and top-p; the model "
+                f"saw the last {len(context_labels)} {_plural(tokenizer)}{shorter}. Strongest attention: {named}.")
+        shown[position] = (top, attention, note)
+    return shown
+
+
+def _margin_fits(xaxis: dict) -> dict:
+    """``xaxis`` with Plotly's automargin only where its labels need more than the chart's bottom margin (slanted,
+    or words on two lines): automargin draws a chart twice at every change, and single characters fit as they are."""
+    slanted = bool(xaxis.get("tickangle")) or any("<br>" in str(text) for text in xaxis.get("ticktext") or ())
+    return {**xaxis, "automargin": slanted}
+
+
+def _changes(bars: dict) -> dict:
+    """plots.bar_chart_changes of one chart, with its automargin (_margin_fits)."""
+    changes = plots.bar_chart_changes(**bars)
+    changes["layout"]["xaxis"] = _margin_fits(changes["layout"]["xaxis"])
+    return changes
+
+
+def _figures(top: dict, attention: dict) -> tuple:
+    figures = (plots.bar_chart(top["labels"], top["values"], top["title"], "probability"),
+               plots.bar_chart(attention["labels"], attention["values"], attention["title"], "attention weight",
+                               important=attention["important"]))
+    for figure in figures:
+        figure.update_layout(xaxis=_margin_fits(figure.layout.xaxis.to_plotly_json()))
+    return figures
+
+
+def inspect_position(ctx: AppContext, history: dict | None, position, layer, head):
+    """(top-10 bar chart, attention-over-context bar chart, Markdown) for one generated token."""
+    loaded, tokens, layer, head = _finished(ctx, history, layer, head)
+    position = _checked_position(loaded, tokens, position)
+    top, attention, note = _inspections(ctx, loaded, history, [position], layer, head)[position]
+    return *_figures(top, attention), note
+
+
+MAX_SENT_BARS = 40_000  # bars of every character's charts sent with a finished text (~1 MB); later ones are asked for
+
+
+def _deck_key(history: dict, layer: int, head: int) -> str:
+    """The text's and the head's key, ending "|layer|head" (the page compares it with its fields)."""
+    text = repr((history.get("checkpoint"), history.get("prompt_ids"),
+                 [(t["id"], t.get("context")) for t in history["tokens"]]))
+    return f"{hashlib.sha1(text.encode()).hexdigest()[:16]}|{layer}|{head}"
+
+
+def inspect_deck(ctx: AppContext, history: dict | None, position, layer, head) -> str:
+    """The deck of one position's view (the Inspect button, or a tap on a character the page does not hold): the
+    server's own figures."""
+    loaded, tokens, layer, head = _finished(ctx, history, layer, head)
+    position = _checked_position(loaded, tokens, position)
+    top, attention, note = _inspections(ctx, loaded, history, [position], layer, head)[position]
+    return chart_deck.deck_json(_deck_key(history, layer, head), {str(position): ([note], _figures(top, attention))})
+
+
+def inspect_need(ctx: AppContext, history: dict | None, need, layer, head):
+    """A tapped character the page could not draw ("<position> #<stamp>", written by the page): (the position
+    field, the deck of its view)."""
+    position = need.split(" #")[0] if isinstance(need, str) else need
+    if position in (None, ""):
         raise ValueError("Tap or click a character in the coloured text to inspect it")
-    position = checks.whole_number(position, "position", 0)  # it comes from the page: checked like the field
-    return position, *inspect_position(ctx, history, position, layer, head), gr.Accordion(open=True)
+    position = checks.whole_number(position, "position", 0)
+    return position, inspect_deck(ctx, history, position, layer, head)
+
+
+def inspect_all(ctx: AppContext, history: dict | None, layer, head):
+    """Every generated character's view for (layer, head), as changes to the first one's figures, up to
+    MAX_SENT_BARS bars in all: the page then draws a tapped character without asking the server. Nothing (a skip)
+    while a text is being generated, where there is none, or where the layer or head fields hold no head (a tap
+    then asks the server, which says what is wrong; a finished text is no time for that message)."""
+    try:
+        loaded, tokens, layer, head = _finished(ctx, history, layer, head)
+    except ValueError:
+        return gr.skip()
+    spans, positions, bars = _windows(loaded, history), [], 0
+    for position, (start, end) in enumerate(spans):
+        bars += end - start + len(tokens[position]["candidates"])
+        if bars > MAX_SENT_BARS:
+            break
+        positions.append(position)
+    if not positions:  # one character's charts over the bound (never with the limits here): each is asked for
+        return gr.skip()
+    shown = _inspections(ctx, loaded, history, positions, layer, head)
+    first = shown[positions[0]]
+    bases = {name: json.loads(figure.to_json()) for name, figure in zip(("top", "attention"), _figures(*first[:2]))}
+    views = {str(p): ([note], tuple({"base": name, "changes": _changes(bars)}
+                                    for name, bars in zip(("top", "attention"), (top, attention))))
+             for p, (top, attention, note) in shown.items()}
+    return chart_deck.deck_json(_deck_key(history, layer, head), views, bases)
 
 
 def build(ctx: AppContext) -> gr.Dropdown:
@@ -407,19 +600,20 @@ def build(ctx: AppContext) -> gr.Dropdown:
                        css_template=COLOURED_CSS, js_on_load=PICK_JS)
     stats = gr.Markdown(label="stats")
     history = gr.State({})
-    with gr.Accordion("Inspect one generated character", open=False) as inspect_section:
+    with gr.Accordion("Inspect one generated character", open=False, elem_id=INSPECT_ELEM_ID):
         with gr.Row():
             position = gr.Number(0, label="position (0 = first generated character)")
             layer = gr.Number(0, label="layer")
             head = gr.Number(0, label="head")
             inspect = gr.Button("Inspect")
+        # the page draws the two charts itself (chart_deck): a tapped character's from the views sent with the text
         with gr.Row():
-            candidates_plot = gr.Plot(label="top-10 candidates")
-            attention_plot = gr.Plot(label="attention over the context")
+            chart_deck.hosts(INSPECT_DECK_ID, [0, 1])
         inspect_note = gr.Markdown(label="inspect note")
-
-    def picked(history: dict | None, layer, head, event: gr.EventData):
-        return inspect_picked(ctx, history, getattr(event, "position", None), layer, head)
+    chart_deck.plotly_loader()
+    deck = gr.Textbox(visible=False, label="inspector deck")
+    picked = gr.Textbox(visible="hidden", label="character picked", elem_id=PICKED_ELEM_ID)
+    need = gr.Textbox(visible=False, label="character the page asks the server for")
 
     keep_on_refusal(wire(checkpoint.change, checkpoint_summary, ctx, checkpoint, summary, api_name="checkpoint_info"),
                     [summary], "checkpoint_info_refused")
@@ -433,17 +627,37 @@ def build(ctx: AppContext) -> gr.Dropdown:
         None, [offer, replaced, prompt], prompt, js=KEEP_TYPED_JS, api_name="sample_prompt_offer",
         api_visibility="private", show_progress="hidden")
     sampled = [output, coloured, stats, history]
-    keep_on_refusal(wire(generate.click, sample, ctx,
-                         [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy, use_cache,
-                          drop_unknown, history],
-                         sampled, api_name="sample", **ctx.sample_lane), sampled, "sample_refused")
-    inspected = [candidates_plot, attention_plot, inspect_note]
-    keep_on_refusal(wire(inspect.click, inspect_position, ctx, [history, position, layer, head], inspected,
-                         api_name="sample_inspect", api_visibility="private", **ctx.fast_lane),
-                    inspected, "sample_inspect_refused")
-    coloured.click(friendly(picked), [history, layer, head],
-                   [position, candidates_plot, attention_plot, inspect_note, inspect_section],
-                   api_name="sample_inspect_picked", api_visibility="private", **ctx.fast_lane)
+    generated = wire(generate.click, sample, ctx,
+                     [checkpoint, prompt, max_new_tokens, temperature, top_k, top_p, seed, greedy, use_cache,
+                      drop_unknown, history],
+                     sampled, api_name="sample", **ctx.sample_lane)
+    keep_on_refusal(generated, sampled, "sample_refused")
+    generate.click(None, None, None, js=FORGET_JS, api_name="sample_forget", api_visibility="private",
+                   show_progress="hidden", queue=False)
+    quick = dict(api_visibility="private", show_progress="hidden", **ctx.fast_lane)
+    # every character's views follow a finished text, and a head's after its first view: a tap then asks nothing
+    wire(generated.success, inspect_all, ctx, [history, layer, head], deck, api_name="sample_inspect_all",
+         **quick).success(None, deck, None, js=TAKE_JS % "false", api_name="sample_inspect_all_take",
+                          api_visibility="private", show_progress="hidden", queue=False)
+
+    def answered(event, name: str) -> None:
+        """The server's view drawn, then every character's for its head."""
+        event.success(None, [deck, position], inspect_note, js=DRAW_JS, api_name=f"{name}_draw",
+                      api_visibility="private", show_progress="hidden", queue=False)
+        wire(event.success, inspect_all, ctx, [history, layer, head], deck, api_name=f"{name}_all", **quick).success(
+            None, deck, None, js=TAKE_JS % "true", api_name=f"{name}_all_take", api_visibility="private",
+            show_progress="hidden", queue=False)
+
+    asked = wire(inspect.click, inspect_deck, ctx, [history, position, layer, head], deck, api_name="sample_inspect",
+                 api_visibility="private", **ctx.fast_lane)
+    keep_on_refusal(asked, [deck], "sample_inspect_refused")
+    answered(asked, "sample_inspect")
+    picked.change(None, [picked, layer, head], [position, inspect_note, need], js=SHOW_PICKED_JS,
+                  api_name="sample_picked", api_visibility="private", show_progress="hidden", queue=False)
+    needed = wire(need.change, inspect_need, ctx, [history, need, layer, head], [position, deck],
+                  api_name="sample_inspect_picked", **quick)
+    keep_on_refusal(needed, [position, deck], "sample_inspect_picked_refused")
+    answered(needed, "sample_inspect_picked")
     bring_model.build(ctx)  # a nanoGPT checkpoint, uploaded and converted, joins the checkpoint lists
     publish.build(ctx)  # the Space owner's: shown only where PLAYGROUND_ADMIN_TOKEN is set
     return checkpoint
