@@ -37,7 +37,7 @@ from playground.sampling import (
 )
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
 from playground.ui import bring_model, chart_deck, publish
-from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal
+from playground.ui.common import AppContext, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
 
 DEFAULT_PROMPT = "ROMEO:\n"
@@ -569,12 +569,14 @@ def inspect_all(ctx: AppContext, history: dict | None, layer, head):
 def build(ctx: AppContext) -> gr.Dropdown:
     """The tab; returns its checkpoint picker, which follows this page's newest finished run (ui/__init__.py)."""
     gr.Markdown(
-        "Generate text one character at a time (one subword token at a time from a GPT-2 checkpoint: type a Hub "
-        "repo id such as openai-community/gpt2). Each step the model gives a probability to every character; "
-        "temperature sharpens or flattens that distribution, top-k and top-p cut its tail, and the seed makes "
-        "the draw repeatable. The KV cache keeps each layer's keys and values so earlier characters are not "
-        "recomputed: switch it off and compare the speed (the text is the same until it outgrows the model's "
-        "context)."
+        "Generate text one character at a time from a checkpoint, then tap a character to see how sure the model "
+        "was and what it attended to.\n\n" + fold(
+            "A GPT-2 checkpoint writes one subword token at a time: type a Hub repo id such as "
+            "openai-community/gpt2. Each step the model gives a probability to every character; temperature "
+            "sharpens or flattens that distribution, top-k and top-p cut its tail, and the seed makes the draw "
+            "repeatable. The KV cache keeps each layer's keys and values so earlier characters are not recomputed: "
+            "switch it off and compare the speed (the text is the same until it outgrows the model's context).",
+            "temperature, top-k, top-p, the seed, the KV cache")
     )
     checkpoint = checkpoint_dropdown(ctx, "sample")
     names = ctx.checkpoint_names()

@@ -21,7 +21,7 @@ from playground import checks
 from playground.data import is_tiny_shakespeare
 from playground.subword import SPACE_MARKER_NOTE, BPETokenizer
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, list_unknown, without_unknown
-from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal, message_for
+from playground.ui.common import AppContext, checkpoint_dropdown, fold, keep_on_refusal, message_for
 from playground.ui.events import wire
 from playground.ui.widgets import chips_html
 
@@ -161,11 +161,11 @@ def tokenize_live(ctx: AppContext, text: str, source: str, checkpoint: str | Non
 
 def build(ctx: AppContext) -> None:
     gr.Markdown(
-        "A character-level tokenizer gives every distinct character an ID: the IDs are the characters in "
-        "sorted order. The model only ever sees these numbers. Type some text and see each character's ID; "
-        "pick where the vocabulary comes from. A GPT-2 checkpoint from the Hub (type its repo id, e.g. "
-        "openai-community/gpt2) brings its own BPE tokenizer: its chips are subword pieces, shown beside the "
-        "same text in characters."
+        "A character-level tokenizer gives every distinct character an ID, in sorted order: the model only ever "
+        "sees these numbers. Type some text and see each character's ID.\n\n" + fold(
+            "Pick where the vocabulary comes from. A GPT-2 checkpoint from the Hub (type its repo id, e.g. "
+            "openai-community/gpt2) brings its own BPE tokenizer: its chips are subword pieces, shown beside the "
+            "same text in characters.", "GPT-2's subword tokens")
     )
     with gr.Row():
         with gr.Column(scale=2):
