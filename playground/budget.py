@@ -52,6 +52,9 @@ and texts it keeps for deep links: ui/server.py), is set aside from the budget f
                                       measured ~370)
 
     200 sessions at 2000 tokens: about 208 MiB.
+
+The server's own budget (a MemoryBudget made without a total) also sets aside what its process keeps for torch's
+kernel cache whatever runs: KERNEL_CACHE_HEAP, 640 MiB.
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ SESSION_FIXED = 64 * 1024  # per session Gradio keeps: its objects once emptied 
 BYTES_PER_KEPT_TOKEN = 512  # per token of the Sample tab's history a session keeps (measured ~370)
 BUDGET_SHARE = 0.6  # of the container's (or machine's) memory; the rest is the server itself and the OS
 NO_LIMIT = 2**60  # cgroup files say "max" or a huge number when nothing is set
+# What a server process keeps whatever runs, beside what requests reserve: oneDNN caches a compiled kernel for each
+# input shape it meets (settings.PROCESS_DEFAULTS caps the cache at 64), and glibc keeps the heap's freed blocks
+# between those kernels resident. Forward passes with maps at 512 text lengths up to 1024 (2 layers, 8 heads, width
+# 256) left 454 and 603 MiB more resident in two runs, flat from 384 lengths on; with the cache off 49 to 71 MiB, and
+# after malloc_trim none: the kernels are small, the heap they pin is not (benchmarks/kernel_cache_memory.py).
+KERNEL_CACHE_HEAP = 640 * MIB
 CGROUP_FILES = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
 
 
@@ -251,6 +260,11 @@ def import_cost(*, stored_bytes: int, parameters: int, largest_tensor: int) -> C
                                             ("working space", INFERENCE_OVERHEAD)))
 
 
+def kernel_cache_cost() -> Cost:
+    """What the server process keeps for torch's kernel cache (KERNEL_CACHE_HEAP), set aside from its budget."""
+    return Cost("torch's kernel cache", (("its kernels and the heap they keep", KERNEL_CACHE_HEAP),))
+
+
 def combined(what: str, *costs: Cost) -> Cost:
     """Several costs as one request's: their parts side by side, under one name."""
     return Cost(what, tuple(part for cost in costs for part in cost.parts))
@@ -353,15 +367,21 @@ class MemoryBudget:
 
     with budget.reserve(training_cost(...), hint="lower batch_size"):
         ...  # the work; the bytes return when the block ends, even on error
+
+    Made without a total, it is the server's: ``default_budget()`` less what the process keeps for torch's kernel
+    cache (``kernel_cache_cost``).
     """
 
     def __init__(self, total_bytes: int | None = None, source: str = ""):
-        if total_bytes is None:
+        derived = total_bytes is None
+        if derived:
             total_bytes, source = default_budget()
         self.total = int(total_bytes)
         self.source = source or "this server's budget"
         self._reserved = 0
         self._lock = threading.Lock()
+        if derived:  # the server's own budget: what its process keeps whatever runs is not for requests
+            self.set_aside(kernel_cache_cost())
 
     @property
     def reserved(self) -> int:
