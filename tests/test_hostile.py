@@ -158,10 +158,23 @@ def test_runs_with_dropout_are_priced_by_their_attention_maps_and_the_batch_advi
     REPORT["small shape, context 1024, dropout 0.1"] = f"batch 32 refused, {batch} advised"
     if batch >= 1:
         assert _refusal(lambda: _train(client, batch_size=batch, **small)) is None
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and "RUNNING" in json.dumps(client.predict(api_name="/train_status")).upper():
+
+        def status(shown: str) -> str:
+            """The train tab's status text now, or ``shown`` when it has not changed (the poll sends only changes)."""
+            text = json.dumps(client.predict(api_name="/train_status"))
+            return text if "step **" in text else shown
+
+        stepped = "step **1 / 1**"  # the status once the step (the run's peak) is done
+        shown, deadline = "", time.monotonic() + 120
+        while time.monotonic() < deadline and stepped not in (shown := status(shown)):
             time.sleep(0.5)
-        assert "RUNNING" not in json.dumps(client.predict(api_name="/train_status")).upper(), "one step ran 2 minutes"
+        assert stepped in shown, f"the run's one step did not finish in 2 minutes: {shown[:300]}"
+        _refusal(lambda: client.predict(api_name="/train_stop"))  # its evaluation and sample need not run here
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(state in shown.upper() for state in ("**RUNNING**", "**STOPPING**")):
+            time.sleep(0.5)
+            shown = status(shown)
+        assert "**RUNNING**" not in shown.upper(), f"the run did not stop: {shown[:300]}"
     _healthy(hostile, "runs with dropout at context 1024")
 
 
