@@ -52,6 +52,9 @@ and texts it keeps for deep links: ui/server.py), is set aside from the budget f
                                       measured ~370)
 
     200 sessions at 2000 tokens: about 208 MiB.
+
+The server's own budget (a MemoryBudget made without a total) also sets aside what its process keeps for torch's
+kernel cache whatever runs: KERNEL_CACHE_HEAP, 640 MiB.
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ SESSION_FIXED = 64 * 1024  # per session Gradio keeps: its objects once emptied 
 BYTES_PER_KEPT_TOKEN = 512  # per token of the Sample tab's history a session keeps (measured ~370)
 BUDGET_SHARE = 0.6  # of the container's (or machine's) memory; the rest is the server itself and the OS
 NO_LIMIT = 2**60  # cgroup files say "max" or a huge number when nothing is set
+# What a server process keeps whatever runs, beside what requests reserve: oneDNN caches a compiled kernel for each
+# input shape it meets (settings.PROCESS_DEFAULTS caps the cache at 64), and glibc keeps the heap's freed blocks
+# between those kernels resident. Forward passes with maps at 512 text lengths up to 1024 (2 layers, 8 heads, width
+# 256) left 454 and 603 MiB more resident in two runs, flat from 384 lengths on; with the cache off 49 to 71 MiB, and
+# after malloc_trim none: the kernels are small, the heap they pin is not (benchmarks/kernel_cache_memory.py).
+KERNEL_CACHE_HEAP = 640 * MIB
 CGROUP_FILES = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
 
 
@@ -236,6 +245,26 @@ def converted_cost(*, parameters: int) -> Cost:
     return Cost("converting this checkpoint", (("its converted weights", weights), ("saving them", weights)))
 
 
+def import_cost(*, stored_bytes: int, parameters: int, largest_tensor: int) -> Cost:
+    """What loading a downloaded checkpoint's weights holds at its peak: the weights files as read (safetensors maps
+    them, and every page read stays resident while the file is open), the model's float32 weights, and one
+    tensor's float32 copy while it is converted (a stored fp16 head). ``largest_tensor``: that tensor's numbers.
+
+    Measured in a memory-limited child (tests/test_memory_sweep.py), GPT-2 layout repos from the Hub: 19.3M
+    parameters in fp32 (73.8 MiB) peaked at 147.6 MiB against 159.6 estimated; 7.3M in fp16 with the old mask
+    buffers and a stored head (15.2 MiB) at 43.8 against 53.4.
+    """
+    return Cost("loading this checkpoint", (("its weights files, read", stored_bytes),
+                                            ("its float32 weights", 4 * parameters),
+                                            ("one tensor converted", 4 * largest_tensor),
+                                            ("working space", INFERENCE_OVERHEAD)))
+
+
+def kernel_cache_cost() -> Cost:
+    """What the server process keeps for torch's kernel cache (KERNEL_CACHE_HEAP), set aside from its budget."""
+    return Cost("torch's kernel cache", (("its kernels and the heap they keep", KERNEL_CACHE_HEAP),))
+
+
 def combined(what: str, *costs: Cost) -> Cost:
     """Several costs as one request's: their parts side by side, under one name."""
     return Cost(what, tuple(part for cost in costs for part in cost.parts))
@@ -338,15 +367,21 @@ class MemoryBudget:
 
     with budget.reserve(training_cost(...), hint="lower batch_size"):
         ...  # the work; the bytes return when the block ends, even on error
+
+    Made without a total, it is the server's: ``default_budget()`` less what the process keeps for torch's kernel
+    cache (``kernel_cache_cost``).
     """
 
     def __init__(self, total_bytes: int | None = None, source: str = ""):
-        if total_bytes is None:
+        derived = total_bytes is None
+        if derived:
             total_bytes, source = default_budget()
         self.total = int(total_bytes)
         self.source = source or "this server's budget"
         self._reserved = 0
         self._lock = threading.Lock()
+        if derived:  # the server's own budget: what its process keeps whatever runs is not for requests
+            self.set_aside(kernel_cache_cost())
 
     @property
     def reserved(self) -> int:

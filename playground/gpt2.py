@@ -160,14 +160,18 @@ def target_name(key: str, layers_num: int, tied: bool = True) -> str | None:
 
 
 def map_weight(key: str, tensor: torch.Tensor) -> torch.Tensor:
-    """A GPT-2 tensor as the playground's model holds it: Conv1D weights (in, out) -> (out, in), all fp32."""
+    """A GPT-2 tensor as the playground's model holds it: Conv1D weights (in, out) -> (out, in), all fp32.
+
+    Always a copy of its own, made once: safetensors hands out views of the file's memory map, and one view kept
+    (wte.weight, which needs no transpose) kept the whole mapping resident, so a loaded fp32 model held its
+    weights twice (73.8 MiB of weights held 146 MiB, tests/test_memory_sweep.py)."""
     match = _BLOCK_KEY.match(key.removeprefix(PREFIX))
     if match and match.group(2) in CONV1D_WEIGHTS:
         if tensor.dim() != 2:
             raise LayoutError(f"weights: {checks.shown(key)} has shape {tuple(tensor.shape)}, not a Conv1D (in, out) "
                               "matrix")
         tensor = tensor.t()
-    return tensor.to(torch.float32).contiguous()
+    return tensor.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
 
 
 def map_state_dict(keys: Iterable[str], read: Callable[[str], torch.Tensor],

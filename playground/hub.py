@@ -612,11 +612,25 @@ def load_from_hub(repo_id: str, device: torch.device | str = "cpu", *, revision:
                                memory_budget=memory_budget)
     repo_id = repo_id.strip()
     try:
-        checkpoint = checkpoints.load_checkpoint(path, device=device, max_parameters=max_parameters)
+        with (memory_budget or budget.MemoryBudget()).reserve(loading_cost(path), hint="try again in a moment"):
+            checkpoint = checkpoints.load_checkpoint(path, device=device, max_parameters=max_parameters)
+    except budget.BudgetError as exc:
+        raise HubError(f"{repo_id}: {exc}") from None
     except checkpoints.CheckpointError as exc:
         remove_download(path)
         raise checkpoints.CheckpointError(f"{repo_id}: {exc}") from None
     return dataclasses.replace(checkpoint, name=repo_id)
+
+
+def loading_cost(folder: Path) -> budget.Cost:
+    """What loading a downloaded snapshot holds at its peak (``budget.import_cost``), priced from its config.json and
+    the sizes of its weights files (one model.safetensors, or the shards its index names)."""
+    _, config = checkpoints.read_layout(folder)
+    sizes = _local_sizes(folder)
+    stored = sizes.get(checkpoints.WEIGHTS_FILE) or sum(sizes.get(shard, 0) for shard in _local_shards(folder))
+    C = config.embedding_dim
+    largest = max(config.vocabulary_size * C, config.context_size * C, 4 * C * C)  # the embeddings or an MLP matrix
+    return budget.import_cost(stored_bytes=stored, parameters=config.parameter_count(), largest_tensor=largest)
 
 
 # ------------------------------------------------------------------------------------ publishing (the operator's)

@@ -179,6 +179,16 @@ def test_the_default_budget_reads_the_environment_then_the_container(monkeypatch
     assert "this machine's" in budget.default_budget()[1]
 
 
+def test_the_servers_own_budget_sets_aside_the_kernel_cache_and_a_given_total_does_not(monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET", "2G")
+    server = budget.MemoryBudget()
+    assert server.total == 2 * budget.GIB - budget.kernel_cache_cost().bytes
+    assert "kernel cache" in server.source
+    with pytest.raises(budget.BudgetError, match="over this server.s memory budget of 1.4 GiB"):
+        server.check(budget.Cost("this request", (("all of it", 2 * budget.GIB - 1),)))
+    assert budget.MemoryBudget(2 * budget.GIB, "test").total == 2 * budget.GIB
+
+
 def test_the_limit_of_the_process_s_own_cgroup_and_its_ancestors_is_found(tmp_path):
     proc = tmp_path / "cgroup"
     proc.write_text("4:memory:/outer/inner\n0::/slice/app\n3:cpuset:/\n")

@@ -138,6 +138,46 @@ def test_the_killer_training_request_is_refused_with_what_to_lower(hostile):
     _healthy(hostile, "train batch 1024 x context 1024")
 
 
+def test_runs_with_dropout_are_priced_by_their_attention_maps_and_the_batch_advised_runs(hostile):
+    """With dropout on a CPU, attention keeps explicit (B, h, T, T) tensors: a 123k-parameter run (64 heads, context
+    1024, batch 8, dropout 0.5) once estimated at 214 MiB killed the server in 7 s, and the small preset's shape at
+    context 1024 with dropout 0.1, at the very batch the server's refusal advised, in 9 s. The first is refused; the
+    second, at the advised batch, trains a step and the server stays within its limit."""
+    import re
+
+    client = _client(hostile, "192.0.2.77")
+    message = _refusal(lambda: _train(client, layers_num=1, heads_num=64, embedding_dim=64, context_size=1024,
+                                      batch_size=8, dropout_rate=0.5, run_name="many-heads"))
+    assert message and "batch_size" in message, message
+    small = dict(layers_num=4, heads_num=4, embedding_dim=192, context_size=1024, dropout_rate=0.1, steps=1,
+                 run_name="advised-batch")
+    message = _refusal(lambda: _train(client, batch_size=32, **small))
+    advised = re.search(r"lower batch_size to at most ([\d,]+)", message or "")
+    assert advised, message
+    batch = int(advised.group(1).replace(",", ""))
+    REPORT["small shape, context 1024, dropout 0.1"] = f"batch 32 refused, {batch} advised"
+    if batch >= 1:
+        assert _refusal(lambda: _train(client, batch_size=batch, **small)) is None
+
+        def status(shown: str) -> str:
+            """The train tab's status text now, or ``shown`` when it has not changed (the poll sends only changes)."""
+            text = json.dumps(client.predict(api_name="/train_status"))
+            return text if "step **" in text else shown
+
+        stepped = "step **1 / 1**"  # the status once the step (the run's peak) is done
+        shown, deadline = "", time.monotonic() + 120
+        while time.monotonic() < deadline and stepped not in (shown := status(shown)):
+            time.sleep(0.5)
+        assert stepped in shown, f"the run's one step did not finish in 2 minutes: {shown[:300]}"
+        _refusal(lambda: client.predict(api_name="/train_stop"))  # its evaluation and sample need not run here
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(state in shown.upper() for state in ("**RUNNING**", "**STOPPING**")):
+            time.sleep(0.5)
+            shown = status(shown)
+        assert "**RUNNING**" not in shown.upper(), f"the run did not stop: {shown[:300]}"
+    _healthy(hostile, "runs with dropout at context 1024")
+
+
 def test_big_compares_at_once_fit_or_are_refused(hostile):
     args = dict(embedding_dim=1024, heads_num=64, seq_len=1024, batch=2, seed=0, qkv_bias=False, dtype="fp32",
                 device="cpu")

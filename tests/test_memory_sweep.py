@@ -3,6 +3,10 @@ group whose limit is what it used after its imports plus the estimate, so an est
 kill, not a number; the group's own high-water mark then shows the estimate is not more than twice the peak (plus the
 fixed working space the estimate keeps, which runs this small never fill). Small shapes, with and without dropout
 (dropout keeps explicit (B, h, T, T) attention on a CPU), so it stays fast enough for CI.
+
+The same for the other requests a visitor can make that tests/test_budget.py and tests/test_inference_budget.py
+measure without a limit: converting an uploaded nanoGPT ckpt.pt, importing a GPT-2 layout repo from the (stub) Hub,
+and a comparison of every attention implementation.
 """
 
 from __future__ import annotations
@@ -155,3 +159,110 @@ def test_the_conversion_estimate_holds_inside_a_memory_limit_of_that_size(group,
     print(f"{shape}: ckpt.pt {budget.human(size)}, estimate {budget.human(estimate)}, peak {budget.human(measured)}")
     assert (tmp_path / "weights" / "converted" / "model.safetensors").is_file()
     assert measured <= estimate <= 2 * measured + 16 * budget.MIB
+
+
+HUB_CHILD = """
+import ctypes, gc, json, sys
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from playground import loading
+def rss(field='VmRSS'):
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
+group, repo, estimate = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+loading.open_checkpoint("learner/warm-up")  # a small one first, as a server has: the Hub client's imports
+gc.collect()
+ctypes.CDLL('libc.so.6').malloc_trim(0)
+base = int((group / "memory.usage_in_bytes").read_text())
+(group / "memory.limit_in_bytes").write_text(str(base + estimate))  # past it (page cache aside): killed
+own = rss()
+open('/proc/self/clear_refs', 'w').write('5')  # this process's peak from here on
+checkpoint = loading.open_checkpoint(repo)
+gc.collect()
+print(json.dumps([rss('VmHWM') - own, rss() - own, checkpoint.model.weights_bytes()]))
+"""
+
+
+@pytest.mark.parametrize("shape", [
+    (384, 4, 6, 256, "float32", False),  # width, layers, heads, context, stored dtype, old style: 28 MiB of weights
+    (384, 4, 6, 256, "float16", True),  # half precision, with the old mask buffers and a stored copy of the head
+])
+def test_the_hub_import_estimate_holds_inside_a_memory_limit_of_that_size(group, tmp_path, monkeypatch, shape):
+    """A GPT-2 layout repo saved by transformers, served by the stub Hub, downloaded and loaded by the playground's
+    one resolver inside a limit of what the Hub import reserves (``hub.loading_cost``); the process's peak (page cache
+    aside) is at least half of it, and once loaded it holds the model's weights once (not the file's mapping too)."""
+    import torch
+    from test_gpt2 import old_style_weights, train_bpe
+    from test_hub import StubHub
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from playground import hub
+
+    width, layers, heads, context, dtype, old_style = shape
+    tokenizer = train_bpe()
+    eos = tokenizer.vocabulary_size - 1
+
+    def repo(folder: Path, **shape) -> dict[str, bytes]:
+        torch.manual_seed(0)
+        config = GPT2Config(vocab_size=tokenizer.vocabulary_size, activation_function="gelu_new", bos_token_id=eos,
+                            eos_token_id=eos, **shape)
+        GPT2LMHeadModel(config).eval().to(getattr(torch, dtype)).save_pretrained(folder)
+        (folder / "tokenizer.json").write_text(tokenizer.to_str(), encoding="utf-8")
+        if old_style:
+            files = {name: (folder / name).read_bytes() for name in ("config.json", "model.safetensors")}
+            (folder / "model.safetensors").write_bytes(old_style_weights(files, folder))
+        return {name: (folder / name).read_bytes() for name in ("config.json", "model.safetensors", "tokenizer.json")}
+
+    served = {"learner/warm-up": repo(tmp_path / "warm-up", n_embd=16, n_layer=1, n_head=1, n_positions=16),
+              "learner/sweep": repo(tmp_path / "sweep", n_embd=width, n_layer=layers, n_head=heads,
+                                    n_positions=context)}
+    estimate = hub.loading_cost(tmp_path / "sweep").bytes
+    stub = StubHub(served)
+    stub.thread.start()
+    for name in ("PLAYGROUND_OFFLINE", "HF_HUB_OFFLINE", "PLAYGROUND_HUB_ALLOW"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", stub.url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "users-hf-cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET", "8G")  # what the group allows is the test's limit, not the budget
+    try:
+        measured, held, weights = _peak_in_group(group, HUB_CHILD, [str(group), "learner/sweep", str(estimate)],
+                                                 shape, estimate)
+    finally:
+        stub.server.shutdown()
+        stub.server.server_close()
+    stored = len(served["learner/sweep"]["model.safetensors"])
+    print(f"{shape}: model.safetensors {budget.human(stored)}, estimate {budget.human(estimate)}, "
+          f"peak {budget.human(measured)}, held once loaded {budget.human(held)} for {budget.human(weights)}")
+    assert measured <= estimate <= 2 * measured
+    assert held < 1.25 * weights + budget.INFERENCE_OVERHEAD
+
+
+COMPARE_CHILD = """
+import json, sys, torch
+from pathlib import Path
+torch.set_num_threads(1)
+from playground.attention.equivalence import compare
+group = Path(sys.argv[1])
+(d, h, T, B), dtype, estimate = map(int, sys.argv[2:6]), getattr(torch, sys.argv[6]), int(sys.argv[7])
+base = int((group / "memory.usage_in_bytes").read_text())
+(group / "memory.limit_in_bytes").write_text(str(base + estimate))  # past it: the kernel kills this process
+(group / "memory.max_usage_in_bytes").write_text("0")
+compare(d, d, h, T, B, 0, False, dtype, "cpu", with_maps=False)
+print(json.dumps(int((group / "memory.max_usage_in_bytes").read_text()) - base))
+"""
+
+
+@pytest.mark.parametrize("shape", [(64, 8, 1024, 2, "float32")])  # the Compare tab's default at its longest T, 8 heads
+def test_the_compare_estimate_holds_inside_a_memory_limit_of_that_size(group, shape):
+    """Every implementation's forward on one input inside a limit of what the Compare tab reserves
+    (``budget.compare_cost``), held to the same slack as its unlimited measurement in tests/test_budget.py: the
+    allocator's peak for one comparison varies from run to run."""
+    from test_budget import ATTENTION_SLACK, ITEMSIZE
+
+    d, h, T, B, dtype = shape
+    estimate = budget.compare_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=ITEMSIZE[dtype]).bytes
+    measured = _peak_in_group(group, COMPARE_CHILD, [str(group), *map(str, shape), str(estimate)], shape, estimate)
+    print(f"compare {shape}: estimate {budget.human(estimate)}, peak in the group {budget.human(measured)}")
+    assert measured <= estimate <= ATTENTION_SLACK * measured
