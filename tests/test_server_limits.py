@@ -181,3 +181,54 @@ def test_what_sessions_keep_is_set_aside_from_the_budget(server):
     budget = server.playground_context.budget
     assert budget.total == MemoryBudget().total - kept.bytes
     assert f"{SESSION_CAPACITY} sessions kept" in budget.source
+
+
+def _share_call(share, server_app, client: str, body_bytes: int) -> int:
+    """The status QueueShare answers a /queue/join of ``body_bytes`` from ``client`` (200: passed to the app)."""
+    import asyncio
+
+    statuses = []
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "client": (client, 1),
+             "headers": [(b"content-length", str(body_bytes).encode())], "app": server_app}
+    asyncio.run(share(scope, receive, send))
+    return statuses[0]
+
+
+def test_the_queue_is_shared_by_the_bytes_its_events_carry():
+    """64 events of the 11 MB body cap would hold about 700 MB outside the memory budget: an event weighs one unit
+    plus one per MiB of its inputs, a client may hold 16 units and everyone 64, so one large pasted corpus passes,
+    a second from the same client does not, and large events from many clients stop at the total."""
+    from types import SimpleNamespace
+
+    from playground.ui.server import QUEUE_UNIT_BYTES, QueueShare, payload_bytes, units
+
+    events = {}
+
+    def queued(client: str, body: list) -> None:  # an event Gradio's queue holds, as QueueShare reads it
+        request = SimpleNamespace(client=SimpleNamespace(host=client), headers={})
+        events[len(events)] = SimpleNamespace(request=request, data=SimpleNamespace(data=body))
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    share = QueueShare(app, per_client=16, trust_forwarded=False, total=64)
+    server_app = SimpleNamespace(get_blocks=lambda: SimpleNamespace(_queue=SimpleNamespace(event_ids_to_events=events)))
+    corpus = "x" * (10 * QUEUE_UNIT_BYTES)  # a pasted corpus near the cap: 11 units
+    assert payload_bytes([corpus, 3, {"a": [corpus]}]) == 2 * len(corpus) + 16 + 1 and units(len(corpus)) == 11
+    assert _share_call(share, server_app, "10.0.0.1", len(corpus)) == 200  # nothing queued: one large call passes
+    queued("10.0.0.1", [corpus, 64, 0.5])
+    assert _share_call(share, server_app, "10.0.0.1", 100) == 200  # 11 + 1 <= 16
+    assert _share_call(share, server_app, "10.0.0.1", len(corpus)) == 429  # 11 + 11 > 16
+    for address in ("10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"):  # 5 x 11 = 55 units queued
+        queued(address, [corpus])
+    assert _share_call(share, server_app, "10.0.0.6", 100) == 200  # 55 + 1 <= 64
+    assert _share_call(share, server_app, "10.0.0.6", len(corpus)) == 429  # 55 + 11 > 64: the total

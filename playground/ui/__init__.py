@@ -27,7 +27,8 @@ from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRo
 TITLE = "Attention Playground"
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
 QUEUE_SIZE = 64  # events waiting for a worker; past it Gradio answers "the queue is full" at once, holding nothing
-QUEUE_PER_CLIENT = 16  # events one client may have waiting or running; past it 429 (ui/server.py's QueueShare)
+QUEUE_PER_CLIENT = 16  # units (an event, plus one per MiB of inputs) one client may have waiting or running: 429
+QUEUE_UNITS = 64  # units everyone's events may hold at once: a bound on the bytes of queued inputs (64 MiB or so)
 CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
 PHONE_WIDTH = 640  # px: below this the layout is a phone's
 TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
@@ -120,7 +121,8 @@ def launch_options(limits: Limits | None = None) -> dict:
     session, so it keeps the last SESSION_CAPACITY (its default, 10,000, held gigabytes of figures).
     The body cap answers 413 before Gradio parses an oversized request; UnusedRoutes answers 404 for Gradio's
     deep-link route, which writes a file per call and which no component here uses. QueueShare answers 429 to a
-    client with QUEUE_PER_CLIENT events in the queue already, so one client cannot fill the queue for everyone.
+    client with QUEUE_PER_CLIENT units in the queue already (an event, plus one per MiB of its inputs), so one client
+    cannot fill the queue for everyone, and to anyone once everyone's make QUEUE_UNITS, so queued inputs stay small.
     """
     from starlette.middleware import Middleware
 
@@ -132,5 +134,5 @@ def launch_options(limits: Limits | None = None) -> dict:
                 state_session_capacity=SESSION_CAPACITY,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
-                                           Middleware(QueueShare, per_client=QUEUE_PER_CLIENT,
+                                           Middleware(QueueShare, per_client=QUEUE_PER_CLIENT, total=QUEUE_UNITS,
                                                       trust_forwarded=tenancy.trusts_forwarded())]})

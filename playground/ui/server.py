@@ -153,47 +153,81 @@ def _read_gradio(read, consequence: str) -> list:
         return []
 
 
-class QueueShare:
-    """Pure ASGI middleware: 429 for a client's join past ``per_client`` events of theirs in Gradio's queue."""
+QUEUE_UNIT_BYTES = 2**20  # an event weighs one unit, plus one per MiB its inputs carry (a pasted corpus)
 
-    def __init__(self, app, per_client: int, trust_forwarded: bool):
+
+def payload_bytes(value, depth: int = 4) -> int:
+    """About the bytes an event's inputs hold: the length of every string and bytes value in them, walked ``depth``
+    levels into lists and dicts (deeper, or anything else, counts 16 bytes): cheap, and never builds anything."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value)
+    if depth and isinstance(value, dict):
+        return sum(payload_bytes(k, depth - 1) + payload_bytes(v, depth - 1) for k, v in value.items())
+    if depth and isinstance(value, (list, tuple)):
+        return sum(payload_bytes(item, depth - 1) for item in value)
+    return 16
+
+
+def units(size: int) -> int:
+    """What an event of ``size`` bytes weighs in the queue's shares: 1, plus 1 per QUEUE_UNIT_BYTES."""
+    return 1 + max(0, int(size)) // QUEUE_UNIT_BYTES
+
+
+class QueueShare:
+    """Pure ASGI middleware: 429 for a client's join past ``per_client`` units of theirs in Gradio's queue, or past
+    ``total`` units of everyone's. An event weighs one unit plus one per MiB of its inputs (``units``), so the bodies
+    the queue holds are bounded in bytes, not only in number: 64 events of the 11 MB body cap would hold some 700 MB
+    outside the memory budget; 64 units hold 64 MiB at most."""
+
+    def __init__(self, app, per_client: int, trust_forwarded: bool, total: int | None = None):
         self.app = app
         self.per_client = per_client
+        self.total = total
         self.trust_forwarded = trust_forwarded
-        self._joining: Counter[str] = Counter()  # joins under way per client, not yet in Gradio's queue
+        self._joining: Counter[str] = Counter()  # units of joins under way per client, not yet in Gradio's queue
 
     async def __call__(self, scope, receive, send):
         path = scope.get("path", "").rstrip("/") if scope["type"] == "http" else ""
         if scope.get("method") != "POST" or not (path.endswith(QUEUE_JOIN_SUFFIX) or QUEUE_CALL_PART in path):
             await self.app(scope, receive, send)
             return
-        client = self._address(Headers(scope=scope), (scope.get("client") or (None,))[0])
-        held = self._joining[client] + self._queued(scope.get("app"), client)
-        if held >= self.per_client:
-            await _answer(send, 429, f"You have {held} requests waiting or running on this server, its limit for one "
-                                     "visitor: wait for them to finish, then ask again.")
+        headers = Headers(scope=scope)
+        client = self._address(headers, (scope.get("client") or (None,))[0])
+        declared = headers.get("content-length", "")
+        weight = units(int(declared) if declared.isdigit() else 0)
+        queued = self._queued(scope.get("app"))
+        held = self._joining[client] + queued.get(client, 0)
+        if held + weight > self.per_client:
+            await _answer(send, 429, f"You have {held} requests' worth waiting or running on this server (large "
+                                     f"inputs count more), its limit for one visitor is {self.per_client}: wait for "
+                                     "them to finish, then ask again.")
             return
-        self._joining[client] += 1
+        if self.total is not None and sum(self._joining.values()) + sum(queued.values()) + weight > self.total:
+            await _answer(send, 429, "This server's queue is full of large requests: wait a moment, then ask again.")
+            return
+        self._joining[client] += weight
         try:
             await self.app(scope, receive, send)
         finally:
-            self._joining[client] -= 1
+            self._joining[client] -= weight
             if self._joining[client] <= 0:
                 del self._joining[client]
 
     def _address(self, headers, host) -> str:
         return tenancy.client_address(headers, host if isinstance(host, str) else None, self.trust_forwarded)
 
-    def _queued(self, server_app, client: str) -> int:
-        """The events of ``client`` that Gradio's queue holds now, waiting or running (0 where it cannot be read)."""
+    def _queued(self, server_app) -> Counter[str]:
+        """The units of each client's events that Gradio's queue holds now, waiting or running (none where it
+        cannot be read)."""
         events = _read_gradio(lambda: server_app.get_blocks()._queue.event_ids_to_events.values(),
                               "cannot read Gradio's queue: the per-client queue cap counts only joins under way")
-        count = 0
+        held: Counter[str] = Counter()
         for event in events:
             request = getattr(event, "request", None)
             host = getattr(getattr(request, "client", None), "host", None)
-            count += self._address(getattr(request, "headers", None), host) == client
-        return count
+            data = getattr(getattr(event, "data", None), "data", None)
+            held[self._address(getattr(request, "headers", None), host)] += units(payload_bytes(data))
+        return held
 
 
 class KeptValues:
