@@ -185,9 +185,9 @@ def plan_run(request: RunRequest, limits: Limits | None = None) -> RunPlan:
         previous = checkpoints.read_training(name, request.weights_dir) or {}
         unknown_chars = tokenizer.find_unknown(corpus.text)
         if unknown_chars:
-            missing = "".join(sorted({u.character for u in unknown_chars}))
+            missing = "".join(sorted({u.character for u in unknown_chars}))  # a visitor's corpus: shown bounded
             raise CorpusError(
-                f"the corpus has {len(set(missing))} character(s) the resumed model lacks: {missing!r}"
+                f"the corpus has {len(missing)} character(s) the resumed model lacks: {checks.shown(missing)}"
             )
         _check_same_optimizer(name, previous, train_config.optimizer)
         start_step = int(previous.get("steps_done", 0))
