@@ -9,10 +9,16 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_support import ERROR_TOAST, WAIT_MS, expect_errors, expect_no_error, open_tab, plot_titled, screenshot
+from browser_support import ERROR_TOAST, WAIT_MS, expect_errors, expect_no_error, open_tab, screenshot
+from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
+
+
+def plot_titled(panel, title: str):
+    """The chart on screen whose title starts with ``title`` (every head's circuits are drawn, out of sight)."""
+    return any_plot_titled(panel, title).filter(visible=True)
 
 
 def test_why_this_character_from_the_parts_to_a_knocked_out_head(page):

@@ -746,6 +746,8 @@ window.whyPage = window.whyPage || (() => {
       return ['### No position ' + position + '\\n\\nThe text has ' + length + ' tokens: positions 0 to ' +
               (length - 1) + ', or -1 for the last.', '', '', '', undefined, undefined, undefined];
     }
+    // the circuits' columns keep a host per head (chart_deck.hosts(views=...)): shown again, whatever the head
+    columns('""" + CIRCUITS_DECK + """').forEach(block => { block.style.display = ''; });
     const name = String(asked < 0 ? asked + length : asked), stamp = ' #' + Date.now();
     const view = await window.chartDeck.draw('""" + DECK + """', name);
     if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + stamp, undefined, undefined];
@@ -819,8 +821,8 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         chart_deck.hosts(HEADS_DECK, [0, 1])
     circuits_heading = gr.Markdown(label="what the head reads and writes")
-    with gr.Row():
-        chart_deck.hosts(CIRCUITS_DECK, [0, 1])
+    with gr.Row():  # a host per head: every head's tables drawn out of sight while the page is idle
+        chart_deck.hosts(CIRCUITS_DECK, [0, 1], views=heads)
     with gr.Row():
         knocked = gr.Dropdown(heads, value=[], multiselect=True, allow_custom_value=True, label="knock out",
                               info="heads whose output is replaced", scale=3)
