@@ -51,6 +51,9 @@ def test_why_this_character_from_the_parts_to_a_knocked_out_head(page):
     screenshot(page, "why-knocked")
 
 
+EVERY_CIRCUIT = "() => Object.keys(window.chartDeck?.decks['why-circuits']?.views || {}).length === 16"
+
+
 def test_a_click_on_a_heads_bar_opens_that_head(page):
     """Issue 29: the attribution chart names every head's part of the logit; clicking its bar opens the head."""
     panel = open_tab(page, "Why")
@@ -64,10 +67,16 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     bar.scroll_into_view_if_needed()
     box = bar.bounding_box()  # a person's click where the bar is drawn (Plotly's drag layer lies over it)
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_function(EVERY_CIRCUIT, timeout=WAIT_MS)  # with the follow-up answer
+    release = hold_server(page)  # drawn in the page: the head's reading there and its circuits are held already
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     expect(panel.get_by_role("heading", name=f"{wanted} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
     expect(panel.get_by_label("head", exact=True)).to_have_value(wanted)
     expect(panel).to_contain_text(f"What {wanted} reads and writes", timeout=WAIT_MS)
+    expect(plot_titled(panel, f"QK of {wanted}")).to_be_visible()
+    in_title = re.compile(re.escape(f"({wanted})").replace(r"\ ", r"\s*"))  # a wrapped title loses the space
+    expect(plot_titled(panel, "Where position")).to_contain_text(in_title)
+    assert release() <= 1  # at most the head's reading at every other position
     expect_no_error(page)
 
 
@@ -105,9 +114,7 @@ def test_a_head_chosen_and_a_head_knocked_out_are_drawn_in_the_page_as_the_serve
     heading the page writes is the one /why writes (the same numbers, the same words)."""
     panel = open_tab(page, "Why")
     expect(panel.get_by_role("heading", name="at position", exact=False)).to_be_visible(timeout=WAIT_MS)
-    # every head's circuits arrive with the follow-up answer
-    page.wait_for_function("() => Object.keys(window.chartDeck?.decks['why-circuits']?.views || {}).length === 16",
-                           timeout=WAIT_MS)
+    page.wait_for_function(EVERY_CIRCUIT, timeout=WAIT_MS)  # every head's circuits, with the follow-up answer
     shown = panel.get_by_role("heading", name="at position", exact=False).inner_text()
     other = next(name for name in ("L3 H3", "L3 H2") if not shown.startswith(name))
     release = hold_server(page)

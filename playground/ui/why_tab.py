@@ -665,9 +665,12 @@ if (!window.whyBarPicks) {
     const name = point && point.customdata;
     const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
     if (!box || typeof name !== 'string' || !/^L\\d+ H\\d+$/.test(name)) return;
+    window.whyPage?.pick(name);  // its charts drawn at once; the head picker and the headings follow
     box.value = name + ' #' + Date.now();  // stamped: the same bar clicked again is a change again
     box.dispatchEvent(new Event('input', {bubbles: true}));
-    document.querySelector('#""" + HEAD_ELEM_ID + """')?.scrollIntoView({behavior: 'smooth', block: 'start'});
+    // at once, not smoothly: the answer is there now (and Plotly's hover labels, under a pointer that a smooth
+    // scroll moved over one bar after another, kept changing for a second after it was drawn)
+    document.querySelector('#""" + HEAD_ELEM_ID + """')?.scrollIntoView({behavior: 'instant', block: 'start'});
   });
 }
 """
@@ -733,8 +736,13 @@ window.whyPage = window.whyPage || (() => {
     lines.push(knock.note);
     return lines.join('\\n\\n');
   }
+  let current = null;  // the position and knocked heads on screen
   async function show(position, head, knocked) {
+    current = {position, knocked: knocked || []};
     return changed(await compose(position, head, knocked || []));
+  }
+  function pick(head) {  // a head's bar clicked: its charts drawn now (show() then only writes the headings)
+    if (current) compose(current.position, head, current.knocked);
   }
   async function compose(position, head, knocked) {
     const why = decks()['""" + DECK + """'];
@@ -765,7 +773,7 @@ window.whyPage = window.whyPage || (() => {
             knockHeading === null ? 'knock ' + knocked.join(', ') + stamp : undefined,
             everywhere ? undefined : chosen + ' in ' + why.key];
   }
-  return {show, takeKnock, knockText};
+  return {show, pick, takeKnock, knockText};
 })();
 """
 ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
