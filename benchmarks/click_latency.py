@@ -43,6 +43,7 @@ ARM_JS = """() => {
         || document.body;
     window.__last = null;
     window.__chart = null;
+    window.__drawn = null;
     window.__observer?.disconnect();
     window.__observer = new MutationObserver(changes => {
         window.__last = performance.now();
@@ -51,6 +52,21 @@ ARM_JS = """() => {
     });
     window.__observer.observe(panel, {subtree: true, childList: true, attributes: true, characterData: true});
     window.__t0 = performance.now();
+}"""
+# An answer that is text alone (no chart changes): "drawn" when a heading of the panel first shows ``expected``,
+# instead of at the panel's last change (a dropdown's own closing, say)
+DRAWN_JS = """expected => {
+    const panel = document.querySelector('[role="tabpanel"]:not([hidden]):not([style*="display: none"])')
+        || document.body;
+    const seen = () => [...panel.querySelectorAll('h3')].some(h => h.innerText.includes(expected));
+    window.__drawnObserver?.disconnect();
+    window.__drawnObserver = new MutationObserver(() => {
+        if (window.__drawn === null && seen()) {
+            window.__drawn = performance.now();
+            window.__drawnObserver.disconnect();
+        }
+    });
+    window.__drawnObserver.observe(panel, {subtree: true, childList: true, characterData: true});
 }"""
 WAIT_JS = """([expected, settle, anywhere]) => new Promise((resolve, reject) => {
     const started = performance.now();
@@ -61,7 +77,8 @@ WAIT_JS = """([expected, settle, anywhere]) => new Promise((resolve, reject) => 
         const shown = places.filter(h => h.offsetParent).some(h => h.innerText.includes(expected));
         if (shown && window.__last !== null && performance.now() - window.__last > settle) {
             window.__observer.disconnect();
-            resolve([window.__last - window.__t0, (window.__chart ?? window.__last) - window.__t0]);
+            resolve([window.__last - window.__t0,
+                     (window.__chart ?? window.__drawn ?? window.__last) - window.__t0]);
         } else if (performance.now() - started > 60000) {
             reject(new Error('no heading ' + expected + ' within 60 s'));
         } else {
@@ -161,11 +178,17 @@ def interactions(page: Page):
     yield "Model: a level", "Model", None, [(radio(label), heading) for label, heading in levels[1:] + levels[:1]]
     yield "Why: a new position", "Why", None, [(number("position (-1 = last)", p), "Why ") for p in (10, 40, 70, 20)]
 
-    def choose(label, option):
+    def choose(label, option, expected=None):
         def act():
             box = panel().get_by_label(label, exact=True)
             box.click()
-            page.get_by_role("option", name=option, exact=True).click()
+            choice = page.get_by_role("option", name=option, exact=True)
+            choice.wait_for()
+            # the clock starts at the click on the option (as at the click on a bar), not at opening the list
+            page.evaluate(ARM_JS)
+            if expected:  # a text answer is drawn when its heading shows
+                page.evaluate(DRAWN_JS, expected)
+            choice.click()
             page.keyboard.press("Escape")
             box.blur()  # a focused box does not open again on the next click
         return act
@@ -178,17 +201,18 @@ def interactions(page: Page):
             point.scroll_into_view_if_needed()  # the last click took the page down to the head's reading
             box = point.bounding_box()
             page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.evaluate(ARM_JS)  # the clock starts at the click (as at the click on an option)
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
         return act
 
     heads = ("L0 H1", "L1 H2", "L2 H0", "L3 H3")
-    yield "Why: a head (chosen)", "Why", None, [(choose("head", name), f"{name} at position") for name in heads]
+    yield "Why: a head (chosen)", "Why", None, [(choose("head", name, f"{name} at position"), f"{name} at position")
+                                                for name in heads]
     yield "Why: a head (its bar clicked)", "Why", None, [(bar(name), f"{name} at position") for name in heads]
     # an option already ticked is unticked by choosing it again
-    yield "Why: a knock-out", "Why", None, [(choose("knock out", "L0 H2"), "Knocked out: L0 H2"),
-                                            (choose("knock out", "L2 H1"), "Knocked out: L0 H2, L2 H1"),
-                                            (choose("knock out", "L0 H2"), "Knocked out: L2 H1"),
-                                            (choose("knock out", "L2 H1"), "Knock heads out")]
+    knocks = [("L0 H2", "Knocked out: L0 H2"), ("L2 H1", "Knocked out: L0 H2, L2 H1"), ("L0 H2", "Knocked out: L2 H1"),
+              ("L2 H1", "Knock heads out")]
+    yield "Why: a knock-out", "Why", None, [(choose("knock out", head, heading), heading) for head, heading in knocks]
 
 
 TRAIN_STEPS = 20_000  # the server's limit (PLAYGROUND_MAX_STEPS), some 13 minutes: more than the clicks take

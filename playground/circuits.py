@@ -11,6 +11,8 @@ out. The maths only, on playground.model.GPT (the character models and the GPT-2
     every_key_contribution(model, ids, attributions)          the same for every head at every position
     with ablated(model, [(0, 2)], mode="mean", token_ids=ids):  the model runs with head 2 of layer 0 knocked out
     head_effects(model, ids)                                  every head's knock-out: the loss it adds, ranked
+    knock_outs(model, ids, [[(0, 2)], [(0, 2), (2, 1)]], targets)  each set knocked out in a row of one batch:
+                                                              the loss, the guesses, p(target) at each position
 
 Direct logit attribution works as TransformerLens's does: the residual stream after the last block is a sum of the
 parts' outputs; the final LayerNorm is affine once its scale is frozen at the chosen position, so each part's
@@ -571,3 +573,65 @@ def head_effects(model: GPT, token_ids: torch.Tensor, mode: str = "mean") -> lis
         losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:].expand(rows, -1), reduction="none").mean(1)
     effects = [HeadEffect(r // heads, r % heads, float(loss), float(loss) - intact) for r, loss in enumerate(losses)]
     return sorted(effects, key=lambda effect: -effect.added)
+
+
+@dataclass(frozen=True)
+class KnockOut:
+    """The model on one text with a set of heads knocked out: what a learner compares with the intact model."""
+
+    heads: tuple[tuple[int, int], ...]
+    loss: float | None  # the mean next-token cross-entropy over the text; None for a text of one token
+    guesses: list[int]  # (T,): the most likely next token after each position
+    target_probabilities: list[float]  # (T,): the probability of each position's target
+
+
+KNOCK_OUT_LOGITS = 1 << 24  # logits held at once (64 MB of float32): rows of the batch run in chunks that fit
+
+
+def knock_outs(model: GPT, token_ids: torch.Tensor, head_sets: Sequence[Sequence[tuple[int, int]]], target_ids,
+               mode: str = "mean", means: list[torch.Tensor] | None = None) -> list[KnockOut]:
+    """Each set of (layer, head) in ``head_sets`` knocked out as ``ablated`` knocks them out, in its own row of one
+    batch: per set, the loss on ``token_ids`` (T,), the guess after each position and the probability of each
+    position's target (``target_ids``, (T,)). ``means``: head_means of the text, computed before (mode "mean").
+
+    A set of one head per row gives every head's knock-out at once (head_effects' losses, and what the page shows
+    when one head is ticked); rows run in chunks of at most KNOCK_OUT_LOGITS logits.
+    """
+    if mode not in ABLATION_MODES:
+        raise CircuitError(f"ablation mode {mode!r} is not one of {', '.join(ABLATION_MODES)}")
+    ids = _checked_ids(model, token_ids).view(1, -1)  # (1, T)
+    T = ids.size(1)
+    targets = torch.as_tensor(target_ids, dtype=torch.long).view(-1).to(ids.device)
+    if targets.numel() != T:
+        raise CircuitError(f"give one target per position: {targets.numel()} targets for {T} positions")
+    sets = [tuple((int(layer), int(head)) for layer, head in heads) for heads in head_sets]
+    for heads in sets:
+        _heads_by_layer(model, heads)
+    means = (means if means is not None else head_means(model, ids)) if mode == "mean" else None
+    d = model.config.head_size
+    rows_at_once = max(1, KNOCK_OUT_LOGITS // (T * model.config.vocabulary_size))
+    results: list[KnockOut] = []
+    for start in range(0, len(sets), rows_at_once):
+        chunk = sets[start:start + rows_at_once]
+
+        def replace(layer: int, chunk=chunk):
+            def knock_out(joined: torch.Tensor) -> torch.Tensor:
+                joined = joined.clone()  # (rows, T, C)
+                for row, heads in enumerate(chunk):
+                    for knocked_layer, head in heads:
+                        if knocked_layer == layer:
+                            _knock_out(joined[row], layer, head, d, means)  # its own row of the batch
+                return joined
+            return knock_out
+
+        with _overriding({attn: replace(layer) for layer, attn in enumerate(_attentions(model))}), \
+                _evaluating(model):
+            logits = model(ids.expand(len(chunk), -1)).logits.float()  # (rows, T, V)
+            losses = (F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:].expand(len(chunk), -1),
+                                      reduction="none").mean(1).tolist() if T > 1 else [None] * len(chunk))
+            probabilities = torch.softmax(logits, dim=-1)  # (rows, T, V)
+            chosen = probabilities.gather(2, targets.view(1, T, 1).expand(len(chunk), T, 1))[..., 0]  # (rows, T)
+            guesses = logits.argmax(dim=-1)  # (rows, T)
+        results += [KnockOut(heads, loss, guesses[row].tolist(), chosen[row].cpu().tolist())
+                    for row, (heads, loss) in enumerate(zip(chunk, losses))]
+    return results

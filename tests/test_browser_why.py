@@ -6,11 +6,19 @@ chart's labels run into each other. Screenshots: why-parts, why-knocked, why-pho
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from browser_support import ERROR_TOAST, WAIT_MS, expect_errors, expect_no_error, open_tab, plot_titled, screenshot
+from browser_support import ERROR_TOAST, WAIT_MS, expect_errors, expect_no_error, open_tab, screenshot
+from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
+
+
+def plot_titled(panel, title: str):
+    """The chart on screen whose title starts with ``title`` (every head's circuits are drawn, out of sight)."""
+    return any_plot_titled(panel, title).filter(visible=True)
 
 
 def test_why_this_character_from_the_parts_to_a_knocked_out_head(page):
@@ -43,6 +51,9 @@ def test_why_this_character_from_the_parts_to_a_knocked_out_head(page):
     screenshot(page, "why-knocked")
 
 
+EVERY_CIRCUIT = "() => Object.keys(window.chartDeck?.decks['why-circuits']?.views || {}).length === 16"
+
+
 def test_a_click_on_a_heads_bar_opens_that_head(page):
     """Issue 29: the attribution chart names every head's part of the logit; clicking its bar opens the head."""
     panel = open_tab(page, "Why")
@@ -56,11 +67,81 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     bar.scroll_into_view_if_needed()
     box = bar.bounding_box()  # a person's click where the bar is drawn (Plotly's drag layer lies over it)
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_function(EVERY_CIRCUIT, timeout=WAIT_MS)  # with the follow-up answer
+    release = hold_server(page)  # drawn in the page: the head's reading there and its circuits are held already
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     expect(panel.get_by_role("heading", name=f"{wanted} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
     expect(panel.get_by_label("head", exact=True)).to_have_value(wanted)
     expect(panel).to_contain_text(f"What {wanted} reads and writes", timeout=WAIT_MS)
+    expect(plot_titled(panel, f"QK of {wanted}")).to_be_visible()
+    in_title = re.compile(re.escape(f"({wanted})").replace(r"\ ", r"\s*"))  # a wrapped title loses the space
+    expect(plot_titled(panel, "Where position")).to_contain_text(in_title)
+    assert release() <= 1  # at most the head's reading at every other position
     expect_no_error(page)
+
+
+def hold_server(page: Page):
+    """Every request to run an event on the server held back, unanswered, until the returned function lets them go
+    (it returns how many were held)."""
+    held = []
+
+    def hold(route) -> None:
+        held.append(route)
+
+    page.route("**/queue/join*", hold)
+
+    def release() -> int:
+        for route in held:
+            route.continue_()
+        page.unroute("**/queue/join*")
+        return len(held)
+    return release
+
+
+def pick(page: Page, panel, label: str, option: str) -> None:
+    box = panel.get_by_label(label, exact=True)
+    box.click()
+    # the option of this box's own list (another box's list may still be closing)
+    box.locator("xpath=ancestor::*[.//*[@role='option']][1]").get_by_role("option", name=option, exact=True).click()
+    page.keyboard.press("Escape")
+    box.blur()
+
+
+def test_a_head_chosen_and_a_head_knocked_out_are_drawn_in_the_page_as_the_server_writes_them(page, server):
+    """Issue 29: a head chosen in the list waited 0.9 s for the server, a knock-out 0.8 s (it sent every position's
+    view again). The page holds every head's reading at the position, every head's circuits and every head's
+    knock-out alone: with the server held back, both are drawn. A set of heads is one small answer; the knock-out
+    heading the page writes is the one /why writes (the same numbers, the same words)."""
+    panel = open_tab(page, "Why")
+    expect(panel.get_by_role("heading", name="at position", exact=False)).to_be_visible(timeout=WAIT_MS)
+    page.wait_for_function(EVERY_CIRCUIT, timeout=WAIT_MS)  # every head's circuits, with the follow-up answer
+    shown = panel.get_by_role("heading", name="at position", exact=False).inner_text()
+    other = next(name for name in ("L3 H3", "L3 H2") if not shown.startswith(name))
+    release = hold_server(page)
+    pick(page, panel, "head", other)
+    expect(panel.get_by_role("heading", name=f"{other} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
+    in_title = re.compile(re.escape(f"({other})").replace(r"\ ", r"\s*"))  # a wrapped title loses the space
+    expect(plot_titled(panel, "Where position")).to_contain_text(in_title)
+    expect(plot_titled(panel, "Each read character's push")).to_contain_text(in_title)
+    expect(plot_titled(panel, f"QK of {other}")).to_be_visible()
+    expect(panel).to_contain_text(f"What {other} reads and writes")
+    pick(page, panel, "knock out", "L0 H2")
+    expect(panel.get_by_role("heading", name="Knocked out: L0 H2")).to_be_visible(timeout=WAIT_MS)
+    expect(panel).to_contain_text("loss on the text")
+    assert release() == 1  # only the chosen head's reading at every other position was asked for
+    pick(page, panel, "knock out", "L2 H1")  # a set: asked for, answered with numbers
+    expect(panel.get_by_role("heading", name="Knocked out: L0 H2, L2 H1")).to_be_visible(timeout=WAIT_MS)
+    expect_no_error(page)
+
+    from playground.config import Limits
+    from playground.ui import why_tab
+    from playground.ui.common import AppContext
+
+    ctx = AppContext(limits=Limits(), weights=server.weights)
+    last = page.evaluate("() => parseInt(window.chartDeck.decks.why.key) - 1")
+    for knocked in (["L0 H2"], ["L0 H2", "L2 H1"], []):
+        view = why_tab.explain(ctx, ctx.checkpoint_names()[0], why_tab.DEFAULT_TEXT, -1, "", other, knocked)
+        assert page.evaluate("([p, k]) => window.whyPage.knockText(p, k)", [last, knocked]) == view.knock_heading
 
 
 def overlapping_labels(page: Page) -> list[str]:
@@ -99,9 +180,9 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     # every position has arrived once the page holds as many views as the text has tokens
     page.wait_for_function("() => { const d = window.chartDeck && window.chartDeck.decks.why; "
                            "return d && Object.keys(d.views).length === parseInt(d.key); }", timeout=WAIT_MS)
-    # a position whose strongest head's circuits the page holds too (those of the heads pushing most were sent)
+    # a position whose strongest head's circuits the page holds too (every head's are sent, where they fit)
     held = page.evaluate("""() => { const decks = window.chartDeck.decks;
-        return Object.entries(decks.why.views).filter(([p, view]) => decks['why-circuits'].views[view.texts[3]])
+        return Object.entries(decks.why.views).filter(([p, view]) => decks['why-circuits'].views[view.texts[1]])
             .map(([p]) => Number(p)); }""")
     assert held
     wanted = held[len(held) // 2]
@@ -113,6 +194,10 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     expect(plot_titled(panel, f"Where position {wanted} looks")).to_be_visible(timeout=WAIT_MS)
     assert [url for url in calls if "/queue/join" in url] == []  # drawn from what the page holds
     assert overlapping_labels(page) == []
+    pick(page, panel, "knock out", "L1 H0")  # one head alone: drawn from the numbers held
+    expect(panel.get_by_role("heading", name="Knocked out: L1 H0")).to_be_visible(timeout=WAIT_MS)
+    expect(panel).to_contain_text(f"guess at position {wanted}")
+    assert [url for url in calls if "/queue/join" in url] == []
     expect_no_error(page)
     screenshot(page, "why-phone", publish=False)
 

@@ -17,6 +17,7 @@ from playground.circuits import (
     head_effects,
     head_means,
     key_contributions,
+    knock_outs,
     logit_attribution,
     logit_attributions,
     ov_circuit,
@@ -152,6 +153,38 @@ def test_head_effects_rank_every_head_by_the_loss_it_adds(mode):
     for effect in effects:
         with ablated(model, [(effect.layer, effect.head)], mode, token_ids=IDS):
             assert text_loss(model, IDS) == pytest.approx(intact + effect.added, abs=1e-5)
+
+
+def _alone(model, heads, mode, targets):
+    """(loss, guesses, p(target) at each position) from one pass of the model under ``ablated``."""
+    with ablated(model, heads, mode, token_ids=IDS), torch.no_grad():
+        logits = model(IDS.view(1, -1)).logits[0]  # (T, V)
+    probabilities = torch.softmax(logits, dim=-1)
+    loss = float(torch.nn.functional.cross_entropy(logits[:-1], IDS[1:]))
+    return loss, logits.argmax(-1).tolist(), probabilities[torch.arange(IDS.numel()), targets].tolist()
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+@pytest.mark.parametrize("notebook", [False, True], ids=["gpt", "notebook-004"])
+def test_knock_outs_in_one_batch_are_each_set_knocked_out_alone(mode, notebook, monkeypatch):
+    """The Why page's knock-out numbers (every head alone, and a set of heads) against ``ablated``, one pass each;
+    rows split into chunks give the same numbers."""
+    model = notebook_model() if notebook else tiny(use_bias=True)
+    heads = [(layer, head) for layer in range(model.config.layers_num) for head in range(model.config.heads_num)]
+    sets = [[lh] for lh in heads] + [[heads[0], heads[-1]], heads[1:4]]
+    targets = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5])
+    knocked = knock_outs(model, IDS, sets, targets, mode)
+    monkeypatch.setattr("playground.circuits.KNOCK_OUT_LOGITS", 2 * IDS.numel() * model.config.vocabulary_size)
+    for chunked, knock in zip(knock_outs(model, IDS, sets, targets, mode), knocked, strict=True):  # 2 rows at once
+        assert chunked.guesses == knock.guesses and chunked.loss == pytest.approx(knock.loss, abs=1e-6)
+        assert chunked.target_probabilities == pytest.approx(knock.target_probabilities, abs=1e-6)
+    for heads_out, knock in zip(sets, knocked):
+        loss, guesses, chosen = _alone(model, heads_out, mode, targets)
+        assert knock.heads == tuple(heads_out) and knock.guesses == guesses
+        assert knock.loss == pytest.approx(loss, abs=1e-5)
+        assert knock.target_probabilities == pytest.approx(chosen, abs=1e-5)
+    effects = {(e.layer, e.head): e.loss for e in head_effects(model, IDS, mode)}
+    assert [k.loss for k in knocked[:len(heads)]] == pytest.approx([effects[lh] for lh in heads], abs=1e-5)
 
 
 def test_bad_requests_say_what_is_wrong():

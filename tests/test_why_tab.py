@@ -3,11 +3,13 @@ head's reading, its circuits in words, knock-outs and the ranking; refusals in w
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import re
 
 import gradio as gr
+import numpy as np
 import pytest
 import torch
 
@@ -110,43 +112,97 @@ def _merged(base: dict, changes: dict) -> dict:
 
 
 def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
-    """A new position is drawn in the page from the deck: every position's view, figures as changes to one base,
-    carries the texts and the numbers /why gives for that position."""
-    deck, circuits_deck, shown = why_tab.why_deck(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero",
-                                                  {})
-    sent = json.loads(deck)
+    """A new position is drawn in the page from the decks: every position's parts and the reading of the head that
+    pushed most there, figures as changes to one base, carry the texts and the numbers /why gives there; every
+    head's circuits come along (a head chosen in the list is drawn in the page too)."""
+    deck, heads_deck, circuits_deck, shown = why_tab.why_deck(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST,
+                                                              [], "zero", {})
+    sent, heads = json.loads(deck), json.loads(heads_deck)
     assert int(sent["key"].split(":")[0]) == len(TEXT) and sorted(map(int, sent["views"])) == list(range(len(TEXT)))
+    assert sent["key"].split(":")[1] == heads["key"]  # one text, one target: the two decks go together
     held = json.loads(circuits_deck)["views"]
     for position in (0, 7, len(TEXT) - 1):
         view = explain(ctx, position=position, mode="zero")
         texts, figures = sent["views"][str(position)]["texts"], sent["views"][str(position)]["figures"]
-        assert texts[:3] == [view.heading, view.head_heading, view.knock_heading]
-        assert view.head_heading.startswith(f"### {texts[3]} at position {position}")
-        parts, looks, pushes = (_merged(sent["bases"][figure["base"]], figure["changes"]) for figure in figures)
+        strongest = texts[1]
+        assert texts[0] == view.heading and view.head_heading.startswith(f"### {strongest} at position {position}")
+        reading = heads["views"][f"{strongest}@{position}"]
+        assert reading["texts"] == [view.head_heading]
+        (parts,) = (_merged(sent["bases"][figure["base"]], figure["changes"]) for figure in figures)
+        looks, pushes = (_merged(heads["bases"][figure["base"]], figure["changes"]) for figure in reading["figures"])
         assert parts["data"][0]["x"] == pytest.approx(list(view.parts.data[0].x), abs=1e-4)
         assert looks["data"][0]["y"] == pytest.approx(list(view.weights.data[0].y), rel=1e-3, abs=1e-6)
         assert pushes["data"][0]["y"] == pytest.approx(list(view.shares.data[0].y), rel=1e-3, abs=1e-6)
         assert pushes["layout"]["title"]["text"] == view.shares.layout.title.text
         assert looks["layout"]["xaxis"]["ticktext"] == list(view.weights.layout.xaxis.ticktext)
-    assert set(held) <= {sent["views"][str(p)]["texts"][3] for p in range(len(TEXT))} and held
-    assert shown["heads"] == list(held)
+    assert sorted(held) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and shown["heads"] == list(held)  # every head's
+    chosen = explain(ctx, position=3, head="L1 H1", mode="zero")
+    assert held["L1 H1"]["texts"] == [chosen.circuits_heading]
+    bases = json.loads(circuits_deck)["bases"]
+    for sent_map, drawn in zip(held["L1 H1"]["figures"], (chosen.qk, chosen.ov)):
+        figure = _merged(bases[sent_map["base"]], sent_map["changes"])
+        z = figure["data"][0]["z"]
+        table = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(65, 65)
+        np.testing.assert_allclose(table, np.asarray(drawn.data[0].z), rtol=1e-6)  # float32 of the same rounding
+        assert figure["data"][0]["x"] == list(drawn.data[0].x) and figure["data"][0]["zmax"] == drawn.data[0].zmax
+        assert figure["layout"]["title"]["text"] == drawn.layout.title.text
+        assert figure["data"][0]["hovertemplate"] == drawn.data[0].hovertemplate
 
 
-def test_a_first_answer_sends_only_what_the_page_lacks(ctx):
+def test_a_first_answer_sends_every_heads_reading_at_the_position_and_only_what_the_page_lacks(ctx):
     args = ("shakespeare-char", TEXT, -1, "", "L1 H0", [], "zero")
-    deck, circuits_deck, ranking_deck, shown = why_tab.why_page(ctx, *args, shown=None)
-    assert list(json.loads(deck)["views"]) == [str(len(TEXT) - 1)]
+    deck, heads_deck, circuits_deck, ranking_deck, knock, shown = why_tab.why_page(ctx, *args, shown=None)
+    last = len(TEXT) - 1
+    assert list(json.loads(deck)["views"]) == [str(last)]
+    assert sorted(json.loads(heads_deck)["views"]) == [f"{head}@{last}" for head in ("L0 H0", "L0 H1", "L1 H0",
+                                                                                     "L1 H1")]
     assert list(json.loads(circuits_deck)["views"]) == ["L1 H0"] and json.loads(ranking_deck)["views"]["ranking"]
-    deck, circuits_deck, ranking_deck, shown = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L1 H0", [],
-                                                                "zero", shown)
+    assert sorted(json.loads(knock)["sets"]) == ["", "L0 H0", "L0 H1", "L1 H0", "L1 H1"]  # every head alone
+    deck, _, circuits_deck, ranking_deck, knock, shown = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "",
+                                                                          "L1 H0", [], "zero", shown)
     assert list(json.loads(deck)["views"]) == ["5"]
-    assert circuits_deck == ranking_deck == gr.skip()  # the same head's circuits, the same ranking: held
-    _, circuits_deck, ranking_deck, shown = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1",
-                                                             ["L0 H0"], "zero", shown)
+    assert circuits_deck == ranking_deck == knock == gr.skip()  # the same head's circuits, ranking, numbers: held
+    _, _, circuits_deck, ranking_deck, knock, shown = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1",
+                                                                       ["L0 H0", "L1 H1"], "zero", shown)
     assert list(json.loads(circuits_deck)["views"]) == ["L0 H1"] and ranking_deck == gr.skip()
-    _, circuits_deck, ranking_deck, _ = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1", [],
-                                                         "zero", shown, fresh=True)  # the page asked: it lacks them
-    assert circuits_deck != gr.skip() and ranking_deck != gr.skip()
+    assert sorted(json.loads(knock)["sets"]) == ["", "L0 H0, L1 H1"]  # the set ticked, with the intact model's
+    _, _, circuits_deck, ranking_deck, knock, _ = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1", [],
+                                                                   "zero", shown, fresh=True)  # the page lacks them
+    assert circuits_deck != gr.skip() and ranking_deck != gr.skip() and knock != gr.skip()
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean over the text"])
+def test_the_knock_out_numbers_the_page_writes_from_are_the_model_under_ablated(ctx, mode):
+    """The page writes the knock-out heading itself, from numbers sent with the ranking (every head alone) or asked
+    for (a set): each equals the model run under circuits.ablated on the same text (1e-5), and the heading /why
+    writes from them quotes them."""
+    loaded = ctx.checkpoint("shakespeare-char")
+    model, ids = loaded.model, loaded.tokenizer.encode(TEXT)
+    *_, knock, _ = why_tab.why_page(ctx, "shakespeare-char", TEXT, -1, "", why_tab.STRONGEST, [], mode, None)
+    sent = json.loads(knock)
+    both = why_tab.why_knock(ctx, "shakespeare-char", TEXT, "", ["L1 H1", "L0 H0"], mode)
+    assert json.loads(both)["key"] == sent["key"] and sorted(json.loads(both)["sets"]) == ["", "L1 H1, L0 H0"]
+    sets = {**sent["sets"], **json.loads(both)["sets"]}
+    labels = {**sent["labels"], **json.loads(both)["labels"]}
+    with torch.no_grad():
+        intact = torch.softmax(model(ids.view(1, -1)).logits[0], dim=-1)
+    guesses = intact.argmax(-1)
+    assert sent["targets"] == [why_tab._label(loaded.tokenizer.label(int(g))) for g in guesses]
+    for names in ("L0 H1", "L1 H0", "L1 H1, L0 H0"):
+        heads = [why_tab._parse_head(name, 2, 2) for name in names.split(", ")]
+        with circuits.ablated(model, heads, why_tab.MODES[mode], token_ids=ids), torch.no_grad():
+            logits = model(ids.view(1, -1)).logits[0]  # (T, V)
+        probabilities = torch.softmax(logits, dim=-1)
+        numbers = sets[names]
+        assert numbers["loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits[:-1], ids[1:])),
+                                                abs=1e-5)
+        assert numbers["p"] == pytest.approx(probabilities[torch.arange(len(TEXT)), guesses].tolist(), abs=1e-5)
+        assert numbers["guesses"] == probabilities.argmax(-1).tolist()
+        view = explain(ctx, knocked=names.split(", "), mode=mode)
+        guess = labels[str(numbers["guesses"][-1])]
+        assert f"| loss on the text | {sets['']['loss']:.3f} | {numbers['loss']:.3f} |" in view.knock_heading
+        assert f"| `{labels[str(sets['']['guesses'][-1])]}` | `{guess}` |" in view.knock_heading
+    assert sets[""]["p"] == pytest.approx(intact[torch.arange(len(TEXT)), guesses].tolist(), abs=1e-6)
 
 
 def test_a_knock_out_that_lowers_the_loss_says_the_head_was_hurting(ctx):

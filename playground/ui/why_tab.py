@@ -9,6 +9,7 @@ checks the inputs, prices the view and lays it out. Renders on arrival and on ev
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import itertools
@@ -17,8 +18,8 @@ from collections import Counter
 from typing import NamedTuple
 
 import gradio as gr
+import numpy as np
 import torch
-import torch.nn.functional as F
 
 from playground import budget, checkpoints, checks, circuits, plots
 from playground.tokenizer import escape_text, labels
@@ -129,9 +130,8 @@ class _Reading(NamedTuple):
     head: tuple[int, int] | None  # the chosen head; None: the one that pushed most, position by position
     knocked_heads: list[tuple[int, int]]
     mode: str
-    knocked: torch.Tensor | None  # (T, V): the probabilities with the knocked heads out, or None
+    knocks: dict  # the knocked heads' names joined by ", " ("" the intact model) -> circuits.KnockOut
     intact_loss: float | None
-    knocked_loss: float | None
     effects: list | None  # circuits.HeadEffect per head, most needed first, or None where not ranked
     ranking_note: str  # the ranking's line (or why there is none)
     subset: torch.Tensor | None  # the circuit tables' tokens (None: the whole vocabulary)
@@ -149,7 +149,6 @@ class ReadingCache(RecentReadings):
 
     def __init__(self, size: int = READING_CACHE_SIZE) -> None:
         super().__init__(size)
-
 
 def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str):
     """The checked inputs: (the loaded checkpoint, ids, the target text, the head choice, the knocked heads, mode)."""
@@ -194,6 +193,8 @@ def _cost(config, T: int, subset) -> budget.Cost:
         attention_maps=True),
         budget.Cost("", (("circuit tables", 4 * 4 * n * max(n, config.vocabulary_size)),
                          ("every head's key shares", 2 * 4 * heads_total * T * T),
+                         ("every head knocked out", 4 * min(circuits.KNOCK_OUT_LOGITS,
+                                                            heads_total * T * config.vocabulary_size)),
                          ("figures", (2 * n * n) * budget.BYTES_PER_HEATMAP_CELL))))
 
 
@@ -222,13 +223,19 @@ def _every_position(model, tokenizer, ids, target):
     return probabilities, targets, circuits.logit_attributions(model, ids, targets)
 
 
-def _knocked_pass(model, ids, knocked_heads, mode, means):
-    """(probabilities (T, V), loss on the text or None) with the heads knocked out, from one pass; ``means``: the
-    heads' means over the text (mode "mean")."""
-    with circuits.ablated(model, knocked_heads, mode, ids, means), torch.no_grad():
-        logits = model(ids.view(1, -1).to(next(model.parameters()).device)).logits[0].float().cpu()  # (T, V)
-    loss = float(F.cross_entropy(logits[:-1], ids[1:].cpu())) if ids.numel() > 1 else None
-    return torch.softmax(logits, dim=-1), loss
+def _every_head(config) -> list[tuple[int, int]]:
+    return [(layer, head) for layer in range(config.layers_num) for head in range(config.heads_num)]
+
+
+def _intact(probabilities: torch.Tensor, targets: list[int], loss: float | None) -> circuits.KnockOut:
+    """The intact model's reading, in a knock-out's terms (nothing knocked out)."""
+    chosen = probabilities.gather(1, torch.tensor(targets).view(-1, 1))[:, 0]  # (T,)
+    return circuits.KnockOut((), loss, probabilities.argmax(dim=-1).tolist(), chosen.tolist())
+
+
+def _names(heads) -> str:
+    """A set of knocked-out heads as the page names it: "L0 H2, L2 H1", in the order ticked ("" for none)."""
+    return ", ".join(circuits.head_name(*lh) for lh in heads)
 
 
 def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, name, memo) -> _Reading:
@@ -237,97 +244,104 @@ def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, na
     text_key = (name, tuple(ids.tolist()))
     probabilities, targets, attributions = memo.get(("positions", *text_key, target), model,
                                                     lambda: _every_position(model, tokenizer, ids, target))
-    if chosen is not None:
-        heads = [chosen]
-    else:  # the head that pushed most, position by position
-        every = [(layer, which) for layer in range(config.layers_num) for which in range(config.heads_num)]
-        heads = list(dict.fromkeys(max(every, key=lambda lh: a.head(*lh)) for a in attributions))
+    every = _every_head(config)
+    if len(every) <= MAX_RANKED_HEADS:  # every head at every position: the page draws any head by itself
+        heads = every
+    else:  # the chosen head, and the head that pushed most, position by position
+        strongest = (max(every, key=lambda lh: a.head(*lh)) for a in attributions)
+        heads = list(dict.fromkeys([*([chosen] if chosen is not None else []), *strongest]))
     weights, shares = memo.get(("keys", *text_key, target, tuple(heads)), model,
                                lambda: circuits.every_key_contribution(model, ids, attributions, heads))
     keys = {lh: (weights[i], shares[i]) for i, lh in enumerate(heads)}
     intact_loss = memo.get(("loss", *text_key), model, lambda: circuits.text_loss(model, ids) if T > 1 else None)
-    knocked = knocked_loss = None
-    if knocked_heads:
-        means = memo.get(("means", *text_key), model, lambda: circuits.head_means(model, ids)) \
-            if mode == "mean" else None
-        knocked, knocked_loss = memo.get(("knocked", *text_key, tuple(knocked_heads), mode), model,
-                                         lambda: _knocked_pass(model, ids, knocked_heads, mode, means))
+    knocks = {"": _intact(probabilities, targets, intact_loss)}
+    means = memo.get(("means", *text_key), model, lambda: circuits.head_means(model, ids)) if mode == "mean" else None
     effects = None
-    heads_total = config.layers_num * config.heads_num
     if intact_loss is None:
         note = "The text needs two tokens for a loss to rank heads by."
-    elif heads_total > MAX_RANKED_HEADS:
-        note = (f"Ranking all {heads_total} heads would take {heads_total} forward passes: knock heads out by hand "
+    elif len(every) > MAX_RANKED_HEADS:
+        note = (f"Ranking all {len(every)} heads would take {len(every)} forward passes: knock heads out by hand "
                 "instead.")
-    else:
-        effects = memo.get(("effects", *text_key, mode), model, lambda: circuits.head_effects(model, ids, mode))
+    else:  # every head knocked out alone, each in a row of one batch: the ranking, and what ticking one shows
+        alone = memo.get(("alone", *text_key, target, mode), model, lambda: circuits.knock_outs(
+            model, ids, [[lh] for lh in every], targets, mode, means))
+        knocks.update((_names(knock.heads), knock) for knock in alone)
+        effects = sorted((circuits.HeadEffect(*knock.heads[0], knock.loss, knock.loss - intact_loss)
+                          for knock in alone), key=lambda effect: -effect.added)
         note = (f"Most needed: {circuits.head_name(effects[0].layer, effects[0].head)} ({effects[0].added:+.3f} "
                 "without it).")
+    if knocked_heads and _names(knocked_heads) not in knocks:
+        knocks[_names(knocked_heads)] = memo.get(("knocked", *text_key, target, tuple(knocked_heads), mode), model,
+                                                 lambda: circuits.knock_outs(model, ids, [knocked_heads], targets,
+                                                                             mode, means)[0])
     tokens = [_label(label) for label in labels(tokenizer, ids)]
     return _Reading(model, tokenizer, ids, tokens, probabilities, targets, attributions, keys, chosen,
-                    knocked_heads, mode, knocked, intact_loss, knocked_loss, effects, note, subset, name, memo)
+                    knocked_heads, mode, knocks, intact_loss, effects, note, subset, name, memo)
 
 
 def _head_at(reading: _Reading, position: int) -> tuple[int, int]:
     """The chosen head, or the head whose part of the logit at ``position`` is largest."""
-    if reading.head is not None:
-        return reading.head
-    config = reading.model.config
+    return reading.head if reading.head is not None else _strongest(reading, position)
+
+
+def _strongest(reading: _Reading, position: int) -> tuple[int, int]:
+    """The head whose part of the logit at ``position`` is largest."""
     parts = reading.attributions[position]
-    return max(((layer, which) for layer in range(config.layers_num) for which in range(config.heads_num)),
-               key=lambda lh: parts.head(*lh))
+    return max(_every_head(reading.model.config), key=lambda lh: parts.head(*lh))
 
 
 def _colours(values: list[float]) -> list[str]:
     return ["#2f9e44" if v >= 0 else "#e03131" for v in values]
 
 
-def _texts(reading: _Reading, position: int) -> tuple[str, str, str]:
-    """(heading, the head's heading, the knock-out heading) at ``position``."""
+def _heading(reading: _Reading, position: int) -> str:
     parts = reading.attributions[position]
     target_id = parts.target_id
     probabilities = reading.probabilities[position]
     name = _label(reading.tokenizer.label(target_id))
-    tokens = reading.tokens
     rank = int((probabilities > probabilities[target_id]).sum()) + 1
-    heading = (f"### Why `{name}` after `{tokens[position]}` (position {position})\n\n{LOOK_FOR_PARTS}\n\n"
-               f"The model gives `{name}` probability {float(probabilities[target_id]):.3f} (its choice number "
-               f"{rank}); its logit {parts.logit:.3f} is the sum of these {len(parts.names)} bars.")
-    layer, which = _head_at(reading, position)
+    return (f"### Why `{name}` after `{reading.tokens[position]}` (position {position})\n\n{LOOK_FOR_PARTS}\n\n"
+            f"The model gives `{name}` probability {float(probabilities[target_id]):.3f} (its choice number "
+            f"{rank}); its logit {parts.logit:.3f} is the sum of these {len(parts.names)} bars.")
+
+
+def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> str:
     weights, shares = (keys[position] for keys in reading.keys[(layer, which)])
     seen = slice(0, position + 1)
     # the character whose push has the head's own sign: a head that lowers the logit is read by what pushed down
-    part = parts.head(layer, which)
+    part = reading.attributions[position].head(layer, which)
     top = int((shares[seen] if part >= 0 else -shares[seen]).argmax())
     pushed = "pushed it up most" if float(shares[top]) >= 0 else "pushed it down most"
-    head_heading = (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
-                    f"of the logit: {part:+.3f}; the character that {pushed}: `{tokens[top]}` at {top} "
-                    f"(weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
-    return heading, head_heading, _knock_text(reading, position)
+    return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
+            f"of the logit: {part:+.3f}; the character that {pushed}: `{reading.tokens[top]}` "
+            f"at {top} (weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
+
+
+def _texts(reading: _Reading, position: int) -> tuple[str, str, str]:
+    """(heading, the head's heading, the knock-out heading) at ``position``."""
+    return (_heading(reading, position), _head_heading(reading, position, *_head_at(reading, position)),
+            _knock_text(reading, position))
 
 
 def _knock_text(reading: _Reading, position: int) -> str:
-    target_id = reading.attributions[position].target_id
-    name = _label(reading.tokenizer.label(target_id))
-
-    def prediction(probabilities: torch.Tensor) -> tuple[str, float]:
-        return _label(reading.tokenizer.label(int(probabilities.argmax()))), float(probabilities[target_id])
-
-    names = ", ".join(circuits.head_name(*lh) for lh in reading.knocked_heads)
-    lines = [f"### {f'Knocked out: {names}' if reading.knocked_heads else 'Knock heads out'}\n\n{LOOK_FOR_KNOCK}"]
-    if reading.knocked is not None:
-        guess, p_target = prediction(reading.probabilities[position])
-        knocked_guess, knocked_p = prediction(reading.knocked[position])
+    """The knock-out heading at ``position``. The page writes the same from the same numbers (KNOCK_JS): keep the
+    two alike."""
+    names = _names(reading.knocked_heads)
+    lines = [f"### {f'Knocked out: {names}' if names else 'Knock heads out'}\n\n{LOOK_FOR_KNOCK}"]
+    if names:
+        target = _label(reading.tokenizer.label(reading.targets[position]))
+        intact, knocked = reading.knocks[""], reading.knocks[names]
+        guess, knocked_guess = (_label(reading.tokenizer.label(k.guesses[position])) for k in (intact, knocked))
+        p_target, knocked_p = intact.target_probabilities[position], knocked.target_probabilities[position]
         table = ["| | intact | without " + names + " | change |", "|---|---|---|---|"]
-        if reading.intact_loss is not None:
-            change = reading.knocked_loss - reading.intact_loss
-            table.append(f"| loss on the text | {reading.intact_loss:.3f} | {reading.knocked_loss:.3f} | "
-                         f"{change:+.3f} |")
+        if intact.loss is not None:
+            change = knocked.loss - intact.loss
+            table.append(f"| loss on the text | {intact.loss:.3f} | {knocked.loss:.3f} | {change:+.3f} |")
         table.append(f"| guess at position {position} | `{guess}` | `{knocked_guess}` | "
                      f"{'same' if guess == knocked_guess else 'changed'} |")
-        table.append(f"| p(`{name}`) | {p_target:.3f} | {knocked_p:.3f} | {knocked_p - p_target:+.3f} |")
+        table.append(f"| p(`{target}`) | {p_target:.3f} | {knocked_p:.3f} | {knocked_p - p_target:+.3f} |")
         lines.append("\n".join(table))
-        if reading.intact_loss is not None and change < 0:
+        if intact.loss is not None and change < 0:
             they = "it was" if len(reading.knocked_heads) == 1 else "they were"
             lines.append(f"**The loss is lower without {names}**: on this text {they} hurting the prediction more "
                          "than helping it.")
@@ -337,10 +351,9 @@ def _knock_text(reading: _Reading, position: int) -> str:
     return "\n\n".join(lines)
 
 
-def _bars(reading: _Reading, position: int) -> tuple[dict, dict]:
+def _bars(reading: _Reading, position: int, layer: int, which: int) -> tuple[dict, dict]:
     """The bar charts' contents at ``position`` (labels, values, title, colours): (where the head looks, what each
     read character pushed)."""
-    layer, which = _head_at(reading, position)
     chosen = circuits.head_name(layer, which)
     name = _label(reading.tokenizer.label(reading.attributions[position].target_id))
     seen = slice(0, position + 1)
@@ -356,34 +369,42 @@ def _parts_title(reading: _Reading, position: int) -> str:
     return f"The logit of '{_label(reading.tokenizer.label(reading.attributions[position].target_id))}', part by part"
 
 
-def _figures(reading: _Reading, position: int) -> tuple:
-    """(the parts, where the head looks, what each read character pushed) as figures."""
-    parts = reading.attributions[position]
-    values = parts.values.tolist()
-    bars = plots.horizontal_bar_chart(parts.names, values, _parts_title(reading, position), "logit",
-                                      colours=_colours(values))
-    looks, pushes = _bars(reading, position)
+def _parts_figure(reading: _Reading, position: int):
+    values = reading.attributions[position].values.tolist()
+    return plots.horizontal_bar_chart(reading.attributions[position].names, values, _parts_title(reading, position),
+                                      "logit", colours=_colours(values))
+
+
+def _head_figures(reading: _Reading, position: int, layer: int, which: int) -> tuple:
+    """(where the head looks, what each read character pushed) as figures."""
+    looks, pushes = _bars(reading, position, layer, which)
     axis = dict(room_px=looks["room_px"], important=looks["important"])
     weight_bars = plots.bar_chart(looks["labels"], looks["values"], looks["title"], "attention weight", **axis)
     share_bars = _coloured_bars(plots.bar_chart(pushes["labels"], pushes["values"], pushes["title"], "logit",
                                                 **axis), pushes["values"])
-    return bars, weight_bars, share_bars
+    return weight_bars, share_bars
 
 
-def _changes(reading: _Reading, position: int) -> tuple[dict, dict, dict]:
-    """_figures at ``position`` as changes to the deck's base figures (no figure built)."""
+def _figures(reading: _Reading, position: int) -> tuple:
+    """(the parts, where the head looks, what each read character pushed) as figures."""
+    return (_parts_figure(reading, position), *_head_figures(reading, position, *_head_at(reading, position)))
+
+
+def _parts_changes(reading: _Reading, position: int) -> dict:
+    """The parts' figure at ``position`` as changes to the deck's base figure (no figure built)."""
     values = [float(f"{v:.6g}") for v in reading.attributions[position].values.tolist()]  # they sum to the logit
     title, top = plots._title_layout(_parts_title(reading, position))
-    parts = {"data": [{"x": values, "marker": {"color": _colours(values)}}],
-             "layout": {"title": title, "margin": {"t": top}}}
-    looks, pushes = _bars(reading, position)
-    return (parts, plots.bar_chart_changes(**looks), plots.bar_chart_changes(**pushes))
+    return {"data": [{"x": values, "marker": {"color": _colours(values)}}],
+            "layout": {"title": title, "margin": {"t": top}}}
 
 
 def _circuits_view(reading: _Reading, layer: int, which: int) -> tuple[str, object, object]:
-    """(heading, QK heatmap, OV heatmap) of one head over the vocabulary (or the subset)."""
-    return reading.memo.get(("circuits", reading.name, tuple(reading.ids.tolist()), layer, which), reading.model,
-                            lambda: _read_circuits(reading, layer, which))
+    """(heading, QK heatmap, OV heatmap) of one head over the vocabulary (or the subset). The text's heads are kept
+    together, one piece of the memo (every head's are sent to the page, and would push the rest out one by one)."""
+    held = reading.memo.get(("circuits", reading.name, tuple(reading.ids.tolist())), reading.model, dict)
+    if (layer, which) not in held:
+        held[(layer, which)] = _read_circuits(reading, layer, which)
+    return held[(layer, which)]
 
 
 def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, object, object]:
@@ -438,51 +459,110 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
                    _ranking(reading))
 
 
-DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-circuits", "why-ranking"
-MAX_SENT_CIRCUITS = 4  # heads whose circuits the page is sent ahead, the strongest somewhere in the text first
+
+
+DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
+MAX_SENT_CIRCUITS = 4  # heads whose circuits the page is sent ahead where every head's would be too many
+# every head's QK and OV tables are sent ahead while they hold at most this many cells (the shipped model's 16 heads
+# over its 65 characters: 135,200 cells, about 0.8 MB), so a head chosen in the list is drawn in the page
+MAX_SENT_CIRCUIT_CELLS = 150_000
 
 
 def _key(*settings) -> str:
     return hashlib.sha1(repr(settings).encode()).hexdigest()[:16]
 
 
-def _position_view(reading: _Reading, position: int) -> tuple[list[str], tuple]:
-    return [*_texts(reading, position), circuits.head_name(*_head_at(reading, position))], tuple(
-        {"base": base, "changes": changes} for base, changes in zip(("parts", "looks", "pushes"),
-                                                                    _changes(reading, position)))
+def _bases(reading: _Reading) -> dict:
+    """The figures every view's figures are changes to (position 0's): a base carries only the charts' kind, the
+    parts' names and its look; every view's changes carry the rest."""
+    def build():
+        figures = (_parts_figure(reading, 0), *_head_figures(reading, 0, *_strongest(reading, 0)))
+        return {name: json.loads(figure.to_json()) for name, figure in zip(("parts", "looks", "pushes"), figures)}
+    return reading.memo.get(("bases", reading.name), reading.model, build)
 
 
-def _position_deck(reading: _Reading, settings: tuple, positions) -> str:
-    """The deck of these positions' views, keyed "<T>:<settings>" (the page reads the text's length from it), with
-    the first position's figures as the bases the others are changes to."""
-    first = next(iter(positions))
-    # a base carries only the charts' kind, the parts' names and its look: every view's changes carry the rest
-    bases = reading.memo.get(("bases", reading.name), reading.model, lambda: {
-        name: json.loads(figure.to_json()) for name, figure in zip(("parts", "looks", "pushes"),
-                                                                  _figures(reading, first))})
-    return chart_deck.deck_json(f"{reading.ids.numel()}:{_key(*settings)}",
-                                {str(p): _position_view(reading, p) for p in positions}, bases)
+def _position_deck(reading: _Reading, key: str, positions) -> str:
+    """The deck of these positions' parts, keyed "<T>:<key>" (the page reads the text's length from it): each view's
+    texts are its heading and the name of the head that pushed most there."""
+    views = {str(p): ([_heading(reading, p), circuits.head_name(*_strongest(reading, p))],
+                      [{"base": "parts", "changes": _parts_changes(reading, p)}]) for p in positions}
+    return chart_deck.deck_json(f"{reading.ids.numel()}:{key}", views, {"parts": _bases(reading)["parts"]})
+
+
+def _heads_deck(reading: _Reading, key: str, views) -> str:
+    """The deck of heads' readings, one view "<head>@<position>" per (layer, head, position) in ``views``: its
+    heading, where it looks and what each read character pushed."""
+    bases = _bases(reading)
+    sent = {}
+    for layer, which, p in views:
+        looks, pushes = _bars(reading, p, layer, which)
+        sent[f"{circuits.head_name(layer, which)}@{p}"] = (
+            [_head_heading(reading, p, layer, which)],
+            [{"base": "looks", "changes": plots.bar_chart_changes(**looks)},
+             {"base": "pushes", "changes": plots.bar_chart_changes(**pushes)}])
+    return chart_deck.deck_json(key, sent, {"looks": bases["looks"], "pushes": bases["pushes"]})
+
+
+def _heatmap_changes(figure) -> dict:
+    """A circuit's heatmap as changes to another of its kind (a base): its table, as float32 in base64 (Plotly's
+    typed arrays; the values already rounded to 4 significant digits), its colour range and its title."""
+    trace = figure.data[0]
+    table = np.asarray(trace.z, dtype=np.float32)
+    return {"data": [{"z": {"dtype": "f4", "bdata": base64.b64encode(table.tobytes()).decode(),
+                            "shape": ", ".join(map(str, table.shape))}, "zmin": trace.zmin, "zmax": trace.zmax}],
+            "layout": {"title": figure.layout.title.to_plotly_json(), "margin": {"t": figure.layout.margin.t}}}
 
 
 def _circuits_deck(reading: _Reading, checkpoint: str, text: str, heads) -> str:
-    views = {}
+    """The circuits of these heads, each table as changes to one QK and one OV base (the labels and the look, sent
+    once): every head of the shipped model is some 0.7 MB."""
+    views, bases = {}, {}
     for layer, which in heads:
         heading, qk, ov = _circuits_view(reading, layer, which)
-        views[circuits.head_name(layer, which)] = ([heading], [qk, ov])
-    return chart_deck.deck_json(_key(checkpoint, text), views)
+        for name, figure in (("qk", qk), ("ov", ov)):
+            if name not in bases:
+                bases[name] = json.loads(figure.to_json())
+                del bases[name]["data"][0]["z"]
+        views[circuits.head_name(layer, which)] = ([heading], [{"base": "qk", "changes": _heatmap_changes(qk)},
+                                                               {"base": "ov", "changes": _heatmap_changes(ov)}])
+    return chart_deck.deck_json(_key(checkpoint, text), views, bases)
+
+
+def _every_circuit_fits(reading: _Reading) -> bool:
+    config = reading.model.config
+    n = config.vocabulary_size if reading.subset is None else reading.subset.numel()
+    return config.layers_num * config.heads_num * 2 * n * n <= MAX_SENT_CIRCUIT_CELLS
+
+
+def _knock_json(reading: _Reading, key: str, names: str | None = None) -> str:
+    """The numbers the page writes the knock-out heading from (KNOCK_JS, as _knock_text does): per set of heads
+    knocked out ("" the intact model; ``names``: only that set), the loss and, at each position, the guess and the
+    target's probability. Every head alone comes with the ranking, so ticking one asks the server nothing."""
+    knocks = reading.knocks if names is None else {name: reading.knocks[name] for name in ("", names)}
+    guessed = sorted({guess for knock in knocks.values() for guess in knock.guesses})
+    return json.dumps({
+        "key": key, "note": reading.ranking_note,
+        "targets": [_label(reading.tokenizer.label(target)) for target in reading.targets],
+        "labels": {str(i): _label(reading.tokenizer.label(i)) for i in guessed},
+        "sets": {name: {"loss": knock.loss, "guesses": knock.guesses, "p": knock.target_probabilities}
+                 for name, knock in knocks.items()}})
 
 
 def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
              knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None, *,
              fresh: bool = False, memo: ReadingCache | None = None):
-    """The page's first answer to a change: (the deck of the position on screen, the deck of its head's circuits,
-    the deck of the ranking, ``shown`` updated). Circuits and a ranking the page holds (``shown``) are not sent again
-    unless ``fresh``; why_deck follows with every other position."""
+    """The page's first answer to a change: (the parts at the position on screen, every head's reading there, the
+    circuits of its head, the ranking, the knock-out numbers, ``shown`` updated). Circuits, a ranking and knock-out
+    numbers the page holds (``shown``) are not sent again unless ``fresh``; why_deck follows with every other
+    position."""
     reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo)
     shown = dict(shown or {}) if not fresh else {}
-    deck = _position_deck(reading, (checkpoint, text, target, head, list(knocked or []), mode), [position])
+    text_key = _key(checkpoint, text, target)
+    deck = _position_deck(reading, text_key, [position])
+    heads_deck = _heads_deck(reading, text_key, [(layer, which, position) for layer, which in reading.keys])
     layer, which = _head_at(reading, position)
     circuits_key, ranking_key = _key(checkpoint, text), _key(checkpoint, text, mode)
+    knock_key = _key(checkpoint, text, target, mode)
     held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
     circuits_deck = gr.skip()
     if circuits.head_name(layer, which) not in held:
@@ -491,27 +571,61 @@ def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str,
     ranking_deck = gr.skip()
     if shown.get("ranking") != ranking_key:
         ranking_deck = chart_deck.deck_json(ranking_key, {"ranking": ([], [_ranking(reading)])})
-    return deck, circuits_deck, ranking_deck, {"circuits": circuits_key, "heads": held, "ranking": ranking_key}
+    names = _names(reading.knocked_heads)
+    knock = _knock_json(reading, knock_key) if shown.get("knock") != knock_key else \
+        _knock_json(reading, knock_key, names) if names else gr.skip()
+    return deck, heads_deck, circuits_deck, ranking_deck, knock, {"circuits": circuits_key, "heads": held,
+                                                                  "ranking": ranking_key, "knock": knock_key}
 
 
 def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str = STRONGEST,
              knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None, *,
              memo: ReadingCache | None = None):
-    """Every position's view for the settings on screen, and the circuits of the heads that push most somewhere
-    in the text (the page then draws a new position by itself): (deck, circuits deck, ``shown`` updated)."""
+    """Every position's parts, the reading of the head that pushed most (and of the chosen head) at every position,
+    and the circuits of every head (where they fit; else of the heads that push most somewhere in the text): the
+    page then draws a new position or head by itself. (deck, heads deck, circuits deck, ``shown`` updated)."""
     reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo)
     T = reading.ids.numel()
-    deck = _position_deck(reading, (checkpoint, text, target, head, list(knocked or []), mode), range(T))
+    text_key = _key(checkpoint, text, target)
+    deck = _position_deck(reading, text_key, range(T))
+    views = {(*_strongest(reading, p), p) for p in range(T)}
+    if reading.head is not None:
+        views |= {(*reading.head, p) for p in range(T)}
+    heads_deck = _heads_deck(reading, text_key, sorted(views, key=lambda v: (v[2], v[0], v[1])))
     shown = dict(shown or {})
     circuits_key = _key(checkpoint, text)
     held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
-    strongest = Counter(_head_at(reading, p) for p in range(T))
-    missing = [lh for lh, _ in strongest.most_common() if circuits.head_name(*lh) not in held][:MAX_SENT_CIRCUITS]
+    if _every_circuit_fits(reading):
+        wanted = _every_head(reading.model.config)
+    else:
+        wanted = [lh for lh, _ in Counter(_strongest(reading, p) for p in range(T)).most_common()][:MAX_SENT_CIRCUITS]
+    missing = [lh for lh in wanted if circuits.head_name(*lh) not in held]
     circuits_deck = gr.skip()
     if missing:
         circuits_deck = _circuits_deck(reading, checkpoint, text, missing)
         held = [*held, *(circuits.head_name(*lh) for lh in missing)]
-    return deck, circuits_deck, {**shown, "circuits": circuits_key, "heads": held}
+    return deck, heads_deck, circuits_deck, {**shown, "circuits": circuits_key, "heads": held}
+
+
+def why_head_views(ctx: AppContext, checkpoint: str, text: str, target: str, head: str,
+                   knocked: list[str] | None = None, mode: str = "mean over the text", *,
+                   memo: ReadingCache | None = None):
+    """A head chosen in the page (drawn there from what it holds): its reading at every position, so that a new
+    position is drawn in the page too (the heads deck; nothing for the head that pushed most, sent already)."""
+    if (head or STRONGEST) == STRONGEST:
+        return gr.skip()
+    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo)
+    return _heads_deck(reading, _key(checkpoint, text, target),
+                       [(*reading.head, p) for p in range(reading.ids.numel())])
+
+
+def why_knock(ctx: AppContext, checkpoint: str, text: str, target: str, knocked: list[str] | None = None,
+              mode: str = "mean over the text", *, memo: ReadingCache | None = None):
+    """A set of heads knocked out that the page does not hold (several heads: one forward pass): its numbers only,
+    which the page writes the knock-out heading from."""
+    reading, _ = _reading(ctx, checkpoint, text, target, STRONGEST, knocked, mode, memo=memo)
+    names = _names(reading.knocked_heads)
+    return _knock_json(reading, _key(checkpoint, text, target, mode), names) if names else gr.skip()
 
 
 def controls(ctx: AppContext, checkpoint: str) -> tuple:
@@ -551,15 +665,22 @@ if (!window.whyBarPicks) {
     const name = point && point.customdata;
     const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
     if (!box || typeof name !== 'string' || !/^L\\d+ H\\d+$/.test(name)) return;
+    window.whyPage?.pick(name);  // its charts drawn at once; the head picker and the headings follow
     box.value = name + ' #' + Date.now();  // stamped: the same bar clicked again is a change again
     box.dispatchEvent(new Event('input', {bubbles: true}));
-    document.querySelector('#""" + HEAD_ELEM_ID + """')?.scrollIntoView({behavior: 'smooth', block: 'start'});
+    // at once, not smoothly: the answer is there now (and Plotly's hover labels, under a pointer that a smooth
+    // scroll moved over one bar after another, kept changing for a second after it was drawn)
+    document.querySelector('#""" + HEAD_ELEM_ID + """')?.scrollIntoView({behavior: 'instant', block: 'start'});
   });
 }
 """
 # Draws the position on screen from the three decks the page holds: (heading, head heading, knock-out heading,
 # circuits heading, what to ask the server for). A position past the text's end clears the view and says so; a
 # position or head whose view has not arrived asks the server (a stamped value in the hidden "need" box).
+# Draws the view on screen from the decks the page holds, for (position, head, knocked heads): (heading, head heading,
+# knock-out heading, circuits heading, the view to ask the server for, the knock-out to ask for). A position past the
+# text's end clears the view and says so; a position or head whose view has not arrived asks the server (a stamped
+# value in the hidden "need" box), and a set of knocked-out heads whose numbers have not, asks for those alone.
 SHOW_JS = chart_deck.DECK_JS + """
 window.whyPage = window.whyPage || (() => {
   const decks = () => window.chartDeck.decks;
@@ -571,46 +692,116 @@ window.whyPage = window.whyPage || (() => {
     last[i] = text;
     return text;
   });
-  async function show(position) {
-    return changed(await compose(position));
+  let knock = {key: null, raw: null, sets: {}, labels: {}, targets: [], note: ''};
+  function takeKnock(raw, more) {  // the knock-out numbers (why_tab._knock_json): sets added to those of the key
+    if (!raw || raw === knock.raw) return;
+    const sent = JSON.parse(raw);
+    if (more && knock.key !== null && sent.key !== knock.key) return;  // late: the settings changed since
+    if (sent.key !== knock.key) knock = {key: sent.key, sets: {}, labels: {}};
+    knock.raw = raw;
+    Object.assign(knock.sets, sent.sets);
+    Object.assign(knock.labels, sent.labels);
+    knock.targets = sent.targets;
+    knock.note = sent.note;
   }
-  async function compose(position) {
+  const fixed = value => value.toFixed(3);
+  const signed = value => (value >= 0 ? '+' : '') + value.toFixed(3);
+  function knockText(position, knocked) {  // why_tab._knock_text, from the same numbers; null: not held
+    const names = knocked.join(', ');
+    const lines = ['### ' + (names ? 'Knocked out: ' + names : 'Knock heads out') + '\\n\\n' + """ \
+    + json.dumps(LOOK_FOR_KNOCK) + """];
+    if (names) {
+      const intact = knock.sets[''], out = knock.sets[names];
+      if (!intact || !out || knock.targets.length <= position) return null;
+      const target = knock.targets[position];
+      const guess = knock.labels[intact.guesses[position]], outGuess = knock.labels[out.guesses[position]];
+      const p = intact.p[position], outP = out.p[position];
+      const table = ['| | intact | without ' + names + ' | change |', '|---|---|---|---|'];
+      const change = intact.loss === null ? null : out.loss - intact.loss;
+      if (change !== null) {
+        table.push('| loss on the text | ' + fixed(intact.loss) + ' | ' + fixed(out.loss) + ' | ' + signed(change) +
+                   ' |');
+      }
+      table.push('| guess at position ' + position + ' | `' + guess + '` | `' + outGuess + '` | ' +
+                 (guess === outGuess ? 'same' : 'changed') + ' |');
+      table.push('| p(`' + target + '`) | ' + fixed(p) + ' | ' + fixed(outP) + ' | ' + signed(outP - p) + ' |');
+      lines.push(table.join('\\n'));
+      if (change !== null && change < 0) {
+        lines.push('**The loss is lower without ' + names + '**: on this text ' +
+                   (knocked.length === 1 ? 'it was' : 'they were') + ' hurting the prediction more than helping it.');
+      }
+    } else {
+      lines.push('Tick heads below to knock them out.');
+    }
+    lines.push(knock.note);
+    return lines.join('\\n\\n');
+  }
+  let current = null;  // the position and knocked heads on screen
+  async function show(position, head, knocked) {
+    current = {position, knocked: knocked || []};
+    return changed(await compose(position, head, knocked || []));
+  }
+  function pick(head) {  // a head's bar clicked: its charts drawn now (show() then only writes the headings)
+    if (current) compose(current.position, head, current.knocked);
+  }
+  async function compose(position, head, knocked) {
     const why = decks()['""" + DECK + """'];
-    if (!why || why.key === null) return [undefined, undefined, undefined, undefined, undefined];
+    if (!why || why.key === null) return Array(7).fill(undefined);
     const length = parseInt(why.key), asked = Math.trunc(Number(position));
     if (!(asked >= -length && asked < length)) {
-      columns('""" + DECK + """').forEach(block => { block.style.display = 'none'; });
-      columns('""" + CIRCUITS_DECK + """').forEach(block => { block.style.display = 'none'; });
+      ['""" + DECK + """', '""" + HEADS_DECK + """', '""" + CIRCUITS_DECK + """'].forEach(
+        deck => columns(deck).forEach(block => { block.style.display = 'none'; }));
       return ['### No position ' + position + '\\n\\nThe text has ' + length + ' tokens: positions 0 to ' +
-              (length - 1) + ', or -1 for the last.', '', '', '', undefined];
+              (length - 1) + ', or -1 for the last.', '', '', '', undefined, undefined, undefined];
     }
-    const name = String(asked < 0 ? asked + length : asked);
+    // the circuits' columns keep a host per head (chart_deck.hosts(views=...)): shown again, whatever the head
+    columns('""" + CIRCUITS_DECK + """').forEach(block => { block.style.display = ''; });
+    const name = String(asked < 0 ? asked + length : asked), stamp = ' #' + Date.now();
     const view = await window.chartDeck.draw('""" + DECK + """', name);
-    if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + ' #' + Date.now()];
-    const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', view.texts[3]);
+    if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + stamp, undefined, undefined];
+    const chosen = head && head !== """ + json.dumps(STRONGEST) + """ ? head : view.texts[1];
+    const reading = await window.chartDeck.draw('""" + HEADS_DECK + """', chosen + '@' + name);
+    const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', chosen);
     await window.chartDeck.draw('""" + RANKING_DECK + """', 'ranking');
-    const need = circuits ? undefined : 'head ' + view.texts[3] + ' #' + Date.now();
-    return [view.texts[0], view.texts[1], view.texts[2], circuits ? circuits.texts[0] : undefined, need];
+    const knockHeading = knockText(Number(name), knocked);
+    // a head chosen: its reading at every position, asked for once (an unchanged request is no change of the box)
+    const views = decks()['""" + HEADS_DECK + """'].views;
+    const everywhere = chosen === view.texts[1] || [...Array(length).keys()].every(p => views[chosen + '@' + p]);
+    return [view.texts[0], reading ? reading.texts[0] : undefined, knockHeading === null ? undefined : knockHeading,
+            circuits ? circuits.texts[0] : undefined,
+            reading && circuits ? undefined : 'head ' + chosen + ' at ' + name + stamp,
+            knockHeading === null ? 'knock ' + knocked.join(', ') + stamp : undefined,
+            everywhere ? undefined : chosen + ' in ' + why.key];
   }
-  return {show};
+  return {show, pick, takeKnock, knockText};
 })();
 """
+ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
 
 
 def _take_js(more: bool) -> str:
-    """A ``js=`` function (deck, circuits deck, ranking deck, position) -> the four headings: keeps what arrived and
-    draws the position on screen. ``more``: a follow-up, ignored where the settings changed since its first answer."""
+    """A ``js=`` function (the four decks, the knock-out numbers, position, head, knocked) -> the four headings:
+    keeps what arrived and draws the view on screen. ``more``: a follow-up, ignored where the settings changed since
+    its first answer."""
     take = "".join(f"  window.chartDeck.take({json.dumps(name)}, {raw}, {json.dumps(more)});\n"
-                   for name, raw in ((DECK, "raw"), (CIRCUITS_DECK, "circuits"), (RANKING_DECK, "ranking")))
-    return (f"async (raw, circuits, ranking, position) => {{ {SHOW_JS}\n{take}"
-            "  return (await window.whyPage.show(position)).slice(0, 4);\n}")
+                   for name, raw in ((DECK, "raw"), (HEADS_DECK, "heads"), (CIRCUITS_DECK, "circuits"),
+                                     (RANKING_DECK, "ranking")))
+    return (f"async (raw, heads, circuits, ranking, knock, {ARGUMENTS}) => {{ {SHOW_JS}\n{take}"
+            f"  window.whyPage.takeKnock(knock, {json.dumps(more)});\n"
+            f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
 
 
-POSITION_JS = f"async (position) => {{ {SHOW_JS}\n  return await window.whyPage.show(position);\n}}"
+# a new position, a head chosen, heads ticked: drawn in the page from what it holds; what is not there is asked for
+SHOW_EVENT_JS = f"async ({ARGUMENTS}) => {{ {SHOW_JS}\n  return await window.whyPage.show({ARGUMENTS});\n}}"
+# a head's reading at every position, or a knock-out's numbers, arrived: kept, and the view drawn again
+TAKE_HEADS_JS = (f"async (heads, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.chartDeck.take({json.dumps(HEADS_DECK)}, "
+                 f"heads, true);\n  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
+TAKE_KNOCK_JS = (f"async (knock, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.whyPage.takeKnock(knock, true);\n"
+                 f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
 
 
-# A head's bar clicked ("L1 H0 #<click time>", written by PICK_JS): its name for the head picker, in the page (the
-# server is asked once, for the head's view); anything else leaves the picker as it is.
+# A head's bar clicked ("L1 H0 #<click time>", written by PICK_JS): its name for the head picker, in the page;
+# anything else leaves the picker as it is.
 PICK_HEAD_JS = r"""(picked, current) => {
   const name = typeof picked === 'string' ? picked.split(' #')[0] : '';
   return /^L\d+ H\d+$/.test(name) ? name : current;
@@ -636,10 +827,10 @@ def build(ctx: AppContext) -> None:
     head = gr.Dropdown([STRONGEST, *heads], value=STRONGEST, label="head", allow_custom_value=True)
     head_heading = gr.Markdown(label="the head's reading", elem_id=HEAD_ELEM_ID)
     with gr.Row():
-        chart_deck.hosts(DECK, [1, 2])
+        chart_deck.hosts(HEADS_DECK, [0, 1])
     circuits_heading = gr.Markdown(label="what the head reads and writes")
-    with gr.Row():
-        chart_deck.hosts(CIRCUITS_DECK, [0, 1])
+    with gr.Row():  # a host per head: every head's tables drawn out of sight while the page is idle
+        chart_deck.hosts(CIRCUITS_DECK, [0, 1], views=heads)
     with gr.Row():
         knocked = gr.Dropdown(heads, value=[], multiselect=True, allow_custom_value=True, label="knock out",
                               info="heads whose output is replaced", scale=3)
@@ -654,14 +845,21 @@ def build(ctx: AppContext) -> None:
         api_button = gr.Button("explain", visible=False)
         api_outputs = [gr.Markdown(visible=False, label=field) if field.endswith("heading") else
                        gr.Plot(label=field, visible=False) for field in WhyView._fields]
-    decks = [gr.Textbox(visible=False, label=f"{name} deck") for name in (DECK, CIRCUITS_DECK, RANKING_DECK)]
+    decks = [gr.Textbox(visible=False, label=f"{name} deck") for name in (DECK, HEADS_DECK, CIRCUITS_DECK,
+                                                                          RANKING_DECK)]
+    decks.append(gr.Textbox(visible=False, label="knock-out numbers"))
     need = gr.Textbox(visible=False, label="view the page asks for")
-    shown = gr.State({})  # the circuits and ranking the page holds: they are not sent again
+    need_knock = gr.Textbox(visible=False, label="knock-out the page asks for")
+    want_head = gr.Textbox(visible=False, label="head whose every position the page asks for")
+    shown = gr.State({})  # the circuits, ranking and knock-out numbers the page holds: they are not sent again
 
     settings = [checkpoint, text, position, target, head, knocked, mode]
     texts = [heading, head_heading, knock_heading, circuits_heading]
+    on_screen = [position, head, knocked]
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
-    draw = dict(fn=None, inputs=[*decks, position], outputs=texts, show_progress="hidden", queue=False)
+    draw = dict(fn=None, inputs=[*decks, *on_screen], outputs=texts, show_progress="hidden", queue=False)
+    in_page = dict(inputs=on_screen, outputs=[*texts, need, need_knock, want_head], js=SHOW_EVENT_JS,
+                   api_visibility="private", show_progress="hidden", queue=False)
 
     memo = ReadingCache()
 
@@ -672,7 +870,7 @@ def build(ctx: AppContext) -> None:
         keep_on_refusal(first, [*decks, shown], f"{name}_refused")
         first.success(**draw, js=_take_js(False), api_name=f"{name}_draw", api_visibility="private")
         wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown],
-             [decks[0], decks[1], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
+             [*decks[:3], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
              **quick).then(
             **draw, js=_take_js(True), api_name=f"{name}_deck_draw", api_visibility="private")
 
@@ -684,12 +882,24 @@ def build(ctx: AppContext) -> None:
     answer(pickers(arrival.then, api_name="why_arrival_controls", api_visibility="private").then, "why_load")
     # a new checkpoint resets the head pickers first, so the view never reads another model's head names
     answer(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then, "why_checkpoint")
-    # a click on a head's bar in the attribution chart opens that head
-    answer(picked.change(None, [picked, head], head, js=PICK_HEAD_JS, api_name="why_pick_head",
-                         api_visibility="private", show_progress="hidden", queue=False).success, "why_picked")
-    answer(functools.partial(gr.on, [text.change, target.change, head.input, knocked.change, mode.change]),
-           "why_update")
+    answer(functools.partial(gr.on, [text.change, target.change, mode.change]), "why_update")
+    # a head chosen in the list, or by a click on its bar in the attribution chart, is drawn in the page from the
+    # readings and circuits it holds; then its reading at every position follows, asked for once (the list's
+    # input event comes twice: at the choice, and again as the box loses focus)
+    head.input(None, **in_page, api_name="why_head")
+    picked.change(None, [picked, head], head, js=PICK_HEAD_JS, api_name="why_pick_head", api_visibility="private",
+                  show_progress="hidden", queue=False).success(None, **in_page, api_name="why_picked")
+    wire(want_head.change, why_head_views, ctx, [checkpoint, text, target, head, knocked, mode], decks[1],
+         fixed=dict(memo=memo), api_name="why_head_views", api_visibility="private", **quick).success(
+        None, [decks[1], *on_screen], texts, js=TAKE_HEADS_JS, api_name="why_head_views_draw",
+        api_visibility="private", show_progress="hidden", queue=False)
+    # heads ticked or unticked: drawn in the page from the numbers it holds (every head alone, sent with the
+    # ranking); a set it lacks is asked for, and answered with numbers alone
+    knocked.change(None, **in_page, api_name="why_knocked")
+    wire(need_knock.change, why_knock, ctx, [checkpoint, text, target, knocked, mode], decks[4],
+         fixed=dict(memo=memo), api_name="why_knock", api_visibility="private", **quick).success(
+        None, [decks[4], *on_screen], texts, js=TAKE_KNOCK_JS, api_name="why_knock_draw", api_visibility="private",
+        show_progress="hidden", queue=False)
     # a new position is drawn in the page from the decks it holds; one not there yet is asked for
-    position.change(None, position, [*texts, need], js=POSITION_JS, api_name="why_position",
-                    api_visibility="private", show_progress="hidden", queue=False)
+    position.change(None, **in_page, api_name="why_position")
     answer(need.change, "why_need", fresh=True)
