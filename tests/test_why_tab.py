@@ -216,6 +216,15 @@ def test_a_knock_out_that_lowers_the_loss_says_the_head_was_hurting(ctx):
         name = circuits.head_name(effect.layer, effect.head)
         view = explain(ctx, knocked=[name], mode=mode)
         assert (f"The loss is lower without {name}**: on this text it was hurting" in view.knock_heading) == lower
+    # before any knock-out, the ranking's line names the heads the text is better without (a stranger saw the head
+    # that pushed most ranked below zero, and nothing said why until it was knocked out)
+    zeroed = circuits.head_effects(loaded.model, ids, "zero")
+    worse = [circuits.head_name(e.layer, e.head) for e in zeroed if e.added < 0][::-1][:3]
+    view = explain(ctx, mode="zero")
+    assert "Choose heads in the **knock out** list" in view.knock_heading
+    assert f"Without {', '.join(worse)}" in view.knock_heading and "the loss falls: on this text" in view.knock_heading
+    meaned = circuits.head_effects(loaded.model, ids, "mean")
+    assert ("the loss falls" in explain(ctx).knock_heading) == any(e.added < 0 for e in meaned)
 
 
 def test_the_pairs_in_words_are_among_the_texts_characters_and_a_downward_head_is_read_by_its_downward_push(ctx):
@@ -232,3 +241,15 @@ def test_the_pairs_in_words_are_among_the_texts_characters_and_a_downward_head_i
                                view.head_heading).group(1))
         assert (push >= 0) == (part >= 0) or push == 0, (head, part, push)
         assert ("pushed it down most" in view.head_heading) == (push < 0)
+
+
+def test_the_bars_that_matter_keep_their_labels_where_not_all_fit(ctx):
+    """A stranger read "the head read `a` at 19" and found that bar unlabelled between every other character's: where
+    the labels are thinned, the tallest weights and the strongest pushes keep theirs."""
+    text = "ROMEO:\nBut soft, what light thr"  # "\\n" is a wide label: 21 bars do not all fit at position 20
+    for position in (20, -1):
+        view = explain(ctx, text, position=position, head="L0 H0")
+        weights, shares = (np.array(figure.data[0].y) for figure in (view.weights, view.shares))
+        ticks = list(view.weights.layout.xaxis.tickvals)
+        assert len(ticks) < len(weights)  # thinned: the case that hid the tallest bar
+        assert int(weights.argmax()) in ticks and int(np.abs(shares).argmax()) in ticks

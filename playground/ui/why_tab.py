@@ -36,8 +36,10 @@ MAX_RANKED_HEADS = 48  # knock-out ranking costs a forward pass a head: GPT-2's 
 PAIRS = 5
 LOOK_FOR_PARTS = "**Look for:** the longest bars: the parts that wrote this guess. Green pushed it up, red down."
 LOOK_FOR_HEAD = "**Look for:** the characters this head read that pushed the guess up (the tall bars)."
+IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the tallest, the strongest pushes
 LOOK_FOR_CIRCUITS = ("**Look for:** bright cells. Left: which key characters a query character looks for. Right: "
                      "which next characters the head promotes when it attends to a character.")
+KNOCK_HINT = "Choose heads in the **knock out** list to knock them out."  # the list sits above the heading
 LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is tallest: the text needs them most."
 CIRCUIT_MORE = ("Both tables read each character's token embedding alone, without its position, through the "
                 "layer's LayerNorm: for a layer past the first that is the direct path, as if the head read the input "
@@ -270,6 +272,12 @@ def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, na
                           for knock in alone), key=lambda effect: -effect.added)
         note = (f"Most needed: {circuits.head_name(effects[0].layer, effects[0].head)} ({effects[0].added:+.3f} "
                 "without it).")
+        hurting = [effect for effect in effects if effect.added < 0][::-1]  # the loss falls most without the first
+        if hurting:  # a head can push this target up and still hurt the text as a whole
+            one = len(hurting) == 1
+            note += (f" Without {_names([(e.layer, e.head) for e in hurting[:3]])}"
+                     f"{' and others' if len(hurting) > 3 else ''} the loss falls: on this text "
+                     f"{'it hurts' if one else 'they hurt'} more than {'it helps' if one else 'they help'}.")
     if knocked_heads and _names(knocked_heads) not in knocks:
         knocks[_names(knocked_heads)] = memo.get(("knocked", *text_key, target, tuple(knocked_heads), mode), model,
                                                  lambda: circuits.knock_outs(model, ids, [knocked_heads], targets,
@@ -346,7 +354,7 @@ def _knock_text(reading: _Reading, position: int) -> str:
             lines.append(f"**The loss is lower without {names}**: on this text {they} hurting the prediction more "
                          "than helping it.")
     else:
-        lines.append("Tick heads below to knock them out.")
+        lines.append(KNOCK_HINT)
     lines.append(reading.ranking_note)
     return "\n\n".join(lines)
 
@@ -358,8 +366,12 @@ def _bars(reading: _Reading, position: int, layer: int, which: int) -> tuple[dic
     name = _label(reading.tokenizer.label(reading.attributions[position].target_id))
     seen = slice(0, position + 1)
     weights, shares = (keys[position, seen].tolist() for keys in reading.keys[(layer, which)])
-    # the read characters under their bars (the hover adds each one's position), spaced to fit a phone
-    axis = dict(labels=reading.tokens[seen], room_px=plots.LABEL_ROOM_PX, important=[position])
+    # the read characters under their bars (the hover adds each one's position), spaced to fit a phone; where not
+    # all fit, the bars that matter keep theirs, then the query (a stranger found the tallest bar unlabelled)
+    tallest = sorted(range(len(weights)), key=lambda i: -weights[i])[:IMPORTANT_BARS]
+    strongest = sorted(range(len(shares)), key=lambda i: -abs(shares[i]))[:IMPORTANT_BARS]
+    axis = dict(labels=reading.tokens[seen], room_px=plots.LABEL_ROOM_PX,
+                important=[*(i for pair in zip(tallest, strongest) for i in pair), position])
     return (dict(axis, values=weights, title=f"Where position {position} looks ({chosen})"),
             dict(axis, values=shares, title=f"Each read character's push on '{name}' ({chosen})",
                  colours=_colours(shares)))
@@ -731,7 +743,7 @@ window.whyPage = window.whyPage || (() => {
                    (knocked.length === 1 ? 'it was' : 'they were') + ' hurting the prediction more than helping it.');
       }
     } else {
-      lines.push('Tick heads below to knock them out.');
+      lines.push(""" + json.dumps(KNOCK_HINT) + """);
     }
     lines.push(knock.note);
     return lines.join('\\n\\n');
