@@ -177,12 +177,15 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
         plot_bgcolor="#f3f3f3" if not finite.all() else "rgba(0,0,0,0)",
     )
     if highlight_row is not None and first_row <= highlight_row < first_row + rows:
-        row = highlight_row - first_row
-        layout["shapes"] = [dict(type="rect", xref="x", yref="y", x0=-0.5, x1=cols - 0.5, y0=row - 0.5,
-                                 y1=row + 0.5, line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)",
-                                 name="chosen query")]
+        layout["shapes"] = [row_frame(highlight_row - first_row, cols)]
     figure = go.Figure(traces, layout)
     return swipes_scroll(figure)
+
+
+def row_frame(row: int, cols: int) -> dict:
+    """The frame around row ``row`` (of the window drawn) of a heatmap ``cols`` wide: the chosen query's row."""
+    return dict(type="rect", xref="x", yref="y", x0=-0.5, x1=cols - 0.5, y0=row - 0.5, y1=row + 0.5,
+                line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)", name="chosen query")
 
 
 def vocabulary_heatmap(matrix: torch.Tensor, labels: Sequence[str], title: str = "", *, x_title: str = "",
