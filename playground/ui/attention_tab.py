@@ -589,7 +589,26 @@ window.attentionPositions = window.attentionPositions || (() => {
     deck.key = sent.keys[String(asked)];
     deck.views = {[step]: {texts: [shown.texts[0], shown.texts[1], at.text], figures}};
     deck.raw = null;
-    return window.chartDeck.draw('""" + DECK + """', step);
+    // a heatmap drawn with the step's data has only its frame moved (Plotly.relayout, a few ms: Plotly.react draws the
+    // whole heatmap again); the deck is told it is drawn, and draws the rest
+    const moved = [];
+    at.changes.forEach((changes, slot) => {
+      if (!changes || sent.bases[slot] || Object.keys(changes).join() !== 'layout'
+          || Object.keys(changes.layout).join() !== 'shapes') return;
+      const host = document.querySelector('#""" + DECK + """-chart-' + slot + ' .""" + chart_deck.HOST_CLASS + """');
+      if (!host || !host._fullLayout || !host.signatures || host.dataset.stamp === undefined) return;
+      if (signatures(shown.figures[slot]).join('\\n') !== host.signatures.join('\\n')) return;
+      host.dataset.stamp = deck.key + '|' + step;
+      moved.push([host, figures[slot].layout.shapes]);
+    });
+    const drawn = await window.chartDeck.draw('""" + DECK + """', step);
+    moved.forEach(([host, shapes]) => window.Plotly.relayout(host, {shapes}));
+    return drawn;
+  }
+  const known = new WeakMap();  // a figure's traces as JSON (the deck's signatures of what a host draws), by data
+  function signatures(figure) {
+    if (!known.has(figure.data)) known.set(figure.data, figure.data.map(trace => JSON.stringify(trace)));
+    return known.get(figure.data);
   }
   return {keep, move, held};
 })();
