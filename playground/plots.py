@@ -21,6 +21,9 @@ MAX_SIDE = 128  # a heatmap draws at most this many rows and columns: the figure
 MAX_FEATURE_COLUMNS = 384  # a features heatmap's columns (the heads side by side): every head of a 192-wide model
 MASKED_COLOUR = "#c7ccd4"  # masked cells: a grey neither colour scale uses
 HIGHLIGHT_COLOUR = "#f97316"  # the frame around the chosen query's row
+# Plotly's default for outside tick labels ("hide past div") measures every label against the chart at each draw: some
+# two thirds of redrawing a 42 x 42 heatmap with its 84 labels. Automargin already makes room for them: none is hidden
+LABELS_OVERFLOW = "allow"
 TITLE_WIDTH = 40  # characters per title line: a phone's plot is about 340 px wide
 TITLE_FONT_SIZE = 15
 LABEL_ROOM_PX = 280  # the narrowest plot area a sparse axis must fit (three plots in a row, or a phone)
@@ -171,18 +174,23 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
         title=title_layout, height=height,
         margin=dict(l=60, r=20, t=top, b=50),
         xaxis=dict(tickmode="array", tickvals=list(range(0, cols, x_step)), tickfont=tick_font, tickangle=0,
-                   ticktext=col_labels[::x_step], title=dict(text=x_title), side="bottom", automargin=True),
+                   ticktext=col_labels[::x_step], title=dict(text=x_title), side="bottom", automargin=True,
+                   ticklabeloverflow=LABELS_OVERFLOW),
         yaxis=dict(tickmode="array", tickvals=list(range(0, rows, y_step)), tickfont=tick_font,
-                   ticktext=row_labels[::y_step], title=dict(text=y_title), autorange="reversed", automargin=True),
+                   ticktext=row_labels[::y_step], title=dict(text=y_title), autorange="reversed", automargin=True,
+                   ticklabeloverflow=LABELS_OVERFLOW),
         plot_bgcolor="#f3f3f3" if not finite.all() else "rgba(0,0,0,0)",
     )
     if highlight_row is not None and first_row <= highlight_row < first_row + rows:
-        row = highlight_row - first_row
-        layout["shapes"] = [dict(type="rect", xref="x", yref="y", x0=-0.5, x1=cols - 0.5, y0=row - 0.5,
-                                 y1=row + 0.5, line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)",
-                                 name="chosen query")]
+        layout["shapes"] = [row_frame(highlight_row - first_row, cols)]
     figure = go.Figure(traces, layout)
     return swipes_scroll(figure)
+
+
+def row_frame(row: int, cols: int) -> dict:
+    """The frame around row ``row`` (of the window drawn) of a heatmap ``cols`` wide: the chosen query's row."""
+    return dict(type="rect", xref="x", yref="y", x0=-0.5, x1=cols - 0.5, y0=row - 0.5, y1=row + 0.5,
+                line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)", name="chosen query")
 
 
 def vocabulary_heatmap(matrix: torch.Tensor, labels: Sequence[str], title: str = "", *, x_title: str = "",
@@ -335,7 +343,7 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y
     figure.update_layout(title=title_layout, height=height, yaxis_title=y_title,
                          margin=dict(l=60, r=20, t=top, b=50),
                          xaxis=dict(tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=angle,
-                                    automargin=True))
+                                    automargin=True, ticklabeloverflow=LABELS_OVERFLOW))
     return swipes_scroll(figure)
 
 

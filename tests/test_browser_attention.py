@@ -381,6 +381,48 @@ def test_a_what_if_switch_is_drawn_in_the_page_before_the_server_answers(page):
     expect_no_error(page)
 
 
+POSITIONS_HELD = """step => { const deck = window.chartDeck && window.chartDeck.decks.attention;
+    return !!deck && !!window.attentionPositions
+        && window.attentionPositions.held.some(sent => sent.step === step && sent.known.has(deck.key)); }"""
+DRAWN_IS_THE_SERVERS = """([step, slot]) => { const deck = window.chartDeck.decks.attention;
+    const host = document.querySelector(`#attention-chart-${slot} .js-plotly-plot`);
+    return JSON.stringify(host.data.map(trace => trace.y)) ===
+        JSON.stringify(deck.views[step].figures[slot].data.map(trace => trace.y)); }"""
+
+
+def test_a_new_query_position_is_drawn_in_the_page_before_the_server_answers(page):
+    """The page holds the step on screen at every query position of the text: with every request to the server held
+    back, a new position is drawn (the frame moved, its bars, its sentence); the server's answer, let through, brings
+    the other steps at that position and draws nothing again. A position past the end is still the server's."""
+    panel = arrive(page)
+    pick_step(panel, 6)
+    page.wait_for_function(POSITIONS_HELD, arg=STEP_TITLES[5], timeout=WAIT_MS)
+    held = []
+    page.route("**/queue/join**", lambda route: held.append(route))
+    set_number(panel, "query position (-1 = the last token)", 5)
+    expect(plot_titled(panel, "Softmax weights of query 5 (,)")).to_be_visible(timeout=WAIT_MS)
+    expect(plot_titled(panel, "Scores into softmax of query 5 (,)")).to_be_visible()
+    expect(panel).to_contain_text("Query 5 ,: its output is the weighted sum")
+    assert figure(plot_titled(panel, "attention weights"))["shapes"] == [{"y0": 4.5, "y1": 5.5}]
+    assert held  # drawn while the server's requests (for the other steps) wait
+    for route in held:
+        route.continue_()
+    page.unroute("**/queue/join**")
+    page.wait_for_function(FULL_DECK, timeout=WAIT_MS)  # the server's answers, every step, for query 5
+    for slot in (3, 4):  # the bars drawn in the page are the server's, number for number
+        assert page.evaluate(DRAWN_IS_THE_SERVERS, [STEP_TITLES[5], slot])
+    pick_step(panel, 5)
+    expect(plot_titled(panel, "Scores into softmax of query 5 (,)")).to_be_visible(timeout=WAIT_MS)
+    # and at step 5, once its positions are held, the last token again (-1)
+    page.wait_for_function(POSITIONS_HELD, arg=STEP_TITLES[4], timeout=WAIT_MS)
+    set_number(panel, "query position (-1 = the last token)", -1)
+    expect(plot_titled(panel, f"Scores into softmax of query {DEFAULT_TOKENS - 1} (.)")).to_be_visible(
+        timeout=WAIT_MS)
+    assert figure(plot_titled(panel, "masked scores"))["shapes"] == [{"y0": DEFAULT_TOKENS - 1.5,
+                                                                       "y1": DEFAULT_TOKENS - 0.5}]
+    expect_no_error(page)
+
+
 def test_show_with_an_emptied_text_says_why_once(page):
     """A stranger emptied the text and pressed Show: a warning (the text's change) and an error (Show) came, for one
     thing. Now the heading says it, in one warning, and no error."""

@@ -634,6 +634,55 @@ def test_the_attention_page_gets_the_step_on_screen_then_every_step_under_one_ke
     assert other["key"] != every["key"]  # another temperature: the page drops the views it holds
 
 
+def _laid_over(base, changes, key=None):
+    """The page's merge (attention_tab.POSITIONS_JS, chart_deck's): objects key by key, traces one by one."""
+    if key == "data" and isinstance(base, list) and isinstance(changes, list):
+        return [_laid_over(base[i] if i < len(base) else {}, trace) for i, trace in enumerate(changes)]
+    if not isinstance(base, dict) or not isinstance(changes, dict):
+        return changes
+    return {**base, **{name: _laid_over(base.get(name), value, name) for name, value in changes.items()}}
+
+
+@pytest.mark.parametrize("source, switches", [("random weights", (False, True, 2.0, True)),  # now beside default
+                                              ("textbook preset", (True, False, 1.0, False)),
+                                              ("trained checkpoint", (True, True, 1.0, False))])
+def test_the_page_is_sent_the_step_at_every_query_position_and_each_is_the_servers_view(ctx, source, switches):
+    """A new query position is drawn in the page: each position's figures, laid over the step the page holds (the
+    last token's), are the figures the server draws for that position, its sentence the server's, under the key the
+    server's deck for that position has (so its later answers add to what is drawn)."""
+    settings = [source, "shakespeare-char", 0, 1, 3, 12, 4, "journey", "To be, ", *switches]
+    length = 6 if source == "textbook preset" else len("To be, ")
+    decks = {query: json.loads(attention_tab.attention_deck(ctx, *settings, query)) for query in range(-1, length)}
+    held = decks[-1]["views"]
+    for title in STEP_TITLES:
+        raw = attention_tab.attention_positions(ctx, *settings, title)
+        if title == STEP_TITLES[1]:  # q beside its best keys: a new heatmap per position, asked of the server
+            assert raw == gr.skip()
+            continue
+        sent = json.loads(raw)
+        assert sent["step"] == title and sent["length"] == length
+        assert sent["keys"] == {str(query): deck["key"] for query, deck in decks.items()}
+        for position, at in enumerate(sent["positions"]):
+            view = decks[position]["views"][title]
+            assert at["text"] == view["texts"][2] and f"Query **{position}**" in at["text"]
+            drawn = [None if changes is None else _laid_over(sent["bases"][slot] or held[title]["figures"][slot],
+                                                              changes) for slot, changes in enumerate(at["changes"])]
+            assert drawn == view["figures"], (title, position)
+    assert attention_tab._deck_key(*settings, 5.0) == attention_tab._deck_key(*settings, 5)  # the box's 5.0 is 5
+
+
+def test_every_query_position_is_sent_only_for_a_text_whose_heatmaps_stay_put(ctx):
+    """Up to POSITIONS_MAX_LENGTH tokens the heatmaps keep their window and only the frame moves, so what is sent is
+    bounded (a few hundred KB at the longest); past it each position would be new heatmaps: the server answers."""
+    settings = ["random weights", None, 0, 0, 0, 16, 8, "journey"]
+    longest = "ab" * (attention_tab.POSITIONS_MAX_LENGTH // 2)
+    raw = attention_tab.attention_positions(ctx, *settings, longest, True, True, 1.0, False, STEP_TITLES[5])
+    assert len(json.loads(raw)["positions"]) == attention_tab.POSITIONS_MAX_LENGTH and len(raw) < 1_000_000
+    assert attention_tab.attention_positions(ctx, *settings, longest + "a", True, True, 1.0, False,
+                                             STEP_TITLES[5]) == gr.skip()
+    assert attention_tab.attention_positions(ctx, *settings, "", True, True, 1.0, False, STEP_TITLES[5]) == gr.skip()
+
+
 def test_a_checkpoint_head_runs_the_model_once_per_text(ctx, monkeypatch):
     """Stepping or moving the query on one text reuses the head's inputs; another text, layer or head builds anew."""
     built = []

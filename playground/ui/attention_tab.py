@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import gradio as gr
+import numpy as np
 import torch
 
 from playground import budget, checks, plots, walkthrough
@@ -196,9 +197,15 @@ def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None
     return figures + [None] * (3 - len(figures))
 
 
-def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: str):
-    """The query's row of the scores as the step on screen has them: raw up to step 3, scaled at step 4, and from
-    step 5 on what goes into softmax (masked cells grey, when the mask is on)."""
+def _short(values) -> list[float]:
+    """float32 values written at their shortest (9 digits at most, each read back as the same float32): the bars'
+    JSON is about half as long, and each bar is the number the head computed."""
+    return [float(str(value)) for value in np.asarray(values, dtype=np.float32)]
+
+
+def _score_bar_args(trace: walkthrough.HeadTrace, key: str, position: int, token: str) -> dict:
+    """plots.bar_chart's arguments for the query's row of the scores as the step on screen has them: raw up to step
+    3, scaled at step 4, and from step 5 on what goes into softmax (masked cells grey, when the mask is on)."""
     if key in ("x", "qkv", "scores"):
         values, what, hidden = trace.scores[position], "Raw scores", None
     elif key == "scaled_scores":
@@ -206,9 +213,22 @@ def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: st
         what = "Scaled scores" if trace.scale else "Scores (not scaled)"
     else:
         values, hidden, what = trace.masked_scores[position], trace.masked[position].tolist(), "Scores into softmax"
-    shown = [0.0 if hidden and hidden[j] else value for j, value in enumerate(values.tolist())]
-    return plots.bar_chart(trace.tokens, shown, f"{what} of query {position} ({token})", "score", masked=hidden,
-                           masked_hover=lessons.MASKED_SCORE_HOVER, important=_labels_that_matter(trace, position))
+    shown = [0.0 if hidden and hidden[j] else value for j, value in enumerate(_short(values))]
+    return dict(labels=trace.tokens, values=shown, title=f"{what} of query {position} ({token})", y_title="score",
+                masked=hidden, masked_hover=lessons.MASKED_SCORE_HOVER, important=_labels_that_matter(trace, position))
+
+
+def _weight_bar_args(trace: walkthrough.HeadTrace, position: int, token: str) -> dict:
+    """plots.bar_chart's arguments for the query's softmax weights (masked keys grey)."""
+    return dict(labels=trace.tokens, values=_short(trace.weights[position]),
+                title=f"Softmax weights of query {position} ({token})", y_title="weight",
+                masked=trace.masked[position].tolist(), masked_hover=lessons.MASKED_WEIGHT_HOVER,
+                important=_labels_that_matter(trace, position))
+
+
+def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: str):
+    """The query's row of the scores as the step on screen has them (_score_bar_args)."""
+    return plots.bar_chart(**_score_bar_args(trace, key, position, token))
 
 
 KEYS_BESIDE = 3  # keys drawn beside the query's row at step 2: those its q matches best
@@ -266,11 +286,11 @@ def _mixes_text(row: walkthrough.QueryRow) -> str:
 SCORES_MET, WEIGHTS_MET = STAGE_KEYS.index("scores"), STAGE_KEYS.index("weights")
 
 
-def _coming_text(row: walkthrough.QueryRow, index: int) -> str:
+def _coming_text(position: int, token: str, index: int) -> str:
     """Before softmax, the query's panel says what it will show, and at which step."""
     coming = [(SCORES_MET, "its scores"), (WEIGHTS_MET, "its softmax weights")]
     said = [f"{what} at step {met + 1}" for met, what in coming if met > index]
-    return f"Query **{row.position}** `{row.token}`: its row is framed. Still to come: {', '.join(said)}."
+    return f"Query **{position}** `{token}`: its row is framed. Still to come: {', '.join(said)}."
 
 
 class View(NamedTuple):
@@ -335,7 +355,6 @@ def _views(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim
         position = trace.length - 1 if asked < 0 else min(asked, trace.length - 1)
         warnings = [lessons.query_clamped(asked, trace.length)] if asked > position else []
         row = walkthrough.query_row(trace, position)
-        hidden = trace.masked[position].tolist()
         heading_tail = (f"*{inputs.description}* · T = {count(trace.length, 'token')} · C = {trace.embedding_dim} · "
                         f"d_k = {trace.head_size}")
         if request.about:
@@ -354,14 +373,12 @@ def _views(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim
             # the query's panel shows only what the steps so far have introduced: scores from step 3, weights from 6
             score_bars = (_score_bars(trace, key, position, row.token) if index >= SCORES_MET
                           else _query_beside_keys(trace, position, row.token) if key == "qkv" else None)
-            weight_bars = plots.bar_chart(
-                trace.tokens, row.weights, f"Softmax weights of query {position} ({row.token})", "weight",
-                masked=hidden, masked_hover=lessons.MASKED_WEIGHT_HOVER,
-                important=_labels_that_matter(trace, position)) if index >= WEIGHTS_MET else None
+            weight_bars = (plots.bar_chart(**_weight_bar_args(trace, position, row.token)) if index >= WEIGHTS_MET
+                           else None)
             stage = stages[index]
             heading = (f"### {stage.title}\n\n**Look for:** {lessons.LOOK_FOR[index]}\n\n"
                        + fold(f"`{stage.formula}`\n\n{stage.explanation}\n\n{heading_tail}"))
-            query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row, index)
+            query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row.position, row.token, index)
             whatif = "\n\n".join(note for note in notes if note)
             views.append(View(heading, *figures, fold(whatif, "what the switches change") if whatif else "",
                               score_bars, weight_bars, query_md, "", asked if asked < 0 else position, warnings))
@@ -394,8 +411,14 @@ DECK_TEXTS = 3  # the heading, the what-if notes, the query's sentence
 
 
 def _deck_key(*settings) -> str:
-    """Names the settings a deck's views were made with (all but the step): the page keeps views of one key."""
-    return hashlib.sha1(repr(settings).encode()).hexdigest()[:16]
+    """Names the settings a deck's views were made with (all but the step, the query last): the page keeps views of
+    one key. A query box's whole number names one position however it was sent (5, 5.0)."""
+    *rest, query = settings
+    try:
+        query = int(query) if float(query).is_integer() else query
+    except (TypeError, ValueError):  # none, or text: refused where it is read
+        pass
+    return hashlib.sha1(repr((*rest, query)).encode()).hexdigest()[:16]
 
 
 def _deck_view(view: View) -> tuple[list[str], list]:
@@ -426,6 +449,179 @@ def attention_deck(ctx: AppContext, source, checkpoint, layer, head, seed, embed
         return gr.skip()
     return chart_deck.deck_json(_deck_key(*settings), {title: _deck_view(view)
                                                        for title, view in zip(STEP_TITLES, views, strict=True)})
+
+
+POSITIONS_MAX_LENGTH = plots.MAX_SIDE  # tokens: past this the heatmaps' window moves with the query (a new figure)
+POSITIONS_HELD = 14  # attention_positions' answers the page keeps: two settings' seven steps (a switch and back)
+
+
+def _bar_changes(labels, values, title, y_title, masked, masked_hover, important, *, shown=None, ticks=None) -> dict:
+    """What plots.bar_chart(the same arguments) holds that the query's bars at another position may not: the bars'
+    heights, the grey × of the masked keys, the title and the labels kept, as plain JSON (no figure built: the page is
+    sent one per position). Laid over such a chart (the page's merge, chart_deck's), it is that chart. ``shown`` (the
+    labels as drawn) and ``ticks`` (plots._bar_ticks's answer) where the caller has them already."""
+    shown = shown or [plots._display_label(str(label)) for label in labels]
+    hidden = [bool(m) for m in masked] if masked is not None else [False] * len(values)
+    data = [{"y": [None if m else value for value, m in zip(values, hidden)]}]
+    if any(hidden):
+        where = [i for i, m in enumerate(hidden) if m]
+        data.append({"customdata": [shown[i] for i in where],
+                     "hovertemplate": f"%{{x}} · %{{customdata}}: {masked_hover}<extra></extra>",
+                     "marker": {"line": {"color": "#8b93a1", "width": 2}, "size": 9, "symbol": "x-thin"},
+                     "mode": "markers", "showlegend": False, "x": where, "y": [0.0] * len(where), "type": "scatter"})
+    title_layout, top = plots._title_layout(title)
+    tickvals, ticktext, angle = ticks or plots._bar_ticks(shown, plots.BAR_LABEL_ROOM_PX, important)
+    return {"data": data, "layout": {"title": title_layout, "margin": {"t": top},
+                                     "xaxis": {"tickvals": tickvals, "ticktext": ticktext, "tickangle": angle}}}
+
+
+def _pruned(changes, base):
+    """``changes`` less what ``base`` holds already (the page merges objects key by key, traces one by one)."""
+    if not isinstance(changes, dict) or not isinstance(base, dict):
+        return changes
+    kept = {}
+    for key, value in changes.items():
+        if key == "data" and isinstance(value, list) and isinstance(base.get(key), list):
+            kept[key] = [_pruned(trace, base[key][i]) if i < len(base[key]) else trace for i, trace in enumerate(value)]
+        elif base.get(key, kept) != value:
+            kept[key] = _pruned(value, base[key]) if isinstance(value, dict) and isinstance(base.get(key), dict) \
+                else value
+    return kept
+
+
+def attention_positions(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
+                        scale, mask, temperature, mask_before_scaling, step, *, heads: HeadCache | None = None):
+    """The step on screen at every query position of the text, for the page to draw a new query position itself:
+    ``{"step", "length": T, "keys": {query box value: its deck's key}, "bases": [figure or null per slot],
+    "positions": [{"text": the query's sentence, "changes": [changes or null per slot]}, ... T]}``. A heatmap's changes
+    are its frame (the page lays them over the step's heatmap it holds: only the frame moves), the bars' are
+    _bar_changes less the base sent (the bars at position 0). The heading and the what-if notes are the same at every
+    position (the page keeps the step's). Nothing where nothing can be traced, past POSITIONS_MAX_LENGTH tokens, or at
+    step 2 (its q beside the best keys is a new heatmap per position: such a query goes to the server)."""
+    settings = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
+                temperature, mask_before_scaling)
+    index = _step_index(step)
+    key = STAGE_KEYS[index]
+    if key == "qkv" or (source != SOURCES[2] and not text):
+        return gr.skip()
+    try:
+        request = head_request(ctx, *settings[:9])
+    except UnknownCharacterError:
+        return gr.skip()
+    T, C, d = request.length, request.embedding_dim, request.head_size
+    if T > POSITIONS_MAX_LENGTH:
+        return gr.skip()
+    switches = _switches(scale, mask, temperature, mask_before_scaling)
+    comparing = switches != walkthrough.DEFAULT_SWITCHES and key in walkthrough.SWITCHED_STAGES
+    cost = budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, bars=2 * T)
+    with ctx.budget.reserve(request.cost(cost), hint=request.hint):
+        inputs = heads.build(request) if heads is not None else request.build()
+        trace = inputs.trace(**switches)
+        widths = [min(matrix.values.size(1), plots.MAX_SIDE) for matrix in trace.matrices(key)]
+        widths = (widths[:1] * 2 if comparing else widths) + [0] * 3
+
+        def bars(position: int) -> list[dict | None]:
+            token = trace.tokens[position]
+            return [_score_bar_args(trace, key, position, token) if index >= SCORES_MET else None,
+                    _weight_bar_args(trace, position, token) if index >= WEIGHTS_MET else None]
+
+        bases = [None] * 3 + [json.loads(plots.bar_chart(**args).to_json()) if args else None for args in bars(0)]
+        shown = [plots._display_label(str(label)) for label in trace.tokens]
+        positions = []
+        for position in range(T):
+            frames = [{"layout": {"shapes": [plots.row_frame(position, width)]}} if width else None
+                      for width in widths[:3]]
+            # both bar charts label the same tokens first (the query, its largest weights): one choice of ticks
+            ticks = plots._bar_ticks(shown, plots.BAR_LABEL_ROOM_PX, _labels_that_matter(trace, position))
+            changes = [_pruned(_bar_changes(**args, shown=shown, ticks=ticks), base) if args else None
+                       for args, base in zip(bars(position), bases[3:])]
+            if index >= WEIGHTS_MET:
+                text = _mixes_text(walkthrough.query_row(trace, position))
+            else:
+                text = _coming_text(position, trace.tokens[position], index)
+            positions.append({"text": text, "changes": frames + changes})
+    keys = {str(query): _deck_key(*settings, query) for query in range(-1, T)}
+    return json.dumps({"step": STEP_TITLES[index], "length": T, "keys": keys, "bases": bases,
+                       "positions": positions}, separators=(",", ":"))
+
+
+# The page's store of attention_positions' answers (a few settings' steps) and the draw of a new query position from
+# them: the view's figures are the step's held heatmaps with the new frame and the position's bars, laid over as the
+# chart deck lays changes over its bases; its texts are the step's heading and notes and the position's sentence. The
+# deck then holds that view under the key the server gives those settings, so its answers for them (the other steps,
+# the spare decks) add to what is drawn and draw nothing again. Where nothing is held for the step and the deck on
+# screen, or the box holds no position of the text (past its end, a decimal), null: the server answers.
+POSITIONS_JS = chart_deck.DECK_JS + """
+window.attentionPositions = window.attentionPositions || (() => {
+  const held = [];  // newest last
+  const object = value => value && typeof value === 'object' && !Array.isArray(value);
+  function merge(base, changes, key) {  // chart_deck's merge: objects key by key, traces one by one
+    if (changes === undefined) return base;
+    if (key === 'data' && Array.isArray(base) && Array.isArray(changes)) {
+      return changes.map((trace, i) => merge(base[i] || {}, trace));
+    }
+    if (!object(base) || !object(changes)) return changes;
+    const out = {...base};
+    for (const k of Object.keys(changes)) out[k] = merge(base[k], changes[k], k);
+    return out;
+  }
+  function keep(raw) {
+    if (!raw) return;
+    const sent = JSON.parse(raw);
+    sent.known = new Set(Object.values(sent.keys));
+    const same = held.findIndex(each => each.step === sent.step && each.keys['-1'] === sent.keys['-1']);
+    if (same >= 0) held.splice(same, 1);
+    held.push(sent);
+    if (held.length > """ + str(POSITIONS_HELD) + """) held.shift();
+  }
+  async function move(value, step) {
+    const deck = window.chartDeck.decks['""" + DECK + """'];
+    const shown = deck && deck.views[step];
+    const sent = shown && held.find(each => each.step === step && each.known.has(deck.key));
+    const asked = value === null || value === '' ? NaN : Number(value);
+    if (!sent || !Number.isInteger(asked) || asked < -1 || asked >= sent.length) return null;
+    const at = sent.positions[asked < 0 ? sent.length - 1 : asked];
+    const figures = at.changes.map((changes, slot) => {
+      const base = sent.bases[slot] || shown.figures[slot];
+      return changes === null || !base ? null : merge(base, changes);
+    });
+    if (figures.some((figure, slot) => !figure !== (at.changes[slot] === null))) return null;
+    deck.key = sent.keys[String(asked)];
+    deck.views = {[step]: {texts: [shown.texts[0], shown.texts[1], at.text], figures}};
+    deck.raw = null;
+    // a heatmap drawn with the step's data has only its frame moved (Plotly.relayout, a few ms: Plotly.react draws the
+    // whole heatmap again); the deck is told it is drawn, and draws the rest
+    const moved = [];
+    at.changes.forEach((changes, slot) => {
+      if (!changes || sent.bases[slot] || Object.keys(changes).join() !== 'layout'
+          || Object.keys(changes.layout).join() !== 'shapes') return;
+      const host = document.querySelector('#""" + DECK + """-chart-' + slot + ' .""" + chart_deck.HOST_CLASS + """');
+      if (!host || !host._fullLayout || !host.signatures || host.dataset.stamp === undefined) return;
+      if (signatures(shown.figures[slot]).join('\\n') !== host.signatures.join('\\n')) return;
+      host.dataset.stamp = deck.key + '|' + step;
+      moved.push([host, figures[slot].layout.shapes]);
+    });
+    const drawn = await window.chartDeck.draw('""" + DECK + """', step);
+    moved.forEach(([host, shapes]) => window.Plotly.relayout(host, {shapes}));
+    return drawn;
+  }
+  const known = new WeakMap();  // a figure's traces as JSON (the deck's signatures of what a host draws), by data
+  function signatures(figure) {
+    if (!known.has(figure.data)) known.set(figure.data, figure.data.map(trace => JSON.stringify(trace)));
+    return known.get(figure.data);
+  }
+  return {keep, move, held};
+})();
+"""
+KEEP_POSITIONS_JS = f"(raw) => {{ {POSITIONS_JS}\n  window.attentionPositions.keep(raw);\n}}"
+# (query box, step) -> (heading, what-if notes, query sentence, asked of the server, drawn in the page): one of the
+# last two stamped, so the server is asked for the view, or for the rest of it (the other steps, the spare decks)
+QUERY_JS = (f"async (value, step) => {{ {POSITIONS_JS}\n"
+            "  const shown = await window.attentionPositions.move(value, step);\n"
+            "  const stamp = ' #' + Date.now();\n"
+            "  if (shown) return [...shown.texts, undefined, value + stamp];\n"
+            f"  window.chartDeck.forget({json.dumps(DECK)});  // its spares are of the query leaving\n"
+            "  return [undefined, undefined, undefined, value + stamp, undefined];\n}")
 
 
 def switch_label(scale, mask, mask_before_scaling, temperature) -> str:
@@ -598,6 +794,11 @@ def build(ctx: AppContext) -> None:
         return wire(listener, attention_page, ctx, fixed=dict(heads=heads), **first_io, **options)
 
     spare = gr.Textbox(visible=False, label="spare decks")  # the step on screen, one switch away (attention_spare)
+    # the step on screen at every query position (attention_positions); a new position drawn in the page (its value
+    # stamped) or asked of the server
+    positions = gr.Textbox(visible=False, label="query positions")
+    drawn = gr.Textbox(visible=False, label="query position drawn in the page")
+    need = gr.Textbox(visible=False, label="query position asked of the server")
 
     def answer(event, name: str) -> None:
         """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping),
@@ -609,11 +810,19 @@ def build(ctx: AppContext) -> None:
             **draw, api_name=f"{name}_deck_draw", api_visibility="private")
         keep_spares(drawn.then, name)
 
-    def keep_spares(listener, name: str) -> None:
-        wire(listener, attention_spare, ctx, [*settings, query], spare, fixed=dict(heads=heads),
-             api_name=f"{name}_spare", api_visibility="private", show_progress="hidden", trigger_mode="always_last",
-             **ctx.fast_lane).then(None, spare, None, js=chart_deck.keep_js(DECK), api_name=f"{name}_spare_keep",
-                                   api_visibility="private", show_progress="hidden", queue=False)
+    def keep_spares(listener, name: str, every_position: bool = True) -> None:
+        """The step on screen one switch away, then (``every_position``) at every query position, kept in the page."""
+        kept = wire(listener, attention_spare, ctx, [*settings, query], spare, fixed=dict(heads=heads),
+                    api_name=f"{name}_spare", api_visibility="private", show_progress="hidden",
+                    trigger_mode="always_last", **ctx.fast_lane).then(
+            None, spare, None, js=chart_deck.keep_js(DECK), api_name=f"{name}_spare_keep", api_visibility="private",
+            show_progress="hidden", queue=False)
+        if every_position:
+            wire(kept.then, attention_positions, ctx, settings, positions, fixed=dict(heads=heads),
+                 api_name=f"{name}_positions", api_visibility="private", show_progress="hidden",
+                 trigger_mode="always_last", **ctx.fast_lane).then(
+                None, positions, None, js=KEEP_POSITIONS_JS, api_name=f"{name}_positions_keep",
+                api_visibility="private", show_progress="hidden", queue=False)
 
     source.change(_source_groups, source, [checkpoint_group, random_group, preset_group],
                   api_name="attention_source", api_visibility="private", show_progress="hidden")
@@ -645,15 +854,26 @@ def build(ctx: AppContext) -> None:
         answer(wire(control.change, attention_switched, ctx, fixed=dict(heads=heads),
                     inputs=[*settings, query, warned], outputs=[deck, warned], api_name=f"attention_update_{name}",
                     api_visibility="private", **quick), f"attention_update_{name}")
-    # .input, not .change: the view writes a clamped position back into the box, which must not re-trigger it
-    answer(first(query.input, api_name="attention_update_query", api_visibility="private", **quick),
+    # .input, not .change: the view writes a clamped position back into the box, which must not re-trigger it. A
+    # position of the text is drawn in the page from what it holds, and the server sends the rest for it (the other
+    # steps, the spare decks); anything else (nothing held yet, past the end, a decimal) is the server's to answer
+    query.input(None, [query, step], [heading, whatif, query_md, need, drawn], js=QUERY_JS,
+                api_name="attention_query_move", api_visibility="private", show_progress="hidden", queue=False)
+    answer(first(need.change, api_name="attention_update_query", api_visibility="private", **quick),
            "attention_update_query")
+    moved = wire(drawn.change, attention_deck, ctx, [*settings[:-1], query], deck, fixed=dict(heads=heads),
+                 api_name="attention_moved_deck", api_visibility="private", show_progress="hidden",
+                 trigger_mode="always_last", **ctx.fast_lane).then(
+        **draw, api_name="attention_moved_deck_draw", api_visibility="private")
+    keep_spares(moved.then, "attention_moved", every_position=False)  # the positions held are still right
     input_changes = [text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
                      embedding_dim.change, head_size.change, preset.change]
     answer(first(functools.partial(gr.on, input_changes), api_name="attention_update_inputs",
                  api_visibility="private", **quick), "attention_update_inputs")
     # spares are made around the text, the head and the query on screen: a change to any of them makes them wrong
-    gr.on([query.input, *input_changes], None, None, None, js=chart_deck.forget_js(DECK),
+    # (a new query drawn in the page moves the deck to its own key, whose spares follow; QUERY_JS forgets them where
+    # the server is asked)
+    gr.on(input_changes, None, None, None, js=chart_deck.forget_js(DECK),
           api_name="attention_forget_spares", api_visibility="private", show_progress="hidden", queue=False)
     # a download is of the step and settings it was made with: any change clears the list (in the page) rather than
     # leave a file of another step beside this one

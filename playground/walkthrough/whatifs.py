@@ -146,15 +146,16 @@ def query_row(trace: HeadTrace, position: int) -> QueryRow:
         raise ValueError(f"query position {position} is out of range: the text has {T} tokens (0-{T - 1})")
     scores = trace.masked_scores[position]  # (T,)
     weights = trace.weights[position]  # (T,)
-    visible = [j for j in range(T) if scores[j].item() != float("-inf")]
-    mixes = sorted((Mix(j, trace.tokens[j], weights[j].item()) for j in visible),
+    score_list, weight_list = scores.tolist(), weights.tolist()  # one copy each, not one .item() per key
+    visible = [j for j in range(T) if score_list[j] != float("-inf")]
+    mixes = sorted((Mix(j, trace.tokens[j], weight_list[j]) for j in visible),
                    key=lambda mix: (-mix.weight, mix.position))
     values = trace.v[[mix.position for mix in mixes]]  # (n, d_k)
     return QueryRow(
         position=position,
         token=trace.tokens[position],
-        scores=scores.tolist(),
-        weights=weights.tolist(),
+        scores=score_list,
+        weights=weight_list,
         mixes=mixes,
         values=values,
         output=trace.output[position].tolist(),
