@@ -283,6 +283,7 @@ def test_the_ranked_head_table_opens_the_strongest_head(page):
     expect(panel.get_by_label("head", exact=True)).to_have_value(str(top.head), timeout=WAIT_MS)
     expect(panel).to_contain_text(f"layer {top.layer}, head {top.head} of the model", timeout=WAIT_MS)
     expect(heading(panel)).to_be_in_viewport(timeout=WAIT_MS)  # the page goes back up to the head it opened
+    expect(heading(panel)).to_contain_text(STEP_TITLES[5], timeout=WAIT_MS)  # at its pattern, not at step 1's X
     expect_no_error(page)
 
 

@@ -768,7 +768,7 @@ def build(ctx: AppContext) -> None:
     api_step = gr.Button("Show (API)", visible=False)  # /attention_step's trigger: the page's Show answers in the page
     chart_deck.plotly_loader()
     deck = gr.Textbox(visible=False, label="chart deck")  # a Textbox, not a State: the page's js= events read it
-    head_table.build(ctx, source, checkpoint, layer, head, shown_at=STAGE_ELEM_ID)
+    head_table.build(ctx, source, checkpoint, layer, head, step, shown_at=STAGE_ELEM_ID)
     with gr.Row():
         export = gr.Button("Export this step (CSV + .npy)")
         files = gr.File(label="Downloads", file_count="multiple", height=140)

@@ -12,9 +12,11 @@ from playground import budget, head_scores
 from playground.checks import count
 from playground.ui.common import AppContext, keep_on_refusal
 from playground.ui.events import wire
+from playground.walkthrough.lessons import STEP_TITLES
 
 HEADERS = ["pattern", "layer", "head", "score", "chance", "× chance"]
 TOP_PER_PATTERN = 3
+PATTERN_STEP = STEP_TITLES.index("6. Softmax weights")  # where a picked head opens: its attention pattern
 EXPLAINED = (
     "Each head is run on random characters whose second half repeats the first. **previous token**: the weight "
     "from each position to the one before it. **induction**: from a repeated token to the token that followed its "
@@ -60,15 +62,16 @@ def _listed(names: list[str]) -> str:
 
 
 def open_head(event: gr.SelectData) -> tuple:
-    """A picked row -> the Attention tab's source, layer and head (the checkpoint's own stages)."""
+    """A picked row -> the Attention tab's source, layer, head and step: the softmax weights, the pattern the row was
+    ranked by (a stranger's pick landed on step 1, the input X, where no pattern shows)."""
     row = event.row_value if event is not None else None
     if not row or len(row) < 3:
-        return gr.skip(), gr.skip(), gr.skip()
-    return "trained checkpoint", int(row[1]), int(row[2])
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    return "trained checkpoint", int(row[1]), int(row[2]), STEP_TITLES[PATTERN_STEP]
 
 
 def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.Number, head: gr.Number,
-          shown_at: str) -> None:
+          step: gr.Radio, shown_at: str) -> None:
     """The accordion; picking a row opens that head and scrolls the page back to the element ``shown_at`` (the
     stage's heading: on a phone the table sits far below it, and the pick seemed to do nothing)."""
     with gr.Accordion("Heads that do something recognisable", open=False):
@@ -80,6 +83,7 @@ def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.
     keep_on_refusal(wire(score.click, score_table, ctx, checkpoint, [table, note], api_name="attention_head_scores",
                          api_visibility="private", **ctx.fast_lane), [table, note],
                     "attention_head_scores_refused")
-    table.select(open_head, None, [source, layer, head], api_name="attention_open_head", api_visibility="private").then(
+    table.select(open_head, None, [source, layer, head, step], api_name="attention_open_head",
+                 api_visibility="private").then(
         None, js=f"() => document.getElementById({shown_at!r})?.scrollIntoView({{block: 'start'}})",
         api_name="attention_show_opened_head", api_visibility="private")
