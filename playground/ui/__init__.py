@@ -67,7 +67,7 @@ footer {{ visibility: hidden; }}
 @media (pointer: coarse) {{
   .js-plotly-plot .modebar-container {{ display: none; }}
   {TAP_TARGETS} {{ min-height: {TAP_PX}px; }}
-  [role="tabpanel"] details > summary {{ padding-block: 12px; }}
+  [role="tabpanel"] details > summary {{ padding-block: 12px; min-height: {TAP_PX}px; box-sizing: border-box; }}
 }}
 """
 
