@@ -277,5 +277,17 @@ def test_a_generated_character_is_a_finger_sized_tap_and_its_inspector_comes_int
     assert covered_labels(page) == []
     plot_titled(panel, "What drawing #40 attended to").tap()  # a tap on a chart shows no toolbar over its labels
     assert covered_labels(page) == []
+    # a character is a 10 px wide target: the inspector's arrows, finger-sized, reach the one meant
+    later, earlier = (panel.get_by_role("button", name=name, exact=True) for name in ("after ▶", "◀ before"))
+    for arrow in (later, earlier):
+        box = arrow.bounding_box()
+        assert box["width"] >= TAP_PX and box["height"] >= TAP_PX, box
+    later.tap()
+    expect(panel).to_contain_text("Character #41 (", timeout=WAIT_MS)
+    expect(plot_titled(panel, "Top-10 candidates at #41")).to_be_visible(timeout=WAIT_MS)
+    expect(panel.locator(".sample-coloured .picked")).to_have_attribute("data-position", "41")
+    earlier.tap()
+    earlier.tap()
+    expect(panel).to_contain_text("Character #39 (", timeout=WAIT_MS)
     expect_no_error(page)
     screenshot(page, "phone-sample-inspect", publish=False)

@@ -21,7 +21,7 @@ from playground.config import Limits
 from playground.device import pick_device
 from playground.server import tenancy
 from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_tab
-from playground.ui.common import AppContext
+from playground.ui.common import TAP_PX, AppContext
 from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, body_cap
 
 TITLE = "Attention Playground"
@@ -38,7 +38,6 @@ NARROW_WIDTH = 480  # px: a phone held upright, where a heatmap's matrix is abou
 # apart and ran into one smear; the server cannot know the width, so the page thins them, and the hover names each
 NARROW_TICKS = ((23, 44, 2), (45, 66, 3), (67, 88, 4), (89, None, 6))
 
-TAP_PX = 44  # px: on a touch screen every tab, option, tick box and fold is a finger's target at least this tall
 TAP_TARGETS = ('[role="tab"], [data-testid$="-radio-label"], label.checkbox-container, button.label-wrap')
 
 

@@ -29,6 +29,7 @@ from playground.walkthrough import lessons
 
 logger = logging.getLogger(__name__)
 
+TAP_PX = 44  # px: on a touch screen every tab, option, tick box, fold and arrow is a finger's target this tall
 FAST_SLOTS = 4  # quick views served at once
 CHECKPOINT_CACHE_SIZE = 4  # loaded checkpoints kept in memory, least recently used dropped first
 CHECKPOINT_CACHE_SHARE = 0.5  # and their weights' bytes together at most this share of the memory budget

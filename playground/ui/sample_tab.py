@@ -37,12 +37,13 @@ from playground.sampling import (
 )
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
 from playground.ui import bring_model, chart_deck, publish
-from playground.ui.common import AppContext, checkpoint_dropdown, fold, keep_on_refusal
+from playground.ui.common import TAP_PX, AppContext, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
 
 DEFAULT_PROMPT = "ROMEO:\n"
 INSPECT_DECK_ID = "sample"  # the inspector's chart deck (chart_deck): its hosts are sample-chart-0 and -1
 UPDATE_SECONDS = 0.08  # the text changes at most this often: a person sees it grow and the browser keeps up
+STEP_CLASS = "sample-step"  # the inspector's arrows: the character before or after the one picked
 PICKED_ELEM_ID = "sample-picked"  # the hidden box a tap or click on a character writes "<position> #<stamp>" into
 INSPECT_ELEM_ID = "sample-inspect"  # the inspector's accordion
 PHONE_WIDTH = chart_deck.PHONE_WIDTH
@@ -60,6 +61,23 @@ element.addEventListener('click', (event) => {
     box.dispatchEvent(new Event('input', {bubbles: true}));
 });
 """
+def step_pick_js(delta: int) -> str:
+    """A js= function for the inspector's arrows: the picked character moved by ``delta`` within the text (its outline
+    too), stamped like a tap. On a phone a character is a 10 px wide target; a tap near it and the arrows reach the
+    one meant. Nothing picked yet: the first character."""
+    return """(picked) => {
+  const text = document.querySelector('.sample-coloured');
+  const chars = text ? text.querySelectorAll('[data-position]') : [];
+  if (!chars.length) return picked;
+  const now = String(picked || '').split(' #')[0].trim();
+  const last = Number(chars[chars.length - 1].dataset.position);
+  const next = now === '' ? 0 : Math.min(Math.max(Number(now) + (""" + str(delta) + """), 0), last);
+  text.querySelectorAll('.picked').forEach((old) => old.classList.remove('picked'));
+  text.querySelector('[data-position="' + next + '"]')?.classList.add('picked');
+  return next + ' #' + Date.now();
+}"""
+
+
 # On a phone the inspector's first chart, once drawn, is brought fully onto the screen (it opens below the text).
 REVEAL_JS = """
 window.sampleReveal = window.sampleReveal || (() => {
@@ -608,6 +626,8 @@ def build(ctx: AppContext) -> gr.Dropdown:
             layer = gr.Number(0, label="layer")
             head = gr.Number(0, label="head")
             inspect = gr.Button("Inspect")
+            earlier = gr.Button("◀ before", min_width=TAP_PX, elem_classes=[STEP_CLASS])  # the character before
+            later = gr.Button("after ▶", min_width=TAP_PX, elem_classes=[STEP_CLASS])  # the character after
         # the page draws the two charts itself (chart_deck): a tapped character's from the views sent with the text
         with gr.Row():
             chart_deck.hosts(INSPECT_DECK_ID, [0, 1])
@@ -654,6 +674,9 @@ def build(ctx: AppContext) -> gr.Dropdown:
                  api_visibility="private", **ctx.fast_lane)
     keep_on_refusal(asked, [deck], "sample_inspect_refused")
     answered(asked, "sample_inspect")
+    for button, delta, name in ((earlier, -1, "sample_pick_earlier"), (later, 1, "sample_pick_later")):
+        button.click(None, picked, picked, js=step_pick_js(delta), api_name=name, api_visibility="private",
+                     show_progress="hidden", queue=False)
     picked.change(None, [picked, layer, head], [position, inspect_note, need], js=SHOW_PICKED_JS,
                   api_name="sample_picked", api_visibility="private", show_progress="hidden", queue=False)
     needed = wire(need.change, inspect_need, ctx, [history, need, layer, head], [position, deck],
