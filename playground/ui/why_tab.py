@@ -665,6 +665,7 @@ def _first_heads(ctx: AppContext) -> list[str]:
 
 HEAD_ELEM_ID = "why-head"  # the chosen head's heading, where a clicked bar takes the page
 PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head bars open their head
+PICKER_ELEM_ID = "why-head-picker"  # the head list, whose options draw their head as they are pressed
 PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
 # A click on a bar of the attribution chart: the bar under the pointer (Plotly's hover data, which a click or a tap
 # sets first) names a part; a head's name goes into the hidden box, whose change opens that head.
@@ -684,11 +685,17 @@ if (!window.whyBarPicks) {
     // scroll moved over one bar after another, kept changing for a second after it was drawn)
     document.querySelector('#""" + HEAD_ELEM_ID + """')?.scrollIntoView({behavior: 'instant', block: 'start'});
   });
+  // a head pressed in the list with a mouse: its charts drawn as the button goes down, as a bar's are; the list's
+  // own choice and input event (some 250 ms later: it closes and updates first) then only write the headings. Not
+  // for a finger, whose press may start a scroll through the list rather than a choice.
+  document.addEventListener('pointerdown', event => {
+    if (event.pointerType !== 'mouse') return;
+    const option = event.target.closest && event.target.closest('#""" + PICKER_ELEM_ID + """ li[role="option"]');
+    const name = option && option.getAttribute('aria-label');
+    if (typeof name === 'string' && /^L\\d+ H\\d+$/.test(name)) window.whyPage?.pick(name);
+  }, true);
 }
 """
-# Draws the position on screen from the three decks the page holds: (heading, head heading, knock-out heading,
-# circuits heading, what to ask the server for). A position past the text's end clears the view and says so; a
-# position or head whose view has not arrived asks the server (a stamped value in the hidden "need" box).
 # Draws the view on screen from the decks the page holds, for (position, head, knocked heads): (heading, head heading,
 # knock-out heading, circuits heading, the view to ask the server for, the knock-out to ask for). A position past the
 # text's end clears the view and says so; a position or head whose view has not arrived asks the server (a stamped
@@ -836,7 +843,8 @@ def build(ctx: AppContext) -> None:
     gr.HTML("", js_on_load=PICK_JS, padding=False)
     heads = _first_heads(ctx)
     # choices follow the checkpoint; an API caller's head names are checked by the handler against its model
-    head = gr.Dropdown([STRONGEST, *heads], value=STRONGEST, label="head", allow_custom_value=True)
+    head = gr.Dropdown([STRONGEST, *heads], value=STRONGEST, label="head", allow_custom_value=True,
+                       elem_id=PICKER_ELEM_ID)
     head_heading = gr.Markdown(label="the head's reading", elem_id=HEAD_ELEM_ID)
     with gr.Row():
         chart_deck.hosts(HEADS_DECK, [0, 1])
