@@ -379,12 +379,14 @@ class MemoryBudget:
         self.total = int(total_bytes)
         self.source = source or "this server's budget"
         self._reserved = 0
+        self._kept: dict[str, int] = {}  # standing holds by what keeps them (``keep``), beside _reserved
         self._lock = threading.Lock()
         if derived:  # the server's own budget: what its process keeps whatever runs is not for requests
             self.set_aside(kernel_cache_cost())
 
     @property
     def reserved(self) -> int:
+        """The bytes requests hold now (``acquire``), not what ``keep`` holds."""
         with self._lock:
             return self._reserved
 
@@ -399,10 +401,13 @@ class MemoryBudget:
         """Reserve ``cost`` now or raise BudgetError; returns the bytes to give back with ``release``."""
         self.check(cost, hint)
         with self._lock:
-            free = self.total - self._reserved
+            kept = sum(self._kept.values())
+            free = self.total - self._reserved - kept
             if cost.bytes > free:
-                raise BudgetError(f"{cost.describe()}, but other requests hold {human(self._reserved)} of this "
-                                  f"server's {human(self.total)} right now: try again in a moment, or ask for less")
+                models = f" and loaded models {human(kept)}" if kept else ""
+                raise BudgetError(f"{cost.describe()}, but other requests hold {human(self._reserved)}{models} of "
+                                  f"this server's {human(self.total)} right now: try again in a moment, or ask for "
+                                  "less")
             self._reserved += cost.bytes
         return cost.bytes
 
@@ -411,6 +416,25 @@ class MemoryBudget:
         message about the budget, sees what is left."""
         self.total = max(0, self.total - cost.bytes)
         self.source = f"{self.source}, less {human(cost.bytes)} for {cost.what}"
+
+    def keep(self, what: str, num_bytes: int) -> None:
+        """Hold ``num_bytes`` for ``what`` until the next call for it replaces them: memory the server keeps for now
+        (the loaded checkpoints), already in use, so never refused; requests see what is left, and while it is over
+        the budget they are refused until it shrinks."""
+        with self._lock:
+            self._kept[what] = int(num_bytes)
+
+    @property
+    def kept(self) -> int:
+        """The bytes held by ``keep`` (loaded checkpoints), beside what requests reserve."""
+        with self._lock:
+            return sum(self._kept.values())
+
+    @property
+    def free(self) -> int:
+        """What a request could reserve now."""
+        with self._lock:
+            return max(0, self.total - self._reserved - sum(self._kept.values()))
 
     def release(self, num_bytes: int) -> None:
         with self._lock:

@@ -311,7 +311,7 @@ def test_the_checkpoint_cache_counts_a_models_real_bytes(gpt2_ctx):
     """Two models whose weights together pass half the memory budget are not both kept: the older is dropped."""
     import shutil
 
-    from playground.budget import MemoryBudget
+    from playground.budget import BudgetError, Cost, MemoryBudget, human
 
     shutil.copytree(gpt2_ctx.weights / "tiny-gpt2", gpt2_ctx.weights / "other-gpt2")
     first = gpt2_ctx.checkpoint("tiny-gpt2")
@@ -324,3 +324,12 @@ def test_the_checkpoint_cache_counts_a_models_real_bytes(gpt2_ctx):
     second = gpt2_ctx.checkpoint("other-gpt2")
     assert gpt2_ctx.checkpoint("tiny-gpt2") is gpt2_ctx.checkpoint("tiny-gpt2") and \
         gpt2_ctx.checkpoint("other-gpt2") is second
+    # the two kept stay in memory between requests: held from the budget (the audit found them outside it), so a
+    # request sees 3 models' room left, not 5, and is told what holds the rest
+    assert gpt2_ctx.budget.kept == 2 * one and gpt2_ctx.budget.reserved == 0 and gpt2_ctx.budget.free == 3 * one
+    with pytest.raises(BudgetError, match=rf"requests hold 0 bytes and loaded models {human(2 * one)} .* try again"):
+        gpt2_ctx.budget.acquire(Cost("a request", (("its tensors", 3 * one + 1),)))
+    gpt2_ctx.budget = MemoryBudget(3 * one, "test")  # room for 1.5: a third model loaded drops both others
+    shutil.copytree(gpt2_ctx.weights / "tiny-gpt2", gpt2_ctx.weights / "third-gpt2")
+    gpt2_ctx.checkpoint("third-gpt2")
+    assert gpt2_ctx.budget.kept == one  # what is dropped is no longer held

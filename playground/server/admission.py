@@ -156,7 +156,7 @@ def reserve_memory(plan: RunPlan, budget: MemoryBudget | None) -> int:
     except BudgetError as exc:
         if plan.cost.bytes > budget.total:
             raise
-        free_now = max(0, budget.total - budget.reserved)
+        free_now = budget.free
         raise BudgetError(f"{exc}; to fit now, {memory_advice(config, batch_size, free_now, device_type)}") from None
 
 

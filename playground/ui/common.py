@@ -91,7 +91,8 @@ class AppContext:
         """A local checkpoint (reloaded when its files change) or a Hub repo id ``owner/name`` (downloaded
         once), loaded onto this server's device. The last ``CHECKPOINT_CACHE_SIZE`` stay loaded, keyed by
         their canonical form, so "big" and "big " are one entry; fewer when their weights' bytes together
-        (a GPT-2 holds 0.5 GB) pass CHECKPOINT_CACHE_SHARE of the memory budget, the last one loaded always kept."""
+        (a GPT-2 holds 0.5 GB) pass CHECKPOINT_CACHE_SHARE of the memory budget, the last one loaded always kept.
+        The weights kept are held from the budget (``MemoryBudget.keep``)."""
         key = loading.source_key(name)  # never a folder path: the API only reads this server's weights folder
         stamp = loading.weights_stamp(key, self.weights)
         with self._lock:
@@ -108,6 +109,9 @@ class AppContext:
             while len(self._checkpoints) > CHECKPOINT_CACHE_SIZE or len(self._checkpoints) > 1 and sum(
                     entry.model.weights_bytes() for _, entry in self._checkpoints.values()) > room:
                 self._checkpoints.popitem(last=False)
+            # the models kept stay in memory between requests: held from the budget, so requests see what is left
+            self.budget.keep("loaded checkpoints",
+                             sum(entry.model.weights_bytes() for _, entry in self._checkpoints.values()))
         return loaded
 
     def remembered(self, key: tuple, compute):
