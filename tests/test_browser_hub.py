@@ -122,7 +122,8 @@ def test_a_hub_gpt2_in_tokenize_attention_and_sample(hub_page, hub_server):
     _choose_checkpoint(panel, GPT2_REPO_ID)
     expect(panel).to_contain_text("L1 H1", timeout=WAIT_MS)  # 2 blocks of 2 heads: the bars name them
     expect(panel).to_contain_text(" of the ", timeout=WAIT_MS)  # the circuits say which tokens they show
-    expect(plot_titled(panel, "QK of ")).to_be_visible(timeout=WAIT_MS)
+    # each head's circuits have their own host (drawn out of sight while the page is idle): the one on screen
+    expect(plot_titled(panel, "QK of ").filter(visible=True)).to_be_visible(timeout=WAIT_MS)
     expect_no_error(page)
 
     panel = open_tab(page, "Sample")

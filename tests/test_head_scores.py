@@ -88,7 +88,8 @@ def test_the_attention_tab_table_lists_the_best_heads_and_a_row_opens_its_head(t
     missing = head_scores.missing_patterns(head_scores.score_heads(ctx.checkpoint("shakespeare-char").model))
     assert all(f"**{pattern}**" in note for pattern in missing) and ("No head reaches" in note) == bool(missing)
     row = ["previous token", 0, 1, 0.5, 0.04, 12.5]  # the test weights are barely trained: maybe no row at all
-    assert head_table.open_head(SimpleNamespace(row_value=row)) == ("trained checkpoint", 0, 1)
+    # the head opens at its softmax weights, the pattern it was ranked by
+    assert head_table.open_head(SimpleNamespace(row_value=row)) == ("trained checkpoint", 0, 1, "6. Softmax weights")
     with pytest.raises(gr.Error, match="(?i)no checkpoint named"):
         functools.partial(friendly(head_table.score_table), ctx)("nobody-trained-this")
     tight = AppContext(limits=Limits(), weights=tiny_weights, budget=MemoryBudget(1024, "test"))

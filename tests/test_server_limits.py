@@ -186,6 +186,7 @@ def test_what_sessions_keep_is_set_aside_from_the_budget(server):
 def _share_call(share, server_app, client: str, body_bytes: int) -> int:
     """The status QueueShare answers a /queue/join of ``body_bytes`` from ``client`` (200: passed to the app)."""
     import asyncio
+    import concurrent.futures
 
     statuses = []
 
@@ -198,7 +199,9 @@ def _share_call(share, server_app, client: str, body_bytes: int) -> int:
 
     scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "client": (client, 1),
              "headers": [(b"content-length", str(body_bytes).encode())], "app": server_app}
-    asyncio.run(share(scope, receive, send))
+    # in a thread of its own: the module's server may leave an event loop running in this one
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, share(scope, receive, send)).result()
     return statuses[0]
 
 
