@@ -97,25 +97,33 @@ def test_the_training_estimate_holds_inside_a_memory_limit_of_that_size(group, s
     assert measured <= estimate <= 2 * measured + budget.FIXED_OVERHEAD
 
 
-CONVERT_CHILD = """
-import json, sys
-from pathlib import Path
-import torch
-torch.set_num_threads(1)
-from playground.convert import convert_nanogpt
+# A child's measurement, between its warm-up and the work measured: the group's limit set to what it uses now plus
+# the estimate (past it, page cache aside, the child is killed), and the process's peak counted from here on
+CHILD_RSS = """
 def rss(field='VmRSS'):
     with open('/proc/self/status') as f:
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
-group, folder, estimate = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-# a small one first, as a server has: the modules a conversion imports on first use are the process's
-convert_nanogpt(folder / "small.pt", "warm-up", meta_path=folder / "meta.pkl", directory=folder / "warm-up")
-import gc, ctypes
+"""
+CHILD_LIMIT = """
+import ctypes, gc
 gc.collect()
 ctypes.CDLL('libc.so.6').malloc_trim(0)
 base = int((group / "memory.usage_in_bytes").read_text())
 (group / "memory.limit_in_bytes").write_text(str(base + estimate))  # past it (page cache aside): killed
 own = rss()
 open('/proc/self/clear_refs', 'w').write('5')  # this process's peak from here on
+"""
+CONVERT_CHILD = """
+import json, sys
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from playground.convert import convert_nanogpt
+""" + CHILD_RSS + """
+group, folder, estimate = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+# a small one first, as a server has: the modules a conversion imports on first use are the process's
+convert_nanogpt(folder / "small.pt", "warm-up", meta_path=folder / "meta.pkl", directory=folder / "warm-up")
+""" + CHILD_LIMIT + """
 convert_nanogpt(folder / "ckpt.pt", "converted", meta_path=folder / "meta.pkl", directory=folder / "weights")
 print(json.dumps(rss('VmHWM') - own))
 """
@@ -167,17 +175,10 @@ from pathlib import Path
 import torch
 torch.set_num_threads(1)
 from playground import loading
-def rss(field='VmRSS'):
-    with open('/proc/self/status') as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
+""" + CHILD_RSS + """
 group, repo, estimate = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 loading.open_checkpoint("learner/warm-up")  # a small one first, as a server has: the Hub client's imports
-gc.collect()
-ctypes.CDLL('libc.so.6').malloc_trim(0)
-base = int((group / "memory.usage_in_bytes").read_text())
-(group / "memory.limit_in_bytes").write_text(str(base + estimate))  # past it (page cache aside): killed
-own = rss()
-open('/proc/self/clear_refs', 'w').write('5')  # this process's peak from here on
+""" + CHILD_LIMIT + """
 checkpoint = loading.open_checkpoint(repo)
 gc.collect()
 print(json.dumps([rss('VmHWM') - own, rss() - own, checkpoint.model.weights_bytes()]))

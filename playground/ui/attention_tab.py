@@ -554,17 +554,7 @@ def attention_positions(ctx: AppContext, source, checkpoint, layer, head, seed, 
 POSITIONS_JS = chart_deck.DECK_JS + """
 window.attentionPositions = window.attentionPositions || (() => {
   const held = [];  // newest last
-  const object = value => value && typeof value === 'object' && !Array.isArray(value);
-  function merge(base, changes, key) {  // chart_deck's merge: objects key by key, traces one by one
-    if (changes === undefined) return base;
-    if (key === 'data' && Array.isArray(base) && Array.isArray(changes)) {
-      return changes.map((trace, i) => merge(base[i] || {}, trace));
-    }
-    if (!object(base) || !object(changes)) return changes;
-    const out = {...base};
-    for (const k of Object.keys(changes)) out[k] = merge(base[k], changes[k], k);
-    return out;
-  }
+  const merge = (base, changes) => window.chartDeck.merge(base, changes);  // objects key by key, traces one by one
   function keep(raw) {
     if (!raw) return;
     const sent = JSON.parse(raw);

@@ -218,7 +218,7 @@ window.chartDeck = window.chartDeck || (() => {
       .forEach(host => { delete host.dataset.stamp; });
     draw(name);
   }
-  return {take, draw, redraw, decks, keep, forget, adopt};
+  return {take, draw, redraw, decks, keep, forget, adopt, merge};
 })();
 """
 
