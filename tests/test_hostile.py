@@ -7,6 +7,11 @@ that its peak stayed under the limit, and the scenario's own promise (disk under
 byte-identical, another visitor's run untouched, a fast view answering in under a second while long jobs run).
 Sixty randomised requests at the caps from 8 concurrent clients close the suite. ``pytest -s`` prints
 each scenario's peak memory and the disk figures.
+
+"Still answers" means a fast view (tokenize, through the queue) answers within HEALTHY_SECONDS, polled: a scenario's
+own work may still be ending, and on a busy machine one call may be slow, so the check waits up to
+HEALTHY_PATIENCE for a call that answers in time. A server that is dead, stuck or queued behind a scenario's work
+never does. The stub Hub on 127.0.0.1 (HF_ENDPOINT) stands in for the Hugging Face Hub.
 """
 
 from __future__ import annotations
@@ -20,11 +25,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
-from browser_support import answers, start_app
+from browser_support import start_app
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 from hostile_support import MemoryGroup, disk_bytes
+from test_hub import StubHub, make_tiny_checkpoint
+
+from playground.server.tenancy import stored_runs
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +44,12 @@ SHIPPED = "shakespeare-char"
 REPORT: dict[str, str] = {}
 GENERIC_ERROR = "has not enabled verbose error reporting"
 TEMP_QUOTA = 100 * 2**20  # PLAYGROUND_MAX_TEMP_BYTES for this server: uploads and exports together
+# PLAYGROUND_MAX_RUNS_BYTES for this server: room for one checkpoint of about 19M parameters (76 MB), not two
+RUNS_QUOTA = 120_000_000
+HUB_CACHE_QUOTA = 20_000  # PLAYGROUND_MAX_HUB_CACHE_BYTES: less than one stub repo, so every download prunes
+HEALTHY_SECONDS = 1.0  # the server answers a fast view this fast after every scenario...
+HEALTHY_PATIENCE = 30.0  # ...within this long of the scenario's end
+HEALTH_ADDRESS = "192.0.2.250"  # the health check's own client address: a scenario's share never refuses it
 # Requests at the caps, and how long they may take (those not started by then are skipped). The defaults fit CI;
 # a longer run: PLAYGROUND_HOSTILE_REQUESTS=400 PLAYGROUND_HOSTILE_SECONDS=600 pytest -s tests/test_hostile.py
 RANDOMISED_REQUESTS = int(os.environ.get("PLAYGROUND_HOSTILE_REQUESTS", "60"))
@@ -45,11 +60,23 @@ RANDOMISED_SECONDS = float(os.environ.get("PLAYGROUND_HOSTILE_SECONDS", "45"))
 def hostile(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     group = MemoryGroup(LIMIT)
+    _, _, files = make_tiny_checkpoint(tmp_path_factory.mktemp("hub-repo"))
+    no_weights = {k: v for k, v in files.items() if k != "model.safetensors"}
+    # a repo refused once its config.json is in: its weights file is 8 MiB, far more than that config implies
+    stub = StubHub({"learner/tiny-char": files, "learner/padded-weights": no_weights},
+                   claimed={"learner/padded-weights": {"model.safetensors": 8 * 2**20}})
+    stub.thread.start()
     # the proxy a Space has in front, as these tests' clients say it (X-Forwarded-For): several clients from one machine
     env = {"PLAYGROUND_ADMIN_TOKEN": ADMIN_TOKEN, "GRADIO_TEMP_DIR": str(root / "gradio-tmp"),
-           "PLAYGROUND_TRUST_FORWARDED_FOR": "1", "PLAYGROUND_MAX_TEMP_BYTES": str(TEMP_QUOTA)}
+           "PLAYGROUND_TRUST_FORWARDED_FOR": "1", "PLAYGROUND_MAX_TEMP_BYTES": str(TEMP_QUOTA),
+           "PLAYGROUND_MAX_RUNS_BYTES": str(RUNS_QUOTA), "PLAYGROUND_MAX_HUB_CACHE_BYTES": str(HUB_CACHE_QUOTA),
+           "HF_ENDPOINT": stub.url}
     server_iter = start_app(root, env, preexec_fn=group.enter)
-    server = next(server_iter)
+    try:
+        server = next(server_iter)
+    except BaseException:
+        stub.server.shutdown()
+        raise
     group.watch(server.process.pid)
     server.group = group
     server.gradio_tmp = root / "gradio-tmp"
@@ -62,6 +89,8 @@ def hostile(tmp_path_factory):
             next(server_iter)
         except StopIteration:
             pass
+        stub.server.shutdown()
+        stub.server.server_close()
         group.close()
         if REPORT:
             print("\nhostile-visitor figures:\n" + "\n".join(f"  {k}: {v}" for k, v in REPORT.items()))
@@ -91,13 +120,70 @@ def _refusal(call) -> str | None:
     return None
 
 
+def _answers_in_time(server) -> float | None:
+    """Seconds a fast view (tokenize, through the queue) took to answer, or None when it did not answer within
+    HEALTHY_SECONDS (or answered with an error)."""
+    base = server.url.rstrip("/") + "/gradio_api/call/tokenize"
+    started = time.monotonic()
+    try:
+        with httpx.Client(timeout=HEALTHY_SECONDS, headers={"X-Forwarded-For": HEALTH_ADDRESS}) as http:
+            posted = http.post(base, json={"data": ["Hello world", "this text", None]})
+            if posted.status_code != 200:
+                return None
+            answer = http.get(f"{base}/{posted.json()['event_id']}").text
+    except httpx.HTTPError:
+        return None
+    took = time.monotonic() - started
+    return took if answer.startswith("event: complete") and took <= HEALTHY_SECONDS else None
+
+
 def _healthy(server, scenario: str) -> None:
+    """The server is alive, answers a fast view within HEALTHY_SECONDS (polled for up to HEALTHY_PATIENCE), and
+    stayed under its memory limit."""
+    deadline, tries = time.monotonic() + HEALTHY_PATIENCE, 0
+    while (took := _answers_in_time(server)) is None:
+        tries += 1
+        assert server.process.poll() is None, f"the server died during {scenario}:\n{server.log_tail()}"
+        assert time.monotonic() < deadline, \
+            f"after {scenario} no fast view answered within {HEALTHY_SECONDS:g} s in {HEALTHY_PATIENCE:g} s"
+        time.sleep(0.2)
     assert server.process.poll() is None, f"the server died during {scenario}:\n{server.log_tail()}"
-    assert answers(server.url), f"the server stopped answering during {scenario}"
     assert not server.group.over_limit(), f"{scenario} hit the memory limit"
     peak = server.group.peak_bytes()
-    REPORT[scenario] = f"peak {peak / GIB:.2f} GiB of {LIMIT / GIB:.1f}"
+    REPORT[scenario] = f"peak {peak / GIB:.2f} GiB of {LIMIT / GIB:.1f}; answered in {took:.2f} s" + \
+        (f" after {tries} slower tries" if tries else "")
     assert peak < LIMIT
+
+
+def _unharmed(server, scenario: str) -> None:
+    """``_healthy``, and the files within their quotas: Gradio's temp space, the visitor runs, the shipped checkpoint
+    byte-identical."""
+    _healthy(server, scenario)
+    assert disk_bytes(server.gradio_tmp) <= TEMP_QUOTA
+    visitor_runs = sum(run.size for run in stored_runs(server.weights))
+    assert visitor_runs <= RUNS_QUOTA, f"visitor runs take {visitor_runs:,} bytes after {scenario}"
+    assert _tree_hash(server.weights / SHIPPED) == server.shipped_hash
+
+
+def _call(server, api: str, data: list, address: str, timeout: float = 120) -> tuple[str, str]:
+    """POST /gradio_api/call/<api> as a stranger's script would (the page's private events answer there too), then
+    read the answer: ("complete" or "error", what came with it)."""
+    base = server.url.rstrip("/") + f"/gradio_api/call/{api}"
+    with httpx.Client(timeout=timeout, headers={"X-Forwarded-For": address}) as http:
+        posted = http.post(base, json={"data": data})
+        assert posted.status_code == 200, f"{api}: {posted.status_code} {posted.text[:300]}"
+        answer = http.get(f"{base}/{posted.json()['event_id']}").text
+    event, _, rest = answer.partition("\n")
+    return event.removeprefix("event: ").strip(), rest.removeprefix("data: ").strip()
+
+
+def _uploaded(server, path: Path, address: str) -> dict:
+    """``path`` sent through Gradio's upload route, as the page sends a file: the FileData a call names it by."""
+    with httpx.Client(timeout=60, headers={"X-Forwarded-For": address}) as http:
+        answer = http.post(server.url.rstrip("/") + "/gradio_api/upload",
+                           files=[("files", (path.name, path.read_bytes(), "application/octet-stream"))])
+    assert answer.status_code == 200, answer.text[:300]
+    return {"path": answer.json()[0], "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
 
 
 def _train(client, **changes):
@@ -393,6 +479,162 @@ def test_one_client_flooding_the_queue_leaves_room_for_others(hostile):
     # the flooder's share comes back: a small sweep queues behind its two running ones and answers
     _client(hostile, flooder["X-Forwarded-For"]).predict(16, 2, 1, "fp32", "cpu", 16, api_name="/compare_timing")
     _healthy(hostile, "one client flooding the queue")
+
+
+# ----------------------------------------------------------------------------- uploads, bodies, the Hub cache
+
+
+def _nanogpt_files(folder: Path) -> tuple[Path, Path]:
+    """A real nanoGPT ckpt.pt (tests/test_convert.py's reference model, in train.py's layout) and its meta.pkl."""
+    from test_convert import reference_model, save_nanogpt, write_meta
+
+    save_nanogpt(folder / "ckpt.pt", reference_model(bias=True), bias=True)
+    write_meta(folder / "meta.pkl")
+    return folder / "ckpt.pt", folder / "meta.pkl"
+
+
+def test_a_small_upload_sharing_a_nested_list_is_refused_at_once(hostile, tmp_path):
+    """A few hundred bytes of meta.pkl (or model_args inside ckpt.pt) holding a shared nested list ([a, a] 60 deep)
+    has a repr of 2**60 leaves: formatted into an error message, it held the GIL (every visitor's call stalled) until
+    memory ran out. Both uploads are refused at once, with a short message, and nothing is written."""
+    import pickle
+
+    from test_convert import PLACEHOLDER, _edit_model_args, _hostile_ckpt, _with_payload
+
+    ckpt, meta = _nanogpt_files(tmp_path)
+    nested_meta = tmp_path / "nested-meta.pkl"
+    nested_meta.write_bytes(_with_payload(pickle.dumps({"itos": {0: PLACEHOLDER}}), 60, "list"))
+    nested_ckpt = tmp_path / "nested-args.pt"
+    _hostile_ckpt(ckpt, nested_ckpt, 60, "list", _edit_model_args("bias"))
+    address = "203.0.113.60"
+    outcomes = {}
+    for what, upload, vocabulary, name in (("meta.pkl", ckpt, nested_meta, "nested-meta"),
+                                           ("model_args", nested_ckpt, meta, "nested-args")):
+        started = time.monotonic()
+        event, message = _call(hostile, "convert_nanogpt", [_uploaded(hostile, upload, address),
+                                                           _uploaded(hostile, vocabulary, address), "", name], address)
+        outcomes[what] = f"{event} in {time.monotonic() - started:.2f} s, {len(message)} characters"
+        assert event == "error" and len(message) < 2000, (what, event, message[:2000])
+        assert GENERIC_ERROR not in message and "Traceback" not in message, message
+        assert not (hostile.weights / name).exists()
+    REPORT["a nested shared list in meta.pkl and in model_args"] = "; ".join(f"{k}: {v}" for k, v in outcomes.items())
+    _unharmed(hostile, "nested shared lists in uploads")
+
+
+def test_ten_megabyte_bodies_queued_in_numbers_stay_a_bounded_few(hostile):
+    """With the long lane busy, 150 calls of 10 MB each queued until memory ran out (about 1.4 GB sent). An event
+    weighs one unit of the queue's share plus one per MiB it carries: one client has one such call queued at most,
+    everyone together a few; the rest are refused at once (429) and nothing they sent is kept."""
+    import uuid
+
+    from playground.ui import QUEUE_PER_CLIENT, QUEUE_UNITS
+    from playground.ui.server import QUEUE_UNIT_BYTES
+
+    base = hostile.url.rstrip("/") + "/gradio_api"
+    holding, sending = uuid.uuid4().hex, uuid.uuid4().hex  # two pages: leaving one drops its events still waiting
+    sweep = [64, 4, 1, "fp32", "cpu", 256]  # a small timing sweep (seconds); two run in the long lane, four wait
+    with httpx.Client(timeout=60, headers={"X-Forwarded-For": "198.51.100.71"}) as http:
+        for _ in range(6):
+            queued = http.post(f"{base}/call/compare_timing", json={"data": sweep, "session_hash": holding})
+            assert queued.status_code == 200, queued.text[:300]
+    body = {"data": ["7" * 10_000_000, 4, 1, "fp32", "cpu", 256], "session_hash": sending}  # 10 MB where a number goes
+    hostile.group.reset_peak()
+
+    def post(index: int) -> int:
+        headers = {"X-Forwarded-For": f"203.0.113.{100 + index % 10}"}
+        try:
+            with httpx.Client(timeout=60, headers=headers) as http:
+                return http.post(f"{base}/call/compare_timing", json=body).status_code
+        except httpx.TransportError:  # refused before the client finished sending: the same refusal, read as a reset
+            return 429
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(post, range(20)))
+    sent_in = time.monotonic() - started
+    peak = hostile.group.peak_bytes()
+    with httpx.Client(timeout=60) as http:
+        for session in (sending, holding):  # both pages open and close: Gradio drops what still waits
+            with http.stream("GET", f"{base}/queue/data", params={"session_hash": session}) as stream:
+                next(stream.iter_lines(), None)
+    accepted, refused = statuses.count(200), statuses.count(429)
+    weight = 1 + 10_000_000 // QUEUE_UNIT_BYTES
+    REPORT["20 calls of 10 MB from 10 addresses, the long lane busy"] = \
+        f"{accepted} queued, {refused} refused in {sent_in:.1f} s; peak while they came {peak / GIB:.2f} GiB"
+    assert accepted + refused == len(statuses), statuses
+    # one a client; the total, whatever of the sweeps' six units came free meanwhile (the 10 MB events wait behind
+    # them, so none of theirs does)
+    assert 1 <= accepted <= min(10 * (QUEUE_PER_CLIENT // weight), QUEUE_UNITS // weight), statuses
+    _unharmed(hostile, "10 MB bodies queued in numbers")
+
+
+def test_a_refused_hub_repo_leaves_the_users_own_cache_and_the_playgrounds_is_pruned(hostile):
+    """A repo refused after its config.json came deleted that snapshot and its blobs from the shared
+    ~/.cache/huggingface: typing the id of a model you already use lost your offline copy. Downloads now go to the
+    playground's own cache, pruned by size (PLAYGROUND_MAX_HUB_CACHE_BYTES) least recently used first; the user's
+    cache, holding that very repo, is left as it was."""
+    from test_hub import SHA
+
+    shared = hostile.home / ".cache" / "huggingface" / "hub"  # the user's own, where huggingface_hub puts it
+    repo = shared / "models--learner--padded-weights"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "snapshots" / SHA).mkdir(parents=True)
+    (repo / "blobs" / "abc").write_text("my offline copy")
+    (repo / "snapshots" / SHA / "config.json").symlink_to(repo / "blobs" / "abc")
+    before = {path.relative_to(shared): path.read_bytes() for path in shared.rglob("*") if path.is_file()}
+    own = hostile.home / ".cache" / "attention-playground" / "hub"
+    stale = own / "models--learner--stale"
+    stale.mkdir(parents=True)
+    (stale / "blob").write_bytes(b"s" * 50_000)
+    os.utime(stale, (1, 1))  # used long ago
+    address = "203.0.113.70"
+    refused = _refusal(lambda: _client(hostile, address).predict(name="learner/padded-weights",
+                                                                  api_name="/checkpoint_info"))
+    assert refused and "padded-weights" in refused, refused
+    assert {path.relative_to(shared): path.read_bytes() for path in shared.rglob("*") if path.is_file()} == before
+    assert _refusal(lambda: _client(hostile, address).predict(name="learner/tiny-char",
+                                                              api_name="/checkpoint_info")) is None
+    in_use = own / "models--learner--tiny-char"
+    refused_files = [p for p in (own / "models--learner--padded-weights").rglob("*") if p.is_file()
+                     and p.relative_to(own).parts[1] in ("snapshots", "blobs")]
+    REPORT["a refused Hub repo, then one that loads"] = \
+        f"the playground's Hub cache {disk_bytes(own):,} bytes ({disk_bytes(in_use):,} the repo in use), " \
+        f"{len(refused_files)} files of the refused one; the user's cache unchanged"
+    assert not stale.exists() and in_use.is_dir() and not refused_files, sorted(own.rglob("*"))
+    assert disk_bytes(own) - disk_bytes(in_use) <= HUB_CACHE_QUOTA  # the repo just used is never pruned
+    assert {path.relative_to(shared): path.read_bytes() for path in shared.rglob("*") if path.is_file()} == before
+    _unharmed(hostile, "a refused Hub repo")
+
+
+def test_a_stride_0_checkpoint_is_charged_by_what_it_writes(hostile, tmp_path):
+    """A 2.5 KB ckpt.pt of stride-0 tensors declaring 19M parameters became a 73 MB checkpoint charged 2.5 KB against
+    the disk quota. Charged by the shape it declares, two of them from one visitor keep within the quota (room for
+    one): the second replaces the first."""
+    import torch
+    from test_convert import NanoGPT, model_args
+
+    _, meta = _nanogpt_files(tmp_path)
+    args = {**model_args(True), "n_layer": 6, "n_head": 8, "n_embd": 512, "block_size": 256}
+    with torch.device("meta"):
+        shapes = {key: tensor.shape for key, tensor in NanoGPT(**args).state_dict().items()}
+    flat, zero = tmp_path / "flat.pt", torch.zeros(())  # every tensor a view of one stored number
+    torch.save({"model": {key: zero.expand(shape) for key, shape in shapes.items()}, "model_args": args,
+                "iter_num": 1, "best_val_loss": torch.tensor(2.0), "config": {}}, flat)
+    declared = sum(torch.Size(shape).numel() for shape in shapes.values())
+    assert flat.stat().st_size < 10_000 and declared > 18_000_000
+    address = "203.0.113.80"
+    written = []
+    for name in ("flat-1", "flat-2"):
+        event, message = _call(hostile, "convert_nanogpt", [_uploaded(hostile, flat, address),
+                                                           _uploaded(hostile, meta, address), "", name], address)
+        assert event == "complete", message[:1000]
+        written.append(disk_bytes(hostile.weights / name))
+    left = sorted(run.name for run in stored_runs(hostile.weights) if run.name.startswith("flat-"))
+    REPORT["two stride-0 ckpt.pt of 19M parameters"] = \
+        f"{flat.stat().st_size:,} bytes each, {written[-1]:,} bytes written each; kept {', '.join(left)}"
+    assert left == ["flat-2"], left  # the first went to make room: the quota holds one
+    assert written[-1] > 1000 * flat.stat().st_size
+    _unharmed(hostile, "stride-0 checkpoints")
 
 
 def test_randomised_requests_at_the_caps_from_8_clients(hostile):
