@@ -6,7 +6,12 @@ model with every head's maps (what the Attention, Model and Why views run) at --
 printed, the resident memory gained after 64, 128, ... lengths, then after malloc_trim (what glibc's heap held
 free), and the time of one forward pass at one length repeated (what the cache saves).
 
+With --trim-each, glibc's heap is trimmed after every pass, as the server's budget does when a request gives its
+memory back (budget.trim_heap): what stays resident then is what KERNEL_CACHE_HEAP must cover, and the trims' own
+time is printed.
+
     PYTHONPATH=$PWD python benchmarks/kernel_cache_memory.py --capacities 64 0
+    PYTHONPATH=$PWD python benchmarks/kernel_cache_memory.py --capacities 64 --trim-each
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from playground.model import GPT
 def rss():
     with open('/proc/self/status') as f:
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))
-L, h, C, T, n = map(int, sys.argv[1:6])
+L, h, C, T, n, trim_each = map(int, sys.argv[1:7])
+trim = ctypes.CDLL('libc.so.6').malloc_trim
+trims = []
 model = GPT(ModelConfig(vocabulary_size=65, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval()
 with torch.no_grad():
     x = torch.randint(0, 65, (1, T // 4))
@@ -43,11 +50,18 @@ with torch.no_grad():
     gained = {}
     for i in range(n):
         model(torch.randint(0, 65, (1, 2 + (i * 997) % (T - 1))), return_attention=True)
+        if trim_each:
+            gc.collect()
+            trim_started = time.perf_counter()
+            trim(0)
+            trims.append(time.perf_counter() - trim_started)
         if (i + 1) % 128 == 0 or i + 1 in (64, n):
             gc.collect()
             gained[i + 1] = (rss() - base) / 2**20
     ctypes.CDLL('libc.so.6').malloc_trim(0)
-print(json.dumps({"gained_mib": gained, "after_trim_mib": (rss() - base) / 2**20, "one_length_ms": one_length * 1e3}))
+trims.sort()
+print(json.dumps({"gained_mib": gained, "after_trim_mib": (rss() - base) / 2**20, "one_length_ms": one_length * 1e3,
+                  "trim_ms": [1e3 * trims[len(trims) // 2], 1e3 * trims[-1]] if trims else None}))
 """
 
 
@@ -58,17 +72,23 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, default=512, help="different text lengths to run")
     parser.add_argument("--shape", type=int, nargs=4, default=[2, 8, 256, 1024], metavar=("LAYERS", "HEADS", "WIDTH",
                                                                                         "CONTEXT"))
+    parser.add_argument("--trim-each", action="store_true",
+                        help="malloc_trim(0) after every pass, as the server does when a request ends")
     args = parser.parse_args()
-    print(f"model {args.shape}, {args.lengths} lengths; load {os.getloadavg()[0]:.2f}")
+    print(f"model {args.shape}, {args.lengths} lengths{', trimmed after each' if args.trim_each else ''}; "
+          f"load {os.getloadavg()[0]:.2f}")
     for capacity in args.capacities:
         env = {**os.environ, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(capacity), "OMP_WAIT_POLICY": "PASSIVE",
                "PYTHONPATH": str(REPO)}
-        run = subprocess.run([sys.executable, "-c", CHILD, *map(str, args.shape), str(args.lengths)], env=env,
+        run = subprocess.run([sys.executable, "-c", CHILD, *map(str, args.shape), str(args.lengths),
+                              str(int(args.trim_each))], env=env,
                              capture_output=True, text=True, check=True)
         result = json.loads(run.stdout)
         gained = ", ".join(f"{n}: {mib:.0f}" for n, mib in result["gained_mib"].items())
         print(f"capacity {capacity:>4}: MiB gained after lengths {{{gained}}}; after malloc_trim "
-              f"{result['after_trim_mib']:.0f}; one length repeated {result['one_length_ms']:.1f} ms a pass")
+              f"{result['after_trim_mib']:.0f}; one length repeated {result['one_length_ms']:.1f} ms a pass"
+              + (f"; a trim took {result['trim_ms'][0]:.2f} ms (median), {result['trim_ms'][1]:.1f} ms at most"
+                 if result["trim_ms"] else ""))
 
 
 if __name__ == "__main__":

@@ -54,16 +54,20 @@ and texts it keeps for deep links: ui/server.py), is set aside from the budget f
     200 sessions at 2000 tokens: about 208 MiB.
 
 The server's own budget (a MemoryBudget made without a total) also sets aside what its process keeps for torch's
-kernel cache whatever runs: KERNEL_CACHE_HEAP, 640 MiB.
+kernel cache whatever runs: KERNEL_CACHE_HEAP, 64 MiB. Every reservation's release trims glibc's heap
+(``trim_heap``), or the freed heap pinned between the cached kernels would stay resident (up to 603 MiB measured).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import math
 import os
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,9 +95,11 @@ NO_LIMIT = 2**60  # cgroup files say "max" or a huge number when nothing is set
 # What a server process keeps whatever runs, beside what requests reserve: oneDNN caches a compiled kernel for each
 # input shape it meets (settings.PROCESS_DEFAULTS caps the cache at 64), and glibc keeps the heap's freed blocks
 # between those kernels resident. Forward passes with maps at 512 text lengths up to 1024 (2 layers, 8 heads, width
-# 256) left 454 and 603 MiB more resident in two runs, flat from 384 lengths on; with the cache off 49 to 71 MiB, and
-# after malloc_trim none: the kernels are small, the heap they pin is not (benchmarks/kernel_cache_memory.py).
-KERNEL_CACHE_HEAP = 640 * MIB
+# 256) left 447 to 603 MiB more resident in three runs; with the heap trimmed after each pass, as every release does
+# (trim_heap), -5 to 2 MiB in two runs: the kernels are small, the heap they pin is not
+# (benchmarks/kernel_cache_memory.py --trim-each). 64 MiB leaves room for what a trim cannot give back (a block still
+# alive at the heap's top, a response built after its request's release).
+KERNEL_CACHE_HEAP = 64 * MIB
 CGROUP_FILES = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
 
 
@@ -263,6 +269,29 @@ def import_cost(*, stored_bytes: int, parameters: int, largest_tensor: int) -> C
 def kernel_cache_cost() -> Cost:
     """What the server process keeps for torch's kernel cache (KERNEL_CACHE_HEAP), set aside from its budget."""
     return Cost("torch's kernel cache", (("its kernels and the heap they keep", KERNEL_CACHE_HEAP),))
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None where the C library is not glibc (musl, macOS, Windows)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def trim_heap() -> None:
+    """Hand the heap's free pages back to the system (glibc's ``malloc_trim(0)``; nothing elsewhere).
+
+    glibc keeps what a request freed resident for the next one; between the small blocks oneDNN's kernel cache keeps
+    alive, that was 454 to 603 MiB after forward passes at 512 text lengths, which no request holds
+    (benchmarks/kernel_cache_memory.py). The budget trims whenever a request gives its memory back, so what stays is
+    the kernels themselves (KERNEL_CACHE_HEAP). Costs about 8 ms on a busy 2-core machine."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def combined(what: str, *costs: Cost) -> Cost:
@@ -437,8 +466,11 @@ class MemoryBudget:
             return max(0, self.total - self._reserved - sum(self._kept.values()))
 
     def release(self, num_bytes: int) -> None:
+        """Give back what ``acquire`` reserved, and what the request's work left in the heap (``trim_heap``)."""
         with self._lock:
             self._reserved = max(0, self._reserved - num_bytes)
+        if num_bytes:
+            trim_heap()
 
     @contextlib.contextmanager
     def reserve(self, cost: Cost, hint: str = "") -> Iterator[Cost]:

@@ -28,7 +28,7 @@ PROCESS_DEFAULTS = {
     # oneDNN keeps a compiled kernel, and memory with it, for every input shape it meets (1,024 shapes by default):
     # a forward pass at each new text length kept about 2.8 MiB more, 720 MiB after 257 lengths; 64 keeps it near
     # 190 MiB (tests/test_inference_budget.py measures requests with this setting), and up to 603 MiB after 512
-    # lengths with the heap it pins, which the server's budget sets aside (budget.KERNEL_CACHE_HEAP)
+    # lengths with the heap it pins, which the server's budget gives back after each request (budget.trim_heap)
     "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64",
 }
 
