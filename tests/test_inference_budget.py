@@ -1,6 +1,8 @@
 """The estimates of requests that run the model without training (a forward pass with every head's weights, as the
 Attention, Model and Why views do; sampling with the KV cache) bound the peak measured in a child process, and stay
-within 2x of it so their refusals are honest.
+within 2x of it so their refusals are honest. The child runs in a memory cgroup whose limit is what it holds after its
+warm-up plus the estimate (tests/test_memory_sweep.py's CHILD_LIMIT), so an estimate below the true peak is an OOM
+kill, not a number; where no group can be made, it measures without one.
 
 Sampling with and without the KV cache is held to one estimate. Each new window length makes oneDNN build kernels
 for it, which it keeps for the process (at most PROCESS_DEFAULTS' cache capacity of them, whoever asked): measured
@@ -10,28 +12,30 @@ request once first, as the forward measurement does, and counts what the second 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 from conftest import REPO
+from test_memory_sweep import CHILD_LIMIT, CHILD_RSS, memory_group
 
 from playground import budget
 from playground.config import ModelConfig
 from playground.sampling import sampling_cost
 
 MEASURE = """
-import ctypes, gc, json, sys, torch
+import json, sys, torch
+from pathlib import Path
 torch.set_num_threads(1)
-def rss(field='VmRSS'):
-    with open('/proc/self/status') as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
+""" + CHILD_RSS + """
 from playground.config import ModelConfig
 from playground.model import GPT
 from playground.sampling import SamplingSettings, stream
 from playground.tokenizer import CharTokenizer
 kind = sys.argv[1]
 L, h, C, T, V = map(int, sys.argv[2:7])
+group, estimate = Path(sys.argv[7]) if sys.argv[7] else None, int(sys.argv[8])
 torch.manual_seed(0)
 tokenizer = CharTokenizer([chr(33 + i) for i in range(V)])
 def run(model, T):
@@ -46,13 +50,11 @@ def run(model, T):
 # once first, on a model of its own: what torch keeps per shape (oneDNN's kernels, bounded by app.py's settings,
 # which the tests apply too) are the process's, not a request's
 run(GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval(), T)
-gc.collect()
-ctypes.CDLL('libc.so.6').malloc_trim(0)  # what that run freed goes back, so this request's pages are counted anew
-base = rss()
-open('/proc/self/clear_refs', 'w').write('5')  # the peak from here on
+# what that run freed goes back (malloc_trim), so this request's pages are counted anew, inside the limit
+""" + CHILD_LIMIT + """
 model = GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval()
 run(model, T)
-print(json.dumps(rss('VmHWM') - base))
+print(json.dumps(rss('VmHWM') - own))
 """
 
 SHAPES = [  # layers, heads, width, context, vocabulary
@@ -63,10 +65,16 @@ SHAPES = [  # layers, heads, width, context, vocabulary
 ]
 
 
-def _peak(kind: str, shape) -> int:
-    result = subprocess.run([sys.executable, "-c", MEASURE, kind, *map(str, shape)], capture_output=True, text=True,
-                            cwd=REPO, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr[-2000:]
+def _peak(kind: str, shape, estimate: int) -> int:
+    """The peak of ``kind`` at ``shape`` in a child limited to ``estimate`` beyond its warm-up; killed or failed: the
+    test fails."""
+    with memory_group() as group:
+        enter = None if group is None else lambda: (group / "cgroup.procs").write_text(str(os.getpid()))
+        result = subprocess.run([sys.executable, "-c", MEASURE, kind, *map(str, shape), str(group or ""),
+                                 str(estimate)], capture_output=True, text=True, cwd=REPO, timeout=300, check=False,
+                                preexec_fn=enter)
+    assert result.returncode == 0, (f"{kind} {shape}: killed or failed inside a limit of the estimate "
+                                    f"({budget.human(estimate)}): {result.returncode} {result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -84,7 +92,7 @@ def test_the_forward_estimate_with_attention_maps_bounds_the_measured_peak(shape
                                      heads_num=config.heads_num, embedding_dim=config.embedding_dim,
                                      context_size=config.context_size, vocabulary_size=config.vocabulary_size,
                                      attention_maps=True).bytes
-    peak = _peak("forward", shape)
+    peak = _peak("forward", shape, estimate)
     assert peak <= estimate <= 2 * peak, f"peak {peak / budget.MIB:.1f} MiB, estimate {estimate / budget.MIB:.1f} MiB"
 
 
@@ -96,5 +104,5 @@ def test_the_sampling_estimate_bounds_the_measured_peak_past_the_context(shape, 
     the most cached sampling ever holds) and without it (a full window's forward pass for every token)."""
     config = _config(shape)
     estimate = sampling_cost(config, config.parameter_count()).bytes
-    peak = _peak(kind, shape)
+    peak = _peak(kind, shape, estimate)
     assert peak <= estimate <= 2 * peak, f"peak {peak / budget.MIB:.1f} MiB, estimate {estimate / budget.MIB:.1f} MiB"
