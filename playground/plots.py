@@ -639,8 +639,8 @@ CHAIN_STEPS = ("① Where the head looked: its attention weight on each key",
                "⑤ Softmax over every logit: the probability")
 CHAIN_COLOURS = ("#e03131", "#2f9e44")  # down, up: a bar's colour is 1 where it pushes the target up
 CHAIN_WEIGHT_COLOUR = "#4c6ef5"
-CHAIN_HEIGHT = 860
-CHAIN_STEP_WIDTH = 44  # characters per line of a panel's title: a phone's plot
+CHAIN_HEIGHT = 900
+CHAIN_STEP_WIDTH = 38  # characters per line of a panel's title: a phone's plot
 CHAIN_STEP_ROOM = 36  # px between the figure's title and the first panel, for that panel's two-line title
 
 
@@ -649,7 +649,7 @@ def chain_base() -> go.Figure:
     the keys (one index axis they share), the fourth a running sum, the fifth two probabilities."""
     from plotly.subplots import make_subplots
 
-    figure = make_subplots(rows=5, cols=1, vertical_spacing=0.085,
+    figure = make_subplots(rows=5, cols=1, vertical_spacing=0.095,
                            subplot_titles=[wrap_title(step, CHAIN_STEP_WIDTH) for step in CHAIN_STEPS])
     for annotation in figure.layout.annotations:
         annotation.update(font=dict(size=12.5), align="left", x=0, xanchor="left")
@@ -662,7 +662,7 @@ def chain_base() -> go.Figure:
                             hovertemplate="key %{x}: %{y:.4g}<extra>%{fullData.name}</extra>"), row=2, col=1)
     figure.add_trace(go.Bar(name="push", marker=by_sign, hovertemplate=key_hover), row=3, col=1)
     figure.add_trace(go.Waterfall(name="logit", measure=["relative", "relative", "total"], textposition="outside",
-                                  texttemplate=["%{delta:+.3f}", "%{delta:+.3f}", "%{final:.3f}"], cliponaxis=False,
+                                  textinfo="text", cliponaxis=False,
                                   increasing=dict(marker=dict(color=CHAIN_COLOURS[1])),
                                   decreasing=dict(marker=dict(color=CHAIN_COLOURS[0])),
                                   totals=dict(marker=dict(color="#495057")), connector=dict(line=dict(width=1)),
@@ -702,14 +702,17 @@ def chain_changes(labels: Sequence[str], weights: Sequence[float], writes: Seque
 
     quoted, other_quoted = f"'{_display_label(target)}'", f"'{_display_label(other)}'"
     sums = [float(f"{v:.6g}") for v in (part, others, logit)]
+    low, high = min(0.0, part, logit), max(0.0, part, logit)
+    room = 0.3 * (high - low or 1.0)  # above (and below) the bars, for their numbers
     return {"data": [{"y": rounded(weights), "customdata": shown},
                      {"y": rounded(writes), "marker": {"color": signs(writes)}},  # its key named in ① and ③
                      {"y": rounded(pushes), "customdata": shown, "marker": {"color": signs(pushes)}},
-                     {"y": sums, "customdata": [f"{head}: the pushes summed", "every other part",
-                                                f"the logit of {quoted}"]},
+                     {"y": sums, "text": [f"{part:+.3f}", f"{others:+.3f}", f"{logit:.3f}"],
+                      "customdata": [f"{head}: the pushes summed", "every other part", f"the logit of {quoted}"]},
                      {"y": rounded((probability, other_probability)),
                       "customdata": [f"p({quoted})", f"p({other_quoted})"]}],
             "layout": {"title": title, "margin": {"t": top + CHAIN_STEP_ROOM}, "xaxis": axis, "xaxis3": axis,
+                       "yaxis4": {"range": [low - (room if low < 0 else 0), high + room]},
                        "xaxis4": {"ticktext": [f"{head}<br>(③ summed)", "every other<br>part",
                                                f"logit of<br>{quoted}"]},
                        "xaxis5": {"ticktext": [f"{quoted}<br>({'its guess' if guessed else 'the target'})",

@@ -223,6 +223,8 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     position.press("Enter")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text(f"(position {wanted})", timeout=WAIT_MS)
     expect(plot_titled(panel, "How ")).to_contain_text(chain_title(None, wanted), timeout=WAIT_MS)
+    shown = panel.get_by_role("heading", name=f"at position {wanted}").inner_text()
+    check_chain(page, re.match(r"L\d+ H\d+", shown).group(0))  # the chain at the new position, from the page
     assert [url for url in calls if "/queue/join" in url] == []  # drawn from what the page holds
     assert overlapping_labels(page) == []
     pick(page, panel, "knock out", "L1 H0")  # one head alone: drawn from the numbers held
