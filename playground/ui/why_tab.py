@@ -1,10 +1,12 @@
 """Why tab: from a head's pattern to the model's next character, on the learner's own text.
 
 Three views of one checkpoint at one position: **why this character** (the target's logit split into the parts that
-wrote it, and for the chosen head which attended characters pushed it), **what the head reads and writes** (its QK
-and OV circuits over the vocabulary, the strongest pairs in words) and **knock heads out** (the loss and the
-prediction without them, and every head ranked by the loss it adds). The maths is playground.circuits; this module
-checks the inputs, prices the view and lays it out. Renders on arrival and on every edit (``/why`` for API clients).
+wrote it, and for the chosen head one picture from its pattern to the next character: its weights, what it writes
+from each key, their product, the sum that is its bar, the logit and the probability), **what the head reads and
+writes** (its QK and OV circuits over the vocabulary, the strongest pairs in words) and **knock heads out** (the
+loss and the prediction without them, and every head ranked by the loss it adds). The maths is playground.circuits;
+this module checks the inputs, prices the view and lays it out. Renders on arrival and on every edit (``/why`` for
+API clients).
 """
 
 from __future__ import annotations
