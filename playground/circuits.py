@@ -9,6 +9,8 @@ out. The maths only, on playground.model.GPT (the character models and the GPT-2
     ov_circuit(model, layer=0, head=2)                        (V, V): the logits head writes when it attends to c
     key_contributions(model, ids, 9, 1, layer=0, head=2)      which attended tokens pushed the target, through it
     every_key_contribution(model, ids, attributions)          the same for every head at every position
+    every_key_reading(model, ids, attributions)               and the step between: what each key writes, per unit
+                                                              of weight, onto the target (weights x writes = shares)
     with ablated(model, [(0, 2)], mode="mean", token_ids=ids):  the model runs with head 2 of layer 0 knocked out
     head_effects(model, ids)                                  every head's knock-out: the loss it adds, ranked
     knock_outs(model, ids, [[(0, 2)], [(0, 2), (2, 1)]], targets)  each set knocked out in a row of one batch:
@@ -360,6 +362,20 @@ def every_key_contribution(model: GPT, token_ids: torch.Tensor, attributions: Se
     (layers, heads, T queries, T keys); ``attributions``: logit_attributions' list (each position's target and
     frozen scale). Row [l, h, p] of the shares sums to head h of layer l's part at position p. ``heads``: only
     these (layer, head), in this order: (len(heads), T, T) (GPT-2's 144 heads would hold 75 MB for 256 tokens)."""
+    weights, _, shares = every_key_reading(model, token_ids, attributions, heads)
+    return weights, shares
+
+
+def every_key_reading(model: GPT, token_ids: torch.Tensor, attributions: Sequence[LogitAttribution],
+                      heads: Sequence[tuple[int, int]] | None = None) -> tuple[torch.Tensor, torch.Tensor,
+                                                                               torch.Tensor]:
+    """every_key_contribution with the step between: (attention weights, writes, shares), each (layers, heads,
+    T queries, T keys) (or (len(heads), T, T)). ``writes[l, h, p, j]`` is what head h of layer l writes from key j
+    onto position p's target per unit of weight: key j's value through the head's slice of W_O, read as
+    logit_attribution reads a part (centred, over p's frozen scale, by the target's row). ``shares`` is
+    ``weights * writes``, the very float32 product, so a row of shares sums to the head's part at p (1e-4).
+
+    A worked row: weights (0.7, 0.3), writes (+2.0, -1.0) -> shares (+1.4, -0.3) -> the head's part +1.1."""
     ids = _checked_ids(model, token_ids).view(1, -1)
     T = ids.size(1)
     if [a.position for a in attributions] != list(range(T)):
@@ -373,6 +389,7 @@ def every_key_contribution(model: GPT, token_ids: torch.Tensor, attributions: Se
         _check_head(model, layer, head)
     weights = torch.zeros(len(heads), T, T)
     shares = torch.zeros_like(weights)
+    writes = torch.zeros_like(weights)
     with _evaluating(model):
         out = model(ids, return_attention=True)
         device = ids.device
@@ -396,11 +413,12 @@ def every_key_contribution(model: GPT, token_ids: torch.Tensor, attributions: Se
             push = written @ readers.T / scales  # (T keys, T queries)
             attended = out.attention_weights[layer][0, head]  # (T queries, T keys)
             weights[i] = attended.float().cpu()
+            writes[i] = push.T.float().cpu()  # (T queries, T keys)
             shares[i] = (attended * push.T).float().cpu()
     if every:
-        return (weights.view(config.layers_num, config.heads_num, T, T),
-                shares.view(config.layers_num, config.heads_num, T, T))
-    return weights, shares
+        shape = (config.layers_num, config.heads_num, T, T)
+        return weights.view(shape), writes.view(shape), shares.view(shape)
+    return weights, writes, shares
 
 
 def strongest_pairs(table: torch.Tensor, count: int = 5, among=None) -> list[tuple[int, int, float]]:

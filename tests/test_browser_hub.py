@@ -124,6 +124,8 @@ def test_a_hub_gpt2_in_tokenize_attention_and_sample(hub_page, hub_server):
     expect(panel).to_contain_text(" of the ", timeout=WAIT_MS)  # the circuits say which tokens they show
     # each head's circuits have their own host (drawn out of sight while the page is idle): the one on screen
     expect(plot_titled(panel, "QK of ").filter(visible=True)).to_be_visible(timeout=WAIT_MS)
+    # the chain from the head's pattern to the next token, over the text's BPE tokens
+    expect(plot_titled(panel, "How L").filter(visible=True)).to_be_visible(timeout=WAIT_MS)
     expect_no_error(page)
 
     panel = open_tab(page, "Sample")

@@ -12,6 +12,7 @@ import pytest
 from browser_support import ERROR_TOAST, WAIT_MS, expect_errors, expect_no_error, open_tab, screenshot
 from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
+from test_why_tab import save_toy_checkpoint
 
 pytestmark = pytest.mark.browser
 
@@ -24,8 +25,7 @@ def plot_titled(panel, title: str):
 def test_why_this_character_from_the_parts_to_a_knocked_out_head(page):
     panel = open_tab(page, "Why")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)  # on arrival
-    for title in ("The logit of", "Where position", "Each read character's push", "QK of ", "OV of ",
-                  "Loss added when each head alone"):
+    for title in ("The logit of", "How ", "QK of ", "OV of ", "Loss added when each head alone"):
         expect(plot_titled(panel, title)).to_be_visible(timeout=WAIT_MS)
     expect(panel).to_contain_text("is the sum of these")
     expect(panel).to_contain_text("Most needed: L")
@@ -74,10 +74,43 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     expect(panel.get_by_label("head", exact=True)).to_have_value(wanted)
     expect(panel).to_contain_text(f"What {wanted} reads and writes", timeout=WAIT_MS)
     expect(plot_titled(panel, f"QK of {wanted}")).to_be_visible()
-    in_title = re.compile(re.escape(f"({wanted})").replace(r"\ ", r"\s*"))  # a wrapped title loses the space
-    expect(plot_titled(panel, "Where position")).to_contain_text(in_title)
+    expect(plot_titled(panel, "How ")).to_contain_text(chain_title(wanted))
+    check_chain(page, wanted)
+    expect(panel.get_by_text("more: how the chain is read")).to_be_visible()  # the rest of its words, folded
     assert release() <= 1  # at most the head's reading at every other position
     expect_no_error(page)
+
+
+def chain_title(head: str | None, position: int | None = None) -> re.Pattern:
+    """The chain's title for ``head`` (any) at ``position`` (any): a wrapped title loses its spaces."""
+    text = f"How {head or ''}"
+    pattern = re.escape(text).replace(r"\ ", r"\s*") + (r"L\d+ H\d+" if head is None else "")
+    if position is not None:
+        pattern += r"'s\s*pattern\s*at\s*position\s*" + str(position) + r"(?!\d)"
+    return re.compile(pattern)
+
+
+CHAIN_JS = """() => { const host = [...document.querySelectorAll('#why-heads-chart-0 .js-plotly-plot')]
+    .find(plot => plot.offsetParent);
+    const [weights, writes, pushes, sums, chances] = host.data;
+    return {keys: weights.y.length, labels: pushes.customdata, products: weights.y.map((w, i) => w * writes.y[i]),
+            pushes: pushes.y, sums: sums.y, chances: chances.y, title: host.layout.title.text}; }"""
+
+
+def check_chain(page: Page, head: str) -> None:
+    """The chain on screen, read from the drawn chart, against the parts chart on screen: its keys' weights x writes
+    are its pushes, which add up to ``head``'s bar; with every other part, the logit (the sum of the parts). Values
+    are drawn to 4 significant digits (the pushes) and 6 (the parts, the running sum)."""
+    chain = page.evaluate(CHAIN_JS)
+    assert chain["keys"] == len(chain["labels"]) == len(chain["pushes"])
+    assert chain["products"] == pytest.approx(chain["pushes"], rel=2e-3, abs=1e-6)
+    mine, others, logit = page.evaluate("""head => { const plot = [...document.querySelectorAll(
+        '#why-chart-0 .js-plotly-plot')].find(p => p.offsetParent); const names = plot.data[0].customdata;
+        const values = plot.data[0].x, mine = values[names.indexOf(head)], all = values.reduce((a, b) => a + b, 0);
+        return [mine, all - mine, all]; }""", head)
+    rounding = 5e-4 * sum(abs(push) for push in chain["pushes"]) + 1e-5
+    assert sum(chain["pushes"]) == pytest.approx(mine, abs=rounding)
+    assert chain["sums"] == pytest.approx([mine, others, logit], abs=5e-4)
 
 
 def hold_server(page: Page):
@@ -120,9 +153,7 @@ def test_a_head_chosen_and_a_head_knocked_out_are_drawn_in_the_page_as_the_serve
     release = hold_server(page)
     pick(page, panel, "head", other)
     expect(panel.get_by_role("heading", name=f"{other} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
-    in_title = re.compile(re.escape(f"({other})").replace(r"\ ", r"\s*"))  # a wrapped title loses the space
-    expect(plot_titled(panel, "Where position")).to_contain_text(in_title)
-    expect(plot_titled(panel, "Each read character's push")).to_contain_text(in_title)
+    expect(plot_titled(panel, "How ")).to_contain_text(chain_title(other))
     expect(plot_titled(panel, f"QK of {other}")).to_be_visible()
     expect(panel).to_contain_text(f"What {other} reads and writes")
     pick(page, panel, "knock out", "L0 H2")
@@ -171,7 +202,7 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     page = phone
     panel = open_tab(page, "Why")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)
-    for title in ("The logit of", "Where position", "QK of ", "Loss added when each head alone"):
+    for title in ("The logit of", "How ", "QK of ", "Loss added when each head alone"):
         expect(plot_titled(panel, title)).to_be_visible(timeout=WAIT_MS)
     expect(panel.get_by_role("heading", name="at position", exact=False)).to_be_visible(timeout=WAIT_MS)
     parts = plot_titled(panel, "The logit of")
@@ -191,7 +222,9 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     position.fill(str(wanted))
     position.press("Enter")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text(f"(position {wanted})", timeout=WAIT_MS)
-    expect(plot_titled(panel, f"Where position {wanted} looks")).to_be_visible(timeout=WAIT_MS)
+    expect(plot_titled(panel, "How ")).to_contain_text(chain_title(None, wanted), timeout=WAIT_MS)
+    shown = panel.get_by_role("heading", name=f"at position {wanted}").inner_text()
+    check_chain(page, re.match(r"L\d+ H\d+", shown).group(0))  # the chain at the new position, from the page
     assert [url for url in calls if "/queue/join" in url] == []  # drawn from what the page holds
     assert overlapping_labels(page) == []
     pick(page, panel, "knock out", "L1 H0")  # one head alone: drawn from the numbers held
@@ -214,29 +247,6 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     expect_no_error(page)
 
 
-def save_toy_checkpoint(weights, name: str) -> None:
-    """The toy preset's model (notebook 004's, 2 sliced heads, context 8) trained a few steps on "hello world"."""
-    import torch
-
-    from playground.architectures import build_model
-    from playground.checkpoints import save_checkpoint
-    from playground.config import ModelConfig
-    from playground.presets import TRAIN_PRESETS
-    from playground.tokenizer import CharTokenizer
-
-    tokenizer = CharTokenizer.train_from_text("hello world")
-    torch.manual_seed(0)
-    model = build_model(ModelConfig(vocabulary_size=8, **TRAIN_PRESETS["toy"].model.to_dict()))
-    ids = tokenizer.encode("hello world")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    for _ in range(60):
-        loss = model(ids[:8].view(1, -1), ids[1:9].view(1, -1)).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    save_checkpoint(model.eval(), tokenizer, name, directory=weights)
-
-
 def test_the_toy_presets_model_explained_head_by_head(page, server):
     """Issue 29: the three views on the textbook preset too. The toy's logit is its two heads through their columns
     of the projection, the projection's bias and the output bias; its circuits are over its 8 characters."""
@@ -255,6 +265,11 @@ def test_the_toy_presets_model_explained_head_by_head(page, server):
     expect(panel).to_contain_text("Notebook 004's model", use_inner_text=False)  # in the circuits' fold
     expect(plot_titled(panel, "QK of L0 H")).to_be_visible(timeout=WAIT_MS)
     expect(plot_titled(panel, "Loss added when each head alone")).to_be_visible(timeout=WAIT_MS)
+    # the chain of the head that pushed most at the last position: every key its own bar, the two l's and o's too
+    expect(plot_titled(panel, "How ")).to_contain_text(chain_title(None, 7), timeout=WAIT_MS)
+    head = re.match(r"L0 H\d", panel.get_by_role("heading", name="at position 7").inner_text()).group(0)
+    assert page.evaluate(CHAIN_JS)["labels"] == list("hello␣wo")
+    check_chain(page, head)
     panel.get_by_label("knock out", exact=True).click()
     page.get_by_role("option", name="L0 H0", exact=True).click()
     page.keyboard.press("Escape")

@@ -14,6 +14,7 @@ from playground.circuits import (
     CircuitError,
     ablated,
     every_key_contribution,
+    every_key_reading,
     head_effects,
     head_means,
     key_contributions,
@@ -300,6 +301,47 @@ def test_every_heads_key_shares_at_once_are_each_heads_alone():
     some_weights, some_shares = every_key_contribution(model, IDS, every, [(1, 2), (0, 1)])
     assert_close(some_weights, torch.stack([weights[1, 2], weights[0, 1]]))
     assert_close(some_shares, torch.stack([shares[1, 2], shares[0, 1]]))
+
+
+@pytest.mark.parametrize("kind", ["gpt2-layout", "notebook-004"])
+def test_what_a_head_writes_from_each_key_recomputed_by_hand_times_its_weight_is_its_push(kind):
+    """The Why tab's chain: weight (the model's own attention) x what the head writes from the key (its value through
+    its columns of W_O, read as the final norm and LM head read a part, by hand here) = the key's push; the pushes
+    add up to the head's part from logit_attribution's own pass (1e-4), which with the other parts is the logit."""
+    notebook = kind == "notebook-004"
+    model = notebook_model() if notebook else tiny(use_bias=True, tie=True)
+    targets = torch.tensor([(3 * p + 1) % 13 for p in range(IDS.numel())])
+    every = logit_attributions(model, IDS, targets)
+    heads = [(0, 1), (0, 3)] if notebook else [(1, 2), (0, 0)]
+    weights, writes, shares = every_key_reading(model, IDS, every, heads)
+    assert torch.equal(shares, weights * writes)  # the very product the page draws
+    with torch.no_grad():
+        out = model(IDS.view(1, -1), return_attention=True)
+        logits = out.logits[0]
+        d = model.config.head_size
+        for i, (layer, head) in enumerate(heads):
+            attention = model.attn if notebook else model.blocks[layer].attn
+            x = out.attention_inputs[layer][0]  # (T, C)
+            if notebook:  # the notebook's own Head module reads its slice of the features
+                values = attention.heads[head].value(x[:, head * d:(head + 1) * d])  # (T, d)
+            else:
+                _, _, w_v, _, _, b_v = attention.head_projections(head)
+                values = x @ w_v + b_v
+            for position in (0, 6, IDS.numel() - 1):
+                target = int(targets[position])
+                for key in range(position + 1):
+                    written = attention.proj.weight[:, head * d:(head + 1) * d] @ values[key]  # (C,)
+                    if notebook:  # straight into the output layer
+                        expected = written @ model.output.weight[target]
+                    else:
+                        reader = model.lm_head.weight[target] * model.ln_f.weight
+                        expected = ((written - written.mean()) / every[position].scale) @ reader
+                    assert float(writes[i, position, key]) == pytest.approx(float(expected), abs=1e-5)
+                assert torch.all(weights[i, position, position + 1:] == 0)  # the future is never read
+                assert float(shares[i, position].sum()) == pytest.approx(every[position].head(layer, head),
+                                                                         abs=1e-4)
+                assert float(every[position].values.sum()) == pytest.approx(float(logits[position, target]),
+                                                                            abs=1e-4)
 
 
 def notebook_model(seed: int = 5):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from playground import circuits
+from playground import circuits, plots
 from playground.config import Limits
 from playground.ui import why_tab
 from playground.ui.common import AppContext, friendly
@@ -24,6 +24,46 @@ TEXT = "To be, or not to be: that is"  # 28 characters: the small checkpoint rea
 @pytest.fixture(scope="module")
 def ctx(tiny_weights):
     return AppContext(limits=Limits(), weights=tiny_weights)
+
+
+def save_toy_checkpoint(weights, name: str) -> None:  # the browser test's too
+    """The toy preset's model (notebook 004's, 2 sliced heads, context 8) trained a few steps on "hello world"."""
+    import torch
+
+    from playground.architectures import build_model
+    from playground.checkpoints import save_checkpoint
+    from playground.config import ModelConfig
+    from playground.presets import TRAIN_PRESETS
+    from playground.tokenizer import CharTokenizer
+
+    tokenizer = CharTokenizer.train_from_text("hello world")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(vocabulary_size=8, **TRAIN_PRESETS["toy"].model.to_dict()))
+    ids = tokenizer.encode("hello world")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(60):
+        loss = model(ids[:8].view(1, -1), ids[1:9].view(1, -1)).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    save_checkpoint(model.eval(), tokenizer, name, directory=weights)
+
+
+@pytest.fixture(scope="module")
+def kinds(tiny_weights, tmp_path_factory):
+    """The three kinds of checkpoint the Why tab explains: (context, checkpoint, text) by kind."""
+    from test_gpt2 import make_tiny_gpt2
+
+    weights = tmp_path_factory.mktemp("why-kinds")
+    for name in ("shakespeare-char",):
+        (weights / name).symlink_to(tiny_weights / name)
+    save_toy_checkpoint(weights, "why-toy")
+    (weights / "tiny-gpt2").mkdir()
+    for name, data in make_tiny_gpt2(tmp_path_factory.mktemp("gpt2"))[2].items():
+        (weights / "tiny-gpt2" / name).write_bytes(data)
+    ctx = AppContext(limits=Limits(), weights=weights)
+    return {"shipped": (ctx, "shakespeare-char", TEXT), "toy": (ctx, "why-toy", "hello wo"),
+            "gpt2": (ctx, "tiny-gpt2", "To be, or not to be, that is")}
 
 
 def explain(ctx, text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knocked=(), mode="mean over the text"):
@@ -129,12 +169,14 @@ def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
         reading = heads["views"][f"{strongest}@{position}"]
         assert reading["texts"] == [view.head_heading]
         (parts,) = (_merged(sent["bases"][figure["base"]], figure["changes"]) for figure in figures)
-        looks, pushes = (_merged(heads["bases"][figure["base"]], figure["changes"]) for figure in reading["figures"])
+        (chain,) = (_merged(heads["bases"][figure["base"]], figure["changes"]) for figure in reading["figures"])
         assert parts["data"][0]["x"] == pytest.approx(list(view.parts.data[0].x), abs=1e-4)
-        assert looks["data"][0]["y"] == pytest.approx(list(view.weights.data[0].y), rel=1e-3, abs=1e-6)
-        assert pushes["data"][0]["y"] == pytest.approx(list(view.shares.data[0].y), rel=1e-3, abs=1e-6)
-        assert pushes["layout"]["title"]["text"] == view.shares.layout.title.text
-        assert looks["layout"]["xaxis"]["ticktext"] == list(view.weights.layout.xaxis.ticktext)
+        # the chain's first panel is where the head looks, its third each key's push: /why's two bar charts
+        assert chain["data"][0]["y"] == pytest.approx(list(view.weights.data[0].y), rel=1e-3, abs=1e-6)
+        assert chain["data"][2]["y"] == pytest.approx(list(view.shares.data[0].y), rel=1e-3, abs=1e-6)
+        assert f"How {strongest}'s pattern at position {position}" in chain["layout"]["title"]["text"]
+        for axis in ("xaxis", "xaxis3"):
+            assert chain["layout"][axis]["ticktext"] == list(view.weights.layout.xaxis.ticktext)
     assert sorted(held) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and shown["heads"] == list(held)  # every head's
     chosen = explain(ctx, position=3, head="L1 H1", mode="zero")
     assert held["L1 H1"]["texts"] == [chosen.circuits_heading]
@@ -237,10 +279,10 @@ def test_the_pairs_in_words_are_among_the_texts_characters_and_a_downward_head_i
         quoted = re.findall(r"`([^`]+)` (?:looks for|promotes) `([^`]+)`", view.circuits_heading)
         assert len(quoted) == 2 * why_tab.PAIRS and {c for pair in quoted for c in pair} <= set(text) | {"␣"}
         part = float(re.search(r"Its part of the logit: ([-+][\d.]+)", view.head_heading).group(1))
-        push = float(re.search(r"pushed it (?:up|down) most: `[^`]+` at \d+ \(weight [\d.]+, ([-+][\d.]+)\)",
+        push = float(re.search(r"Pushed it (?:up|down) most: `[^`]+` at \d+ \(weight [\d.]+, ([-+][\d.]+)\)",
                                view.head_heading).group(1))
         assert (push >= 0) == (part >= 0) or push == 0, (head, part, push)
-        assert ("pushed it down most" in view.head_heading) == (push < 0)
+        assert ("Pushed it down most" in view.head_heading) == (push < 0)
 
 
 def test_the_bars_that_matter_keep_their_labels_where_not_all_fit(ctx):
@@ -253,3 +295,62 @@ def test_the_bars_that_matter_keep_their_labels_where_not_all_fit(ctx):
         ticks = list(view.weights.layout.xaxis.tickvals)
         assert len(ticks) < len(weights)  # thinned: the case that hid the tallest bar
         assert int(weights.argmax()) in ticks and int(np.abs(shares).argmax()) in ticks
+
+
+@pytest.mark.parametrize("kind", ["shipped", "toy", "gpt2"])
+def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_numbers(kinds, kind):
+    """Issue 29: a stranger could not say how a head's pattern becomes the next character. The chain the page draws
+    for a head at a position: its weights (the model's attention) x what it writes from each key = the pushes, which
+    add up to its bar of the logit split (circuits' own pass, 1e-4 in float32); with every other part, the model's
+    logit; softmax, the model's probability of its guess and of the runner-up. Keys keep their own bars (the toy's
+    "hello wo" has two l's and two o's)."""
+    from torch.testing import assert_close
+
+    ctx, name, text = kinds[kind]
+    loaded = ctx.checkpoint(name)
+    model, ids = loaded.model, loaded.tokenizer.encode(text)
+    T = ids.numel()
+    with torch.no_grad():
+        logits = model(ids.view(1, -1)).logits[0].float()  # (T, V)
+    probabilities = torch.softmax(logits, dim=-1)
+    reading, _ = why_tab._reading(ctx, name, text, "", why_tab.STRONGEST, [], "zero")
+    layers, heads = model.config.layers_num, model.config.heads_num
+    for position in (0, T // 2, T - 1):
+        target = int(logits[position].argmax())
+        parts = circuits.logit_attribution(model, ids, position, target)  # a pass of its own
+        for layer in range(layers):
+            for head in range(heads):
+                chain = why_tab._chain(reading, position, layer, head)
+                assert chain.target == target and chain.guessed
+                assert len(chain.labels) == chain.weights.numel() == chain.writes.numel() == position + 1
+                assert torch.equal(chain.pushes, chain.weights * chain.writes)  # drawn as computed
+                assert float(chain.pushes.sum()) == pytest.approx(parts.head(layer, head), abs=1e-4)
+                assert chain.part == pytest.approx(parts.head(layer, head), abs=1e-6)
+                assert chain.part + chain.others == pytest.approx(float(logits[position, target]), abs=1e-4)
+                assert chain.logit == pytest.approx(float(logits[position, target]), abs=1e-4)
+                weights, shares = circuits.key_contributions(model, ids, position, target, layer, head)
+                assert_close(chain.weights, weights[:position + 1].float(), atol=1e-6, rtol=1e-5)
+                assert_close(chain.pushes, shares[:position + 1].float(), atol=1e-5, rtol=1e-5)
+                best = torch.topk(probabilities[position], 2)
+                assert chain.probability == pytest.approx(float(best.values[0]), abs=1e-6)
+                assert (chain.other, chain.other_probability) == (int(best.indices[1]),
+                                                                  pytest.approx(float(best.values[1]), abs=1e-6))
+    layer, head = why_tab._strongest(reading, T - 1)
+    figure = plots.chain_figure(**why_tab._chain_arguments(reading, T - 1, layer, head))
+    bars = [trace for trace in figure.data if trace.type == "bar"]
+    assert [len(trace.y) for trace in bars] == [T, T, T, 2]  # one bar per key read (no x: at 0, 1, ...)
+    assert all(trace.x is None for trace in bars[:3])
+    labels = [why_tab._label(label) for label in why_tab.labels(loaded.tokenizer, ids)]
+    assert list(bars[0].customdata) == [plots._display_label(label) for label in labels]
+    waterfall = next(trace for trace in figure.data if trace.type == "waterfall")
+    assert waterfall.y[0] == pytest.approx(float(why_tab._chain(reading, T - 1, layer, head).pushes.sum()), abs=1e-4)
+    assert sum(waterfall.y[:2]) == pytest.approx(waterfall.y[2], abs=1e-4)  # the head's bar + the rest = the logit
+
+
+def test_the_head_heading_shows_at_most_60_words_before_its_fold(ctx):
+    """Pictures first: the chain opens with one "Look for:" line and its numbers; the rest sits behind "more"."""
+    for head in ("L0 H0", "L1 H1"):
+        heading = explain(ctx, head=head).head_heading
+        shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", heading, flags=re.S)
+        assert len(re.sub(r"[#*`]", " ", shown).split()) <= 60, heading
+        assert heading.count("**Look for:**") == 1 and "Its part of the logit" in heading

@@ -1,10 +1,12 @@
 """Why tab: from a head's pattern to the model's next character, on the learner's own text.
 
 Three views of one checkpoint at one position: **why this character** (the target's logit split into the parts that
-wrote it, and for the chosen head which attended characters pushed it), **what the head reads and writes** (its QK
-and OV circuits over the vocabulary, the strongest pairs in words) and **knock heads out** (the loss and the
-prediction without them, and every head ranked by the loss it adds). The maths is playground.circuits; this module
-checks the inputs, prices the view and lays it out. Renders on arrival and on every edit (``/why`` for API clients).
+wrote it, and for the chosen head one picture from its pattern to the next character: its weights, what it writes
+from each key, their product, the sum that is its bar, the logit and the probability), **what the head reads and
+writes** (its QK and OV circuits over the vocabulary, the strongest pairs in words) and **knock heads out** (the
+loss and the prediction without them, and every head ranked by the loss it adds). The maths is playground.circuits;
+this module checks the inputs, prices the view and lays it out. Renders on arrival and on every edit (``/why`` for
+API clients).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import torch
 from playground import budget, checkpoints, checks, circuits, plots
 from playground.tokenizer import escape_text, labels
 from playground.ui import chart_deck
-from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, keep_on_refusal
+from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
 
 DEFAULT_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east, and Juliet is the sun"
@@ -35,7 +37,13 @@ MAX_CIRCUIT_TOKENS = 96  # rows and columns of a QK or OV table drawn: a charact
 MAX_RANKED_HEADS = 48  # knock-out ranking costs a forward pass a head: GPT-2's 144 are knocked out by hand
 PAIRS = 5
 LOOK_FOR_PARTS = "**Look for:** the longest bars: the parts that wrote this guess. Green pushed it up, red down."
-LOOK_FOR_HEAD = "**Look for:** the characters this head read that pushed the guess up (the tall bars)."
+LOOK_FOR_HEAD = ("**Look for:** read down: a key's weight (①) × what the head writes from it (②) = its push (③); the "
+                 "pushes add up to the head's bar (④); softmax makes the probability (⑤).")
+CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
+              "value, through the head's share of the output projection, read the way the bars above read every "
+              "part. The weights add up to 1, so the pushes add up to exactly this head's bar. \"Every other part\" "
+              "is the embeddings, the other heads, the MLPs and the biases. Softmax compares every character's "
+              "logit: a push helps the probability only as far as it lifts this logit above the others.")
 IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the tallest, the strongest pushes
 LOOK_FOR_CIRCUITS = ("**Look for:** bright cells. Left: which key characters a query character looks for. Right: "
                      "which next characters the head promotes when it attends to a character.")
@@ -139,6 +147,7 @@ class _Reading(NamedTuple):
     subset: torch.Tensor | None  # the circuit tables' tokens (None: the whole vocabulary)
     name: str  # the checkpoint's
     memo: ReadingCache
+    writes: dict  # (layer, head) -> (T, T): what the head writes from each key onto the query's target, per weight
 
 
 READING_CACHE_SIZE = 24  # pieces of readings kept: a text's every-position pass, its ranking, a few heads' circuits
@@ -194,7 +203,7 @@ def _cost(config, T: int, subset) -> budget.Cost:
         embedding_dim=config.embedding_dim, context_size=T, vocabulary_size=config.vocabulary_size,
         attention_maps=True),
         budget.Cost("", (("circuit tables", 4 * 4 * n * max(n, config.vocabulary_size)),
-                         ("every head's key shares", 2 * 4 * heads_total * T * T),
+                         ("every head's key shares", 3 * 4 * heads_total * T * T),  # weights, writes, shares
                          ("every head knocked out", 4 * min(circuits.KNOCK_OUT_LOGITS,
                                                             heads_total * T * config.vocabulary_size)),
                          ("figures", (2 * n * n) * budget.BYTES_PER_HEATMAP_CELL))))
@@ -252,8 +261,8 @@ def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, na
     else:  # the chosen head, and the head that pushed most, position by position
         strongest = (max(every, key=lambda lh: a.head(*lh)) for a in attributions)
         heads = list(dict.fromkeys([*([chosen] if chosen is not None else []), *strongest]))
-    weights, shares = memo.get(("keys", *text_key, target, tuple(heads)), model,
-                               lambda: circuits.every_key_contribution(model, ids, attributions, heads))
+    weights, writes, shares = memo.get(("keys", *text_key, target, tuple(heads)), model,
+                                       lambda: circuits.every_key_reading(model, ids, attributions, heads))
     keys = {lh: (weights[i], shares[i]) for i, lh in enumerate(heads)}
     intact_loss = memo.get(("loss", *text_key), model, lambda: circuits.text_loss(model, ids) if T > 1 else None)
     knocks = {"": _intact(probabilities, targets, intact_loss)}
@@ -284,7 +293,8 @@ def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, na
                                                                              mode, means)[0])
     tokens = [_label(label) for label in labels(tokenizer, ids)]
     return _Reading(model, tokenizer, ids, tokens, probabilities, targets, attributions, keys, chosen,
-                    knocked_heads, mode, knocks, intact_loss, effects, note, subset, name, memo)
+                    knocked_heads, mode, knocks, intact_loss, effects, note, subset, name, memo,
+                    {lh: writes[i] for i, lh in enumerate(heads)})
 
 
 def _head_at(reading: _Reading, position: int) -> tuple[int, int]:
@@ -319,10 +329,10 @@ def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> s
     # the character whose push has the head's own sign: a head that lowers the logit is read by what pushed down
     part = reading.attributions[position].head(layer, which)
     top = int((shares[seen] if part >= 0 else -shares[seen]).argmax())
-    pushed = "pushed it up most" if float(shares[top]) >= 0 else "pushed it down most"
+    pushed = "Pushed it up most" if float(shares[top]) >= 0 else "Pushed it down most"
     return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
-            f"of the logit: {part:+.3f}; the character that {pushed}: `{reading.tokens[top]}` "
-            f"at {top} (weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
+            f"of the logit: {part:+.3f} of {reading.attributions[position].logit:.3f}. {pushed}: "
+            f"`{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
 
 
 def _texts(reading: _Reading, position: int) -> tuple[str, str, str]:
@@ -395,6 +405,59 @@ def _head_figures(reading: _Reading, position: int, layer: int, which: int) -> t
     share_bars = _coloured_bars(plots.bar_chart(pushes["labels"], pushes["values"], pushes["title"], "logit",
                                                 **axis), pushes["values"])
     return weight_bars, share_bars
+
+
+class Chain(NamedTuple):
+    """One head at one position, from its pattern to the next character: the model's own numbers (float32)."""
+
+    labels: list[str]  # the keys read, positions 0 to the position
+    weights: torch.Tensor  # (position + 1,): where the head looked
+    writes: torch.Tensor  # (position + 1,): what it writes from each key onto the target, per unit of weight
+    pushes: torch.Tensor  # weights * writes: each key's share of the head's part
+    part: float  # the head's part of the logit (its bar)
+    others: float  # every other part, summed
+    logit: float  # the model's logit of the target
+    target: int
+    probability: float  # the target's probability
+    other: int  # the best other token: the runner-up where the target is the guess, else the guess
+    other_probability: float
+    guessed: bool  # the target is the model's guess
+
+
+def _chain(reading: _Reading, position: int, layer: int, which: int) -> Chain:
+    """The chain of head ``which`` of ``layer`` at ``position``, from the reading (nothing computed again)."""
+    seen = slice(0, position + 1)
+    weights, shares = (keys[position, seen] for keys in reading.keys[(layer, which)])
+    parts = reading.attributions[position]
+    index = parts.names.index(circuits.head_name(layer, which))
+    others = torch.cat([parts.values[:index], parts.values[index + 1:]]).sum()
+    probabilities = reading.probabilities[position]
+    best, second = torch.topk(probabilities, 2).indices.tolist()
+    guessed = best == parts.target_id
+    other = second if guessed else best
+    return Chain(reading.tokens[seen], weights, reading.writes[(layer, which)][position, seen], shares,
+                 float(parts.values[index]), float(others), parts.logit, parts.target_id,
+                 float(probabilities[parts.target_id]), other, float(probabilities[other]), guessed)
+
+
+def _chain_arguments(reading: _Reading, position: int, layer: int, which: int) -> dict:
+    """The chain at ``position`` as plots.chain_changes' (and chain_figure's) arguments. Where not every key's label
+    fits a phone, the tallest weights and the strongest pushes keep theirs, then the query (as _bars)."""
+    chain = _chain(reading, position, layer, which)
+    name = reading.tokenizer.label
+    tallest = sorted(range(position + 1), key=lambda i: -float(chain.weights[i]))[:IMPORTANT_BARS]
+    strongest = sorted(range(position + 1), key=lambda i: -abs(float(chain.pushes[i])))[:IMPORTANT_BARS]
+    return dict(labels=chain.labels, weights=chain.weights.tolist(), writes=chain.writes.tolist(),
+                pushes=chain.pushes.tolist(), head=circuits.head_name(layer, which),
+                target=_label(name(chain.target)), position=position, part=chain.part, others=chain.others,
+                logit=chain.logit, probability=chain.probability, other=_label(name(chain.other)),
+                other_probability=chain.other_probability, guessed=chain.guessed, room_px=plots.LABEL_ROOM_PX,
+                important=[*(i for pair in zip(tallest, strongest) for i in pair), position])
+
+
+def _chain_changes(reading: _Reading, position: int, layer: int, which: int) -> dict:
+    """The chain's picture at ``position`` as changes to plots.chain_base (what the heads deck sends a view)."""
+    return plots.chain_changes(**_chain_arguments(reading, position, layer, which))
 
 
 def _figures(reading: _Reading, position: int) -> tuple:
@@ -488,8 +551,8 @@ def _bases(reading: _Reading) -> dict:
     """The figures every view's figures are changes to (position 0's): a base carries only the charts' kind, the
     parts' names and its look; every view's changes carry the rest."""
     def build():
-        figures = (_parts_figure(reading, 0), *_head_figures(reading, 0, *_strongest(reading, 0)))
-        return {name: json.loads(figure.to_json()) for name, figure in zip(("parts", "looks", "pushes"), figures)}
+        figures = (_parts_figure(reading, 0), plots.chain_base())
+        return {name: json.loads(figure.to_json()) for name, figure in zip(("parts", "chain"), figures)}
     return reading.memo.get(("bases", reading.name), reading.model, build)
 
 
@@ -503,16 +566,12 @@ def _position_deck(reading: _Reading, key: str, positions) -> str:
 
 def _heads_deck(reading: _Reading, key: str, views) -> str:
     """The deck of heads' readings, one view "<head>@<position>" per (layer, head, position) in ``views``: its
-    heading, where it looks and what each read character pushed."""
-    bases = _bases(reading)
-    sent = {}
-    for layer, which, p in views:
-        looks, pushes = _bars(reading, p, layer, which)
-        sent[f"{circuits.head_name(layer, which)}@{p}"] = (
-            [_head_heading(reading, p, layer, which)],
-            [{"base": "looks", "changes": plots.bar_chart_changes(**looks)},
-             {"base": "pushes", "changes": plots.bar_chart_changes(**pushes)}])
-    return chart_deck.deck_json(key, sent, {"looks": bases["looks"], "pushes": bases["pushes"]})
+    heading and its chain, from where it looked to the next character's probability."""
+    sent = {f"{circuits.head_name(layer, which)}@{p}": ([_head_heading(reading, p, layer, which)],
+                                                        [{"base": "chain",
+                                                          "changes": _chain_changes(reading, p, layer, which)}])
+            for layer, which, p in views}
+    return chart_deck.deck_json(key, sent, {"chain": _bases(reading)["chain"]})
 
 
 def _heatmap_changes(figure) -> dict:
@@ -847,7 +906,8 @@ def build(ctx: AppContext) -> None:
                        elem_id=PICKER_ELEM_ID)
     head_heading = gr.Markdown(label="the head's reading", elem_id=HEAD_ELEM_ID)
     with gr.Row():
-        chart_deck.hosts(HEADS_DECK, [0, 1])
+        chart_deck.hosts(HEADS_DECK, [0])  # the chain: from the head's pattern to the next character
+    gr.Markdown(fold(CHAIN_MORE, "how the chain is read"))  # the same for every head: not sent with each
     circuits_heading = gr.Markdown(label="what the head reads and writes")
     with gr.Row():  # a host per head: every head's tables drawn out of sight while the page is idle
         chart_deck.hosts(CIRCUITS_DECK, [0, 1], views=heads)
