@@ -89,8 +89,8 @@ class Served:
 
     def all_refused(self, *calls) -> list[str]:
         """``refused`` for each ``(api, *args)``, submitted together as several visitors' calls would come: each call
-        must refuse with a readable AppError; the messages come back in the order of ``calls``. (One call after
-        another, each spent most of its time in gradio_client's 50 ms polls, not in the server.)"""
+        must refuse with a readable AppError; the messages come back in the order of ``calls``. (One after another,
+        each call waited out gradio_client's 50 ms polls in turn.)"""
         jobs = [(api, args, self.client.submit(*args, api_name=api)) for api, *args in calls]
         messages = []
         for api, args, job in jobs:
