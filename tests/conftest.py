@@ -25,6 +25,16 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ["PLAYGROUND_OFFLINE"] = "1"
 
 
+def local_client(url: str, **options):
+    """A gradio_client Client for an app on 127.0.0.1, which answers plain HTTP: no certificate is ever shown, so
+    none is checked (``ssl_verify=False``). Checking would not check anything here, but it has httpx load certifi's
+    CA bundle for every request the client sends (two or three per call): about 80 ms of CPU per call, most of what
+    a refused call cost the tests (test_limits sent its 258 calls in 37 s)."""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, ssl_verify=False, **options)
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path_factory, monkeypatch):
     """Every test: offline, a private cache, Tiny Shakespeare from ../shared, fixed seeds."""

@@ -8,7 +8,8 @@ import socket
 import time
 
 import pytest
-from gradio_client import Client, handle_file
+from conftest import local_client
+from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from playground.config import Limits
@@ -40,7 +41,7 @@ def served(tiny_weights, tmp_path_factory):
     app = build_app(weights=weights, limits=Limits(max_steps=500, max_new_tokens=300))
     app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True,
                **launch_options(app.playground_context.limits))
-    client = Client(app.local_url, verbose=False)
+    client = local_client(app.local_url)
     yield app, client, weights
     app.playground_context.jobs.stop()
     app.playground_context.jobs.wait(30)
@@ -258,7 +259,7 @@ def test_train_start_status_stop(served):
             break
         time.sleep(0.2)
     assert "· your run ·" in status[0] or "FINISHED" in status[0]
-    stranger = Client(app.local_url, verbose=False)  # another visitor: another session
+    stranger = local_client(app.local_url)  # another visitor: another session
     if app.playground_context.jobs.status().active:
         assert "another visitor's run: it ends by itself at step 400" in stranger.predict(0, 0, 0,
                                                                                          api_name="/train_status")[0]

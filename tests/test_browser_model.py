@@ -143,6 +143,13 @@ def test_every_level_of_every_source_draws_its_heading_and_chart(browser, server
     next(pages, None)  # closes the page, failing the test on any console error it saw
 
 
+def keep_screen(page, shown: Locator, path) -> None:
+    """A screenshot of the screen with ``shown`` on it. Not the full page: Chromium lays every chart out again at the
+    page's full height for one, which took 1 to 10 s each on a busy machine (14 per screen)."""
+    shown.scroll_into_view_if_needed()
+    page.screenshot(path=str(path))
+
+
 def step_through_the_sources(page, tmp_path, screen: str) -> None:
     panel = open_tab(page, "Model")
     expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)
@@ -153,20 +160,23 @@ def step_through_the_sources(page, tmp_path, screen: str) -> None:
             expect(panel.get_by_text("Look for:", exact=False).first).to_be_visible()
             if source == "textbook inputs" and title == LEVEL_TITLES[4]:  # six hand-made inputs: nothing to predict
                 expect(panel.locator("#model-chart-0 .js-plotly-plot:visible")).to_have_count(0)
+                shown = heading(panel)
             else:
-                expect(drawn(panel, title)).to_be_visible(timeout=WAIT_MS)
+                shown = drawn(panel, title)
+                expect(shown).to_be_visible(timeout=WAIT_MS)
                 expect(panel.locator("#model-chart-0 .chart-deck-label")).to_have_text("Figure 1")
-            page.screenshot(path=str(tmp_path / f"{screen}-{source.split()[0]}-{number}.png"), full_page=True)
+            keep_screen(page, shown, tmp_path / f"{screen}-{source.split()[0]}-{number}.png")
         expect_no_error(page)
     zoom(panel, 3)
     panel.get_by_role("checkbox", name=FORGET_TRANSPOSE_LABEL).check()  # the blocks moving, one colour per head
     expect(panel.locator(".tp-block")).to_have_count(12, timeout=WAIT_MS)  # the book's 2 heads x 6 tokens
     expect(panel.locator(".tp-caption")).to_be_visible()
-    page.screenshot(path=str(tmp_path / f"{screen}-transpose.png"), full_page=True)
+    keep_screen(page, panel.locator(".tp-caption"), tmp_path / f"{screen}-transpose.png")
     for source in BOOK_SOURCE_TITLES:
         panel.get_by_role("radio", name=source, exact=True).check()
         expect(heading(panel)).to_have_text(source, timeout=WAIT_MS)
-        expect(plot_titled(panel, "What each head reads")).to_be_visible(timeout=WAIT_MS)
-        page.screenshot(path=str(tmp_path / f"{screen}-{source.split()[1]}.png"), full_page=True)
+        reads = plot_titled(panel, "What each head reads")
+        expect(reads).to_be_visible(timeout=WAIT_MS)
+        keep_screen(page, reads, tmp_path / f"{screen}-{source.split()[1]}.png")
     expect_no_error(page)
     assert len(list(tmp_path.glob("*.png"))) == 2 * len(LEVEL_TITLES) + 1 + len(BOOK_SOURCE_TITLES)

@@ -17,7 +17,7 @@ from browser_support import (
     plot_titled,
     screenshot,
 )
-from gradio_client import Client
+from conftest import local_client
 from playwright.sync_api import Locator, Page, expect
 
 from playground.config import Limits
@@ -151,8 +151,8 @@ def test_sample_on_a_desktop_every_control_streams_and_inspects_by_click(page, s
     expect(panel).to_contain_text(re.compile(r"[\d,]+ characters/s with the KV cache; switch it off to compare\. "
                                              r"400 characters in [\d.,]+ m?s on CPU"))
     # the page sent exactly these settings: the API with the same values writes the same text
-    api = Client(server.url, verbose=False).predict("shakespeare-char", PROMPT, 400, 0.9, 20, 0.95, 7, False, True,
-                                                    False, api_name="/sample")
+    api = local_client(server.url).predict("shakespeare-char", PROMPT, 400, 0.9, 20, 0.95, 7, False, True, False,
+                                           api_name="/sample")
     assert api[0] == text
     # every character's view arrives with the text (up to MAX_SENT_BARS bars), so a click draws it in the page and
     # asks the server nothing; another head's is asked for once, and then the page holds that head's views too.

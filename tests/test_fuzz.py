@@ -35,6 +35,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import local_client
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
@@ -308,7 +309,7 @@ def served(tiny_weights, tmp_path_factory):
         app = build_app(weights=weights, limits=LIMITS)
     app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True,
                **launch_options(LIMITS))
-    client = Client(app.local_url, verbose=False, download_files=False)
+    client = local_client(app.local_url, download_files=False)
     served = Served(app, client, weights, gradio_tmp, root, files, tiny_weights)
     yield served
     served.stop_training()

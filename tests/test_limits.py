@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
+from conftest import local_client
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
@@ -86,6 +87,20 @@ class Served:
         assert _readable(message), f"{api}{args!r:.200} -> unreadable: {message[:300]}"
         return message
 
+    def all_refused(self, *calls) -> list[str]:
+        """``refused`` for each ``(api, *args)``, submitted together as several visitors' calls would come: each call
+        must refuse with a readable AppError; the messages come back in the order of ``calls``. (One after another,
+        each call waited out gradio_client's 50 ms polls in turn.)"""
+        jobs = [(api, args, self.client.submit(*args, api_name=api)) for api, *args in calls]
+        messages = []
+        for api, args, job in jobs:
+            with pytest.raises(AppError) as caught:
+                job.result(timeout=120)
+            message = str(caught.value)
+            assert _readable(message), f"{api}{args!r:.200} -> unreadable: {message[:300]}"
+            messages.append(message)
+        return messages
+
     def stop_training(self):
         jobs = self.app.playground_context.jobs
         jobs.stop()
@@ -107,7 +122,7 @@ def served(tiny_weights, tmp_path_factory):
         app = build_app(weights=weights)
         app.launch(server_name="127.0.0.1", server_port=_free_port(), prevent_thread_lock=True, quiet=True,
                    **launch_options())
-        client = Client(app.local_url, verbose=False, download_files=False)
+        client = local_client(app.local_url, download_files=False)
         served = Served(app, client, root, weights, gradio_tmp)
         yield served
         served.stop_training()
@@ -174,16 +189,18 @@ def test_traversal_names_are_refused_through_the_api(served):
     before_weights = _files_under(served.weights)
     before_root = _files_under(served.root, skip=(served.gradio_tmp, served.weights))
     messages = []
-    for name in TRAVERSAL_NAMES:
-        messages.append(served.refused("/checkpoint_info", name))
-        served.refused("/sample", name, "ROMEO:", 5, 0.8, 0, 1.0, 7, False, True, False)
-        if name:  # an empty pick means the default checkpoint in the Tokenize tab
-            served.refused("/tokenize", "hello", "loaded checkpoint", name)
-        served.refused("/attention_step", "trained checkpoint", name, 0, 0, 0, 16, 8, "journey", "To be", True,
-                       True, 1.0, False, "1. Input X", None)
-        run_message = served.refused("/train_start", *_train_values(run_name=name))
+    for name in TRAVERSAL_NAMES:  # each name's six calls at once (16 may wait per client)
+        info, run_message, *_ = served.all_refused(
+            ("/checkpoint_info", name),
+            ("/train_start", *_train_values(run_name=name)),
+            ("/train_resume", *_train_values(run_name=name, steps=40)),
+            ("/sample", name, "ROMEO:", 5, 0.8, 0, 1.0, 7, False, True, False),
+            ("/attention_step", "trained checkpoint", name, 0, 0, 0, 16, 8, "journey", "To be", True, True, 1.0,
+             False, "1. Input X", None),
+            *([("/tokenize", "hello", "loaded checkpoint", name)] if name else []),  # empty: the default checkpoint
+        )
+        messages.append(info)
         assert any(words in run_message for words in ("not allowed", "limit is 64", "is empty")), run_message
-        served.refused("/train_resume", *_train_values(run_name=name, steps=40))
         assert not served.app.playground_context.jobs.status().active
     assert _files_under(served.weights) == before_weights, "a refused name created something in weights/"
     assert _files_under(served.root, skip=(served.gradio_tmp, served.weights)) == before_root

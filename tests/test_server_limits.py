@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from conftest import local_client
 
 from playground.config import Limits
 from playground.ui import SESSION_CAPACITY, build_app, launch_options
@@ -94,9 +95,7 @@ def test_the_deep_link_route_writes_no_file(server):
     about; the playground has no deep-link button, so the route is answered 404 and the disk is not touched."""
     from pathlib import Path
 
-    from gradio_client import Client
-
-    client = Client(server.local_url, verbose=False)
+    client = local_client(server.local_url)
     client.predict("Hello", "this text", None, api_name="/tokenize")
     folder = Path(server.server_app.uploaded_file_dir) / "deep_links"
     before = sorted(folder.rglob("*")) if folder.exists() else []
