@@ -30,9 +30,8 @@ from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError, escape_char
 from playground.ui import chart_deck, transpose_picture
-from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown
+from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown, fold
 from playground.ui.events import wire
-from playground.walkthrough.lessons import FOLD
 
 BOOK_SOURCES = {title: notebook for notebook, title in anatomy.BOOK_MODELS.items()}  # source -> notebook
 SOURCES = ("trained checkpoint", "textbook inputs", *BOOK_SOURCES)
@@ -105,12 +104,6 @@ def _clamp_notes(query_clamped: bool, asked_query, key_clamped: bool, asked_key,
         notes.append(f"Key position {checks.number_text(int(float(asked_key)))} is past the end: the text has "
                      f"{length} tokens, so the last one, {length - 1}, is shown.")
     return notes
-
-
-def fold(text: str, what: str = "") -> str:
-    """``text`` behind a closed "more" fold: a view shows its picture and one line, the rest on request."""
-    summary = f"{FOLD}: {what}" if what else FOLD
-    return f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>" if text else ""
 
 
 def _heading(level: str, look_for: str, formula: str, text: str, where: str, notes: list[str]) -> str:
