@@ -192,6 +192,12 @@ def interactions(page: Page):
         (inspect(p), f"{ANYWHERE}Character #{p} (") for p in (5, 40, 12, 30)]
     levels = list(zip(LEVEL_LABELS, LEVEL_TITLES))
     yield "Model: a level", "Model", None, [(radio(label), heading) for label, heading in levels[1:] + levels[:1]]
+    # at the level that opens (one score), which reads the layer, the head and the query position
+    yield "Model: a layer", "Model", radio(LEVEL_LABELS[0]), [(number("layer", n), LEVEL_TITLES[0])
+                                                              for n in (1, 2, 3, 0)]
+    yield "Model: a head", "Model", radio(LEVEL_LABELS[0]), [(number("head", n), LEVEL_TITLES[0]) for n in (1, 2, 3, 0)]
+    yield "Model: a query position", "Model", radio(LEVEL_LABELS[0]), [
+        (number("query position (-1 = last)", q), LEVEL_TITLES[0]) for q in (5, 12, 30, 3)]
     yield "Why: a new position", "Why", None, [(number("position (-1 = last)", p), "Why ") for p in (10, 40, 70, 20)]
 
     def choose(label, option, expected=None):
