@@ -607,7 +607,8 @@ def model_deck(ctx: AppContext, source, checkpoint, text, layer, head, query, ke
     return chart_deck.deck_json(_deck_key(*settings), views) if views else gr.skip()
 
 
-MAX_SPARE_VIEWS = 8  # other layers and heads whose view of the level on screen is made ahead, nearest first
+MAX_SPARE_VIEWS = 4  # other layers and heads whose view of the level on screen is made ahead, nearest first (more
+# kept the server's fast lane busy after each answer: a query position asked right after waited behind them)
 MAX_SPARE_BYTES = 1_500_000  # and the spare decks sent after a change at most this large together (level 3's
 # view of all heads, some 1.4 MB, is not made ahead: its layers and heads go to the server)
 
