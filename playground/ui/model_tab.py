@@ -838,7 +838,8 @@ def build(ctx: AppContext) -> None:
     level.change(**level_controls, api_name="model_level_controls")
     # a level is drawn in the page from the deck already there (the server is not asked)
     level.change(**draw, api_name="model_level", api_visibility="private")
-    keep_spares(level.change, "model_level")  # the new level for other layers and heads
+    # (no spares made for a new level: made meanwhile, they took the 2 cores the page draws the level with, 220 ->
+    # 445 ms at load 6; a new level's layers and heads are the server's until its next answer)
     # a new layer or head is drawn at once from a spare deck where the page holds one; the server's answer follows
     # either way (for the other levels) and draws nothing again where the spare was drawn
     for name, control in (("layer", layer.input), ("head", head.change)):
