@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -95,10 +96,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def own_weights(home: Path) -> Path:
+    """A weights folder of the benchmark's own, under its temporary HOME, holding the checkpoints the repository
+    ships (git's tracked ones): a run started by --while-training is saved there and goes with it, never left in the
+    repository's weights/ (it left a my-run-N there at every run)."""
+    tracked = subprocess.run(["git", "ls-files", "weights"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    shipped = sorted({Path(path).parts[1] for path in tracked if len(Path(path).parts) > 2})
+    if not shipped:  # not a git checkout (an unpacked copy): every checkpoint folder there is taken as shipped
+        shipped = [path.name for path in (REPO / "weights").iterdir() if path.is_dir()]
+    weights = home / "weights"
+    weights.mkdir()
+    for name in shipped:
+        shutil.copytree(REPO / "weights" / name, weights / name)
+    return weights
+
+
 def start_app(home: Path, port: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PLAYGROUND_", "GRADIO_", "HF_"))}
     env.update(HOME=str(home), GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False",
-               HF_HUB_DISABLE_TELEMETRY="1", PLAYGROUND_OFFLINE="1")
+               HF_HUB_DISABLE_TELEMETRY="1", PLAYGROUND_OFFLINE="1", PLAYGROUND_WEIGHTS_DIR=str(own_weights(home)))
     shared = REPO.parent / "shared" / "data" / "tinyshakespeare.txt"
     if shared.is_file():
         env["PLAYGROUND_TINY_SHAKESPEARE"] = str(shared)
@@ -176,6 +192,12 @@ def interactions(page: Page):
         (inspect(p), f"{ANYWHERE}Character #{p} (") for p in (5, 40, 12, 30)]
     levels = list(zip(LEVEL_LABELS, LEVEL_TITLES))
     yield "Model: a level", "Model", None, [(radio(label), heading) for label, heading in levels[1:] + levels[:1]]
+    # at the level that opens (one score), which reads the layer, the head and the query position
+    yield "Model: a layer", "Model", radio(LEVEL_LABELS[0]), [(number("layer", n), LEVEL_TITLES[0])
+                                                              for n in (1, 2, 3, 0)]
+    yield "Model: a head", "Model", radio(LEVEL_LABELS[0]), [(number("head", n), LEVEL_TITLES[0]) for n in (1, 2, 3, 0)]
+    yield "Model: a query position", "Model", radio(LEVEL_LABELS[0]), [
+        (number("query position (-1 = last)", q), LEVEL_TITLES[0]) for q in (5, 12, 30, 3)]
     yield "Why: a new position", "Why", None, [(number("position (-1 = last)", p), "Why ") for p in (10, 40, 70, 20)]
 
     def choose(label, option, expected=None):
@@ -184,11 +206,17 @@ def interactions(page: Page):
             box.click()
             choice = page.get_by_role("option", name=option, exact=True)
             choice.wait_for()
-            # the clock starts at the click on the option (as at the click on a bar), not at opening the list
+            choice.scroll_into_view_if_needed()
+            spot = choice.bounding_box()
+            x, y = spot["x"] + spot["width"] / 2, spot["y"] + spot["height"] / 2
+            page.mouse.move(x, y)
+            # the clock starts at the press on the option (as at the click on a bar), not at opening the list, nor
+            # before Playwright's checks that the option is still (two frames and a hit test: 140-580 ms on a busy
+            # machine, counted as the page's until the option was pressed where it is drawn)
             page.evaluate(ARM_JS)
             if expected:  # a text answer is drawn when its heading shows
                 page.evaluate(DRAWN_JS, expected)
-            choice.click()
+            page.mouse.click(x, y)
             page.keyboard.press("Escape")
             box.blur()  # a focused box does not open again on the next click
         return act

@@ -1,7 +1,7 @@
-"""The Model tab in Chromium on a desktop: the shipped model, zoomed through the five levels, the model map, the
-block switches (post-norm, encoder, ReLU, seeded dropout), the textbook inputs with notebook 001's numbers and,
-at level 3, notebook 002's forgotten transpose. No console error, no error toast. Screenshots: model-score,
-model-block, model-lens, model-textbook-heads, model-no-transpose."""
+"""The Model tab in Chromium on a desktop: the shipped model, zoomed through the five levels, a new layer drawn from
+the spare decks the page holds, the model map, the block switches (post-norm, encoder, ReLU, seeded dropout), the
+textbook inputs with notebook 001's numbers and, at level 3, notebook 002's forgotten transpose. No console error, no
+error toast. Screenshots: model-score, model-block, model-lens, model-textbook-heads, model-no-transpose."""
 
 from __future__ import annotations
 
@@ -33,6 +33,29 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     expect(panel).to_contain_text("add up to the raw score")
     expect_no_error(page)
     screenshot(page, "model-score")
+
+    # a new layer is drawn from the spare decks the page holds (the level on screen for the other layers and heads)
+    # with every request to the server held back: it waited about 1 s for the server's answer
+    page.wait_for_function("() => { const d = window.chartDeck?.decks?.model; "
+                           "return Boolean(d && d.spares && d.spares[d.key] && d.spares[d.key]['1|0']); }",
+                           timeout=WAIT_MS)
+    held = []
+
+    def hold(route) -> None:
+        held.append(route)
+    page.route("**/queue/join*", hold)
+    layer = panel.get_by_label("layer", exact=True)
+    layer.fill("1")
+    layer.press("Enter")
+    expect(panel).to_contain_text("layer 1, head 0", timeout=WAIT_MS)
+    expect(plot_titled(panel, "Scaled scores: cell (41, 0)")).to_be_visible()
+    for route in held:
+        route.continue_()
+    page.unroute("**/queue/join*")
+    assert held  # the server's answer was asked for meanwhile (the other levels, the spares around layer 1)
+    layer.fill("0")
+    layer.press("Enter")
+    expect(panel).to_contain_text("layer 0, head 0", timeout=WAIT_MS)
 
     zoom(panel, 2)
     expect(panel).to_contain_text("Open the Attention tab (trained checkpoint, layer 0, head 0)")

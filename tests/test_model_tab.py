@@ -463,3 +463,20 @@ def test_the_forgotten_transpose_picture_moves_each_block_where_the_reshape_puts
 
 def _number(text: str):
     return int(text) if text.isdigit() else text
+
+
+def test_a_spare_deck_is_the_servers_own_answer_for_that_layer_or_head(ctx):
+    """The page draws a new layer or head from the spare decks it holds, and the server's answer for it must then
+    draw nothing again: each spare is model_page's answer for its layer and head (the same key, the same view), made
+    around the deck on screen and named as the page names those values. None for the model level (it reads neither)
+    or a notebook's model."""
+    settings = deck_settings("trained checkpoint")  # level 1 at layer 1, head 2 of a 4 x 4 model
+    sent = json.loads(model_tab.model_spare(ctx, *settings))
+    assert sent["key"] == json.loads(model_tab.model_page(ctx, *settings))["key"] and sent["label"] == "1|2"
+    assert sorted(sent["spares"]) == ["0|2", "1|1", "1|3", "2|2"]  # the nearest: a layer or a head on either side
+    for label in ("0|2", "1|3"):  # another layer, another head
+        layer, head = map(int, label.split("|"))
+        assert sent["spares"][label] == json.loads(model_tab.model_page(ctx, *settings[:4], layer, head, *settings[6:]))
+    assert model_tab.spare_label(1.0, 2) == "1|2" and model_tab.spare_label(0.5, 2) == "0.5|2"
+    assert model_tab.model_spare(ctx, *deck_settings("trained checkpoint", MODEL)) == gr.skip()
+    assert model_tab.model_spare(ctx, *deck_settings(next(iter(model_tab.BOOK_SOURCES)))) == gr.skip()

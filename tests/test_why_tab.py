@@ -223,14 +223,17 @@ def test_the_knock_out_numbers_the_page_writes_from_are_the_model_under_ablated(
     *_, knock, _ = why_tab.why_page(ctx, "shakespeare-char", TEXT, -1, "", why_tab.STRONGEST, [], mode, None)
     sent = json.loads(knock)
     both = why_tab.why_knock(ctx, "shakespeare-char", TEXT, "", ["L1 H1", "L0 H0"], mode)
-    assert json.loads(both)["key"] == sent["key"] and sorted(json.loads(both)["sets"]) == ["", "L1 H1, L0 H0"]
+    # with the set, the sets one tick away that the page lacks (a head added; one taken off is a head alone, held)
+    assert json.loads(both)["key"] == sent["key"] and sorted(json.loads(both)["sets"]) == [
+        "", "L1 H1, L0 H0", "L1 H1, L0 H0, L0 H1", "L1 H1, L0 H0, L1 H0"]
+    assert json.loads(both)["near"] == ["L1 H1, L0 H0"]
     sets = {**sent["sets"], **json.loads(both)["sets"]}
     labels = {**sent["labels"], **json.loads(both)["labels"]}
     with torch.no_grad():
         intact = torch.softmax(model(ids.view(1, -1)).logits[0], dim=-1)
     guesses = intact.argmax(-1)
     assert sent["targets"] == [why_tab._label(loaded.tokenizer.label(int(g))) for g in guesses]
-    for names in ("L0 H1", "L1 H0", "L1 H1, L0 H0"):
+    for names in ("L0 H1", "L1 H0", "L1 H1, L0 H0", "L1 H1, L0 H0, L0 H1"):
         heads = [why_tab._parse_head(name, 2, 2) for name in names.split(", ")]
         with circuits.ablated(model, heads, why_tab.MODES[mode], token_ids=ids), torch.no_grad():
             logits = model(ids.view(1, -1)).logits[0]  # (T, V)

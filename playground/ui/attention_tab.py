@@ -34,7 +34,7 @@ from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError
 from playground.ui import chart_deck, head_table
-from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown
+from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold
 from playground.ui.events import wire
 from playground.ui.widgets import chips_html
 from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
@@ -261,12 +261,6 @@ def _labels_that_matter(trace: walkthrough.HeadTrace, position: int) -> list[int
 
 MIXES_SHOWN = 12  # value vectors named in the query's sentence, largest weight first
 NEGLIGIBLE_WEIGHT = 0.0005  # a weight that prints as 0.000: counted, not named
-
-
-def fold(text: str, what: str = "") -> str:
-    """``text`` behind a "more" fold (closed): a view shows its picture and one line, the rest on request."""
-    summary = f"{lessons.FOLD}: {what}" if what else lessons.FOLD
-    return f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>"
 
 
 def _mixes_text(row: walkthrough.QueryRow) -> str:

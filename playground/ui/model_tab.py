@@ -30,9 +30,8 @@ from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError, escape_char
 from playground.ui import chart_deck, transpose_picture
-from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown
+from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown, fold
 from playground.ui.events import wire
-from playground.walkthrough.lessons import FOLD
 
 BOOK_SOURCES = {title: notebook for notebook, title in anatomy.BOOK_MODELS.items()}  # source -> notebook
 SOURCES = ("trained checkpoint", "textbook inputs", *BOOK_SOURCES)
@@ -105,12 +104,6 @@ def _clamp_notes(query_clamped: bool, asked_query, key_clamped: bool, asked_key,
         notes.append(f"Key position {checks.number_text(int(float(asked_key)))} is past the end: the text has "
                      f"{length} tokens, so the last one, {length - 1}, is shown.")
     return notes
-
-
-def fold(text: str, what: str = "") -> str:
-    """``text`` behind a closed "more" fold: a view shows its picture and one line, the rest on request."""
-    summary = f"{FOLD}: {what}" if what else FOLD
-    return f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>" if text else ""
 
 
 def _heading(level: str, look_for: str, formula: str, text: str, where: str, notes: list[str]) -> str:
@@ -614,6 +607,60 @@ def model_deck(ctx: AppContext, source, checkpoint, text, layer, head, query, ke
     return chart_deck.deck_json(_deck_key(*settings), views) if views else gr.skip()
 
 
+MAX_SPARE_VIEWS = 4  # other layers and heads whose view of the level on screen is made ahead, nearest first (more
+# kept the server's fast lane busy after each answer: a query position asked right after waited behind them)
+MAX_SPARE_BYTES = 1_500_000  # and the spare decks sent after a change at most this large together (level 3's
+# view of all heads, some 1.4 MB, is not made ahead: its layers and heads go to the server)
+
+
+def spare_label(layer, head) -> str:
+    """The page's name for a layer and head (SPARE_LABEL_JS says the same in the page): "1|0"."""
+    def number(value) -> str:
+        value = float(value)
+        return str(int(value)) if value.is_integer() else repr(value)
+    return f"{number(layer)}|{number(head)}"
+
+
+SPARE_LABEL_JS = "(v) => v.map(x => String(Number(x))).join('|')"
+
+
+def model_spare(ctx: AppContext, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
+                activation, dropout, dropout_seed, forget_transpose, book_inputs, part):
+    """The level on screen once more for other layers and heads of the checkpoint (the nearest MAX_SPARE_VIEWS, up to
+    MAX_SPARE_BYTES), as spare decks the page keeps: a new layer or head there is drawn at once from them, and the
+    server's answer for it, under the same key, draws nothing again. Nothing for a level that reads neither, for the
+    textbook or a notebook's model (one layer, one head shown), or where the view is refused."""
+    if source != SOURCES[0] or not isinstance(layer, (int, float)) or not isinstance(head, (int, float)):
+        return gr.skip()
+    level_key = lessons.level_key(level) if level in LEVEL_TITLES else None
+    if level_key is None or not _picker_shown("layer", level_key, True):
+        return gr.skip()
+    try:
+        config = ctx.checkpoint(checkpoint or "").config
+    except (*REFUSALS, *FAILURES):
+        return gr.skip()
+    kind = type(layer)
+    others = [(kind(other), head) for other in range(config.layers_num) if other != layer]
+    if _picker_shown("head", level_key, True):
+        others += [(layer, type(head)(other)) for other in range(config.heads_num) if other != head]
+    others.sort(key=lambda lh: abs(lh[0] - layer) + abs(lh[1] - head))
+    rest = (query, key, norm_order, attention, activation, dropout, dropout_seed, forget_transpose, book_inputs, part)
+    spares, sent = {}, 0
+    for other_layer, other_head in others[:MAX_SPARE_VIEWS]:
+        try:
+            deck = model_page(ctx, source, checkpoint, text, level, other_layer, other_head, *rest)
+        except (*REFUSALS, *FAILURES):
+            continue
+        sent += len(deck)
+        if sent > MAX_SPARE_BYTES:
+            break
+        spares[spare_label(other_layer, other_head)] = deck
+    if not spares:
+        return gr.skip()
+    around = _deck_key(source, checkpoint, text, layer, head, *rest)
+    return chart_deck.spare_json(around, spare_label(layer, head), spares)
+
+
 def navigate(part, level, layer) -> tuple[str, object, str]:
     """A click on the model map -> (level, layer, the part clicked): a block keeps a level inside the block
     (score, head, heads, block) or goes to the block level; every other part goes to the model level."""
@@ -741,6 +788,7 @@ def build(ctx: AppContext) -> None:
     api_button = gr.Button("view", visible=False)
 
     clicked = gr.State("")  # the part of the model map last clicked: the model level names it
+    spare = gr.Textbox(visible=False, label="spare decks")  # the level on screen for other layers and heads
 
     settings = [source, checkpoint, text, level, layer, head, query, key, norm_order, attention, activation, dropout,
                 dropout_seed, forget_transpose, book_inputs, clicked]
@@ -757,9 +805,17 @@ def build(ctx: AppContext) -> None:
         event = wire(listener, model_page, ctx, settings, deck, api_name=f"{name}_page", api_visibility="private",
                      **quick)
         event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
-        wire(event.success, model_deck, ctx, unlevelled, deck, api_name=f"{name}_deck", api_visibility="private",
+        drawn = wire(event.success, model_deck, ctx, unlevelled, deck, api_name=f"{name}_deck",
+                     api_visibility="private", show_progress="hidden", trigger_mode="always_last",
+                     **ctx.fast_lane).then(**draw, api_name=f"{name}_deck_draw", api_visibility="private")
+        keep_spares(drawn.then, name)
+
+    def keep_spares(listener, name: str) -> None:
+        """The level on screen for other layers and heads (model_spare), kept in the page for a change of either."""
+        wire(listener, model_spare, ctx, settings, spare, api_name=f"{name}_spare", api_visibility="private",
              show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane).then(
-            **draw, api_name=f"{name}_deck_draw", api_visibility="private")
+            None, spare, None, js=chart_deck.keep_js(DECK), api_name=f"{name}_spare_keep", api_visibility="private",
+            show_progress="hidden", queue=False)
 
     def shown_controls(listener, **options):
         return wire(listener, controls, ctx, [source, checkpoint, level],
@@ -782,6 +838,19 @@ def build(ctx: AppContext) -> None:
     level.change(**level_controls, api_name="model_level_controls")
     # a level is drawn in the page from the deck already there (the server is not asked)
     level.change(**draw, api_name="model_level", api_visibility="private")
+    # (no spares made for a new level: made meanwhile, they took the 2 cores the page draws the level with, 220 ->
+    # 445 ms at load 6; a new level's layers and heads are the server's until its next answer)
+    # a new layer or head is drawn at once from a spare deck where the page holds one; the server's answer follows
+    # either way (for the other levels) and draws nothing again where the spare was drawn
+    for name, control in (("layer", layer.input), ("head", head.change)):
+        control(None, [layer, head, level], [heading, picture, numbers, model_map], api_name=f"model_adopt_{name}",
+                api_visibility="private", js=chart_deck.adopt_js(DECK, DECK_TEXTS, SPARE_LABEL_JS),
+                show_progress="hidden", queue=False)
+    # spares are made around every other setting on screen: a change to any of them makes them wrong
+    gr.on([source.change, checkpoint.change, text.change, query.change, key.change, norm_order.change,
+           attention.change, activation.change, dropout.change, dropout_seed.change, forget_transpose.change,
+           book_inputs.change], None, None, None, js=chart_deck.forget_js(DECK), api_name="model_forget_spares",
+          api_visibility="private", show_progress="hidden", queue=False)
     # layer also changes when the map is clicked: .input here, and the map's click answers once itself
     answer(functools.partial(gr.on, [source.change, checkpoint.change, text.change, layer.input, head.change,
                                      query.change, key.change, norm_order.change, attention.change, activation.change,

@@ -605,18 +605,46 @@ def _every_circuit_fits(reading: _Reading) -> bool:
     return config.layers_num * config.heads_num * 2 * n * n <= MAX_SENT_CIRCUIT_CELLS
 
 
-def _knock_json(reading: _Reading, key: str, names: str | None = None) -> str:
+def _knock_json(reading: _Reading, key: str, names: str | None = None, near: dict | None = None) -> str:
     """The numbers the page writes the knock-out heading from (KNOCK_JS, as _knock_text does): per set of heads
     knocked out ("" the intact model; ``names``: only that set), the loss and, at each position, the guess and the
-    target's probability. Every head alone comes with the ranking, so ticking one asks the server nothing."""
+    target's probability. Every head alone comes with the ranking, so ticking one asks the server nothing. ``near``:
+    the sets one tick away from ``names`` (_near_knocks), sent with it ("near" names it: the page asks no more)."""
     knocks = reading.knocks if names is None else {name: reading.knocks[name] for name in ("", names)}
+    if near is not None:
+        knocks = {**near, **knocks}
     guessed = sorted({guess for knock in knocks.values() for guess in knock.guesses})
     return json.dumps({
         "key": key, "note": reading.ranking_note,
         "targets": [_label(reading.tokenizer.label(target)) for target in reading.targets],
         "labels": {str(i): _label(reading.tokenizer.label(i)) for i in guessed},
         "sets": {name: {"loss": knock.loss, "guesses": knock.guesses, "p": knock.target_probabilities}
-                 for name, knock in knocks.items()}})
+                 for name, knock in knocks.items()},
+        **({"near": [names]} if near is not None else {})})
+
+
+def _near_knocks(ctx: AppContext, reading: _Reading) -> dict:
+    """The knock-outs one tick away from the knocked heads (each other head added after them, each of them taken off)
+    that the reading does not hold, by their names: one batched pass, priced as the ranking is; none where the model
+    has more heads than are ranked (each would be a forward pass)."""
+    every = _every_head(reading.model.config)
+    knocked = reading.knocked_heads
+    if not knocked or len(every) > MAX_RANKED_HEADS:
+        return {}
+    sets = [[*knocked, lh] if lh not in knocked else [k for k in knocked if k != lh] for lh in every]
+    sets = [heads for heads in sets if heads and _names(heads) not in reading.knocks]
+    if not sets:
+        return {}
+    model, ids, T = reading.model, reading.ids, reading.ids.numel()
+    text_key = (reading.name, tuple(ids.tolist()))
+
+    def read():
+        means = reading.memo.get(("means", *text_key), model, lambda: circuits.head_means(model, ids)) \
+            if reading.mode == "mean" else None
+        return circuits.knock_outs(model, ids, sets, reading.targets, reading.mode, means)
+    with ctx.budget.reserve(_cost(model.config, T, reading.subset), hint=f"use a shorter text (it is {T} tokens)"):
+        near = reading.memo.get(("near", *text_key, tuple(reading.targets), tuple(knocked), reading.mode), model, read)
+    return {_names(knock.heads): knock for knock in near}
 
 
 def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
@@ -692,11 +720,13 @@ def why_head_views(ctx: AppContext, checkpoint: str, text: str, target: str, hea
 
 def why_knock(ctx: AppContext, checkpoint: str, text: str, target: str, knocked: list[str] | None = None,
               mode: str = "mean over the text", *, memo: ReadingCache | None = None):
-    """A set of heads knocked out that the page does not hold (several heads: one forward pass): its numbers only,
-    which the page writes the knock-out heading from."""
+    """A set of heads knocked out (several heads: one forward pass) and the sets one tick away from it (one more
+    batched pass), which the page writes the knock-out heading from: the next tick is drawn in the page."""
     reading, _ = _reading(ctx, checkpoint, text, target, STRONGEST, knocked, mode, memo=memo)
     names = _names(reading.knocked_heads)
-    return _knock_json(reading, _key(checkpoint, text, target, mode), names) if names else gr.skip()
+    if not names:
+        return gr.skip()
+    return _knock_json(reading, _key(checkpoint, text, target, mode), names, _near_knocks(ctx, reading))
 
 
 def controls(ctx: AppContext, checkpoint: str) -> tuple:
@@ -770,14 +800,16 @@ window.whyPage = window.whyPage || (() => {
     last[i] = text;
     return text;
   });
-  let knock = {key: null, raw: null, sets: {}, labels: {}, targets: [], note: ''};
+  // near: the sets whose neighbours (one head ticked or unticked) the server has sent; asked: those asked for
+  let knock = {key: null, raw: null, sets: {}, labels: {}, targets: [], note: '', near: {}, asked: {}};
   function takeKnock(raw, more) {  // the knock-out numbers (why_tab._knock_json): sets added to those of the key
     if (!raw || raw === knock.raw) return;
     const sent = JSON.parse(raw);
     if (more && knock.key !== null && sent.key !== knock.key) return;  // late: the settings changed since
-    if (sent.key !== knock.key) knock = {key: sent.key, sets: {}, labels: {}};
+    if (sent.key !== knock.key) knock = {key: sent.key, sets: {}, labels: {}, near: {}, asked: {}};
     knock.raw = raw;
     Object.assign(knock.sets, sent.sets);
+    (sent.near || []).forEach(names => { knock.near[names] = true; });
     Object.assign(knock.labels, sent.labels);
     knock.targets = sent.targets;
     knock.note = sent.note;
@@ -842,16 +874,22 @@ window.whyPage = window.whyPage || (() => {
     const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', chosen);
     await window.chartDeck.draw('""" + RANKING_DECK + """', 'ranking');
     const knockHeading = knockText(Number(name), knocked);
+    // heads ticked and drawn from the numbers held: the sets one tick away are asked for once, meanwhile, so the
+    // next tick is drawn in the page too
+    const knockNames = knocked.join(', ');
+    const askNear = knockNames && knockHeading !== null && !knock.near[knockNames] && !knock.asked[knockNames];
+    if (askNear) knock.asked[knockNames] = true;
     // a head chosen: its reading at every position, asked for once (an unchanged request is no change of the box)
     const views = decks()['""" + HEADS_DECK + """'].views;
     const everywhere = chosen === view.texts[1] || [...Array(length).keys()].every(p => views[chosen + '@' + p]);
     return [view.texts[0], reading ? reading.texts[0] : undefined, knockHeading === null ? undefined : knockHeading,
             circuits ? circuits.texts[0] : undefined,
             reading && circuits ? undefined : 'head ' + chosen + ' at ' + name + stamp,
-            knockHeading === null ? 'knock ' + knocked.join(', ') + stamp : undefined,
+            knockHeading === null || askNear ? 'knock ' + knockNames + stamp : undefined,
             everywhere ? undefined : chosen + ' in ' + why.key];
   }
-  return {show, pick, takeKnock, knockText};
+  const holdsKnock = names => Boolean(knock.sets[names]);  // the numbers of this set of heads are in the page
+  return {show, pick, takeKnock, knockText, holdsKnock};
 })();
 """
 ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
