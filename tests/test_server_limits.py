@@ -182,19 +182,22 @@ def test_what_sessions_keep_is_set_aside_from_the_budget(server):
     assert f"{SESSION_CAPACITY} sessions kept" in budget.source
 
 
-def _share_call(share, server_app, client: str, body_bytes: int) -> int:
-    """The status QueueShare answers a /queue/join of ``body_bytes`` from ``client`` (200: passed to the app)."""
+def _share_call(share, server_app, client: str, body_bytes: int, chunks: int = 1) -> int:
+    """The status QueueShare answers a /queue/join of ``body_bytes`` from ``client`` (200: passed to the app), its
+    body sent in ``chunks``; a refusal must come after the whole body is read (asserted here)."""
     import asyncio
     import concurrent.futures
 
-    statuses = []
+    statuses, left = [], [chunks]
 
     async def send(message):
         if message["type"] == "http.response.start":
             statuses.append(message["status"])
+            assert message["status"] == 200 or left[0] == 0, f"answered {message['status']} mid-body: reset"
 
     async def receive():
-        return {"type": "http.request", "body": b"", "more_body": False}
+        left[0] -= 1
+        return {"type": "http.request", "body": b"x" * (body_bytes // chunks), "more_body": left[0] > 0}
 
     scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "client": (client, 1),
              "headers": [(b"content-length", str(body_bytes).encode())], "app": server_app}
@@ -230,6 +233,8 @@ def test_the_queue_is_shared_by_the_bytes_its_events_carry():
     queued("10.0.0.1", [corpus, 64, 0.5])
     assert _share_call(share, server_app, "10.0.0.1", 100) == 200  # 11 + 1 <= 16
     assert _share_call(share, server_app, "10.0.0.1", len(corpus)) == 429  # 11 + 11 > 16
+    # refused mid-upload, the client reads the message, not a reset: the rest of its body is read and dropped first
+    assert _share_call(share, server_app, "10.0.0.1", len(corpus), chunks=40) == 429
     for address in ("10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"):  # 5 x 11 = 55 units queued
         queued(address, [corpus])
     assert _share_call(share, server_app, "10.0.0.6", 100) == 200  # 55 + 1 <= 64

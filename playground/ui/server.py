@@ -198,12 +198,13 @@ class QueueShare:
         queued = self._queued(scope.get("app"))
         held = self._joining[client] + queued.get(client, 0)
         if held + weight > self.per_client:
-            await _answer(send, 429, f"You have {held} requests' worth waiting or running on this server (large "
-                                     f"inputs count more), its limit for one visitor is {self.per_client}: wait for "
-                                     "them to finish, then ask again.")
+            await _refuse(receive, send, f"You have {held} requests' worth waiting or running on this server (large "
+                                         f"inputs count more), its limit for one visitor is {self.per_client}: wait "
+                                         "for them to finish, then ask again.")
             return
         if self.total is not None and sum(self._joining.values()) + sum(queued.values()) + weight > self.total:
-            await _answer(send, 429, "This server's queue is full of large requests: wait a moment, then ask again.")
+            await _refuse(receive, send, "This server's queue is full of large requests: wait a moment, then ask "
+                                         "again.")
             return
         self._joining[client] += weight
         try:
@@ -255,6 +256,17 @@ class KeptValues:
                 kept.clear()
                 emptied += 1
         return emptied
+
+
+async def _refuse(receive, send, message: str) -> None:
+    """429 with ``message``, after reading what the client is still sending, chunk by chunk, keeping none of it (up to
+    the body cap, which BodySizeLimit enforces around this): a client answered mid-upload saw its connection reset,
+    not the message."""
+    while True:
+        received = await receive()
+        if received["type"] != "http.request" or not received.get("more_body", False):
+            break
+    await _answer(send, 429, message)
 
 
 async def _answer(send, status: int, message: str) -> None:
