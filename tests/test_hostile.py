@@ -545,8 +545,8 @@ def test_ten_megabyte_bodies_queued_in_numbers_stay_a_bounded_few(hostile):
         try:
             with httpx.Client(timeout=60, headers=headers) as http:
                 return http.post(f"{base}/call/compare_timing", json=body).status_code
-        except httpx.TransportError:  # refused before the client finished sending: the same refusal, read as a reset
-            return 429
+        except httpx.TransportError as error:  # answered before the client finished sending: the message was lost
+            return f"reset: {error!r}"[:200]
 
     started = time.monotonic()
     with ThreadPoolExecutor(4) as pool:
@@ -561,7 +561,7 @@ def test_ten_megabyte_bodies_queued_in_numbers_stay_a_bounded_few(hostile):
     weight = 1 + 10_000_000 // QUEUE_UNIT_BYTES
     REPORT["20 calls of 10 MB from 10 addresses, the long lane busy"] = \
         f"{accepted} queued, {refused} refused in {sent_in:.1f} s; peak while they came {peak / GIB:.2f} GiB"
-    assert accepted + refused == len(statuses), statuses
+    assert accepted + refused == len(statuses), statuses  # no reset: a refusal reads the rest of the body first
     # one a client; the total, whatever of the sweeps' six units came free meanwhile (the 10 MB events wait behind
     # them, so none of theirs does)
     assert 1 <= accepted <= min(10 * (QUEUE_PER_CLIENT // weight), QUEUE_UNITS // weight), statuses
