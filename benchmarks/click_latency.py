@@ -6,7 +6,9 @@ It starts ``app.py`` on a free port with a private HOME, opens Debian's Chromium
 inside the page: from the moment before the click until the tab panel's last change, once the expected heading
 is on screen and the panel has been still for SETTLE_MS (the settling itself is not counted). A second column,
 "chart ms", ends at the last change inside a chart instead (the chart drawn, while Gradio may still be marking the
-end of a server answer that follows it, in elements it keeps hidden).
+end of a server answer that follows it, in elements it keeps hidden). A third, "seen ms", ends at the last change
+inside a chart on screen: the Model tab draws the levels not shown out of sight while the page is idle (chart_deck's
+hosts per view), which "chart ms" counts.
 
 ``--while-training`` starts a training run first (the tiny preset on Tiny Shakespeare, through the Train tab of a
 second page, with steps enough to outlast the clicks), waits for its first step, times the clicks, then stops it.
@@ -46,10 +48,20 @@ ARM_JS = """() => {
     window.__chart = null;
     window.__drawn = null;
     window.__observer?.disconnect();
+    // a chart drawn out of sight (chart_deck's host for a view not on screen, [data-view], drawn while the page is
+    // idle) is a chart change, not one the learner sees
+    const away = node => {
+        const element = node.nodeType === 1 ? node : node.parentElement;
+        const host = element && element.closest('[data-view]');
+        return Boolean(host) && host.style.visibility === 'hidden';
+    };
+    window.__seen = null;
     window.__observer = new MutationObserver(changes => {
         window.__last = performance.now();
-        if (changes.some(change => change.target.closest?.('.js-plotly-plot') || change.target.ownerSVGElement))
-            window.__chart = window.__last;
+        const charts = changes.filter(change => change.target.closest?.('.js-plotly-plot')
+                                                || change.target.ownerSVGElement);
+        if (charts.length) window.__chart = window.__last;
+        if (charts.some(change => !away(change.target))) window.__seen = window.__last;
     });
     window.__observer.observe(panel, {subtree: true, childList: true, attributes: true, characterData: true});
     window.__t0 = performance.now();
@@ -79,7 +91,8 @@ WAIT_JS = """([expected, settle, anywhere]) => new Promise((resolve, reject) => 
         if (shown && window.__last !== null && performance.now() - window.__last > settle) {
             window.__observer.disconnect();
             resolve([window.__last - window.__t0,
-                     (window.__chart ?? window.__drawn ?? window.__last) - window.__t0]);
+                     (window.__chart ?? window.__drawn ?? window.__last) - window.__t0,
+                     (window.__seen ?? window.__drawn ?? window.__last) - window.__t0]);
         } else if (performance.now() - started > 60000) {
             reject(new Error('no heading ' + expected + ' within 60 s'));
         } else {
@@ -134,14 +147,15 @@ def start_app(home: Path, port: int) -> subprocess.Popen:
 ANYWHERE = "text:"  # an expected text starting so is looked for in all the panel's text, not in its headings
 
 
-def timed(page: Page, action, expected: str) -> tuple[float, float]:
-    """Milliseconds from just before ``action()`` to the panel's last change and to its charts' last change, with
-    ``expected`` in a heading (or, prefixed with ANYWHERE, anywhere in the panel)."""
+def timed(page: Page, action, expected: str) -> tuple[float, float, float]:
+    """Milliseconds from just before ``action()`` to the panel's last change, to its charts' last change and to the
+    last change of a chart on screen, with ``expected`` in a heading (or, prefixed with ANYWHERE, anywhere in the
+    panel)."""
     page.evaluate(ARM_JS)
     action()
     anywhere = expected.startswith(ANYWHERE)
-    settled, chart = page.evaluate(WAIT_JS, [expected.removeprefix(ANYWHERE), SETTLE_MS, anywhere])
-    return float(settled), float(chart)
+    settled, chart, seen = page.evaluate(WAIT_JS, [expected.removeprefix(ANYWHERE), SETTLE_MS, anywhere])
+    return float(settled), float(chart), float(seen)
 
 
 ARRIVED = {  # a tab's first answer is in the page (its arrival is not timed: on a busy server it can take seconds)
@@ -299,7 +313,7 @@ def main() -> None:
                     start_training(trainer)
                     print(f"while a run trains (the tiny preset, {TRAIN_STEPS:,} steps, stopped after the clicks)")
                 print(f"{'interaction':<36}{'median ms':>10}{'p90 ms':>9}{'chart ms':>10}{'chart p90':>10}"
-                      f"{'clicks':>8}")
+                      f"{'seen ms':>9}{'seen p90':>9}{'clicks':>8}")
                 try:
                     for name, tab, setup, cycle in interactions(page):
                         if not name.startswith(args.only):
@@ -308,19 +322,21 @@ def main() -> None:
                         if setup is not None:
                             setup()
                             page.wait_for_timeout(2 * SETTLE_MS)
-                        settled, charts = [], []
+                        settled, charts, seen = [], [], []
                         try:
                             for i in range(args.repeats + 1):  # the first click of each warms up, not counted
                                 action, expected = cycle[i % len(cycle)]
-                                ms, chart_ms = timed(page, action, expected)
+                                ms, chart_ms, seen_ms = timed(page, action, expected)
                                 if i:
                                     settled.append(ms)
                                     charts.append(chart_ms)
+                                    seen.append(seen_ms)
                         except PlaywrightError as exc:  # one interaction with no answer: said, and the rest timed
                             print(f"{name:<36}no answer: {str(exc).splitlines()[0]}")
                             continue
-                        print(f"{name:<36}" + "".join(f"{value:>10.0f}" if k != 1 else f"{value:>9.0f}" for k, value
-                                                      in enumerate((*percentiles(settled), *percentiles(charts))))
+                        widths = (10, 9, 10, 10, 9, 9)
+                        figures = (*percentiles(settled), *percentiles(charts), *percentiles(seen))
+                        print(f"{name:<36}" + "".join(f"{value:>{width}.0f}" for width, value in zip(widths, figures))
                               + f"{len(settled):>8}")
                 finally:
                     if trainer is not None:
