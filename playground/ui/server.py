@@ -65,7 +65,7 @@ class BodySizeLimit:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             if int(declared) <= 2 * self.max_bytes:
-                await self._discard_rest(receive, 0)
+                await _discard_rest(receive, 0, 2 * self.max_bytes)
             await self._refuse(send)
             return
         received = 0
@@ -96,23 +96,15 @@ class BodySizeLimit:
         except _BodyTooLargeError:
             if not started:
                 if not complete:
-                    await self._discard_rest(receive, received)
+                    await _discard_rest(receive, received, 2 * self.max_bytes)
                 await self._refuse(send)
         except Exception:
             if not refused:
                 raise
             if not started:
                 if not complete:
-                    await self._discard_rest(receive, received)
+                    await _discard_rest(receive, received, 2 * self.max_bytes)
                 await self._refuse(send)
-
-    async def _discard_rest(self, receive, received: int) -> None:
-        """Read what the client is still sending, chunk by chunk, keeping none of it, up to the cap again."""
-        while received <= 2 * self.max_bytes:
-            message = await receive()
-            if message["type"] != "http.request" or not message.get("more_body", False):
-                return
-            received += len(message.get("body", b""))
 
     async def _refuse(self, send):
         body = json.dumps({"error": f"The request is larger than this server's limit of {self.max_bytes:,} bytes; "
@@ -262,11 +254,18 @@ async def _refuse(receive, send, message: str) -> None:
     """429 with ``message``, after reading what the client is still sending, chunk by chunk, keeping none of it (up to
     the body cap, which BodySizeLimit enforces around this): a client answered mid-upload saw its connection reset,
     not the message."""
-    while True:
-        received = await receive()
-        if received["type"] != "http.request" or not received.get("more_body", False):
-            break
+    await _discard_rest(receive)
     await _answer(send, 429, message)
+
+
+async def _discard_rest(receive, received: int = 0, limit: int | None = None) -> None:
+    """Read what the client is still sending, chunk by chunk, keeping none of it, until its last chunk or past
+    ``limit`` bytes (``received`` counts what was already read), so that it reads the answer instead of a reset."""
+    while limit is None or received <= limit:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        received += len(message.get("body", b""))
 
 
 async def _answer(send, status: int, message: str) -> None:
