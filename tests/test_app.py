@@ -368,12 +368,34 @@ def test_compare_bad_input(served, args, message):
         client.predict(*args, api_name="/compare")
 
 
-def test_why_explains_a_character_through_the_api(served):
+def test_why_explains_a_character_through_the_api(served, capfd):
+    """/why answers what the page shows: the parts of the logit and the chosen head's chain as numbers (an API
+    client sent two bar charts the page no longer drew, and no number of the chain), and the chain's figure."""
     _, client, _ = served
-    heading, _, head_heading, *_, knock_heading, _ = client.predict(
-        "shakespeare-char", "To be, or not to be", -1, "", "the head that pushed most", ["L0 H1"],
-        "mean over the text", api_name="/why")
+    endpoint = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/why"]
+    assert [r["label"] for r in endpoint["returns"]] == ["heading", "parts", "head_heading", "chain", "numbers",
+                                                         "circuits_heading", "qk", "ov", "knock_heading", "ranking"]
+    heading, _, head_heading, chain, numbers, *_, knock_heading, _ = client.predict(
+        "shakespeare-char", "To be, or not to be", 7, "", "L1 H0", ["L0 H1"], "mean over the text", api_name="/why")
     assert heading.startswith("### Why ") and "the sum of these" in heading
     assert "Its part of the logit" in head_heading and "without L0 H1" in knock_heading
+    parts, head = numbers["parts"], numbers["head"]
+    assert numbers["position"] == 7 and head["name"] == "L1 H0"
+    assert sum(part["value"] for part in parts) == pytest.approx(numbers["logit"], abs=1e-4)
+    (part,) = [part["value"] for part in parts if part["name"] == "L1 H0"]
+    assert head["part"] == part and [key["character"] for key in head["keys"]] == list("To be, o")
+    assert sum(key["push"] for key in head["keys"]) == pytest.approx(part, abs=1e-4)
+    assert all(key["push"] == pytest.approx(key["weight"] * key["write"], rel=1e-5, abs=1e-8) for key in head["keys"])
+    assert 0 < numbers["probability"] < 1 and 0 < numbers["runner_up"]["probability"] < 1
+    assert f"{numbers['logit']:.3f} is the sum" in heading
+    figure = _figure(chain)  # the page's chain: the pushes panel holds the same numbers, to 4 digits
+    assert figure["data"][2]["y"] == pytest.approx([key["push"] for key in head["keys"]], rel=1e-3, abs=1e-6)
+    capfd.readouterr()
+    for args, message in ((("", -1, ""), "the text is empty"),
+                          (("To be", 5, ""), "position 5 is outside the text's 5 tokens"),
+                          (("To be", -1, "∑"), "the target '∑' is not in this model's vocabulary")):
+        with pytest.raises(AppError, match="(?i)" + re.escape(message)):
+            client.predict("shakespeare-char", *args, "the head that pushed most", [], "zero", api_name="/why")
     with pytest.raises(AppError, match="not one of this model's heads"):
         client.predict("shakespeare-char", "To be", -1, "", "L9 H9", [], "zero", api_name="/why")
+    assert "Traceback" not in capfd.readouterr().err

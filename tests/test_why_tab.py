@@ -78,9 +78,48 @@ def test_the_bars_sum_to_the_logit_the_heading_quotes(ctx):
     assert sum(bars.x) == pytest.approx(logit, abs=2e-3)  # the heading rounds to 3 places
     loaded = ctx.checkpoint("shakespeare-char")
     assert len(bars.x) == len(circuits.logit_attribution(loaded.model, loaded.tokenizer.encode(TEXT), -1, 0).names)
-    for figure in (view.parts, view.weights, view.shares, view.qk, view.ov, view.ranking):
+    for figure in (view.parts, view.chain, view.qk, view.ov, view.ranking):
         json.loads(figure.to_json())
     assert view.heading.count("**Look for:**") == 1 and "**Look for:**" in view.knock_heading
+
+
+def test_the_apis_numbers_are_the_parts_and_the_chain_of_an_independent_pass(ctx):
+    """/why answered the two bar charts the page's chain replaced: an API client now reads what the page shows, as
+    numbers. The parts are logit_attribution's own (a pass of their own) and sum to the logit; each key's push is its
+    weight x its write, the pushes sum to the head's part (1e-4), the head's part and the rest make the logit; the
+    probabilities are softmax's, and the chain figure is the page's."""
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = loaded.tokenizer.encode(TEXT)
+    with torch.no_grad():
+        probabilities = torch.softmax(loaded.model(ids.view(1, -1)).logits[0, 5].float(), dim=-1)
+    target = loaded.tokenizer.encode("e")[0].item()
+    view = explain(ctx, position=5, target="e", head="L1 H0")
+    numbers = json.loads(json.dumps(view.numbers))  # plain JSON, as a client gets it
+    parts = circuits.logit_attribution(loaded.model, ids, 5, target)
+    assert numbers["position"] == 5 and numbers["target"] == {"character": "e", "token_id": target}
+    assert [part["name"] for part in numbers["parts"]] == parts.names
+    assert [part["kind"] for part in numbers["parts"]] == parts.kinds
+    assert [part["value"] for part in numbers["parts"]] == pytest.approx(parts.values.tolist(), abs=1e-5)
+    assert sum(part["value"] for part in numbers["parts"]) == pytest.approx(numbers["logit"], abs=1e-4)
+    assert numbers["logit"] == pytest.approx(parts.logit, abs=1e-5)
+    head = numbers["head"]
+    assert head["name"] == "L1 H0" and head["part"] == pytest.approx(parts.head(1, 0), abs=1e-6)
+    keys = head["keys"]
+    assert [key["position"] for key in keys] == list(range(6))
+    assert "".join(key["character"] for key in keys) == TEXT[:6]
+    assert [key["token_id"] for key in keys] == ids[:6].tolist()
+    assert sum(key["weight"] for key in keys) == pytest.approx(1, abs=1e-5)
+    assert all(key["push"] == pytest.approx(key["weight"] * key["write"], rel=1e-6, abs=1e-9) for key in keys)
+    assert sum(key["push"] for key in keys) == pytest.approx(head["part"], abs=1e-4)
+    assert head["part"] + head["others"] == pytest.approx(numbers["logit"], abs=1e-4)
+    assert numbers["probability"] == pytest.approx(float(probabilities[target]), abs=1e-6)
+    best_other = max((i for i in range(probabilities.numel()) if i != target), key=lambda i: probabilities[i])
+    assert numbers["runner_up"]["token_id"] == best_other
+    assert numbers["runner_up"]["probability"] == pytest.approx(float(probabilities[best_other]), abs=1e-6)
+    assert numbers["guessed"] == (int(probabilities.argmax()) == target)
+    # the figure is the page's chain: its pushes are the numbers', rounded to 4 digits
+    assert list(view.chain.data[2].y) == pytest.approx([key["push"] for key in keys], rel=1e-3, abs=1e-6)
+    assert view.chain.layout.title.text.replace("<br>", " ") == "How L1 H0's pattern at position 5 became 'e'"
 
 
 def test_the_strongest_head_is_the_one_with_the_largest_part(ctx):
@@ -96,8 +135,9 @@ def test_the_strongest_head_is_the_one_with_the_largest_part(ctx):
     assert view.head_heading.startswith(f"### {strongest} at position {len(TEXT) - 1}")
     assert f"What {strongest} reads and writes" in view.circuits_heading
     assert view.circuits_heading.count(" looks for `") == why_tab.PAIRS
-    shares = [trace for trace in view.shares.data if trace.type == "bar"][0]
-    assert len(shares.y) == len(TEXT)  # every read position, the future has none
+    pushes = [trace for trace in view.chain.data if trace.type == "bar"][2]
+    assert len(pushes.y) == len(view.numbers["head"]["keys"]) == len(TEXT)  # every read position, no future
+    assert view.numbers["head"]["name"] == strongest
 
 
 def test_a_chosen_target_and_head_and_position(ctx):
@@ -105,8 +145,8 @@ def test_a_chosen_target_and_head_and_position(ctx):
     assert view.heading.startswith("### Why `e` after `,` (position 5)")
     assert view.head_heading.startswith("### L1 H0 at position 5")
     assert "(the direct path" in view.circuits_heading
-    shares = [trace for trace in view.shares.data if trace.type == "bar"][0]
-    assert len(shares.y) == 6
+    pushes = [trace for trace in view.chain.data if trace.type == "bar"][2]
+    assert len(pushes.y) == len(view.numbers["head"]["keys"]) == 6
 
 
 def test_knocking_out_heads_reports_loss_and_prediction_and_ranks_every_head(ctx):
@@ -171,12 +211,14 @@ def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
         (parts,) = (_merged(sent["bases"][figure["base"]], figure["changes"]) for figure in figures)
         (chain,) = (_merged(heads["bases"][figure["base"]], figure["changes"]) for figure in reading["figures"])
         assert parts["data"][0]["x"] == pytest.approx(list(view.parts.data[0].x), abs=1e-4)
-        # the chain's first panel is where the head looks, its third each key's push: /why's two bar charts
-        assert chain["data"][0]["y"] == pytest.approx(list(view.weights.data[0].y), rel=1e-3, abs=1e-6)
-        assert chain["data"][2]["y"] == pytest.approx(list(view.shares.data[0].y), rel=1e-3, abs=1e-6)
+        # the chain's first panel is where the head looks, its third each key's push: /why's numbers and figure
+        keys = view.numbers["head"]["keys"]
+        assert chain["data"][0]["y"] == pytest.approx([key["weight"] for key in keys], rel=1e-3, abs=1e-6)
+        assert chain["data"][2]["y"] == pytest.approx([key["push"] for key in keys], rel=1e-3, abs=1e-6)
         assert f"How {strongest}'s pattern at position {position}" in chain["layout"]["title"]["text"]
         for axis in ("xaxis", "xaxis3"):
-            assert chain["layout"][axis]["ticktext"] == list(view.weights.layout.xaxis.ticktext)
+            assert chain["layout"][axis]["ticktext"] == list(view.chain.layout[axis].ticktext)
+        assert chain["data"][2]["y"] == list(view.chain.data[2].y)
     assert sorted(held) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and shown["heads"] == list(held)  # every head's
     chosen = explain(ctx, position=3, head="L1 H1", mode="zero")
     assert held["L1 H1"]["texts"] == [chosen.circuits_heading]
@@ -294,8 +336,8 @@ def test_the_bars_that_matter_keep_their_labels_where_not_all_fit(ctx):
     text = "ROMEO:\nBut soft, what light thr"  # "\\n" is a wide label: 21 bars do not all fit at position 20
     for position in (20, -1):
         view = explain(ctx, text, position=position, head="L0 H0")
-        weights, shares = (np.array(figure.data[0].y) for figure in (view.weights, view.shares))
-        ticks = list(view.weights.layout.xaxis.tickvals)
+        weights, shares = (np.array(view.chain.data[panel].y) for panel in (0, 2))
+        ticks = list(view.chain.layout.xaxis.tickvals)
         assert len(ticks) < len(weights)  # thinned: the case that hid the tallest bar
         assert int(weights.argmax()) in ticks and int(np.abs(shares).argmax()) in ticks
 

@@ -66,8 +66,8 @@ class WhyView(NamedTuple):
     heading: str
     parts: object  # the attribution's bar chart
     head_heading: str
-    weights: object  # the chosen head's attention row
-    shares: object  # each attended character's share of the head's part
+    chain: object  # the chosen head's chain, from its pattern to the next character: the page's figure
+    numbers: dict  # the parts and the chain as numbers (_numbers): what an API client reads
     circuits_heading: str
     qk: object
     ov: object
@@ -119,11 +119,6 @@ def _circuit_tokens(vocabulary: int, ids: torch.Tensor) -> torch.Tensor | None:
 def _pairs_in_words(table: torch.Tensor, names: list[str], verb: str, among=None) -> str:
     pairs = circuits.strongest_pairs(table, PAIRS, among)
     return "; ".join(f"`{names[row]}` {verb} `{names[col]}` ({value:+.2f})" for row, col, value in pairs)
-
-
-def _coloured_bars(figure, values: list[float]):
-    figure.update_traces(marker_color=["#2f9e44" if v >= 0 else "#e03131" for v in values], selector=dict(type="bar"))
-    return figure
 
 
 class _Reading(NamedTuple):
@@ -369,24 +364,6 @@ def _knock_text(reading: _Reading, position: int) -> str:
     return "\n\n".join(lines)
 
 
-def _bars(reading: _Reading, position: int, layer: int, which: int) -> tuple[dict, dict]:
-    """The bar charts' contents at ``position`` (labels, values, title, colours): (where the head looks, what each
-    read character pushed)."""
-    chosen = circuits.head_name(layer, which)
-    name = _label(reading.tokenizer.label(reading.attributions[position].target_id))
-    seen = slice(0, position + 1)
-    weights, shares = (keys[position, seen].tolist() for keys in reading.keys[(layer, which)])
-    # the read characters under their bars (the hover adds each one's position), spaced to fit a phone; where not
-    # all fit, the bars that matter keep theirs, then the query (a stranger found the tallest bar unlabelled)
-    tallest = sorted(range(len(weights)), key=lambda i: -weights[i])[:IMPORTANT_BARS]
-    strongest = sorted(range(len(shares)), key=lambda i: -abs(shares[i]))[:IMPORTANT_BARS]
-    axis = dict(labels=reading.tokens[seen], room_px=plots.LABEL_ROOM_PX,
-                important=[*(i for pair in zip(tallest, strongest) for i in pair), position])
-    return (dict(axis, values=weights, title=f"Where position {position} looks ({chosen})"),
-            dict(axis, values=shares, title=f"Each read character's push on '{name}' ({chosen})",
-                 colours=_colours(shares)))
-
-
 def _parts_title(reading: _Reading, position: int) -> str:
     return f"The logit of '{_label(reading.tokenizer.label(reading.attributions[position].target_id))}', part by part"
 
@@ -395,16 +372,6 @@ def _parts_figure(reading: _Reading, position: int):
     values = reading.attributions[position].values.tolist()
     return plots.horizontal_bar_chart(reading.attributions[position].names, values, _parts_title(reading, position),
                                       "logit", colours=_colours(values))
-
-
-def _head_figures(reading: _Reading, position: int, layer: int, which: int) -> tuple:
-    """(where the head looks, what each read character pushed) as figures."""
-    looks, pushes = _bars(reading, position, layer, which)
-    axis = dict(room_px=looks["room_px"], important=looks["important"])
-    weight_bars = plots.bar_chart(looks["labels"], looks["values"], looks["title"], "attention weight", **axis)
-    share_bars = _coloured_bars(plots.bar_chart(pushes["labels"], pushes["values"], pushes["title"], "logit",
-                                                **axis), pushes["values"])
-    return weight_bars, share_bars
 
 
 class Chain(NamedTuple):
@@ -442,7 +409,8 @@ def _chain(reading: _Reading, position: int, layer: int, which: int) -> Chain:
 
 def _chain_arguments(reading: _Reading, position: int, layer: int, which: int) -> dict:
     """The chain at ``position`` as plots.chain_changes' (and chain_figure's) arguments. Where not every key's label
-    fits a phone, the tallest weights and the strongest pushes keep theirs, then the query (as _bars)."""
+    fits a phone, the tallest weights and the strongest pushes keep theirs, then the query (a stranger found the
+    tallest bar unlabelled)."""
     chain = _chain(reading, position, layer, which)
     name = reading.tokenizer.label
     tallest = sorted(range(position + 1), key=lambda i: -float(chain.weights[i]))[:IMPORTANT_BARS]
@@ -460,9 +428,30 @@ def _chain_changes(reading: _Reading, position: int, layer: int, which: int) -> 
     return plots.chain_changes(**_chain_arguments(reading, position, layer, which))
 
 
-def _figures(reading: _Reading, position: int) -> tuple:
-    """(the parts, where the head looks, what each read character pushed) as figures."""
-    return (_parts_figure(reading, position), *_head_figures(reading, position, *_head_at(reading, position)))
+def _numbers(reading: _Reading, position: int, layer: int, which: int) -> dict:
+    """The parts and the chain of head ``which`` of ``layer`` at ``position`` as plain numbers (what /why's figures
+    draw, unrounded float32): the parts sum to ``logit``; the keys' pushes (weight x write) sum to the head's
+    ``part``, which with ``others`` is the logit. A worked key: weight 0.7, write +2.0 -> push +1.4."""
+    parts = reading.attributions[position]
+    chain = _chain(reading, position, layer, which)
+    tokenizer, ids = reading.tokenizer, reading.ids.tolist()
+
+    def token(token_id: int) -> dict:
+        return {"character": tokenizer.decode([token_id]), "token_id": token_id}
+
+    return {
+        "position": position, "target": token(chain.target), "logit": chain.logit,
+        "probability": chain.probability, "guessed": chain.guessed,
+        # the likeliest token other than the target: the runner-up where the target is the guess, else the guess
+        "runner_up": {**token(chain.other), "probability": chain.other_probability},
+        "parts": [{"name": name, "kind": kind, "value": value}
+                  for name, kind, value in zip(parts.names, parts.kinds, parts.values.tolist())],
+        "head": {"name": circuits.head_name(layer, which), "part": chain.part, "others": chain.others,
+                 "keys": [{"position": key, **token(ids[key]), "weight": weight, "write": write, "push": push}
+                          for key, (weight, write, push) in enumerate(zip(chain.weights.tolist(),
+                                                                          chain.writes.tolist(),
+                                                                          chain.pushes.tolist()))]},
+    }
 
 
 def _parts_changes(reading: _Reading, position: int) -> dict:
@@ -524,13 +513,15 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
             knocked: list[str] | None = None, mode: str = "mean over the text", *,
             memo: ReadingCache | None = None) -> WhyView:
     """Plain handler (``/why``): why the model gives ``target`` (empty: its own guess) after
-    ``text[: position + 1]``, the chosen head's reading and circuits, and what knocking out the ``knocked`` heads
-    changes, as text and figures."""
+    ``text[: position + 1]``, the chosen head's chain and circuits, and what knocking out the ``knocked`` heads
+    changes, as the page shows them (its texts and figures), with the parts and the chain as numbers too."""
     reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo)
     heading, head_heading, knock_heading = _texts(reading, position)
-    parts, weights, shares = _figures(reading, position)
-    circuits_heading, qk, ov = _circuits_view(reading, *_head_at(reading, position))
-    return WhyView(heading, parts, head_heading, weights, shares, circuits_heading, qk, ov, knock_heading,
+    layer, which = _head_at(reading, position)
+    chain = plots.chain_figure(**_chain_arguments(reading, position, layer, which))
+    circuits_heading, qk, ov = _circuits_view(reading, layer, which)
+    return WhyView(heading, _parts_figure(reading, position), head_heading, chain,
+                   _numbers(reading, position, layer, which), circuits_heading, qk, ov, knock_heading,
                    _ranking(reading))
 
 
@@ -962,6 +953,7 @@ def build(ctx: AppContext) -> None:
     with gr.Group(visible=False):
         api_button = gr.Button("explain", visible=False)
         api_outputs = [gr.Markdown(visible=False, label=field) if field.endswith("heading") else
+                       gr.JSON(visible=False, label=field) if field == "numbers" else
                        gr.Plot(label=field, visible=False) for field in WhyView._fields]
     decks = [gr.Textbox(visible=False, label=f"{name} deck") for name in (DECK, HEADS_DECK, CIRCUITS_DECK,
                                                                           RANKING_DECK)]
