@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 from browser_support import ERROR_TOAST, WAIT_MS, expect_errors, expect_no_error, open_tab, screenshot
 from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
@@ -112,6 +113,54 @@ def check_chain(page: Page, head: str) -> None:
     rounding = 5e-4 * sum(abs(push) for push in chain["pushes"]) + 1e-5
     assert sum(chain["pushes"]) == pytest.approx(mine, abs=rounding)
     assert chain["sums"] == pytest.approx([mine, others, logit], abs=5e-4)
+    return {**chain, "logit": logit}
+
+
+# the QK and OV tables on screen (each head has a host of its own: the one shown), as Plotly holds them
+CIRCUITS_JS = """() => [0, 1].map(slot => {
+    const plot = [...document.querySelectorAll('#why-circuits-chart-' + slot + ' .js-plotly-plot')]
+        .find(p => p.offsetParent);
+    const trace = plot._fullData[0];
+    return {title: plot.layout.title.text, x: [...trace.x], y: [...trace.y], z: [...trace.z].map(row => [...row])};
+})"""
+RANKING_JS = """() => { const plot = [...document.querySelectorAll('#why-ranking-chart-0 .js-plotly-plot')]
+    .find(p => p.offsetParent);
+    return Object.fromEntries(plot.data[0].customdata.map((name, i) => [name, plot.data[0].x[i]])); }"""
+
+
+def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str) -> dict:
+    """Issue 29's three views of the model on screen, read from the drawn charts, then a screenshot ``shot``:
+    why this character (the chain of the head on screen adds up to its bar and the logit: check_chain), what that
+    head reads and writes (its QK and OV tables are ``vocabulary`` x ``vocabulary``, and the strongest pair its
+    heading quotes in words is the table's cell), and ``knock`` knocked out alone (the loss it adds in the table is
+    its bar in the ranking). No console error, no error toast. Returns the chain read (check_chain's)."""
+    expect(plot_titled(panel, "How ")).to_be_visible(timeout=WAIT_MS)
+    expect(plot_titled(panel, "Loss added when each head alone")).to_be_visible(timeout=WAIT_MS)
+    head = re.match(r"L\d+ H\d+", panel.get_by_role("heading", name="at position", exact=False).inner_text()).group(0)
+    expect(plot_titled(panel, f"QK of {head}")).to_be_visible(timeout=WAIT_MS)
+    expect(plot_titled(panel, f"OV of {head}")).to_be_visible(timeout=WAIT_MS)
+    chain = check_chain(page, head)
+    qk, ov = page.evaluate(CIRCUITS_JS)
+    for table, kind in ((qk, "QK"), (ov, "OV")):
+        assert table["title"].replace("<br>", " ").startswith(f"{kind} of {head}")
+        assert len(table["x"]) == len(table["y"]) == len(table["z"]) == vocabulary
+        assert {len(row) for row in table["z"]} == {vocabulary}
+    words = panel.get_by_role("heading", name=f"What {head} reads and writes").locator("xpath=..").inner_text()
+    for table, verb in ((qk, "looks for"), (ov, "promotes")):
+        row, column, value = re.search(rf"(\S+) {verb} (\S+) \(([-+][\d.]+)\)", words).groups()
+        assert table["z"][table["y"].index(row)][table["x"].index(column)] == pytest.approx(float(value), abs=6e-3)
+    ranking = page.evaluate(RANKING_JS)
+    pick(page, panel, "knock out", knock)
+    expect(panel.get_by_role("heading", name=f"Knocked out: {knock}")).to_be_visible(timeout=WAIT_MS)
+    table = panel.get_by_role("table").filter(has_text="loss on the text")
+    expect(table).to_be_visible(timeout=WAIT_MS)
+    cells = table.get_by_role("row").filter(has_text="loss on the text").get_by_role("cell").all_inner_texts()
+    intact, without, change = (float(cell) for cell in cells[1:])
+    assert without - intact == pytest.approx(change, abs=2e-3)
+    assert change == pytest.approx(ranking[knock], abs=1.5e-3)  # the table's change is the head's ranking bar
+    expect_no_error(page)
+    screenshot(page, shot, publish=False)
+    return chain
 
 
 def hold_server(page: Page):
@@ -253,10 +302,18 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     expect_no_error(page)
 
 
-def test_the_toy_presets_model_explained_head_by_head(page, server):
-    """Issue 29: the three views on the textbook preset too. The toy's logit is its two heads through their columns
-    of the projection, the projection's bias and the output bias; its circuits are over its 8 characters."""
-    save_toy_checkpoint(server.weights, "why-toy")
+@pytest.mark.parametrize("viewport", ["page", "phone"])
+def test_the_toy_presets_model_explained_head_by_head(request, server, viewport):
+    """Issue 29: the three views on the textbook preset too, on a desktop and a phone. The toy's logit is its two
+    heads through their columns of the projection, the projection's bias and the output bias (the model's own
+    logit); its circuits are over its 8 characters; a head knocked out is the server's numbers, written alike."""
+    from playground.config import Limits
+    from playground.ui import why_tab
+    from playground.ui.common import AppContext
+
+    page = request.getfixturevalue(viewport)
+    if not (server.weights / "why-toy").exists():
+        save_toy_checkpoint(server.weights, "why-toy")
     panel = open_tab(page, "Why")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)
     panel.get_by_label("Text", exact=True).fill("hello wo")
@@ -269,25 +326,26 @@ def test_the_toy_presets_model_explained_head_by_head(page, server):
     assert parts.locator(".ytick text").all_text_contents() == ["L0 H0", "L0 H1", "L0 attention bias", "output bias"]
     expect(panel).to_contain_text("is the sum of these 4 bars")
     expect(panel).to_contain_text("Notebook 004's model", use_inner_text=False)  # in the circuits' fold
-    expect(plot_titled(panel, "QK of L0 H")).to_be_visible(timeout=WAIT_MS)
-    expect(plot_titled(panel, "Loss added when each head alone")).to_be_visible(timeout=WAIT_MS)
     # the chain of the head that pushed most at the last position: every key its own bar, the two l's and o's too
     expect(plot_titled(panel, "How ")).to_contain_text(chain_title(None, 7), timeout=WAIT_MS)
-    head = re.match(r"L0 H\d", panel.get_by_role("heading", name="at position 7").inner_text()).group(0)
     assert page.evaluate(CHAIN_JS)["labels"] == list("hello␣wo")
-    check_chain(page, head)
-    panel.get_by_label("knock out", exact=True).click()
-    page.get_by_role("option", name="L0 H0", exact=True).click()
-    page.keyboard.press("Escape")
-    expect(panel.get_by_role("heading", name="Knocked out: L0 H0")).to_be_visible(timeout=WAIT_MS)
-    expect(panel).to_contain_text("loss on the text")
+    chain = check_three_views(page, panel, "L0 H0", 8, f"why-toy{'-phone' if viewport == 'phone' else ''}")
+    ctx = AppContext(limits=Limits(), weights=server.weights)
+    loaded = ctx.checkpoint("why-toy")
+    with torch.no_grad():
+        logits = loaded.model(loaded.tokenizer.encode("hello wo").view(1, -1)).logits[0, -1]
+    assert chain["logit"] == pytest.approx(float(logits.max()), abs=1e-3)  # the parts add up to the model's logit
+    assert chain["chances"][0] == pytest.approx(float(torch.softmax(logits, -1).max()), abs=1e-3)
+    if viewport == "phone":
+        assert overlapping_labels(page) == []
     position = panel.get_by_label("position (-1 = last)", exact=True)
     position.fill("2")
     position.press("Enter")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text("(position 2)", timeout=WAIT_MS)
     expect(panel).to_contain_text("guess at position 2")
+    view = why_tab.explain(ctx, "why-toy", "hello wo", 2, "", why_tab.STRONGEST, ["L0 H0"])
+    assert page.evaluate("() => window.whyPage.knockText(2, ['L0 H0'])") == view.knock_heading
     expect_no_error(page)
-    screenshot(page, "why-toy", publish=False)
 
 
 def test_a_refused_target_is_said_once_and_the_view_stays(page):
