@@ -41,7 +41,7 @@ def hub_server(tmp_path_factory):
         server = next(servers)
         builder.join()
         assert GPT2_REPO_ID in stub.repos, "the tiny GPT-2 repo was not built"
-        server.stub, server.tokenizer = stub, built["tokenizer"]
+        server.stub, server.tokenizer, server.gpt2 = stub, built["tokenizer"], built["model"]
         yield server
     finally:
         builder.join()
@@ -127,6 +127,7 @@ def test_a_hub_gpt2_in_tokenize_attention_and_sample(hub_page, hub_server):
     # the chain from the head's pattern to the next token, over the text's BPE tokens
     expect(plot_titled(panel, "How L").filter(visible=True)).to_be_visible(timeout=WAIT_MS)
     expect_no_error(page)
+    check_why_on_gpt2(page, panel, hub_server, "why-gpt2")
 
     panel = open_tab(page, "Sample")
     _choose_checkpoint(panel, GPT2_REPO_ID)
@@ -139,3 +140,39 @@ def test_a_hub_gpt2_in_tokenize_attention_and_sample(hub_page, hub_server):
     expect_no_error(page)
     assert not any(path.endswith((".bin", ".pt", ".pkl")) for _, path in hub_server.stub.requests)
     screenshot(page, "sample-gpt2", publish=False)
+
+
+def check_why_on_gpt2(page, panel, hub_server, shot: str) -> None:
+    """Issue 29's three views on the imported GPT-2 layout model (test_browser_why.check_three_views), with the
+    model's own numbers: the parts on screen add up to transformers' logit of its guess after the text, and the
+    chain's probability is transformers' softmax. Its circuits are over the text's tokens and the lowest ids."""
+    import torch
+    from test_browser_why import check_three_views
+
+    from playground.ui import why_tab
+
+    ids = hub_server.tokenizer.encode(TEXT)
+    expect(panel.get_by_role("heading", name=f"at position {ids.numel() - 1}", exact=False)).to_be_visible(
+        timeout=WAIT_MS)
+    shown = min(hub_server.tokenizer.vocabulary_size, why_tab.MAX_CIRCUIT_TOKENS)
+    chain = check_three_views(page, panel, "L0 H1", shown, shot)
+    assert chain["keys"] == ids.numel()  # one bar per BPE token read
+    with torch.no_grad():
+        logits = hub_server.gpt2(ids.view(1, -1)).logits[0, -1]
+    assert chain["logit"] == pytest.approx(float(logits.max()), abs=1e-3)
+    assert chain["chances"][0] == pytest.approx(float(torch.softmax(logits, -1).max()), abs=1e-3)
+
+
+def test_a_hub_gpt2_explained_on_a_phone(browser, hub_server):
+    """Issue 29: the three views on an imported GPT-2 layout checkpoint on a phone too; every label reads."""
+    from browser_support import PHONE
+    from test_browser_why import overlapping_labels
+
+    for page in open_page(browser, hub_server, PHONE, is_mobile=True, has_touch=True, device_scale_factor=2):
+        panel = open_tab(page, "Why")
+        expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)
+        panel.get_by_label("Text", exact=True).fill(TEXT)
+        _choose_checkpoint(panel, GPT2_REPO_ID)
+        expect(panel).to_contain_text("L1 H1", timeout=WAIT_MS)
+        check_why_on_gpt2(page, panel, hub_server, "why-gpt2-phone")
+        assert overlapping_labels(page) == []
