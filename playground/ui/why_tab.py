@@ -26,11 +26,12 @@ import torch
 from playground import budget, checkpoints, checks, circuits, plots
 from playground.tokenizer import escape_text, labels
 from playground.ui import chart_deck
+from playground.ui import why_page as script  # the page's own script: what the browser runs
 from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
+from playground.ui.why_page import CIRCUITS_DECK, DECK, HEADS_DECK, KNOCK_HINT, LOOK_FOR_KNOCK, RANKING_DECK, STRONGEST
 
 DEFAULT_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east, and Juliet is the sun"
-STRONGEST = "the head that pushed most"
 MODES = {"mean over the text": "mean", "zero": "zero"}
 MAX_TOKENS = 256  # the text a view reads: its attention maps and its figures stay small whatever the model
 MAX_CIRCUIT_TOKENS = 96  # rows and columns of a QK or OV table drawn: a character vocabulary fits whole
@@ -47,8 +48,6 @@ CHAIN_MORE = ("② is what the head would add to the target's logit if all its w
 IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the tallest, the strongest pushes
 LOOK_FOR_CIRCUITS = ("**Look for:** bright cells. Left: which key characters a query character looks for. Right: "
                      "which next characters the head promotes when it attends to a character.")
-KNOCK_HINT = "Choose heads in the **knock out** list to knock them out."  # the list sits above the heading
-LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is tallest: the text needs them most."
 CIRCUIT_MORE = ("Both tables read each character's token embedding alone, without its position, through the "
                 "layer's LayerNorm: for a layer past the first that is the direct path, as if the head read the input "
                 "itself. QK: the scaled score a query character gives a key character (softmax runs over a row). OV: "
@@ -337,8 +336,8 @@ def _texts(reading: _Reading, position: int) -> tuple[str, str, str]:
 
 
 def _knock_text(reading: _Reading, position: int) -> str:
-    """The knock-out heading at ``position``. The page writes the same from the same numbers (KNOCK_JS): keep the
-    two alike."""
+    """The knock-out heading at ``position``. The page writes the same from the same numbers (why_page's
+    knockText): keep the two alike."""
     names = _names(reading.knocked_heads)
     lines = [f"### {f'Knocked out: {names}' if names else 'Knock heads out'}\n\n{LOOK_FOR_KNOCK}"]
     if names:
@@ -525,9 +524,6 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
                    _ranking(reading))
 
 
-
-
-DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
 MAX_SENT_CIRCUITS = 4  # heads whose circuits the page is sent ahead where every head's would be too many
 # every head's QK and OV tables are sent ahead while they hold at most this many cells (the shipped model's 16 heads
 # over its 65 characters: 135,200 cells, about 0.8 MB), so a head chosen in the list is drawn in the page
@@ -597,10 +593,11 @@ def _every_circuit_fits(reading: _Reading) -> bool:
 
 
 def _knock_json(reading: _Reading, key: str, names: str | None = None, near: dict | None = None) -> str:
-    """The numbers the page writes the knock-out heading from (KNOCK_JS, as _knock_text does): per set of heads
-    knocked out ("" the intact model; ``names``: only that set), the loss and, at each position, the guess and the
-    target's probability. Every head alone comes with the ranking, so ticking one asks the server nothing. ``near``:
-    the sets one tick away from ``names`` (_near_knocks), sent with it ("near" names it: the page asks no more)."""
+    """The numbers the page writes the knock-out heading from (why_page's knockText, as _knock_text does): per set
+    of heads knocked out ("" the intact model; ``names``: only that set), the loss and, at each position, the guess
+    and the target's probability. Every head alone comes with the ranking, so ticking one asks the server nothing.
+    ``near``: the sets one tick away from ``names`` (_near_knocks), sent with it ("near" names it: the page asks no
+    more)."""
     knocks = reading.knocks if names is None else {name: reading.knocks[name] for name in ("", names)}
     if near is not None:
         knocks = {**near, **knocks}
@@ -743,178 +740,6 @@ def _first_heads(ctx: AppContext) -> list[str]:
     return []
 
 
-HEAD_ELEM_ID = "why-head"  # the chosen head's heading, where a clicked bar takes the page
-PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head bars open their head
-PICKER_ELEM_ID = "why-head-picker"  # the head list, whose options draw their head as they are pressed
-PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
-# A click on a bar of the attribution chart: the bar under the pointer (Plotly's hover data, which a click or a tap
-# sets first) names a part; a head's name goes into the hidden box, whose change opens that head.
-PICK_JS = """
-if (!window.whyBarPicks) {
-  window.whyBarPicks = true;
-  document.addEventListener('click', event => {
-    const chart = event.target.closest && event.target.closest('#""" + PARTS_ELEM_ID + """ .js-plotly-plot');
-    const point = chart && chart._hoverdata && chart._hoverdata[0];
-    const name = point && point.customdata;
-    const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
-    if (!box || typeof name !== 'string' || !/^L\\d+ H\\d+$/.test(name)) return;
-    window.whyPage?.pick(name);  // its charts drawn at once; the head picker and the headings follow
-    box.value = name + ' #' + Date.now();  // stamped: the same bar clicked again is a change again
-    box.dispatchEvent(new Event('input', {bubbles: true}));
-    // at once, not smoothly: the answer is there now (and Plotly's hover labels, under a pointer that a smooth
-    // scroll moved over one bar after another, kept changing for a second after it was drawn)
-    document.querySelector('#""" + HEAD_ELEM_ID + """')?.scrollIntoView({behavior: 'instant', block: 'start'});
-  });
-  // a head pressed in the list with a mouse: its charts drawn as the button goes down, as a bar's are; the list's
-  // own choice and input event (some 250 ms later: it closes and updates first) then only write the headings. Not
-  // for a finger, whose press may start a scroll through the list rather than a choice.
-  document.addEventListener('pointerdown', event => {
-    if (event.pointerType !== 'mouse') return;
-    const option = event.target.closest && event.target.closest('#""" + PICKER_ELEM_ID + """ li[role="option"]');
-    const name = option && option.getAttribute('aria-label');
-    if (typeof name === 'string' && /^L\\d+ H\\d+$/.test(name)) window.whyPage?.pick(name);
-  }, true);
-}
-"""
-# Draws the view on screen from the decks the page holds, for (position, head, knocked heads): (heading, head heading,
-# knock-out heading, circuits heading, the view to ask the server for, the knock-out to ask for). A position past the
-# text's end clears the view and says so; a position or head whose view has not arrived asks the server (a stamped
-# value in the hidden "need" box), and a set of knocked-out heads whose numbers have not, asks for those alone.
-SHOW_JS = chart_deck.DECK_JS + """
-window.whyPage = window.whyPage || (() => {
-  const decks = () => window.chartDeck.decks;
-  const columns = prefix => document.querySelectorAll('[id^="' + prefix + '-chart-"]');
-  let last = [];  // the headings on screen: one unchanged is not sent again (the page would redraw it)
-  const changed = texts => texts.map((text, i) => {
-    if (i > 3 || text === undefined) return text;
-    if (text === last[i]) return undefined;
-    last[i] = text;
-    return text;
-  });
-  // near: the sets whose neighbours (one head ticked or unticked) the server has sent; asked: those asked for
-  let knock = {key: null, raw: null, sets: {}, labels: {}, targets: [], note: '', near: {}, asked: {}};
-  function takeKnock(raw, more) {  // the knock-out numbers (why_tab._knock_json): sets added to those of the key
-    if (!raw || raw === knock.raw) return;
-    const sent = JSON.parse(raw);
-    if (more && knock.key !== null && sent.key !== knock.key) return;  // late: the settings changed since
-    if (sent.key !== knock.key) knock = {key: sent.key, sets: {}, labels: {}, near: {}, asked: {}};
-    knock.raw = raw;
-    Object.assign(knock.sets, sent.sets);
-    (sent.near || []).forEach(names => { knock.near[names] = true; });
-    Object.assign(knock.labels, sent.labels);
-    knock.targets = sent.targets;
-    knock.note = sent.note;
-  }
-  const fixed = value => value.toFixed(3);
-  const signed = value => (value >= 0 ? '+' : '') + value.toFixed(3);
-  function knockText(position, knocked) {  // why_tab._knock_text, from the same numbers; null: not held
-    const names = knocked.join(', ');
-    const lines = ['### ' + (names ? 'Knocked out: ' + names : 'Knock heads out') + '\\n\\n' + """ \
-    + json.dumps(LOOK_FOR_KNOCK) + """];
-    if (names) {
-      const intact = knock.sets[''], out = knock.sets[names];
-      if (!intact || !out || knock.targets.length <= position) return null;
-      const target = knock.targets[position];
-      const guess = knock.labels[intact.guesses[position]], outGuess = knock.labels[out.guesses[position]];
-      const p = intact.p[position], outP = out.p[position];
-      const table = ['| | intact | without ' + names + ' | change |', '|---|---|---|---|'];
-      const change = intact.loss === null ? null : out.loss - intact.loss;
-      if (change !== null) {
-        table.push('| loss on the text | ' + fixed(intact.loss) + ' | ' + fixed(out.loss) + ' | ' + signed(change) +
-                   ' |');
-      }
-      table.push('| guess at position ' + position + ' | `' + guess + '` | `' + outGuess + '` | ' +
-                 (guess === outGuess ? 'same' : 'changed') + ' |');
-      table.push('| p(`' + target + '`) | ' + fixed(p) + ' | ' + fixed(outP) + ' | ' + signed(outP - p) + ' |');
-      lines.push(table.join('\\n'));
-      if (change !== null && change < 0) {
-        lines.push('**The loss is lower without ' + names + '**: on this text ' +
-                   (knocked.length === 1 ? 'it was' : 'they were') + ' hurting the prediction more than helping it.');
-      }
-    } else {
-      lines.push(""" + json.dumps(KNOCK_HINT) + """);
-    }
-    lines.push(knock.note);
-    return lines.join('\\n\\n');
-  }
-  let current = null;  // the position and knocked heads on screen
-  async function show(position, head, knocked) {
-    current = {position, knocked: knocked || []};
-    return changed(await compose(position, head, knocked || []));
-  }
-  function pick(head) {  // a head's bar clicked: its charts drawn now (show() then only writes the headings)
-    if (current) compose(current.position, head, current.knocked);
-  }
-  async function compose(position, head, knocked) {
-    const why = decks()['""" + DECK + """'];
-    if (!why || why.key === null) return Array(7).fill(undefined);
-    const length = parseInt(why.key), asked = Math.trunc(Number(position));
-    if (!(asked >= -length && asked < length)) {
-      ['""" + DECK + """', '""" + HEADS_DECK + """', '""" + CIRCUITS_DECK + """'].forEach(
-        deck => columns(deck).forEach(block => { block.style.display = 'none'; }));
-      return ['### No position ' + position + '\\n\\nThe text has ' + length + ' tokens: positions 0 to ' +
-              (length - 1) + ', or -1 for the last.', '', '', '', undefined, undefined, undefined];
-    }
-    // the circuits' columns keep a host per head (chart_deck.hosts(views=...)): shown again, whatever the head
-    columns('""" + CIRCUITS_DECK + """').forEach(block => { block.style.display = ''; });
-    const name = String(asked < 0 ? asked + length : asked), stamp = ' #' + Date.now();
-    const view = await window.chartDeck.draw('""" + DECK + """', name);
-    if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + stamp, undefined, undefined];
-    const chosen = head && head !== """ + json.dumps(STRONGEST) + """ ? head : view.texts[1];
-    const reading = await window.chartDeck.draw('""" + HEADS_DECK + """', chosen + '@' + name);
-    const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', chosen);
-    await window.chartDeck.draw('""" + RANKING_DECK + """', 'ranking');
-    const knockHeading = knockText(Number(name), knocked);
-    // heads ticked and drawn from the numbers held: the sets one tick away are asked for once, meanwhile, so the
-    // next tick is drawn in the page too
-    const knockNames = knocked.join(', ');
-    const askNear = knockNames && knockHeading !== null && !knock.near[knockNames] && !knock.asked[knockNames];
-    if (askNear) knock.asked[knockNames] = true;
-    // a head chosen: its reading at every position, asked for once (an unchanged request is no change of the box)
-    const views = decks()['""" + HEADS_DECK + """'].views;
-    const everywhere = chosen === view.texts[1] || [...Array(length).keys()].every(p => views[chosen + '@' + p]);
-    return [view.texts[0], reading ? reading.texts[0] : undefined, knockHeading === null ? undefined : knockHeading,
-            circuits ? circuits.texts[0] : undefined,
-            reading && circuits ? undefined : 'head ' + chosen + ' at ' + name + stamp,
-            knockHeading === null || askNear ? 'knock ' + knockNames + stamp : undefined,
-            everywhere ? undefined : chosen + ' in ' + why.key];
-  }
-  const holdsKnock = names => Boolean(knock.sets[names]);  // the numbers of this set of heads are in the page
-  return {show, pick, takeKnock, knockText, holdsKnock};
-})();
-"""
-ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
-
-
-def _take_js(more: bool) -> str:
-    """A ``js=`` function (the four decks, the knock-out numbers, position, head, knocked) -> the four headings:
-    keeps what arrived and draws the view on screen. ``more``: a follow-up, ignored where the settings changed since
-    its first answer."""
-    take = "".join(f"  window.chartDeck.take({json.dumps(name)}, {raw}, {json.dumps(more)});\n"
-                   for name, raw in ((DECK, "raw"), (HEADS_DECK, "heads"), (CIRCUITS_DECK, "circuits"),
-                                     (RANKING_DECK, "ranking")))
-    return (f"async (raw, heads, circuits, ranking, knock, {ARGUMENTS}) => {{ {SHOW_JS}\n{take}"
-            f"  window.whyPage.takeKnock(knock, {json.dumps(more)});\n"
-            f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
-
-
-# a new position, a head chosen, heads ticked: drawn in the page from what it holds; what is not there is asked for
-SHOW_EVENT_JS = f"async ({ARGUMENTS}) => {{ {SHOW_JS}\n  return await window.whyPage.show({ARGUMENTS});\n}}"
-# a head's reading at every position, or a knock-out's numbers, arrived: kept, and the view drawn again
-TAKE_HEADS_JS = (f"async (heads, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.chartDeck.take({json.dumps(HEADS_DECK)}, "
-                 f"heads, true);\n  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
-TAKE_KNOCK_JS = (f"async (knock, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.whyPage.takeKnock(knock, true);\n"
-                 f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
-
-
-# A head's bar clicked ("L1 H0 #<click time>", written by PICK_JS): its name for the head picker, in the page;
-# anything else leaves the picker as it is.
-PICK_HEAD_JS = r"""(picked, current) => {
-  const name = typeof picked === 'string' ? picked.split(' #')[0] : '';
-  return /^L\d+ H\d+$/.test(name) ? name : current;
-}"""
-
-
 def build(ctx: AppContext) -> None:
     gr.Markdown("Which parts of the model wrote its guess for the next character, what one head looks for and "
                 "writes, and what the model loses without it.")
@@ -927,13 +752,13 @@ def build(ctx: AppContext) -> None:
     # the page draws the figures itself (chart_deck): the parts here, the head's bars, its circuits, the ranking
     with gr.Row():
         chart_deck.hosts(DECK, [0])
-    picked = gr.Textbox(visible="hidden", label="head picked on the chart", elem_id=PICKED_ELEM_ID)
-    gr.HTML("", js_on_load=PICK_JS, padding=False)
+    picked = gr.Textbox(visible="hidden", label="head picked on the chart", elem_id=script.PICKED_ELEM_ID)
+    gr.HTML("", js_on_load=script.PICK_JS, padding=False)
     heads = _first_heads(ctx)
     # choices follow the checkpoint; an API caller's head names are checked by the handler against its model
     head = gr.Dropdown([STRONGEST, *heads], value=STRONGEST, label="head", allow_custom_value=True,
-                       elem_id=PICKER_ELEM_ID)
-    head_heading = gr.Markdown(label="the head's reading", elem_id=HEAD_ELEM_ID)
+                       elem_id=script.PICKER_ELEM_ID)
+    head_heading = gr.Markdown(label="the head's reading", elem_id=script.HEAD_ELEM_ID)
     with gr.Row():
         chart_deck.hosts(HEADS_DECK, [0])  # the chain: from the head's pattern to the next character
     gr.Markdown(fold(CHAIN_MORE, "how the chain is read"))  # the same for every head: not sent with each
@@ -968,7 +793,7 @@ def build(ctx: AppContext) -> None:
     on_screen = [position, head, knocked]
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
     draw = dict(fn=None, inputs=[*decks, *on_screen], outputs=texts, show_progress="hidden", queue=False)
-    in_page = dict(inputs=on_screen, outputs=[*texts, need, need_knock, want_head], js=SHOW_EVENT_JS,
+    in_page = dict(inputs=on_screen, outputs=[*texts, need, need_knock, want_head], js=script.SHOW_EVENT_JS,
                    api_visibility="private", show_progress="hidden", queue=False)
 
     memo = ReadingCache()
@@ -978,11 +803,11 @@ def build(ctx: AppContext) -> None:
         first = wire(listener, why_page, ctx, [*settings, shown], [*decks, shown], fixed=dict(fresh=fresh, memo=memo),
                      api_name=name, api_visibility="private", **quick)
         keep_on_refusal(first, [*decks, shown], f"{name}_refused")
-        first.success(**draw, js=_take_js(False), api_name=f"{name}_draw", api_visibility="private")
+        first.success(**draw, js=script.take_js(False), api_name=f"{name}_draw", api_visibility="private")
         wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown],
              [*decks[:3], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
              **quick).then(
-            **draw, js=_take_js(True), api_name=f"{name}_deck_draw", api_visibility="private")
+            **draw, js=script.take_js(True), api_name=f"{name}_deck_draw", api_visibility="private")
 
     def pickers(listener, **options):
         return wire(listener, controls, ctx, [checkpoint], [head, knocked], show_progress="hidden", **options)
@@ -997,19 +822,20 @@ def build(ctx: AppContext) -> None:
     # readings and circuits it holds; then its reading at every position follows, asked for once (the list's
     # input event comes twice: at the choice, and again as the box loses focus)
     head.input(None, **in_page, api_name="why_head")
-    picked.change(None, [picked, head], head, js=PICK_HEAD_JS, api_name="why_pick_head", api_visibility="private",
-                  show_progress="hidden", queue=False).success(None, **in_page, api_name="why_picked")
+    picked.change(None, [picked, head], head, js=script.PICK_HEAD_JS, api_name="why_pick_head",
+                  api_visibility="private", show_progress="hidden", queue=False).success(
+        None, **in_page, api_name="why_picked")
     wire(want_head.change, why_head_views, ctx, [checkpoint, text, target, head, knocked, mode], decks[1],
          fixed=dict(memo=memo), api_name="why_head_views", api_visibility="private", **quick).success(
-        None, [decks[1], *on_screen], texts, js=TAKE_HEADS_JS, api_name="why_head_views_draw",
+        None, [decks[1], *on_screen], texts, js=script.TAKE_HEADS_JS, api_name="why_head_views_draw",
         api_visibility="private", show_progress="hidden", queue=False)
     # heads ticked or unticked: drawn in the page from the numbers it holds (every head alone, sent with the
     # ranking); a set it lacks is asked for, and answered with numbers alone
     knocked.change(None, **in_page, api_name="why_knocked")
     wire(need_knock.change, why_knock, ctx, [checkpoint, text, target, knocked, mode], decks[4],
          fixed=dict(memo=memo), api_name="why_knock", api_visibility="private", **quick).success(
-        None, [decks[4], *on_screen], texts, js=TAKE_KNOCK_JS, api_name="why_knock_draw", api_visibility="private",
-        show_progress="hidden", queue=False)
+        None, [decks[4], *on_screen], texts, js=script.TAKE_KNOCK_JS, api_name="why_knock_draw",
+        api_visibility="private", show_progress="hidden", queue=False)
     # a new position is drawn in the page from the decks it holds; one not there yet is asked for
     position.change(None, **in_page, api_name="why_position")
     answer(need.change, "why_need", fresh=True)

@@ -1,0 +1,193 @@
+"""The Why tab's page script: what runs in the browser, kept apart from the handlers (playground.ui.why_tab) that
+send it numbers and figures.
+
+The page holds the decks why_tab sends (chart_deck: every position's parts, heads' chains, circuits, the ranking)
+and the knock-out numbers, and draws a new position, a head chosen in the list or by its bar, and a set of knocked
+out heads from them without asking the server; what it lacks it asks for through hidden boxes. The headings it
+writes are the ones why_tab writes from the same numbers (why_tab._knock_text and SHOW_JS's knockText: keep the two
+alike). This module holds the deck names, the elements' ids, the words both sides write and the scripts; no handler.
+"""
+
+from __future__ import annotations
+
+import json
+
+from playground.ui import chart_deck
+
+# the words the server and the page both write
+STRONGEST = "the head that pushed most"
+KNOCK_HINT = "Choose heads in the **knock out** list to knock them out."  # the list sits above the heading
+LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is tallest: the text needs them most."
+
+DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
+
+HEAD_ELEM_ID = "why-head"  # the chosen head's heading, where a clicked bar takes the page
+PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head bars open their head
+PICKER_ELEM_ID = "why-head-picker"  # the head list, whose options draw their head as they are pressed
+PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
+# A click on a bar of the attribution chart: the bar under the pointer (Plotly's hover data, which a click or a tap
+# sets first) names a part; a head's name goes into the hidden box, whose change opens that head.
+PICK_JS = """
+if (!window.whyBarPicks) {
+  window.whyBarPicks = true;
+  document.addEventListener('click', event => {
+    const chart = event.target.closest && event.target.closest('#""" + PARTS_ELEM_ID + """ .js-plotly-plot');
+    const point = chart && chart._hoverdata && chart._hoverdata[0];
+    const name = point && point.customdata;
+    const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
+    if (!box || typeof name !== 'string' || !/^L\\d+ H\\d+$/.test(name)) return;
+    window.whyPage?.pick(name);  // its charts drawn at once; the head picker and the headings follow
+    box.value = name + ' #' + Date.now();  // stamped: the same bar clicked again is a change again
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+    // at once, not smoothly: the answer is there now (and Plotly's hover labels, under a pointer that a smooth
+    // scroll moved over one bar after another, kept changing for a second after it was drawn)
+    document.querySelector('#""" + HEAD_ELEM_ID + """')?.scrollIntoView({behavior: 'instant', block: 'start'});
+  });
+  // a head pressed in the list with a mouse: its charts drawn as the button goes down, as a bar's are; the list's
+  // own choice and input event (some 250 ms later: it closes and updates first) then only write the headings. Not
+  // for a finger, whose press may start a scroll through the list rather than a choice.
+  document.addEventListener('pointerdown', event => {
+    if (event.pointerType !== 'mouse') return;
+    const option = event.target.closest && event.target.closest('#""" + PICKER_ELEM_ID + """ li[role="option"]');
+    const name = option && option.getAttribute('aria-label');
+    if (typeof name === 'string' && /^L\\d+ H\\d+$/.test(name)) window.whyPage?.pick(name);
+  }, true);
+}
+"""
+# Draws the view on screen from the decks the page holds, for (position, head, knocked heads): (heading, head heading,
+# knock-out heading, circuits heading, the view to ask the server for, the knock-out to ask for). A position past the
+# text's end clears the view and says so; a position or head whose view has not arrived asks the server (a stamped
+# value in the hidden "need" box), and a set of knocked-out heads whose numbers have not, asks for those alone.
+SHOW_JS = chart_deck.DECK_JS + """
+window.whyPage = window.whyPage || (() => {
+  const decks = () => window.chartDeck.decks;
+  const columns = prefix => document.querySelectorAll('[id^="' + prefix + '-chart-"]');
+  let last = [];  // the headings on screen: one unchanged is not sent again (the page would redraw it)
+  const changed = texts => texts.map((text, i) => {
+    if (i > 3 || text === undefined) return text;
+    if (text === last[i]) return undefined;
+    last[i] = text;
+    return text;
+  });
+  // near: the sets whose neighbours (one head ticked or unticked) the server has sent; asked: those asked for
+  let knock = {key: null, raw: null, sets: {}, labels: {}, targets: [], note: '', near: {}, asked: {}};
+  function takeKnock(raw, more) {  // the knock-out numbers (why_tab._knock_json): sets added to those of the key
+    if (!raw || raw === knock.raw) return;
+    const sent = JSON.parse(raw);
+    if (more && knock.key !== null && sent.key !== knock.key) return;  // late: the settings changed since
+    if (sent.key !== knock.key) knock = {key: sent.key, sets: {}, labels: {}, near: {}, asked: {}};
+    knock.raw = raw;
+    Object.assign(knock.sets, sent.sets);
+    (sent.near || []).forEach(names => { knock.near[names] = true; });
+    Object.assign(knock.labels, sent.labels);
+    knock.targets = sent.targets;
+    knock.note = sent.note;
+  }
+  const fixed = value => value.toFixed(3);
+  const signed = value => (value >= 0 ? '+' : '') + value.toFixed(3);
+  function knockText(position, knocked) {  // why_tab._knock_text, from the same numbers; null: not held
+    const names = knocked.join(', ');
+    const lines = ['### ' + (names ? 'Knocked out: ' + names : 'Knock heads out') + '\\n\\n' + """ \
+    + json.dumps(LOOK_FOR_KNOCK) + """];
+    if (names) {
+      const intact = knock.sets[''], out = knock.sets[names];
+      if (!intact || !out || knock.targets.length <= position) return null;
+      const target = knock.targets[position];
+      const guess = knock.labels[intact.guesses[position]], outGuess = knock.labels[out.guesses[position]];
+      const p = intact.p[position], outP = out.p[position];
+      const table = ['| | intact | without ' + names + ' | change |', '|---|---|---|---|'];
+      const change = intact.loss === null ? null : out.loss - intact.loss;
+      if (change !== null) {
+        table.push('| loss on the text | ' + fixed(intact.loss) + ' | ' + fixed(out.loss) + ' | ' + signed(change) +
+                   ' |');
+      }
+      table.push('| guess at position ' + position + ' | `' + guess + '` | `' + outGuess + '` | ' +
+                 (guess === outGuess ? 'same' : 'changed') + ' |');
+      table.push('| p(`' + target + '`) | ' + fixed(p) + ' | ' + fixed(outP) + ' | ' + signed(outP - p) + ' |');
+      lines.push(table.join('\\n'));
+      if (change !== null && change < 0) {
+        lines.push('**The loss is lower without ' + names + '**: on this text ' +
+                   (knocked.length === 1 ? 'it was' : 'they were') + ' hurting the prediction more than helping it.');
+      }
+    } else {
+      lines.push(""" + json.dumps(KNOCK_HINT) + """);
+    }
+    lines.push(knock.note);
+    return lines.join('\\n\\n');
+  }
+  let current = null;  // the position and knocked heads on screen
+  async function show(position, head, knocked) {
+    current = {position, knocked: knocked || []};
+    return changed(await compose(position, head, knocked || []));
+  }
+  function pick(head) {  // a head's bar clicked: its charts drawn now (show() then only writes the headings)
+    if (current) compose(current.position, head, current.knocked);
+  }
+  async function compose(position, head, knocked) {
+    const why = decks()['""" + DECK + """'];
+    if (!why || why.key === null) return Array(7).fill(undefined);
+    const length = parseInt(why.key), asked = Math.trunc(Number(position));
+    if (!(asked >= -length && asked < length)) {
+      ['""" + DECK + """', '""" + HEADS_DECK + """', '""" + CIRCUITS_DECK + """'].forEach(
+        deck => columns(deck).forEach(block => { block.style.display = 'none'; }));
+      return ['### No position ' + position + '\\n\\nThe text has ' + length + ' tokens: positions 0 to ' +
+              (length - 1) + ', or -1 for the last.', '', '', '', undefined, undefined, undefined];
+    }
+    // the circuits' columns keep a host per head (chart_deck.hosts(views=...)): shown again, whatever the head
+    columns('""" + CIRCUITS_DECK + """').forEach(block => { block.style.display = ''; });
+    const name = String(asked < 0 ? asked + length : asked), stamp = ' #' + Date.now();
+    const view = await window.chartDeck.draw('""" + DECK + """', name);
+    if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + stamp, undefined, undefined];
+    const chosen = head && head !== """ + json.dumps(STRONGEST) + """ ? head : view.texts[1];
+    const reading = await window.chartDeck.draw('""" + HEADS_DECK + """', chosen + '@' + name);
+    const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', chosen);
+    await window.chartDeck.draw('""" + RANKING_DECK + """', 'ranking');
+    const knockHeading = knockText(Number(name), knocked);
+    // heads ticked and drawn from the numbers held: the sets one tick away are asked for once, meanwhile, so the
+    // next tick is drawn in the page too
+    const knockNames = knocked.join(', ');
+    const askNear = knockNames && knockHeading !== null && !knock.near[knockNames] && !knock.asked[knockNames];
+    if (askNear) knock.asked[knockNames] = true;
+    // a head chosen: its reading at every position, asked for once (an unchanged request is no change of the box)
+    const views = decks()['""" + HEADS_DECK + """'].views;
+    const everywhere = chosen === view.texts[1] || [...Array(length).keys()].every(p => views[chosen + '@' + p]);
+    return [view.texts[0], reading ? reading.texts[0] : undefined, knockHeading === null ? undefined : knockHeading,
+            circuits ? circuits.texts[0] : undefined,
+            reading && circuits ? undefined : 'head ' + chosen + ' at ' + name + stamp,
+            knockHeading === null || askNear ? 'knock ' + knockNames + stamp : undefined,
+            everywhere ? undefined : chosen + ' in ' + why.key];
+  }
+  const holdsKnock = names => Boolean(knock.sets[names]);  // the numbers of this set of heads are in the page
+  return {show, pick, takeKnock, knockText, holdsKnock};
+})();
+"""
+ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
+
+
+def take_js(more: bool) -> str:
+    """A ``js=`` function (the four decks, the knock-out numbers, position, head, knocked) -> the four headings:
+    keeps what arrived and draws the view on screen. ``more``: a follow-up, ignored where the settings changed since
+    its first answer."""
+    take = "".join(f"  window.chartDeck.take({json.dumps(name)}, {raw}, {json.dumps(more)});\n"
+                   for name, raw in ((DECK, "raw"), (HEADS_DECK, "heads"), (CIRCUITS_DECK, "circuits"),
+                                     (RANKING_DECK, "ranking")))
+    return (f"async (raw, heads, circuits, ranking, knock, {ARGUMENTS}) => {{ {SHOW_JS}\n{take}"
+            f"  window.whyPage.takeKnock(knock, {json.dumps(more)});\n"
+            f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
+
+
+# a new position, a head chosen, heads ticked: drawn in the page from what it holds; what is not there is asked for
+SHOW_EVENT_JS = f"async ({ARGUMENTS}) => {{ {SHOW_JS}\n  return await window.whyPage.show({ARGUMENTS});\n}}"
+# a head's reading at every position, or a knock-out's numbers, arrived: kept, and the view drawn again
+TAKE_HEADS_JS = (f"async (heads, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.chartDeck.take({json.dumps(HEADS_DECK)}, "
+                 f"heads, true);\n  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
+TAKE_KNOCK_JS = (f"async (knock, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.whyPage.takeKnock(knock, true);\n"
+                 f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
+
+
+# A head's bar clicked ("L1 H0 #<click time>", written by PICK_JS): its name for the head picker, in the page;
+# anything else leaves the picker as it is.
+PICK_HEAD_JS = r"""(picked, current) => {
+  const name = typeof picked === 'string' ? picked.split(' #')[0] : '';
+  return /^L\d+ H\d+$/.test(name) ? name : current;
+}"""
