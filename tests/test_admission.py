@@ -294,3 +294,50 @@ def test_no_free_place_in_time_is_a_refusal_that_holds_nothing():
         with pytest.raises(admission.BusyError, match="no place for a long request came free in 0.05 s"):
             work.hold("alice", 30.0).__enter__()
     assert (work._running, work._queued, work._clients) == (0, 0, {})
+
+
+# ------------------------------------------------------------------------------------ a run on a GPU (unmeasured)
+@pytest.mark.parametrize("dropout_rate", [0.0, 0.2])
+def test_the_cuda_estimate_is_the_cpus_less_the_attention_only_a_cpu_keeps(dropout_rate):
+    """No GPU is at hand to measure a CUDA peak on (tests/test_memory_sweep.py measures the CPU's), so this pins the
+    arithmetic: on CUDA a run is priced as on the CPU, less the (B, h, T, T) tensors only the CPU keeps, with dropout
+    (model.py: scaled_dot_product_attention keeps none on a GPU), counted here by hand."""
+    from playground.estimates import memory_cost
+
+    B, h, T, L = 8, 8, 256, 2
+    config = ModelConfig(vocabulary_size=65, context_size=T, embedding_dim=64, heads_num=h, layers_num=L,
+                         dropout_rate=dropout_rate)
+    cpu, cuda = dict(memory_cost(config, B, "cpu").parts), dict(memory_cost(config, B, "cuda").parts)
+    explicit = {name: size for name, size in cpu.items() if name not in cuda}
+    by_hand = B * h * T * T * (24 * L + 8)  # kept per layer for backward, and one layer's scores while built
+    assert explicit == ({"(B, h, T, T) attention with dropout": by_hand} if dropout_rate else {})
+    assert cuda == {name: size for name, size in cpu.items() if name not in explicit}
+
+
+def test_a_cuda_run_is_refused_past_the_gpus_free_memory_with_the_batch_that_fits(monkeypatch):
+    """On a GPU, admission checks the run's peak against the device's free memory now (torch.cuda.mem_get_info,
+    stubbed here) before it reserves the server's budget: past it, refused with the batch that fits; within it,
+    reserved."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from playground import run
+    from playground.estimates import memory_cost
+
+    config = ModelConfig(vocabulary_size=65, context_size=256, embedding_dim=64, heads_num=8, layers_num=2)
+    cost = memory_cost(config, 64, "cuda")
+    plan = SimpleNamespace(config=config, cost=cost, device=torch.device("cuda", 0),
+                           request=SimpleNamespace(train=SimpleNamespace(batch_size=64)))
+    monkeypatch.setattr(run, "describe", lambda device: "CUDA · a stub GPU")
+    free = cost.bytes // 2
+    monkeypatch.setattr(run, "free_device_memory", lambda device: free)
+    budget = MemoryBudget(8 * 2**30)
+    with pytest.raises(BudgetError, match=r"free on CUDA · a stub GPU now; lower batch_size to at most ([\d,]+)") as e:
+        admission.reserve_memory(plan, budget)
+    fits = int(re.search(r"at most ([\d,]+)", str(e.value)).group(1).replace(",", ""))
+    assert 1 <= fits < 64 and memory_cost(config, fits, "cuda").bytes <= free < memory_cost(config, fits + 1,
+                                                                                           "cuda").bytes
+    assert budget.reserved == 0
+    monkeypatch.setattr(run, "free_device_memory", lambda device: cost.bytes)
+    assert admission.reserve_memory(plan, budget) == cost.bytes == budget.reserved

@@ -19,10 +19,10 @@ from playground import checkpoints
 from playground.budget import sessions_cost
 from playground.config import Limits
 from playground.device import pick_device
-from playground.server import tenancy
+from playground.server import temp_space, tenancy
 from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_tab
-from playground.ui.common import TAP_PX, AppContext
-from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, body_cap
+from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext
+from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
 
 TITLE = "Attention Playground"
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
@@ -122,6 +122,7 @@ def launch_options(limits: Limits | None = None) -> dict:
     deep-link route, which writes a file per call and which no component here uses. QueueShare answers 429 to a
     client with QUEUE_PER_CLIENT units in the queue already (an event, plus one per MiB of its inputs), so one client
     cannot fill the queue for everyone, and to anyone once everyone's make QUEUE_UNITS, so queued inputs stay small.
+    UploadRoom sweeps Gradio's temp space before each upload, so uploads alone keep within max_temp_bytes.
     """
     from starlette.middleware import Middleware
 
@@ -129,9 +130,15 @@ def launch_options(limits: Limits | None = None) -> dict:
     # Gradio has one cap for every file; each handler enforces its own (a corpus max_upload_bytes, a model
     # max_model_upload_bytes) before reading a byte more
     max_file_size = max(limits.max_upload_bytes, limits.max_model_upload_bytes)
+
+    def sweep_uploads(incoming: int) -> None:  # room for an upload in Gradio's temp space, before it is written
+        temp_space.sweep(Path(gr.utils.get_upload_folder()), limits.max_temp_bytes, TEMP_MAX_AGE_SECONDS,
+                         incoming=incoming)
+
     return dict(css=CSS, max_file_size=max_file_size, show_error=True,
                 state_session_capacity=SESSION_CAPACITY,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
+                                           Middleware(UploadRoom, sweep=sweep_uploads, largest=max_file_size),
                                            Middleware(QueueShare, per_client=QUEUE_PER_CLIENT, total=QUEUE_UNITS,
                                                       trust_forwarded=tenancy.trusts_forwarded())]})
