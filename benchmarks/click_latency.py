@@ -194,6 +194,9 @@ def interactions(page: Page):
     yield "Attention: a what-if switch", "Attention", radio(STEP_LABELS[5]), [(toggle("causal mask"), STEP_TITLES[5])]
     yield "Attention: a new query position", "Attention", radio(STEP_LABELS[5]), [
         (number("query position (-1 = the last token)", q), STEP_TITLES[5]) for q in (5, 12, 30, 3)]
+    # step 2 draws a new heatmap per position (the query's q beside the keys it matches best)
+    yield "Attention: a new query at step 2", "Attention", radio(STEP_LABELS[1]), [
+        (number("query position (-1 = the last token)", q), STEP_TITLES[1]) for q in (5, 12, 30, 3)]
     def generated():  # a finished text of SAMPLED characters to inspect (its last character drawn: it has ended)
         number("max new tokens", SAMPLED)()
         panel().get_by_role("button", name="Generate", exact=True).click()

@@ -8,6 +8,7 @@ Titles wrap (``wrap_title``) so they fit a phone's plot, and every figure leaves
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 
@@ -191,6 +192,30 @@ def row_frame(row: int, cols: int) -> dict:
     """The frame around row ``row`` (of the window drawn) of a heatmap ``cols`` wide: the chosen query's row."""
     return dict(type="rect", xref="x", yref="y", x0=-0.5, x1=cols - 0.5, y0=row - 0.5, y1=row + 0.5,
                 line=dict(color=HIGHLIGHT_COLOUR, width=3), fillcolor="rgba(0,0,0,0)", name="chosen query")
+
+
+MATCH_COLOUR = "#16a34a"  # the frames around the keys (and their values) the chosen query matches best
+
+
+def match_frames(rows: Sequence[int], cols: int, first_row: int = 0, total_rows: int = MAX_SIDE) -> list[dict]:
+    """Frames around ``rows`` (row numbers of the whole matrix) of a heatmap ``cols`` wide whose window starts at
+    ``first_row`` (clamped as heatmap clamps it): the keys the chosen query matches best, on K and on V. Rows outside
+    the window get none.
+
+        match_frames([40, 41], 48) -> two green frames, at y 40 and 41
+    """
+    first_row = max(0, min(int(first_row), max(0, total_rows - MAX_SIDE)))
+    return [dict(row_frame(row - first_row, cols), line=dict(color=MATCH_COLOUR, width=3), name="best key")
+            for row in rows if first_row <= row < first_row + MAX_SIDE]
+
+
+def heatmap_traces_json(traces: Sequence[dict]) -> list[dict]:
+    """Plotly's own JSON of heatmap traces given as their properties (numpy arrays written as a figure's to_json writes
+    them, base64 typed arrays), in one pass: changes to lay over a heatmap that was sent as JSON."""
+    if not traces:
+        return []
+    written = json.loads(go.Figure([go.Heatmap(**trace) for trace in traces]).to_json())["data"]
+    return [{name: value for name, value in trace.items() if name != "type"} for trace in written]
 
 
 def vocabulary_heatmap(matrix: torch.Tensor, labels: Sequence[str], title: str = "", *, x_title: str = "",

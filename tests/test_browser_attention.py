@@ -391,6 +391,14 @@ DRAWN_IS_THE_SERVERS = """([step, slot]) => { const deck = window.chartDeck.deck
         JSON.stringify(deck.views[step].figures[slot].data.map(trace => trace.y)); }"""
 
 
+DRAWN_HEATMAP_IS_THE_SERVERS = """([step, slot]) => { const deck = window.chartDeck.decks.attention;
+    const host = document.querySelector(`#attention-chart-${slot} .js-plotly-plot`);
+    const sent = deck.views[step].figures[slot], drawn = host._fullData[0];
+    const shown = figure => [figure.layout.title.text, figure.layout.yaxis.ticktext];
+    return JSON.stringify([...shown(host), drawn.zmin, drawn.zmax])
+        === JSON.stringify([...shown(sent), sent.data[0].zmin, sent.data[0].zmax]); }"""
+
+
 def test_a_new_query_position_is_drawn_in_the_page_before_the_server_answers(page):
     """The page holds the step on screen at every query position of the text: with every request to the server held
     back, a new position is drawn (the frame moved, its bars, its sentence); the server's answer, let through, brings
@@ -421,6 +429,28 @@ def test_a_new_query_position_is_drawn_in_the_page_before_the_server_answers(pag
         timeout=WAIT_MS)
     assert figure(plot_titled(panel, "masked scores"))["shapes"] == [{"y0": DEFAULT_TOKENS - 1.5,
                                                                        "y1": DEFAULT_TOKENS - 0.5}]
+    # step 2 too (a stranger waited 5.7 s there): the q beside its best keys is drawn for the new position, the query
+    # framed on Q and its best keys framed on K and V, before the server answers, and it is the server's picture
+    pick_step(panel, 2)
+    page.wait_for_function(POSITIONS_HELD, arg=STEP_TITLES[1], timeout=WAIT_MS)
+    held = []
+    page.route("**/queue/join**", lambda route: held.append(route))
+    set_number(panel, "query position (-1 = the last token)", 12)
+    beside = plot_titled(panel, "The keys query 12 (t) matches best")
+    expect(beside).to_be_visible(timeout=WAIT_MS)
+    labels = beside.evaluate("el => el.layout.yaxis.ticktext")
+    best = [int(re.match(r"k of (\d+) ", label).group(1)) for label in labels[1:]]
+    assert labels[0] == "q of 12 (t)" and len(best) == 3 and all(key <= 12 for key in best)  # keys it may see
+    assert figure(plot_titled(panel, "Q:"))["shapes"] == [{"y0": 11.5, "y1": 12.5}]
+    for name in ("K:", "V:"):
+        assert figure(plot_titled(panel, name))["shapes"] == [{"y0": key - 0.5, "y1": key + 0.5} for key in best]
+    assert held
+    for route in held:
+        route.continue_()
+    page.unroute("**/queue/join**")
+    page.wait_for_function(FULL_DECK, timeout=WAIT_MS)
+    assert page.evaluate(DRAWN_HEATMAP_IS_THE_SERVERS, [STEP_TITLES[1], 3])
+    screenshot(page, "attention-qkv", publish=False)
     expect_no_error(page)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -116,6 +118,24 @@ def test_the_chosen_row_is_framed_and_the_frame_follows_the_window():
     paged = heatmap(torch.rand(300, 300), highlight_row=250, first_row=186, first_col=186)
     assert paged.layout.shapes[0].y0 == 250 - 172 - 0.5  # the window starts at 172 = 300 - 128
     assert heatmap(torch.rand(300, 300), highlight_row=250).layout.shapes == ()  # outside the window: no frame
+
+
+def test_the_best_keys_are_framed_in_green_where_the_window_shows_them():
+    """Step 2 frames the rows of the keys a query matches best on K and V: in the window's own row numbers."""
+    frames = plots.match_frames([40, 3], 48, total_rows=42)
+    assert [(f["y0"], f["y1"], f["x1"], f["line"]["color"]) for f in frames] == [
+        (39.5, 40.5, 47.5, plots.MATCH_COLOUR), (2.5, 3.5, 47.5, plots.MATCH_COLOUR)]
+    paged = plots.match_frames([250, 10], 8, first_row=186, total_rows=300)  # the window starts at 172
+    assert [f["y0"] for f in paged] == [250 - 172 - 0.5]  # row 10 is outside it: no frame
+
+
+def test_heatmap_traces_are_written_as_a_figure_writes_them():
+    """Changes laid over a heatmap sent as JSON must name its arrays as the figure's own JSON does (base64)."""
+    z = torch.rand(3, 5, dtype=torch.float64)
+    written = json.loads(heatmap(z).to_json())["data"][0]
+    (changes,) = plots.heatmap_traces_json([dict(z=z.numpy(), y=np.arange(3), zmin=-1.0)])
+    assert changes["z"] == written["z"] and changes["y"] == written["y"] and changes["zmin"] == -1.0
+    assert "type" not in changes and plots.heatmap_traces_json([]) == []
 
 
 def test_feature_axes_are_labelled_sparsely_so_labels_never_overlap():

@@ -178,6 +178,8 @@ def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None
         bound_ = _colour_bound(*(matrix.values for _, matrix, _ in shown))
         scale = dict(colorscale="RdBu", zmin=-bound_, zmax=bound_)
     start = max(0, position - plots.MAX_SIDE // 2)
+    if key == "qkv":
+        return _qkv_figures(trace, position, start, scale)
     figures = []
     for source, matrix, tag in shown:
         title = f"{tag} ({lessons.switches_text(source.switches, key)}): {matrix.name}" if tag else matrix.name
@@ -195,6 +197,42 @@ def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None
             sparse_columns=key in FEATURE_STAGES, x_title="key token" if square else "feature",
             y_title="query token" if key not in FEATURE_STAGES else "token"))
     return figures + [None] * (3 - len(figures))
+
+
+# Step 2's heatmaps as what they are for: each matrix's title says its role, the query's q row is framed in orange and
+# the rows of the keys it matches best are framed in green on K and on V (what it finds, and what it takes)
+QKV_TITLES = {"Q": "Q: what each token looks for (framed: the query)",
+              "K": "K: what each token offers (green: the keys the query matches best)",
+              "V": "V: what each token passes on (green: the values the query takes most)"}
+
+
+def _position_labels(trace: walkthrough.HeadTrace) -> list[str]:
+    """Each row's position and token ("41 ."), so a framed row can be found by number as well as by character."""
+    return [f"{i} {plots._display_label(token)}" for i, token in enumerate(trace.tokens)]
+
+
+def _qkv_frames(trace: walkthrough.HeadTrace, position: int, start: int) -> list[list[dict]]:
+    """The frames of Q, K and V for ``position``: its q row (orange), and the k and v rows it matches best (green)."""
+    best, _ = _best_keys(trace, position)
+    cols = min(trace.head_size, plots.MAX_SIDE)
+    first_row = max(0, min(start, max(0, trace.length - plots.MAX_SIDE)))
+    query = [plots.row_frame(position - first_row, cols)] if first_row <= position < first_row + plots.MAX_SIDE else []
+    matches = plots.match_frames(best, cols, start, trace.length)
+    return [query, matches, matches]
+
+
+def _qkv_figures(trace: walkthrough.HeadTrace, position: int, start: int, scale: dict) -> list:
+    """Q, K and V on one colour scale, rows named by position and token, columns by the head's dimensions, framed
+    for ``position`` (_qkv_frames)."""
+    labels = _position_labels(trace)
+    figures = []
+    for matrix, frames in zip(trace.matrices("qkv"), _qkv_frames(trace, position, start), strict=True):
+        figure = plots.heatmap(matrix.values, labels, matrix.col_labels, QKV_TITLES[matrix.name], **scale,
+                               first_row=start, sparse_columns=True, x_title="dimension of the head",
+                               y_title="position and token")
+        figure.update_layout(shapes=frames)
+        figures.append(figure)
+    return figures
 
 
 def _short(values) -> list[float]:
@@ -234,20 +272,67 @@ def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: st
 KEYS_BESIDE = 3  # keys drawn beside the query's row at step 2: those its q matches best
 
 
-def _query_beside_keys(trace: walkthrough.HeadTrace, position: int, token: str):
-    """Step 2's picture of what Q and K are for: the query's q row above the k rows of the keys it matches best
-    (largest q·k among the keys it may see), feature by feature on one colour scale, each key's q·k named."""
+def _best_keys(trace: walkthrough.HeadTrace, position: int) -> tuple[list[int], torch.Tensor]:
+    """The keys query ``position`` matches best (largest q·k among the keys it may see; softmax keeps the order, so
+    they are also those it takes most from), and its row of raw scores with the keys it may not see at -inf."""
     scores = trace.scores[position].clone()
     if trace.mask:
         scores[position + 1:] = float("-inf")  # the mask will hide later keys: they are not what it reads
     best = torch.topk(scores, min(KEYS_BESIDE, position + 1 if trace.mask else trace.length)).indices.tolist()
+    return best, scores
+
+
+class Beside(NamedTuple):
+    """What step 2's query-beside-keys picture shows for one query: its rows (q, then the best keys' k), their labels,
+    the title and the colour bound."""
+
+    rows: torch.Tensor  # (1 + keys, d)
+    labels: list[str]
+    title: str
+    bound: float
+
+
+def _beside(trace: walkthrough.HeadTrace, position: int) -> Beside:
+    token = trace.tokens[position]
+    best, scores = _best_keys(trace, position)
     rows = torch.stack([trace.q[position], *(trace.k[j] for j in best)])
     labels = [f"q of {position} ({token})"] + [f"k of {j} ({trace.tokens[j]}): q·k {scores[j].item():.2f}"
                                               for j in best]
-    bound_ = _colour_bound(rows)
-    return plots.heatmap(rows, labels, [f"d{c}" for c in range(trace.head_size)],
-                         f"The keys query {position} ({token}) matches best, beside its q", colorscale="RdBu",
-                         zmin=-bound_, zmax=bound_, sparse_columns=True, x_title="feature", show_values=False)
+    labels = [plots._display_label(label) for label in labels]
+    return Beside(rows, labels, f"The keys query {position} ({token}) matches best, beside its q", _colour_bound(rows))
+
+
+# the picture's hover names the cell by its row and dimension (the row's label is beside it): no text per cell, so a
+# position's picture, sent for the page to draw itself, is its numbers and labels (a few KB), not 13 KB of hover text
+BESIDE_HOVER = "row %{y}, d%{x}<br>value %{z:.6g}<extra></extra>"
+
+
+def _query_beside_keys(trace: walkthrough.HeadTrace, position: int, token: str):
+    """Step 2's picture of what Q and K are for: the query's q row above the k rows of the keys it matches best
+    (largest q·k among the keys it may see), feature by feature on one colour scale, each key's q·k named."""
+    shown = _beside(trace, position)
+    figure = plots.heatmap(shown.rows, shown.labels, [f"d{c}" for c in range(trace.head_size)], shown.title,
+                           colorscale="RdBu", zmin=-shown.bound, zmax=shown.bound, sparse_columns=True,
+                           x_title="dimension of the head", show_values=False)
+    # y as a list (Plotly sends an array as base64), so a position's changes name the rows as the figure does
+    return figure.update_traces(customdata=None, hovertemplate=BESIDE_HOVER)
+
+
+def _beside_changes(trace: walkthrough.HeadTrace) -> list[dict]:
+    """What _query_beside_keys draws at each position that it may not draw at another (its numbers, labels, title
+    and colour bound), without a figure per position: laid over that picture at another position (the page's merge)
+    each is the picture at its position. The rows are few (KEYS_BESIDE + 1), so each is labelled and the height stays
+    plots.heatmap's least."""
+    shown = [_beside(trace, position) for position in range(trace.length)]
+    data = plots.heatmap_traces_json([dict(z=each.rows.double().numpy(), y=np.arange(each.rows.size(0)),
+                                           zmin=-each.bound, zmax=each.bound) for each in shown])
+    changes = []
+    for each, values in zip(shown, data, strict=True):
+        title, top = plots._title_layout(each.title)
+        rows = list(range(each.rows.size(0)))
+        changes.append({"data": [values], "layout": {"title": title, "margin": {"t": top},
+                                                     "yaxis": {"tickvals": rows, "ticktext": each.labels}}})
+    return changes
 
 
 TOP_LABELLED = 3  # the largest weights of a query's row keep their labels where not every bar can have one
@@ -284,7 +369,7 @@ def _coming_text(position: int, token: str, index: int) -> str:
     """Before softmax, the query's panel says what it will show, and at which step."""
     coming = [(SCORES_MET, "its scores"), (WEIGHTS_MET, "its softmax weights")]
     said = [f"{what} at step {met + 1}" for met, what in coming if met > index]
-    return f"Query **{position}** `{token}`: its row is framed. Still to come: {', '.join(said)}."
+    return f"Query **{position}** `{token}` (framed in orange). Still to come: {', '.join(said)}."
 
 
 class View(NamedTuple):
@@ -490,13 +575,14 @@ def attention_positions(ctx: AppContext, source, checkpoint, layer, head, seed, 
     "positions": [{"text": the query's sentence, "changes": [changes or null per slot]}, ... T]}``. A heatmap's changes
     are its frame (the page lays them over the step's heatmap it holds: only the frame moves), the bars' are
     _bar_changes less the base sent (the bars at position 0). The heading and the what-if notes are the same at every
-    position (the page keeps the step's). Nothing where nothing can be traced, past POSITIONS_MAX_LENGTH tokens, or at
-    step 2 (its q beside the best keys is a new heatmap per position: such a query goes to the server)."""
+    position (the page keeps the step's). At step 2 the frames are Q's, K's and V's (_qkv_frames), and the query's q
+    beside its best keys (a new heatmap per position) is sent as its changes from the one at position 0. Nothing where
+    nothing can be traced, or past POSITIONS_MAX_LENGTH tokens."""
     settings = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before_scaling)
     index = _step_index(step)
     key = STAGE_KEYS[index]
-    if key == "qkv" or (source != SOURCES[2] and not text):
+    if source != SOURCES[2] and not text:
         return gr.skip()
     try:
         request = head_request(ctx, *settings[:9])
@@ -519,10 +605,20 @@ def attention_positions(ctx: AppContext, source, checkpoint, layer, head, seed, 
             return [_score_bar_args(trace, key, position, token) if index >= SCORES_MET else None,
                     _weight_bar_args(trace, position, token) if index >= WEIGHTS_MET else None]
 
-        bases = [None] * 3 + [json.loads(plots.bar_chart(**args).to_json()) if args else None for args in bars(0)]
+        if key == "qkv":  # step 2's q beside its best keys: the picture at position 0, and each position's changes
+            bases = [None] * 3 + [json.loads(_query_beside_keys(trace, 0, trace.tokens[0]).to_json()), None]
+            besides = _beside_changes(trace)
+        else:
+            bases = [None] * 3 + [json.loads(plots.bar_chart(**args).to_json()) if args else None for args in bars(0)]
         shown = [plots._display_label(str(label)) for label in trace.tokens]
         positions = []
         for position in range(T):
+            if key == "qkv":
+                frames = [{"layout": {"shapes": shapes}} for shapes in _qkv_frames(trace, position, 0)]
+                text = _coming_text(position, trace.tokens[position], index)
+                changes = _pruned(besides[position], bases[3])
+                positions.append({"text": text, "changes": [*frames, changes, None]})
+                continue
             frames = [{"layout": {"shapes": [plots.row_frame(position, width)]}} if width else None
                       for width in widths[:3]]
             # both bar charts label the same tokens first (the query, its largest weights): one choice of ticks

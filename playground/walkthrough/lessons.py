@@ -24,8 +24,8 @@ STEP_LABELS = ("1 · X", "2 · Q K V", "3 · QKᵀ", "4 · ÷√d_k", "5 · mask
 # What to see in each step's picture: the one line shown above it; the formula and the rest sit behind "more"
 LOOK_FOR = (
     "one row per token: the numbers this head starts from.",
-    "three views of the same tokens. The query's row sits beside the keys it matches best: what it looks for, "
-    "and who offers it.",
+    "a query (Q) says what a token looks for, a key (K) what it offers, a value (V) what it passes on. Green: the "
+    "framed query's best keys.",
     "bright cells: a query (row) meets the key (column) it matches best. Each cell is one dot product q·k.",
     "the same pattern as step 3 on a smaller scale, so softmax does not saturate.",
     "grey above the diagonal: no token sees a later one.",
