@@ -68,6 +68,18 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     box = bar.bounding_box()  # a person's click where the bar is drawn (Plotly's drag layer lies over it)
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_function(EVERY_CIRCUIT, timeout=WAIT_MS)  # with the follow-up answer
+    # a stranger clicked an MLP's bar and nothing happened: it has no pattern to open, and the page says so
+    mlp = chart.locator(".barlayer .point").nth(names.index("L2 MLP"))
+    mlp.scroll_into_view_if_needed()
+    mlp_box = mlp.bounding_box()
+    page.mouse.move(mlp_box["x"] + mlp_box["width"] / 2, mlp_box["y"] + mlp_box["height"] / 2)
+    page.mouse.click(mlp_box["x"] + mlp_box["width"] / 2, mlp_box["y"] + mlp_box["height"] / 2)
+    note = panel.locator("#why-part-note p")
+    expect(note).to_contain_text("L2 MLP has no attention pattern to open")
+    expect(panel.get_by_label("head", exact=True)).not_to_have_value("L2 MLP")
+    bar.scroll_into_view_if_needed()
+    box = bar.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     release = hold_server(page)  # drawn in the page: the head's reading there and its circuits are held already
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     expect(panel.get_by_role("heading", name=f"{wanted} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
@@ -76,6 +88,7 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     expect(plot_titled(panel, f"QK of {wanted}")).to_be_visible()
     expect(plot_titled(panel, "How ")).to_contain_text(chain_title(wanted))
     check_chain(page, wanted)
+    expect(note).to_be_hidden()  # a head's bar opens its head: the note about the MLP goes
     expect(panel.get_by_text("more: how the chain is read")).to_be_visible()  # the rest of its words, folded
     assert release() <= 1  # at most the head's reading at every other position
     expect_no_error(page)
@@ -94,13 +107,16 @@ CHAIN_JS = """() => { const host = [...document.querySelectorAll('#why-heads-cha
     .find(plot => plot.offsetParent);
     const [weights, writes, pushes, sums, chances] = host.data;
     return {keys: weights.y.length, labels: pushes.customdata, products: weights.y.map((w, i) => w * writes.y[i]),
-            pushes: pushes.y, sums: sums.y, chances: chances.y, title: host.layout.title.text}; }"""
+            pushes: pushes.y, sums: sums.y, chances: chances.y, title: host.layout.title.text,
+            ticks: host.layout.xaxis5.ticktext}; }"""
 
 
 def check_chain(page: Page, head: str) -> None:
     """The chain on screen, read from the drawn chart, against the parts chart on screen: its keys' weights x writes
-    are its pushes, which add up to ``head``'s bar; with every other part, the logit (the sum of the parts). Values
-    are drawn to 4 significant digits (the pushes) and 6 (the parts, the running sum)."""
+    are its pushes, which add up to ``head``'s bar; with every other part, the logit (the sum of the parts). Against
+    the runner-up (the default split) that sum is the difference of the two logits written under the probabilities
+    (to 3 decimals). Values are drawn to 4 significant digits (the pushes) and 6 (the parts, the running sum).
+    Returns the chain with "logit", the target's logit as written, and "total", the sum of the parts."""
     chain = page.evaluate(CHAIN_JS)
     assert chain["keys"] == len(chain["labels"]) == len(chain["pushes"])
     assert chain["products"] == pytest.approx(chain["pushes"], rel=2e-3, abs=1e-6)
@@ -111,7 +127,10 @@ def check_chain(page: Page, head: str) -> None:
     rounding = 5e-4 * sum(abs(push) for push in chain["pushes"]) + 1e-5
     assert sum(chain["pushes"]) == pytest.approx(mine, abs=rounding)
     assert chain["sums"] == pytest.approx([mine, others, logit], abs=5e-4)
-    return {**chain, "logit": logit}
+    target_logit, other_logit = (float(re.search(r"logit (-?[\d.]+)", tick).group(1)) for tick in chain["ticks"])
+    versus = " beat " in chain["title"]
+    assert logit == pytest.approx(target_logit - other_logit if versus else target_logit, abs=2e-3)
+    return {**chain, "logit": target_logit, "total": logit}
 
 
 # the QK and OV tables on screen, as Plotly holds them (each head has a host of its own: the others are drawn out
@@ -357,5 +376,20 @@ def test_a_refused_target_is_said_once_and_the_view_stays(page):
     expect(toasts).to_have_count(1)  # said once
     expect(plot_titled(panel, "The logit of")).to_be_visible()
     panel.get_by_label("target").fill("e")  # answered after any echo of the refused edit
-    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why e after", timeout=WAIT_MS)
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why e and not", timeout=WAIT_MS)
     assert toasts.count() <= 1
+    # a stranger could not ask about a newline (the box is one line): typed as the page shows it, it is one
+    for typed in ("\\n", "⏎"):
+        panel.get_by_label("target").fill(typed)
+        expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why \\n and not", timeout=WAIT_MS)
+    parts_title = plot_titled(panel, "The logit of '\\n'").locator(".gtitle")
+    expect(parts_title).to_contain_text(re.compile(r"−\s*the\s*logit\s*of"))
+    # the split: the guess against its rival by default; the logit alone when chosen
+    panel.get_by_label("the guess's logit alone", exact=True).check()
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why \\n after", timeout=WAIT_MS)
+    expect(panel).to_contain_text("its logit")
+    expect(parts_title).not_to_contain_text("−")
+    expect(plot_titled(panel, "How ")).not_to_contain_text(" beat ")
+    check_chain(page, re.match(r"L\d+ H\d+", panel.get_by_role("heading", name="at position", exact=False)
+                               .inner_text()).group(0))
+    assert all("is 2 tokens" in toast for toast in toasts.all_inner_texts())  # the one refusal, no other

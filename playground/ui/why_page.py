@@ -25,6 +25,16 @@ HEAD_ELEM_ID = "why-head"  # the chosen head's heading, where a clicked bar take
 PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head bars open their head
 PICKER_ELEM_ID = "why-head-picker"  # the head list, whose options draw their head as they are pressed
 PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
+PART_NOTE_ELEM_ID = "why-part-note"  # under the parts: what a clicked bar that is not a head means
+# A stranger clicked an MLP's bar and nothing happened: a part that is not a head has no attention pattern to open,
+# and the page says so, and what its bar is, where it was clicked ({name}: the bar's)
+PART_NOTES = {
+    "mlp": "**{name}** has no attention pattern to open: an MLP reads only this position's own stream and writes "
+           "back into it. Its bar is what that write adds to the bars' total here.",
+    "embedding": "The **{name}** has no attention pattern: it is what this character (or its place) writes before "
+                 "any layer, read straight by the final norm and the LM head.",
+    "bias": "**{name}**: a constant, the same whatever the text, with no pattern to open.",
+}
 # A click on a bar of the attribution chart: the bar under the pointer (Plotly's hover data, which a click or a tap
 # sets first) names a part; a head's name goes into the hidden box, whose change opens that head.
 PICK_JS = """
@@ -35,6 +45,16 @@ if (!window.whyBarPicks) {
     const point = chart && chart._hoverdata && chart._hoverdata[0];
     const name = point && point.customdata;
     const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
+    const host = document.querySelector('#""" + PART_NOTE_ELEM_ID + """');
+    if (host && typeof name === 'string') {  // a part that is not a head: said what it is; a head: the note goes
+      let note = host.querySelector('p.why-part-note');
+      if (!note) note = host.appendChild(Object.assign(document.createElement('p'), {className: 'why-part-note'}));
+      const kind = /MLP$/.test(name) ? 'mlp' : /embedding$/.test(name) ? 'embedding' : 'bias';
+      const words = /^L\\d+ H\\d+$/.test(name) ? '' : """ + json.dumps(PART_NOTES) + """[kind].replace('{name}', name);
+      note.innerHTML = words.replace(/\\*\\*(.+?)\\*\\*/g, (_, bold) => '<b>' +
+        bold.replace(/[&<>]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'})[c]) + '</b>');
+      note.hidden = !words;
+    }
     if (!box || typeof name !== 'string' || !/^L\\d+ H\\d+$/.test(name)) return;
     window.whyPage?.pick(name);  // its charts drawn at once; the head picker and the headings follow
     box.value = name + ' #' + Date.now();  // stamped: the same bar clicked again is a change again
