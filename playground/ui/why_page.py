@@ -178,7 +178,14 @@ window.whyPage = window.whyPage || (() => {
             everywhere ? undefined : chosen + ' in ' + why.key];
   }
   const holdsKnock = names => Boolean(knock.sets[names]);  // the numbers of this set of heads are in the page
-  return {show, pick, takeKnock, knockText, holdsKnock};
+  function forget(texts) {  // the view taken off (its model could not read the text): these headings instead
+    ['""" + DECK + """', '""" + HEADS_DECK + """', '""" + CIRCUITS_DECK + """', '""" + RANKING_DECK + """'].forEach(
+      deck => columns(deck).forEach(block => { block.style.display = 'none'; }));
+    document.querySelector('#""" + PART_NOTE_ELEM_ID + """ p')?.setAttribute('hidden', '');
+    last = [...texts];  // the next view's headings are all written again
+    return texts;
+  }
+  return {show, pick, takeKnock, knockText, holdsKnock, forget};
 })();
 """
 ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
@@ -203,6 +210,12 @@ TAKE_HEADS_JS = (f"async (heads, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.chartDec
                  f"heads, true);\n  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
 TAKE_KNOCK_JS = (f"async (knock, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.whyPage.takeKnock(knock, true);\n"
                  f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
+
+
+STALE = ("### No view of this checkpoint\n\nIt cannot read this text (the message says why and what to do): the "
+         "other model's view is taken off. Change the text, or choose another checkpoint.")
+# the checkpoint's first answer refused: the headings say so and every chart is taken off (the next answer draws)
+STALE_JS = f"() => {{ {SHOW_JS}\n  return window.whyPage.forget({json.dumps([STALE, '', '', ''])});\n}}"
 
 
 # A head's bar clicked ("L1 H0 #<click time>", written by PICK_JS): its name for the head picker, in the page;

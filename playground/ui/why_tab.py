@@ -200,9 +200,14 @@ def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     if not text:
         raise ValueError("the text is empty: type a few characters for the model to read")
     unknown = tokenizer.find_unknown(text)
-    if unknown:
+    if unknown:  # what to do, with the characters: a stranger switched to the toy and read only a count
+        distinct = list(dict.fromkeys(u.character for u in unknown))
+        listed = " ".join(escape_text(c) for c in distinct[:12]) + (" ..." if len(distinct) > 12 else "")
+        known = getattr(tokenizer, "characters", None)
+        knows = f" ({len(known)}: {escape_text(''.join(known))})" if known and len(known) <= 40 else ""
         raise ValueError(f"the text has {len(unknown)} character(s) this model does not know; the first is "
-                         f"{checks.shown(unknown[0].character)} at {unknown[0].position}")
+                         f"{checks.shown(unknown[0].character)} at {unknown[0].position} (unknown: {listed}). Type a "
+                         f"text in the characters it knows{knows}, or choose another checkpoint")
     ids = tokenizer.encode(text)
     limit = min(MAX_TOKENS, config.context_size)
     if ids.numel() > limit:
@@ -901,7 +906,8 @@ def build(ctx: AppContext) -> None:
     memo = ReadingCache()
 
     def answer(listener, name: str, fresh: bool = False):
-        """``listener`` answers with the position on screen (drawn at once), then every other position."""
+        """``listener`` answers with the position on screen (drawn at once), then every other position. Returns the
+        first answer's event."""
         first = wire(listener, why_page, ctx, [*settings, shown, split], [*decks, shown],
                      fixed=dict(fresh=fresh, memo=memo),
                      api_name=name, api_visibility="private", **quick)
@@ -911,6 +917,7 @@ def build(ctx: AppContext) -> None:
              [*decks[:3], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
              **quick).then(
             **draw, js=script.take_js(True), api_name=f"{name}_deck_draw", api_visibility="private")
+        return first
 
     def pickers(listener, **options):
         return wire(listener, controls, ctx, [checkpoint], [head, knocked], show_progress="hidden", **options)
@@ -920,7 +927,11 @@ def build(ctx: AppContext) -> None:
     arrival = gr.on(None, None, api_name="why_arrival", api_visibility="private")
     answer(pickers(arrival.then, api_name="why_arrival_controls", api_visibility="private").then, "why_load")
     # a new checkpoint resets the head pickers first, so the view never reads another model's head names
-    answer(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then, "why_checkpoint")
+    refused = answer(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then,
+                     "why_checkpoint")
+    # a checkpoint that cannot read the text: the old model's view is taken off, not left under the new name
+    refused.failure(None, None, texts, js=script.STALE_JS, api_name="why_checkpoint_stale", api_visibility="private",
+                    show_progress="hidden", queue=False)
     answer(functools.partial(gr.on, [text.change, target.change, mode.change, split.change]), "why_update")
     # a head chosen in the list, or by a click on its bar in the attribution chart, is drawn in the page from the
     # readings and circuits it holds; then its reading at every position follows, asked for once (the list's
