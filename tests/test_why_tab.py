@@ -3,16 +3,18 @@ head's reading, its circuits in words, knock-outs and the ranking; refusals in w
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import re
 from collections import Counter
 
 import gradio as gr
+import numpy as np
 import pytest
 import torch
 
-from playground import circuits
+from playground import circuits, plots
 from playground.config import Limits
 from playground.ui import why_tab
 from playground.ui.common import AppContext, friendly
@@ -255,3 +257,238 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
                 said["none"] += 1
                 assert "decides" not in look_for
     assert said["heads"] + said["head"] > 0 and said["none"] > 0, said
+
+
+def test_the_pickers_follow_the_checkpoint(ctx):
+    head, knocked = why_tab.controls(ctx, "shakespeare-char")
+    assert head.choices[0] == (why_tab.STRONGEST, why_tab.STRONGEST) and len(head.choices) == 5
+    assert [choice[0] for choice in knocked.choices] == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and knocked.value == []
+    assert why_tab.controls(ctx, "no-such-run") == (gr.skip(), gr.skip())
+
+
+def _merged(base: dict, changes: dict) -> dict:
+    """chart_deck's merge in Python: objects key by key, a figure's traces one by one, the rest replaced."""
+    if isinstance(base, dict) and isinstance(changes, dict):
+        return {**base, **{key: [_merged(b, c) for b, c in zip(base[key], changes[key])] if key == "data" else
+                           _merged(base.get(key), value) for key, value in changes.items()}}
+    return changes
+
+
+def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
+    """A new position is drawn in the page from the decks: every position's parts and the reading of the head that
+    pushed most there, figures as changes to one base, carry the texts and the numbers /why gives there; every
+    head's circuits come along (a head chosen in the list is drawn in the page too). The default split, the guess
+    against the runner-up."""
+    deck, heads_deck, circuits_deck, shown = why_tab.why_deck(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST,
+                                                              [], "zero", {})
+    sent, heads = json.loads(deck), json.loads(heads_deck)
+    assert int(sent["key"].split(":")[0]) == len(TEXT) and sorted(map(int, sent["views"])) == list(range(len(TEXT)))
+    assert sent["key"].split(":")[1] == heads["key"]  # one text, one target: the two decks go together
+    held = json.loads(circuits_deck)["views"]
+    for position in (0, 7, len(TEXT) - 1):
+        view = explain(ctx, position=position, mode="zero", split=why_tab.VERSUS)
+        assert view.numbers["split"] == "versus"
+        texts, figures = sent["views"][str(position)]["texts"], sent["views"][str(position)]["figures"]
+        strongest = texts[1]
+        assert texts[0] == view.heading and view.head_heading.startswith(f"### {strongest} at position {position}")
+        reading = heads["views"][f"{strongest}@{position}"]
+        assert reading["texts"] == [view.head_heading]
+        (parts,) = (_merged(sent["bases"][figure["base"]], figure["changes"]) for figure in figures)
+        (chain,) = (_merged(heads["bases"][figure["base"]], figure["changes"]) for figure in reading["figures"])
+        assert parts["data"][0]["x"] == pytest.approx(list(view.parts.data[0].x), abs=1e-4)
+        # the chain's first panel is where the head looks, its third each key's push: /why's numbers and figure
+        keys = view.numbers["head"]["keys"]
+        assert chain["data"][0]["y"] == pytest.approx([key["weight"] for key in keys], rel=1e-3, abs=1e-6)
+        assert chain["data"][2]["y"] == pytest.approx([key["push"] for key in keys], rel=1e-3, abs=1e-6)
+        assert f"How {strongest}'s pattern at position {position}" in chain["layout"]["title"]["text"]
+        for axis in ("xaxis", "xaxis3"):
+            assert chain["layout"][axis]["ticktext"] == list(view.chain.layout[axis].ticktext)
+        assert chain["data"][2]["y"] == list(view.chain.data[2].y)
+    assert sorted(held) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and shown["heads"] == list(held)  # every head's
+    chosen = explain(ctx, position=3, head="L1 H1", mode="zero")
+    assert held["L1 H1"]["texts"] == [chosen.circuits_heading]
+    bases = json.loads(circuits_deck)["bases"]
+    for sent_map, drawn in zip(held["L1 H1"]["figures"], (chosen.qk, chosen.ov)):
+        figure = _merged(bases[sent_map["base"]], sent_map["changes"])
+        z = figure["data"][0]["z"]
+        table = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(65, 65)
+        np.testing.assert_allclose(table, np.asarray(drawn.data[0].z), rtol=1e-6)  # float32 of the same rounding
+        assert figure["data"][0]["x"] == list(drawn.data[0].x) and figure["data"][0]["zmax"] == drawn.data[0].zmax
+        assert figure["layout"]["title"]["text"] == drawn.layout.title.text
+        assert figure["data"][0]["hovertemplate"] == drawn.data[0].hovertemplate
+
+
+def test_a_first_answer_sends_every_heads_reading_at_the_position_and_only_what_the_page_lacks(ctx):
+    args = ("shakespeare-char", TEXT, -1, "", "L1 H0", [], "zero")
+    deck, heads_deck, circuits_deck, ranking_deck, knock, shown = why_tab.why_page(ctx, *args, shown=None)
+    last = len(TEXT) - 1
+    assert list(json.loads(deck)["views"]) == [str(last)]
+    assert sorted(json.loads(heads_deck)["views"]) == [f"{head}@{last}" for head in ("L0 H0", "L0 H1", "L1 H0",
+                                                                                     "L1 H1")]
+    assert list(json.loads(circuits_deck)["views"]) == ["L1 H0"] and json.loads(ranking_deck)["views"]["ranking"]
+    assert sorted(json.loads(knock)["sets"]) == ["", "L0 H0", "L0 H1", "L1 H0", "L1 H1"]  # every head alone
+    deck, _, circuits_deck, ranking_deck, knock, shown = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "",
+                                                                          "L1 H0", [], "zero", shown)
+    assert list(json.loads(deck)["views"]) == ["5"]
+    assert circuits_deck == ranking_deck == knock == gr.skip()  # the same head's circuits, ranking, numbers: held
+    _, _, circuits_deck, ranking_deck, knock, shown = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1",
+                                                                       ["L0 H0", "L1 H1"], "zero", shown)
+    assert list(json.loads(circuits_deck)["views"]) == ["L0 H1"] and ranking_deck == gr.skip()
+    assert sorted(json.loads(knock)["sets"]) == ["", "L0 H0, L1 H1"]  # the set ticked, with the intact model's
+    _, _, circuits_deck, ranking_deck, knock, _ = why_tab.why_page(ctx, "shakespeare-char", TEXT, 5, "", "L0 H1", [],
+                                                                   "zero", shown, fresh=True)  # the page lacks them
+    assert circuits_deck != gr.skip() and ranking_deck != gr.skip() and knock != gr.skip()
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean over the text"])
+def test_the_knock_out_numbers_the_page_writes_from_are_the_model_under_ablated(ctx, mode):
+    """The page writes the knock-out heading itself, from numbers sent with the ranking (every head alone) or asked
+    for (a set): each equals the model run under circuits.ablated on the same text (1e-5), and the heading /why
+    writes from them quotes them."""
+    loaded = ctx.checkpoint("shakespeare-char")
+    model, ids = loaded.model, loaded.tokenizer.encode(TEXT)
+    *_, knock, _ = why_tab.why_page(ctx, "shakespeare-char", TEXT, -1, "", why_tab.STRONGEST, [], mode, None)
+    sent = json.loads(knock)
+    both = why_tab.why_knock(ctx, "shakespeare-char", TEXT, "", ["L1 H1", "L0 H0"], mode)
+    # with the set, the sets one tick away that the page lacks (a head added; one taken off is a head alone, held)
+    assert json.loads(both)["key"] == sent["key"] and sorted(json.loads(both)["sets"]) == [
+        "", "L1 H1, L0 H0", "L1 H1, L0 H0, L0 H1", "L1 H1, L0 H0, L1 H0"]
+    assert json.loads(both)["near"] == ["L1 H1, L0 H0"]
+    sets = {**sent["sets"], **json.loads(both)["sets"]}
+    labels = {**sent["labels"], **json.loads(both)["labels"]}
+    with torch.no_grad():
+        intact = torch.softmax(model(ids.view(1, -1)).logits[0], dim=-1)
+    guesses = intact.argmax(-1)
+    assert sent["targets"] == [why_tab._label(loaded.tokenizer.label(int(g))) for g in guesses]
+    for names in ("L0 H1", "L1 H0", "L1 H1, L0 H0", "L1 H1, L0 H0, L0 H1"):
+        heads = [why_tab._parse_head(name, 2, 2) for name in names.split(", ")]
+        with circuits.ablated(model, heads, why_tab.MODES[mode], token_ids=ids), torch.no_grad():
+            logits = model(ids.view(1, -1)).logits[0]  # (T, V)
+        probabilities = torch.softmax(logits, dim=-1)
+        numbers = sets[names]
+        assert numbers["loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits[:-1], ids[1:])),
+                                                abs=1e-5)
+        assert numbers["p"] == pytest.approx(probabilities[torch.arange(len(TEXT)), guesses].tolist(), abs=1e-5)
+        assert numbers["guesses"] == probabilities.argmax(-1).tolist()
+        view = explain(ctx, knocked=names.split(", "), mode=mode)
+        guess = labels[str(numbers["guesses"][-1])]
+        assert f"| loss on the text | {sets['']['loss']:.3f} | {numbers['loss']:.3f} |" in view.knock_heading
+        assert f"| `{labels[str(sets['']['guesses'][-1])]}` | `{guess}` |" in view.knock_heading
+    assert sets[""]["p"] == pytest.approx(intact[torch.arange(len(TEXT)), guesses].tolist(), abs=1e-6)
+
+
+def test_a_knock_out_that_lowers_the_loss_says_the_head_was_hurting(ctx):
+    """A learner saw the loss fall without a head and nothing on screen said what that means."""
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = loaded.tokenizer.encode(TEXT)
+    helping = circuits.head_effects(loaded.model, ids, "mean")[0]  # replaced by its mean, the loss rises
+    hurting = circuits.head_effects(loaded.model, ids, "zero")[-1]  # zeroed, this barely trained head's loss falls
+    assert helping.added > 0 > hurting.added
+    for effect, mode, lower in ((helping, "mean over the text", False), (hurting, "zero", True)):
+        name = circuits.head_name(effect.layer, effect.head)
+        view = explain(ctx, knocked=[name], mode=mode)
+        assert (f"The loss is lower without {name}**: on this text it was hurting" in view.knock_heading) == lower
+    # before any knock-out, the ranking's line names the heads the text is better without (a stranger saw the head
+    # that pushed most ranked below zero, and nothing said why until it was knocked out)
+    zeroed = circuits.head_effects(loaded.model, ids, "zero")
+    worse = [circuits.head_name(e.layer, e.head) for e in zeroed if e.added < 0][::-1][:3]
+    view = explain(ctx, mode="zero")
+    assert "Choose heads in the **knock out** list" in view.knock_heading
+    assert f"Without {', '.join(worse)}" in view.knock_heading and "the loss falls: on this text" in view.knock_heading
+    meaned = circuits.head_effects(loaded.model, ids, "mean")
+    assert ("the loss falls" in explain(ctx).knock_heading) == any(e.added < 0 for e in meaned)
+
+
+def test_the_pairs_in_words_are_among_the_texts_characters_and_a_downward_head_is_read_by_its_downward_push(ctx):
+    """A learner read "t looks for 3" and "Z promotes &" for heads of a model that never saw '3', 'Z' or '&' (their
+    random embeddings made the largest entries), and "pushed most: e (weight 0.00, +0.000)" for a head whose part was
+    -0.13, pushed down by one character at weight 0.97."""
+    text = "the cat sat on the mat"
+    for head in ("L0 H0", "L0 H1", "L1 H0", "L1 H1"):
+        view = explain(ctx, text=text, head=head)
+        quoted = re.findall(r"`([^`]+)` (?:looks for|promotes) `([^`]+)`", view.circuits_heading)
+        assert len(quoted) == 2 * why_tab.PAIRS and {c for pair in quoted for c in pair} <= set(text) | {"␣"}
+        part = float(re.search(r"Its part of the logit: ([-+][\d.]+)", view.head_heading).group(1))
+        push = float(re.search(r"Pushed it (?:up|down) most: `[^`]+` at \d+ \(weight [\d.]+, ([-+][\d.]+)\)",
+                               view.head_heading).group(1))
+        assert (push >= 0) == (part >= 0) or push == 0, (head, part, push)
+        assert ("Pushed it down most" in view.head_heading) == (push < 0)
+
+
+def test_the_bars_that_matter_keep_their_labels_where_not_all_fit(ctx):
+    """A stranger read "the head read `a` at 19" and found that bar unlabelled between every other character's: where
+    the labels are thinned, the tallest weights and the strongest pushes keep theirs."""
+    text = "ROMEO:\nBut soft, what light thr"  # "\\n" is a wide label: 21 bars do not all fit at position 20
+    for position in (20, -1):
+        view = explain(ctx, text, position=position, head="L0 H0")
+        weights, shares = (np.array(view.chain.data[panel].y) for panel in (0, 2))
+        ticks = list(view.chain.layout.xaxis.tickvals)
+        assert len(ticks) < len(weights)  # thinned: the case that hid the tallest bar
+        assert int(weights.argmax()) in ticks and int(np.abs(shares).argmax()) in ticks
+
+
+@pytest.mark.parametrize("split", ["alone", "versus"])
+@pytest.mark.parametrize("kind", ["shipped", "toy", "gpt2"])
+def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_numbers(kinds, kind, split):
+    """Issue 29: a stranger could not say how a head's pattern becomes the next character. The chain the page draws
+    for a head at a position: its weights (the model's attention) x what it writes from each key = the pushes, which
+    add up to its bar of the logit split (circuits' own pass, 1e-4 in float32); with every other part, the model's
+    logit; softmax, the model's probability of its guess and of the runner-up. Keys keep their own bars (the toy's
+    "hello wo" has two l's and two o's). Against the runner-up (the default split), the same with every number of
+    the guess's logit minus the runner-up's: the pushes onto the difference sum to the head's bar of it."""
+    from torch.testing import assert_close
+
+    ctx, name, text = kinds[kind]
+    loaded = ctx.checkpoint(name)
+    model, ids = loaded.model, loaded.tokenizer.encode(text)
+    T = ids.numel()
+    with torch.no_grad():
+        logits = model(ids.view(1, -1)).logits[0].float()  # (T, V)
+    probabilities = torch.softmax(logits, dim=-1)
+    versus = split == "versus"
+    reading, _ = why_tab._reading(ctx, name, text, "", why_tab.STRONGEST, [], "zero",
+                                  split=why_tab.VERSUS if versus else why_tab.ALONE)
+    layers, heads = model.config.layers_num, model.config.heads_num
+    for position in (0, T // 2, T - 1):
+        best = torch.topk(probabilities[position], 2)
+        target, rival = best.indices.tolist()
+        expected = float(logits[position, target] - (logits[position, rival] if versus else 0))
+        parts = circuits.logit_attribution(model, ids, position, target, rival if versus else None)  # its own pass
+        for layer in range(layers):
+            for head in range(heads):
+                chain = why_tab._chain(reading, position, layer, head)
+                assert chain.target == target and chain.guessed
+                assert len(chain.labels) == chain.weights.numel() == chain.writes.numel() == position + 1
+                assert torch.equal(chain.pushes, chain.weights * chain.writes)  # drawn as computed
+                assert float(chain.pushes.sum()) == pytest.approx(parts.head(layer, head), abs=1e-4)
+                assert chain.part == pytest.approx(parts.head(layer, head), abs=1e-6)
+                assert chain.part + chain.others == pytest.approx(expected, abs=1e-4)
+                assert chain.logit == pytest.approx(expected, abs=1e-4)
+                assert (chain.target_logit, chain.other_logit) == (
+                    pytest.approx(float(logits[position, target]), abs=1e-4),
+                    pytest.approx(float(logits[position, rival]), abs=1e-4))
+                weights, shares = circuits.key_contributions(model, ids, position, target, layer, head, parts)
+                assert_close(chain.weights, weights[:position + 1].float(), atol=1e-6, rtol=1e-5)
+                assert_close(chain.pushes, shares[:position + 1].float(), atol=1e-5, rtol=1e-5)
+                assert chain.probability == pytest.approx(float(best.values[0]), abs=1e-6)
+                assert (chain.other, chain.other_probability) == (int(best.indices[1]),
+                                                                  pytest.approx(float(best.values[1]), abs=1e-6))
+    layer, head = why_tab._strongest(reading, T - 1)
+    figure = plots.chain_figure(**why_tab._chain_arguments(reading, T - 1, layer, head))
+    bars = [trace for trace in figure.data if trace.type == "bar"]
+    assert [len(trace.y) for trace in bars] == [T, T, T, 2]  # one bar per key read (no x: at 0, 1, ...)
+    assert all(trace.x is None for trace in bars[:3])
+    labels = [why_tab._label(label) for label in why_tab.labels(loaded.tokenizer, ids)]
+    assert list(bars[0].customdata) == [plots._display_label(label) for label in labels]
+    waterfall = next(trace for trace in figure.data if trace.type == "waterfall")
+    assert waterfall.y[0] == pytest.approx(float(why_tab._chain(reading, T - 1, layer, head).pushes.sum()), abs=1e-4)
+    assert sum(waterfall.y[:2]) == pytest.approx(waterfall.y[2], abs=1e-4)  # the head's bar + the rest = the logit
+
+
+def test_the_head_heading_shows_at_most_60_words_before_its_fold(ctx):
+    """Pictures first: the chain opens with one "Look for:" line and its numbers; the rest sits behind "more"."""
+    for head in ("L0 H0", "L1 H1"):
+        heading = explain(ctx, head=head).head_heading
+        shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", heading, flags=re.S)
+        assert len(re.sub(r"[#*`]", " ", shown).split()) <= 60, heading
+        assert heading.count("**Look for:**") == 1 and "Its part of the logit" in heading
