@@ -252,7 +252,7 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
                        f"{largest[0]} writes {largest[2]:+.2f}" in look_for
             elif abs(strongest[2]) < why_tab.QUIET_HEADS * abs(largest[2]):
                 said["head"] += 1
-                assert f"the strongest, {strongest[0]}, writes {strongest[2]:+.2f}" in look_for
+                assert f"decides this one:** {strongest[0]} writes {strongest[2]:+.2f}" in look_for
             else:
                 said["none"] += 1
                 assert "decides" not in look_for
@@ -485,10 +485,21 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
     assert sum(waterfall.y[:2]) == pytest.approx(waterfall.y[2], abs=1e-4)  # the head's bar + the rest = the logit
 
 
-def test_the_head_heading_shows_at_most_60_words_before_its_fold(ctx):
-    """Pictures first: the chain opens with one "Look for:" line and its numbers; the rest sits behind "more"."""
+def visible_words(markdown: str) -> int:
+    shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", markdown, flags=re.S)
+    return len(re.sub(r"[#*`]", " ", shown).split())
+
+
+@pytest.mark.parametrize("split", [why_tab.ALONE, why_tab.VERSUS])
+def test_the_head_heading_shows_at_most_60_words_before_its_fold(ctx, split):
+    """Pictures first: the chain opens with one "Look for:" line and its numbers; the rest sits behind "more". So do
+    the parts (with the line saying no head decides), the circuits (a stranger counted 94 words: the strongest pair
+    of each table in sight, the rest folded) and the knock-out block (the ranking's words folded)."""
     for head in ("L0 H0", "L1 H1"):
-        heading = explain(ctx, head=head).head_heading
-        shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", heading, flags=re.S)
-        assert len(re.sub(r"[#*`]", " ", shown).split()) <= 60, heading
+        view = explain(ctx, head=head, split=split)
+        heading = view.head_heading
+        for text in (view.heading, heading, view.circuits_heading, view.knock_heading):
+            assert visible_words(text) <= 60, text
         assert heading.count("**Look for:**") == 1 and "Its part of the logit" in heading
+        assert "<details><summary>more</summary>" in view.circuits_heading
+        assert "<details><summary>more</summary>" in view.knock_heading and "Most needed" in view.knock_heading

@@ -18,8 +18,11 @@ from playground.ui import chart_deck
 STRONGEST = "the head that pushed most"
 KNOCK_HINT = "Choose heads in the **knock out** list to knock them out."  # the list sits above the heading
 LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is tallest: the text needs them most."
+KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # around the ranking's words
 
 DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
+EVERY_KEY = 40  # the chain names every key up to this many where they fit the plot drawn (plots.LABEL_CHAR_PX wide
+KEY_CHAR_PX, KEY_GAP_PX = 7, 8  # a character, and the gap after a label: plots' LABEL_CHAR_PX and LABEL_GAP_PX)
 
 HEAD_ELEM_ID = "why-head"  # the chosen head's heading, where a clicked bar takes the page
 PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head bars open their head
@@ -132,7 +135,7 @@ window.whyPage = window.whyPage || (() => {
     } else {
       lines.push(""" + json.dumps(KNOCK_HINT) + """);
     }
-    lines.push(knock.note);
+    lines.push(""" + json.dumps(KNOCK_FOLD[0]) + """ + knock.note + """ + json.dumps(KNOCK_FOLD[1]) + """);
     return lines.join('\\n\\n');
   }
   let current = null;  // the position and knocked heads on screen
@@ -160,6 +163,7 @@ window.whyPage = window.whyPage || (() => {
     if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + stamp, undefined, undefined];
     const chosen = head && head !== """ + json.dumps(STRONGEST) + """ ? head : view.texts[1];
     const reading = await window.chartDeck.draw('""" + HEADS_DECK + """', chosen + '@' + name);
+    if (reading) everyKey();
     const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', chosen);
     await window.chartDeck.draw('""" + RANKING_DECK + """', 'ranking');
     const knockHeading = knockText(Number(name), knocked);
@@ -176,6 +180,19 @@ window.whyPage = window.whyPage || (() => {
             reading && circuits ? undefined : 'head ' + chosen + ' at ' + name + stamp,
             knockHeading === null || askNear ? 'knock ' + knockNames + stamp : undefined,
             everywhere ? undefined : chosen + ' in ' + why.key];
+  }
+  // the chain's keys all named where they fit the plot drawn (up to EVERY_KEY keys: a desktop's 18-key chain had 8
+  // labels, the server's ticks being thinned for a phone); past that the server's ticks and the hover
+  function everyKey() {
+    const plot = [...document.querySelectorAll('#""" + HEADS_DECK + """-chart-0 .js-plotly-plot')]
+      .find(p => p.offsetParent);
+    const labels = plot && plot.data[0].customdata;
+    if (!labels || labels.length > """ + str(EVERY_KEY) + """ || !plot._fullLayout) return;
+    const longest = Math.max(...labels.map(label => String(label).length));
+    const room = plot._fullLayout._size.w, each = longest * """ + str(KEY_CHAR_PX) + """ + """ + str(KEY_GAP_PX) + """;
+    if (labels.length * each > room || plot.layout.xaxis.tickvals.length === labels.length) return;
+    const ticks = {tickvals: labels.map((_, i) => i), ticktext: labels, tickangle: 0};
+    window.Plotly.relayout(plot, {xaxis: {...plot.layout.xaxis, ...ticks}, xaxis3: {...plot.layout.xaxis3, ...ticks}});
   }
   const holdsKnock = names => Boolean(knock.sets[names]);  // the numbers of this set of heads are in the page
   function forget(texts) {  // the view taken off (its model could not read the text): these headings instead

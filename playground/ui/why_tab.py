@@ -29,7 +29,16 @@ from playground.ui import chart_deck
 from playground.ui import why_page as script  # the page's own script: what the browser runs
 from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
-from playground.ui.why_page import CIRCUITS_DECK, DECK, HEADS_DECK, KNOCK_HINT, LOOK_FOR_KNOCK, RANKING_DECK, STRONGEST
+from playground.ui.why_page import (
+    CIRCUITS_DECK,
+    DECK,
+    HEADS_DECK,
+    KNOCK_FOLD,
+    KNOCK_HINT,
+    LOOK_FOR_KNOCK,
+    RANKING_DECK,
+    STRONGEST,
+)
 
 DEFAULT_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east, and Juliet is the sun"
 MODES = {"mean over the text": "mean", "zero": "zero"}
@@ -44,11 +53,11 @@ MAX_TOKENS = 256  # the text a view reads: its attention maps and its figures st
 MAX_CIRCUIT_TOKENS = 96  # rows and columns of a QK or OV table drawn: a character vocabulary fits whole
 MAX_RANKED_HEADS = 48  # knock-out ranking costs a forward pass a head: GPT-2's 144 are knocked out by hand
 PAIRS = 5
+PAIRS_SHOWN = 1  # of each table's PAIRS, in sight before the fold
 LOOK_FOR_PARTS = "**Look for:** the longest bars: the parts that wrote this guess. Green pushed it up, red down."
-LOOK_FOR_VERSUS = ("**Look for:** the longest bars: the parts that made this guess beat the runner-up. Green favours "
-                   "the guess, red the runner-up.")
+LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
 LOOK_FOR_HEAD = ("**Look for:** read down: a key's weight (①) × what the head writes from it (②) = its push (③); the "
-                 "pushes add up to the head's bar (④); softmax makes the probability (⑤).")
+                 "pushes add up to the head's bar (④), then softmax (⑤).")
 CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
               "value, through the head's share of the output projection, read the way the bars above read every "
               "part. The weights add up to 1, so the pushes add up to exactly this head's bar. \"Every other part\" "
@@ -144,9 +153,10 @@ def _circuit_tokens(vocabulary: int, ids: torch.Tensor) -> torch.Tensor | None:
     return torch.tensor(sorted(chosen))
 
 
-def _pairs_in_words(table: torch.Tensor, names: list[str], verb: str, among=None) -> str:
+def _pairs_in_words(table: torch.Tensor, names: list[str], verb: str, among=None) -> list[str]:
+    """The PAIRS strongest pairs of ``table`` in words, strongest first: "`q` looks for `u` (+1.23)"."""
     pairs = circuits.strongest_pairs(table, PAIRS, among)
-    return "; ".join(f"`{names[row]}` {verb} `{names[col]}` ({value:+.2f})" for row, col, value in pairs)
+    return [f"`{names[row]}` {verb} `{names[col]}` ({value:+.2f})" for row, col, value in pairs]
 
 
 class _Reading(NamedTuple):
@@ -374,8 +384,8 @@ def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> st
         return (f" **No head decides this one:** the heads together write {together:+.2f} of {parts.logit:+.2f}; "
                 f"{largest} writes {written:+.2f}.")
     if abs(own) < QUIET_HEADS * abs(written):
-        return (f" **No one head decides this one:** the strongest, {circuits.head_name(*named)}, writes "
-                f"{own:+.2f} of {parts.logit:+.2f}; {largest} writes {written:+.2f}.")
+        return (f" **No one head decides this one:** {circuits.head_name(*named)} writes {own:+.2f} of "
+                f"{parts.logit:+.2f}; {largest} writes {written:+.2f}.")
     return ""
 
 
@@ -394,10 +404,9 @@ def _heading(reading: _Reading, position: int) -> str:
     role = "the runner-up" if rank == 1 else "the model's guess"
     logits = reading.logits[position]
     return (f"### Why `{name}` and not `{rival}` after `{reading.tokens[position]}` (position {position})\n\n"
-            f"{LOOK_FOR_VERSUS}{quiet}\n\n`{name}` (probability {float(probabilities[target_id]):.3f}, choice "
-            f"number {rank}) against {role} `{rival}` ({float(probabilities[parts.rival_id]):.3f}): the difference "
-            f"of their logits, {float(logits[target_id]):.3f} − {float(logits[parts.rival_id]):.3f} = "
-            f"{parts.logit:+.3f}, is the sum of these {len(parts.names)} bars.")
+            f"{LOOK_FOR_VERSUS}{quiet}\n\n`{name}` (p {float(probabilities[target_id]):.3f}) against {role} "
+            f"`{rival}` ({float(probabilities[parts.rival_id]):.3f}): logits {float(logits[target_id]):.3f} − "
+            f"{float(logits[parts.rival_id]):.3f} = {parts.logit:+.3f} is the sum of these {len(parts.names)} bars.")
 
 
 def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> str:
@@ -408,9 +417,7 @@ def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> s
     top = int((shares[seen] if part >= 0 else -shares[seen]).argmax())
     pushed = "Pushed it up most" if float(shares[top]) >= 0 else "Pushed it down most"
     parts = reading.attributions[position]
-    what = "the logit" if parts.rival_id is None else (
-        f"the logit difference, logit(`{_label(reading.tokenizer.label(parts.target_id))}`) − "
-        f"logit(`{_label(reading.tokenizer.label(parts.rival_id))}`)")
+    what = "the logit" if parts.rival_id is None else "the logit difference"
     return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
             f"of {what}: {part:+.3f} of {parts.logit:+.3f}. {pushed}: "
             f"`{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
@@ -446,7 +453,7 @@ def _knock_text(reading: _Reading, position: int) -> str:
                          "than helping it.")
     else:
         lines.append(KNOCK_HINT)
-    lines.append(reading.ranking_note)
+    lines.append(KNOCK_FOLD[0] + reading.ranking_note + KNOCK_FOLD[1])  # the ranking's words, behind the fold
     return "\n\n".join(lines)
 
 
@@ -588,11 +595,15 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     in_text = set(reading.ids.tolist())
     among = [k for k, token in enumerate(subset.tolist() if subset is not None else range(config.vocabulary_size))
              if token in in_text]
+    looks, promotes = (_pairs_in_words(qk, vocabulary, "looks for", among),
+                       _pairs_in_words(ov, vocabulary, "promotes", among))
+    # the strongest pairs in sight, the rest behind the fold (a stranger counted 94 words before it)
     heading = (f"### What {chosen} reads and writes{direct}\n\n{LOOK_FOR_CIRCUITS}\n\n"
-               f"Looks for, among your text's characters: {_pairs_in_words(qk, vocabulary, 'looks for', among)}.\n\n"
-               f"Promotes: {_pairs_in_words(ov, vocabulary, 'promotes', among)}.{shown_of}\n\n"
-               f"<details><summary>more</summary>\n\n{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n"
-               "</details>")
+               f"Strongest among your text's characters: {'; '.join(looks[:PAIRS_SHOWN])}; "
+               f"{'; '.join(promotes[:PAIRS_SHOWN])}.\n\n"
+               f"<details><summary>more</summary>\n\nThe next pairs: {'; '.join(looks[PAIRS_SHOWN:])}; "
+               f"{'; '.join(promotes[PAIRS_SHOWN:])}.{shown_of}\n\n"
+               f"{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n</details>")
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
     ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}: attended (row) → next character",
