@@ -679,7 +679,9 @@ def chain_base(versus: bool = False) -> go.Figure:
                             marker=dict(color=["#495057", "#adb5bd"]),
                             hovertemplate="%{customdata}: %{y:.4f}<extra></extra>"), row=5, col=1)
     figure.update_traces(showlegend=False)
-    keys = dict(tickmode="array", automargin=True, ticklabeloverflow=LABELS_OVERFLOW)
+    # the keys' labels set 6 px below the panel (an unseen tick): on a phone the y axis's "0" touched the first one
+    keys = dict(tickmode="array", automargin=True, ticklabeloverflow=LABELS_OVERFLOW, ticks="outside", ticklen=6,
+                tickcolor="rgba(0,0,0,0)")
     figure.update_layout(height=CHAIN_HEIGHT, margin=dict(l=56, r=16, b=40), bargap=0.15,
                          xaxis=dict(keys, matches="x3"), xaxis2=dict(matches="x3", showticklabels=False),
                          xaxis3=keys, xaxis4=dict(tickmode="array", tickvals=[0, 1, 2]),

@@ -302,8 +302,19 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     position.press("Enter")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text(f"(position {wanted})", timeout=WAIT_MS)
     expect(plot_titled(panel, "How ")).to_contain_text(chain_title(None, wanted), timeout=WAIT_MS)
+    # the answer scrolled into view (a stranger found its heading at 730-755 px of 844)
+    page.wait_for_function("""() => { const box = document.querySelector('#why-heading').getBoundingClientRect();
+        return box.top >= -1 && box.top < window.innerHeight / 3; }""", timeout=WAIT_MS)
     shown = panel.get_by_role("heading", name=f"at position {wanted}").inner_text()
     check_chain(page, re.match(r"L\d+ H\d+", shown).group(0))  # the chain at the new position, from the page
+    # a stranger saw the y axis's "0" touch the first key's label on the chain's panels 1 and 3
+    assert page.evaluate("""() => { const plot = [...document.querySelectorAll('#why-heads-chart-0 .js-plotly-plot')]
+        .find(p => p.offsetParent);
+        const boxes = tick => [...plot.querySelectorAll('.' + tick + ' text')].filter(t => t.textContent)
+            .map(t => t.getBoundingClientRect());
+        return ['', '3'].flatMap(n => boxes('y' + n + 'tick').flatMap(y => boxes('x' + n + 'tick').filter(x =>
+            x.left < y.right && y.left < x.right && x.top < y.bottom && y.top < x.bottom)
+            .map(() => 'panel ' + (n || '1')))); }""") == []
     assert [url for url in calls if "/queue/join" in url] == []  # drawn from what the page holds
     assert overlapping_labels(page) == []
     release = hold_server(page)

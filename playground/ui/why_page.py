@@ -24,6 +24,8 @@ DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuit
 EVERY_KEY = 40  # the chain names every key up to this many where they fit the plot drawn (plots.LABEL_CHAR_PX wide
 KEY_CHAR_PX, KEY_GAP_PX = 7, 8  # a character, and the gap after a label: plots' LABEL_CHAR_PX and LABEL_GAP_PX)
 
+HEADING_ELEM_ID = "why-heading"  # the position's heading, which a new position on a phone scrolls to
+NARROW_PX = 700  # a screen narrower than this is a phone's: the answer is scrolled into view
 HEAD_ELEM_ID = "why-head"  # the chosen head's heading, where a clicked bar takes the page
 PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head bars open their head
 PICKER_ELEM_ID = "why-head-picker"  # the head list, whose options draw their head as they are pressed
@@ -140,8 +142,15 @@ window.whyPage = window.whyPage || (() => {
   }
   let current = null;  // the position and knocked heads on screen
   async function show(position, head, knocked) {
+    const moved = current !== null && String(current.position) !== String(position);
     current = {position, knocked: knocked || []};
-    return changed(await compose(position, head, knocked || []));
+    const texts = changed(await compose(position, head, knocked || []));
+    // a new position on a phone: its answer sat at 730-755 px of an 844 px screen, below the fold of the eye
+    if (moved && window.innerWidth < """ + str(NARROW_PX) + """) {
+      requestAnimationFrame(() => document.querySelector('#""" + HEADING_ELEM_ID + """')
+        ?.scrollIntoView({behavior: 'instant', block: 'start'}));
+    }
+    return texts;
   }
   function pick(head) {  // a head's bar clicked: its charts drawn now (show() then only writes the headings)
     if (current) compose(current.position, head, current.knocked);

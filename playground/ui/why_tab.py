@@ -865,7 +865,7 @@ def build(ctx: AppContext) -> None:
     text = gr.Textbox(DEFAULT_TEXT, label="Text", lines=2)
     split = gr.Radio(list(SPLITS), value=VERSUS, label="split",
                      info="a guess wins against the other characters: softmax ignores what every logit shares")
-    heading = gr.Markdown(label="why this character")
+    heading = gr.Markdown(label="why this character", elem_id=script.HEADING_ELEM_ID)
     # the page draws the figures itself (chart_deck): the parts here, the head's bars, its circuits, the ranking
     with gr.Row():
         chart_deck.hosts(DECK, [0])
