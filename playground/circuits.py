@@ -5,6 +5,9 @@ out. The maths only, on playground.model.GPT (the character models and the GPT-2
                                                               the embeddings, every head, every MLP, the biases;
                                                               the parts sum to the model's logit (float32, 1e-4)
     logit_attributions(model, ids, target_ids)               the same at every position, from one pass
+    logit_attributions(model, ids, target_ids, rival_ids)    logit(target) - logit(rival) split the same way: the
+                                                              logit difference attribution (softmax is blind to a
+                                                              shift, so a guess is made against its rivals)
     qk_circuit(model, layer=0, head=2)                        (V, V): the score query character i gives key character j
     ov_circuit(model, layer=0, head=2)                        (V, V): the logits head writes when it attends to c
     key_contributions(model, ids, 9, 1, layer=0, head=2)      which attended tokens pushed the target, through it
@@ -59,6 +62,8 @@ class LogitAttribution:
     values: torch.Tensor  # (parts,) float32
     kinds: list[str]  # per part: "embedding", "head", "bias" or "mlp"
     scale: float  # the final LayerNorm's sqrt(var + eps) at the position, frozen
+    # against a rival: the parts split logit(target) - logit(rival) (``logit`` is that difference); None: the logit
+    rival_id: int | None = None
 
     def head(self, layer: int, head: int) -> float:
         return float(self.values[self.names.index(head_name(layer, head))])
@@ -253,12 +258,18 @@ def _notebook_parts(model, ids: torch.Tensor) -> tuple[list[str], list[str], tor
     return names, kinds, torch.stack(parts), read
 
 
-def _final_read(model, stream: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool,
-                                                                            torch.Tensor, torch.Tensor]:
+def _final_read(model, stream: torch.Tensor, targets: torch.Tensor,
+                rivals: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, bool, torch.Tensor,
+                                                             torch.Tensor]:
     """How each position's stream (T, C) becomes its target's logit: (scale (T,), readers (T, C), centred, the
     constant (T,), the logits (T,)). A GPT: its final LayerNorm, affine once its scale is frozen, then the LM head
     (logit = centred stream / scale · reader + constant). Notebook 004's model: its output layer alone (scale 1,
-    not centred)."""
+    not centred). ``rivals`` (T,): each position's reading is the target's minus its rival's (the readers, the
+    constants and the logits alike: the read is linear in the LM head's row once the scale is frozen)."""
+    if rivals is not None:
+        scale, readers, centred, constant, logits = _final_read(model, stream, targets)
+        _, rival_readers, _, rival_constant, rival_logits = _final_read(model, stream, rivals)
+        return scale, readers - rival_readers, centred, constant - rival_constant, logits - rival_logits
     T = stream.size(0)
     head = _unembedding(model)
     constant = torch.zeros(T, device=stream.device)
@@ -291,18 +302,26 @@ def _checked_ids(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
     return ids.to(_device(model))
 
 
-def logit_attributions(model: GPT, token_ids: torch.Tensor, target_ids) -> list[LogitAttribution]:
+def logit_attributions(model: GPT, token_ids: torch.Tensor, target_ids, rival_ids=None) -> list[LogitAttribution]:
     """logit_attribution at every position of ``token_ids`` (T,) at once, from one pass: ``target_ids`` (T,) is the
-    target after each position. The page sends them all, so a new position is drawn without asking the server."""
+    target after each position. The page sends them all, so a new position is drawn without asking the server.
+    ``rival_ids`` (T,): split logit(target) - logit(rival) instead, each part's share being its share of the
+    target's logit minus its share of the rival's (the biases too): the parts sum to the difference."""
     ids = _checked_ids(model, token_ids)
     T = ids.numel()
     targets = [_check_token(model, int(t)) for t in torch.as_tensor(target_ids).view(-1).tolist()]
     if len(targets) != T:
         raise CircuitError(f"give one target per position: {len(targets)} targets for {T} positions")
+    rivals = None
+    if rival_ids is not None:
+        rivals = [_check_token(model, int(t), "rival") for t in torch.as_tensor(rival_ids).view(-1).tolist()]
+        if len(rivals) != T:
+            raise CircuitError(f"give one rival per position: {len(rivals)} rivals for {T} positions")
     with _evaluating(model):
         names, kinds, parts, stream = _parts_of_the_stream(model, ids)  # (P, T, C), (T, C)
         target_index = torch.tensor(targets, device=stream.device)
-        scale, readers, centred, constant, logits = _final_read(model, stream, target_index)
+        rival_index = torch.tensor(rivals, device=stream.device) if rivals is not None else None
+        scale, readers, centred, constant, logits = _final_read(model, stream, target_index, rival_index)
         if centred:
             parts = parts - parts.mean(dim=-1, keepdim=True)
         values = torch.einsum("ptc,tc->pt", parts, readers) / scale  # (P, T)
@@ -312,20 +331,23 @@ def logit_attributions(model: GPT, token_ids: torch.Tensor, target_ids) -> list[
             values = torch.cat([values, constant.view(1, T)])
     values = values.float().cpu()
     return [LogitAttribution(p, targets[p], float(logits[p]), list(names), values[:, p].clone(), list(kinds),
-                             float(scale[p])) for p in range(T)]
+                             float(scale[p]), rivals[p] if rivals is not None else None) for p in range(T)]
 
 
-def logit_attribution(model: GPT, token_ids: torch.Tensor, position: int, target_id: int) -> LogitAttribution:
-    """The logit of ``target_id`` after ``token_ids[: position + 1]`` split into the parts that wrote it.
+def logit_attribution(model: GPT, token_ids: torch.Tensor, position: int, target_id: int,
+                      rival_id: int | None = None) -> LogitAttribution:
+    """The logit of ``target_id`` after ``token_ids[: position + 1]`` split into the parts that wrote it; with
+    ``rival_id``, logit(target) - logit(rival) split the same way (TransformerLens's logit difference).
 
     ``token_ids`` is (T,) or (1, T), T at most the model's context. Runs in eval mode without gradients.
     """
     ids = _checked_ids(model, token_ids)
     position = _check_position(position, ids.numel())
     target_id = _check_token(model, target_id)
+    rivals = None if rival_id is None else [_check_token(model, rival_id, "rival")] * ids.numel()
     # the one reading: every position's, from one pass, as the page gets them (_final_read holds the final norm's
     # frozen scale and the LM head's reading for both kinds of model)
-    return logit_attributions(model, ids, [target_id] * ids.numel())[position]
+    return logit_attributions(model, ids, [target_id] * ids.numel(), rivals)[position]
 
 
 def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target_id: int, layer: int,
@@ -333,7 +355,8 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
     """Which attended tokens pushed the target up through one head: (its attention weights at ``position``,
     each key's share of the head's part of the logit), both (T,). Key j's share is its weight times what the head
     writes from it (its value through the head's slice of W_O), read as logit_attribution reads a part; the shares
-    sum to the head's part. ``attribution``: this position's and target's, when the caller has it already."""
+    sum to the head's part. ``attribution``: this position's and target's, when the caller has it already (one made
+    against a rival: the shares are of the logit difference)."""
     _check_head(model, layer, head)
     ids = torch.as_tensor(token_ids).view(1, -1).to(_device(model))
     if attribution is None or (attribution.position, attribution.target_id) != (position % ids.size(1), target_id):
@@ -347,13 +370,24 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
         values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
         d = model.config.head_size
         written = values @ _attentions(model)[layer].proj.weight[:, head * d:(head + 1) * d].T  # (T, C)
+        reader = _readers(model, torch.tensor([target_id], device=ids.device))[0]  # (C,)
+        if attribution.rival_id is not None:  # an attribution against a rival: its keys read the difference
+            reader = reader - _readers(model, torch.tensor([attribution.rival_id], device=ids.device))[0]
         if _is_notebook(model):
-            shares = weights * (written @ model.output.weight[target_id])  # (T,)
+            shares = weights * (written @ reader)  # (T,)
         else:
-            gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(written.size(1))
-            reader = model.lm_head.weight[target_id] * gain
             shares = weights * (((written - written.mean(dim=1, keepdim=True)) / attribution.scale) @ reader)  # (T,)
     return weights, shares
+
+
+def _readers(model, targets: torch.Tensor) -> torch.Tensor:
+    """(T, C): the rows that read a centred, scaled stream into each target's logit (the final norm's gain times the
+    LM head's row; notebook 004's output row, no norm between)."""
+    if _is_notebook(model):
+        return model.output.weight[targets]
+    gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(model.config.embedding_dim,
+                                                                             device=targets.device)
+    return model.lm_head.weight[targets] * gain
 
 
 def every_key_contribution(model: GPT, token_ids: torch.Tensor, attributions: Sequence[LogitAttribution],
@@ -395,12 +429,11 @@ def every_key_reading(model: GPT, token_ids: torch.Tensor, attributions: Sequenc
         device = ids.device
         targets = torch.tensor([a.target_id for a in attributions], device=device)
         notebook = _is_notebook(model)
-        if notebook:
-            readers = model.output.weight[targets]  # (T queries, C): no norm between the heads and the output
-        else:
-            gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(config.embedding_dim,
-                                                                                     device=device)
-            readers = model.lm_head.weight[targets] * gain  # (T queries, C)
+        readers = _readers(model, targets)  # (T queries, C)
+        if any(a.rival_id is not None for a in attributions):  # the difference's reader: the target's - the rival's
+            rivals = torch.tensor([a.rival_id if a.rival_id is not None else a.target_id for a in attributions],
+                                  device=device)
+            readers = readers - _readers(model, rivals)
         scales = torch.tensor([a.scale for a in attributions], device=device)  # (T,)
         for i, (layer, head) in enumerate(heads):
             x = out.attention_inputs[layer][0]  # (T, C)

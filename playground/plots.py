@@ -662,6 +662,12 @@ CHAIN_STEPS = ("① Where the head looked: its attention weight on each key",
                "③ = ① × ②: each key's push on the target",
                "④ The pushes add up to the head's bar; with every other part, the logit",
                "⑤ Softmax over every logit: the probability")
+# the same five steps where the bars split the guess's logit minus its rival's (the Why tab's default)
+CHAIN_VERSUS_STEPS = ("① Where the head looked: its attention weight on each key",
+                      "② What it writes from each key onto logit(target) − logit(rival), per unit of weight",
+                      "③ = ① × ②: each key's push on the difference",
+                      "④ The pushes add up to the head's bar; with every other part, the logit difference",
+                      "⑤ Softmax: the difference decides between the two probabilities")
 CHAIN_COLOURS = ("#e03131", "#2f9e44")  # down, up: a bar's colour is 1 where it pushes the target up
 CHAIN_WEIGHT_COLOUR = "#4c6ef5"
 CHAIN_HEIGHT = 900
@@ -669,13 +675,15 @@ CHAIN_STEP_WIDTH = 38  # characters per line of a panel's title: a phone's plot
 CHAIN_STEP_ROOM = 36  # px between the figure's title and the first panel, for that panel's two-line title
 
 
-def chain_base() -> go.Figure:
+def chain_base(versus: bool = False) -> go.Figure:
     """The figure every view of the chain is changes to (chain_changes): five stacked panels, the first three over
-    the keys (one index axis they share), the fourth a running sum, the fifth two probabilities."""
+    the keys (one index axis they share), the fourth a running sum, the fifth two probabilities. ``versus``: the
+    panels' titles read the target's logit minus its rival's."""
     from plotly.subplots import make_subplots
 
+    steps = CHAIN_VERSUS_STEPS if versus else CHAIN_STEPS
     figure = make_subplots(rows=5, cols=1, vertical_spacing=0.095,
-                           subplot_titles=[wrap_title(step, CHAIN_STEP_WIDTH) for step in CHAIN_STEPS])
+                           subplot_titles=[wrap_title(step, CHAIN_STEP_WIDTH) for step in steps])
     for annotation in figure.layout.annotations:
         annotation.update(font=dict(size=12.5), align="left", x=0, xanchor="left")
     scale = [[0, CHAIN_COLOURS[0]], [1, CHAIN_COLOURS[1]]]
@@ -696,7 +704,9 @@ def chain_base() -> go.Figure:
                             marker=dict(color=["#495057", "#adb5bd"]),
                             hovertemplate="%{customdata}: %{y:.4f}<extra></extra>"), row=5, col=1)
     figure.update_traces(showlegend=False)
-    keys = dict(tickmode="array", automargin=True, ticklabeloverflow=LABELS_OVERFLOW)
+    # the keys' labels set 6 px below the panel (an unseen tick): on a phone the y axis's "0" touched the first one
+    keys = dict(tickmode="array", automargin=True, ticklabeloverflow=LABELS_OVERFLOW, ticks="outside", ticklen=6,
+                tickcolor="rgba(0,0,0,0)")
     figure.update_layout(height=CHAIN_HEIGHT, margin=dict(l=56, r=16, b=40), bargap=0.15,
                          xaxis=dict(keys, matches="x3"), xaxis2=dict(matches="x3", showticklabels=False),
                          xaxis3=keys, xaxis4=dict(tickmode="array", tickvals=[0, 1, 2]),
@@ -708,16 +718,21 @@ def chain_base() -> go.Figure:
 def chain_changes(labels: Sequence[str], weights: Sequence[float], writes: Sequence[float], pushes: Sequence[float],
                   *, head: str, target: str, position: int, part: float, others: float, logit: float,
                   probability: float, other: str, other_probability: float, guessed: bool,
-                  room_px: int = LABEL_ROOM_PX, important: Sequence[int] = ()) -> dict:
+                  room_px: int = LABEL_ROOM_PX, important: Sequence[int] = (), versus: bool = False,
+                  logits: tuple[float, float] | None = None) -> dict:
     """One view of the chain as changes to chain_base(): ``labels`` the keys read (positions 0 to ``position``),
     ``weights`` x ``writes`` = ``pushes``; the pushes summed are ``part`` (the head's bar), ``others`` the rest of
     the parts, ``logit`` the model's; ``probability`` the target's, ``other`` the best other token and its
     ``other_probability`` (``guessed``: the target is the model's guess, so ``other`` is its runner-up). Values to 4
-    significant digits, the running sum to 6; the bars' x is left to Plotly (0, 1, ...)."""
+    significant digits, the running sum to 6; the bars' x is left to Plotly (0, 1, ...). ``versus``: ``part``,
+    ``others`` and ``logit`` are of logit(target) - logit(other); ``logits``: the two logits, under the
+    probabilities (the contest softmax settles)."""
     shown = [_display_label(str(s)) for s in labels]
     tickvals, ticktext, angle = _bar_ticks(shown, room_px, important)
     axis = {"tickvals": tickvals, "ticktext": ticktext, "tickangle": angle}
-    title, top = _title_layout(f"How {head}'s pattern at position {position} became '{_display_label(target)}'")
+    made = (f"made '{_display_label(target)}' beat '{_display_label(other)}'" if versus else
+            f"became '{_display_label(target)}'")
+    title, top = _title_layout(f"How {head}'s pattern at position {position} {made}")
     title.update(yref="container", y=1, yanchor="top", pad={"t": 12})  # above the first panel's own title
     def rounded(values):
         return [float(f"{v:.4g}") for v in values]
@@ -726,22 +741,25 @@ def chain_changes(labels: Sequence[str], weights: Sequence[float], writes: Seque
         return [1 if v >= 0 else 0 for v in values]
 
     quoted, other_quoted = f"'{_display_label(target)}'", f"'{_display_label(other)}'"
+    total = f"logit of {quoted}" if not versus else f"logit({quoted}) − logit({other_quoted})"
+    total_tick = f"logit of<br>{quoted}" if not versus else f"logit({quoted}) −<br>logit({other_quoted})"
+    under = ["", ""] if logits is None else [f"<br>logit {value:.3f}" for value in logits]
     sums = [float(f"{v:.6g}") for v in (part, others, logit)]
     low, high = min(0.0, part, logit), max(0.0, part, logit)
     room = 0.3 * (high - low or 1.0)  # above (and below) the bars, for their numbers
     return {"data": [{"y": rounded(weights), "customdata": shown},
                      {"y": rounded(writes), "marker": {"color": signs(writes)}},  # its key named in ① and ③
                      {"y": rounded(pushes), "customdata": shown, "marker": {"color": signs(pushes)}},
-                     {"y": sums, "text": [f"{part:+.3f}", f"{others:+.3f}", f"{logit:.3f}"],
-                      "customdata": [f"{head}: the pushes summed", "every other part", f"the logit of {quoted}"]},
+                     {"y": sums, "text": [f"{part:+.3f}", f"{others:+.3f}", f"{logit:{'+' if versus else ''}.3f}"],
+                      "customdata": [f"{head}: the pushes summed", "every other part", f"the {total}"]},
                      {"y": rounded((probability, other_probability)),
                       "customdata": [f"p({quoted})", f"p({other_quoted})"]}],
             "layout": {"title": title, "margin": {"t": top + CHAIN_STEP_ROOM}, "xaxis": axis, "xaxis3": axis,
                        "yaxis4": {"range": [low - (room if low < 0 else 0), high + room]},
-                       "xaxis4": {"ticktext": [f"{head}<br>(③ summed)", "every other<br>part",
-                                               f"logit of<br>{quoted}"]},
-                       "xaxis5": {"ticktext": [f"{quoted}<br>({'its guess' if guessed else 'the target'})",
-                                               f"{other_quoted}<br>({'runner-up' if guessed else 'its guess'})"]}}}
+                       "xaxis4": {"ticktext": [f"{head}<br>(③ summed)", "every other<br>part", total_tick]},
+                       "xaxis5": {"ticktext": [f"{quoted}<br>({'its guess' if guessed else 'the target'}){under[0]}",
+                                               f"{other_quoted}<br>({'runner-up' if guessed else 'its guess'})"
+                                               f"{under[1]}"]}}}
 
 
 def merged(base, changes, key: str = ""):
@@ -757,4 +775,5 @@ def merged(base, changes, key: str = ""):
 def chain_figure(labels: Sequence[str], weights: Sequence[float], writes: Sequence[float], pushes: Sequence[float],
                  **numbers) -> go.Figure:
     """The chain as one figure (chain_base with chain_changes laid over it): what the page draws."""
-    return go.Figure(merged(chain_base().to_plotly_json(), chain_changes(labels, weights, writes, pushes, **numbers)))
+    base = chain_base(numbers.get("versus", False)).to_plotly_json()
+    return go.Figure(merged(base, chain_changes(labels, weights, writes, pushes, **numbers)))

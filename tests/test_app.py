@@ -376,7 +376,9 @@ def test_why_explains_a_character_through_the_api(served, capfd):
     assert [r["label"] for r in endpoint["returns"]] == ["heading", "parts", "head_heading", "chain", "numbers",
                                                          "circuits_heading", "qk", "ov", "knock_heading", "ranking"]
     heading, _, head_heading, chain, numbers, *_, knock_heading, _ = client.predict(
-        "shakespeare-char", "To be, or not to be", 7, "", "L1 H0", ["L0 H1"], "mean over the text", api_name="/why")
+        "shakespeare-char", "To be, or not to be", 7, "", "L1 H0", ["L0 H1"], "mean over the text",
+        "the guess's logit alone", api_name="/why")
+    assert numbers["split"] == "alone"  # the default splits the guess against the runner-up (test_why_tab)
     assert heading.startswith("### Why ") and "the sum of these" in heading
     assert "Its part of the logit" in head_heading and "without L0 H1" in knock_heading
     parts, head = numbers["parts"], numbers["head"]

@@ -44,6 +44,13 @@ def test_why_this_character_from_the_parts_to_a_knocked_out_head(page):
     expect(panel).to_contain_text("loss on the text")
 
     position = panel.get_by_label("position (-1 = last)", exact=True)
+    # a stranger found 8 labels under the chain's 18 keys: on a desktop every key is named (the two o's apart)
+    position.fill("17")
+    position.press("Enter")
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("(position 17)", timeout=WAIT_MS)
+    page.wait_for_function("""() => { const plot = [...document.querySelectorAll('#why-heads-chart-0 .js-plotly-plot')]
+        .find(p => p.offsetParent); return plot && plot.layout.xaxis3.tickvals.length === 18
+            && plot.layout.xaxis3.ticktext.join('') === plot.data[0].customdata.join(''); }""", timeout=WAIT_MS)
     position.fill("3")
     position.press("Enter")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text("(position 3)", timeout=WAIT_MS)
@@ -68,6 +75,18 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     box = bar.bounding_box()  # a person's click where the bar is drawn (Plotly's drag layer lies over it)
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_function(EVERY_CIRCUIT, timeout=WAIT_MS)  # with the follow-up answer
+    # a stranger clicked an MLP's bar and nothing happened: it has no pattern to open, and the page says so
+    mlp = chart.locator(".barlayer .point").nth(names.index("L2 MLP"))
+    mlp.scroll_into_view_if_needed()
+    mlp_box = mlp.bounding_box()
+    page.mouse.move(mlp_box["x"] + mlp_box["width"] / 2, mlp_box["y"] + mlp_box["height"] / 2)
+    page.mouse.click(mlp_box["x"] + mlp_box["width"] / 2, mlp_box["y"] + mlp_box["height"] / 2)
+    note = panel.locator("#why-part-note p")
+    expect(note).to_contain_text("L2 MLP has no attention pattern to open")
+    expect(panel.get_by_label("head", exact=True)).not_to_have_value("L2 MLP")
+    bar.scroll_into_view_if_needed()
+    box = bar.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     release = hold_server(page)  # drawn in the page: the head's reading there and its circuits are held already
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     expect(panel.get_by_role("heading", name=f"{wanted} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
@@ -76,6 +95,7 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     expect(plot_titled(panel, f"QK of {wanted}")).to_be_visible()
     expect(plot_titled(panel, "How ")).to_contain_text(chain_title(wanted))
     check_chain(page, wanted)
+    expect(note).to_be_hidden()  # a head's bar opens its head: the note about the MLP goes
     expect(panel.get_by_text("more: how the chain is read")).to_be_visible()  # the rest of its words, folded
     assert release() <= 1  # at most the head's reading at every other position
     expect_no_error(page)
@@ -94,13 +114,16 @@ CHAIN_JS = """() => { const host = [...document.querySelectorAll('#why-heads-cha
     .find(plot => plot.offsetParent);
     const [weights, writes, pushes, sums, chances] = host.data;
     return {keys: weights.y.length, labels: pushes.customdata, products: weights.y.map((w, i) => w * writes.y[i]),
-            pushes: pushes.y, sums: sums.y, chances: chances.y, title: host.layout.title.text}; }"""
+            pushes: pushes.y, sums: sums.y, chances: chances.y, title: host.layout.title.text,
+            ticks: host.layout.xaxis5.ticktext}; }"""
 
 
 def check_chain(page: Page, head: str) -> None:
     """The chain on screen, read from the drawn chart, against the parts chart on screen: its keys' weights x writes
-    are its pushes, which add up to ``head``'s bar; with every other part, the logit (the sum of the parts). Values
-    are drawn to 4 significant digits (the pushes) and 6 (the parts, the running sum)."""
+    are its pushes, which add up to ``head``'s bar; with every other part, the logit (the sum of the parts). Against
+    the runner-up (the default split) that sum is the difference of the two logits written under the probabilities
+    (to 3 decimals). Values are drawn to 4 significant digits (the pushes) and 6 (the parts, the running sum).
+    Returns the chain with "logit", the target's logit as written, and "total", the sum of the parts."""
     chain = page.evaluate(CHAIN_JS)
     assert chain["keys"] == len(chain["labels"]) == len(chain["pushes"])
     assert chain["products"] == pytest.approx(chain["pushes"], rel=2e-3, abs=1e-6)
@@ -111,7 +134,10 @@ def check_chain(page: Page, head: str) -> None:
     rounding = 5e-4 * sum(abs(push) for push in chain["pushes"]) + 1e-5
     assert sum(chain["pushes"]) == pytest.approx(mine, abs=rounding)
     assert chain["sums"] == pytest.approx([mine, others, logit], abs=5e-4)
-    return {**chain, "logit": logit}
+    target_logit, other_logit = (float(re.search(r"logit (-?[\d.]+)", tick).group(1)) for tick in chain["ticks"])
+    versus = " beat " in chain["title"]
+    assert logit == pytest.approx(target_logit - other_logit if versus else target_logit, abs=2e-3)
+    return {**chain, "logit": target_logit, "total": logit}
 
 
 # the QK and OV tables on screen, as Plotly holds them (each head has a host of its own: the others are drawn out
@@ -276,8 +302,19 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     position.press("Enter")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text(f"(position {wanted})", timeout=WAIT_MS)
     expect(plot_titled(panel, "How ")).to_contain_text(chain_title(None, wanted), timeout=WAIT_MS)
+    # the answer scrolled into view (a stranger found its heading at 730-755 px of 844)
+    page.wait_for_function("""() => { const box = document.querySelector('#why-heading').getBoundingClientRect();
+        return box.top >= -1 && box.top < window.innerHeight / 3; }""", timeout=WAIT_MS)
     shown = panel.get_by_role("heading", name=f"at position {wanted}").inner_text()
     check_chain(page, re.match(r"L\d+ H\d+", shown).group(0))  # the chain at the new position, from the page
+    # a stranger saw the y axis's "0" touch the first key's label on the chain's panels 1 and 3
+    assert page.evaluate("""() => { const plot = [...document.querySelectorAll('#why-heads-chart-0 .js-plotly-plot')]
+        .find(p => p.offsetParent);
+        const boxes = tick => [...plot.querySelectorAll('.' + tick + ' text')].filter(t => t.textContent)
+            .map(t => t.getBoundingClientRect());
+        return ['', '3'].flatMap(n => boxes('y' + n + 'tick').flatMap(y => boxes('x' + n + 'tick').filter(x =>
+            x.left < y.right && y.left < x.right && x.top < y.bottom && y.top < x.bottom)
+            .map(() => 'panel ' + (n || '1')))); }""") == []
     assert [url for url in calls if "/queue/join" in url] == []  # drawn from what the page holds
     assert overlapping_labels(page) == []
     release = hold_server(page)
@@ -313,8 +350,21 @@ def test_the_toy_presets_model_explained_head_by_head(request, server, viewport)
         save_toy_checkpoint(server.weights, "why-toy")
     panel = open_tab(page, "Why")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)
-    panel.get_by_label("Text", exact=True).fill("hello wo")
     field = panel.get_by_label("Checkpoint", exact=True)
+    if viewport == "page":  # a stranger switched to the toy first: a count in a toast, the old model's bars left
+        expect_errors(page, "does not know")
+        field.click()
+        field.fill("why-toy")
+        field.press("Enter")
+        toast = page.locator(ERROR_TOAST)
+        expect(toast).to_contain_text("Type a text in the characters it knows (8: ␣dehlorw)", timeout=WAIT_MS)
+        expect(toast).to_have_count(1)  # said once
+        expect(panel.get_by_role("heading", level=3).first).to_have_text("No view of this checkpoint")
+        expect(plot_titled(panel, "The logit of")).to_be_hidden()
+        expect(plot_titled(panel, "How ")).to_be_hidden()
+        toast.locator("xpath=ancestor::*[contains(@class, 'toast-item')][1]").locator("button").first.click()
+        expect(toast).to_have_count(0)
+    panel.get_by_label("Text", exact=True).fill("hello wo")
     field.click()
     field.fill("why-toy")
     field.press("Enter")
@@ -357,5 +407,20 @@ def test_a_refused_target_is_said_once_and_the_view_stays(page):
     expect(toasts).to_have_count(1)  # said once
     expect(plot_titled(panel, "The logit of")).to_be_visible()
     panel.get_by_label("target").fill("e")  # answered after any echo of the refused edit
-    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why e after", timeout=WAIT_MS)
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why e and not", timeout=WAIT_MS)
     assert toasts.count() <= 1
+    # a stranger could not ask about a newline (the box is one line): typed as the page shows it, it is one
+    for typed in ("\\n", "⏎"):
+        panel.get_by_label("target").fill(typed)
+        expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why \\n and not", timeout=WAIT_MS)
+    parts_title = plot_titled(panel, "The logit of '\\n'").locator(".gtitle")
+    expect(parts_title).to_contain_text(re.compile(r"−\s*the\s*logit\s*of"))
+    # the split: the guess against its rival by default; the logit alone when chosen
+    panel.get_by_label("the guess's logit alone", exact=True).check()
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why \\n after", timeout=WAIT_MS)
+    expect(panel).to_contain_text("its logit")
+    expect(parts_title).not_to_contain_text("−")
+    expect(plot_titled(panel, "How ")).not_to_contain_text(" beat ")
+    check_chain(page, re.match(r"L\d+ H\d+", panel.get_by_role("heading", name="at position", exact=False)
+                               .inner_text()).group(0))
+    assert all("is 2 tokens" in toast for toast in toasts.all_inner_texts())  # the one refusal, no other

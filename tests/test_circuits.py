@@ -428,3 +428,52 @@ def test_on_notebook_004s_model_a_knock_out_equals_editing_proj_and_leaves_other
     for effect in effects:
         with ablated(model, [(effect.layer, effect.head)], mode, IDS):
             assert effect.loss == pytest.approx(text_loss(model, IDS), abs=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["no-bias", "gpt2-tied", "notebook-004"])
+def test_against_a_rival_the_parts_sum_to_the_models_logit_difference_and_each_head_is_read_by_hand(kind):
+    """Logit difference attribution (TransformerLens's): a guess is made against its rivals (softmax ignores a shift
+    of every logit), so the parts split logit(target) - logit(rival). Checked against the model's own logits, each
+    head's share recomputed by hand from a hook on the output projection (its input: the heads side by side), read
+    by the difference of the two LM-head rows; the keys' pushes add up to the head's bar, and the split is the
+    target's alone minus the rival's alone, part by part, the biases too."""
+    notebook = kind == "notebook-004"
+    model = notebook_model() if notebook else tiny(use_bias=kind != "no-bias", tie=kind == "gpt2-tied")
+    T = IDS.numel()
+    targets = torch.tensor([(3 * p + 1) % 13 for p in range(T)])
+    rivals = torch.tensor([(5 * p + 2) % 13 for p in range(T)])
+    versus = logit_attributions(model, IDS, targets, rivals)
+    alone, rival_alone = logit_attributions(model, IDS, targets), logit_attributions(model, IDS, rivals)
+    attention = model.attn if notebook else model.blocks[-1].attn
+    layer = 0 if notebook else model.config.layers_num - 1
+    captured = []
+    hook = attention.proj.register_forward_pre_hook(lambda _m, args: captured.append(args[0]))
+    try:
+        with torch.no_grad():
+            out = model(IDS.view(1, -1))
+    finally:
+        hook.remove()
+    logits, joined, d = out.logits[0], captured[0][0], model.config.head_size  # (T, V), (T, C)
+    _, _, shares = every_key_reading(model, IDS, versus, [(layer, 1)])
+    for p in range(T):
+        t, r = int(targets[p]), int(rivals[p])
+        attribution = versus[p]
+        assert attribution.rival_id == r and alone[p].rival_id is None
+        assert attribution.logit == pytest.approx(float(logits[p, t] - logits[p, r]), abs=1e-4)
+        assert float(attribution.values.sum()) == pytest.approx(float(logits[p, t] - logits[p, r]), abs=1e-4)
+        assert_close(attribution.values, alone[p].values - rival_alone[p].values, atol=1e-5, rtol=0)
+        with torch.no_grad():
+            written = attention.proj.weight[:, d:2 * d] @ joined[p, d:2 * d]  # head 1's write, (C,)
+            if notebook:
+                by_hand = written @ (model.output.weight[t] - model.output.weight[r])
+            else:
+                reader = (model.lm_head.weight[t] - model.lm_head.weight[r]) * model.ln_f.weight
+                by_hand = ((written - written.mean()) / attribution.scale) @ reader
+        assert attribution.head(layer, 1) == pytest.approx(float(by_hand), abs=1e-5)
+        assert float(shares[0, p].sum()) == pytest.approx(attribution.head(layer, 1), abs=1e-4)
+    one = logit_attribution(model, IDS, 6, int(targets[6]), int(rivals[6]))
+    assert_close(one.values, versus[6].values)
+    _, key_shares = key_contributions(model, IDS, 6, int(targets[6]), layer, 1, attribution=versus[6])
+    assert_close(key_shares, shares[0, 6], atol=1e-5, rtol=1e-5)
+    with pytest.raises(CircuitError, match="rival"):
+        logit_attributions(model, IDS, targets, rivals[:3])

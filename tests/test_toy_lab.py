@@ -284,7 +284,7 @@ def test_the_why_tab_explains_the_toys_guess_head_by_head(toy_ctx):
 
     from playground.ui import why_tab
 
-    view = why_tab.explain(toy_ctx, "toy-1", "hello wo", 4, "", why_tab.STRONGEST, ["L0 H1"], "zero")
+    view = why_tab.explain(toy_ctx, "toy-1", "hello wo", 4, "", why_tab.STRONGEST, ["L0 H1"], "zero", why_tab.ALONE)
     bars = view.parts.data[0]
     assert list(bars.customdata) == ["L0 H0", "L0 H1", "L0 attention bias", "output bias"]
     logit = float(re.search(r"its logit (-?[\d.]+) is the sum of these 4 bars", view.heading).group(1))

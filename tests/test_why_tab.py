@@ -7,6 +7,7 @@ import base64
 import functools
 import json
 import re
+from collections import Counter
 
 import gradio as gr
 import numpy as np
@@ -66,8 +67,11 @@ def kinds(tiny_weights, tmp_path_factory):
             "gpt2": (ctx, "tiny-gpt2", "To be, or not to be, that is")}
 
 
-def explain(ctx, text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knocked=(), mode="mean over the text"):
-    return why_tab.explain(ctx, "shakespeare-char", text, position, target, head, list(knocked), mode)
+def explain(ctx, text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knocked=(), mode="mean over the text",
+            split=why_tab.ALONE):
+    """The view through /why's handler; the logit-alone split unless told (test_against_the_runner_up_* read the
+    default, the guess against the runner-up)."""
+    return why_tab.explain(ctx, "shakespeare-char", text, position, target, head, list(knocked), mode, split)
 
 
 def test_the_bars_sum_to_the_logit_the_heading_quotes(ctx):
@@ -167,13 +171,92 @@ def test_knocking_out_heads_reports_loss_and_prediction_and_ranks_every_head(ctx
     ({"head": "L7 H0"}, "not one of this model's heads"),
     ({"knocked": ["L0 H9"]}, "not one of this model's heads"),
     ({"mode": "half"}, "knock-out"),
+    ({"split": "both"}, "split"),
+    ({"target": "\\q"}, "\\n or ⏎ a newline, ␣ a space"),
 ])
 def test_bad_input_is_a_clear_gradio_error(ctx, changes, message):
     handler = functools.partial(friendly(why_tab.explain), ctx)
-    args = dict(text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knocked=[], mode="zero") | changes
+    args = dict(text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knocked=[], mode="zero",
+                split=why_tab.VERSUS) | changes
     with pytest.raises(gr.Error, match="(?i)" + re.escape(message)):
         handler("shakespeare-char", args["text"], args["position"], args["target"], args["head"], args["knocked"],
-                args["mode"])
+                args["mode"], args["split"])
+
+
+@pytest.mark.parametrize(("typed", "character"), [("\\n", "\n"), ("⏎", "\n"), ("␣", " "), ("\\t", "\t"),
+                                                  ("\\x07", "\x07"), ("\\u200d", "\u200d"), ("e", "e"),
+                                                  ("\\", "\\"), ("\\xzz", "\\xzz")])
+def test_a_target_is_read_with_the_escapes_the_page_shows(typed, character):
+    """A stranger could not set the target to a newline: the box is one line and "\\n" was refused. The page shows
+    invisible characters as tokenizer.escape_char writes them; read_character reads them back (what it shows, typed,
+    is what it means)."""
+    assert why_tab.read_character(typed) == character
+    if character.isprintable() and len(character) == 1 and character not in "\\":
+        assert why_tab.read_character(why_tab.escape_text(character)) == character
+
+
+def test_a_newline_target_typed_as_the_page_shows_it(ctx):
+    text = "To be,\nor not"
+    typed = explain(ctx, text=text, position=5, target="\\n").numbers
+    assert typed["target"]["character"] == "\n"
+    assert explain(ctx, text=text, position=5, target="⏎").numbers == typed
+
+
+def test_against_the_runner_up_the_bars_split_the_logit_difference_and_name_the_head_that_pushed_it(ctx):
+    """Issue 29's stranger: the head named for a guess pushed the runner-up harder (a logit alone decides nothing:
+    softmax ignores a shift). By default the bars split logit(guess) - logit(runner-up): they sum to the model's own
+    difference (1e-4), the heading quotes the two logits and the probabilities, and the head named is the one whose
+    part of the difference is largest; the numbers say which split they are."""
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = loaded.tokenizer.encode(TEXT)
+    with torch.no_grad():
+        logits = loaded.model(ids.view(1, -1)).logits[0].float()
+    for position in (5, len(TEXT) - 1):
+        guess, runner_up = torch.topk(logits[position], 2).indices.tolist()
+        difference = float(logits[position, guess] - logits[position, runner_up])
+        view = explain(ctx, position=position, split=why_tab.VERSUS)
+        numbers = view.numbers
+        assert (numbers["split"], numbers["target"]["token_id"], numbers["runner_up"]["token_id"]) == \
+            ("versus", guess, runner_up)
+        assert sum(part["value"] for part in numbers["parts"]) == pytest.approx(difference, abs=1e-4)
+        assert numbers["total"] == pytest.approx(difference, abs=1e-4)
+        assert numbers["logit"] == pytest.approx(float(logits[position, guess]), abs=1e-4)
+        assert numbers["runner_up"]["logit"] == pytest.approx(float(logits[position, runner_up]), abs=1e-4)
+        heads = {part["name"]: part["value"] for part in numbers["parts"] if part["kind"] == "head"}
+        strongest = max(heads, key=heads.get)
+        assert numbers["head"]["name"] == strongest
+        assert sum(key["push"] for key in numbers["head"]["keys"]) == pytest.approx(heads[strongest], abs=1e-4)
+        quoted = f"{float(logits[position, guess]):.3f} − {float(logits[position, runner_up]):.3f} = {difference:+.3f}"
+        assert quoted in view.heading and "against the runner-up" in view.heading
+        assert " − the logit of " in view.parts.layout.title.text and "beat" in view.chain.layout.title.text
+        alone = explain(ctx, position=position)
+        assert alone.numbers["split"] == "alone" and alone.numbers["total"] == pytest.approx(
+            float(logits[position, guess]), abs=1e-4)
+
+
+def test_the_look_for_line_says_when_no_head_decides(ctx):
+    """A stranger found the named head writing 1-2% of the logit while the MLPs wrote most, and nothing said so.
+    The line is computed from the bars: the heads together, or the strongest, against the largest other part."""
+    said = Counter()
+    for split in (why_tab.VERSUS, why_tab.ALONE):
+        reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero", split=split)
+        for position, attribution in enumerate(reading.attributions):
+            parts = list(zip(attribution.names, attribution.kinds, attribution.values.tolist()))
+            heads = sum(value for _, kind, value in parts if kind == "head")
+            strongest = max((part for part in parts if part[1] == "head"), key=lambda part: part[2])
+            largest = max((part for part in parts if part[1] != "head"), key=lambda part: abs(part[2]))
+            look_for = why_tab._heading(reading, position).split("\n\n")[1]
+            if abs(heads) < why_tab.QUIET_HEADS * abs(largest[2]):
+                said["heads"] += 1
+                assert f"the heads together write {heads:+.2f} of {attribution.logit:+.2f}; " \
+                       f"{largest[0]} writes {largest[2]:+.2f}" in look_for
+            elif abs(strongest[2]) < why_tab.QUIET_HEADS * abs(largest[2]):
+                said["head"] += 1
+                assert f"decides this one:** {strongest[0]} writes {strongest[2]:+.2f}" in look_for
+            else:
+                said["none"] += 1
+                assert "decides" not in look_for
+    assert said["heads"] + said["head"] > 0 and said["none"] > 0, said
 
 
 def test_the_pickers_follow_the_checkpoint(ctx):
@@ -194,7 +277,8 @@ def _merged(base: dict, changes: dict) -> dict:
 def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
     """A new position is drawn in the page from the decks: every position's parts and the reading of the head that
     pushed most there, figures as changes to one base, carry the texts and the numbers /why gives there; every
-    head's circuits come along (a head chosen in the list is drawn in the page too)."""
+    head's circuits come along (a head chosen in the list is drawn in the page too). The default split, the guess
+    against the runner-up."""
     deck, heads_deck, circuits_deck, shown = why_tab.why_deck(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST,
                                                               [], "zero", {})
     sent, heads = json.loads(deck), json.loads(heads_deck)
@@ -202,7 +286,8 @@ def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
     assert sent["key"].split(":")[1] == heads["key"]  # one text, one target: the two decks go together
     held = json.loads(circuits_deck)["views"]
     for position in (0, 7, len(TEXT) - 1):
-        view = explain(ctx, position=position, mode="zero")
+        view = explain(ctx, position=position, mode="zero", split=why_tab.VERSUS)
+        assert view.numbers["split"] == "versus"
         texts, figures = sent["views"][str(position)]["texts"], sent["views"][str(position)]["figures"]
         strongest = texts[1]
         assert texts[0] == view.heading and view.head_heading.startswith(f"### {strongest} at position {position}")
@@ -342,13 +427,15 @@ def test_the_bars_that_matter_keep_their_labels_where_not_all_fit(ctx):
         assert int(weights.argmax()) in ticks and int(np.abs(shares).argmax()) in ticks
 
 
+@pytest.mark.parametrize("split", ["alone", "versus"])
 @pytest.mark.parametrize("kind", ["shipped", "toy", "gpt2"])
-def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_numbers(kinds, kind):
+def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_numbers(kinds, kind, split):
     """Issue 29: a stranger could not say how a head's pattern becomes the next character. The chain the page draws
     for a head at a position: its weights (the model's attention) x what it writes from each key = the pushes, which
     add up to its bar of the logit split (circuits' own pass, 1e-4 in float32); with every other part, the model's
     logit; softmax, the model's probability of its guess and of the runner-up. Keys keep their own bars (the toy's
-    "hello wo" has two l's and two o's)."""
+    "hello wo" has two l's and two o's). Against the runner-up (the default split), the same with every number of
+    the guess's logit minus the runner-up's: the pushes onto the difference sum to the head's bar of it."""
     from torch.testing import assert_close
 
     ctx, name, text = kinds[kind]
@@ -358,11 +445,15 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
     with torch.no_grad():
         logits = model(ids.view(1, -1)).logits[0].float()  # (T, V)
     probabilities = torch.softmax(logits, dim=-1)
-    reading, _ = why_tab._reading(ctx, name, text, "", why_tab.STRONGEST, [], "zero")
+    versus = split == "versus"
+    reading, _ = why_tab._reading(ctx, name, text, "", why_tab.STRONGEST, [], "zero",
+                                  split=why_tab.VERSUS if versus else why_tab.ALONE)
     layers, heads = model.config.layers_num, model.config.heads_num
     for position in (0, T // 2, T - 1):
-        target = int(logits[position].argmax())
-        parts = circuits.logit_attribution(model, ids, position, target)  # a pass of its own
+        best = torch.topk(probabilities[position], 2)
+        target, rival = best.indices.tolist()
+        expected = float(logits[position, target] - (logits[position, rival] if versus else 0))
+        parts = circuits.logit_attribution(model, ids, position, target, rival if versus else None)  # its own pass
         for layer in range(layers):
             for head in range(heads):
                 chain = why_tab._chain(reading, position, layer, head)
@@ -371,12 +462,14 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
                 assert torch.equal(chain.pushes, chain.weights * chain.writes)  # drawn as computed
                 assert float(chain.pushes.sum()) == pytest.approx(parts.head(layer, head), abs=1e-4)
                 assert chain.part == pytest.approx(parts.head(layer, head), abs=1e-6)
-                assert chain.part + chain.others == pytest.approx(float(logits[position, target]), abs=1e-4)
-                assert chain.logit == pytest.approx(float(logits[position, target]), abs=1e-4)
-                weights, shares = circuits.key_contributions(model, ids, position, target, layer, head)
+                assert chain.part + chain.others == pytest.approx(expected, abs=1e-4)
+                assert chain.logit == pytest.approx(expected, abs=1e-4)
+                assert (chain.target_logit, chain.other_logit) == (
+                    pytest.approx(float(logits[position, target]), abs=1e-4),
+                    pytest.approx(float(logits[position, rival]), abs=1e-4))
+                weights, shares = circuits.key_contributions(model, ids, position, target, layer, head, parts)
                 assert_close(chain.weights, weights[:position + 1].float(), atol=1e-6, rtol=1e-5)
                 assert_close(chain.pushes, shares[:position + 1].float(), atol=1e-5, rtol=1e-5)
-                best = torch.topk(probabilities[position], 2)
                 assert chain.probability == pytest.approx(float(best.values[0]), abs=1e-6)
                 assert (chain.other, chain.other_probability) == (int(best.indices[1]),
                                                                   pytest.approx(float(best.values[1]), abs=1e-6))
@@ -392,10 +485,21 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
     assert sum(waterfall.y[:2]) == pytest.approx(waterfall.y[2], abs=1e-4)  # the head's bar + the rest = the logit
 
 
-def test_the_head_heading_shows_at_most_60_words_before_its_fold(ctx):
-    """Pictures first: the chain opens with one "Look for:" line and its numbers; the rest sits behind "more"."""
+def visible_words(markdown: str) -> int:
+    shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", markdown, flags=re.S)
+    return len(re.sub(r"[#*`]", " ", shown).split())
+
+
+@pytest.mark.parametrize("split", [why_tab.ALONE, why_tab.VERSUS])
+def test_the_head_heading_shows_at_most_60_words_before_its_fold(ctx, split):
+    """Pictures first: the chain opens with one "Look for:" line and its numbers; the rest sits behind "more". So do
+    the parts (with the line saying no head decides), the circuits (a stranger counted 94 words: the strongest pair
+    of each table in sight, the rest folded) and the knock-out block (the ranking's words folded)."""
     for head in ("L0 H0", "L1 H1"):
-        heading = explain(ctx, head=head).head_heading
-        shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", heading, flags=re.S)
-        assert len(re.sub(r"[#*`]", " ", shown).split()) <= 60, heading
+        view = explain(ctx, head=head, split=split)
+        heading = view.head_heading
+        for text in (view.heading, heading, view.circuits_heading, view.knock_heading):
+            assert visible_words(text) <= 60, text
         assert heading.count("**Look for:**") == 1 and "Its part of the logit" in heading
+        assert "<details><summary>more</summary>" in view.circuits_heading
+        assert "<details><summary>more</summary>" in view.knock_heading and "Most needed" in view.knock_heading

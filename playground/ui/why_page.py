@@ -18,13 +18,28 @@ from playground.ui import chart_deck
 STRONGEST = "the head that pushed most"
 KNOCK_HINT = "Choose heads in the **knock out** list to knock them out."  # the list sits above the heading
 LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is tallest: the text needs them most."
+KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # around the ranking's words
 
 DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
+EVERY_KEY = 40  # the chain names every key up to this many where they fit the plot drawn (plots.LABEL_CHAR_PX wide
+KEY_CHAR_PX, KEY_GAP_PX = 7, 8  # a character, and the gap after a label: plots' LABEL_CHAR_PX and LABEL_GAP_PX)
 
+HEADING_ELEM_ID = "why-heading"  # the position's heading, which a new position on a phone scrolls to
+NARROW_PX = 700  # a screen narrower than this is a phone's: the answer is scrolled into view
 HEAD_ELEM_ID = "why-head"  # the chosen head's heading, where a clicked bar takes the page
 PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head bars open their head
 PICKER_ELEM_ID = "why-head-picker"  # the head list, whose options draw their head as they are pressed
 PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
+PART_NOTE_ELEM_ID = "why-part-note"  # under the parts: what a clicked bar that is not a head means
+# A stranger clicked an MLP's bar and nothing happened: a part that is not a head has no attention pattern to open,
+# and the page says so, and what its bar is, where it was clicked ({name}: the bar's)
+PART_NOTES = {
+    "mlp": "**{name}** has no attention pattern to open: an MLP reads only this position's own stream and writes "
+           "back into it. Its bar is what that write adds to the bars' total here.",
+    "embedding": "The **{name}** has no attention pattern: it is what this character (or its place) writes before "
+                 "any layer, read straight by the final norm and the LM head.",
+    "bias": "**{name}**: a constant, the same whatever the text, with no pattern to open.",
+}
 # A click on a bar of the attribution chart: the bar under the pointer (Plotly's hover data, which a click or a tap
 # sets first) names a part; a head's name goes into the hidden box, whose change opens that head.
 PICK_JS = """
@@ -35,6 +50,16 @@ if (!window.whyBarPicks) {
     const point = chart && chart._hoverdata && chart._hoverdata[0];
     const name = point && point.customdata;
     const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
+    const host = document.querySelector('#""" + PART_NOTE_ELEM_ID + """');
+    if (host && typeof name === 'string') {  // a part that is not a head: said what it is; a head: the note goes
+      let note = host.querySelector('p.why-part-note');
+      if (!note) note = host.appendChild(Object.assign(document.createElement('p'), {className: 'why-part-note'}));
+      const kind = /MLP$/.test(name) ? 'mlp' : /embedding$/.test(name) ? 'embedding' : 'bias';
+      const words = /^L\\d+ H\\d+$/.test(name) ? '' : """ + json.dumps(PART_NOTES) + """[kind].replace('{name}', name);
+      note.innerHTML = words.replace(/\\*\\*(.+?)\\*\\*/g, (_, bold) => '<b>' +
+        bold.replace(/[&<>]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'})[c]) + '</b>');
+      note.hidden = !words;
+    }
     if (!box || typeof name !== 'string' || !/^L\\d+ H\\d+$/.test(name)) return;
     window.whyPage?.pick(name);  // its charts drawn at once; the head picker and the headings follow
     box.value = name + ' #' + Date.now();  // stamped: the same bar clicked again is a change again
@@ -112,13 +137,20 @@ window.whyPage = window.whyPage || (() => {
     } else {
       lines.push(""" + json.dumps(KNOCK_HINT) + """);
     }
-    lines.push(knock.note);
+    lines.push(""" + json.dumps(KNOCK_FOLD[0]) + """ + knock.note + """ + json.dumps(KNOCK_FOLD[1]) + """);
     return lines.join('\\n\\n');
   }
   let current = null;  // the position and knocked heads on screen
   async function show(position, head, knocked) {
+    const moved = current !== null && String(current.position) !== String(position);
     current = {position, knocked: knocked || []};
-    return changed(await compose(position, head, knocked || []));
+    const texts = changed(await compose(position, head, knocked || []));
+    // a new position on a phone: its answer sat at 730-755 px of an 844 px screen, below the fold of the eye
+    if (moved && window.innerWidth < """ + str(NARROW_PX) + """) {
+      requestAnimationFrame(() => document.querySelector('#""" + HEADING_ELEM_ID + """')
+        ?.scrollIntoView({behavior: 'instant', block: 'start'}));
+    }
+    return texts;
   }
   function pick(head) {  // a head's bar clicked: its charts drawn now (show() then only writes the headings)
     if (current) compose(current.position, head, current.knocked);
@@ -140,6 +172,7 @@ window.whyPage = window.whyPage || (() => {
     if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + stamp, undefined, undefined];
     const chosen = head && head !== """ + json.dumps(STRONGEST) + """ ? head : view.texts[1];
     const reading = await window.chartDeck.draw('""" + HEADS_DECK + """', chosen + '@' + name);
+    if (reading) everyKey();
     const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', chosen);
     await window.chartDeck.draw('""" + RANKING_DECK + """', 'ranking');
     const knockHeading = knockText(Number(name), knocked);
@@ -157,8 +190,28 @@ window.whyPage = window.whyPage || (() => {
             knockHeading === null || askNear ? 'knock ' + knockNames + stamp : undefined,
             everywhere ? undefined : chosen + ' in ' + why.key];
   }
+  // the chain's keys all named where they fit the plot drawn (up to EVERY_KEY keys: a desktop's 18-key chain had 8
+  // labels, the server's ticks being thinned for a phone); past that the server's ticks and the hover
+  function everyKey() {
+    const plot = [...document.querySelectorAll('#""" + HEADS_DECK + """-chart-0 .js-plotly-plot')]
+      .find(p => p.offsetParent);
+    const labels = plot && plot.data[0].customdata;
+    if (!labels || labels.length > """ + str(EVERY_KEY) + """ || !plot._fullLayout) return;
+    const longest = Math.max(...labels.map(label => String(label).length));
+    const room = plot._fullLayout._size.w, each = longest * """ + str(KEY_CHAR_PX) + """ + """ + str(KEY_GAP_PX) + """;
+    if (labels.length * each > room || plot.layout.xaxis.tickvals.length === labels.length) return;
+    const ticks = {tickvals: labels.map((_, i) => i), ticktext: labels, tickangle: 0};
+    window.Plotly.relayout(plot, {xaxis: {...plot.layout.xaxis, ...ticks}, xaxis3: {...plot.layout.xaxis3, ...ticks}});
+  }
   const holdsKnock = names => Boolean(knock.sets[names]);  // the numbers of this set of heads are in the page
-  return {show, pick, takeKnock, knockText, holdsKnock};
+  function forget(texts) {  // the view taken off (its model could not read the text): these headings instead
+    ['""" + DECK + """', '""" + HEADS_DECK + """', '""" + CIRCUITS_DECK + """', '""" + RANKING_DECK + """'].forEach(
+      deck => columns(deck).forEach(block => { block.style.display = 'none'; }));
+    document.querySelector('#""" + PART_NOTE_ELEM_ID + """ p')?.setAttribute('hidden', '');
+    last = [...texts];  // the next view's headings are all written again
+    return texts;
+  }
+  return {show, pick, takeKnock, knockText, holdsKnock, forget};
 })();
 """
 ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
@@ -183,6 +236,12 @@ TAKE_HEADS_JS = (f"async (heads, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.chartDec
                  f"heads, true);\n  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
 TAKE_KNOCK_JS = (f"async (knock, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.whyPage.takeKnock(knock, true);\n"
                  f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
+
+
+STALE = ("### No view of this checkpoint\n\nIt cannot read this text (the message says why and what to do): the "
+         "other model's view is taken off. Change the text, or choose another checkpoint.")
+# the checkpoint's first answer refused: the headings say so and every chart is taken off (the next answer draws)
+STALE_JS = f"() => {{ {SHOW_JS}\n  return window.whyPage.forget({json.dumps([STALE, '', '', ''])});\n}}"
 
 
 # A head's bar clicked ("L1 H0 #<click time>", written by PICK_JS): its name for the head picker, in the page;

@@ -29,17 +29,35 @@ from playground.ui import chart_deck
 from playground.ui import why_page as script  # the page's own script: what the browser runs
 from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
-from playground.ui.why_page import CIRCUITS_DECK, DECK, HEADS_DECK, KNOCK_HINT, LOOK_FOR_KNOCK, RANKING_DECK, STRONGEST
+from playground.ui.why_page import (
+    CIRCUITS_DECK,
+    DECK,
+    HEADS_DECK,
+    KNOCK_FOLD,
+    KNOCK_HINT,
+    LOOK_FOR_KNOCK,
+    RANKING_DECK,
+    STRONGEST,
+)
 
 DEFAULT_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east, and Juliet is the sun"
 MODES = {"mean over the text": "mean", "zero": "zero"}
+# what the bars split: a logit alone decides nothing (softmax ignores a shift of every logit); a guess is made against
+# its rivals, so by default the bars split logit(guess) - logit(runner-up) (TransformerLens's logit difference)
+VERSUS, ALONE = "the guess against the runner-up", "the guess's logit alone"
+SPLITS = {VERSUS: "versus", ALONE: "alone"}
+# the characters the page shows for invisible ones (tokenizer.escape_char), and ⏎, read back as the character
+ESCAPES = {"\\n": "\n", "\\t": "\t", "\\r": "\r", "␣": " ", "⏎": "\n"}
+QUIET_HEADS = 0.5  # the heads (or the named head) write less than this fraction of the largest other part: said
 MAX_TOKENS = 256  # the text a view reads: its attention maps and its figures stay small whatever the model
 MAX_CIRCUIT_TOKENS = 96  # rows and columns of a QK or OV table drawn: a character vocabulary fits whole
 MAX_RANKED_HEADS = 48  # knock-out ranking costs a forward pass a head: GPT-2's 144 are knocked out by hand
 PAIRS = 5
+PAIRS_SHOWN = 1  # of each table's PAIRS, in sight before the fold
 LOOK_FOR_PARTS = "**Look for:** the longest bars: the parts that wrote this guess. Green pushed it up, red down."
+LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
 LOOK_FOR_HEAD = ("**Look for:** read down: a key's weight (①) × what the head writes from it (②) = its push (③); the "
-                 "pushes add up to the head's bar (④); softmax makes the probability (⑤).")
+                 "pushes add up to the head's bar (④), then softmax (⑤).")
 CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
               "value, through the head's share of the output projection, read the way the bars above read every "
               "part. The weights add up to 1, so the pushes add up to exactly this head's bar. \"Every other part\" "
@@ -90,12 +108,32 @@ def _parse_head(name: str, layers: int, heads: int) -> tuple[int, int]:
     return layer, head
 
 
+def read_character(typed: str) -> str:
+    """A target as typed, with the page's own escapes read back (one rule wherever a target is read): "\\n" or "⏎"
+    is a newline, "␣" a space, "\\t" and "\\r" themselves, "\\x07", "\\u200d" and "\\U0001f600" the characters
+    they name, "◌́" the mark alone; anything else as typed."""
+    if typed in ESCAPES:
+        return ESCAPES[typed]
+    coded = {"\\x": 2, "\\u": 4, "\\U": 8}.get(typed[:2])
+    if coded and len(typed) == 2 + coded:
+        try:
+            return chr(int(typed[2:], 16))
+        except ValueError:
+            return typed
+    if len(typed) == 2 and typed[0] == "◌":
+        return typed[1]
+    return typed
+
+
 def _target(tokenizer, target: str, predicted: int) -> int:
-    """The target's id: the model's own guess when the box is empty, else the one token the text encodes to."""
+    """The target's id: the model's own guess when the box is empty, else the one token the text encodes to (the
+    page's escapes read back: read_character)."""
     if not target:
         return predicted
+    typed, target = target, read_character(target)
     if tokenizer.find_unknown(target):
-        raise ValueError(f"the target {checks.shown(target)} is not in this model's vocabulary")
+        raise ValueError(f"the target {checks.shown(typed)} is not in this model's vocabulary (for an invisible "
+                         "character type what the page shows: \\n or ⏎ a newline, ␣ a space)")
     ids = tokenizer.encode(target)
     if ids.numel() != 1:
         raise ValueError(f"the target {checks.shown(target)} is {ids.numel()} tokens: give one "
@@ -115,9 +153,10 @@ def _circuit_tokens(vocabulary: int, ids: torch.Tensor) -> torch.Tensor | None:
     return torch.tensor(sorted(chosen))
 
 
-def _pairs_in_words(table: torch.Tensor, names: list[str], verb: str, among=None) -> str:
+def _pairs_in_words(table: torch.Tensor, names: list[str], verb: str, among=None) -> list[str]:
+    """The PAIRS strongest pairs of ``table`` in words, strongest first: "`q` looks for `u` (+1.23)"."""
     pairs = circuits.strongest_pairs(table, PAIRS, among)
-    return "; ".join(f"`{names[row]}` {verb} `{names[col]}` ({value:+.2f})" for row, col, value in pairs)
+    return [f"`{names[row]}` {verb} `{names[col]}` ({value:+.2f})" for row, col, value in pairs]
 
 
 class _Reading(NamedTuple):
@@ -142,6 +181,8 @@ class _Reading(NamedTuple):
     name: str  # the checkpoint's
     memo: ReadingCache
     writes: dict  # (layer, head) -> (T, T): what the head writes from each key onto the query's target, per weight
+    logits: torch.Tensor  # (T, V): the intact model's logits
+    versus: bool  # the parts split logit(target) - logit(rival) (each attribution's rival_id), not the logit alone
 
 
 READING_CACHE_SIZE = 24  # pieces of readings kept: a text's every-position pass, its ranking, a few heads' circuits
@@ -155,20 +196,28 @@ class ReadingCache(RecentReadings):
     def __init__(self, size: int = READING_CACHE_SIZE) -> None:
         super().__init__(size)
 
-def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str):
-    """The checked inputs: (the loaded checkpoint, ids, the target text, the head choice, the knocked heads, mode)."""
+def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str,
+             split: str = VERSUS):
+    """The checked inputs: (the loaded checkpoint, ids, the target text, the head choice, the knocked heads, mode,
+    whether the parts split the logit difference against the runner-up)."""
     text = checks.text(text, "The text", ctx.limits.max_text_chars)
     target = checks.text(target, "The target", 16)
     mode = MODES[checks.choice(mode, "knock-out", MODES)]
+    versus = SPLITS[checks.choice(split or VERSUS, "split", SPLITS)] == "versus"
     knocked = list(knocked or [])
     loaded = ctx.checkpoint(checkpoint or "")
     tokenizer, config = loaded.tokenizer, loaded.config
     if not text:
         raise ValueError("the text is empty: type a few characters for the model to read")
     unknown = tokenizer.find_unknown(text)
-    if unknown:
+    if unknown:  # what to do, with the characters: a stranger switched to the toy and read only a count
+        distinct = list(dict.fromkeys(u.character for u in unknown))
+        listed = " ".join(escape_text(c) for c in distinct[:12]) + (" ..." if len(distinct) > 12 else "")
+        known = getattr(tokenizer, "characters", None)
+        knows = f" ({len(known)}: {escape_text(''.join(known))})" if known and len(known) <= 40 else ""
         raise ValueError(f"the text has {len(unknown)} character(s) this model does not know; the first is "
-                         f"{checks.shown(unknown[0].character)} at {unknown[0].position}")
+                         f"{checks.shown(unknown[0].character)} at {unknown[0].position} (unknown: {listed}). Type a "
+                         f"text in the characters it knows{knows}, or choose another checkpoint")
     ids = tokenizer.encode(text)
     limit = min(MAX_TOKENS, config.context_size)
     if ids.numel() > limit:
@@ -179,7 +228,7 @@ def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     head = checks.text(head, "head", 64) or STRONGEST
     chosen = None if head == STRONGEST else _parse_head(head, layers, heads)
     knocked_heads = [_parse_head(name, layers, heads) for name in knocked]
-    return loaded, ids, target, chosen, knocked_heads, mode
+    return loaded, ids, target, chosen, knocked_heads, mode, versus
 
 
 def _position(position, length: int) -> int:
@@ -204,10 +253,11 @@ def _cost(config, T: int, subset) -> budget.Cost:
 
 
 def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str,
-             position=None, memo: ReadingCache | None = None) -> tuple[_Reading, int | None]:
+             position=None, memo: ReadingCache | None = None, split: str = VERSUS) -> tuple[_Reading, int | None]:
     """The text read at every position for these settings (priced and admitted first), and ``position`` checked
     against it (None stays None). ``memo``: pieces read before (none kept when None)."""
-    loaded, ids, target, chosen, knocked_heads, mode = _prepare(ctx, checkpoint, text, target, head, knocked, mode)
+    loaded, ids, target, chosen, knocked_heads, mode, versus = _prepare(ctx, checkpoint, text, target, head, knocked,
+                                                                        mode, split)
     T = ids.numel()
     if position is not None:
         position = _position(position, T)
@@ -215,17 +265,28 @@ def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     memo = memo if memo is not None else ReadingCache(0)
     with ctx.budget.reserve(_cost(loaded.config, T, subset), hint=f"use a shorter text (it is {T} tokens)"):
         return _read(loaded.model, loaded.tokenizer, ids, target, chosen, knocked_heads, mode, subset, loaded.name,
-                     memo), position
+                     memo, versus), position
 
 
-def _every_position(model, tokenizer, ids, target):
-    """(probabilities (T, V), the target after each position, each position's attribution), from one pass each."""
+def _every_position(model, tokenizer, ids, target, versus: bool = False):
+    """(probabilities (T, V), the target after each position, each position's attribution, the logits (T, V)), from
+    one pass each. ``versus``: each attribution splits logit(target) - logit(its rival), the likeliest other token
+    (the runner-up where the target is the guess, else the guess)."""
     device_ids = ids.view(1, -1).to(next(model.parameters()).device)
     with torch.no_grad():
-        probabilities = torch.softmax(model(device_ids).logits[0].float(), dim=-1).cpu()  # (T, V)
+        logits = model(device_ids).logits[0].float().cpu()  # (T, V)
+    probabilities = torch.softmax(logits, dim=-1)
     T = ids.numel()
     targets = ([_target(tokenizer, target, 0)] * T) if target else probabilities.argmax(dim=-1).tolist()
-    return probabilities, targets, circuits.logit_attributions(model, ids, targets)
+    rivals = _rivals(probabilities, targets) if versus else None
+    return probabilities, targets, circuits.logit_attributions(model, ids, targets, rivals), logits
+
+
+def _rivals(probabilities: torch.Tensor, targets: list[int]) -> list[int]:
+    """The likeliest token other than the target at each position (T,)."""
+    others = probabilities.clone()
+    others[torch.arange(len(targets)), torch.tensor(targets)] = -1.0
+    return others.argmax(dim=-1).tolist()
 
 
 def _every_head(config) -> list[tuple[int, int]]:
@@ -243,19 +304,21 @@ def _names(heads) -> str:
     return ", ".join(circuits.head_name(*lh) for lh in heads)
 
 
-def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, name, memo) -> _Reading:
+def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, name, memo,
+          versus: bool = False) -> _Reading:
     config = model.config
     T = ids.numel()
     text_key = (name, tuple(ids.tolist()))
-    probabilities, targets, attributions = memo.get(("positions", *text_key, target), model,
-                                                    lambda: _every_position(model, tokenizer, ids, target))
+    probabilities, targets, attributions, logits = memo.get(
+        ("positions", *text_key, target, versus), model,
+        lambda: _every_position(model, tokenizer, ids, target, versus))
     every = _every_head(config)
     if len(every) <= MAX_RANKED_HEADS:  # every head at every position: the page draws any head by itself
         heads = every
     else:  # the chosen head, and the head that pushed most, position by position
         strongest = (max(every, key=lambda lh: a.head(*lh)) for a in attributions)
         heads = list(dict.fromkeys([*([chosen] if chosen is not None else []), *strongest]))
-    weights, writes, shares = memo.get(("keys", *text_key, target, tuple(heads)), model,
+    weights, writes, shares = memo.get(("keys", *text_key, target, versus, tuple(heads)), model,
                                        lambda: circuits.every_key_reading(model, ids, attributions, heads))
     keys = {lh: (weights[i], shares[i]) for i, lh in enumerate(heads)}
     intact_loss = memo.get(("loss", *text_key), model, lambda: circuits.text_loss(model, ids) if T > 1 else None)
@@ -288,7 +351,7 @@ def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, na
     tokens = [_label(label) for label in labels(tokenizer, ids)]
     return _Reading(model, tokenizer, ids, tokens, probabilities, targets, attributions, keys, chosen,
                     knocked_heads, mode, knocks, intact_loss, effects, note, subset, name, memo,
-                    {lh: writes[i] for i, lh in enumerate(heads)})
+                    {lh: writes[i] for i, lh in enumerate(heads)}, logits, versus)
 
 
 def _head_at(reading: _Reading, position: int) -> tuple[int, int]:
@@ -306,15 +369,44 @@ def _colours(values: list[float]) -> list[str]:
     return ["#2f9e44" if v >= 0 else "#e03131" for v in values]
 
 
+def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> str:
+    """A sentence where the heads together, or the head named, write little beside the largest other part (an MLP,
+    an embedding, a bias), from the numbers: "No head decides this one: the heads together write +0.30 of +4.10;
+    L2 MLP writes +2.90." ("" where a head does decide.)"""
+    values = parts.values.tolist()
+    others = [(abs(v), name, v) for name, kind, v in zip(parts.names, parts.kinds, values) if kind != "head"]
+    heads = [v for kind, v in zip(parts.kinds, values) if kind == "head"]
+    if not others or not heads:
+        return ""
+    _, largest, written = max(others)
+    together, own = sum(heads), parts.head(*named)
+    if abs(together) < QUIET_HEADS * abs(written):
+        return (f" **No head decides this one:** the heads together write {together:+.2f} of {parts.logit:+.2f}; "
+                f"{largest} writes {written:+.2f}.")
+    if abs(own) < QUIET_HEADS * abs(written):
+        return (f" **No one head decides this one:** {circuits.head_name(*named)} writes {own:+.2f} of "
+                f"{parts.logit:+.2f}; {largest} writes {written:+.2f}.")
+    return ""
+
+
 def _heading(reading: _Reading, position: int) -> str:
     parts = reading.attributions[position]
     target_id = parts.target_id
     probabilities = reading.probabilities[position]
     name = _label(reading.tokenizer.label(target_id))
     rank = int((probabilities > probabilities[target_id]).sum()) + 1
-    return (f"### Why `{name}` after `{reading.tokens[position]}` (position {position})\n\n{LOOK_FOR_PARTS}\n\n"
-            f"The model gives `{name}` probability {float(probabilities[target_id]):.3f} (its choice number "
-            f"{rank}); its logit {parts.logit:.3f} is the sum of these {len(parts.names)} bars.")
+    quiet = _who_decides(parts, _strongest(reading, position))
+    if parts.rival_id is None:
+        return (f"### Why `{name}` after `{reading.tokens[position]}` (position {position})\n\n{LOOK_FOR_PARTS}"
+                f"{quiet}\n\nThe model gives `{name}` probability {float(probabilities[target_id]):.3f} (its choice "
+                f"number {rank}); its logit {parts.logit:.3f} is the sum of these {len(parts.names)} bars.")
+    rival = _label(reading.tokenizer.label(parts.rival_id))
+    role = "the runner-up" if rank == 1 else "the model's guess"
+    logits = reading.logits[position]
+    return (f"### Why `{name}` and not `{rival}` after `{reading.tokens[position]}` (position {position})\n\n"
+            f"{LOOK_FOR_VERSUS}{quiet}\n\n`{name}` (p {float(probabilities[target_id]):.3f}) against {role} "
+            f"`{rival}` ({float(probabilities[parts.rival_id]):.3f}): logits {float(logits[target_id]):.3f} − "
+            f"{float(logits[parts.rival_id]):.3f} = {parts.logit:+.3f} is the sum of these {len(parts.names)} bars.")
 
 
 def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> str:
@@ -324,8 +416,10 @@ def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> s
     part = reading.attributions[position].head(layer, which)
     top = int((shares[seen] if part >= 0 else -shares[seen]).argmax())
     pushed = "Pushed it up most" if float(shares[top]) >= 0 else "Pushed it down most"
+    parts = reading.attributions[position]
+    what = "the logit" if parts.rival_id is None else "the logit difference"
     return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
-            f"of the logit: {part:+.3f} of {reading.attributions[position].logit:.3f}. {pushed}: "
+            f"of {what}: {part:+.3f} of {parts.logit:+.3f}. {pushed}: "
             f"`{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
 
 
@@ -359,12 +453,16 @@ def _knock_text(reading: _Reading, position: int) -> str:
                          "than helping it.")
     else:
         lines.append(KNOCK_HINT)
-    lines.append(reading.ranking_note)
+    lines.append(KNOCK_FOLD[0] + reading.ranking_note + KNOCK_FOLD[1])  # the ranking's words, behind the fold
     return "\n\n".join(lines)
 
 
 def _parts_title(reading: _Reading, position: int) -> str:
-    return f"The logit of '{_label(reading.tokenizer.label(reading.attributions[position].target_id))}', part by part"
+    parts = reading.attributions[position]
+    target = _label(reading.tokenizer.label(parts.target_id))
+    if parts.rival_id is None:
+        return f"The logit of '{target}', part by part"
+    return f"The logit of '{target}' − the logit of '{_label(reading.tokenizer.label(parts.rival_id))}', part by part"
 
 
 def _parts_figure(reading: _Reading, position: int):
@@ -388,6 +486,9 @@ class Chain(NamedTuple):
     other: int  # the best other token: the runner-up where the target is the guess, else the guess
     other_probability: float
     guessed: bool  # the target is the model's guess
+    target_logit: float = 0.0  # the model's logits of the target and of the other token
+    other_logit: float = 0.0
+    versus: bool = False  # the chain reads logit(target) - logit(other): part, others and logit are differences
 
 
 def _chain(reading: _Reading, position: int, layer: int, which: int) -> Chain:
@@ -401,9 +502,13 @@ def _chain(reading: _Reading, position: int, layer: int, which: int) -> Chain:
     best, second = torch.topk(probabilities, 2).indices.tolist()
     guessed = best == parts.target_id
     other = second if guessed else best
+    if parts.rival_id is not None:
+        other = parts.rival_id  # the likeliest other token too, whatever ties make topk choose
+    logits = reading.logits[position]
     return Chain(reading.tokens[seen], weights, reading.writes[(layer, which)][position, seen], shares,
                  float(parts.values[index]), float(others), parts.logit, parts.target_id,
-                 float(probabilities[parts.target_id]), other, float(probabilities[other]), guessed)
+                 float(probabilities[parts.target_id]), other, float(probabilities[other]), guessed,
+                 float(logits[parts.target_id]), float(logits[other]), parts.rival_id is not None)
 
 
 def _chain_arguments(reading: _Reading, position: int, layer: int, which: int) -> dict:
@@ -419,6 +524,7 @@ def _chain_arguments(reading: _Reading, position: int, layer: int, which: int) -
                 target=_label(name(chain.target)), position=position, part=chain.part, others=chain.others,
                 logit=chain.logit, probability=chain.probability, other=_label(name(chain.other)),
                 other_probability=chain.other_probability, guessed=chain.guessed, room_px=plots.LABEL_ROOM_PX,
+                versus=chain.versus, logits=(chain.target_logit, chain.other_logit),
                 important=[*(i for pair in zip(tallest, strongest) for i in pair), position])
 
 
@@ -439,10 +545,13 @@ def _numbers(reading: _Reading, position: int, layer: int, which: int) -> dict:
         return {"character": tokenizer.decode([token_id]), "token_id": token_id}
 
     return {
-        "position": position, "target": token(chain.target), "logit": chain.logit,
+        # what the parts split: "versus", logit(target) - logit(runner_up); "alone", the target's logit. ``total`` is
+        # what they sum to (the difference, or the logit), as ``part`` + ``others`` of the head does
+        "split": "versus" if chain.versus else "alone", "total": chain.logit,
+        "position": position, "target": token(chain.target), "logit": chain.target_logit,
         "probability": chain.probability, "guessed": chain.guessed,
         # the likeliest token other than the target: the runner-up where the target is the guess, else the guess
-        "runner_up": {**token(chain.other), "probability": chain.other_probability},
+        "runner_up": {**token(chain.other), "probability": chain.other_probability, "logit": chain.other_logit},
         "parts": [{"name": name, "kind": kind, "value": value}
                   for name, kind, value in zip(parts.names, parts.kinds, parts.values.tolist())],
         "head": {"name": circuits.head_name(layer, which), "part": chain.part, "others": chain.others,
@@ -486,11 +595,15 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     in_text = set(reading.ids.tolist())
     among = [k for k, token in enumerate(subset.tolist() if subset is not None else range(config.vocabulary_size))
              if token in in_text]
+    looks, promotes = (_pairs_in_words(qk, vocabulary, "looks for", among),
+                       _pairs_in_words(ov, vocabulary, "promotes", among))
+    # the strongest pairs in sight, the rest behind the fold (a stranger counted 94 words before it)
     heading = (f"### What {chosen} reads and writes{direct}\n\n{LOOK_FOR_CIRCUITS}\n\n"
-               f"Looks for, among your text's characters: {_pairs_in_words(qk, vocabulary, 'looks for', among)}.\n\n"
-               f"Promotes: {_pairs_in_words(ov, vocabulary, 'promotes', among)}.{shown_of}\n\n"
-               f"<details><summary>more</summary>\n\n{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n"
-               "</details>")
+               f"Strongest among your text's characters: {'; '.join(looks[:PAIRS_SHOWN])}; "
+               f"{'; '.join(promotes[:PAIRS_SHOWN])}.\n\n"
+               f"<details><summary>more</summary>\n\nThe next pairs: {'; '.join(looks[PAIRS_SHOWN:])}; "
+               f"{'; '.join(promotes[PAIRS_SHOWN:])}.{shown_of}\n\n"
+               f"{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n</details>")
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
     ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}: attended (row) → next character",
@@ -509,12 +622,14 @@ def _ranking(reading: _Reading):
 
 
 def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
-            knocked: list[str] | None = None, mode: str = "mean over the text", *,
+            knocked: list[str] | None = None, mode: str = "mean over the text", split: str = VERSUS, *,
             memo: ReadingCache | None = None) -> WhyView:
     """Plain handler (``/why``): why the model gives ``target`` (empty: its own guess) after
     ``text[: position + 1]``, the chosen head's chain and circuits, and what knocking out the ``knocked`` heads
-    changes, as the page shows them (its texts and figures), with the parts and the chain as numbers too."""
-    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo)
+    changes, as the page shows them (its texts and figures), with the parts and the chain as numbers too.
+    ``split``: VERSUS, the parts of logit(target) - logit(runner-up); ALONE, of the target's logit (numbers' "split"
+    says which)."""
+    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split)
     heading, head_heading, knock_heading = _texts(reading, position)
     layer, which = _head_at(reading, position)
     chain = plots.chain_figure(**_chain_arguments(reading, position, layer, which))
@@ -538,9 +653,9 @@ def _bases(reading: _Reading) -> dict:
     """The figures every view's figures are changes to (position 0's): a base carries only the charts' kind, the
     parts' names and its look; every view's changes carry the rest."""
     def build():
-        figures = (_parts_figure(reading, 0), plots.chain_base())
+        figures = (_parts_figure(reading, 0), plots.chain_base(reading.versus))
         return {name: json.loads(figure.to_json()) for name, figure in zip(("parts", "chain"), figures)}
-    return reading.memo.get(("bases", reading.name), reading.model, build)
+    return reading.memo.get(("bases", reading.name, reading.versus), reading.model, build)
 
 
 def _position_deck(reading: _Reading, key: str, positions) -> str:
@@ -636,15 +751,15 @@ def _near_knocks(ctx: AppContext, reading: _Reading) -> dict:
 
 
 def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
-             knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None, *,
-             fresh: bool = False, memo: ReadingCache | None = None):
+             knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None,
+             split: str = VERSUS, *, fresh: bool = False, memo: ReadingCache | None = None):
     """The page's first answer to a change: (the parts at the position on screen, every head's reading there, the
     circuits of its head, the ranking, the knock-out numbers, ``shown`` updated). Circuits, a ranking and knock-out
     numbers the page holds (``shown``) are not sent again unless ``fresh``; why_deck follows with every other
     position."""
-    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo)
+    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split)
     shown = dict(shown or {}) if not fresh else {}
-    text_key = _key(checkpoint, text, target)
+    text_key = _key(checkpoint, text, target, reading.versus)
     deck = _position_deck(reading, text_key, [position])
     heads_deck = _heads_deck(reading, text_key, [(layer, which, position) for layer, which in reading.keys])
     layer, which = _head_at(reading, position)
@@ -666,14 +781,14 @@ def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str,
 
 
 def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str = STRONGEST,
-             knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None, *,
-             memo: ReadingCache | None = None):
+             knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None,
+             split: str = VERSUS, *, memo: ReadingCache | None = None):
     """Every position's parts, the reading of the head that pushed most (and of the chosen head) at every position,
     and the circuits of every head (where they fit; else of the heads that push most somewhere in the text): the
     page then draws a new position or head by itself. (deck, heads deck, circuits deck, ``shown`` updated)."""
-    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo)
+    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split)
     T = reading.ids.numel()
-    text_key = _key(checkpoint, text, target)
+    text_key = _key(checkpoint, text, target, reading.versus)
     deck = _position_deck(reading, text_key, range(T))
     views = {(*_strongest(reading, p), p) for p in range(T)}
     if reading.head is not None:
@@ -695,22 +810,22 @@ def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
 
 
 def why_head_views(ctx: AppContext, checkpoint: str, text: str, target: str, head: str,
-                   knocked: list[str] | None = None, mode: str = "mean over the text", *,
+                   knocked: list[str] | None = None, mode: str = "mean over the text", split: str = VERSUS, *,
                    memo: ReadingCache | None = None):
     """A head chosen in the page (drawn there from what it holds): its reading at every position, so that a new
     position is drawn in the page too (the heads deck; nothing for the head that pushed most, sent already)."""
     if (head or STRONGEST) == STRONGEST:
         return gr.skip()
-    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo)
-    return _heads_deck(reading, _key(checkpoint, text, target),
+    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split)
+    return _heads_deck(reading, _key(checkpoint, text, target, reading.versus),
                        [(*reading.head, p) for p in range(reading.ids.numel())])
 
 
 def why_knock(ctx: AppContext, checkpoint: str, text: str, target: str, knocked: list[str] | None = None,
-              mode: str = "mean over the text", *, memo: ReadingCache | None = None):
+              mode: str = "mean over the text", split: str = VERSUS, *, memo: ReadingCache | None = None):
     """A set of heads knocked out (several heads: one forward pass) and the sets one tick away from it (one more
     batched pass), which the page writes the knock-out heading from: the next tick is drawn in the page."""
-    reading, _ = _reading(ctx, checkpoint, text, target, STRONGEST, knocked, mode, memo=memo)
+    reading, _ = _reading(ctx, checkpoint, text, target, STRONGEST, knocked, mode, memo=memo, split=split)
     names = _names(reading.knocked_heads)
     if not names:
         return gr.skip()
@@ -748,10 +863,13 @@ def build(ctx: AppContext) -> None:
         position = gr.Number(-1, label="position (-1 = last)", info="the model guesses what comes after it")
         target = gr.Textbox("", label="target", info="empty: the model's own guess", max_length=16)
     text = gr.Textbox(DEFAULT_TEXT, label="Text", lines=2)
-    heading = gr.Markdown(label="why this character")
+    split = gr.Radio(list(SPLITS), value=VERSUS, label="split",
+                     info="a guess wins against the other characters: softmax ignores what every logit shares")
+    heading = gr.Markdown(label="why this character", elem_id=script.HEADING_ELEM_ID)
     # the page draws the figures itself (chart_deck): the parts here, the head's bars, its circuits, the ranking
     with gr.Row():
         chart_deck.hosts(DECK, [0])
+    gr.HTML("", elem_id=script.PART_NOTE_ELEM_ID, padding=False)  # what a clicked MLP, embedding or bias bar is
     picked = gr.Textbox(visible="hidden", label="head picked on the chart", elem_id=script.PICKED_ELEM_ID)
     gr.HTML("", js_on_load=script.PICK_JS, padding=False)
     heads = _first_heads(ctx)
@@ -788,7 +906,7 @@ def build(ctx: AppContext) -> None:
     want_head = gr.Textbox(visible=False, label="head whose every position the page asks for")
     shown = gr.State({})  # the circuits, ranking and knock-out numbers the page holds: they are not sent again
 
-    settings = [checkpoint, text, position, target, head, knocked, mode]
+    settings = [checkpoint, text, position, target, head, knocked, mode]  # then split, after shown where sent
     texts = [heading, head_heading, knock_heading, circuits_heading]
     on_screen = [position, head, knocked]
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
@@ -799,25 +917,33 @@ def build(ctx: AppContext) -> None:
     memo = ReadingCache()
 
     def answer(listener, name: str, fresh: bool = False):
-        """``listener`` answers with the position on screen (drawn at once), then every other position."""
-        first = wire(listener, why_page, ctx, [*settings, shown], [*decks, shown], fixed=dict(fresh=fresh, memo=memo),
+        """``listener`` answers with the position on screen (drawn at once), then every other position. Returns the
+        first answer's event."""
+        first = wire(listener, why_page, ctx, [*settings, shown, split], [*decks, shown],
+                     fixed=dict(fresh=fresh, memo=memo),
                      api_name=name, api_visibility="private", **quick)
         keep_on_refusal(first, [*decks, shown], f"{name}_refused")
         first.success(**draw, js=script.take_js(False), api_name=f"{name}_draw", api_visibility="private")
-        wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown],
+        wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown, split],
              [*decks[:3], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
              **quick).then(
             **draw, js=script.take_js(True), api_name=f"{name}_deck_draw", api_visibility="private")
+        return first
 
     def pickers(listener, **options):
         return wire(listener, controls, ctx, [checkpoint], [head, knocked], show_progress="hidden", **options)
 
-    wire(api_button.click, explain, ctx, settings, api_outputs, fixed=dict(memo=memo), api_name="why", **quick)
+    wire(api_button.click, explain, ctx, [*settings, split], api_outputs, fixed=dict(memo=memo), api_name="why",
+         **quick)
     arrival = gr.on(None, None, api_name="why_arrival", api_visibility="private")
     answer(pickers(arrival.then, api_name="why_arrival_controls", api_visibility="private").then, "why_load")
     # a new checkpoint resets the head pickers first, so the view never reads another model's head names
-    answer(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then, "why_checkpoint")
-    answer(functools.partial(gr.on, [text.change, target.change, mode.change]), "why_update")
+    refused = answer(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then,
+                     "why_checkpoint")
+    # a checkpoint that cannot read the text: the old model's view is taken off, not left under the new name
+    refused.failure(None, None, texts, js=script.STALE_JS, api_name="why_checkpoint_stale", api_visibility="private",
+                    show_progress="hidden", queue=False)
+    answer(functools.partial(gr.on, [text.change, target.change, mode.change, split.change]), "why_update")
     # a head chosen in the list, or by a click on its bar in the attribution chart, is drawn in the page from the
     # readings and circuits it holds; then its reading at every position follows, asked for once (the list's
     # input event comes twice: at the choice, and again as the box loses focus)
@@ -825,14 +951,14 @@ def build(ctx: AppContext) -> None:
     picked.change(None, [picked, head], head, js=script.PICK_HEAD_JS, api_name="why_pick_head",
                   api_visibility="private", show_progress="hidden", queue=False).success(
         None, **in_page, api_name="why_picked")
-    wire(want_head.change, why_head_views, ctx, [checkpoint, text, target, head, knocked, mode], decks[1],
+    wire(want_head.change, why_head_views, ctx, [checkpoint, text, target, head, knocked, mode, split], decks[1],
          fixed=dict(memo=memo), api_name="why_head_views", api_visibility="private", **quick).success(
         None, [decks[1], *on_screen], texts, js=script.TAKE_HEADS_JS, api_name="why_head_views_draw",
         api_visibility="private", show_progress="hidden", queue=False)
     # heads ticked or unticked: drawn in the page from the numbers it holds (every head alone, sent with the
     # ranking); a set it lacks is asked for, and answered with numbers alone
     knocked.change(None, **in_page, api_name="why_knocked")
-    wire(need_knock.change, why_knock, ctx, [checkpoint, text, target, knocked, mode], decks[4],
+    wire(need_knock.change, why_knock, ctx, [checkpoint, text, target, knocked, mode, split], decks[4],
          fixed=dict(memo=memo), api_name="why_knock", api_visibility="private", **quick).success(
         None, [decks[4], *on_screen], texts, js=script.TAKE_KNOCK_JS, api_name="why_knock_draw",
         api_visibility="private", show_progress="hidden", queue=False)
