@@ -14,6 +14,8 @@ from playground import budget
 from playground.config import ModelConfig
 
 MEASURE = """
+from playground.budget import fix_heap
+fix_heap()  # as app.py does when the server starts
 import json, resource, sys, torch
 torch.set_num_threads(1)
 def rss(field='VmRSS'):
