@@ -15,7 +15,10 @@ apply_process_defaults()  # before torch loads OpenMP and oneDNN
 
 
 def main() -> None:
+    from playground.budget import fix_heap
     from playground.ui import build_app, launch_options
+
+    fix_heap()  # large blocks mmapped and given back when freed: a request's peak the same in every process
     from playground.ui.logs import CappedLines
 
     sys.stderr = CappedLines(sys.stderr)  # before logging takes it: no log line longer than MAX_LOG_LINE

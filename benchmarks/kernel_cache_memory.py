@@ -74,13 +74,17 @@ def main() -> None:
                                                                                         "CONTEXT"))
     parser.add_argument("--trim-each", action="store_true",
                         help="malloc_trim(0) after every pass, as the server does when a request ends")
+    parser.add_argument("--fix-heap", action="store_true",
+                        help="budget.fix_heap() first (a fixed mmap threshold), as app.py does when the server starts")
     args = parser.parse_args()
-    print(f"model {args.shape}, {args.lengths} lengths{', trimmed after each' if args.trim_each else ''}; "
+    code = ("from playground.budget import fix_heap\nfix_heap()\n" if args.fix_heap else "") + CHILD
+    print(f"model {args.shape}, {args.lengths} lengths{', trimmed after each' if args.trim_each else ''}"""
+          f"{', fixed mmap threshold' if args.fix_heap else ''}; "
           f"load {os.getloadavg()[0]:.2f}")
     for capacity in args.capacities:
         env = {**os.environ, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(capacity), "OMP_WAIT_POLICY": "PASSIVE",
                "PYTHONPATH": str(REPO)}
-        run = subprocess.run([sys.executable, "-c", CHILD, *map(str, args.shape), str(args.lengths),
+        run = subprocess.run([sys.executable, "-c", code, *map(str, args.shape), str(args.lengths),
                               str(int(args.trim_each))], env=env,
                              capture_output=True, text=True, check=True)
         result = json.loads(run.stdout)

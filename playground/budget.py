@@ -169,8 +169,10 @@ def largest_batch(fits_bytes: int, **shapes) -> int:
 
 
 # a forward pass's small temporaries and the allocator's slack: measured up to 6 MiB, and 2 more for the run-to-run
-# spread of cached sampling's peak (55.3 against 57.7 MiB at nanoGPT's shape)
-INFERENCE_OVERHEAD = 8 * MIB
+# spread of cached sampling's peak (55.3 against 57.7 MiB at nanoGPT's shape), less 1: cached sampling at 2 layers,
+# 4 heads, T 256, 4,096 characters peaked at 12.4 to 15.6 MiB in ten processes (with or without fix_heap), and 8
+# put the estimate (24.8) at twice the lowest peak, past it in some runs
+INFERENCE_OVERHEAD = 7 * MIB
 
 
 def inference_cost(*, parameters: int, layers_num: int, heads_num: int, embedding_dim: int, context_size: int,
@@ -193,11 +195,10 @@ def inference_cost(*, parameters: int, layers_num: int, heads_num: int, embeddin
         one_layer = 4 * batch_size * heads_num * context_size * context_size  # (B, h, T, T) in float32
         parts.append(("attention maps", layers_num * one_layer))
         # while a layer's maps are made two more (B, h, T, T) tensors are alive beside them (model.py: the scores,
-        # then their masked copy), and the allocator may keep some it freed: at 2 layers, 8 heads, T 512 the same
-        # pass peaked at 44 to 48.5 MiB in most processes and 71.6 (73.1 on a busy machine) in others, against 70.8
-        # with four counted; four and a half keep both that peak and twice the lowest peaks of every measured shape
-        # (tests/test_inference_budget.py: 2 layers, 4 heads, T 256, 4,096 characters peaked at 13.2 to 16.5 MiB)
-        parts.append(("attention's working copies", 9 * one_layer // 2))
+        # then their masked copy). With glibc's dynamic mmap threshold the freed ones stayed resident in some
+        # processes (2 layers, 8 heads, T 512 peaked at 35 to 73 MiB, four and a half copies counted); with the fixed
+        # threshold the server sets (fix_heap) 35.8 to 37.2, and two keep twice the lowest peak above the estimate
+        parts.append(("attention's working copies", 2 * one_layer))
     return Cost("this forward pass", tuple(parts))
 
 
@@ -300,6 +301,38 @@ def trim_heap() -> None:
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
+
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
+MMAP_THRESHOLD = 4 * MIB
+
+
+def _mallopt() -> Callable[[int, int], int] | None:
+    """glibc's mallopt, or None where the C library is not glibc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
+
+
+def fix_heap(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Serve every block of ``threshold`` bytes or more from its own mmap, given back when freed (glibc; nothing
+    elsewhere, False). Call once when the process starts, as app.py and the memory tests' children do.
+
+    By default glibc raises its mmap threshold to the size of each large mmapped block freed (up to 32 MiB), so the
+    next blocks of that size come from the heap and stay resident after they are freed: one forward pass (2 layers,
+    8 heads, width 256, T 512: 8 MiB (h, T, T) blocks) peaked at 61.4 to 73.0 MiB in eight processes on a busy
+    machine (35 to 73 over earlier runs). A fixed threshold also turns that adjustment off: at 1 MiB the same pass
+    peaked at 36.6 to 37.1 in eight, at 4 MiB 35.8 to 36.9 in six. Each block past the threshold is a fresh mmap
+    and its page faults: 1 MiB cost 40 to 60% more CPU time per training step and per forward pass with maps, 4 MiB
+    7 to 25% (a training step with dropout at batch 16, T 128: 4 MiB (B, h, T, T) blocks), 32 MiB nothing measurable;
+    4 MiB keeps every view's maps past T 512 at 4 heads out of the heap. What is smaller stays in the heap, which
+    ``trim_heap`` gives back after each request.
+    """
+    mallopt = _mallopt()
+    return mallopt is not None and mallopt(M_MMAP_THRESHOLD, threshold) == 1
 
 
 def combined(what: str, *costs: Cost) -> Cost:

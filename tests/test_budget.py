@@ -14,6 +14,8 @@ from playground import budget
 from playground.config import ModelConfig
 
 MEASURE = """
+from playground.budget import fix_heap
+fix_heap()  # as app.py does when the server starts
 import json, resource, sys, torch
 torch.set_num_threads(1)
 def rss(field='VmRSS'):
@@ -422,3 +424,36 @@ def test_a_request_giving_its_memory_back_trims_the_heap():
     child = subprocess.run([sys.executable, "-c", HEAP_LEFT], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr[-2000:]
     assert int(child.stdout) > 200 * 2**20, child.stdout
+
+
+FREED_BLOCK = """
+import ctypes, sys
+from playground.budget import fix_heap
+if sys.argv[1] == 'fixed':
+    assert fix_heap()
+def rss():
+    with open('/proc/self/status') as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))
+libc = ctypes.CDLL('libc.so.6')
+libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+size = 8 << 20  # one (h, T, T) float32 map at 8 heads, T 512
+libc.free(libc.malloc(size))  # glibc's dynamic mmap threshold rises past 8 MiB here
+block = libc.malloc(size)
+ctypes.memset(block, 1, size)
+held = rss()
+libc.free(block)
+print(held - rss())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or budget._mallopt() is None, reason="glibc only")
+def test_fix_heap_gives_a_freed_large_block_back_where_glibc_would_keep_it():
+    """The second 8 MiB block comes from the heap and stays resident when freed with glibc's dynamic threshold (the
+    process-to-process spread of tests/test_inference_budget.py); after fix_heap it is mmapped and given back."""
+    returned = {}
+    for mode in ("dynamic", "fixed"):
+        run = subprocess.run([sys.executable, "-c", FREED_BLOCK, mode], cwd=REPO, capture_output=True, text=True,
+                             timeout=60, check=True)
+        returned[mode] = int(run.stdout.strip())
+    assert returned["dynamic"] < budget.MIB, returned
+    assert returned["fixed"] >= 7 * budget.MIB, returned
