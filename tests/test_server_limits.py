@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import http.client
 import json
 import socket
@@ -244,8 +246,6 @@ def test_the_queue_is_shared_by_the_bytes_its_events_carry():
 def test_an_upload_makes_room_for_itself_before_gradio_reads_it():
     """UploadRoom sweeps the temp space for an upload's declared size (the most Gradio takes where none is declared,
     or where more is), then hands the request on; other routes pass untouched."""
-    import anyio
-
     from playground.ui.server import UploadRoom
 
     swept, passed = [], []
@@ -262,6 +262,7 @@ def test_an_upload_makes_room_for_itself_before_gradio_reads_it():
                               ("/gradio_api/queue/join", [(b"content-length", b"600")])):
             await room({"type": "http", "method": "POST", "path": path, "headers": headers}, None, None)
 
-    anyio.run(requests)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a thread of its own: a browser test's loop may run here
+        pool.submit(asyncio.run, requests()).result()
     assert swept == [600, 1000, 1000]
     assert passed == ["/gradio_api/upload", "/gradio_api/upload", "/gradio_api/upload/", "/gradio_api/queue/join"]
