@@ -239,8 +239,16 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False) -> str:
               "start.getBoundingClientRect().top > window.innerHeight - 80) "
               "start.scrollIntoView({behavior: 'smooth', block: 'start'});\n") if reveal else ""
     unchanged = "[" + ", ".join(["undefined"] * texts) + "]"
-    return (f"async (raw, view) => {{ {DECK_JS}\n"
-            f"  window.chartDeck.take({json.dumps(deck)}, raw, {json.dumps(more)});\n"
+    # more views arriving for the same settings, the view on screen among those already held: it is drawn and its
+    # texts set, and drawing it again set them over a control clicked since (the Model tab's map reverted under a
+    # click); a level changed in the page (the same function, the deck unchanged) is drawn as before
+    held = (f"  const held = window.chartDeck.decks[{json.dumps(deck)}];\n"
+            "  const heldKey = held && raw && raw !== held.raw && held.views[String(view)] !== undefined "
+            "? held.key : null;\n") if more else ""
+    again = (f"  if (heldKey !== null && window.chartDeck.decks[{json.dumps(deck)}].key === heldKey) "
+             f"return {unchanged};\n") if more else ""
+    return (f"async (raw, view) => {{ {DECK_JS}\n{held}"
+            f"  window.chartDeck.take({json.dumps(deck)}, raw, {json.dumps(more)});\n{again}"
             f"  const shown = await window.chartDeck.draw({json.dumps(deck)}, view);\n{scroll}"
             f"  return shown ? shown.texts : {unchanged};\n}}")
 
