@@ -36,6 +36,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect, sync_playwright
 
 from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
+from playground.ui.why_tab import ALONE, VERSUS
 from playground.walkthrough import STEP_LABELS, STEP_TITLES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -258,6 +259,9 @@ def interactions(page: Page):
     knocks = [("L0 H2", "Knocked out: L0 H2"), ("L2 H1", "Knocked out: L0 H2, L2 H1"), ("L0 H2", "Knocked out: L2 H1"),
               ("L2 H1", "Knock heads out")]
     yield "Why: a knock-out", "Why", None, [(choose("knock out", head, heading), heading) for head, heading in knocks]
+    # the split switch (issue 29): the bars of the guess against the runner-up, or of the guess's logit alone; each
+    # heading says which ("... and not ..." against the runner-up, "its logit ... is the sum" alone)
+    yield "Why: the split switch", "Why", None, [(radio(ALONE), f"{ANYWHERE}its logit "), (radio(VERSUS), " and not ")]
 
 
 TRAIN_STEPS = 20_000  # the server's limit (PLAYGROUND_MAX_STEPS), some 13 minutes: more than the clicks take

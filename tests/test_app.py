@@ -380,7 +380,7 @@ def test_why_explains_a_character_through_the_api(served, capfd):
         "the guess's logit alone", api_name="/why")
     assert numbers["split"] == "alone"  # the default splits the guess against the runner-up (test_why_tab)
     assert heading.startswith("### Why ") and "the sum of these" in heading
-    assert "Its part of the logit" in head_heading and "without L0 H1" in knock_heading
+    assert "Its part of the logit" in head_heading and "### Knocked out: L0 H1" in knock_heading
     parts, head = numbers["parts"], numbers["head"]
     assert numbers["position"] == 7 and head["name"] == "L1 H0"
     assert sum(part["value"] for part in parts) == pytest.approx(numbers["logit"], abs=1e-4)

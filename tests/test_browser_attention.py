@@ -14,6 +14,7 @@ import re
 
 import pytest
 from browser_support import (
+    DESKTOP,
     ERROR_BADGE,
     ERROR_TOAST,
     WAIT_MS,
@@ -28,6 +29,7 @@ from browser_support import (
     x_labels,
 )
 from playwright.sync_api import Locator, Page, expect
+from test_browser_phone import covered_labels
 
 from playground import checkpoints, head_scores
 from playground.ui import attention_tab
@@ -148,6 +150,14 @@ def test_attention_renders_on_arrival_and_steps_through_every_stage(page):
         ticks = figure(plot_titled(panel, name))["ticks"]
         step = int(ticks[1][1:])  # d0..d47 labelled every k-th (hover names each): no smear
         assert 1 < step and ticks == [f"d{i}" for i in range(0, 48, step)] and len(ticks) <= 10
+    # Plotly's toolbar, shown while the pointer is on a chart, lay over the first line of each two-line title
+    for size in ({"width": 1280, "height": 800}, DESKTOP):
+        page.set_viewport_size(size)
+        for name in "QKV":
+            plot = plot_titled(panel, f"{name}:")
+            plot.hover()
+            expect(plot.locator(".modebar")).to_have_css("opacity", "1")  # shown (it fades in)
+            assert covered_labels(page) == [], size
     pick_step(panel, 5)
     expect(panel).to_contain_text("Mask before vs after scaling")
     expect(panel).not_to_contain_text("nats")

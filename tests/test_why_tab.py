@@ -4,6 +4,7 @@ head's reading, its circuits in words, knock-outs and the ranking; refusals in w
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import json
 import re
@@ -155,7 +156,7 @@ def test_a_chosen_target_and_head_and_position(ctx):
 
 def test_knocking_out_heads_reports_loss_and_prediction_and_ranks_every_head(ctx):
     view = explain(ctx, knocked=["L0 H0", "L1 H1"], mode="zero")
-    assert "| loss on the text |" in view.knock_heading and "without L0 H0, L1 H1" in view.knock_heading
+    assert "| loss on the text |" in view.knock_heading and "### Knocked out: L0 H0, L1 H1" in view.knock_heading
     ranking = [trace for trace in view.ranking.data if trace.type == "bar"][0]
     assert len(ranking.y) == 4  # 2 layers x 2 heads
     assert "Most needed: L" in view.knock_heading
@@ -387,7 +388,8 @@ def test_a_knock_out_that_lowers_the_loss_says_the_head_was_hurting(ctx):
     for effect, mode, lower in ((helping, "mean over the text", False), (hurting, "zero", True)):
         name = circuits.head_name(effect.layer, effect.head)
         view = explain(ctx, knocked=[name], mode=mode)
-        assert (f"The loss is lower without {name}**: on this text it was hurting" in view.knock_heading) == lower
+        assert f"### Knocked out: {name}" in view.knock_heading
+        assert ("**Without it the loss falls**: on balance it hurts this text" in view.knock_heading) == lower
     # before any knock-out, the ranking's line names the heads the text is better without (a stranger saw the head
     # that pushed most ranked below zero, and nothing said why until it was knocked out)
     zeroed = circuits.head_effects(loaded.model, ids, "zero")
@@ -486,8 +488,11 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
 
 
 def visible_words(markdown: str) -> int:
+    """The words a reader sees before opening a fold: the text outside <details>, and each fold's summary (a table's
+    rules, | and |---|, are not words: the knock-out table's were counted as 21; p(`e`) is one)."""
     shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", markdown, flags=re.S)
-    return len(re.sub(r"[#*`]", " ", shown).split())
+    shown = re.sub(r"[#|]", " ", re.sub(r"[*`]", "", shown))
+    return len([word for word in shown.split() if not set(word) <= set("-:")])
 
 
 @pytest.mark.parametrize("split", [why_tab.ALONE, why_tab.VERSUS])
@@ -503,3 +508,26 @@ def test_the_head_heading_shows_at_most_60_words_before_its_fold(ctx, split):
         assert heading.count("**Look for:**") == 1 and "Its part of the logit" in heading
         assert "<details><summary>more</summary>" in view.circuits_heading
         assert "<details><summary>more</summary>" in view.knock_heading and "Most needed" in view.knock_heading
+
+
+def test_the_knock_out_block_shows_at_most_60_words_before_its_fold_with_heads_knocked_out(ctx):
+    """Issue 29: with a head knocked out the block showed about 65 words before its fold (the heads' names in the
+    heading, the table's column and the sentence under it). At every position, one head, three and every head knocked
+    out, and each set as if it lowered the loss (the longest block: a head can hurt a text): at most 60 words. Past
+    four heads the heading names three and counts the rest; the list above it names them all."""
+    every = why_tab._head_names(2, 2)
+    assert visible_words("a | b |\n|---|:---:|\n| -0.5 | p(`c`) |") == 4
+    for knocked in ([every[1]], every[:3], every, [*every, "L1 H1"]):  # 4 heads: one named twice makes five
+        reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, knocked,
+                                      "mean over the text")
+        names = why_tab._names(reading.knocked_heads)
+        intact, out = reading.knocks[""], reading.knocks[names]
+        hurting = reading._replace(knocks={**reading.knocks, names: dataclasses.replace(out, loss=intact.loss - 0.5)})
+        for position in range(len(TEXT)):
+            for shown in (reading, hurting):
+                text = why_tab._knock_text(shown, position)
+                assert visible_words(text) <= 60, text
+        assert "the loss falls" in why_tab._knock_text(hurting, 0)
+        heading = why_tab._knock_text(reading, 0).splitlines()[0]
+        assert heading == ("### Knocked out: L0 H0, L0 H1, L1 H0 and 2 more" if len(knocked) == 5
+                           else f"### Knocked out: {names}")

@@ -3,7 +3,8 @@
 Owns the app-wide layout: the tab bar (all seven tabs stay visible on a phone: it wraps instead of hiding tabs
 behind an overflow menu), the CSS every tab shares (a Dataframe with ``elem_classes=["playground-table"]``
 keeps TABLE_MIN_WIDTH on a phone and scrolls sideways instead of squeezing its columns to a letter each; on a phone
-Plotly's toolbar is hidden, since it sat over the charts' titles and labels; Gradio
+Plotly's toolbar is hidden, since it sat over the charts' titles and labels, and a checkpoint picker takes a row's
+whole width, so its arrow leaves the name readable; Gradio
 sizes the columns from that width, so percentages in ``column_widths`` still hold; on a narrow phone a chart's x axis
 of many labels shows every k-th, NARROW_TICKS), and the launch options.
 """
@@ -39,6 +40,12 @@ NARROW_WIDTH = 480  # px: a phone held upright, where a heatmap's matrix is abou
 NARROW_TICKS = ((23, 44, 2), (45, 66, 3), (67, 88, 4), (89, None, 6))
 
 TAP_TARGETS = ('[role="tab"], [data-testid$="-radio-label"], label.checkbox-container, button.label-wrap')
+# A single-choice dropdown's arrow lies over the right end of its box (Gradio draws it absolutely, at --size-5 from
+# the edge): its text stops before the arrow. On a phone the Why tab's Checkpoint box, sharing its row, was 106 px
+# wide and its arrow covered "shakespeare-char"'s last letters: a checkpoint picker (common.checkpoint_dropdown's
+# label) takes the row's whole width there.
+DROPDOWN_TEXT = '.secondary-wrap > input[role="combobox"]:has(+ .icon-wrap)'
+CHECKPOINT_PICKER = '.form > .block:has(input[role="combobox"][aria-label="Checkpoint"])'
 
 
 def _narrow_tick_rules() -> str:
@@ -54,8 +61,10 @@ def _narrow_tick_rules() -> str:
 CSS = f"""
 .tok-chips {{ font-size: 1rem; }}
 footer {{ visibility: hidden; }}
+{DROPDOWN_TEXT} {{ padding-right: calc(var(--size-5) + var(--size-2)); text-overflow: ellipsis; }}
 @media (max-width: {PHONE_WIDTH}px) {{
   .js-plotly-plot .modebar-container {{ display: none; }}
+  {CHECKPOINT_PICKER} {{ min-width: 100% !important; }}  /* over the block's own inline min-width */
   .playground-table .table-wrap {{ overflow-x: auto; }}
   .playground-table .table-wrap > .upload-container {{ min-width: {TABLE_MIN_WIDTH}px; }}
   .playground-table.wide-table .table-wrap > .upload-container {{ min-width: {WIDE_TABLE_MIN_WIDTH}px; }}

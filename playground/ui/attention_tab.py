@@ -221,9 +221,20 @@ def _qkv_frames(trace: walkthrough.HeadTrace, position: int, start: int) -> list
     return [query, matches, matches]
 
 
+# On a desktop Plotly shows its toolbar over a chart's top right corner while the pointer is on the chart: three
+# heatmaps in a row are 390-440 px wide, and the toolbar (some 200 px) lay over the first line of each two-line title
+TOOLBAR_ROOM_PX = 36  # the toolbar's band is 2-28 px from the chart's top
+
+
+def _below_the_toolbar(figure):
+    """``figure``'s top margin, where Plotly centres the title, taller by TOOLBAR_ROOM_PX: the title's first line
+    comes down below the toolbar's band (on a phone there is no toolbar: a little more room)."""
+    return figure.update_layout(margin=dict(t=figure.layout.margin.t + TOOLBAR_ROOM_PX))
+
+
 def _qkv_figures(trace: walkthrough.HeadTrace, position: int, start: int, scale: dict) -> list:
     """Q, K and V on one colour scale, rows named by position and token, columns by the head's dimensions, framed
-    for ``position`` (_qkv_frames)."""
+    for ``position`` (_qkv_frames), their titles below the toolbar's band."""
     labels = _position_labels(trace)
     figures = []
     for matrix, frames in zip(trace.matrices("qkv"), _qkv_frames(trace, position, start), strict=True):
@@ -231,7 +242,7 @@ def _qkv_figures(trace: walkthrough.HeadTrace, position: int, start: int, scale:
                                first_row=start, sparse_columns=True, x_title="dimension of the head",
                                y_title="position and token")
         figure.update_layout(shapes=frames)
-        figures.append(figure)
+        figures.append(_below_the_toolbar(figure))
     return figures
 
 

@@ -19,6 +19,13 @@ STRONGEST = "the head that pushed most"
 KNOCK_HINT = "Choose heads in the **knock out** list to knock them out."  # the list sits above the heading
 LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is tallest: the text needs them most."
 KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # around the ranking's words
+# Pictures first: the knock-out block showed about 65 words before its fold with a head knocked out (the heads' names
+# three times over). The heading names up to KNOCK_NAMED heads (past that the first three, then "and 2 more": the
+# list above names every one), the table's column says "knocked out", and the loss falling is said without the names.
+KNOCK_NAMED = 4
+KNOCK_COLUMNS = "| | intact | knocked out | change |"
+KNOCK_FALLS = ("**Without it the loss falls**: on balance it hurts this text.",  # one head, several
+               "**Without them the loss falls**: on balance they hurt this text.")
 
 DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
 EVERY_KEY = 40  # the chain names every key up to this many where they fit the plot drawn (plots.LABEL_CHAR_PX wide
@@ -111,8 +118,10 @@ window.whyPage = window.whyPage || (() => {
   const fixed = value => value.toFixed(3);
   const signed = value => (value >= 0 ? '+' : '') + value.toFixed(3);
   function knockText(position, knocked) {  // why_tab._knock_text, from the same numbers; null: not held
-    const names = knocked.join(', ');
-    const lines = ['### ' + (names ? 'Knocked out: ' + names : 'Knock heads out') + '\\n\\n' + """ \
+    const names = knocked.join(', '), named = """ + str(KNOCK_NAMED) + """;
+    const titled = knocked.length > named ? knocked.slice(0, named - 1).join(', ') + ' and ' +
+      (knocked.length - named + 1) + ' more' : names;
+    const lines = ['### ' + (names ? 'Knocked out: ' + titled : 'Knock heads out') + '\\n\\n' + """ \
     + json.dumps(LOOK_FOR_KNOCK) + """];
     if (names) {
       const intact = knock.sets[''], out = knock.sets[names];
@@ -120,7 +129,7 @@ window.whyPage = window.whyPage || (() => {
       const target = knock.targets[position];
       const guess = knock.labels[intact.guesses[position]], outGuess = knock.labels[out.guesses[position]];
       const p = intact.p[position], outP = out.p[position];
-      const table = ['| | intact | without ' + names + ' | change |', '|---|---|---|---|'];
+      const table = [""" + json.dumps(KNOCK_COLUMNS) + """, '|---|---|---|---|'];
       const change = intact.loss === null ? null : out.loss - intact.loss;
       if (change !== null) {
         table.push('| loss on the text | ' + fixed(intact.loss) + ' | ' + fixed(out.loss) + ' | ' + signed(change) +
@@ -131,8 +140,7 @@ window.whyPage = window.whyPage || (() => {
       table.push('| p(`' + target + '`) | ' + fixed(p) + ' | ' + fixed(outP) + ' | ' + signed(outP - p) + ' |');
       lines.push(table.join('\\n'));
       if (change !== null && change < 0) {
-        lines.push('**The loss is lower without ' + names + '**: on this text ' +
-                   (knocked.length === 1 ? 'it was' : 'they were') + ' hurting the prediction more than helping it.');
+        lines.push(""" + json.dumps(list(KNOCK_FALLS)) + """[knocked.length === 1 ? 0 : 1]);
       }
     } else {
       lines.push(""" + json.dumps(KNOCK_HINT) + """);

@@ -33,8 +33,11 @@ from playground.ui.why_page import (
     CIRCUITS_DECK,
     DECK,
     HEADS_DECK,
+    KNOCK_COLUMNS,
+    KNOCK_FALLS,
     KNOCK_FOLD,
     KNOCK_HINT,
+    KNOCK_NAMED,
     LOOK_FOR_KNOCK,
     RANKING_DECK,
     STRONGEST,
@@ -433,13 +436,15 @@ def _knock_text(reading: _Reading, position: int) -> str:
     """The knock-out heading at ``position``. The page writes the same from the same numbers (why_page's
     knockText): keep the two alike."""
     names = _names(reading.knocked_heads)
-    lines = [f"### {f'Knocked out: {names}' if names else 'Knock heads out'}\n\n{LOOK_FOR_KNOCK}"]
+    more = len(reading.knocked_heads) - KNOCK_NAMED + 1  # past KNOCK_NAMED: three named, the rest counted
+    titled = f"{_names(reading.knocked_heads[:KNOCK_NAMED - 1])} and {more} more" if more > 1 else names
+    lines = [f"### {f'Knocked out: {titled}' if names else 'Knock heads out'}\n\n{LOOK_FOR_KNOCK}"]
     if names:
         target = _label(reading.tokenizer.label(reading.targets[position]))
         intact, knocked = reading.knocks[""], reading.knocks[names]
         guess, knocked_guess = (_label(reading.tokenizer.label(k.guesses[position])) for k in (intact, knocked))
         p_target, knocked_p = intact.target_probabilities[position], knocked.target_probabilities[position]
-        table = ["| | intact | without " + names + " | change |", "|---|---|---|---|"]
+        table = [KNOCK_COLUMNS, "|---|---|---|---|"]
         if intact.loss is not None:
             change = knocked.loss - intact.loss
             table.append(f"| loss on the text | {intact.loss:.3f} | {knocked.loss:.3f} | {change:+.3f} |")
@@ -448,9 +453,7 @@ def _knock_text(reading: _Reading, position: int) -> str:
         table.append(f"| p(`{target}`) | {p_target:.3f} | {knocked_p:.3f} | {knocked_p - p_target:+.3f} |")
         lines.append("\n".join(table))
         if intact.loss is not None and change < 0:
-            they = "it was" if len(reading.knocked_heads) == 1 else "they were"
-            lines.append(f"**The loss is lower without {names}**: on this text {they} hurting the prediction more "
-                         "than helping it.")
+            lines.append(KNOCK_FALLS[len(reading.knocked_heads) > 1])
     else:
         lines.append(KNOCK_HINT)
     lines.append(KNOCK_FOLD[0] + reading.ranking_note + KNOCK_FOLD[1])  # the ranking's words, behind the fold
