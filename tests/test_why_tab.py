@@ -565,3 +565,24 @@ def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule
                 assert axis == f"share of logit('{target}')"
     assert said["hedged"] > 0 and said["made"] > 0, said
     assert why_tab._parts_figure(reading, 3).layout.xaxis.title.text == why_tab._parts_axis(reading, 3)
+
+
+def test_the_heads_heading_says_where_it_looked_at_this_query_from_its_attention_row(ctx):
+    """Issue 29's stranger read the circuits' "␣ looks for a" (the strongest pair over the vocabulary) as what the head
+    did at the chosen query. The head's heading says where it looked most there: its two largest attention weights at
+    that position, each key's character and position (from an independent pass: circuits.key_contributions)."""
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = loaded.tokenizer.encode(TEXT)
+    reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero")
+    for position in (0, 9, len(TEXT) - 1):
+        for layer, head in ((0, 1), (1, 0)):
+            heading = why_tab._head_heading(reading, position, layer, head)
+            said = re.search(r"After `([^`]+)` it looked most at (.*?)\. ", heading)
+            assert said and said.group(1) == reading.tokens[position], heading
+            keys = re.findall(r"`([^`]+)`@(\d+) \(([\d.]+)\)", said.group(2))
+            weights, _ = circuits.key_contributions(loaded.model, ids, position, reading.targets[position], layer,
+                                                    head, reading.attributions[position])
+            best = torch.topk(weights[:position + 1].float(), min(2, position + 1))
+            assert [int(key[1]) for key in keys] == best.indices.tolist()
+            assert [key[0] for key in keys] == [reading.tokens[i] for i in best.indices.tolist()]
+            assert [float(key[2]) for key in keys] == pytest.approx(best.values.tolist(), abs=5e-3)

@@ -56,8 +56,9 @@ PAIRS = 5
 PAIRS_SHOWN = 1  # of each table's PAIRS, in sight before the fold
 LOOK_FOR_PARTS = "**Look for:** the longest bars: the parts that wrote this guess. Green pushed it up, red down."
 LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
-LOOK_FOR_HEAD = ("**Look for:** read down: a key's weight (①) × what the head writes from it (②) = its push (③); the "
-                 "pushes add up to the head's bar (④), then softmax (⑤).")
+LOOK_FOR_HEAD = ("**Look for:** read down: weight (①) × write (②) = push (③); pushes sum to the head's bar (④); "
+                 "softmax (⑤).")
+LOOKED_AT = 2  # the keys the head's heading names as where it looked most at this query
 CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
               "value, through the head's share of the output projection, read the way the bars above read every "
               "part. The weights add up to 1, so the pushes add up to exactly this head's bar. \"Every other part\" "
@@ -437,9 +438,14 @@ def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> s
     pushed = "Pushed it up most" if float(shares[top]) >= 0 else "Pushed it down most"
     parts = reading.attributions[position]
     what = "the logit" if parts.rival_id is None else "the logit difference"
+    # what the head looked for at this query, beside the circuits' pair over the vocabulary (a stranger read "␣ looks
+    # for a" as what it did here)
+    looked = torch.topk(weights[seen], min(LOOKED_AT, position + 1)).indices.tolist()
+    at = " and ".join(f"`{reading.tokens[i]}`@{i} ({float(weights[i]):.2f})" for i in looked)
     return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
-            f"of {what}: {part:+.3f} of {parts.logit:+.3f}. {pushed}: "
-            f"`{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
+            f"of {what}: {part:+.3f} of {parts.logit:+.3f}. After `{reading.tokens[position]}` it looked most "
+            f"at {at}. {pushed}: `{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, "
+            f"{float(shares[top]):+.3f}).")
 
 
 def _texts(reading: _Reading, position: int) -> tuple[str, str, str]:
