@@ -393,7 +393,7 @@ def test_the_toy_presets_model_explained_head_by_head(request, server, viewport)
     field.fill("why-toy")
     field.press("Enter")
     expect(panel.get_by_role("heading", level=3).first.locator("xpath=..")).to_contain_text(
-        "Read: the first 8 of 11 tokens, this checkpoint's most. Shorten the text for the rest.", timeout=WAIT_MS)
+        "Reads the first 8 of 11 tokens (this checkpoint's most). Shorten the text for the rest.", timeout=WAIT_MS)
     parts = plot_titled(panel, "The logit of")
     expect(parts.locator(".ytick text")).to_have_count(4, timeout=WAIT_MS)
     assert parts.locator(".ytick text").all_text_contents() == ["L0 H0", "L0 H1", "L0 attention bias", "output bias"]

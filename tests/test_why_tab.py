@@ -521,7 +521,7 @@ def test_a_text_longer_than_the_context_is_read_to_the_context_and_the_heading_s
     for split in (why_tab.VERSUS, why_tab.ALONE):
         view = why_tab.explain(ctx, checkpoint, "hello world", -1, "", why_tab.STRONGEST, [], "zero", split)
         assert view.numbers["position"] == 7  # -1: the last token read, "o" of "wo"
-        assert "**Read: the first 8 of 11 tokens, this checkpoint's most.** Shorten the text for the rest." \
+        assert "**Reads the first 8 of 11 tokens (this checkpoint's most).** Shorten the text for the rest." \
             in view.heading
         reading, _ = why_tab._reading(ctx, checkpoint, "hello world", "", why_tab.STRONGEST, [], "zero", split=split)
         for position in range(8):  # with the line saying no head decides, where it does
@@ -533,7 +533,7 @@ def test_a_text_longer_than_the_context_is_read_to_the_context_and_the_heading_s
     reading, _ = why_tab._reading(ctx, checkpoint, "a" * 40, "", why_tab.STRONGEST, [], "zero")
     assert reading.ids.numel() == 32 and reading.dropped == 8
     deck = json.loads(why_tab._position_deck(reading, "k", [31]))
-    assert "the first 32 of 40 tokens, this checkpoint's most" in json.dumps(deck)
+    assert "the first 32 of 40 tokens (this checkpoint's most)" in json.dumps(deck)
 
 
 def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule(ctx):

@@ -284,7 +284,7 @@ def _dropped_line(reading: _Reading) -> str:
     if not reading.dropped:
         return ""
     kept = reading.ids.numel()
-    return (f"\n\n**Read: the first {kept} of {kept + reading.dropped} tokens, {reading.reads}'s most.** Shorten the "
+    return (f"\n\n**Reads the first {kept} of {kept + reading.dropped} tokens ({reading.reads}'s most).** Shorten the "
             "text for the rest.")
 
 
