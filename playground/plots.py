@@ -671,7 +671,11 @@ CHAIN_VERSUS_STEPS = ("① Where the head looked: its attention weight on each k
                       "⑤ Softmax: the difference decides between the two probabilities")
 CHAIN_COLOURS = ("#e03131", "#2f9e44")  # down, up: a bar's colour is 1 where it pushes the target up
 CHAIN_WEIGHT_COLOUR = "#4c6ef5"
-CHAIN_HEIGHT = 900
+CHAIN_HEIGHT = 1000
+# px below panels ① to ④: the keys' labels under ① and ③ (two lines under ④) and the next panel's title, up to
+# three lines (a stranger counted 10 labels of ① and ③ run into the titles of ② and ④ on a phone)
+CHAIN_GAPS_PX = (104, 64, 104, 92)
+CHAIN_PLOT_PX = CHAIN_HEIGHT - 104 - 40  # the panels' height with gaps: less a two-line title's top margin, the bottom
 CHAIN_STEP_WIDTH = 38  # characters per line of a panel's title: a phone's plot
 CHAIN_STEP_ROOM = 36  # px between the figure's title and the first panel, for that panel's two-line title
 
@@ -685,8 +689,12 @@ def chain_base(versus: bool = False) -> go.Figure:
     steps = CHAIN_VERSUS_STEPS if versus else CHAIN_STEPS
     figure = make_subplots(rows=5, cols=1, vertical_spacing=0.095,
                            subplot_titles=[wrap_title(step, CHAIN_STEP_WIDTH) for step in steps])
-    for annotation in figure.layout.annotations:
-        annotation.update(font=dict(size=12.5), align="left", x=0, xanchor="left")
+    panel = (1 - sum(CHAIN_GAPS_PX) / CHAIN_PLOT_PX) / 5
+    top = 1.0
+    for row, (annotation, gap) in enumerate(zip(figure.layout.annotations, (*CHAIN_GAPS_PX, 0)), start=1):
+        annotation.update(font=dict(size=12.5), align="left", x=0, xanchor="left", y=top)  # a title sits on its panel
+        figure.update_yaxes(domain=[max(0.0, top - panel), top], row=row, col=1)
+        top -= panel + gap / CHAIN_PLOT_PX
     scale = [[0, CHAIN_COLOURS[0]], [1, CHAIN_COLOURS[1]]]
     by_sign = dict(cmin=0, cmax=1, colorscale=scale)
     key_hover = "key %{x} · %{customdata}: %{y:.4g}<extra>%{fullData.name}</extra>"
@@ -720,20 +728,26 @@ def chain_changes(labels: Sequence[str], weights: Sequence[float], writes: Seque
                   *, head: str, target: str, position: int, part: float, others: float, logit: float,
                   probability: float, other: str, other_probability: float, guessed: bool,
                   room_px: int = LABEL_ROOM_PX, important: Sequence[int] = (), versus: bool = False,
-                  logits: tuple[float, float] | None = None) -> dict:
+                  logits: tuple[float, float] | None = None, decides: bool = True) -> dict:
     """One view of the chain as changes to chain_base(): ``labels`` the keys read (positions 0 to ``position``),
     ``weights`` x ``writes`` = ``pushes``; the pushes summed are ``part`` (the head's bar), ``others`` the rest of
     the parts, ``logit`` the model's; ``probability`` the target's, ``other`` the best other token and its
     ``other_probability`` (``guessed``: the target is the model's guess, so ``other`` is its runner-up). Values to 4
     significant digits, the running sum to 6; the bars' x is left to Plotly (0, 1, ...). ``versus``: ``part``,
     ``others`` and ``logit`` are of logit(target) - logit(other); ``logits``: the two logits, under the
-    probabilities (the contest softmax settles)."""
+    probabilities (the contest softmax settles). ``decides``: False where the head writes little beside the rest
+    (the Why tab's rule): the title gives its part in numbers instead of saying its pattern made the result."""
     shown = [_display_label(str(s)) for s in labels]
     tickvals, ticktext, angle = _bar_ticks(shown, room_px, important)
     axis = {"tickvals": tickvals, "ticktext": ticktext, "tickangle": angle}
     made = (f"made '{_display_label(target)}' beat '{_display_label(other)}'" if versus else
             f"became '{_display_label(target)}'")
-    title, top = _title_layout(f"How {head}'s pattern at position {position} {made}")
+    if not decides:  # "L3 H2's part at position 33: +0.066 of +6.708 ('u' over 'a')"
+        made = (f"'{_display_label(target)}' over '{_display_label(other)}'" if versus else
+                f"the logit of '{_display_label(target)}'")
+        title, top = _title_layout(f"{head}'s part at position {position}: {part:+.3f} of {logit:+.3f} ({made})")
+    else:
+        title, top = _title_layout(f"How {head}'s pattern at position {position} {made}")
     title.update(yref="container", y=1, yanchor="top", pad={"t": 12})  # above the first panel's own title
     def rounded(values):
         return [float(f"{v:.4g}") for v in values]

@@ -165,7 +165,6 @@ def test_knocking_out_heads_reports_loss_and_prediction_and_ranks_every_head(ctx
 @pytest.mark.parametrize(("changes", "message"), [
     ({"text": ""}, "the text is empty"),
     ({"text": "x" * 20 + "∑"}, "does not know; the first is '∑' at 20"),
-    ({"text": "a" * 40}, "this view reads at most 32"),
     ({"position": 99}, "position 99 is outside the text's 28 tokens"),
     ({"target": "∑"}, "not in this model's vocabulary"),
     ({"target": "ab"}, "is 2 tokens"),
@@ -229,10 +228,16 @@ def test_against_the_runner_up_the_bars_split_the_logit_difference_and_name_the_
         assert sum(key["push"] for key in numbers["head"]["keys"]) == pytest.approx(heads[strongest], abs=1e-4)
         quoted = f"{float(logits[position, guess]):.3f} − {float(logits[position, runner_up]):.3f} = {difference:+.3f}"
         assert quoted in view.heading and "against the runner-up" in view.heading
-        assert " − the logit of " in view.parts.layout.title.text and "beat" in view.chain.layout.title.text
+        assert " − the logit of " in view.parts.layout.title.text
+        chain_title = view.chain.layout.title.text.replace("<br>", " ")
+        assert "beat" in chain_title or f"({quoted_target(view)} over " in chain_title  # hedged: see below
         alone = explain(ctx, position=position)
         assert alone.numbers["split"] == "alone" and alone.numbers["total"] == pytest.approx(
             float(logits[position, guess]), abs=1e-4)
+
+
+def quoted_target(view) -> str:
+    return f"'{plots._display_label(view.numbers['target']['character'])}'"
 
 
 def test_the_look_for_line_says_when_no_head_decides(ctx):
@@ -301,7 +306,9 @@ def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
         keys = view.numbers["head"]["keys"]
         assert chain["data"][0]["y"] == pytest.approx([key["weight"] for key in keys], rel=1e-3, abs=1e-6)
         assert chain["data"][2]["y"] == pytest.approx([key["push"] for key in keys], rel=1e-3, abs=1e-6)
-        assert f"How {strongest}'s pattern at position {position}" in chain["layout"]["title"]["text"]
+        assert chain["layout"]["title"]["text"] == view.chain.layout.title.text  # hedged or not, as /why's
+        assert f"{strongest}'s pat" in chain["layout"]["title"]["text"].replace("<br>", " ") or \
+            f"{strongest}'s part at position {position}:" in chain["layout"]["title"]["text"].replace("<br>", " ")
         for axis in ("xaxis", "xaxis3"):
             assert chain["layout"][axis]["ticktext"] == list(view.chain.layout[axis].ticktext)
         assert chain["data"][2]["y"] == list(view.chain.data[2].y)
@@ -531,3 +538,79 @@ def test_the_knock_out_block_shows_at_most_60_words_before_its_fold_with_heads_k
         heading = why_tab._knock_text(reading, 0).splitlines()[0]
         assert heading == ("### Knocked out: L0 H0, L0 H1, L1 H0 and 2 more" if len(knocked) == 5
                            else f"### Knocked out: {names}")
+
+
+def test_a_text_longer_than_the_context_is_read_to_the_context_and_the_heading_says_so(kinds):
+    """Issue 29's stranger pasted the Train tab's own advice, "hello world" (11 tokens), into the toy preset
+    (context 8): the view refused it, the toast faded and the heading said only that it could not read the text.
+    Like the Attention and Model tabs (walkthrough.prepare_text), the view reads the first tokens, and its heading
+    keeps the limit, the reason and what to do in sight (within the 60 words)."""
+    ctx, checkpoint, _ = kinds["toy"]
+    for split in (why_tab.VERSUS, why_tab.ALONE):
+        view = why_tab.explain(ctx, checkpoint, "hello world", -1, "", why_tab.STRONGEST, [], "zero", split)
+        assert view.numbers["position"] == 7  # -1: the last token read, "o" of "wo"
+        assert "**Reads the first 8 of 11 tokens (this checkpoint's most).** Shorten the text for the rest." \
+            in view.heading
+        reading, _ = why_tab._reading(ctx, checkpoint, "hello world", "", why_tab.STRONGEST, [], "zero", split=split)
+        for position in range(8):  # with the line saying no head decides, where it does
+            assert visible_words(why_tab._heading(reading, position)) <= 60, why_tab._heading(reading, position)
+    assert "reads at most" not in why_tab.explain(ctx, checkpoint, "hello wo", -1, "").heading
+    with pytest.raises(ValueError, match="outside the text's 8 tokens"):
+        why_tab.explain(ctx, checkpoint, "hello world", 9, "")
+    ctx, checkpoint, _ = kinds["shipped"]  # 40 characters, context 32: the same, in the page's decks too
+    reading, _ = why_tab._reading(ctx, checkpoint, "a" * 40, "", why_tab.STRONGEST, [], "zero")
+    assert reading.ids.numel() == 32 and reading.dropped == 8
+    deck = json.loads(why_tab._position_deck(reading, "k", [31]))
+    assert "the first 32 of 40 tokens (this checkpoint's most)" in json.dumps(deck)
+
+
+def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule(ctx):
+    """Issue 29's stranger read "No head decides this one" above a chain titled "How L3 H2's pattern at position 33
+    made 'u' beat 'a'", where L3 H2 wrote +0.066 of +6.708. Where _who_decides speaks for the chain's head, the title
+    gives the head's part in numbers; elsewhere it says the pattern made the result. The parts' x axis says what the
+    bars are."""
+    said = Counter()
+    for split in (why_tab.VERSUS, why_tab.ALONE):
+        reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero", split=split)
+        for position, parts in enumerate(reading.attributions):
+            layer, head = why_tab._strongest(reading, position)
+            title = why_tab._chain_changes(reading, position, layer, head)["layout"]["title"]["text"]
+            title = title.replace("<br>", " ")
+            target = why_tab._label(reading.tokenizer.label(parts.target_id))
+            if why_tab._who_decides(parts, (layer, head)):
+                said["hedged"] += 1
+                part = parts.head(layer, head)
+                assert f"L{layer} H{head}'s part at position {position}: {part:+.3f} of {parts.logit:+.3f}" in title
+                assert "How" not in title and "beat" not in title
+            else:
+                said["made"] += 1
+                assert title.startswith(f"How L{layer} H{head}'s pattern at position {position}")
+            axis = why_tab._parts_changes(reading, position)["layout"]["xaxis"]["title"]["text"]
+            if split == why_tab.VERSUS:
+                rival = why_tab._label(reading.tokenizer.label(parts.rival_id))
+                assert axis == f"share of logit('{target}') − logit('{rival}')"
+            else:
+                assert axis == f"share of logit('{target}')"
+    assert said["hedged"] > 0 and said["made"] > 0, said
+    assert why_tab._parts_figure(reading, 3).layout.xaxis.title.text == why_tab._parts_axis(reading, 3)
+
+
+def test_the_heads_heading_says_where_it_looked_at_this_query_from_its_attention_row(ctx):
+    """Issue 29's stranger read the circuits' "␣ looks for a" (the strongest pair over the vocabulary) as what the head
+    did at the chosen query. The head's heading says where it looked most there: its two largest attention weights at
+    that position, each key's character and position (from an independent pass: circuits.key_contributions)."""
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = loaded.tokenizer.encode(TEXT)
+    reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero")
+    for position in (0, 9, len(TEXT) - 1):
+        for layer, head in ((0, 1), (1, 0)):
+            heading = why_tab._head_heading(reading, position, layer, head)
+            said = re.search(r"After `([^`]+)` it looked most at (.*?)\. ", heading)
+            assert said and said.group(1) == reading.tokens[position], heading
+            keys = re.findall(r"`([^`]+)`@(\d+) \(([\d.]+)\)", said.group(2))
+            weights, _ = circuits.key_contributions(loaded.model, ids, position, reading.targets[position], layer,
+                                                    head, reading.attributions[position])
+            best = torch.topk(weights[:position + 1].float(), min(2, position + 1))
+            assert [int(key[1]) for key in keys] == best.indices.tolist()
+            assert [key[0] for key in keys] == [reading.tokens[i] for i in best.indices.tolist()]
+            assert [float(key[2]) for key in keys] == pytest.approx(best.values.tolist(), abs=5e-3)

@@ -59,8 +59,9 @@ PAIRS = 5
 PAIRS_SHOWN = 1  # of each table's PAIRS, in sight before the fold
 LOOK_FOR_PARTS = "**Look for:** the longest bars: the parts that wrote this guess. Green pushed it up, red down."
 LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
-LOOK_FOR_HEAD = ("**Look for:** read down: a key's weight (①) × what the head writes from it (②) = its push (③); the "
-                 "pushes add up to the head's bar (④), then softmax (⑤).")
+LOOK_FOR_HEAD = ("**Look for:** read down: weight (①) × write (②) = push (③); pushes sum to the head's bar (④); "
+                 "softmax (⑤).")
+LOOKED_AT = 2  # the keys the head's heading names as where it looked most at this query
 CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
               "value, through the head's share of the output projection, read the way the bars above read every "
               "part. The weights add up to 1, so the pushes add up to exactly this head's bar. \"Every other part\" "
@@ -186,6 +187,8 @@ class _Reading(NamedTuple):
     writes: dict  # (layer, head) -> (T, T): what the head writes from each key onto the query's target, per weight
     logits: torch.Tensor  # (T, V): the intact model's logits
     versus: bool  # the parts split logit(target) - logit(rival) (each attribution's rival_id), not the logit alone
+    dropped: int = 0  # tokens past what the view reads (the text's last ones): the heading says so
+    reads: str = "this view"  # what sets that limit: "this checkpoint" (its context) or "this view"
 
 
 READING_CACHE_SIZE = 24  # pieces of readings kept: a text's every-position pass, its ranking, a few heads' circuits
@@ -223,15 +226,17 @@ def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
                          f"text in the characters it knows{knows}, or choose another checkpoint")
     ids = tokenizer.encode(text)
     limit = min(MAX_TOKENS, config.context_size)
-    if ids.numel() > limit:
-        raise ValueError(f"the text is {ids.numel():,} tokens; this view reads at most {limit} (use a shorter text)")
+    # a text longer than the model reads: its first tokens, said on the page (as the Attention and Model tabs
+    # do). A stranger pasted the Train tab's own "hello world" into the toy (context 8) and read only a refusal.
+    dropped = max(0, ids.numel() - limit)
+    ids = ids[:limit]
     if target:
         _target(tokenizer, target, 0)  # refused here, before any work
     layers, heads = config.layers_num, config.heads_num
     head = checks.text(head, "head", 64) or STRONGEST
     chosen = None if head == STRONGEST else _parse_head(head, layers, heads)
     knocked_heads = [_parse_head(name, layers, heads) for name in knocked]
-    return loaded, ids, target, chosen, knocked_heads, mode, versus
+    return loaded, ids, target, chosen, knocked_heads, mode, versus, dropped
 
 
 def _position(position, length: int) -> int:
@@ -259,16 +264,31 @@ def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
              position=None, memo: ReadingCache | None = None, split: str = VERSUS) -> tuple[_Reading, int | None]:
     """The text read at every position for these settings (priced and admitted first), and ``position`` checked
     against it (None stays None). ``memo``: pieces read before (none kept when None)."""
-    loaded, ids, target, chosen, knocked_heads, mode, versus = _prepare(ctx, checkpoint, text, target, head, knocked,
-                                                                        mode, split)
+    loaded, ids, target, chosen, knocked_heads, mode, versus, dropped = _prepare(ctx, checkpoint, text, target, head,
+                                                                                 knocked, mode, split)
     T = ids.numel()
     if position is not None:
         position = _position(position, T)
     subset = _circuit_tokens(loaded.config.vocabulary_size, ids)
     memo = memo if memo is not None else ReadingCache(0)
     with ctx.budget.reserve(_cost(loaded.config, T, subset), hint=f"use a shorter text (it is {T} tokens)"):
-        return _read(loaded.model, loaded.tokenizer, ids, target, chosen, knocked_heads, mode, subset, loaded.name,
-                     memo, versus), position
+        reading = _read(loaded.model, loaded.tokenizer, ids, target, chosen, knocked_heads, mode, subset,
+                        loaded.name, memo, versus)
+    return reading._replace(dropped=dropped, reads=_reads(loaded.config)), position
+
+
+def _reads(config) -> str:
+    """Who sets how many tokens a view reads: "this checkpoint" (its context) or "this view" (MAX_TOKENS)."""
+    return "this checkpoint" if config.context_size <= MAX_TOKENS else "this view"
+
+
+def _dropped_line(reading: _Reading) -> str:
+    """The line that says the view reads only the text's first tokens, and what to do ("" where it reads it all)."""
+    if not reading.dropped:
+        return ""
+    kept = reading.ids.numel()
+    return (f"\n\n**Reads the first {kept} of {kept + reading.dropped} tokens ({reading.reads}'s most).** Shorten the "
+            "text for the rest.")
 
 
 def _every_position(model, tokenizer, ids, target, versus: bool = False):
@@ -398,7 +418,7 @@ def _heading(reading: _Reading, position: int) -> str:
     probabilities = reading.probabilities[position]
     name = _label(reading.tokenizer.label(target_id))
     rank = int((probabilities > probabilities[target_id]).sum()) + 1
-    quiet = _who_decides(parts, _strongest(reading, position))
+    quiet = _who_decides(parts, _strongest(reading, position)) + _dropped_line(reading)
     if parts.rival_id is None:
         return (f"### Why `{name}` after `{reading.tokens[position]}` (position {position})\n\n{LOOK_FOR_PARTS}"
                 f"{quiet}\n\nThe model gives `{name}` probability {float(probabilities[target_id]):.3f} (its choice "
@@ -421,9 +441,14 @@ def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> s
     pushed = "Pushed it up most" if float(shares[top]) >= 0 else "Pushed it down most"
     parts = reading.attributions[position]
     what = "the logit" if parts.rival_id is None else "the logit difference"
+    # what the head looked for at this query, beside the circuits' pair over the vocabulary (a stranger read "␣ looks
+    # for a" as what it did here)
+    looked = torch.topk(weights[seen], min(LOOKED_AT, position + 1)).indices.tolist()
+    at = " and ".join(f"`{reading.tokens[i]}`@{i} ({float(weights[i]):.2f})" for i in looked)
     return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
-            f"of {what}: {part:+.3f} of {parts.logit:+.3f}. {pushed}: "
-            f"`{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, {float(shares[top]):+.3f}).")
+            f"of {what}: {part:+.3f} of {parts.logit:+.3f}. After `{reading.tokens[position]}` it looked most "
+            f"at {at}. {pushed}: `{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, "
+            f"{float(shares[top]):+.3f}).")
 
 
 def _texts(reading: _Reading, position: int) -> tuple[str, str, str]:
@@ -468,10 +493,19 @@ def _parts_title(reading: _Reading, position: int) -> str:
     return f"The logit of '{target}' − the logit of '{_label(reading.tokenizer.label(parts.rival_id))}', part by part"
 
 
+def _parts_axis(reading: _Reading, position: int) -> str:
+    """What the parts' bars are, under them: "share of logit('u') − logit('a')" (a stranger read "logit")."""
+    parts = reading.attributions[position]
+    target = _label(reading.tokenizer.label(parts.target_id))
+    if parts.rival_id is None:
+        return f"share of logit('{target}')"
+    return f"share of logit('{target}') − logit('{_label(reading.tokenizer.label(parts.rival_id))}')"
+
+
 def _parts_figure(reading: _Reading, position: int):
     values = reading.attributions[position].values.tolist()
     return plots.horizontal_bar_chart(reading.attributions[position].names, values, _parts_title(reading, position),
-                                      "logit", colours=_colours(values))
+                                      _parts_axis(reading, position), colours=_colours(values))
 
 
 class Chain(NamedTuple):
@@ -528,6 +562,7 @@ def _chain_arguments(reading: _Reading, position: int, layer: int, which: int) -
                 logit=chain.logit, probability=chain.probability, other=_label(name(chain.other)),
                 other_probability=chain.other_probability, guessed=chain.guessed, room_px=plots.LABEL_ROOM_PX,
                 versus=chain.versus, logits=(chain.target_logit, chain.other_logit),
+                decides=not _who_decides(reading.attributions[position], (layer, which)),
                 important=[*(i for pair in zip(tallest, strongest) for i in pair), position])
 
 
@@ -570,7 +605,8 @@ def _parts_changes(reading: _Reading, position: int) -> dict:
     values = [float(f"{v:.6g}") for v in reading.attributions[position].values.tolist()]  # they sum to the logit
     title, top = plots._title_layout(_parts_title(reading, position))
     return {"data": [{"x": values, "marker": {"color": _colours(values)}}],
-            "layout": {"title": title, "margin": {"t": top}}}
+            "layout": {"title": title, "margin": {"t": top},
+                       "xaxis": {"title": {"text": _parts_axis(reading, position)}}}}
 
 
 def _circuits_view(reading: _Reading, layer: int, which: int) -> tuple[str, object, object]:
