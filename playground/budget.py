@@ -169,9 +169,10 @@ def largest_batch(fits_bytes: int, **shapes) -> int:
 
 
 # a forward pass's small temporaries beyond its counted tensors, with the heap fixed (fix_heap): at the shipped model's
-# shape (4 layers, 4 heads, width 192, T 128) the pass, the views and sampling peaked within 1 MiB of their counted
-# terms (tests/test_inference_budget.py, warm processes); 7 MiB put the smallest estimates past twice their peaks
-# (uncached sampling 17.1 against 8.5 to 10.3, the block level 19.7 against 9.2 to 10.4)
+# shape (4 layers, 4 heads, width 192, T 128) the pass with maps peaked at 10.1 to 10.5 MiB against 12.1 counted
+# before this, every view and sampling below theirs but the head table (28.4 against 26.9), in warm processes
+# (tests/test_inference_budget.py); 7 MiB put the smallest estimates past twice their peaks (uncached sampling 17.1
+# against 8.5 to 10.3, the block level 19.7 against 9.2 to 10.4); with 4 every kind at every shape holds both bounds
 INFERENCE_OVERHEAD = 4 * MIB
 
 
