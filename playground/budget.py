@@ -202,7 +202,12 @@ def inference_cost(*, parameters: int, layers_num: int, heads_num: int, embeddin
         # then their masked copy). With glibc's dynamic mmap threshold the freed ones stayed resident in some
         # processes (2 layers, 8 heads, T 512 peaked at 35 to 73 MiB, four and a half copies counted); with the fixed
         # threshold the server sets (fix_heap) 35.8 to 37.2, and two keep twice the lowest peak above the estimate
-        parts.append(("attention's working copies", 2 * one_layer))
+        # Under fix_heap's threshold a layer's (B, h, T, T) blocks come from the heap, where what one layer frees may
+        # stay resident beside the next layer's: the head table's probes (batch 8, 8 heads, T 96: 2.25 MiB blocks)
+        # peaked at 26 to 33 MiB and past 35 by process against two copies counted once. There, every layer's two
+        # are counted
+        in_heap = one_layer < MMAP_THRESHOLD
+        parts.append(("attention's working copies", 2 * one_layer * (layers_num if in_heap else 1)))
     return Cost("this forward pass", tuple(parts))
 
 
