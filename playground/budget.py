@@ -168,11 +168,12 @@ def largest_batch(fits_bytes: int, **shapes) -> int:
     return max(0, int((fits_bytes - (one - per_sample)) // per_sample))
 
 
-# a forward pass's small temporaries and the allocator's slack: measured up to 6 MiB, and 2 more for the run-to-run
-# spread of cached sampling's peak (55.3 against 57.7 MiB at nanoGPT's shape), less 1: cached sampling at 2 layers,
-# 4 heads, T 256, 4,096 characters peaked at 12.4 to 15.6 MiB in ten processes (with or without fix_heap), and 8
-# put the estimate (24.8) at twice the lowest peak, past it in some runs
-INFERENCE_OVERHEAD = 7 * MIB
+# a forward pass's small temporaries beyond its counted tensors, with the heap fixed (fix_heap): at the shipped model's
+# shape (4 layers, 4 heads, width 192, T 128) the pass with maps peaked at 10.1 to 10.5 MiB against 12.1 counted
+# before this, every view and sampling below theirs but the head table (28.4 against 26.9), in warm processes
+# (tests/test_inference_budget.py); 7 MiB put the smallest estimates past twice their peaks (uncached sampling 17.1
+# against 8.5 to 10.3, the block level 19.7 against 9.2 to 10.4); with 4 every kind at every shape holds both bounds
+INFERENCE_OVERHEAD = 4 * MIB
 
 
 def inference_cost(*, parameters: int, layers_num: int, heads_num: int, embedding_dim: int, context_size: int,
@@ -183,22 +184,30 @@ def inference_cost(*, parameters: int, layers_num: int, heads_num: int, embeddin
     tokens = batch_size * context_size
     parts = [
         ("weights", 4 * parameters),
-        # the same pass at nanoGPT's shape (6 layers, 6 heads, width 384, T 256) peaked at 59 to 60 MiB in seven
-        # processes of eight and at 71.1 in the eighth, about a quarter of its 41 MiB of weights more: an eighth of
-        # them beside the other terms' slack keeps that peak under the estimate, and the smallest shapes within
-        # twice their lowest peaks (tests/test_inference_budget.py measures each shape in two processes at once)
-        ("the allocator's slack beside the weights", parameters // 2),
+        # the weights are blocks under fix_heap's 4 MiB threshold, in the heap, and the pass's temporaries fill the
+        # gaps between them: at nanoGPT's shape (6 layers, 6 heads, width 384, T 256, 41 MiB of weights) the pass with
+        # maps peaked 22 to 28 MiB past its weights against 21 counted (tests/test_inference_budget.py, and 59 to 71
+        # by process before the heap was fixed); a quarter of the weights covers it, and at the shipped shape (7 MiB of
+        # weights) keeps the smallest estimates within twice their peaks
+        ("the allocator's slack beside the weights", parameters),
         ("activations", 4 * tokens * (16 * embedding_dim + vocabulary_size)),
         ("working space", INFERENCE_OVERHEAD),
     ]
     if attention_maps:
         one_layer = 4 * batch_size * heads_num * context_size * context_size  # (B, h, T, T) in float32
         parts.append(("attention maps", layers_num * one_layer))
+        # and every layer's input beside its maps, (B, T, C) each (model.py: the LayerNorm'd stream the views read)
+        parts.append(("every layer's input", layers_num * 4 * tokens * embedding_dim))
         # while a layer's maps are made two more (B, h, T, T) tensors are alive beside them (model.py: the scores,
         # then their masked copy). With glibc's dynamic mmap threshold the freed ones stayed resident in some
         # processes (2 layers, 8 heads, T 512 peaked at 35 to 73 MiB, four and a half copies counted); with the fixed
         # threshold the server sets (fix_heap) 35.8 to 37.2, and two keep twice the lowest peak above the estimate
-        parts.append(("attention's working copies", 2 * one_layer))
+        # Under fix_heap's threshold a layer's (B, h, T, T) blocks come from the heap, where what one layer frees may
+        # stay resident beside the next layer's: the head table's probes (batch 8, 8 heads, T 96: 2.25 MiB blocks)
+        # peaked at 26 to 33 MiB and past 35 by process against two copies counted once. There, every layer's two
+        # are counted
+        in_heap = one_layer < MMAP_THRESHOLD
+        parts.append(("attention's working copies", 2 * one_layer * (layers_num if in_heap else 1)))
     return Cost("this forward pass", tuple(parts))
 
 

@@ -1,16 +1,18 @@
-"""The estimates of requests that run the model without training (a forward pass with every head's weights, as the
-Attention, Model and Why views do; sampling with the KV cache) bound the highest peak measured in PROCESSES child
-processes, and stay within 2x of the lowest so their refusals are honest. The child runs in a memory cgroup whose
-limit is what it holds after its warm-up plus the estimate (tests/test_memory_sweep.py's CHILD_LIMIT), so an
-estimate below the true peak is an OOM kill, not a number; where no group can be made, it measures without one.
+"""The estimates of requests that run the model without training bound the highest peak measured in PROCESSES child
+processes, and stay within 2x of the lowest so their refusals are honest: a forward pass with every head's maps (the
+Attention tab's source), sampling with the KV cache and without, the Model tab's levels (score and head, heads,
+block, the logit lens), the Attention tab's head table and the Why tab's reading. Each child measures every kind in
+turn, each inside a memory cgroup whose limit is what it holds after that kind's warm-up plus the estimate, so an
+estimate below the true peak is an OOM kill, not a number; where no group can be made, it measures without one. One
+process a shape measures every kind: its imports (torch, and gradio for the Why tab) cost more than most requests.
 
-Sampling with and without the KV cache is held to one estimate. Each new window length makes oneDNN build kernels
-for it, which it keeps for the process (at most PROCESS_DEFAULTS' cache capacity of them, whoever asked): measured
-with them counted, a request's peak was 25 to 82 MiB against estimates of 15 to 58, so each measurement runs the
-request once first, as the forward measurement does, and counts what the second run holds."""
+Each new window length makes oneDNN build kernels for it, which it keeps for the process (at most PROCESS_DEFAULTS'
+cache capacity of them, whoever asked): measured with them counted, a request's peak was 25 to 82 MiB against
+estimates of 15 to 58, so each kind runs once first, on a model of its own, and the second run is counted."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -18,8 +20,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import torch
 from conftest import REPO
-from test_memory_sweep import CHILD_LIMIT, CHILD_RSS, memory_group
+from test_memory_sweep import CHILD_RSS, memory_group
 
 from playground import budget
 from playground.config import ModelConfig
@@ -28,38 +31,82 @@ from playground.sampling import sampling_cost
 MEASURE = """
 from playground.budget import fix_heap
 fix_heap()  # as app.py does when the server starts
-import json, sys, torch
+import ctypes, gc, json, sys, torch
 from pathlib import Path
 torch.set_num_threads(1)
 """ + CHILD_RSS + """
+from playground import anatomy, head_scores, walkthrough
 from playground.config import ModelConfig
 from playground.model import GPT
 from playground.sampling import SamplingSettings, stream
 from playground.tokenizer import CharTokenizer
-kind = sys.argv[1]
-L, h, C, T, V = map(int, sys.argv[2:7])
-group, estimate = Path(sys.argv[7]) if sys.argv[7] else None, int(sys.argv[8])
+L, h, C, T, V = map(int, sys.argv[1:6])
+group, kinds = Path(sys.argv[6]) if sys.argv[6] else None, json.loads(sys.argv[7])
+if 'why' in kinds:  # the Why tab's reading lives in its UI module: gradio's import is the process's, not a request's
+    from playground.ui import why_tab
 torch.manual_seed(0)
 tokenizer = CharTokenizer([chr(33 + i) for i in range(V)])
-def run(model, T, new_tokens):
+ids = torch.randint(0, V, (T,))
+# sampled past the full-context prompt, the cache is rebuilt from the last T // 2 tokens at the first new token and
+# then grows back to T: as many tokens meet every length, and the most cached sampling ever holds. Without the cache
+# every token is one full window of T, one shape: eight hold what T + 8 did (measured alike), at a fraction of the time
+TOKENS = T - T // 2 + 2
+def run(kind, model):
     with torch.no_grad():
         if kind == 'forward':
-            out = model(torch.randint(0, V, (1, T)), return_attention=True)
+            out = model(ids[None], return_attention=True)
             assert len(out.attention_weights) == model.config.layers_num
-        else:  # past the context, with the KV cache (rebuilt when full) or without it (full windows)
+            return out
+        if kind in ('cached', 'uncached'):  # past the context, with the KV cache (rebuilt when full) or without
+            new_tokens = 8 if kind == 'uncached' else TOKENS
             settings = SamplingSettings(max_new_tokens=new_tokens, temperature=1.0, seed=0)
             text = ''.join(t.text for t in stream(model, tokenizer, '!' * T, settings, kind == 'cached'))
             assert len(text) == new_tokens
-# once first, on a model of its own: what torch keeps per shape (oneDNN's kernels, bounded by app.py's settings,
-# which the tests apply too) are the process's, not a request's. Without the cache every token is one full window,
-# one shape, so two tokens meet every kernel the request will (the request's own 264-520 took half the time again)
-run(GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval(), T,
-    2 if kind == 'uncached' else T + 8)
-# what that run freed goes back (malloc_trim), so this request's pages are counted anew, inside the limit
-""" + CHILD_LIMIT + """
-model = GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval()
-run(model, T, T + 8)
-print(json.dumps(rss('VmHWM') - own))
+            return text
+    # the Model tab's levels on the last layer, as model_tab.py calls them (their figures are priced by the cell)
+    if kind == 'score':  # the score and head levels: the head's real inputs, then its trace
+        trace = walkthrough.checkpoint_head_inputs(model, ids, L - 1, 0).trace()
+        return trace, anatomy.one_score(trace.q[-1], trace.k[0])
+    if kind == 'heads':  # every head of the layer, with the transpose forgotten: the most it holds
+        return anatomy.all_heads(model, ids, L - 1, forget_transpose=True)
+    if kind == 'block':  # the block walked, with dropout on its attention weights: the most it holds
+        return anatomy.block_walk(model.blocks[L - 1], anatomy.block_input(model, ids, L - 1), dropout_p=0.1)
+    if kind == 'lens':  # the model level: the logit lens after every block
+        return anatomy.logit_lens(model, ids)
+    if kind == 'head_table':  # the Attention tab's head table: every head scored on the probes
+        return head_scores.score_heads(model)
+    if kind == 'why':  # the Why tab's reading of a text (every head ranked, means knocked out), then a head's circuits
+        reading = why_tab._read(model, tokenizer, ids, '', None, [], 'mean', why_tab._circuit_tokens(V, ids), 'x',
+                                why_tab.ReadingCache(0))
+        from playground import circuits
+        return reading, circuits.qk_circuit(model, L - 1, 0, reading.subset), circuits.ov_circuit(model, L - 1, 0,
+                                                                                                   reading.subset)
+    raise ValueError(kind)
+def gpt():
+    return GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval()
+def trim():
+    gc.collect()
+    ctypes.CDLL('libc.so.6').malloc_trim(0)
+peaks = {}
+for kind, estimate in kinds.items():
+    print('measuring', kind, file=sys.stderr, flush=True)
+    if group is not None:
+        (group / 'memory.limit_in_bytes').write_text('-1')  # the warm-up runs outside the last request's limit
+    # once first, on a model of its own: what torch keeps per shape (oneDNN's kernels, bounded by app.py's settings,
+    # which the tests apply too) and a module's first call are the process's, not a request's
+    run(kind, gpt())
+    trim()  # what that run freed goes back, so this request's pages are counted anew, inside the limit
+    if group is not None:
+        base = int((group / 'memory.usage_in_bytes').read_text())
+        (group / 'memory.limit_in_bytes').write_text(str(base + estimate))  # past it (page cache aside): killed
+    own = rss()
+    open('/proc/self/clear_refs', 'w').write('5')  # this process's peak from here on
+    model = gpt()
+    result = run(kind, model)
+    peaks[kind] = rss('VmHWM') - own
+    del model, result
+    trim()
+print(json.dumps(peaks))
 """
 
 PROCESSES = 2  # measured at once (one a core), each in its own memory group: a request's peak varies by process
@@ -75,24 +122,59 @@ SHAPES = [  # layers, heads, width, context, vocabulary
 # the server's fixed threshold (budget.fix_heap, which MEASURE calls as app.py does) 35.8 to 37.2.
 
 
-def _peaks(kind: str, shape, estimate: int) -> list[int]:
-    """The peaks of ``kind`` at ``shape`` in PROCESSES children at once, each limited to ``estimate`` beyond its
-    warm-up: the allocator's peak for one request varies from process to process (at nanoGPT's shape, 59 to 60 MiB
-    in seven of eight and 71.1 in the eighth), so the estimate is held against the highest and twice the lowest."""
+KINDS = ("forward", "cached", "uncached", "score", "heads", "block", "lens", "head_table", "why")
+
+
+def _estimates(shape) -> dict[str, int]:
+    """Every kind's estimate at ``shape``, as the server prices it (the views without their figures, which are priced
+    by the cell from the Attention tab's measurement: tests/test_budget.py)."""
+    from playground import anatomy
+    from playground.ui import head_table, why_tab
+
+    config = _config(shape)
+    L, h, C, T, V = shape
+    shapes = dict(parameters=config.parameter_count(), layers_num=L, heads_num=h, embedding_dim=C, context_size=T,
+                  vocabulary_size=V)
+    view = dict(length=T, embedding_dim=C, heads_num=h, layers_num=L, vocabulary_size=V,
+                parameters=config.parameter_count(), heatmap_cells=0)
+    why = why_tab._cost(config, T, why_tab._circuit_tokens(V, torch.zeros(T, dtype=torch.long)))
+    return {
+        "forward": budget.inference_cost(**shapes, attention_maps=True).bytes,
+        "cached": sampling_cost(config, config.parameter_count()).bytes,
+        "uncached": sampling_cost(config, config.parameter_count()).bytes,
+        "score": anatomy.view_cost("score", **view).bytes,
+        "heads": anatomy.view_cost("heads", **view, forget_transpose=True).bytes,
+        "block": anatomy.view_cost("block", **view).bytes,
+        "lens": anatomy.view_cost("model", **view).bytes,
+        "head_table": head_table.cost(config).bytes,
+        "why": why.bytes - dict(why.parts)["figures"],
+    }
+
+
+@functools.cache
+def _measured(shape) -> dict[str, list[int]]:
+    """Every kind's peaks at ``shape`` in PROCESSES children at once, each in its own memory group and measuring the
+    kinds one after another, each inside a limit of its estimate beyond its warm-up: the allocator's peak for one
+    request varies from process to process (at nanoGPT's shape, 59 to 60 MiB in seven of eight and 71.1 in the
+    eighth), so each estimate is held against the highest and twice the lowest. One process measures every kind: a
+    process's imports cost more than most of its requests."""
+    estimates = _estimates(shape)
     with ThreadPoolExecutor(PROCESSES) as pool:
-        return sorted(pool.map(lambda _: _peak(kind, shape, estimate), range(PROCESSES)))
+        runs = list(pool.map(lambda _: _peaks_in_one_process(shape, estimates), range(PROCESSES)))
+    return {kind: sorted(run[kind] for run in runs) for kind in estimates}
 
 
-def _peak(kind: str, shape, estimate: int) -> int:
-    """The peak of ``kind`` at ``shape`` in a child limited to ``estimate`` beyond its warm-up; killed or failed: the
-    test fails."""
+def _peaks_in_one_process(shape, estimates: dict[str, int]) -> dict[str, int]:
+    """Every kind's peak at ``shape`` in one child, each limited to its estimate beyond its warm-up; killed or failed:
+    the test fails, naming the kind being measured."""
     with memory_group() as group:
         enter = None if group is None else lambda: (group / "cgroup.procs").write_text(str(os.getpid()))
-        result = subprocess.run([sys.executable, "-c", MEASURE, kind, *map(str, shape), str(group or ""),
-                                 str(estimate)], capture_output=True, text=True, cwd=REPO, timeout=300, check=False,
-                                preexec_fn=enter)
-    assert result.returncode == 0, (f"{kind} {shape}: killed or failed inside a limit of the estimate "
-                                    f"({budget.human(estimate)}): {result.returncode} {result.stderr[-2000:]}")
+        result = subprocess.run([sys.executable, "-c", MEASURE, *map(str, shape), str(group or ""),
+                                 json.dumps(estimates)], capture_output=True, text=True, cwd=REPO, timeout=600,
+                                check=False, preexec_fn=enter)
+    measuring = [line for line in result.stderr.splitlines() if line.startswith("measuring ")]
+    assert result.returncode == 0, (f"{shape}, {measuring[-1] if measuring else 'starting'}: killed or failed "
+                                    f"inside a limit of its estimate: {result.returncode} {result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -103,26 +185,17 @@ def _config(shape) -> ModelConfig:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_the_forward_estimate_with_attention_maps_bounds_the_measured_peak(shape):
-    config = _config(shape)
-    estimate = budget.inference_cost(parameters=config.parameter_count(), layers_num=config.layers_num,
-                                     heads_num=config.heads_num, embedding_dim=config.embedding_dim,
-                                     context_size=config.context_size, vocabulary_size=config.vocabulary_size,
-                                     attention_maps=True).bytes
-    peaks = _peaks("forward", shape, estimate)
-    assert peaks[-1] <= estimate <= 2 * peaks[0], \
-        f"peaks {[round(p / budget.MIB, 1) for p in peaks]} MiB, estimate {estimate / budget.MIB:.1f} MiB"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", ["cached", "uncached"])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_the_sampling_estimate_bounds_the_measured_peak_past_the_context(shape, kind):
-    """From a full-context prompt past the context, with the KV cache (the default: the cache is full and rebuilt,
-    the most cached sampling ever holds) and without it (a full window's forward pass for every token)."""
-    config = _config(shape)
-    estimate = sampling_cost(config, config.parameter_count()).bytes
-    peaks = _peaks(kind, shape, estimate)
+def test_the_estimate_of_each_request_bounds_its_measured_peak(shape, kind):
+    """forward: a pass with every head's maps, as the Attention tab's source and the score and head levels need.
+    cached, uncached: sampling from a full-context prompt past the context, with the KV cache (the default: the cache
+    is full and rebuilt, the most cached sampling ever holds) and without it (a full window's pass for every token).
+    score, heads, block, lens: the Model tab's levels; head_table: the Attention tab's ranked heads; why: the Why
+    tab's reading of a text and one head's circuits."""
+    estimate = _estimates(shape)[kind]
+    peaks = _measured(shape)[kind]
+    print(f"{kind} {shape}: peaks {[round(p / budget.MIB, 1) for p in peaks]} MiB, estimate "
+          f"{estimate / budget.MIB:.1f} MiB")
     assert peaks[-1] <= estimate <= 2 * peaks[0], \
         f"peaks {[round(p / budget.MIB, 1) for p in peaks]} MiB, estimate {estimate / budget.MIB:.1f} MiB"

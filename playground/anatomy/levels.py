@@ -545,27 +545,36 @@ def logit_lens(model: GPT, token_ids: torch.Tensor, top: int = TOP) -> LogitLens
 def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, layers_num: int,
               vocabulary_size: int, parameters: int, heatmap_cells: int, bars: int = 0,
               forget_transpose: bool = False) -> budget.Cost:
-    """Peak memory of one view of ``level`` on T = ``length`` tokens, from the shapes alone (float32):
+    """Peak memory of one view of ``level`` on T = ``length`` tokens, from what the level runs (float32): a
+    forward pass (budget.inference_cost), the level's own tensors and the figures.
 
-    the forward pass (with every layer's attention maps), the level's own tensors and the figures:
-      score, head   one head's trace (budget.attention_view_cost)
-      heads         4 (h, T, T) and 4 (T, C); forgetting the transpose adds 6 (T, C) floats (both joins and
-                    projections, and their CPU copies) and FORGOTTEN_MAP_BYTES per (T, C) entry for the maps
-      block         6 (h, T, T), 12 (T, C) and 2 (T, 4C)
-      model         3 (T, V) (one stage at a time), the stream after every block (T, C) and their top lists
+      score, head   a pass with every layer's maps (checkpoint_head_inputs), then one head's trace: the tensors of
+                    budget.attention_view_cost (its working space is the pass's)
+      heads         the stream up to the layer, a pass without maps (_stream_before), then 4 (h, T, T) and 4 (T, C);
+                    forgetting the transpose adds 6 (T, C) floats (both joins and projections, and their CPU copies)
+                    and FORGOTTEN_MAP_BYTES per (T, C) entry for the maps
+      block         the stream up to the block, a pass without maps, then 6 (h, T, T), 12 (T, C) and 2 (T, 4C)
+      model         the stream after every block, a pass without maps, 3 (T, V) (one stage at a time), the stream
+                    kept after every block (T, C) and their top lists
+
+    Measured in memory-limited children with the forward pass and sampling (tests/test_inference_budget.py).
     """
     level = checks.choice(level, "level", LEVELS)
     T, C, h, V = length, embedding_dim, heads_num, vocabulary_size
+    traced = level in ("score", "head")
+    # a pass without maps stops before the LM head (the logit lens prices its own (T, V))
     forward = budget.inference_cost(parameters=parameters, layers_num=layers_num, heads_num=h, embedding_dim=C,
-                                    context_size=T, vocabulary_size=V, attention_maps=True)
+                                    context_size=T, vocabulary_size=V if traced else 0, attention_maps=traced)
     f = budget.BYTES_PER_FLOAT
-    own = {
-        "score": budget.attention_view_cost(length=T, embedding_dim=C, head_size=max(1, C // h)).bytes,
-        "head": budget.attention_view_cost(length=T, embedding_dim=C, head_size=max(1, C // h)).bytes,
-        "heads": f * (4 * h * T * T + 4 * T * C) + forget_transpose * (6 * f + FORGOTTEN_MAP_BYTES) * T * C,
-        "block": f * (6 * h * T * T + 12 * T * C + 2 * 4 * T * C),
-        "model": f * (3 * T * V + (layers_num + 1) * T * C) + (layers_num + 1) * 16 * T * TOP,
-    }[level]
+    if traced:
+        trace = budget.attention_view_cost(length=T, embedding_dim=C, head_size=max(1, C // h))
+        own = sum(size for name, size in trace.parts if name != "working space")
+    else:
+        own = {
+            "heads": f * (4 * h * T * T + 4 * T * C) + forget_transpose * (6 * f + FORGOTTEN_MAP_BYTES) * T * C,
+            "block": f * (6 * h * T * T + 12 * T * C + 2 * 4 * T * C),
+            "model": f * (3 * T * V + (layers_num + 1) * T * C) + (layers_num + 1) * 16 * T * TOP,
+        }[level]
     figures = heatmap_cells * budget.BYTES_PER_HEATMAP_CELL + bars * budget.BYTES_PER_BAR
     return budget.combined(f"this {level} view", forward,
                            budget.Cost("", (("the level's tensors", own), ("figures", figures))))

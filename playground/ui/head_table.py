@@ -35,11 +35,7 @@ def score_table(ctx: AppContext, checkpoint: str) -> tuple[list[list], str]:
     config = loaded.config
     sequences = head_scores.DEFAULT_SEQUENCES
     length = 2 * min(head_scores.MAX_REPEAT_LENGTH, config.context_size // 2)
-    cost = budget.inference_cost(parameters=config.parameter_count(), layers_num=config.layers_num,
-                                 heads_num=config.heads_num, embedding_dim=config.embedding_dim,
-                                 context_size=length, vocabulary_size=config.vocabulary_size,
-                                 batch_size=sequences, attention_maps=True)
-    with ctx.budget.reserve(cost, hint="try again when the server is less busy"):
+    with ctx.budget.reserve(cost(config), hint="try again when the server is less busy"):
         scores = head_scores.score_heads(loaded.model, sequences=sequences)
     best = head_scores.best_per_pattern(scores, TOP_PER_PATTERN)
     rows = [[s.pattern, s.layer, s.head, round(s.score, 3), round(s.chance, 3),
@@ -53,6 +49,16 @@ def score_table(ctx: AppContext, checkpoint: str) -> tuple[list[list], str]:
         note += (f" No head reaches {head_scores.RECOGNISABLE_RATIO:g}× chance for {_listed(missing)}: this model "
                  f"has no such head, so the table lists none.")
     return rows, note
+
+
+def cost(config) -> budget.Cost:
+    """What scoring every head holds: one forward pass over the probes (DEFAULT_SEQUENCES rows of 2L tokens) with
+    every layer's maps; the scores themselves are a few numbers a head."""
+    length = 2 * min(head_scores.MAX_REPEAT_LENGTH, config.context_size // 2)
+    return budget.inference_cost(parameters=config.parameter_count(), layers_num=config.layers_num,
+                                 heads_num=config.heads_num, embedding_dim=config.embedding_dim,
+                                 context_size=length, vocabulary_size=config.vocabulary_size,
+                                 batch_size=head_scores.DEFAULT_SEQUENCES, attention_maps=True)
 
 
 def _listed(names: list[str]) -> str:

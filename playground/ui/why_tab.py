@@ -247,16 +247,23 @@ def _position(position, length: int) -> int:
 
 
 def _cost(config, T: int, subset) -> budget.Cost:
+    """The reading's peak (_read, then a head's circuits), from what it runs: one pass with every head's maps
+    (every_key_reading), every part of the stream at every position, (parts, T, C), twice (logit_attributions stacks
+    and centres them), the key shares it keeps, and the knock-outs: a batch of one row per knocked set, as many rows as
+    KNOCK_OUT_LOGITS allows, whose pass holds a batch's activations and three (rows, T, V) (the logits, their softmax
+    and the loss's log-softmax). Measured in memory-limited children (tests/test_inference_budget.py)."""
     n = config.vocabulary_size if subset is None else subset.numel()
-    heads_total = config.layers_num * config.heads_num
+    L, h, C, V = config.layers_num, config.heads_num, config.embedding_dim, config.vocabulary_size
+    heads_total = L * h
+    rows = min(heads_total, max(1, circuits.KNOCK_OUT_LOGITS // (T * V)))
+    parts = 2 + heads_total + 2 * L  # the two embeddings, every head, each layer's attention bias and MLP
     return budget.combined("this view", budget.inference_cost(
-        parameters=config.parameter_count(), layers_num=config.layers_num, heads_num=config.heads_num,
-        embedding_dim=config.embedding_dim, context_size=T, vocabulary_size=config.vocabulary_size,
-        attention_maps=True),
-        budget.Cost("", (("circuit tables", 4 * 4 * n * max(n, config.vocabulary_size)),
+        parameters=config.parameter_count(), layers_num=L, heads_num=h, embedding_dim=C, context_size=T,
+        vocabulary_size=V, attention_maps=True),
+        budget.Cost("", (("circuit tables", 4 * 4 * n * max(n, V)),
+                         ("every part of the stream", 2 * 4 * parts * T * C),
                          ("every head's key shares", 3 * 4 * heads_total * T * T),  # weights, writes, shares
-                         ("every head knocked out", 4 * min(circuits.KNOCK_OUT_LOGITS,
-                                                            heads_total * T * config.vocabulary_size)),
+                         ("every head knocked out", 4 * rows * T * (16 * C + 3 * V)),
                          ("figures", (2 * n * n) * budget.BYTES_PER_HEATMAP_CELL))))
 
 
