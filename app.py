@@ -27,14 +27,31 @@ def main() -> None:
     # As PID 1 in a container, SIGTERM (docker stop) has no default action: make it stop the server like Ctrl-C.
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda _number, _frame: stop_serving(app))
+    stopped = False
     try:
         app.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                    **launch_options(app.playground_context.limits))
     except KeyboardInterrupt:
-        pass
+        stopped = True
     finally:
         shut_down(app)
+    if stopped:
+        leave()
+
+
+def leave() -> None:
+    """End the process now that the run is saved and the server closed, without the interpreter's teardown.
+
+    A visitor's request that the server stopped answering (a long sample, a sweep) may still be inside torch in one
+    of Gradio's worker threads; tearing the interpreter down under it aborted the process now and then ("terminate
+    called without an active exception", exit -6, a fresh-clone CI's SIGTERM test). Nothing is left to save, and this
+    app registers no exit handlers: the logs are flushed and the process exits with 0.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)
 
 
 def stop_serving(app) -> None:

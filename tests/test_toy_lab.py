@@ -293,7 +293,7 @@ def test_the_why_tab_explains_the_toys_guess_head_by_head(toy_ctx):
     assert re.match(r"### L0 H[01] at position 4", view.head_heading)
     assert "What L0 H" in view.circuits_heading and "Notebook 004's model" in view.circuits_heading
     assert view.qk.data[0].z.shape == view.ov.data[0].z.shape == (8, 8)  # the lab's 8 characters
-    assert "without L0 H1" in view.knock_heading and len(view.ranking.data[0].x) == 2
+    assert view.knock_heading.startswith("### Knocked out: L0 H1\n") and len(view.ranking.data[0].x) == 2
     deck, *_ = why_tab.why_deck(toy_ctx, "toy-1", "hello wo", "", why_tab.STRONGEST, [], "zero", {})
     assert len(json.loads(deck)["views"]) == len("hello wo")
 
