@@ -492,21 +492,24 @@ def _knock_text(reading: _Reading, position: int) -> str:
     return "\n\n".join(lines)
 
 
-def _parts_title(reading: _Reading, position: int) -> str:
+def _contest(reading: _Reading, position: int) -> tuple[str, str | None]:
+    """The target's label and its rival's at ``position`` (None where the bars split the target's logit alone)."""
     parts = reading.attributions[position]
-    target = _label(reading.tokenizer.label(parts.target_id))
-    if parts.rival_id is None:
+    rival = None if parts.rival_id is None else _label(reading.tokenizer.label(parts.rival_id))
+    return _label(reading.tokenizer.label(parts.target_id)), rival
+
+
+def _parts_title(reading: _Reading, position: int) -> str:
+    target, rival = _contest(reading, position)
+    if rival is None:
         return f"The logit of '{target}', part by part"
-    return f"The logit of '{target}' − the logit of '{_label(reading.tokenizer.label(parts.rival_id))}', part by part"
+    return f"The logit of '{target}' − the logit of '{rival}', part by part"
 
 
 def _parts_axis(reading: _Reading, position: int) -> str:
     """What the parts' bars are, under them: "share of logit('u') − logit('a')" (a stranger read "logit")."""
-    parts = reading.attributions[position]
-    target = _label(reading.tokenizer.label(parts.target_id))
-    if parts.rival_id is None:
-        return f"share of logit('{target}')"
-    return f"share of logit('{target}') − logit('{_label(reading.tokenizer.label(parts.rival_id))}')"
+    target, rival = _contest(reading, position)
+    return f"share of logit('{target}')" if rival is None else f"share of logit('{target}') − logit('{rival}')"
 
 
 def _parts_figure(reading: _Reading, position: int):
