@@ -10,7 +10,8 @@ Every page records console errors, page errors and failed requests (HTTP 4xx/5xx
 if any were seen, unless the test declared it expected them with ``expect_errors(page, pattern)`` (a
 deliberate refusal shows an error toast, and Gradio logs that error in the console too).
 
-Test modules use the fixtures by importing them: ``from browser_support import browser, page, server``.
+The fixtures (browser, server, page, phone) reach every test through conftest.py's ``pytest_plugins``: a module
+that imports one defines a second session of it (two Playwrights in one loop fail).
 """
 
 from __future__ import annotations

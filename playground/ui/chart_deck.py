@@ -139,6 +139,7 @@ window.chartDeck = window.chartDeck || (() => {
       if (label) label.textContent = figure ? 'Figure ' + number : '';
     });
     slots.forEach(({figure, host}) => paint(Plotly, host, figure, stamp));
+    deck.drawn = stamp;  // the view on screen, as draw_js(more=True) asks
     prepare(name, Plotly);
     return shown;
   }
@@ -239,11 +240,12 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False) -> str:
               "start.getBoundingClientRect().top > window.innerHeight - 80) "
               "start.scrollIntoView({behavior: 'smooth', block: 'start'});\n") if reveal else ""
     unchanged = "[" + ", ".join(["undefined"] * texts) + "]"
-    # more views arriving for the same settings, the view on screen among those already held: it is drawn and its
-    # texts set, and drawing it again set them over a control clicked since (the Model tab's map reverted under a
-    # click); a level changed in the page (the same function, the deck unchanged) is drawn as before
+    # more views arriving for the same settings while the view asked for is the one drawn: its texts are set, and
+    # drawing it again set them over a control clicked since (the Model tab's map reverted under a click). A view
+    # held but not the one drawn is drawn: the Attention tab's step picked while the textbox still held the deck
+    # of the settings before a what-if (a spare drawn in the page) stayed on the step before, for good
     held = (f"  const held = window.chartDeck.decks[{json.dumps(deck)}];\n"
-            "  const heldKey = held && raw && raw !== held.raw && held.views[String(view)] !== undefined "
+            "  const heldKey = held && raw && raw !== held.raw && held.drawn === held.key + '|' + String(view) "
             "? held.key : null;\n") if more else ""
     again = (f"  if (heldKey !== null && window.chartDeck.decks[{json.dumps(deck)}].key === heldKey) "
              f"return {unchanged};\n") if more else ""
