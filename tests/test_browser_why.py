@@ -280,6 +280,34 @@ def test_a_head_chosen_and_a_head_knocked_out_are_drawn_in_the_page_as_the_serve
         assert page.evaluate("([p, k]) => window.whyPage.knockText(p, k)", [last, knocked]) == view.knock_heading
 
 
+def test_the_split_switched_is_drawn_in_the_page_as_the_server_writes_it(page):
+    """Issue 29: the split switch waited 0.6 s for the server, the one Why click the page did not draw. The page
+    holds the other split's decks: with the server held back, a switch and the way back are drawn there, and the
+    server's answer, let through, leaves the heading as the page wrote it."""
+    from playground.ui.why_tab import ALONE, VERSUS
+
+    panel = open_tab(page, "Why")
+    heading = panel.get_by_role("heading", level=3).first
+    expect(heading).to_contain_text(" and not ", timeout=WAIT_MS)
+    page.wait_for_function("label => window.whyPage.holdsSplit(label)", arg=ALONE, timeout=WAIT_MS)
+    release = hold_server(page)
+    panel.get_by_label(ALONE, exact=True).check()
+    expect(heading).not_to_contain_text(" and not ", timeout=WAIT_MS)
+    expect(panel).to_contain_text("its logit")
+    expect(plot_titled(panel, "The logit of").locator(".gtitle")).not_to_contain_text("−")
+    drawn = heading.inner_text()
+    assert release() >= 1  # the server is asked all the same (the other positions, the next spare)
+    page.wait_for_function("label => window.whyPage.holdsSplit(label)", arg=VERSUS, timeout=WAIT_MS)
+    assert heading.inner_text() == drawn  # the server's answer is what the page drew
+    release = hold_server(page)
+    panel.get_by_label(VERSUS, exact=True).check()
+    expect(heading).to_contain_text(" and not ", timeout=WAIT_MS)
+    expect(plot_titled(panel, "The logit of").locator(".gtitle")).to_contain_text("−")
+    assert release() >= 1
+    page.wait_for_function("label => window.whyPage.holdsSplit(label)", arg=ALONE, timeout=WAIT_MS)
+    expect_no_error(page)
+
+
 def overlapping_labels(page: Page) -> list[str]:
     """Visible charts whose shown tick labels run into each other: side by side on the x axis, one above the other
     on the y axis ("L0 H0L0 H1..." on a phone)."""

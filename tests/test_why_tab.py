@@ -326,6 +326,20 @@ def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
         assert figure["data"][0]["hovertemplate"] == drawn.data[0].hovertemplate
 
 
+@pytest.mark.parametrize("split", list(why_tab.SPLITS))
+def test_the_other_splits_decks_are_why_decks_own_beside_the_deck_on_screen(ctx, split):
+    """The split switch is drawn in the page from why_split_spare's decks: they are why_deck's for the other split,
+    kept by the key of the parts deck on screen (the page swaps them in where that is the deck it shows)."""
+    args = ("shakespeare-char", TEXT, "", "L1 H0", ["L0 H1"], "zero")
+    spare = json.loads(why_tab.why_split_spare(ctx, *args, split))
+    other = next(each for each in why_tab.SPLITS if each != split)
+    here = json.loads(why_tab.why_deck(ctx, *args, {}, split)[0])
+    deck, heads_deck = why_tab.why_deck(ctx, *args, {}, other)[:2]
+    assert (spare["around"], spare["label"], spare["from"]) == (here["key"], other, split)
+    assert spare["decks"] == {why_tab.DECK: json.loads(deck), why_tab.HEADS_DECK: json.loads(heads_deck)}
+    assert spare["decks"][why_tab.DECK]["key"] != here["key"]  # the server's answer for the other split: its own key
+
+
 def test_a_first_answer_sends_every_heads_reading_at_the_position_and_only_what_the_page_lacks(ctx):
     args = ("shakespeare-char", TEXT, -1, "", "L1 H0", [], "zero")
     deck, heads_deck, circuits_deck, ranking_deck, knock, shown = why_tab.why_page(ctx, *args, shown=None)

@@ -219,7 +219,33 @@ window.whyPage = window.whyPage || (() => {
     last = [...texts];  // the next view's headings are all written again
     return texts;
   }
-  return {show, pick, takeKnock, knockText, holdsKnock, forget};
+  // the other split's decks (why_tab.why_split_spare), by the key of the parts deck they were made beside: a split
+  // switched is drawn from them at once, and the decks it leaves become the way back
+  const splits = {};
+  function keepSplit(raw) {
+    if (!raw) return;
+    const sent = JSON.parse(raw);
+    splits[sent.around] = {label: sent.label, from: sent.from, decks: sent.decks};
+    const keys = Object.keys(splits);
+    if (keys.length > 4) delete splits[keys[0]];
+  }
+  function switchSplit(label) {  // true where the decks kept for ``label`` now stand in the page
+    const why = decks()['""" + DECK + """'], spare = why && splits[why.key];
+    if (!spare || spare.label !== label || !Object.keys(spare.decks).every(name => decks()[name])) return false;
+    const back = {label: spare.from, from: label, decks: {}};
+    for (const [name, sent] of Object.entries(spare.decks)) {
+      const deck = decks()[name];
+      back.decks[name] = {key: deck.key, views: deck.views, bases: deck.bases};
+      Object.assign(deck, {key: sent.key, views: {...sent.views}, bases: {...(sent.bases || {})}, raw: null});
+    }
+    splits[spare.decks['""" + DECK + """'].key] = back;
+    return true;
+  }
+  const holdsSplit = label => {  // the decks of this split are in the page, for the deck on screen
+    const why = decks()['""" + DECK + """'];
+    return Boolean(why && splits[why.key] && splits[why.key].label === label);
+  };
+  return {show, pick, takeKnock, knockText, holdsKnock, forget, keepSplit, switchSplit, holdsSplit};
 })();
 """
 ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
@@ -242,6 +268,13 @@ SHOW_EVENT_JS = f"async ({ARGUMENTS}) => {{ {SHOW_JS}\n  return await window.why
 # a head's reading at every position, or a knock-out's numbers, arrived: kept, and the view drawn again
 TAKE_HEADS_JS = (f"async (heads, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.chartDeck.take({json.dumps(HEADS_DECK)}, "
                  f"heads, true);\n  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
+# the other split's decks arrived: kept (why_tab.why_split_spare)
+KEEP_SPLIT_JS = f"(raw) => {{ {SHOW_JS}\n  window.whyPage.keepSplit(raw);\n}}"
+# the split switched (split, position, head, knocked) -> the four headings: drawn from the decks kept for it, where the
+# page holds them; else left as they are (the server's answer draws it)
+SPLIT_JS = (f"async (split, {ARGUMENTS}) => {{ {SHOW_JS}\n  if (!window.whyPage.switchSplit(split)) "
+            f"return [undefined, undefined, undefined, undefined];\n"
+            f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
 TAKE_KNOCK_JS = (f"async (knock, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.whyPage.takeKnock(knock, true);\n"
                  f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
 

@@ -837,12 +837,7 @@ def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     page then draws a new position or head by itself. (deck, heads deck, circuits deck, ``shown`` updated)."""
     reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split)
     T = reading.ids.numel()
-    text_key = _key(checkpoint, text, target, reading.versus)
-    deck = _position_deck(reading, text_key, range(T))
-    views = {(*_strongest(reading, p), p) for p in range(T)}
-    if reading.head is not None:
-        views |= {(*reading.head, p) for p in range(T)}
-    heads_deck = _heads_deck(reading, text_key, sorted(views, key=lambda v: (v[2], v[0], v[1])))
+    deck, heads_deck = _every_position_decks(reading, checkpoint, text, target)
     shown = dict(shown or {})
     circuits_key = _key(checkpoint, text)
     held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
@@ -856,6 +851,36 @@ def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
         circuits_deck = _circuits_deck(reading, checkpoint, text, missing)
         held = [*held, *(circuits.head_name(*lh) for lh in missing)]
     return deck, heads_deck, circuits_deck, {**shown, "circuits": circuits_key, "heads": held}
+
+
+def _every_position_decks(reading: _Reading, checkpoint: str, text: str, target: str) -> tuple[str, str]:
+    """(every position's parts, the reading of the head that pushed most and of the chosen head at every position),
+    as the decks the page keeps."""
+    T = reading.ids.numel()
+    text_key = _key(checkpoint, text, target, reading.versus)
+    views = {(*_strongest(reading, p), p) for p in range(T)}
+    if reading.head is not None:
+        views |= {(*reading.head, p) for p in range(T)}
+    return (_position_deck(reading, text_key, range(T)),
+            _heads_deck(reading, text_key, sorted(views, key=lambda v: (v[2], v[0], v[1]))))
+
+
+def why_split_spare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str = STRONGEST,
+                    knocked: list[str] | None = None, mode: str = "mean over the text", split: str = VERSUS, *,
+                    memo: ReadingCache | None = None) -> str:
+    """The other split's decks at every position (why_deck's parts and heads' readings, split the other way), for
+    the page to keep beside the split on screen: a switch of the split is drawn there at once (why_page.SPLIT_JS),
+    and the server's answer for it, under the same keys, draws nothing again. Asking the server took 0.6 s a switch,
+    most of it making these figures again. ``{"around": the deck on screen's key, "label": the split they are, "from":
+    the split on screen, "decks": {deck name: deck}}``."""
+    split = split or VERSUS
+    other = next(each for each in SPLITS if each != checks.choice(split, "split", SPLITS))
+    here, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split)
+    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=other)
+    deck, heads_deck = _every_position_decks(reading, checkpoint, text, target)
+    around = f"{here.ids.numel()}:{_key(checkpoint, text, target, here.versus)}"
+    return (f'{{"around": {json.dumps(around)}, "label": {json.dumps(other)}, "from": {json.dumps(split)}, '
+            f'"decks": {{{json.dumps(DECK)}: {deck}, {json.dumps(HEADS_DECK)}: {heads_deck}}}}}')
 
 
 def why_head_views(ctx: AppContext, checkpoint: str, text: str, target: str, head: str,
@@ -954,6 +979,7 @@ def build(ctx: AppContext) -> None:
     need_knock = gr.Textbox(visible=False, label="knock-out the page asks for")
     want_head = gr.Textbox(visible=False, label="head whose every position the page asks for")
     shown = gr.State({})  # the circuits, ranking and knock-out numbers the page holds: they are not sent again
+    other_split = gr.Textbox(visible=False, label="the other split's decks")  # why_split_spare's, kept in the page
 
     settings = [checkpoint, text, position, target, head, knocked, mode]  # then split, after shown where sent
     texts = [heading, head_heading, knock_heading, circuits_heading]
@@ -973,10 +999,14 @@ def build(ctx: AppContext) -> None:
                      api_name=name, api_visibility="private", **quick)
         keep_on_refusal(first, [*decks, shown], f"{name}_refused")
         first.success(**draw, js=script.take_js(False), api_name=f"{name}_draw", api_visibility="private")
-        wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown, split],
-             [*decks[:3], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
-             **quick).then(
+        drawn = wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown, split],
+                     [*decks[:3], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
+                     **quick).then(
             **draw, js=script.take_js(True), api_name=f"{name}_deck_draw", api_visibility="private")
+        wire(drawn.then, why_split_spare, ctx, [checkpoint, text, target, head, knocked, mode, split], other_split,
+             fixed=dict(memo=memo), api_name=f"{name}_split_spare", api_visibility="private", **quick).then(
+            None, other_split, None, js=script.KEEP_SPLIT_JS, api_name=f"{name}_split_keep", api_visibility="private",
+            show_progress="hidden", queue=False)
         return first
 
     def pickers(listener, **options):
@@ -992,6 +1022,10 @@ def build(ctx: AppContext) -> None:
     # a checkpoint that cannot read the text: the old model's view is taken off, not left under the new name
     refused.failure(None, None, texts, js=script.STALE_JS, api_name="why_checkpoint_stale", api_visibility="private",
                     show_progress="hidden", queue=False)
+    # a split switched is drawn at once from the other split's decks where the page holds them; the server's answer
+    # follows either way (under the same keys it draws nothing again)
+    split.change(None, [split, *on_screen], texts, js=script.SPLIT_JS, api_name="why_split_switch",
+                 api_visibility="private", show_progress="hidden", queue=False)
     answer(functools.partial(gr.on, [text.change, target.change, mode.change, split.change]), "why_update")
     # a head chosen in the list, or by a click on its bar in the attribution chart, is drawn in the page from the
     # readings and circuits it holds; then its reading at every position follows, asked for once (the list's
