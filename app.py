@@ -27,17 +27,15 @@ def main() -> None:
     # As PID 1 in a container, SIGTERM (docker stop) has no default action: make it stop the server like Ctrl-C.
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda _number, _frame: stop_serving(app))
-    stopped = False
     try:
         app.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                    **launch_options(app.playground_context.limits))
     except KeyboardInterrupt:
-        stopped = True
+        pass  # stopped before launch's own wait began; that wait catches it and returns
     finally:
         shut_down(app)
-    if stopped:
-        leave()
+    leave()  # launch returns only once the server was stopped (Ctrl-C, SIGTERM)
 
 
 def leave() -> None:
