@@ -875,10 +875,10 @@ def why_split_spare(ctx: AppContext, checkpoint: str, text: str, target: str, he
     the split on screen, "decks": {deck name: deck}}``."""
     split = split or VERSUS
     other = next(each for each in SPLITS if each != checks.choice(split, "split", SPLITS))
-    here, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split)
     reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=other)
     deck, heads_deck = _every_position_decks(reading, checkpoint, text, target)
-    around = f"{here.ids.numel()}:{_key(checkpoint, text, target, here.versus)}"
+    # The split on screen reads the same tokens, the other way: its key needs no second reading.
+    around = f"{reading.ids.numel()}:{_key(checkpoint, text, target, not reading.versus)}"
     return (f'{{"around": {json.dumps(around)}, "label": {json.dumps(other)}, "from": {json.dumps(split)}, '
             f'"decks": {{{json.dumps(DECK)}: {deck}, {json.dumps(HEADS_DECK)}: {heads_deck}}}}}')
 
