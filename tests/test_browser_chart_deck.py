@@ -74,3 +74,50 @@ def test_more_views_for_the_view_drawn_leave_its_texts_alone(deck_page):
     assert drawn(deck_page) == "on 4"
     assert json.loads(deck_page.evaluate(f"() => JSON.stringify(Object.keys(window.chartDeck.decks.{DECK}.views))")) \
         == list(STEPS)
+
+
+def test_a_spare_drawn_carries_the_others_and_the_deck_left(deck_page):
+    """Spares are named by their settings in full (a layer, a head, a query position): one drawn differs from the
+    deck it leaves only there, so the other spares neighbour the new deck too, and the deck left is one of them. A
+    query position after another is drawn from the page, never the server; held() lists what the page holds."""
+    first = chart_deck.draw_js(DECK, 1)
+    assert call(deck_page, first, _deck("q41"), "6") == ["q41 step 6"]
+    spares = {f"0|0|{q}": _deck(f"q{q}") for q in (3, 5, 12)}
+    call(deck_page, chart_deck.keep_js(DECK), chart_deck.spare_json("q41", "0|0|41", spares))
+    held = json.loads(call(deck_page, chart_deck.held_js(DECK)))
+    assert sorted(held) == ["0|0|12", "0|0|3", "0|0|5"]
+    adopt = chart_deck.adopt_js(DECK, 1, "values => values.join('|')")
+    for q in (5, 12, 3, 41):  # each from the page: the deck left (41) is held too
+        assert call(deck_page, adopt, 0, 0, q, "6") == [f"q{q} step 6"]
+        assert drawn(deck_page) == f"q{q} 6"
+    assert call(deck_page, adopt, 0, 0, 7, "6") == [None]  # not held: left for the server's answer
+    assert drawn(deck_page) == "q41 6"
+
+
+def test_a_spare_sent_as_changes_is_the_figure_it_was_made_from(deck_page):
+    """figure_changes and the page's merge: a query spare is sent as its changes to the view on screen (a frame
+    moved, a title rewritten, a trace's values or a shape gone) and the page lays them over it when it keeps it."""
+    import plotly.graph_objects as go
+
+    from playground import plots
+
+    def heatmap(row, title, **extra):
+        figure = plots.heatmap([[0.1, 0.2], [0.3, float("nan")]], ["a", "b"], ["c", "d"], title, highlight_row=row)
+        figure.update_layout(**extra)
+        return json.loads(figure.to_json())
+
+    base = heatmap(0, "row 0", xaxis_title="keys")
+    figures = [heatmap(1, "row 1", xaxis_title="keys"), heatmap(None, "no row"),
+               json.loads(go.Figure(go.Bar(x=["a"], y=[1.0])).to_json()),
+               json.loads(go.Figure([go.Bar(x=["a"], y=[2.0]), go.Bar(x=["b"], y=[3.0])]).to_json())]
+    bases = {"b": base}
+    spares = {}
+    for n, figure in enumerate(figures):
+        changes = chart_deck.figure_changes(base, figure)
+        assert len(json.dumps(changes)) < len(json.dumps(figure)) or n >= 2
+        spares[str(n)] = chart_deck.deck_json(f"k{n}", {"6": (["t"], [{"base": "b", "changes": changes}])})
+    call(deck_page, chart_deck.keep_js(DECK), chart_deck.spare_json("k", "x", spares, bases))
+    kept = json.loads(deck_page.evaluate(
+        f"() => JSON.stringify(Object.values(window.chartDeck.decks.{DECK}.spares.k)"
+        ".map(spare => spare.views['6'].figures[0]))"))
+    assert kept == figures

@@ -37,7 +37,7 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     # a new layer is drawn from the spare decks the page holds (the level on screen for the other layers and heads)
     # with every request to the server held back: it waited about 1 s for the server's answer
     page.wait_for_function("() => { const d = window.chartDeck?.decks?.model; "
-                           "return Boolean(d && d.spares && d.spares[d.key] && d.spares[d.key]['1|0']); }",
+                           "return Boolean(d && d.spares && d.spares[d.key] && d.spares[d.key]['1|0|-1']); }",
                            timeout=WAIT_MS)
     held = []
 
@@ -99,6 +99,39 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     expect(panel).to_contain_text("h1·t5 ✓")  # the table: the last row's last block is in its place
     expect_no_error(page)
     screenshot(page, "model-no-transpose")
+
+
+def test_a_new_query_position_is_drawn_from_the_spares_made_after_the_first(page):
+    """A first new query position goes to the server; the positions around it are then made ahead (never on
+    arrival), and each later position the page holds is drawn with every request to the server held back (it waited
+    about 0.5 s for the server's answer)."""
+    panel = open_tab(page, "Model")
+    expect(plot_titled(panel, "Scaled scores: cell (41, 0)")).to_be_visible(timeout=WAIT_MS)
+    query = panel.get_by_label("query position (-1 = last)", exact=True)
+    query.fill("5")
+    query.press("Enter")
+    expect(plot_titled(panel, "Scaled scores: cell (5, 0)")).to_be_visible(timeout=WAIT_MS)
+    page.wait_for_function("() => { const d = window.chartDeck?.decks?.model; return Boolean(d && d.spares && "
+                           "d.spares[d.key] && d.spares[d.key]['0|0|12'] && d.spares[d.key]['0|0|3']); }",
+                           timeout=WAIT_MS)
+    held = []
+
+    def hold(route) -> None:
+        held.append(route)
+    page.route("**/queue/join*", hold)
+    for position in (12, 3):
+        query.fill(str(position))
+        query.press("Enter")
+        expect(plot_titled(panel, f"Scaled scores: cell ({position}, 0)")).to_be_visible(timeout=WAIT_MS)
+        expect(panel).to_contain_text(f"q_{position}")
+    for route in held:
+        route.continue_()
+    page.unroute("**/queue/join*")
+    assert held  # the server's answers were asked for meanwhile
+    query.fill("30")
+    query.press("Enter")
+    expect(plot_titled(panel, "Scaled scores: cell (30, 0)")).to_be_visible(timeout=WAIT_MS)
+    expect_no_error(page)
 
 
 def test_the_notebooks_own_models_on_the_text_and_on_their_own_inputs(page):

@@ -472,11 +472,76 @@ def test_a_spare_deck_is_the_servers_own_answer_for_that_layer_or_head(ctx):
     or a notebook's model."""
     settings = deck_settings("trained checkpoint")  # level 1 at layer 1, head 2 of a 4 x 4 model
     sent = json.loads(model_tab.model_spare(ctx, *settings))
-    assert sent["key"] == json.loads(model_tab.model_page(ctx, *settings))["key"] and sent["label"] == "1|2"
-    assert sorted(sent["spares"]) == ["0|2", "1|1", "1|3", "2|2"]  # the nearest: a layer or a head on either side
-    for label in ("0|2", "1|3"):  # another layer, another head
-        layer, head = map(int, label.split("|"))
+    assert sent["key"] == json.loads(model_tab.model_page(ctx, *settings))["key"] and sent["label"] == "1|2|-1"
+    # the nearest: a layer or a head on either side, at the query on screen
+    assert sorted(sent["spares"]) == ["0|2|-1", "1|1|-1", "1|3|-1", "2|2|-1"]
+    for label in ("0|2|-1", "1|3|-1"):  # another layer, another head
+        layer, head, _ = map(int, label.split("|"))
         assert sent["spares"][label] == json.loads(model_tab.model_page(ctx, *settings[:4], layer, head, *settings[6:]))
-    assert model_tab.spare_label(1.0, 2) == "1|2" and model_tab.spare_label(0.5, 2) == "0.5|2"
+    assert model_tab.spare_label(1.0, 2, -1) == "1|2|-1" and model_tab.spare_label(0.5, 2, 3.0) == "0.5|2|3"
     assert model_tab.model_spare(ctx, *deck_settings("trained checkpoint", MODEL)) == gr.skip()
     assert model_tab.model_spare(ctx, *deck_settings(next(iter(model_tab.BOOK_SOURCES)))) == gr.skip()
+
+
+def _laid_over(base, changes, key=None):
+    """The page's merge (chart_deck.DECK_JS), to read a spare sent as changes: objects key by key (null removes the
+    key), a figure's traces one by one, anything else replaced."""
+    if key == "data" and isinstance(base, list) and isinstance(changes, list):
+        return [_laid_over(base[i] if i < len(base) else {}, trace) for i, trace in enumerate(changes)]
+    if not (isinstance(base, dict) and isinstance(changes, dict)):
+        return changes
+    out = dict(base)
+    for name, value in changes.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = _laid_over(base.get(name), value, name)
+    return out
+
+
+@pytest.mark.parametrize("level", [SCORE, LEVEL_TITLES[1], LEVEL_TITLES[3]])
+def test_a_query_spare_is_the_servers_own_answer_for_that_position(ctx, level):
+    """A new query position is drawn from the spares the page holds, and the server's answer for it then draws
+    nothing again: each spare, laid over the view on screen it is sent as changes to, is model_page's answer for its
+    position (the same key, the same view). The nearest positions the page lacks come first; those it holds
+    (``held``, its labels) are not made again."""
+    settings = deck_settings("trained checkpoint", level)  # layer 1, head 2, the last query position
+    raw = model_tab.model_page(ctx, *settings)
+    page = json.loads(raw)
+    sent = json.loads(model_tab.model_query_spare(ctx, *settings, "[]"))
+    assert sent["key"] == page["key"] and sent["label"] == "1|2|-1"
+    T = len(TEXT)
+    nearest = [T - 2 - n for n in range(model_tab.QUERY_SPARES_PER_ROUND)]
+    assert sorted(sent["spares"]) == sorted(f"1|2|{p}" for p in nearest)
+    bases = sent["bases"]
+    assert len(json.dumps(sent)) < len(raw) * model_tab.QUERY_SPARES_PER_ROUND / 3  # changes, not whole views
+    for position in (nearest[0], nearest[-1]):
+        spare = sent["spares"][f"1|2|{position}"]
+        answer = json.loads(model_tab.model_page(ctx, *settings[:6], position, *settings[7:]))
+        assert spare["key"] == answer["key"]
+        (name, view), = spare["views"].items()
+        whole = [figure if figure is None or "base" not in figure else
+                 _laid_over(bases[figure["base"]], figure["changes"]) for figure in view["figures"]]
+        assert name in answer["views"] and whole == answer["views"][name]["figures"]
+        assert view["texts"] == answer["views"][name]["texts"]
+
+    held = json.dumps([f"1|2|{p}" for p in nearest])
+    again = json.loads(model_tab.model_query_spare(ctx, *settings, held))
+    assert sorted(again["spares"]) == sorted(f"1|2|{nearest[-1] - 1 - n}"
+                                             for n in range(model_tab.QUERY_SPARES_PER_ROUND))
+    every = json.dumps([f"1|2|{p}" for p in range(T)])
+    assert model_tab.model_query_spare(ctx, *settings, every) == gr.skip()
+
+
+@pytest.mark.parametrize("held", ["[[[[" * 5000 + "]]]]" * 5000, "{}", "not json", "x" * 100_000, None, "[1, 2]"])
+def test_a_list_of_spares_held_that_is_not_one_makes_a_round_as_if_none_were_held(ctx, held):
+    """The labels held come from the page, so anything can arrive: the round is made as if none were held."""
+    settings = deck_settings("trained checkpoint")
+    sent = json.loads(model_tab.model_query_spare(ctx, *settings, held))
+    assert len(sent["spares"]) == model_tab.QUERY_SPARES_PER_ROUND
+
+
+def test_no_query_spares_for_the_levels_that_do_not_make_them_or_without_a_checkpoint(ctx):
+    for settings in (deck_settings("trained checkpoint", LEVEL_TITLES[2]), deck_settings("trained checkpoint", MODEL),
+                     deck_settings("textbook inputs"), deck_settings(next(iter(model_tab.BOOK_SOURCES)))):
+        assert model_tab.model_query_spare(ctx, *settings, "[]") == gr.skip()

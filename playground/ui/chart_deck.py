@@ -57,7 +57,10 @@ window.chartDeck = window.chartDeck || (() => {
     }
     if (!object(base) || !object(changes)) return changes;
     const out = {...base};
-    for (const k of Object.keys(changes)) out[k] = merge(base[k], changes[k], k);
+    for (const k of Object.keys(changes)) {
+      if (changes[k] === null) delete out[k];  // a key the new figure has not
+      else out[k] = merge(base[k], changes[k], k);
+    }
     return out;
   }
   function figureOf(deck, figure) {  // {base, changes}: a figure sent once (the deck's bases) with these changes
@@ -190,7 +193,11 @@ window.chartDeck = window.chartDeck || (() => {
     deck.labels = deck.labels || {};
     deck.labels[sent.key] = sent.label;
     const held = deck.spares[sent.key] = deck.spares[sent.key] || {};
+    const bases = sent.bases || {};  // figures the spares are sent as changes to (spare_json's bases)
+    const whole = figure => figure && figure.base !== undefined && bases[figure.base] !== undefined
+      ? merge(bases[figure.base], figure.changes) : figure;
     for (const [label, spare] of Object.entries(sent.spares)) {
+      for (const view of Object.values(spare.views)) view.figures = view.figures.map(whole);
       held[label] = held[label] || {key: spare.key, views: {}};
       if (held[label].key === spare.key) Object.assign(held[label].views, spare.views);
     }
@@ -201,12 +208,29 @@ window.chartDeck = window.chartDeck || (() => {
   function forget(name) {  // the settings the spares were made around are changing: none of them is right now
     if (decks[name]) decks[name].spares = {};
   }
+  // A label names a spare's settings in full, fields joined by '|' (a layer, a head, a query position), and a spare
+  // differs from the deck it neighbours only in those fields. A spare drawn differs from the deck it leaves only in
+  // them too, so every spare of the deck left neighbours the new deck as well: a query position's spares stay when
+  // another position is drawn from them.
+  function carry(deck, fromKey, from, toKey, to) {
+    const fields = label => String(label).split('|').length;
+    if (from === undefined || fromKey === toKey || fields(from) !== fields(to)) return;
+    const out = deck.spares[toKey] = deck.spares[toKey] || {};
+    for (const [label, spare] of Object.entries(deck.spares[fromKey] || {})) {
+      if (label !== to && !out[label]) out[label] = spare;
+    }
+  }
+  function held(name) {  // the labels of the spares around the deck on screen
+    const deck = decks[name];
+    return deck && deck.spares && deck.spares[deck.key] ? Object.keys(deck.spares[deck.key]) : [];
+  }
   async function adopt(name, label, view) {
     const deck = decks[name];
     const spare = deck && deck.spares && deck.spares[deck.key] && deck.spares[deck.key][label];
     if (!spare || !spare.views[String(view)]) return null;
     const here = deck.labels[deck.key];
     deck.spares[spare.key] = deck.spares[spare.key] || {};
+    carry(deck, deck.key, here, spare.key, label);
     if (here !== undefined) deck.spares[spare.key][here] = {key: deck.key, views: deck.views};
     deck.labels[spare.key] = label;
     deck.key = spare.key; deck.views = {...spare.views}; deck.raw = null;
@@ -219,7 +243,7 @@ window.chartDeck = window.chartDeck || (() => {
       .forEach(host => { delete host.dataset.stamp; });
     draw(name);
   }
-  return {take, draw, redraw, decks, keep, forget, adopt, merge};
+  return {take, draw, redraw, decks, keep, forget, adopt, merge, held};
 })();
 """
 
@@ -309,6 +333,12 @@ def keep_js(deck: str) -> str:
     return f"(raw) => {{ {DECK_JS}\n  window.chartDeck.keep({json.dumps(deck)}, raw);\n}}"
 
 
+def held_js(deck: str) -> str:
+    """A ``js=`` function with no inputs -> the labels of the spares the page holds around ``deck``'s view on screen,
+    as a JSON list (for a textbox the server reads: it makes only the spares the page lacks)."""
+    return f"() => {{ {DECK_JS}\n  return JSON.stringify(window.chartDeck.held({json.dumps(deck)}));\n}}"
+
+
 def forget_js(deck: str) -> str:
     """A ``js=`` function with no inputs or outputs: the page drops ``deck``'s spares (its settings are changing)."""
     return f"() => {{ {DECK_JS}\n  window.chartDeck.forget({json.dumps(deck)});\n}}"
@@ -326,9 +356,26 @@ def adopt_js(deck: str, texts: int, label_js: str) -> str:
             f"  return shown ? shown.texts : {unchanged};\n}}")
 
 
-def spare_json(around: str, label: str, spares: dict[str, str]) -> str:
+def spare_json(around: str, label: str, spares: dict[str, str], bases: dict[str, dict] | None = None) -> str:
     """The spare decks ``{"key": around, "label": label, "spares": {label: deck}}``: ``around`` is the key of the
     deck they neighbour and ``label`` the page's label of its settings; each deck (``deck_json``'s) is named by the
-    page's label of its own settings."""
+    page's label of its own settings. ``bases``: figures (as dicts) that the spares' figures
+    ``{"base": name, "changes": figure_changes(...)}`` are laid over when the page keeps them, sent once."""
     held = ", ".join(f"{json.dumps(name)}: {deck}" for name, deck in spares.items())
-    return f'{{"key": {json.dumps(around)}, "label": {json.dumps(label)}, "spares": {{{held}}}}}'
+    sent_bases = f', "bases": {json.dumps(bases)}' if bases else ""
+    return f'{{"key": {json.dumps(around)}, "label": {json.dumps(label)}, "spares": {{{held}}}{sent_bases}}}'
+
+
+def figure_changes(base, new, key: str | None = None):
+    """What the page's merge lays over ``base`` to give ``new`` (both a figure's JSON as dicts): the keys that differ,
+    objects key by key, the traces of ``data`` one by one (an unchanged trace is ``{}``), anything else whole; a key
+    ``new`` has not is null (the page removes it). A spare view that differs from the view on screen by a frame and a
+    title is sent as those, not as its heatmaps again."""
+    if key == "data" and isinstance(base, list) and isinstance(new, list):
+        return [figure_changes(base[i] if i < len(base) else {}, trace) for i, trace in enumerate(new)]
+    if not (isinstance(base, dict) and isinstance(new, dict)):
+        return new
+    changes = {name: figure_changes(base.get(name), value, name) for name, value in new.items()
+               if base.get(name) != value}
+    changes.update((name, None) for name in base.keys() - new.keys())
+    return changes

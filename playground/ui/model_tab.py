@@ -209,8 +209,7 @@ def _figure_cells(level: str, T: int, C: int, h: int, d: int, layers: int, top: 
 
 # --------------------------------------------------------------------------------------------- the levels
 
-def _score_view(inputs: walkthrough.HeadInputs, settings: Settings, where: str, notes: list[str]) -> tuple:
-    trace = inputs.trace()
+def _score_view(trace: walkthrough.HeadTrace, settings: Settings, where: str, notes: list[str]) -> tuple:
     T = trace.length
     query, query_clamped = anatomy.position(settings.query, "query", T)
     key, key_clamped = anatomy.position(settings.key, "key", T)
@@ -239,9 +238,8 @@ def _score_view(inputs: walkthrough.HeadInputs, settings: Settings, where: str, 
     return heading, vectors, products, scores, None, lessons.score_table(cell)
 
 
-def _head_view(inputs: walkthrough.HeadInputs, settings: Settings, where: str, notes: list[str],
+def _head_view(trace: walkthrough.HeadTrace, settings: Settings, where: str, notes: list[str],
                attention_hint: str) -> tuple:
-    trace = inputs.trace()
     T = trace.length
     query, clamped = anatomy.position(settings.query, "query", T)
     notes = notes + _clamp_notes(clamped, settings.query, False, None, T)
@@ -383,6 +381,12 @@ def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[s
 # --------------------------------------------------------------------------------------------- the sources
 
 def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings, part) -> View:
+    return _checkpoint_views(ctx, checkpoint, text, settings, part, [settings.query])[0]
+
+
+def _checkpoint_views(ctx: AppContext, checkpoint, text: str, settings: Settings, part, queries: list) -> list[View]:
+    """The view of ``settings`` at each query position of ``queries``, the model run once for all of them (a spare
+    round of query positions costs their figures, not a forward pass each) under one reservation for them all."""
     loaded = ctx.checkpoint(checkpoint or "")
     config = loaded.config
     require_gpt(config, loaded.name, "the Model tab")
@@ -392,7 +396,8 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
     except UnknownCharacterError as exc:
         message = (f"### {LEVEL_TITLES[anatomy.LEVELS.index(settings.level)]}\n\n**{exc}.** Remove them, or pick "
                    "the textbook inputs.")
-        return View(_current_part(settings.level, 0, part, parts), message, None, None, None, None, "", parts)
+        return [View(_current_part(settings.level, 0, part, parts), message, None, None, None, None, "", parts)
+                for _ in queries]
     ids, tokens = prepared.ids, prepared.tokens
     T, C, h, d, L = len(tokens), config.embedding_dim, config.heads_num, config.head_size, config.layers_num
     level = settings.level
@@ -401,47 +406,55 @@ def _checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings,
     cells, bars = _figure_cells(level, T, C, h, d, L, anatomy.TOP, forget)
     cost = anatomy.view_cost(level, length=T, embedding_dim=C, heads_num=h, layers_num=L,
                              vocabulary_size=config.vocabulary_size, parameters=config.parameter_count(),
-                             heatmap_cells=cells, bars=bars, forget_transpose=forget)
+                             heatmap_cells=cells * len(queries), bars=bars * len(queries), forget_transpose=forget)
     where = f"{loaded.name}: {L} blocks, {h} heads of {d} features, C = {C}, on your {count(T, 'token')}"
     notes = list(prepared.notices)
-    picture = ""
     with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
         if level in ("score", "head"):
             head = checks.index(settings.head, "head", h, "heads per layer")
-            inputs = walkthrough.checkpoint_head_inputs(loaded.model, ids, layer, head, tokens=tokens)
+            trace = walkthrough.checkpoint_head_inputs(loaded.model, ids, layer, head, tokens=tokens).trace()
             where_head = f"layer {layer}, head {head} of {loaded.name} on your {count(T, 'token')}"
             if level == "score":
-                shown = _score_view(inputs, settings, where_head, notes)
+                def shown(settings):
+                    return _score_view(trace, settings, where_head, notes), ""
             else:
                 hint = (f"**Open the Attention tab** (trained checkpoint, layer {layer}, head {head}) to step "
                         "through this head's seven stages: X, Q K V, scores, scaling, mask, softmax, output.")
-                shown = _head_view(inputs, settings, where_head, notes, hint)
+
+                def shown(settings):
+                    return _head_view(trace, settings, where_head, notes, hint), ""
         elif level == "heads":
             heads = anatomy.all_heads(loaded.model, ids, layer, forget_transpose=forget)
             head = checks.index(settings.head, "head", h, "heads per layer")
-            query, clamped = anatomy.position(settings.query, "query", T)
-            grid, concatenated, projected = _heads_figures(heads, tokens, query, f"Layer {layer}", head)
-            notes += _clamp_notes(clamped, settings.query, False, None, T)
-            if forget:
-                shown = (_heading("heads", lessons.FORGOTTEN_LOOK_FOR, lessons.forgotten_formula(heads),
-                                  lessons.forgotten_text(heads, query, tokens), f"layer {layer} of {where}", notes),
+
+            def shown(settings):
+                query, clamped = anatomy.position(settings.query, "query", T)
+                grid, concatenated, projected = _heads_figures(heads, tokens, query, f"Layer {layer}", head)
+                told = notes + _clamp_notes(clamped, settings.query, False, None, T)
+                if not forget:
+                    text = lessons.heads_text(heads, query, tokens[query])
+                    return (_heading("heads", lessons.HEADS_LOOK_FOR, lessons.heads_formula(heads), text, where,
+                                     told), grid, concatenated, projected, None, ""), ""
+                return ((_heading("heads", lessons.FORGOTTEN_LOOK_FOR, lessons.forgotten_formula(heads),
+                                  lessons.forgotten_text(heads, query, tokens), f"layer {layer} of {where}", told),
                          grid, concatenated, projected, _forgotten_map(heads.forgotten, tokens, query,
                                                                        f"Layer {layer}"),
-                         lessons.forgotten_table(heads.forgotten, tokens, _table_start(query)))
-                picture = transpose_picture.picture(heads.forgotten, tokens)
-            else:
-                text = lessons.heads_text(heads, query, tokens[query])
-                shown = (_heading("heads", lessons.HEADS_LOOK_FOR, lessons.heads_formula(heads), text, where, notes),
-                         grid, concatenated,
-                         projected, None, "")
+                         lessons.forgotten_table(heads.forgotten, tokens, _table_start(query))),
+                        transpose_picture.picture(heads.forgotten, tokens))
         elif level == "block":
             x = anatomy.block_input(loaded.model, ids, layer)
-            shown = _block_view(loaded.model.blocks[layer], x, tokens, h, settings,
-                                f"block {layer + 1} (layer {layer}) of {where}", notes,
-                                lessons.GPT_SWITCHES)
+
+            def shown(settings):
+                return _block_view(loaded.model.blocks[layer], x, tokens, h, settings,
+                                   f"block {layer + 1} (layer {layer}) of {where}", notes, lessons.GPT_SWITCHES), ""
         else:
-            shown = _lens_view(loaded, ids, tokens, settings, part, where, notes)
-    return View(_current_part(level, layer, part, parts), *shown, parts, picture)
+            def shown(settings):
+                return _lens_view(loaded, ids, tokens, settings, part, where, notes), ""
+        views = []
+        for query in queries:
+            figures, picture = shown(settings._replace(query=query))
+            views.append(View(_current_part(level, layer, part, parts), *figures, parts, picture))
+    return views
 
 
 def _textbook_view(settings: Settings, part) -> View:
@@ -454,11 +467,11 @@ def _textbook_view(settings: Settings, part) -> View:
         inputs = walkthrough.journey_preset(anatomy.TEXTBOOK_SEED)
         where = f"the book's CausalAttention head on \"Your journey starts with one step\" ({inputs.description})"
         if level == "score":
-            shown = _score_view(inputs, settings, where, notes)
+            shown = _score_view(inputs.trace(), settings, where, notes)
         else:
             hint = ("**Open the Attention tab** (textbook preset, journey) to step through this head's seven "
                     "stages with the same numbers.")
-            shown = _head_view(inputs, settings, where, notes, hint)
+            shown = _head_view(inputs.trace(), settings, where, notes, hint)
     elif level == "heads" and settings.forget_transpose:
         query, clamped = anatomy.position(settings.query, "query", len(tokens))
         notes += [lessons.WRAPPER_HAS_NO_TRANSPOSE, *_clamp_notes(clamped, settings.query, False, None, len(tokens))]
@@ -613,12 +626,13 @@ MAX_SPARE_BYTES = 1_500_000  # and the spare decks sent after a change at most t
 # view of all heads, some 1.4 MB, is not made ahead: its layers and heads go to the server)
 
 
-def spare_label(layer, head) -> str:
-    """The page's name for a layer and head (SPARE_LABEL_JS says the same in the page): "1|0"."""
+def spare_label(layer, head, query) -> str:
+    """The page's name for a layer, a head and a query position (SPARE_LABEL_JS says the same in the page):
+    "1|0|-1". A spare is named by all three, so one drawn carries the others with it (chart_deck's carry)."""
     def number(value) -> str:
         value = float(value)
         return str(int(value)) if value.is_integer() else repr(value)
-    return f"{number(layer)}|{number(head)}"
+    return f"{number(layer)}|{number(head)}|{number(query)}"
 
 
 SPARE_LABEL_JS = "(v) => v.map(x => String(Number(x))).join('|')"
@@ -654,11 +668,84 @@ def model_spare(ctx: AppContext, source, checkpoint, text, level, layer, head, q
         sent += len(deck)
         if sent > MAX_SPARE_BYTES:
             break
-        spares[spare_label(other_layer, other_head)] = deck
+        spares[spare_label(other_layer, other_head, query)] = deck
     if not spares:
         return gr.skip()
     around = _deck_key(source, checkpoint, text, layer, head, *rest)
-    return chart_deck.spare_json(around, spare_label(layer, head), spares)
+    return chart_deck.spare_json(around, spare_label(layer, head, query), spares)
+
+
+MAX_HELD_CHARS = 64_000  # the page's list of spares held, as sent: some 48 labels of a dozen characters
+
+
+def _held_labels(held) -> set[str]:
+    """The labels in the page's list of the spares it holds; none where it is not such a list (it comes from the
+    page: a visitor can send anything, and is then sent every spare again, at most a round's)."""
+    if not isinstance(held, str) or len(held) > MAX_HELD_CHARS:
+        return set()
+    try:
+        labels = json.loads(held)
+    except (ValueError, RecursionError):
+        return set()
+    return {label for label in labels if isinstance(label, str)} if isinstance(labels, list) else set()
+
+
+QUERY_SPARE_LEVELS = ("score", "head", "block")  # the levels whose other query positions are made ahead (all heads'
+# view is some 1.4 MB a position, and the model level's logit lens runs the whole model a position)
+QUERY_SPARES_PER_ROUND = 12  # positions a round makes: some 0.6 s of one core at the first level; a round at a time,
+QUERY_SPARE_ROUNDS = 4  # so a click of another visitor waits for one round at most, and 48 positions in all
+
+
+def model_query_spare(ctx: AppContext, source, checkpoint, text, level, layer, head, query, key, norm_order,
+                      attention, activation, dropout, dropout_seed, forget_transpose, book_inputs, part,
+                      held: str = "[]"):
+    """The level on screen at other query positions (the QUERY_SPARES_PER_ROUND nearest the query that the page does
+    not hold: ``held``, the labels of its spares), as spare decks each sent as its changes to the view on screen (a
+    new position moves a frame and rewrites a title, its heatmaps mostly unchanged): a new query position the page
+    holds is drawn at once, and the server's answer for it draws nothing again. Made once the visitor changes the
+    query (QUERY_SPARE_ROUNDS rounds), never on arrival; nothing for the textbook or a notebook's model, or a level
+    not in QUERY_SPARE_LEVELS."""
+    if source != SOURCES[0] or not all(isinstance(value, (int, float)) for value in (layer, head, query)):
+        return gr.skip()
+    if level not in LEVEL_TITLES or lessons.level_key(level) not in QUERY_SPARE_LEVELS:
+        return gr.skip()
+    held_labels = _held_labels(held)
+    try:
+        loaded = ctx.checkpoint(checkpoint or "")
+        T = walkthrough.prepare_text(checks.text(text, "The text", ctx.limits.max_text_chars), loaded.tokenizer,
+                                     loaded.config.context_size).ids.numel()
+        here, _ = anatomy.position(query, "query", T)
+    except (*REFUSALS, *FAILURES):
+        return gr.skip()
+    kind = type(query)
+    missing = [kind(p) for p in sorted(range(T), key=lambda p: (abs(p - here), p))
+               if p != here and spare_label(layer, head, p) not in held_labels][:QUERY_SPARES_PER_ROUND]
+    if not missing:
+        return gr.skip()
+    rest = (key, norm_order, attention, activation, dropout, dropout_seed, forget_transpose, book_inputs, part)
+    try:
+        settings = _settings(level, layer, head, query, key, norm_order, attention, activation, dropout,
+                             dropout_seed, forget_transpose)
+        views = _checkpoint_views(ctx, checkpoint, checks.text(text, "The text", ctx.limits.max_text_chars),
+                                  settings, part, [query, *missing])
+    except (*REFUSALS, *FAILURES):
+        return gr.skip()
+    name = _level_title(level)
+    shown_texts, shown_figures = _deck_view(views[0]._replace(numbers=fold(views[0].numbers, "the numbers")))
+    bases = {f"q{slot}": json.loads(figure.to_json()) for slot, figure in enumerate(shown_figures)
+             if figure is not None}
+    spares = {}
+    for position, view in zip(missing, views[1:], strict=True):
+        texts, figures = _deck_view(view._replace(numbers=fold(view.numbers, "the numbers")))
+        sent = [None if figure is None else
+                {"base": f"q{slot}", "changes": chart_deck.figure_changes(bases[f"q{slot}"],
+                                                                           json.loads(figure.to_json()))}
+                if f"q{slot}" in bases else json.loads(figure.to_json())
+                for slot, figure in enumerate(figures)]
+        key_p = _deck_key(source, checkpoint, text, layer, head, position, *rest)
+        spares[spare_label(layer, head, position)] = chart_deck.deck_json(key_p, {name: (texts, sent)})
+    around = _deck_key(source, checkpoint, text, layer, head, query, *rest)
+    return chart_deck.spare_json(around, spare_label(layer, head, query), spares, bases)
 
 
 def navigate(part, level, layer) -> tuple[str, object, str]:
@@ -789,6 +876,8 @@ def build(ctx: AppContext) -> None:
 
     clicked = gr.State("")  # the part of the model map last clicked: the model level names it
     spare = gr.Textbox(visible=False, label="spare decks")  # the level on screen for other layers and heads
+    query_spare = gr.Textbox(visible=False, label="query spares")  # and for other query positions
+    held = gr.Textbox("[]", visible=False, label="spares held")  # the labels of the spares the page holds
 
     settings = [source, checkpoint, text, level, layer, head, query, key, norm_order, attention, activation, dropout,
                 dropout_seed, forget_transpose, book_inputs, clicked]
@@ -800,20 +889,29 @@ def build(ctx: AppContext) -> None:
     # only a first answer replaces the deck the page holds: the other levels add to the views of its settings
     draw = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, more=True))
 
-    def answer(listener, name: str) -> None:
-        """``listener`` answers with the level on screen (drawn at once), then every other level (kept)."""
+    def answer(listener, name: str, query_rounds: int = 0) -> None:
+        """``listener`` answers with the level on screen (drawn at once), then every other level (kept), then the
+        level on screen for other layers and heads and, ``query_rounds`` rounds, for other query positions."""
         event = wire(listener, model_page, ctx, settings, deck, api_name=f"{name}_page", api_visibility="private",
                      **quick)
         event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
         drawn = wire(event.success, model_deck, ctx, unlevelled, deck, api_name=f"{name}_deck",
                      api_visibility="private", show_progress="hidden", trigger_mode="always_last",
                      **ctx.fast_lane).then(**draw, api_name=f"{name}_deck_draw", api_visibility="private")
-        keep_spares(drawn.then, name)
+        after = keep_spares(drawn.then, name)
+        for number in range(query_rounds):  # each round asks for the positions the page still lacks
+            asked = after.then(None, None, held, js=chart_deck.held_js(DECK), api_name=f"{name}_held_{number}",
+                               api_visibility="private", show_progress="hidden", queue=False)
+            after = wire(asked.then, model_query_spare, ctx, [*settings, held], query_spare,
+                         api_name=f"{name}_query_spare_{number}", api_visibility="private", show_progress="hidden",
+                         **ctx.fast_lane).then(
+                None, query_spare, None, js=chart_deck.keep_js(DECK), api_name=f"{name}_query_spare_keep_{number}",
+                api_visibility="private", show_progress="hidden", queue=False)
 
-    def keep_spares(listener, name: str) -> None:
+    def keep_spares(listener, name: str):
         """The level on screen for other layers and heads (model_spare), kept in the page for a change of either."""
-        wire(listener, model_spare, ctx, settings, spare, api_name=f"{name}_spare", api_visibility="private",
-             show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane).then(
+        return wire(listener, model_spare, ctx, settings, spare, api_name=f"{name}_spare", api_visibility="private",
+                    show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane).then(
             None, spare, None, js=chart_deck.keep_js(DECK), api_name=f"{name}_spare_keep", api_visibility="private",
             show_progress="hidden", queue=False)
 
@@ -842,19 +940,22 @@ def build(ctx: AppContext) -> None:
     # 445 ms at load 6; a new level's layers and heads are the server's until its next answer)
     # a new layer or head is drawn at once from a spare deck where the page holds one; the server's answer follows
     # either way (for the other levels) and draws nothing again where the spare was drawn
-    for name, control in (("layer", layer.input), ("head", head.change)):
-        control(None, [layer, head, level], [heading, picture, numbers, model_map], api_name=f"model_adopt_{name}",
-                api_visibility="private", js=chart_deck.adopt_js(DECK, DECK_TEXTS, SPARE_LABEL_JS),
-                show_progress="hidden", queue=False)
-    # spares are made around every other setting on screen: a change to any of them makes them wrong
-    gr.on([source.change, checkpoint.change, text.change, query.change, key.change, norm_order.change,
+    for name, control in (("layer", layer.input), ("head", head.change), ("query", query.change)):
+        control(None, [layer, head, query, level], [heading, picture, numbers, model_map],
+                api_name=f"model_adopt_{name}", api_visibility="private",
+                js=chart_deck.adopt_js(DECK, DECK_TEXTS, SPARE_LABEL_JS), show_progress="hidden", queue=False)
+    # spares are made around every other setting on screen: a change to any of them makes them wrong (a spare's
+    # label names its layer, head and query position: one is never drawn for another)
+    gr.on([source.change, checkpoint.change, text.change, key.change, norm_order.change,
            attention.change, activation.change, dropout.change, dropout_seed.change, forget_transpose.change,
            book_inputs.change], None, None, None, js=chart_deck.forget_js(DECK), api_name="model_forget_spares",
           api_visibility="private", show_progress="hidden", queue=False)
     # layer also changes when the map is clicked: .input here, and the map's click answers once itself
     answer(functools.partial(gr.on, [source.change, checkpoint.change, text.change, layer.input, head.change,
-                                     query.change, key.change, norm_order.change, attention.change, activation.change,
+                                     key.change, norm_order.change, attention.change, activation.change,
                                      dropout.change, dropout_seed.change, forget_transpose.change,
                                      book_inputs.change]), "model_update")
+    # a new query position: then the other positions, made ahead once the visitor moves the query (not on arrival)
+    answer(query.change, "model_query", query_rounds=QUERY_SPARE_ROUNDS)
     answer(wire(model_map.input, navigate, None, [model_map, level, layer], [level, layer, clicked],
                 api_name="model_navigate", api_visibility="private", show_progress="hidden").then, "model_navigate")
