@@ -121,3 +121,27 @@ def test_a_spare_sent_as_changes_is_the_figure_it_was_made_from(deck_page):
         f"() => JSON.stringify(Object.values(window.chartDeck.decks.{DECK}.spares.k)"
         ".map(spare => spare.views['6'].figures[0]))"))
     assert kept == figures
+
+
+def test_a_deck_the_server_sends_with_its_label_keeps_the_spares_unless_another_setting_changed(deck_page):
+    """A query position the page lacks is drawn from the server's answer; that answer names its settings (label),
+    so the spares of the deck it replaces stay, the deck left among them. After another setting changed (forget),
+    nothing is carried, and spares made around the settings left, arriving late, are not kept."""
+    first = chart_deck.draw_js(DECK, 1)
+
+    def labelled(key, label):
+        return chart_deck.deck_json(key, {"6": ([f"{key} step 6"], [_figure(f"{key} 6")])}, label=label)
+
+    call(deck_page, first, labelled("q41", "0|0|41"), "6")
+    call(deck_page, chart_deck.keep_js(DECK), chart_deck.spare_json("q41", "0|0|41", {"0|0|3": _deck("q3")}))
+    call(deck_page, first, labelled("q30", "0|0|30"), "6")  # the server's answer for a position not held
+    assert sorted(json.loads(call(deck_page, chart_deck.held_js(DECK)))) == ["0|0|3", "0|0|41"]
+    adopt = chart_deck.adopt_js(DECK, 1, "values => values.join('|')")
+    assert call(deck_page, adopt, 0, 0, 3, "6") == ["q3 step 6"]
+
+    call(deck_page, chart_deck.forget_js(DECK))  # the text changes
+    late = chart_deck.spare_json("q3", "0|0|3", {"0|0|9": _deck("q9")})  # made for the old text, arriving now
+    call(deck_page, chart_deck.keep_js(DECK), late)
+    call(deck_page, first, labelled("other text", "0|0|3"), "6")
+    assert json.loads(call(deck_page, chart_deck.held_js(DECK))) == []
+    assert call(deck_page, adopt, 0, 0, 9, "6") == [None]

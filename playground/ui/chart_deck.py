@@ -43,7 +43,18 @@ window.chartDeck = window.chartDeck || (() => {
       const sent = JSON.parse(raw);
       if (more && deck.key !== null && sent.key !== deck.key) return deck;  // late: the settings changed since
       deck.raw = raw;
-      if (sent.key !== deck.key) { deck.key = sent.key; deck.views = {}; deck.bases = {}; }
+      if (sent.key !== deck.key) {
+        if (sent.label !== undefined) {  // a deck naming its settings: the spares of the deck left still neighbour it
+          const here = deck.labels && deck.labels[deck.key];
+          if (deck.key !== deck.invalid && here !== undefined && carry(deck, deck.key, here, sent.key, sent.label)) {
+            deck.spares[sent.key][here] = deck.spares[sent.key][here] || {key: deck.key, views: deck.views};
+          }
+          deck.labels = deck.labels || {};
+          deck.labels[sent.key] = sent.label;
+        }
+        if (sent.key === deck.invalid) deck.invalid = null;  // those settings are back: their spares are right again
+        deck.key = sent.key; deck.views = {}; deck.bases = {};
+      }
       Object.assign(deck.views, sent.views);
       Object.assign(deck.bases, sent.bases || {});
     }
@@ -189,6 +200,7 @@ window.chartDeck = window.chartDeck || (() => {
     const deck = decks[name] = decks[name] || {key: null, views: {}, raw: null, shown: null, bases: {}};
     if (!raw) return deck;
     const sent = JSON.parse(raw);
+    if (sent.key === deck.invalid) return deck;  // made around settings changed since (arriving after forget)
     deck.spares = deck.spares || {};
     deck.labels = deck.labels || {};
     deck.labels[sent.key] = sent.label;
@@ -205,20 +217,24 @@ window.chartDeck = window.chartDeck || (() => {
     if (keys.length > 8) delete deck.spares[keys[0]];  // a few settings' neighbours are enough
     return deck;
   }
-  function forget(name) {  // the settings the spares were made around are changing: none of them is right now
-    if (decks[name]) decks[name].spares = {};
+  function forget(name) {  // the settings the spares were made around are changing: none of them is right now,
+    // nor any made around them still on the way
+    if (decks[name]) { decks[name].spares = {}; decks[name].invalid = decks[name].key; }
   }
   // A label names a spare's settings in full, fields joined by '|' (a layer, a head, a query position), and a spare
   // differs from the deck it neighbours only in those fields. A spare drawn differs from the deck it leaves only in
   // them too, so every spare of the deck left neighbours the new deck as well: a query position's spares stay when
-  // another position is drawn from them.
-  function carry(deck, fromKey, from, toKey, to) {
+  // another position is drawn from them. So does a deck the server sends with its label (deck_json's ``label``), as
+  // long as no other setting changed since (``forget`` marks the deck left ``invalid``).
+  function carry(deck, fromKey, from, toKey, to) {  // true where the two are labels of one kind
     const fields = label => String(label).split('|').length;
-    if (from === undefined || fromKey === toKey || fields(from) !== fields(to)) return;
+    if (from === undefined || fromKey === toKey || fields(from) !== fields(to)) return false;
+    deck.spares = deck.spares || {};
     const out = deck.spares[toKey] = deck.spares[toKey] || {};
     for (const [label, spare] of Object.entries(deck.spares[fromKey] || {})) {
       if (label !== to && !out[label]) out[label] = spare;
     }
+    return true;
   }
   function held(name) {  // the labels of the spares around the deck on screen
     const deck = decks[name];
@@ -313,10 +329,11 @@ def _figure_json(figure) -> str:
 
 
 def deck_json(key: str, views: dict[str, tuple[Sequence[str], Sequence[go.Figure | dict | None]]],
-              bases: dict[str, go.Figure] | None = None) -> str:
+              bases: dict[str, go.Figure] | None = None, label: str | None = None) -> str:
     """The deck ``{"key": key, "views": {name: {"texts": [...], "figures": [...]}}}``, each figure as Plotly's
     own JSON (or null), written without parsing it again. ``bases``: figures a view's figure may be given as changes
-    to, ``{"base": name, "changes": {...}}`` (from plots.bar_chart_changes, say)."""
+    to, ``{"base": name, "changes": {...}}`` (from plots.bar_chart_changes, say). ``label``: the page's label of the
+    deck's settings, as its spares are named (the spares of the deck it replaces go with it)."""
     parts = []
     for name, (texts, figures) in views.items():
         drawn = ", ".join(_figure_json(figure) for figure in figures)
@@ -325,7 +342,8 @@ def deck_json(key: str, views: dict[str, tuple[Sequence[str], Sequence[go.Figure
     if bases:
         sent_bases = ', "bases": {' + ", ".join(f"{json.dumps(name)}: {_figure_json(figure)}"
                                                 for name, figure in bases.items()) + "}"
-    return f'{{"key": {json.dumps(key)}, "views": {{{", ".join(parts)}}}{sent_bases}}}'
+    sent_label = f', "label": {json.dumps(label)}' if label is not None else ""
+    return f'{{"key": {json.dumps(key)}, "views": {{{", ".join(parts)}}}{sent_bases}{sent_label}}}'
 
 
 def keep_js(deck: str) -> str:

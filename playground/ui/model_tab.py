@@ -597,7 +597,10 @@ def model_page(ctx: AppContext, source, checkpoint, text, level, layer, head, qu
     view = model_view(ctx, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
                       activation, dropout, dropout_seed, forget_transpose, book_inputs, part)
     name = level if source in BOOK_SOURCES else _level_title(level)  # a notebook's model has one view
-    return chart_deck.deck_json(_deck_key(*settings), {name: _deck_view(view)})
+    # named as its spares are: where only the layer, head or query changed, the page keeps the spares it holds
+    label = spare_label(layer, head, query) if source == SOURCES[0] and all(
+        isinstance(value, (int, float)) for value in (layer, head, query)) else None
+    return chart_deck.deck_json(_deck_key(*settings), {name: _deck_view(view)}, label=label)
 
 
 def model_deck(ctx: AppContext, source, checkpoint, text, layer, head, query, key, norm_order, attention, activation,
@@ -891,22 +894,28 @@ def build(ctx: AppContext) -> None:
 
     def answer(listener, name: str, query_rounds: int = 0) -> None:
         """``listener`` answers with the level on screen (drawn at once), then every other level (kept), then the
-        level on screen for other layers and heads and, ``query_rounds`` rounds, for other query positions."""
+        level on screen for other layers and heads. With ``query_rounds``, rounds of other query positions too, the
+        first before the other levels: the next query position is the likeliest next click."""
         event = wire(listener, model_page, ctx, settings, deck, api_name=f"{name}_page", api_visibility="private",
                      **quick)
         event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
-        drawn = wire(event.success, model_deck, ctx, unlevelled, deck, api_name=f"{name}_deck",
+        before = query_round(event.success, name, 0).then if query_rounds else event.success
+        drawn = wire(before, model_deck, ctx, unlevelled, deck, api_name=f"{name}_deck",
                      api_visibility="private", show_progress="hidden", trigger_mode="always_last",
                      **ctx.fast_lane).then(**draw, api_name=f"{name}_deck_draw", api_visibility="private")
         after = keep_spares(drawn.then, name)
-        for number in range(query_rounds):  # each round asks for the positions the page still lacks
-            asked = after.then(None, None, held, js=chart_deck.held_js(DECK), api_name=f"{name}_held_{number}",
-                               api_visibility="private", show_progress="hidden", queue=False)
-            after = wire(asked.then, model_query_spare, ctx, [*settings, held], query_spare,
-                         api_name=f"{name}_query_spare_{number}", api_visibility="private", show_progress="hidden",
-                         **ctx.fast_lane).then(
-                None, query_spare, None, js=chart_deck.keep_js(DECK), api_name=f"{name}_query_spare_keep_{number}",
-                api_visibility="private", show_progress="hidden", queue=False)
+        for number in range(1, query_rounds):
+            after = query_round(after.then, name, number)
+
+    def query_round(listener, name: str, number: int):
+        """The positions the page still lacks (it says which it holds first), made and kept in the page."""
+        asked = listener(None, None, held, js=chart_deck.held_js(DECK), api_name=f"{name}_held_{number}",
+                         api_visibility="private", show_progress="hidden", queue=False)
+        return wire(asked.then, model_query_spare, ctx, [*settings, held], query_spare,
+                    api_name=f"{name}_query_spare_{number}", api_visibility="private", show_progress="hidden",
+                    **ctx.fast_lane).then(
+            None, query_spare, None, js=chart_deck.keep_js(DECK), api_name=f"{name}_query_spare_keep_{number}",
+            api_visibility="private", show_progress="hidden", queue=False)
 
     def keep_spares(listener, name: str):
         """The level on screen for other layers and heads (model_spare), kept in the page for a change of either."""
