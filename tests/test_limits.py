@@ -465,7 +465,7 @@ def test_a_pickle_as_model_safetensors_is_refused_through_the_api(served, tiny_w
 def test_compare_and_timing_know_their_cost_before_they_start(tmp_path, monkeypatch):
     """The issue's requests: a compare that peaked at 5.3 GB, a sweep that held the slot for 138 s."""
     from playground.attention import costs
-    from playground.budget import GIB, MemoryBudget
+    from playground.budget import GIB, MemoryBudget, compare_cost, human
     from playground.ui.compare_tab import run_comparison, run_timing
 
     started = []
@@ -480,7 +480,9 @@ def test_compare_and_timing_know_their_cost_before_they_start(tmp_path, monkeypa
     with pytest.raises(ValueError, match=r"would take about \d+ s .*: lower the largest T to at most 512"):
         run_timing(ctx, 256, 16, 2, "fp32", "cpu", 1024)
     small = AppContext(limits=Limits(), weights=tmp_path, budget=MemoryBudget(2 * GIB, "test"))
-    with pytest.raises(ValueError, match=r"this comparison needs about 3.2 GiB .* over this server's memory budget "
+    needs = human(compare_cost(embedding_dim=1024, heads_num=64, seq_len=1024, batch=2, itemsize=4).bytes)
+    assert needs == "2.7 GiB"
+    with pytest.raises(ValueError, match=rf"this comparison needs about {needs} .* over this server's memory budget "
                                          r"of 2.0 GiB \(test\); lower T to at most \d+ or the batch to at most 1"):
         run_comparison(small, 1024, 64, 1024, 2, 0, False, "fp32", "cpu")
     assert started == [] and ctx.budget.reserved == 0
