@@ -28,11 +28,12 @@ from playground.attention.equivalence import compare
 from playground.checks import count
 from playground.device import available_devices, describe, offered_devices, pick_device, supported_dtypes
 from playground.ui.common import AppContext, fold, keep_on_refusal, message_for
-from playground.ui.events import wire
+from playground.ui.events import once_shown, wire
 
 MAX_T = 1024
 MAX_MAP_HEADS = 6  # heads side by side per implementation; 64 made panels a pixel wide (and Plotly refused 52+)
 MAX_MAP_T = 48
+SHOWN_ID = "compare-run"  # in the page once the tab is opened: its first comparison is made then (events.once_shown)
 GPT2_SMALL = dict(embedding_dim=768, heads_num=12, seq_len=64, batch=1, qkv_bias=True)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -373,7 +374,7 @@ def build(ctx: AppContext) -> None:
         device = gr.Dropdown(offered_devices(), value=device_name, label="device",
                              info="the devices this server has")
         gpt2 = gr.Button("GPT-2 small preset")
-        run = gr.Button("Compare", variant="primary")
+        run = gr.Button("Compare", variant="primary", elem_id=SHOWN_ID)
     summary = gr.Markdown(label="summary")
     equivalence = gr.Dataframe(label="Equivalence after a weight transplant (the reference's weights copied into "
                                      "each)", interactive=False, wrap=True,
@@ -417,7 +418,8 @@ def build(ctx: AppContext) -> None:
     box = dict(fn=maps_shown, inputs=seq_len, outputs=grid, api_visibility="private", show_progress="hidden")
     # on arrival (as the Attention tab does): the tables and maps filled, not blank until Compare is pressed; a
     # Compare pressed before it is done cancels it, so the defaults never replace the visitor's own comparison
-    arrival = gr.on(None, None, api_name="compare_arrival", api_visibility="private")
+    arrival = once_shown(gr.on(None, None, api_name="compare_arrival", api_visibility="private"), SHOWN_ID,
+                         "compare_arrival_shown")  # once the visitor opens the tab: not a comparison per page load
     arrival = wire(arrival.then, first_comparison, ctx, inputs, [summary, equivalence, parameters, grid],
                    api_name="compare_load", api_visibility="private", show_progress="hidden", **ctx.long_lane)
     arrival.success(**box, api_name="compare_load_maps")

@@ -13,6 +13,7 @@ Gradio would have. No Gradio class is patched and no signature is rewritten.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -122,3 +123,18 @@ def wire(listener: Callable, fn: Callable, ctx: AppContext | None, inputs, outpu
     components = dict(zip(input_names(fn, len(inputs), skip=0 if ctx is None else 1), inputs, strict=True))
     return listener(handler(fn, ctx, components, then=then, own_checks=own_checks, **(fixed or {})),
                     inputs_kwargs=components, outputs=outputs, preprocess=False, **options)
+
+
+def once_shown(arrival, element_id: str, api_name: str):
+    """``arrival`` (the page's load, ``gr.on(None, ...)``) held in the page until the element ``element_id`` is on
+    screen, that is until the visitor first opens its tab: what follows it (a tab's first view) runs then, not on
+    every page load. Each page load made the Model and Compare tabs' first views (a comparison in the long lane)
+    whether or not the visitor opened them: the server's CPU per page load went from 1.5-2.7 s to 0.9-1.3 s. The Why
+    tab keeps its own at load: made when the tab opens, its reading of every position still ran when a test chose
+    another model right after opening it, and that test missed its heading for 30 s (once in 27 runs beside others;
+    it passed alone)."""
+    wait = ("() => new Promise(resolve => { const shown = () => { const element = document.getElementById("
+            f"{json.dumps(element_id)}); if (element && element.offsetParent !== null) resolve(); "
+            "else setTimeout(shown, 100); }; shown(); })")
+    return arrival.then(None, None, None, js=wait, api_name=api_name, api_visibility="private",
+                        show_progress="hidden", queue=False)

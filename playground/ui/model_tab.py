@@ -31,7 +31,7 @@ from playground.checks import count
 from playground.tokenizer import UnknownCharacterError, escape_char
 from playground.ui import chart_deck, transpose_picture
 from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown, fold
-from playground.ui.events import wire
+from playground.ui.events import once_shown, wire
 
 BOOK_SOURCES = {title: notebook for notebook, title in anatomy.BOOK_MODELS.items()}  # source -> notebook
 SOURCES = ("trained checkpoint", "textbook inputs", *BOOK_SOURCES)
@@ -39,6 +39,7 @@ BOOK_INPUTS = ("your text", "the notebook's own inputs")
 ATTENTION_MODES = {"decoder": True, "encoder": False}  # the switch's value -> causal
 DEFAULT_TEXT = "To be, or not to be: that is the question."
 CONTROL_MIN_WIDTH = 160
+SHOWN_ID = "model-text"  # in the page once the tab is opened: its first view is made then (events.once_shown)
 TABLE_ROWS = 16  # rows of the forgotten transpose's table, around the query
 TEXTBOOK_TRAINED_AS = ""  # the textbook block is seeded, not trained: no "trained as" caveat
 
@@ -837,7 +838,8 @@ def build(ctx: AppContext) -> None:
                           min_width=CONTROL_MIN_WIDTH)
         with gr.Group(visible=first_source == SOURCES[0]) as checkpoint_group:
             checkpoint = checkpoint_dropdown(ctx, "model", min_width=CONTROL_MIN_WIDTH)
-    text = gr.Textbox(DEFAULT_TEXT, label="Text (the checkpoint reads it; the textbook inputs are fixed)", lines=2)
+    text = gr.Textbox(DEFAULT_TEXT, label="Text (the checkpoint reads it; the textbook inputs are fixed)", lines=2,
+                      elem_id=SHOWN_ID)
     model_map = gr.Radio(parts, value=parts[1], label="The model, part by part (click one)",
                          info="Embeddings → blocks → final norm → LM head → next-character probabilities")
     level = gr.Radio(list(zip(LEVEL_LABELS, LEVEL_TITLES)), value=LEVEL_TITLES[0], label="Zoom level")
@@ -931,8 +933,9 @@ def build(ctx: AppContext) -> None:
 
     wire(api_button.click, model_view, ctx, settings, [api_part, api_heading, *api_plots, api_numbers], then=plain,
          api_name="model_view", **quick)
-    # on arrival (see attention_tab): the view reads the page's values once it has loaded
-    arrival = gr.on(None, None, api_name="model_arrival", api_visibility="private")
+    # on arrival (see attention_tab): the view reads the page's values once the visitor opens the tab
+    arrival = once_shown(gr.on(None, None, api_name="model_arrival", api_visibility="private"), SHOWN_ID,
+                         "model_arrival_shown")
     answer(arrival.then, "model_load")
     # the pickers a level uses are shown in the page; after the server's controls (a new source or checkpoint, whose
     # answer may land after a level picked since) the page applies the level on screen again
