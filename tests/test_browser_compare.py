@@ -26,6 +26,34 @@ def _equivalence(page, panel):
     return panel.get_by_role("grid").filter(has=page.get_by_role("columnheader", name="agrees"))
 
 
+def test_the_model_and_compare_tabs_make_their_first_view_when_opened_not_on_page_load(page):
+    """Every page load made the Compare tab's comparison (in the long lane) and the Model tab's levels, opened or not.
+    Now they are asked for once the visitor opens the tab (events.once_shown): by the time the Attention tab's own
+    first view is drawn (asked for at load, beside them), neither was asked for; opening the tab asks for it."""
+    import json
+
+    asked = []
+
+    def record(route) -> None:
+        asked.append(json.loads(route.request.post_data or "{}").get("fn_index"))
+        route.continue_()
+    page.route("**/queue/join*", record)
+    page.reload()  # the load itself recorded
+    ids = {dependency.get("api_name"): dependency["id"]
+           for dependency in page.evaluate("() => window.gradio_config.dependencies")}
+    open_tab(page, "Attention")
+    page.wait_for_function("() => Boolean(window.chartDeck?.decks?.attention?.drawn)", timeout=WAIT_MS)
+    assert ids["attention_load"] in asked
+    assert ids["compare_load"] not in asked and ids["model_load_page"] not in asked
+    panel = open_tab(page, "Compare")
+    expect(panel).to_contain_text("6 of 6 compared implementations agree", timeout=WAIT_MS)
+    assert ids["compare_load"] in asked
+    open_tab(page, "Model")
+    page.wait_for_function("() => Boolean(window.chartDeck?.decks?.model?.key)", timeout=WAIT_MS)
+    assert ids["model_load_page"] in asked
+    page.unroute("**/queue/join*")
+
+
 def test_compare_agrees_and_draws_head_maps(page):
     panel = open_tab(page, "Compare")
     # on arrival, without a click: the defaults' comparison (the tables were blank until Compare was pressed)
