@@ -129,7 +129,8 @@ def once_shown(arrival, element_id: str, api_name: str):
     """``arrival`` (the page's load, ``gr.on(None, ...)``) held in the page until the element ``element_id`` is on
     screen, that is until the visitor first opens its tab: what follows it (a tab's first view) runs then, not on
     every page load. Each page load made the Model and Compare tabs' first views (a comparison in the long lane)
-    whether or not the visitor opened them: the server's CPU per page load went from 1.5-2.7 s to 0.9-1.3 s. The Why
+    whether or not the visitor opened them: the server's CPU per page load went from 1.4-2.3 s to 1.0-1.6 s
+    (benchmarks/page_load_cpu.py). The Why
     tab keeps its own at load: made when the tab opens, its reading of every position still ran when a test chose
     another model right after opening it, and that test missed its heading for 30 s (once in 27 runs beside others;
     it passed alone)."""
