@@ -5,6 +5,8 @@ error toast. Screenshots: model-score, model-block, model-lens, model-textbook-h
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from browser_support import PHONE, WAIT_MS, expect_no_error, open_page, open_tab, plot_titled, screenshot, x_labels
 from playwright.sync_api import Locator, expect
@@ -26,6 +28,18 @@ def zoom(panel: Locator, number: int) -> None:
     expect(heading(panel)).to_have_text(LEVEL_TITLES[number - 1], timeout=WAIT_MS)
 
 
+def hold_the_server_once_held(page, *labels: str) -> list:
+    """Once the page holds the spares ``labels`` around the deck on screen, every request to the server is held back
+    (the page.route is undone by the caller): returns the list the held requests go into."""
+    wanted = json.dumps(labels)
+    page.wait_for_function(f"() => {{ const d = window.chartDeck?.decks?.model; const held = d && d.spares && "
+                           f"d.spares[d.key]; return Boolean(held && {wanted}.every(label => held[label])); }}",
+                           timeout=WAIT_MS)
+    held = []
+    page.route("**/queue/join*", lambda route: held.append(route))
+    return held
+
+
 def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     panel = open_tab(page, "Model")
     expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)  # drawn on arrival
@@ -36,14 +50,7 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
 
     # a new layer is drawn from the spare decks the page holds (the level on screen for the other layers and heads)
     # with every request to the server held back: it waited about 1 s for the server's answer
-    page.wait_for_function("() => { const d = window.chartDeck?.decks?.model; "
-                           "return Boolean(d && d.spares && d.spares[d.key] && d.spares[d.key]['1|0|-1']); }",
-                           timeout=WAIT_MS)
-    held = []
-
-    def hold(route) -> None:
-        held.append(route)
-    page.route("**/queue/join*", hold)
+    held = hold_the_server_once_held(page, "1|0|-1")
     layer = panel.get_by_label("layer", exact=True)
     layer.fill("1")
     layer.press("Enter")
@@ -111,14 +118,7 @@ def test_a_new_query_position_is_drawn_from_the_spares_made_after_the_first(page
     query.fill("5")
     query.press("Enter")
     expect(plot_titled(panel, "Scaled scores: cell (5, 0)")).to_be_visible(timeout=WAIT_MS)
-    page.wait_for_function("() => { const d = window.chartDeck?.decks?.model; return Boolean(d && d.spares && "
-                           "d.spares[d.key] && d.spares[d.key]['0|0|12'] && d.spares[d.key]['0|0|3']); }",
-                           timeout=WAIT_MS)
-    held = []
-
-    def hold(route) -> None:
-        held.append(route)
-    page.route("**/queue/join*", hold)
+    held = hold_the_server_once_held(page, "0|0|12", "0|0|3")
     for position in (12, 3):
         query.fill(str(position))
         query.press("Enter")
