@@ -238,9 +238,13 @@ def test_a_head_chosen_and_a_head_knocked_out_are_drawn_in_the_page_as_the_serve
     view again). The page holds every head's reading at the position, every head's circuits and every head's
     knock-out alone: with the server held back, both are drawn. A set of heads is one small answer; the knock-out
     heading the page writes is the one /why writes (the same numbers, the same words)."""
+    from playground.ui.why_tab import ALONE
+
     panel = open_tab(page, "Why")
     expect(panel.get_by_role("heading", name="at position", exact=False)).to_be_visible(timeout=WAIT_MS)
     page.wait_for_function(EVERY_CIRCUIT, timeout=WAIT_MS)  # every head's circuits, with the follow-up answer
+    # and the arrival's last request, the other split's decks (asked for after the circuits: held, it was a third)
+    page.wait_for_function("label => window.whyPage.holdsSplit(label)", arg=ALONE, timeout=WAIT_MS)
     shown = panel.get_by_role("heading", name="at position", exact=False).inner_text()
     other = next(name for name in ("L3 H3", "L3 H2") if not shown.startswith(name))
     release = hold_server(page)
