@@ -560,6 +560,11 @@ def model_view(ctx: AppContext, source, checkpoint, text, level, layer, head, qu
             view = _checkpoint_view(ctx, checkpoint, text, settings, part)
         else:
             view = _textbook_view(settings, part)
+    return _folded(view)
+
+
+def _folded(view: View) -> View:
+    """The view as the page shows it: its numbers table behind a fold."""
     return view._replace(numbers=fold(view.numbers, "the numbers"))
 
 
@@ -735,12 +740,12 @@ def model_query_spare(ctx: AppContext, source, checkpoint, text, level, layer, h
     except (*REFUSALS, *FAILURES):
         return gr.skip()
     name = _level_title(level)
-    shown_texts, shown_figures = _deck_view(views[0]._replace(numbers=fold(views[0].numbers, "the numbers")))
+    _, shown_figures = _deck_view(_folded(views[0]))
     bases = {f"q{slot}": json.loads(figure.to_json()) for slot, figure in enumerate(shown_figures)
              if figure is not None}
     spares = {}
     for position, view in zip(missing, views[1:], strict=True):
-        texts, figures = _deck_view(view._replace(numbers=fold(view.numbers, "the numbers")))
+        texts, figures = _deck_view(_folded(view))
         sent = [None if figure is None else
                 {"base": f"q{slot}", "changes": chart_deck.figure_changes(bases[f"q{slot}"],
                                                                            json.loads(figure.to_json()))}
