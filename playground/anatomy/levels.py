@@ -553,7 +553,9 @@ def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, la
       heads         the stream up to the layer, a pass without maps (_stream_before), then 4 (h, T, T) and 4 (T, C);
                     forgetting the transpose adds 6 (T, C) floats (both joins and projections, and their CPU copies)
                     and FORGOTTEN_MAP_BYTES per (T, C) entry for the maps
-      block         the stream up to the block, a pass without maps, then 6 (h, T, T), 12 (T, C) and 2 (T, 4C)
+      block         the stream up to the block, a pass without maps, then 5 (h, T, T), 12 (T, C) and 2 (T, 4C):
+                    at most four float (h, T, T) and the dropout mask are alive at once (the masked scores, the
+                    weights, the kept weights before and after their 1/(1-p)); the fifth is the allocator's room
       model         the stream after every block, a pass without maps, 3 (T, V) (one stage at a time), the stream
                     kept after every block (T, C) and their top lists
 
@@ -572,7 +574,7 @@ def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, la
     else:
         own = {
             "heads": f * (4 * h * T * T + 4 * T * C) + forget_transpose * (6 * f + FORGOTTEN_MAP_BYTES) * T * C,
-            "block": f * (6 * h * T * T + 12 * T * C + 2 * 4 * T * C),
+            "block": f * (5 * h * T * T + 12 * T * C + 2 * 4 * T * C),
             "model": f * (3 * T * V + (layers_num + 1) * T * C) + (layers_num + 1) * 16 * T * TOP,
         }[level]
     figures = heatmap_cells * budget.BYTES_PER_HEATMAP_CELL + bars * budget.BYTES_PER_BAR
