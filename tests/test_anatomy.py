@@ -363,6 +363,19 @@ def test_block_text_names_the_dropped_weights_and_the_rescale(model):
     assert "1/(1−0.5) = **2.0000**" in text
 
 
+@pytest.mark.parametrize("activation", ["gelu", "relu"])
+def test_block_text_says_what_the_output_projection_and_the_mlp_add_with_the_models_sizes(model, activation):
+    """A learner had MLP(x) = W₂·GELU(W₁·x) and could not say what the output projection or the MLP add."""
+    walk = block_walk(model.blocks[0], block_input(model, IDS, 0), activation=activation)
+    text = lessons.block_text(walk, 0, "pre-norm (GPT)")
+    C, h = model.config.embedding_dim, model.config.heads_num
+    assert text.startswith("**What each part adds.** Attention moves information *between* positions")
+    assert f"each of the {h} heads" in text and f"{C // h} numbers wide" in text and f"all {h} back into the {C}-wide" \
+        in text
+    named = {"gelu": "GELU", "relu": "ReLU"}[activation]
+    assert f"compares the stream with {4 * C} learned patterns, {named} keeps" in text
+
+
 def test_a_gpt2_blocks_walk_uses_its_own_tanh_gelu():
     """A GPT-2 block (activation gelu_tanh): the walk's GELU is the block's own, so it equals Block.forward."""
     from playground.anatomy import block_walk

@@ -361,10 +361,25 @@ def switches_text(walk: BlockWalk) -> str:
     return ", ".join(words)
 
 
+def what_each_part_adds(walk: BlockWalk) -> str:
+    """In plain words, what the block's two parts add to the stream, with this model's sizes: a learner who had the
+    formula could not say what the output projection and the MLP are for."""
+    C, h, hidden = walk.points[0].values.size(1), walk.weights.size(0), walk.mlp_hidden.size(1)
+    f = "GELU" if walk.activation == "gelu" else "ReLU"
+    return (f"**What each part adds.** Attention moves information *between* positions: each of the {h} heads reads "
+            f"a weighted mix of the tokens it may see, {C // h} numbers wide, and the output projection W_O writes "
+            f"all {h} back into the {C}-wide stream, each head along directions of its own, where later layers and "
+            f"the LM head can read them. The MLP works on each position *alone*: W₁ compares the stream with "
+            f"{hidden} learned patterns, {f} keeps the ones that match, and W₂ adds a learned vector for each match, "
+            "so what attention gathered becomes features the next layers (and the next character) use. Both add to "
+            "the stream; neither overwrites it. ")
+
+
 def block_text(walk: BlockWalk, head: int, trained_as: str) -> str:
     means = [(point.name, float(point.norms.mean())) for point in walk.points]
     path = " → ".join(f"{name} {value:.2f}" for name, value in means)
-    text = (f"Switches: {switches_text(walk)}. The mean length ‖x‖ of the tokens' vectors at each point: {path}. ")
+    text = what_each_part_adds(walk)
+    text += (f"Switches: {switches_text(walk)}. The mean length ‖x‖ of the tokens' vectors at each point: {path}. ")
     if walk.norm_order == "pre":
         text += ("In pre-norm the residual stream is never normalised inside the block: each part "
                  "reads a LayerNorm'd copy and *adds* its result, so the stream's length can grow from block to "
