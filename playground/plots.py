@@ -736,12 +736,17 @@ def chain_changes(labels: Sequence[str], weights: Sequence[float], writes: Seque
     significant digits, the running sum to 6; the bars' x is left to Plotly (0, 1, ...). ``versus``: ``part``,
     ``others`` and ``logit`` are of logit(target) - logit(other); ``logits``: the two logits, under the
     probabilities (the contest softmax settles). ``decides``: False where the head writes little beside the rest
-    (the Why tab's rule): the title gives its part in numbers instead of saying its pattern made the result."""
+    (the Why tab's rule): the title gives its part in numbers instead of saying its pattern made the result; a head
+    whose ``part`` is below zero favoured ``other`` (or pushed the target down), and the title says so."""
     shown = [_display_label(str(s)) for s in labels]
     tickvals, ticktext, angle = _bar_ticks(shown, room_px, important)
     axis = {"tickvals": tickvals, "ticktext": ticktext, "tickangle": angle}
-    made = (f"made '{_display_label(target)}' beat '{_display_label(other)}'" if versus else
-            f"became '{_display_label(target)}'")
+    if part >= 0:
+        made = (f"made '{_display_label(target)}' beat '{_display_label(other)}'" if versus else
+                f"became '{_display_label(target)}'")
+    else:  # a head that pushed against the target held it back: its pattern did not make the result
+        made = (f"favoured '{_display_label(other)}' over '{_display_label(target)}'" if versus else
+                f"pushed '{_display_label(target)}' down")
     if not decides:  # "L3 H2's part at position 33: +0.066 of +6.708 ('u' over 'a')"
         made = (f"'{_display_label(target)}' over '{_display_label(other)}'" if versus else
                 f"the logit of '{_display_label(target)}'")

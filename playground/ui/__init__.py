@@ -21,7 +21,7 @@ from playground.budget import sessions_cost
 from playground.config import Limits
 from playground.device import pick_device
 from playground.server import temp_space, tenancy
-from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_tab
+from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_page, why_tab
 from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext
 from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
 
@@ -61,6 +61,8 @@ def _narrow_tick_rules() -> str:
 CSS = f"""
 .tok-chips {{ font-size: 1rem; }}
 footer {{ visibility: hidden; }}
+/* the Why tab's note under its chart takes no room until a note is written in it */
+#{why_page.PART_NOTE_ELEM_ID}:not(:has(p.{why_page.PART_NOTE_CLASS}:not([hidden]))) {{ display: none; }}
 {DROPDOWN_TEXT} {{ padding-right: calc(var(--size-5) + var(--size-2)); text-overflow: ellipsis; }}
 @media (max-width: {PHONE_WIDTH}px) {{
   .js-plotly-plot .modebar-container {{ display: none; }}

@@ -329,11 +329,13 @@ def _figure_json(figure) -> str:
 
 
 def deck_json(key: str, views: dict[str, tuple[Sequence[str], Sequence[go.Figure | dict | None]]],
-              bases: dict[str, go.Figure] | None = None, label: str | None = None) -> str:
+              bases: dict[str, go.Figure] | None = None, label: str | None = None,
+              settings: dict | None = None) -> str:
     """The deck ``{"key": key, "views": {name: {"texts": [...], "figures": [...]}}}``, each figure as Plotly's
     own JSON (or null), written without parsing it again. ``bases``: figures a view's figure may be given as changes
     to, ``{"base": name, "changes": {...}}`` (from plots.bar_chart_changes, say). ``label``: the page's label of the
-    deck's settings, as its spares are named (the spares of the deck it replaces go with it)."""
+    deck's settings, as its spares are named (the spares of the deck it replaces go with it). ``settings``: the
+    inputs the deck was made for, as the page holds them, so a page whose inputs changed since can leave it."""
     parts = []
     for name, (texts, figures) in views.items():
         drawn = ", ".join(_figure_json(figure) for figure in figures)
@@ -343,6 +345,7 @@ def deck_json(key: str, views: dict[str, tuple[Sequence[str], Sequence[go.Figure
         sent_bases = ', "bases": {' + ", ".join(f"{json.dumps(name)}: {_figure_json(figure)}"
                                                 for name, figure in bases.items()) + "}"
     sent_label = f', "label": {json.dumps(label)}' if label is not None else ""
+    sent_label += f', "settings": {json.dumps(settings)}' if settings is not None else ""
     return f'{{"key": {json.dumps(key)}, "views": {{{", ".join(parts)}}}{sent_bases}{sent_label}}}'
 
 

@@ -24,8 +24,16 @@ KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # aroun
 # list above names every one), the table's column says "knocked out", and the loss falling is said without the names.
 KNOCK_NAMED = 4
 KNOCK_COLUMNS = "| | intact | knocked out | change |"
-KNOCK_FALLS = ("**Without it the loss falls**: on balance it hurts this text.",  # one head, several
-               "**Without them the loss falls**: on balance they hurt this text.")
+# A change in the loss smaller than this (nats) is said as none: over a short text, a head replaced by its mean moved
+# the loss by a few thousandths either way, and a learner read "the loss falls" as the head being broken
+KNOCK_BARELY = 0.01
+# where the circuits' heading (one per head) takes the line on this position's query and key in its tables (the
+# head's reading at the position carries it: why_tab._in_the_tables)
+HERE = "<!-- here -->"
+KNOCK_FALLS = ("**Without it the loss falls**: trained to help, it hurts this text.",  # one head, several
+               "**Without them the loss falls**: trained to help, they hurt this text.")
+KNOCK_BARELY_MOVES = (f"**The loss barely moves** (under {KNOCK_BARELY}): this text hardly needs it.",
+                      f"**The loss barely moves** (under {KNOCK_BARELY}): this text hardly needs them.")
 
 DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
 EVERY_KEY = 40  # the chain names every key up to this many where they fit the plot drawn (plots.LABEL_CHAR_PX wide
@@ -38,6 +46,7 @@ PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head ba
 PICKER_ELEM_ID = "why-head-picker"  # the head list, whose options draw their head as they are pressed
 PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
 PART_NOTE_ELEM_ID = "why-part-note"  # under the parts: what a clicked bar that is not a head means
+PART_NOTE_CLASS = "why-part-note"  # the note's paragraph in it (the element takes no room without one shown)
 # A stranger clicked an MLP's bar and nothing happened: a part that is not a head has no attention pattern to open,
 # and the page says so, and what its bar is, where it was clicked ({name}: the bar's)
 PART_NOTES = {
@@ -59,8 +68,10 @@ if (!window.whyBarPicks) {
     const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
     const host = document.querySelector('#""" + PART_NOTE_ELEM_ID + """');
     if (host && typeof name === 'string') {  // a part that is not a head: said what it is; a head: the note goes
-      let note = host.querySelector('p.why-part-note');
-      if (!note) note = host.appendChild(Object.assign(document.createElement('p'), {className: 'why-part-note'}));
+      let note = host.querySelector('p.""" + PART_NOTE_CLASS + """');
+      if (!note) {
+        note = host.appendChild(Object.assign(document.createElement('p'), {className: '""" + PART_NOTE_CLASS + """'}));
+      }
       const kind = /MLP$/.test(name) ? 'mlp' : /embedding$/.test(name) ? 'embedding' : 'bias';
       const words = /^L\\d+ H\\d+$/.test(name) ? '' : """ + json.dumps(PART_NOTES) + """[kind].replace('{name}', name);
       note.innerHTML = words.replace(/\\*\\*(.+?)\\*\\*/g, (_, bold) => '<b>' +
@@ -139,7 +150,9 @@ window.whyPage = window.whyPage || (() => {
                  (guess === outGuess ? 'same' : 'changed') + ' |');
       table.push('| p(`' + target + '`) | ' + fixed(p) + ' | ' + fixed(outP) + ' | ' + signed(outP - p) + ' |');
       lines.push(table.join('\\n'));
-      if (change !== null && change < 0) {
+      if (change !== null && Math.abs(change) < """ + str(KNOCK_BARELY) + """) {
+        lines.push(""" + json.dumps(list(KNOCK_BARELY_MOVES)) + """[knocked.length === 1 ? 0 : 1]);
+      } else if (change !== null && change < 0) {
         lines.push(""" + json.dumps(list(KNOCK_FALLS)) + """[knocked.length === 1 ? 0 : 1]);
       }
     } else {
@@ -193,7 +206,8 @@ window.whyPage = window.whyPage || (() => {
     const views = decks()['""" + HEADS_DECK + """'].views;
     const everywhere = chosen === view.texts[1] || [...Array(length).keys()].every(p => views[chosen + '@' + p]);
     return [view.texts[0], reading ? reading.texts[0] : undefined, knockHeading === null ? undefined : knockHeading,
-            circuits ? circuits.texts[0] : undefined,
+            circuits ? circuits.texts[0].replace(""" + json.dumps(HERE) + """, (reading && reading.texts[1]) || '')
+              : undefined,
             reading && circuits ? undefined : 'head ' + chosen + ' at ' + name + stamp,
             knockHeading === null || askNear ? 'knock ' + knockNames + stamp : undefined,
             everywhere ? undefined : chosen + ' in ' + why.key];
@@ -251,14 +265,21 @@ window.whyPage = window.whyPage || (() => {
 ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
 
 
+SETTINGS = "checkpoint, text, target, split"  # the inputs an answer was made for (why_tab._settings), as the page holds
+
+
 def take_js(more: bool) -> str:
-    """A ``js=`` function (the four decks, the knock-out numbers, position, head, knocked) -> the four headings:
-    keeps what arrived and draws the view on screen. ``more``: a follow-up, ignored where the settings changed since
-    its first answer."""
+    """A ``js=`` function (the four decks, the knock-out numbers, checkpoint, text, target, split, position, head,
+    knocked) -> the four headings: keeps what arrived and draws the view on screen. An answer made for other inputs
+    than the page's now is left (a text typed, then a checkpoint chosen: the text's answer came second and drew the
+    old model over the new one). ``more``: a follow-up, ignored where the settings changed since its first answer."""
     take = "".join(f"  window.chartDeck.take({json.dumps(name)}, {raw}, {json.dumps(more)});\n"
                    for name, raw in ((DECK, "raw"), (HEADS_DECK, "heads"), (CIRCUITS_DECK, "circuits"),
                                      (RANKING_DECK, "ranking")))
-    return (f"async (raw, heads, circuits, ranking, knock, {ARGUMENTS}) => {{ {SHOW_JS}\n{take}"
+    unchanged = "[undefined, undefined, undefined, undefined]"
+    late = (f"  const made = raw ? JSON.parse(raw).settings : null, now = {{{SETTINGS}}};\n"
+            f"  if (made && Object.keys(made).some(name => made[name] !== now[name])) return {unchanged};\n")
+    return (f"async (raw, heads, circuits, ranking, knock, {SETTINGS}, {ARGUMENTS}) => {{ {SHOW_JS}\n{late}{take}"
             f"  window.whyPage.takeKnock(knock, {json.dumps(more)});\n"
             f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
 

@@ -33,6 +33,9 @@ from playground.ui.why_page import (
     CIRCUITS_DECK,
     DECK,
     HEADS_DECK,
+    HERE,
+    KNOCK_BARELY,
+    KNOCK_BARELY_MOVES,
     KNOCK_COLUMNS,
     KNOCK_FALLS,
     KNOCK_FOLD,
@@ -43,7 +46,10 @@ from playground.ui.why_page import (
     STRONGEST,
 )
 
-DEFAULT_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks? It is the east, and Juliet is the sun"
+# Shakespeare's lines as Tiny Shakespeare sets them: the trained model predicts the question mark (p 0.86) and one head,
+# which looks back at the "wh" of "wherefore", writes most of it. The earlier default joined two verse lines into one of
+# 87 characters, longer than any the model was trained on; on it a head that ends lines hurt the loss by 0.21
+DEFAULT_TEXT = "And sails upon the bosom of the air.\n\nJULIET:\nO Romeo, Romeo! wherefore art thou Romeo"
 MODES = {"mean over the text": "mean", "zero": "zero"}
 # what the bars split: a logit alone decides nothing (softmax ignores a shift of every logit); a guess is made against
 # its rivals, so by default the bars split logit(guess) - logit(runner-up) (TransformerLens's logit difference)
@@ -56,11 +62,11 @@ MAX_TOKENS = 256  # the text a view reads: its attention maps and its figures st
 MAX_CIRCUIT_TOKENS = 96  # rows and columns of a QK or OV table drawn: a character vocabulary fits whole
 MAX_RANKED_HEADS = 48  # knock-out ranking costs a forward pass a head: GPT-2's 144 are knocked out by hand
 PAIRS = 5
-PAIRS_SHOWN = 1  # of each table's PAIRS, in sight before the fold
-LOOK_FOR_PARTS = "**Look for:** the longest bars: the parts that wrote this guess. Green pushed it up, red down."
+LOOK_FOR_PARTS = "**Look for:** the longest bars. Green pushed the guess up, red down."
 LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
 LOOK_FOR_HEAD = ("**Look for:** read down: weight (①) × write (②) = push (③); pushes sum to the head's bar (④); "
                  "softmax (⑤).")
+TABLE_RANK_SHOWN = 3  # a key ranked past this in its query's row of a later layer's QK table: the layers before chose
 LOOKED_AT = 2  # the keys the head's heading names as where it looked most at this query
 CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
               "value, through the head's share of the output projection, read the way the bars above read every "
@@ -68,8 +74,8 @@ CHAIN_MORE = ("② is what the head would add to the target's logit if all its w
               "is the embeddings, the other heads, the MLPs and the biases. Softmax compares every character's "
               "logit: a push helps the probability only as far as it lifts this logit above the others.")
 IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the tallest, the strongest pushes
-LOOK_FOR_CIRCUITS = ("**Look for:** bright cells. Left: which key characters a query character looks for. Right: "
-                     "which next characters the head promotes when it attends to a character.")
+LOOK_FOR_CIRCUITS = ("**Look for:** bright cells. QK: the key characters a query character looks for. OV: the next "
+                     "characters a character promotes when attended.")
 CIRCUIT_MORE = ("Both tables read each character's token embedding alone, without its position, through the "
                 "layer's LayerNorm: for a layer past the first that is the direct path, as if the head read the input "
                 "itself. QK: the scaled score a query character gives a key character (softmax runs over a row). OV: "
@@ -294,8 +300,8 @@ def _dropped_line(reading: _Reading) -> str:
     if not reading.dropped:
         return ""
     kept = reading.ids.numel()
-    return (f"\n\n**Reads the first {kept} of {kept + reading.dropped} tokens ({reading.reads}'s most).** Shorten the "
-            "text for the rest.")
+    return (f"\n\n**Reads the first {kept} of {kept + reading.dropped} tokens** ({reading.reads}'s most): shorten "
+            "the text.")
 
 
 def _every_position(model, tokenizer, ids, target, versus: bool = False):
@@ -346,7 +352,7 @@ def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, na
     if len(every) <= MAX_RANKED_HEADS:  # every head at every position: the page draws any head by itself
         heads = every
     else:  # the chosen head, and the head that pushed most, position by position
-        strongest = (max(every, key=lambda lh: a.head(*lh)) for a in attributions)
+        strongest = (_strongest_of(a, config) for a in attributions)
         heads = list(dict.fromkeys([*([chosen] if chosen is not None else []), *strongest]))
     weights, writes, shares = memo.get(("keys", *text_key, target, versus, tuple(heads)), model,
                                        lambda: circuits.every_key_reading(model, ids, attributions, heads))
@@ -368,12 +374,16 @@ def _read(model, tokenizer, ids, target, chosen, knocked_heads, mode, subset, na
                           for knock in alone), key=lambda effect: -effect.added)
         note = (f"Most needed: {circuits.head_name(effects[0].layer, effects[0].head)} ({effects[0].added:+.3f} "
                 "without it).")
-        hurting = [effect for effect in effects if effect.added < 0][::-1]  # the loss falls most without the first
+        # the loss falls most without the first; a change under KNOCK_BARELY is none
+        hurting = [effect for effect in effects if effect.added <= -KNOCK_BARELY][::-1]
         if hurting:  # a head can push this target up and still hurt the text as a whole
             one = len(hurting) == 1
             note += (f" Without {_names([(e.layer, e.head) for e in hurting[:3]])}"
                      f"{' and others' if len(hurting) > 3 else ''} the loss falls: on this text "
                      f"{'it hurts' if one else 'they hurt'} more than {'it helps' if one else 'they help'}.")
+        barely = sum(abs(effect.added) < KNOCK_BARELY for effect in effects)
+        if barely:
+            note += f" {barely} of {len(effects)} move the loss by under {KNOCK_BARELY} either way."
     if knocked_heads and _names(knocked_heads) not in knocks:
         knocks[_names(knocked_heads)] = memo.get(("knocked", *text_key, target, tuple(knocked_heads), mode), model,
                                                  lambda: circuits.knock_outs(model, ids, [knocked_heads], targets,
@@ -390,9 +400,15 @@ def _head_at(reading: _Reading, position: int) -> tuple[int, int]:
 
 
 def _strongest(reading: _Reading, position: int) -> tuple[int, int]:
-    """The head whose part of the logit at ``position`` is largest."""
-    parts = reading.attributions[position]
-    return max(_every_head(reading.model.config), key=lambda lh: parts.head(*lh))
+    """The head with the longest bar at ``position``: the largest part, up or down."""
+    return _strongest_of(reading.attributions[position], reading.model.config)
+
+
+def _strongest_of(parts: circuits.LogitAttribution, config) -> tuple[int, int]:
+    """The head whose part is largest in size, for the guess or against it. A learner was shown the head that pushed
+    the guess up most (+0.07) beside a head whose red bar (-2.3) was thirty times longer, and could not tell which
+    head decided."""
+    return max(_every_head(config), key=lambda lh: abs(parts.head(*lh)))
 
 
 def _colours(values: list[float]) -> list[str]:
@@ -419,13 +435,21 @@ def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> st
     return ""
 
 
+def _who_pushed(parts: circuits.LogitAttribution, named: tuple[int, int]) -> str:
+    """Where the head named decides (_who_decides says nothing), that it pushed hardest, and its part: " **L3 H1
+    pushed hardest:** +2.81." Its bar's colour says which way (the heading's 60 words hold no more)."""
+    return f" **{circuits.head_name(*named)} pushed hardest:** {parts.head(*named):+.2f}."
+
+
 def _heading(reading: _Reading, position: int) -> str:
     parts = reading.attributions[position]
     target_id = parts.target_id
     probabilities = reading.probabilities[position]
     name = _label(reading.tokenizer.label(target_id))
     rank = int((probabilities > probabilities[target_id]).sum()) + 1
-    quiet = _who_decides(parts, _strongest(reading, position)) + _dropped_line(reading)
+    strongest = _strongest(reading, position)
+    said = _who_decides(parts, strongest) or _who_pushed(parts, strongest)
+    quiet = said + _dropped_line(reading)
     if parts.rival_id is None:
         return (f"### Why `{name}` after `{reading.tokens[position]}` (position {position})\n\n{LOOK_FOR_PARTS}"
                 f"{quiet}\n\nThe model gives `{name}` probability {float(probabilities[target_id]):.3f} (its choice "
@@ -450,12 +474,18 @@ def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> s
     what = "the logit" if parts.rival_id is None else "the logit difference"
     # what the head looked for at this query, beside the circuits' pair over the vocabulary (a stranger read "␣ looks
     # for a" as what it did here)
-    looked = torch.topk(weights[seen], min(LOOKED_AT, position + 1)).indices.tolist()
+    looked = _looked_most(reading, position, layer, which)
     at = " and ".join(f"`{reading.tokens[i]}`@{i} ({float(weights[i]):.2f})" for i in looked)
     return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
             f"of {what}: {part:+.3f} of {parts.logit:+.3f}. After `{reading.tokens[position]}` it looked most "
             f"at {at}. {pushed}: `{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, "
             f"{float(shares[top]):+.3f}).")
+
+
+def _looked_most(reading: _Reading, position: int, layer: int, which: int) -> list[int]:
+    """The LOOKED_AT keys the head weighed most at ``position``, the heaviest first."""
+    weights = reading.keys[(layer, which)][0][position, : position + 1]
+    return torch.topk(weights, min(LOOKED_AT, position + 1)).indices.tolist()
 
 
 def _texts(reading: _Reading, position: int) -> tuple[str, str, str]:
@@ -484,7 +514,9 @@ def _knock_text(reading: _Reading, position: int) -> str:
                      f"{'same' if guess == knocked_guess else 'changed'} |")
         table.append(f"| p(`{target}`) | {p_target:.3f} | {knocked_p:.3f} | {knocked_p - p_target:+.3f} |")
         lines.append("\n".join(table))
-        if intact.loss is not None and change < 0:
+        if intact.loss is not None and abs(change) < KNOCK_BARELY:
+            lines.append(KNOCK_BARELY_MOVES[len(reading.knocked_heads) > 1])
+        elif intact.loss is not None and change < 0:
             lines.append(KNOCK_FALLS[len(reading.knocked_heads) > 1])
     else:
         lines.append(KNOCK_HINT)
@@ -628,15 +660,58 @@ def _circuits_view(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     return held[(layer, which)]
 
 
+def _tables(reading: _Reading, layer: int, which: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The head's QK and OV tables over the vocabulary (or the subset), kept with the text's other heads'."""
+    held = reading.memo.get(("tables", reading.name, tuple(reading.ids.tolist())), reading.model, dict)
+    if (layer, which) not in held:
+        held[(layer, which)] = (circuits.qk_circuit(reading.model, layer, which, reading.subset),
+                                circuits.ov_circuit(reading.model, layer, which, reading.subset))
+    return held[(layer, which)]
+
+
+def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
+    """Where this position's query and the key it looked at most sit in the head's tables below, in words: "Tables
+    below: QK row `o` ranks `h` 29th of 32 (the layers before chose where it looked); OV row `h` ranks `?` 18th of
+    65." A stranger read the tables' strongest pairs, unrelated to the position, as what the head did here. Past the
+    first layer the tables read the characters alone, so a low rank is said to come from what the layers before
+    wrote. A target outside the tables (a BPE guess) gives what the key's OV row promotes most instead; "" where the
+    query or the key is outside them (a long BPE text)."""
+    rows = (reading.subset.tolist() if reading.subset is not None
+            else list(range(reading.model.config.vocabulary_size)))
+    index = {token: row for row, token in enumerate(rows)}
+    key = _looked_most(reading, position, layer, which)[0]
+    query, looked, target = (int(reading.ids[position]), int(reading.ids[key]),
+                             reading.attributions[position].target_id)
+    if not {query, looked} <= index.keys():
+        return ""
+    qk, ov = _tables(reading, layer, which)
+    in_text = sorted({index[token] for token in reading.ids.tolist() if token in index})
+    row = qk[index[query], in_text]
+    qk_rank = int((row > qk[index[query], index[looked]]).sum()) + 1
+    name = lambda token: _label(reading.tokenizer.label(token))  # noqa: E731
+    later = " (the layers before chose where it looked)" if layer > 0 and qk_rank > TABLE_RANK_SHOWN else ""
+    written = ov[index[looked]]
+    if target in index:
+        rank = int((written > written[index[target]]).sum()) + 1
+        promotes = f"ranks `{name(target)}` {_ordinal(rank)} of {len(rows)}"
+    else:  # a BPE guess outside the table's tokens: what the row promotes most among them
+        promotes = f"promotes `{name(rows[int(written.argmax())])}` most"
+    return (f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(looked)}` {_ordinal(qk_rank)} of "
+            f"{len(in_text)}{later}; OV row `{name(looked)}` {promotes}.")
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
 def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, object, object]:
     model, tokenizer, subset = reading.model, reading.tokenizer, reading.subset
     config = model.config
     chosen = circuits.head_name(layer, which)
     vocabulary = [_label(label) for label in labels(tokenizer, subset if subset is not None else
                                                     torch.arange(config.vocabulary_size))]
-    qk = circuits.qk_circuit(model, layer, which, subset)
-    ov = circuits.ov_circuit(model, layer, which, subset)
-    direct = " (the direct path: as if it read the embeddings)" if layer > 0 else ""
+    qk, ov = _tables(reading, layer, which)
+    direct = " (the direct path)" if layer > 0 else ""  # what that is: CIRCUIT_MORE, behind the fold
     shown_of = "" if subset is None else f" ({subset.numel()} of the {config.vocabulary_size:,} tokens: the text's, " \
                                          "then the lowest ids)"
     # the pairs in words are among the text's own characters: one the model never saw keeps a random embedding,
@@ -647,11 +722,9 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     looks, promotes = (_pairs_in_words(qk, vocabulary, "looks for", among),
                        _pairs_in_words(ov, vocabulary, "promotes", among))
     # the strongest pairs in sight, the rest behind the fold (a stranger counted 94 words before it)
-    heading = (f"### What {chosen} reads and writes{direct}\n\n{LOOK_FOR_CIRCUITS}\n\n"
-               f"Strongest among your text's characters: {'; '.join(looks[:PAIRS_SHOWN])}; "
-               f"{'; '.join(promotes[:PAIRS_SHOWN])}.\n\n"
-               f"<details><summary>more</summary>\n\nThe next pairs: {'; '.join(looks[PAIRS_SHOWN:])}; "
-               f"{'; '.join(promotes[PAIRS_SHOWN:])}.{shown_of}\n\n"
+    heading = (f"### What {chosen} reads and writes{direct}\n\n{LOOK_FOR_CIRCUITS}{HERE}\n\n"
+               f"<details><summary>more</summary>\n\nThe strongest pairs among your text's characters: "
+               f"{'; '.join(looks)}; {'; '.join(promotes)}.{shown_of}\n\n"
                f"{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n</details>")
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
@@ -683,6 +756,7 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
     layer, which = _head_at(reading, position)
     chain = plots.chain_figure(**_chain_arguments(reading, position, layer, which))
     circuits_heading, qk, ov = _circuits_view(reading, layer, which)
+    circuits_heading = circuits_heading.replace(HERE, _in_the_tables(reading, position, layer, which))
     return WhyView(heading, _parts_figure(reading, position), head_heading, chain,
                    _numbers(reading, position, layer, which), circuits_heading, qk, ov, knock_heading,
                    _ranking(reading))
@@ -707,18 +781,26 @@ def _bases(reading: _Reading) -> dict:
     return reading.memo.get(("bases", reading.name, reading.versus), reading.model, build)
 
 
-def _position_deck(reading: _Reading, key: str, positions) -> str:
+def _settings(checkpoint: str, text: str, target: str, split: str) -> dict:
+    """The inputs a view was made for, as the page holds them: it leaves an answer for inputs it no longer shows."""
+    return {"checkpoint": checkpoint, "text": text, "target": target, "split": split}
+
+
+def _position_deck(reading: _Reading, key: str, positions, settings: dict | None = None) -> str:
     """The deck of these positions' parts, keyed "<T>:<key>" (the page reads the text's length from it): each view's
-    texts are its heading and the name of the head that pushed most there."""
+    texts are its heading and the name of the head with the longest bar there. ``settings``: the inputs it answers
+    (_settings)."""
     views = {str(p): ([_heading(reading, p), circuits.head_name(*_strongest(reading, p))],
                       [{"base": "parts", "changes": _parts_changes(reading, p)}]) for p in positions}
-    return chart_deck.deck_json(f"{reading.ids.numel()}:{key}", views, {"parts": _bases(reading)["parts"]})
+    return chart_deck.deck_json(f"{reading.ids.numel()}:{key}", views, {"parts": _bases(reading)["parts"]},
+                                settings=settings)
 
 
 def _heads_deck(reading: _Reading, key: str, views) -> str:
     """The deck of heads' readings, one view "<head>@<position>" per (layer, head, position) in ``views``: its
     heading and its chain, from where it looked to the next character's probability."""
-    sent = {f"{circuits.head_name(layer, which)}@{p}": ([_head_heading(reading, p, layer, which)],
+    sent = {f"{circuits.head_name(layer, which)}@{p}": ([_head_heading(reading, p, layer, which),
+                                                         _in_the_tables(reading, p, layer, which)],
                                                         [{"base": "chain",
                                                           "changes": _chain_changes(reading, p, layer, which)}])
             for layer, which, p in views}
@@ -809,7 +891,7 @@ def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str,
     reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split)
     shown = dict(shown or {}) if not fresh else {}
     text_key = _key(checkpoint, text, target, reading.versus)
-    deck = _position_deck(reading, text_key, [position])
+    deck = _position_deck(reading, text_key, [position], _settings(checkpoint, text, target, split))
     heads_deck = _heads_deck(reading, text_key, [(layer, which, position) for layer, which in reading.keys])
     layer, which = _head_at(reading, position)
     circuits_key, ranking_key = _key(checkpoint, text), _key(checkpoint, text, mode)
@@ -837,7 +919,7 @@ def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     page then draws a new position or head by itself. (deck, heads deck, circuits deck, ``shown`` updated)."""
     reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split)
     T = reading.ids.numel()
-    deck, heads_deck = _every_position_decks(reading, checkpoint, text, target)
+    deck, heads_deck = _every_position_decks(reading, checkpoint, text, target, split)
     shown = dict(shown or {})
     circuits_key = _key(checkpoint, text)
     held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
@@ -853,7 +935,8 @@ def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     return deck, heads_deck, circuits_deck, {**shown, "circuits": circuits_key, "heads": held}
 
 
-def _every_position_decks(reading: _Reading, checkpoint: str, text: str, target: str) -> tuple[str, str]:
+def _every_position_decks(reading: _Reading, checkpoint: str, text: str, target: str,
+                          split: str) -> tuple[str, str]:
     """(every position's parts, the reading of the head that pushed most and of the chosen head at every position),
     as the decks the page keeps."""
     T = reading.ids.numel()
@@ -861,7 +944,7 @@ def _every_position_decks(reading: _Reading, checkpoint: str, text: str, target:
     views = {(*_strongest(reading, p), p) for p in range(T)}
     if reading.head is not None:
         views |= {(*reading.head, p) for p in range(T)}
-    return (_position_deck(reading, text_key, range(T)),
+    return (_position_deck(reading, text_key, range(T), _settings(checkpoint, text, target, split)),
             _heads_deck(reading, text_key, sorted(views, key=lambda v: (v[2], v[0], v[1]))))
 
 
@@ -876,7 +959,7 @@ def why_split_spare(ctx: AppContext, checkpoint: str, text: str, target: str, he
     split = split or VERSUS
     other = next(each for each in SPLITS if each != checks.choice(split, "split", SPLITS))
     reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=other)
-    deck, heads_deck = _every_position_decks(reading, checkpoint, text, target)
+    deck, heads_deck = _every_position_decks(reading, checkpoint, text, target, other)
     # The split on screen reads the same tokens, the other way: its key needs no second reading.
     around = f"{reading.ids.numel()}:{_key(checkpoint, text, target, not reading.versus)}"
     return (f'{{"around": {json.dumps(around)}, "label": {json.dumps(other)}, "from": {json.dumps(split)}, '
@@ -943,9 +1026,10 @@ def build(ctx: AppContext) -> None:
     # the page draws the figures itself (chart_deck): the parts here, the head's bars, its circuits, the ranking
     with gr.Row():
         chart_deck.hosts(DECK, [0])
-    gr.HTML("", elem_id=script.PART_NOTE_ELEM_ID, padding=False)  # what a clicked MLP, embedding or bias bar is
+    # what a clicked MLP, embedding or bias bar is, and the script that picks a head by its bar: one element of no
+    # height until a note is written (two empty ones left a gap under the chart that a learner took for a failure)
+    gr.HTML("", elem_id=script.PART_NOTE_ELEM_ID, js_on_load=script.PICK_JS, padding=False, min_height=0)
     picked = gr.Textbox(visible="hidden", label="head picked on the chart", elem_id=script.PICKED_ELEM_ID)
-    gr.HTML("", js_on_load=script.PICK_JS, padding=False)
     heads = _first_heads(ctx)
     # choices follow the checkpoint; an API caller's head names are checked by the handler against its model
     head = gr.Dropdown([STRONGEST, *heads], value=STRONGEST, label="head", allow_custom_value=True,
@@ -985,7 +1069,9 @@ def build(ctx: AppContext) -> None:
     texts = [heading, head_heading, knock_heading, circuits_heading]
     on_screen = [position, head, knocked]
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
-    draw = dict(fn=None, inputs=[*decks, *on_screen], outputs=texts, show_progress="hidden", queue=False)
+    # an answer is drawn only while the page still shows the inputs it was made for (why_page.take_js)
+    draw = dict(fn=None, inputs=[*decks, checkpoint, text, target, split, *on_screen], outputs=texts,
+                show_progress="hidden", queue=False)
     in_page = dict(inputs=on_screen, outputs=[*texts, need, need_knock, want_head], js=script.SHOW_EVENT_JS,
                    api_visibility="private", show_progress="hidden", queue=False)
 
