@@ -438,6 +438,11 @@ def test_a_short_sample_never_waits_behind_two_long_ones(ctx, monkeypatch):
     assert ctx.sample_lane == dict(concurrency_id="sample", concurrency_limit=ctx.long_work.workers)
 
 
+def in_sight(estimate: str) -> str:
+    """The estimate's words before its fold: the numbers and the warnings."""
+    return estimate.split("\n\n<details>")[0]
+
+
 def test_train_estimate_and_presets(tmp_path):
     assert "parameters" in train_tab.estimate(2, 4, 128, 64, 32, 1000)
     assert "not divisible" in train_tab.estimate(2, 3, 128, 64, 32, 1000)
@@ -458,11 +463,11 @@ def test_train_estimate_and_presets(tmp_path):
     text = train_tab.estimate(4, 4, 192, 128, 32, 15_000, limits=Limits(max_train_seconds=1800))
     assert re.search(r"needs about \d+\.\d MiB of memory · ⚠️ over this server's 30m 00s limit", text)
     # what Start would refuse is said before it is pressed, in Start's words
-    huge = train_tab.estimate(500, 4, 1024, 64, 32, 10, limits=Limits(max_parameters=10_000_000))
+    huge = in_sight(train_tab.estimate(500, 4, 1024, 64, 32, 10, limits=Limits(max_parameters=10_000_000)))
     assert re.search(r"⚠️ this model would have 6,\d{3},\d{3},\d{3} parameters; this server's limit is 10,000,000 "
                      r"\(PLAYGROUND_MAX_PARAMETERS\)$",
                      huge)
-    assert train_tab.estimate(2, 4, 128, 64, 32, 10**6, limits=Limits(max_steps=100_000)).endswith(
+    assert in_sight(train_tab.estimate(2, 4, 128, 64, 32, 10**6, limits=Limits(max_steps=100_000))).endswith(
         "⚠️ steps 1000000 is above this server's limit of 100000 (PLAYGROUND_MAX_STEPS)")
     assert "⚠️" not in train_tab.estimate(2, 4, 128, 64, 32, 1000, limits=Limits())
     with pytest.raises(ValueError, match="unknown preset"):
@@ -514,8 +519,9 @@ def test_the_estimate_counts_the_chosen_texts_symbols(tmp_path):
     assert train_tab.preset_note("toy").startswith("**toy**: notebook 004's toy")
     # the time budget: the estimate says when it ends the run first, and whose time the steps would have taken
     budgeted = train_tab.estimate(2, 4, 128, 64, 32, 3000, 0.0, "muon", 8)
-    assert "about 8s of training steps" in budgeted and "time budget 8s: the run ends once its training steps " \
-        "have taken that long" in budgeted and "all 3,000 steps would take about" in budgeted
+    assert "about 8s of training steps" in budgeted and " · time budget 8s" in in_sight(budgeted)
+    assert "The time budget ends the run once its training steps have taken that long" in budgeted
+    assert "all 3,000 steps would take about" in budgeted
     assert "its 10 steps should end it first" in train_tab.estimate(2, 4, 128, 64, 32, 10, 0.0, "muon", 8)
     assert "time budget" not in train_tab.estimate(2, 4, 128, 64, 32, 3000, 0.0, "muon", 0)
     assert "⚠️ time budget (seconds) must be at least 0.0, got -1" in train_tab.estimate(2, 4, 128, 64, 32, 10, 0.0,
@@ -1162,3 +1168,20 @@ def test_spare_decks_are_the_page_answer_one_switch_away(ctx):
     assert spare["key"] != around["key"]
     empty = [*settings[:8], "", *settings[9:]]
     assert attention_tab.attention_spare(ctx, *empty, STEP_TITLES[5], 3) == gr.skip()
+
+
+def test_the_train_estimate_shows_its_numbers_and_warnings_within_60_words_and_folds_the_rest():
+    """Pictures first: a stranger counted over 100 words in the estimate with no fold. Its numbers, the time budget
+    and every warning stay in sight; why the time is rough, what a budget does and what memorising means are behind
+    "more"."""
+    from playground.data import builtin_corpus
+
+    tiny = train_tab.preset_fields("tiny")
+    fields = [tiny[name] for name in train_tab.ESTIMATE_FIELDS]
+    fields[train_tab.ESTIMATE_FIELDS.index("time_budget_seconds")] = 8
+    text = train_tab.estimate(*fields, train_tab.CORPORA[0], default_corpus=builtin_corpus)
+    shown = in_sight(text)
+    assert "· time budget 8s" in shown and "the model will memorise them" in shown
+    assert "<details><summary>more</summary>" in text and "The time is rough" in text.split(shown)[1]
+    assert "validation loss rise while its training loss falls" in text.split(shown)[1]
+    assert visible_words(text) <= 60, visible_words(text)

@@ -135,23 +135,26 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
                              budget=memory_budget)
     by_steps, seconds, memory = cost.by_steps, cost.seconds, cost.memory
     duration = "under a second" if seconds < 1 else f"about {format_seconds(seconds)}"
+    # the numbers and the warnings in sight; what qualifies them behind the fold (a stranger counted over 100 words)
     text = (f"**{config.parameter_count():,} parameters** (with {corpus} {checks.count(symbols, 'symbol')}) · "
             f"{batch * config.context_size:,} tokens per step · {duration} of training steps on a quiet 2-core CPU "
-            f"(rough: evaluations, samples and a busy server add to it) · needs about {human(memory)} of memory")
+            f"· needs about {human(memory)} of memory")
+    more = ["The time is rough: evaluations, samples and a busy server add to it."]
     if budget > 0:
-        text += (f" · time budget {format_budget(budget)}: the run ends once its training steps have taken that "
-                 "long, its learning rate's decay sized to end then; ")
-        text += (f"all {steps:,} steps would take about {format_seconds(by_steps)} here, so the budget ends it first "
-                 "(a faster machine does more steps in it)" if seconds < by_steps else
-                 f"its {steps:,} steps should end it first")
+        text += f" · time budget {format_budget(budget)}"
+        more.append("The time budget ends the run once its training steps have taken that long, its learning rate's "
+                    "decay sized to end then: " + (
+                        f"all {steps:,} steps would take about {format_seconds(by_steps)} here, so the budget ends it "
+                        "first (a faster machine does more steps in it)." if seconds < by_steps else
+                        f"its {steps:,} steps should end it first."))
     refusals = cost.refusals  # what Start would refuse, said before it is pressed
     passes = steps * (seconds / by_steps if by_steps else 1.0) * batch * config.context_size / max(characters, 1)
     if passes > MEMORISING_PASSES and not refusals:  # a run that may start: would it only memorise its text?
-        text += (f" · ⚠️ about {passes:,.0f} passes over {corpus} {characters:,} characters: the model will memorise "
-                 "them, its validation loss rising while its training loss falls; fewer steps or a smaller model "
-                 "learn what carries over to new text")
+        text += f" · ⚠️ about {passes:,.0f} passes over {corpus} {characters:,} characters: the model will memorise them"
+        more.append("A model that memorises its text sees its validation loss rise while its training loss falls; "
+                    "fewer steps or a smaller model learn what carries over to new text.")
     text += "".join(f" · ⚠️ {refusal}" for refusal in refusals)
-    return text
+    return f"{text}\n\n{fold(' '.join(more))}"
 
 
 def in_labels(message: str) -> str:
