@@ -29,6 +29,7 @@ from browser_support import (
     x_labels,
 )
 from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_browser_phone import covered_labels
 
 from playground import checkpoints, head_scores
@@ -484,8 +485,16 @@ def test_show_with_an_emptied_text_says_why_once(page):
 def test_attention_on_a_phone(phone):
     panel = arrive(phone)
     previous, following = (panel.get_by_role("button", name=name) for name in ("◀ Previous", "Next ▶"))
-    gap = abs(previous.bounding_box()["y"] - following.bounding_box()["y"])
-    assert gap <= 400, f"Previous and Next are {gap:.0f} px apart"
+    # the buttons side by side once the page has laid the view out (a full run measured 580 px while it still was)
+    near = """() => { const shown = [...document.querySelectorAll('[role="tabpanel"] button')]
+        .filter(b => b.offsetParent);
+        const [p, n] = ['◀ Previous', 'Next ▶'].map(name => shown.find(b => b.innerText.trim() === name));
+        return Boolean(p && n) && Math.abs(p.getBoundingClientRect().top - n.getBoundingClientRect().top) <= 400; }"""
+    try:
+        phone.wait_for_function(near, timeout=WAIT_MS)
+    except PlaywrightTimeout:
+        gap = abs(previous.bounding_box()["y"] - following.bounding_box()["y"])
+        raise AssertionError(f"Previous and Next are {gap:.0f} px apart") from None
     following.click()
     expect(heading(panel)).to_have_text(STEP_TITLES[1], timeout=WAIT_MS)
     expect(plot_titled(panel, "V")).to_be_visible(timeout=WAIT_MS)
