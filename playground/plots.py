@@ -218,6 +218,15 @@ def heatmap_traces_json(traces: Sequence[dict]) -> list[dict]:
     return [{name: value for name, value in trace.items() if name != "type"} for trace in written]
 
 
+def cell_outline(row: int, column: int, n: int) -> list[dict]:
+    """Shapes that outline row ``row`` of an (n, n) vocabulary_heatmap and, inside it, the cell at ``column``: the
+    cells one position of a text reads (the Why tab's query row and key, the key's row and the target)."""
+    band = dict(type="rect", xref="x", yref="y", x0=-0.5, x1=n - 0.5, y0=row - 0.5, y1=row + 0.5,
+                line=dict(color="#212529", width=1, dash="dot"), fillcolor="rgba(0,0,0,0)", layer="above")
+    cell = dict(band, x0=column - 0.5, x1=column + 0.5, line=dict(color="#212529", width=2))
+    return [band, cell]
+
+
 def vocabulary_heatmap(matrix: torch.Tensor, labels: Sequence[str], title: str = "", *, x_title: str = "",
                        y_title: str = "", hover: str = "%{y} → %{x}: %{z:.3f}") -> go.Figure:
     """A (n, n) table over n distinct tokens (a head's QK or OV circuit), on a red-blue scale centred at 0.

@@ -164,7 +164,8 @@ CIRCUITS_JS = """() => [0, 1].map(slot => {
     const plot = [...document.querySelectorAll('#why-circuits-chart-' + slot + ' .js-plotly-plot')]
         .find(p => p.offsetParent && getComputedStyle(p).visibility !== 'hidden');
     const trace = plot._fullData[0];
-    return {title: plot.layout.title.text, x: [...trace.x], y: [...trace.y], z: [...trace.z].map(row => [...row])};
+    return {title: plot.layout.title.text, x: [...trace.x], y: [...trace.y], z: [...trace.z].map(row => [...row]),
+            shapes: (plot.layout.shapes || []).map(shape => [shape.x0, shape.x1, shape.y0, shape.y1])};
 })"""
 RANKING_JS = """() => { const plot = [...document.querySelectorAll('#why-ranking-chart-0 .js-plotly-plot')]
     .find(p => p.offsetParent);
@@ -208,6 +209,13 @@ def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str)
         assert abs(int(ov_rank) - (sum(v > row[ov["x"].index(target)] for v in row) + 1)) <= 1
     else:  # a guess outside the tables' tokens (GPT-2's): the row's largest
         assert row[ov["x"].index(most)] == max(row)
+    # and those cells are outlined on the tables: the row the position reads, the cell in it
+    page.wait_for_function(f"() => ({CIRCUITS_JS})().every(table => table.shapes.length === 2)", timeout=WAIT_MS)
+    qk, ov = page.evaluate(CIRCUITS_JS)
+    for table, (row_label, column_label) in ((qk, (query, key)), (ov, (key, most or target))):
+        band, cell = table["shapes"]
+        assert band == [-0.5, vocabulary - 0.5, table["y"].index(row_label) - 0.5, table["y"].index(row_label) + 0.5]
+        assert cell == [table["x"].index(column_label) - 0.5, table["x"].index(column_label) + 0.5, *band[2:]]
     ranking = page.evaluate(RANKING_JS)
     pick(page, panel, "knock out", knock)
     expect(panel.get_by_role("heading", name=f"Knocked out: {knock}")).to_be_visible(timeout=WAIT_MS)

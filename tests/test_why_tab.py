@@ -12,6 +12,7 @@ from collections import Counter
 
 import gradio as gr
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 
@@ -303,6 +304,9 @@ def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
         assert reading["texts"][0] == view.head_heading
         assert reading["texts"][1] in view.circuits_heading and reading["texts"][1].startswith(
             f"\n\nAt position {position}: QK row")
+        # the third, the outlines the page lays on the tables: /why's
+        assert [[go.layout.Shape(shape) for shape in shapes] for shapes in json.loads(reading["texts"][2])] == \
+            [list(view.qk.layout.shapes), list(view.ov.layout.shapes)]
         (parts,) = (_merged(sent["bases"][figure["base"]], figure["changes"]) for figure in figures)
         (chain,) = (_merged(heads["bases"][figure["base"]], figure["changes"]) for figure in reading["figures"])
         assert parts["data"][0]["x"] == pytest.approx(list(view.parts.data[0].x), abs=1e-4)
@@ -694,6 +698,14 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
                                  f"{model.config.vocabulary_size}.")
             assert ("the layers before chose" in line) == (layer > 0 and qk_rank > why_tab.TABLE_RANK_SHOWN)
             lines += 1
+            # the same cells outlined on /why's tables, as the heads deck sends them to the page
+            shapes = why_tab._cell_shapes(reading, position, layer, head)
+            V = model.config.vocabulary_size
+            assert shapes == [plots.cell_outline(query, looked, V), plots.cell_outline(looked, target, V)]
+            view = why_tab.explain(ctx, "shakespeare-char", TEXT, position, "", circuits.head_name(layer, head), [],
+                                   "zero")
+            assert [list(view.qk.layout.shapes), list(view.ov.layout.shapes)] == [
+                [go.layout.Shape(shape) for shape in outlines] for outlines in shapes]
     assert lines == 12
     assert [why_tab._ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111)] == \
         ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th"]

@@ -195,6 +195,7 @@ window.whyPage = window.whyPage || (() => {
     const reading = await window.chartDeck.draw('""" + HEADS_DECK + """', chosen + '@' + name);
     if (reading) everyKey();
     const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', chosen);
+    if (circuits) outline(reading ? reading.texts[2] : null);
     await window.chartDeck.draw('""" + RANKING_DECK + """', 'ranking');
     const knockHeading = knockText(Number(name), knocked);
     // heads ticked and drawn from the numbers held: the sets one tick away are asked for once, meanwhile, so the
@@ -211,6 +212,15 @@ window.whyPage = window.whyPage || (() => {
             reading && circuits ? undefined : 'head ' + chosen + ' at ' + name + stamp,
             knockHeading === null || askNear ? 'knock ' + knockNames + stamp : undefined,
             everywhere ? undefined : chosen + ' in ' + why.key];
+  }
+  // the cells of the tables this position reads, outlined (why_tab._cell_shapes: the QK table's, the OV table's)
+  function outline(raw) {
+    const shapes = raw ? JSON.parse(raw) : [[], []];
+    [0, 1].forEach(slot => {
+      const plot = [...document.querySelectorAll('#""" + CIRCUITS_DECK + """-chart-' + slot + ' .js-plotly-plot')]
+        .find(p => p.offsetParent && getComputedStyle(p).visibility !== 'hidden');
+      if (plot && plot._fullLayout) window.Plotly.relayout(plot, {shapes: shapes[slot] || []});
+    });
   }
   // the chain's keys all named where they fit the plot drawn (up to EVERY_KEY keys: a desktop's 18-key chain had 8
   // labels, the server's ticks being thinned for a phone); past that the server's ticks and the hover

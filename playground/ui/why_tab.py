@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import gradio as gr
 import numpy as np
+import plotly.graph_objects as go
 import torch
 
 from playground import budget, checkpoints, checks, circuits, plots
@@ -669,13 +670,11 @@ def _tables(reading: _Reading, layer: int, which: int) -> tuple[torch.Tensor, to
     return held[(layer, which)]
 
 
-def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
-    """Where this position's query and the key it looked at most sit in the head's tables below, in words: "Tables
-    below: QK row `o` ranks `h` 29th of 32 (the layers before chose where it looked); OV row `h` ranks `?` 18th of
-    65." A stranger read the tables' strongest pairs, unrelated to the position, as what the head did here. Past the
-    first layer the tables read the characters alone, so a low rank is said to come from what the layers before
-    wrote. A target outside the tables (a BPE guess) gives what the key's OV row promotes most instead; "" where the
-    query or the key is outside them (a long BPE text)."""
+def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tuple[int, ...] | None:
+    """The cells of the head's tables this position reads, as their rows' and columns' indices: (the query's QK row,
+    the column of the key the head weighed most; that key's OV row, the target's column, or where a BPE guess is not
+    in the table the column its row promotes most). None where the query or the key is outside the tables (a long
+    BPE text)."""
     rows = (reading.subset.tolist() if reading.subset is not None
             else list(range(reading.model.config.vocabulary_size)))
     index = {token: row for row, token in enumerate(rows)}
@@ -683,21 +682,48 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     query, looked, target = (int(reading.ids[position]), int(reading.ids[key]),
                              reading.attributions[position].target_id)
     if not {query, looked} <= index.keys():
+        return None
+    _, ov = _tables(reading, layer, which)
+    column = index[target] if target in index else int(ov[index[looked]].argmax())
+    return index[query], index[looked], index[looked], column
+
+
+def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
+    """Where this position's query and the key it looked at most sit in the head's tables below, in words: "Tables
+    below: QK row `o` ranks `h` 29th of 32 (the layers before chose where it looked); OV row `h` ranks `?` 18th of
+    65." A stranger read the tables' strongest pairs, unrelated to the position, as what the head did here. Past the
+    first layer the tables read the characters alone, so a low rank is said to come from what the layers before
+    wrote. A target outside the tables (a BPE guess) gives what the key's OV row promotes most instead; "" where the
+    query or the key is outside them (a long BPE text). The same cells are outlined on the tables (_cell_shapes)."""
+    cells = _table_cells(reading, position, layer, which)
+    if cells is None:
         return ""
+    query, key, _, column = cells
+    rows = (reading.subset.tolist() if reading.subset is not None
+            else list(range(reading.model.config.vocabulary_size)))
+    index = {token: row for row, token in enumerate(rows)}
     qk, ov = _tables(reading, layer, which)
     in_text = sorted({index[token] for token in reading.ids.tolist() if token in index})
-    row = qk[index[query], in_text]
-    qk_rank = int((row > qk[index[query], index[looked]]).sum()) + 1
-    name = lambda token: _label(reading.tokenizer.label(token))  # noqa: E731
+    qk_rank = int((qk[query, in_text] > qk[query, key]).sum()) + 1
+    name = lambda row: _label(reading.tokenizer.label(rows[row]))  # noqa: E731
     later = " (the layers before chose where it looked)" if layer > 0 and qk_rank > TABLE_RANK_SHOWN else ""
-    written = ov[index[looked]]
-    if target in index:
-        rank = int((written > written[index[target]]).sum()) + 1
-        promotes = f"ranks `{name(target)}` {_ordinal(rank)} of {len(rows)}"
+    if rows[column] == reading.attributions[position].target_id:
+        rank = int((ov[key] > ov[key, column]).sum()) + 1
+        promotes = f"ranks `{name(column)}` {_ordinal(rank)} of {len(rows)}"
     else:  # a BPE guess outside the table's tokens: what the row promotes most among them
-        promotes = f"promotes `{name(rows[int(written.argmax())])}` most"
-    return (f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(looked)}` {_ordinal(qk_rank)} of "
-            f"{len(in_text)}{later}; OV row `{name(looked)}` {promotes}.")
+        promotes = f"promotes `{name(column)}` most"
+    return (f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(key)}` {_ordinal(qk_rank)} of "
+            f"{len(in_text)}{later}; OV row `{name(key)}` {promotes}.")
+
+
+def _cell_shapes(reading: _Reading, position: int, layer: int, which: int) -> list[list[dict]]:
+    """The outlines of _table_cells on the QK and the OV table (Plotly shapes, [QK's, OV's]): the row this position
+    reads and, inside it, the cell. Empty where _table_cells is None."""
+    cells = _table_cells(reading, position, layer, which)
+    if cells is None:
+        return [[], []]
+    n = reading.subset.numel() if reading.subset is not None else reading.model.config.vocabulary_size
+    return [plots.cell_outline(row, column, n) for row, column in (cells[:2], cells[2:])]
 
 
 def _ordinal(n: int) -> str:
@@ -757,6 +783,9 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
     chain = plots.chain_figure(**_chain_arguments(reading, position, layer, which))
     circuits_heading, qk, ov = _circuits_view(reading, layer, which)
     circuits_heading = circuits_heading.replace(HERE, _in_the_tables(reading, position, layer, which))
+    # the tables are the head's, kept for every position: this position's outlines go on copies
+    qk, ov = (go.Figure(figure).update_layout(shapes=shapes)
+              for figure, shapes in zip((qk, ov), _cell_shapes(reading, position, layer, which)))
     return WhyView(heading, _parts_figure(reading, position), head_heading, chain,
                    _numbers(reading, position, layer, which), circuits_heading, qk, ov, knock_heading,
                    _ranking(reading))
@@ -800,7 +829,8 @@ def _heads_deck(reading: _Reading, key: str, views) -> str:
     """The deck of heads' readings, one view "<head>@<position>" per (layer, head, position) in ``views``: its
     heading and its chain, from where it looked to the next character's probability."""
     sent = {f"{circuits.head_name(layer, which)}@{p}": ([_head_heading(reading, p, layer, which),
-                                                         _in_the_tables(reading, p, layer, which)],
+                                                         _in_the_tables(reading, p, layer, which),
+                                                         json.dumps(_cell_shapes(reading, p, layer, which))],
                                                         [{"base": "chain",
                                                           "changes": _chain_changes(reading, p, layer, which)}])
             for layer, which, p in views}
