@@ -345,8 +345,8 @@ def deck_json(key: str, views: dict[str, tuple[Sequence[str], Sequence[go.Figure
         sent_bases = ', "bases": {' + ", ".join(f"{json.dumps(name)}: {_figure_json(figure)}"
                                                 for name, figure in bases.items()) + "}"
     sent_label = f', "label": {json.dumps(label)}' if label is not None else ""
-    sent_label += f', "settings": {json.dumps(settings)}' if settings is not None else ""
-    return f'{{"key": {json.dumps(key)}, "views": {{{", ".join(parts)}}}{sent_bases}{sent_label}}}'
+    sent_settings = f', "settings": {json.dumps(settings)}' if settings is not None else ""
+    return f'{{"key": {json.dumps(key)}, "views": {{{", ".join(parts)}}}{sent_bases}{sent_label}{sent_settings}}}'
 
 
 def keep_js(deck: str) -> str:

@@ -27,13 +27,13 @@ KNOCK_COLUMNS = "| | intact | knocked out | change |"
 # A change in the loss smaller than this (nats) is said as none: over a short text, a head replaced by its mean moved
 # the loss by a few thousandths either way, and a learner read "the loss falls" as the head being broken
 KNOCK_BARELY = 0.01
-# where the circuits' heading (one per head) takes the line on this position's query and key in its tables (the
-# head's reading at the position carries it: why_tab._in_the_tables)
-HERE = "<!-- here -->"
 KNOCK_FALLS = ("**Without it the loss falls**: trained to help, it hurts this text.",  # one head, several
                "**Without them the loss falls**: trained to help, they hurt this text.")
 KNOCK_BARELY_MOVES = (f"**The loss barely moves** (under {KNOCK_BARELY}): this text hardly needs it.",
                       f"**The loss barely moves** (under {KNOCK_BARELY}): this text hardly needs them.")
+# where the circuits' heading (one per head) takes the line on this position's query and key in its tables (the
+# head's reading at the position carries it: why_tab._in_the_tables)
+HERE = "<!-- here -->"
 
 DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
 EVERY_KEY = 40  # the chain names every key up to this many where they fit the plot drawn (plots.LABEL_CHAR_PX wide

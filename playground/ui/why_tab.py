@@ -670,14 +670,18 @@ def _tables(reading: _Reading, layer: int, which: int) -> tuple[torch.Tensor, to
     return held[(layer, which)]
 
 
+def _table_rows(reading: _Reading) -> list[int]:
+    """The token ids of the circuit tables' rows (and columns), in order: the vocabulary, or the subset."""
+    return (reading.subset.tolist() if reading.subset is not None
+            else list(range(reading.model.config.vocabulary_size)))
+
+
 def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tuple[int, ...] | None:
     """The cells of the head's tables this position reads, as their rows' and columns' indices: (the query's QK row,
     the column of the key the head weighed most; that key's OV row, the target's column, or where a BPE guess is not
     in the table the column its row promotes most). None where the query or the key is outside the tables (a long
     BPE text)."""
-    rows = (reading.subset.tolist() if reading.subset is not None
-            else list(range(reading.model.config.vocabulary_size)))
-    index = {token: row for row, token in enumerate(rows)}
+    index = {token: row for row, token in enumerate(_table_rows(reading))}
     key = _looked_most(reading, position, layer, which)[0]
     query, looked, target = (int(reading.ids[position]), int(reading.ids[key]),
                              reading.attributions[position].target_id)
@@ -699,8 +703,7 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     if cells is None:
         return ""
     query, key, _, column = cells
-    rows = (reading.subset.tolist() if reading.subset is not None
-            else list(range(reading.model.config.vocabulary_size)))
+    rows = _table_rows(reading)
     index = {token: row for row, token in enumerate(rows)}
     qk, ov = _tables(reading, layer, which)
     in_text = sorted({index[token] for token in reading.ids.tolist() if token in index})
@@ -722,7 +725,7 @@ def _cell_shapes(reading: _Reading, position: int, layer: int, which: int) -> li
     cells = _table_cells(reading, position, layer, which)
     if cells is None:
         return [[], []]
-    n = reading.subset.numel() if reading.subset is not None else reading.model.config.vocabulary_size
+    n = len(_table_rows(reading))
     return [plots.cell_outline(row, column, n) for row, column in (cells[:2], cells[2:])]
 
 
