@@ -76,6 +76,32 @@ def explain(ctx, text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knoc
     return why_tab.explain(ctx, "shakespeare-char", text, position, target, head, list(knocked), mode, split)
 
 
+def read(ctx, *arguments, **settings):
+    """why_tab._reading's (reading, position), admitted and then given back: the tests look at it afterwards."""
+    with why_tab._reading(ctx, *arguments, **settings) as answer:
+        return answer
+
+
+def test_every_handler_makes_its_tables_and_knock_outs_while_the_reading_is_admitted(ctx, monkeypatch):
+    """The view's price counts a head's QK and OV tables and the knock-outs one tick away (why_tab._cost), but they
+    were made after the reservation had ended, unpriced: a visitor's circuits ran beside other requests' full
+    budget. Each table and each knock-out pass must be made while the budget holds the reading's price."""
+    held = []
+    for name in ("qk_circuit", "ov_circuit", "knock_outs"):
+        def spy(*arguments, made=getattr(circuits, name), **settings):
+            held.append((made.__name__, ctx.budget.reserved))
+            return made(*arguments, **settings)
+        monkeypatch.setattr(circuits, name, spy)
+    page = why_tab.ReadingCache()  # kept across the handlers, as the app keeps it
+    explain(ctx, head="L1 H0")
+    why_tab.why_page(ctx, "shakespeare-char", TEXT, 3, "", "L0 H1", [], "zero", memo=page)
+    why_tab.why_deck(ctx, "shakespeare-char", TEXT, "", memo=page)
+    why_tab.why_knock(ctx, "shakespeare-char", TEXT, "", ["L0 H0"], "zero", memo=page)
+    assert {made for made, _ in held} == {"qk_circuit", "ov_circuit", "knock_outs"}
+    assert all(reserved > 0 for _, reserved in held), held
+    assert ctx.budget.reserved == 0  # and given back after
+
+
 def test_the_bars_sum_to_the_logit_the_heading_quotes(ctx):
     view = explain(ctx)
     logit = float(re.search(r"its logit (-?[\d.]+) is the sum", view.heading).group(1))
@@ -246,7 +272,7 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
     The line is computed from the bars: the heads together, or the strongest, against the largest other part."""
     said = Counter()
     for split in (why_tab.VERSUS, why_tab.ALONE):
-        reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero", split=split)
+        reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero", split=split)
         for position, attribution in enumerate(reading.attributions):
             parts = list(zip(attribution.names, attribution.kinds, attribution.values.tolist()))
             heads = sum(value for _, kind, value in parts if kind == "head")
@@ -322,7 +348,7 @@ def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
         assert chain["data"][2]["y"] == list(view.chain.data[2].y)
     assert sorted(held) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and shown["heads"] == list(held)  # every head's
     chosen = explain(ctx, position=3, head="L1 H1", mode="zero")
-    reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", "L1 H1", [], "zero")
+    reading, _ = read(ctx, "shakespeare-char", TEXT, "", "L1 H1", [], "zero")
     line = why_tab._in_the_tables(reading, 3, 1, 1)
     assert line and held["L1 H1"]["texts"][0].count(why_tab.HERE) == 1
     assert held["L1 H1"]["texts"][0].replace(why_tab.HERE, line) == chosen.circuits_heading
@@ -417,7 +443,7 @@ def test_a_knock_out_that_lowers_the_loss_says_the_head_was_hurting(ctx):
     loaded = ctx.checkpoint("shakespeare-char")
     ids = loaded.tokenizer.encode(TEXT)
     name = circuits.head_name(*next(iter(why_tab._every_head(loaded.model.config))))
-    reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [name], "zero")
+    reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [name], "zero")
     intact, out = reading.knocks[""], reading.knocks[name]
     said = {}
     for change in (-0.5, -0.011, -0.009, 0.0, 0.009, 0.011, 0.5):
@@ -490,8 +516,8 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
         logits = model(ids.view(1, -1)).logits[0].float()  # (T, V)
     probabilities = torch.softmax(logits, dim=-1)
     versus = split == "versus"
-    reading, _ = why_tab._reading(ctx, name, text, "", why_tab.STRONGEST, [], "zero",
-                                  split=why_tab.VERSUS if versus else why_tab.ALONE)
+    reading, _ = read(ctx, name, text, "", why_tab.STRONGEST, [], "zero",
+                      split=why_tab.VERSUS if versus else why_tab.ALONE)
     layers, heads = model.config.layers_num, model.config.heads_num
     for position in (0, T // 2, T - 1):
         best = torch.topk(probabilities[position], 2)
@@ -560,8 +586,7 @@ def test_the_knock_out_block_shows_at_most_60_words_before_its_fold_with_heads_k
     every = why_tab._head_names(2, 2)
     assert visible_words("a | b |\n|---|:---:|\n| -0.5 | p(`c`) |") == 4
     for knocked in ([every[1]], every[:3], every, [*every, "L1 H1"]):  # 4 heads: one named twice makes five
-        reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, knocked,
-                                      "mean over the text")
+        reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, knocked, "mean over the text")
         names = why_tab._names(reading.knocked_heads)
         intact, out = reading.knocks[""], reading.knocks[names]
         hurting = reading._replace(knocks={**reading.knocks, names: dataclasses.replace(out, loss=intact.loss - 0.5)})
@@ -586,14 +611,14 @@ def test_a_text_longer_than_the_context_is_read_to_the_context_and_the_heading_s
         assert view.numbers["position"] == 7  # -1: the last token read, "o" of "wo"
         assert "**Reads the first 8 of 11 tokens** (this checkpoint's most): shorten the text." \
             in view.heading
-        reading, _ = why_tab._reading(ctx, checkpoint, "hello world", "", why_tab.STRONGEST, [], "zero", split=split)
+        reading, _ = read(ctx, checkpoint, "hello world", "", why_tab.STRONGEST, [], "zero", split=split)
         for position in range(8):  # with the line saying no head decides, where it does
             assert visible_words(why_tab._heading(reading, position)) <= 60, why_tab._heading(reading, position)
     assert "reads at most" not in why_tab.explain(ctx, checkpoint, "hello wo", -1, "").heading
     with pytest.raises(ValueError, match="outside the text's 8 tokens"):
         why_tab.explain(ctx, checkpoint, "hello world", 9, "")
     ctx, checkpoint, _ = kinds["shipped"]  # 40 characters, context 32: the same, in the page's decks too
-    reading, _ = why_tab._reading(ctx, checkpoint, "a" * 40, "", why_tab.STRONGEST, [], "zero")
+    reading, _ = read(ctx, checkpoint, "a" * 40, "", why_tab.STRONGEST, [], "zero")
     assert reading.ids.numel() == 32 and reading.dropped == 8
     deck = json.loads(why_tab._position_deck(reading, "k", [31]))
     assert "the first 32 of 40 tokens** (this checkpoint's most)" in json.dumps(deck)
@@ -606,7 +631,7 @@ def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule
     bars are."""
     said = Counter()
     for split in (why_tab.VERSUS, why_tab.ALONE):
-        reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero", split=split)
+        reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero", split=split)
         for position, parts in enumerate(reading.attributions):
             layer, head = why_tab._strongest(reading, position)
             title = why_tab._chain_changes(reading, position, layer, head)["layout"]["title"]["text"]
@@ -636,7 +661,7 @@ def test_the_heads_heading_says_where_it_looked_at_this_query_from_its_attention
     that position, each key's character and position (from an independent pass: circuits.key_contributions)."""
     loaded = ctx.checkpoint("shakespeare-char")
     ids = loaded.tokenizer.encode(TEXT)
-    reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero")
+    reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero")
     for position in (0, 9, len(TEXT) - 1):
         for layer, head in ((0, 1), (1, 0)):
             heading = why_tab._head_heading(reading, position, layer, head)
@@ -665,7 +690,7 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     assert view.numbers["head"]["name"] == "L3 H1"
     assert "**L3 H1 pushed hardest:** +" in view.heading
     assert f"it looked most at `h`@{where + 1}" in view.head_heading
-    reading, _ = why_tab._reading(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [],
+    reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [],
                                   "mean over the text")
     assert reading.effects[0].layer == 3 and reading.effects[0].head == 1  # the most needed head, too
     assert min(effect.added for effect in reading.effects) > -0.05
@@ -678,7 +703,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
     loaded = ctx.checkpoint("shakespeare-char")
     tokenizer, model = loaded.tokenizer, loaded.model
     ids = tokenizer.encode(TEXT).tolist()
-    reading, _ = why_tab._reading(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero")
+    reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero")
     lines = 0
     for layer, head in why_tab._every_head(model.config):
         qk, ov = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
@@ -731,7 +756,7 @@ def test_over_a_bpe_vocabulary_the_tables_line_names_what_the_key_promotes_where
     names the column the key's OV row promotes most, read from the table; a target inside is ranked as for
     characters."""
     ctx, checkpoint, text = kinds["gpt2"]
-    reading, _ = why_tab._reading(ctx, checkpoint, text, "", why_tab.STRONGEST, [], "zero")
+    reading, _ = read(ctx, checkpoint, text, "", why_tab.STRONGEST, [], "zero")
     rows = reading.subset.tolist()
     said = Counter()
     for position in range(reading.ids.numel()):

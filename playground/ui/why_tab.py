@@ -12,11 +12,13 @@ API clients).
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 import itertools
 import json
 from collections import Counter
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import gradio as gr
@@ -274,10 +276,14 @@ def _cost(config, T: int, subset) -> budget.Cost:
                          ("figures", (2 * n * n) * budget.BYTES_PER_HEATMAP_CELL))))
 
 
+@contextlib.contextmanager
 def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str,
-             position=None, memo: ReadingCache | None = None, split: str = VERSUS) -> tuple[_Reading, int | None]:
+             position=None, memo: ReadingCache | None = None,
+             split: str = VERSUS) -> Iterator[tuple[_Reading, int | None]]:
     """The text read at every position for these settings (priced and admitted first), and ``position`` checked
-    against it (None stays None). ``memo``: pieces read before (none kept when None)."""
+    against it (None stays None), held admitted while the caller works with it: the price counts a head's circuit
+    tables, its figures and the knock-outs one tick away, which the handlers make from the reading. ``memo``: pieces
+    read before (none kept when None)."""
     loaded, ids, target, chosen, knocked_heads, mode, versus, dropped = _prepare(ctx, checkpoint, text, target, head,
                                                                                  knocked, mode, split)
     T = ids.numel()
@@ -288,7 +294,7 @@ def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     with ctx.budget.reserve(_cost(loaded.config, T, subset), hint=f"use a shorter text (it is {T} tokens)"):
         reading = _read(loaded.model, loaded.tokenizer, ids, target, chosen, knocked_heads, mode, subset,
                         loaded.name, memo, versus)
-    return reading._replace(dropped=dropped, reads=_reads(loaded.config)), position
+        yield reading._replace(dropped=dropped, reads=_reads(loaded.config)), position
 
 
 def _reads(config) -> str:
@@ -780,18 +786,18 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
     changes, as the page shows them (its texts and figures), with the parts and the chain as numbers too.
     ``split``: VERSUS, the parts of logit(target) - logit(runner-up); ALONE, of the target's logit (numbers' "split"
     says which)."""
-    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split)
-    heading, head_heading, knock_heading = _texts(reading, position)
-    layer, which = _head_at(reading, position)
-    chain = plots.chain_figure(**_chain_arguments(reading, position, layer, which))
-    circuits_heading, qk, ov = _circuits_view(reading, layer, which)
-    circuits_heading = circuits_heading.replace(HERE, _in_the_tables(reading, position, layer, which))
-    # the tables are the head's, kept for every position: this position's outlines go on copies
-    qk, ov = (go.Figure(figure).update_layout(shapes=shapes)
-              for figure, shapes in zip((qk, ov), _cell_shapes(reading, position, layer, which)))
-    return WhyView(heading, _parts_figure(reading, position), head_heading, chain,
-                   _numbers(reading, position, layer, which), circuits_heading, qk, ov, knock_heading,
-                   _ranking(reading))
+    with _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split) as (reading, position):
+        heading, head_heading, knock_heading = _texts(reading, position)
+        layer, which = _head_at(reading, position)
+        chain = plots.chain_figure(**_chain_arguments(reading, position, layer, which))
+        circuits_heading, qk, ov = _circuits_view(reading, layer, which)
+        circuits_heading = circuits_heading.replace(HERE, _in_the_tables(reading, position, layer, which))
+        # the tables are the head's, kept for every position: this position's outlines go on copies
+        qk, ov = (go.Figure(figure).update_layout(shapes=shapes)
+                  for figure, shapes in zip((qk, ov), _cell_shapes(reading, position, layer, which)))
+        return WhyView(heading, _parts_figure(reading, position), head_heading, chain,
+                       _numbers(reading, position, layer, which), circuits_heading, qk, ov, knock_heading,
+                       _ranking(reading))
 
 
 MAX_SENT_CIRCUITS = 4  # heads whose circuits the page is sent ahead where every head's would be too many
@@ -890,10 +896,11 @@ def _knock_json(reading: _Reading, key: str, names: str | None = None, near: dic
         **({"near": [names]} if near is not None else {})})
 
 
-def _near_knocks(ctx: AppContext, reading: _Reading) -> dict:
+def _near_knocks(reading: _Reading) -> dict:
     """The knock-outs one tick away from the knocked heads (each other head added after them, each of them taken off)
-    that the reading does not hold, by their names: one batched pass, priced as the ranking is; none where the model
-    has more heads than are ranked (each would be a forward pass)."""
+    that the reading does not hold, by their names: one batched pass, made while the reading is admitted (its price
+    counts the ranking's pass, which this one follows); none where the model has more heads than are ranked (each
+    would be a forward pass)."""
     every = _every_head(reading.model.config)
     knocked = reading.knocked_heads
     if not knocked or len(every) > MAX_RANKED_HEADS:
@@ -902,15 +909,14 @@ def _near_knocks(ctx: AppContext, reading: _Reading) -> dict:
     sets = [heads for heads in sets if heads and _names(heads) not in reading.knocks]
     if not sets:
         return {}
-    model, ids, T = reading.model, reading.ids, reading.ids.numel()
+    model, ids = reading.model, reading.ids
     text_key = (reading.name, tuple(ids.tolist()))
 
     def read():
         means = reading.memo.get(("means", *text_key), model, lambda: circuits.head_means(model, ids)) \
             if reading.mode == "mean" else None
         return circuits.knock_outs(model, ids, sets, reading.targets, reading.mode, means)
-    with ctx.budget.reserve(_cost(model.config, T, reading.subset), hint=f"use a shorter text (it is {T} tokens)"):
-        near = reading.memo.get(("near", *text_key, tuple(reading.targets), tuple(knocked), reading.mode), model, read)
+    near = reading.memo.get(("near", *text_key, tuple(reading.targets), tuple(knocked), reading.mode), model, read)
     return {_names(knock.heads): knock for knock in near}
 
 
@@ -921,27 +927,27 @@ def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str,
     circuits of its head, the ranking, the knock-out numbers, ``shown`` updated). Circuits, a ranking and knock-out
     numbers the page holds (``shown``) are not sent again unless ``fresh``; why_deck follows with every other
     position."""
-    reading, position = _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split)
-    shown = dict(shown or {}) if not fresh else {}
-    text_key = _key(checkpoint, text, target, reading.versus)
-    deck = _position_deck(reading, text_key, [position], _settings(checkpoint, text, target, split))
-    heads_deck = _heads_deck(reading, text_key, [(layer, which, position) for layer, which in reading.keys])
-    layer, which = _head_at(reading, position)
-    circuits_key, ranking_key = _key(checkpoint, text), _key(checkpoint, text, mode)
-    knock_key = _key(checkpoint, text, target, mode)
-    held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
-    circuits_deck = gr.skip()
-    if circuits.head_name(layer, which) not in held:
-        circuits_deck = _circuits_deck(reading, checkpoint, text, [(layer, which)])
-        held = [*held, circuits.head_name(layer, which)]
-    ranking_deck = gr.skip()
-    if shown.get("ranking") != ranking_key:
-        ranking_deck = chart_deck.deck_json(ranking_key, {"ranking": ([], [_ranking(reading)])})
-    names = _names(reading.knocked_heads)
-    knock = _knock_json(reading, knock_key) if shown.get("knock") != knock_key else \
-        _knock_json(reading, knock_key, names) if names else gr.skip()
-    return deck, heads_deck, circuits_deck, ranking_deck, knock, {"circuits": circuits_key, "heads": held,
-                                                                  "ranking": ranking_key, "knock": knock_key}
+    with _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split) as (reading, position):
+        shown = dict(shown or {}) if not fresh else {}
+        text_key = _key(checkpoint, text, target, reading.versus)
+        deck = _position_deck(reading, text_key, [position], _settings(checkpoint, text, target, split))
+        heads_deck = _heads_deck(reading, text_key, [(layer, which, position) for layer, which in reading.keys])
+        layer, which = _head_at(reading, position)
+        circuits_key, ranking_key = _key(checkpoint, text), _key(checkpoint, text, mode)
+        knock_key = _key(checkpoint, text, target, mode)
+        held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
+        circuits_deck = gr.skip()
+        if circuits.head_name(layer, which) not in held:
+            circuits_deck = _circuits_deck(reading, checkpoint, text, [(layer, which)])
+            held = [*held, circuits.head_name(layer, which)]
+        ranking_deck = gr.skip()
+        if shown.get("ranking") != ranking_key:
+            ranking_deck = chart_deck.deck_json(ranking_key, {"ranking": ([], [_ranking(reading)])})
+        names = _names(reading.knocked_heads)
+        knock = _knock_json(reading, knock_key) if shown.get("knock") != knock_key else \
+            _knock_json(reading, knock_key, names) if names else gr.skip()
+        return deck, heads_deck, circuits_deck, ranking_deck, knock, {"circuits": circuits_key, "heads": held,
+                                                                      "ranking": ranking_key, "knock": knock_key}
 
 
 def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str = STRONGEST,
@@ -950,22 +956,23 @@ def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     """Every position's parts, the reading of the head that pushed most (and of the chosen head) at every position,
     and the circuits of every head (where they fit; else of the heads that push most somewhere in the text): the
     page then draws a new position or head by itself. (deck, heads deck, circuits deck, ``shown`` updated)."""
-    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split)
-    T = reading.ids.numel()
-    deck, heads_deck = _every_position_decks(reading, checkpoint, text, target, split)
-    shown = dict(shown or {})
-    circuits_key = _key(checkpoint, text)
-    held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
-    if _every_circuit_fits(reading):
-        wanted = _every_head(reading.model.config)
-    else:
-        wanted = [lh for lh, _ in Counter(_strongest(reading, p) for p in range(T)).most_common()][:MAX_SENT_CIRCUITS]
-    missing = [lh for lh in wanted if circuits.head_name(*lh) not in held]
-    circuits_deck = gr.skip()
-    if missing:
-        circuits_deck = _circuits_deck(reading, checkpoint, text, missing)
-        held = [*held, *(circuits.head_name(*lh) for lh in missing)]
-    return deck, heads_deck, circuits_deck, {**shown, "circuits": circuits_key, "heads": held}
+    with _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split) as (reading, _):
+        T = reading.ids.numel()
+        deck, heads_deck = _every_position_decks(reading, checkpoint, text, target, split)
+        shown = dict(shown or {})
+        circuits_key = _key(checkpoint, text)
+        held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
+        if _every_circuit_fits(reading):
+            wanted = _every_head(reading.model.config)
+        else:
+            pushed = Counter(_strongest(reading, p) for p in range(T))
+            wanted = [lh for lh, _ in pushed.most_common()][:MAX_SENT_CIRCUITS]
+        missing = [lh for lh in wanted if circuits.head_name(*lh) not in held]
+        circuits_deck = gr.skip()
+        if missing:
+            circuits_deck = _circuits_deck(reading, checkpoint, text, missing)
+            held = [*held, *(circuits.head_name(*lh) for lh in missing)]
+        return deck, heads_deck, circuits_deck, {**shown, "circuits": circuits_key, "heads": held}
 
 
 def _every_position_decks(reading: _Reading, checkpoint: str, text: str, target: str,
@@ -991,12 +998,12 @@ def why_split_spare(ctx: AppContext, checkpoint: str, text: str, target: str, he
     the split on screen, "decks": {deck name: deck}}``."""
     split = split or VERSUS
     other = next(each for each in SPLITS if each != checks.choice(split, "split", SPLITS))
-    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=other)
-    deck, heads_deck = _every_position_decks(reading, checkpoint, text, target, other)
-    # The split on screen reads the same tokens, the other way: its key needs no second reading.
-    around = f"{reading.ids.numel()}:{_key(checkpoint, text, target, not reading.versus)}"
-    return (f'{{"around": {json.dumps(around)}, "label": {json.dumps(other)}, "from": {json.dumps(split)}, '
-            f'"decks": {{{json.dumps(DECK)}: {deck}, {json.dumps(HEADS_DECK)}: {heads_deck}}}}}')
+    with _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=other) as (reading, _):
+        deck, heads_deck = _every_position_decks(reading, checkpoint, text, target, other)
+        # The split on screen reads the same tokens, the other way: its key needs no second reading.
+        around = f"{reading.ids.numel()}:{_key(checkpoint, text, target, not reading.versus)}"
+        return (f'{{"around": {json.dumps(around)}, "label": {json.dumps(other)}, "from": {json.dumps(split)}, '
+                f'"decks": {{{json.dumps(DECK)}: {deck}, {json.dumps(HEADS_DECK)}: {heads_deck}}}}}')
 
 
 def why_head_views(ctx: AppContext, checkpoint: str, text: str, target: str, head: str,
@@ -1006,20 +1013,20 @@ def why_head_views(ctx: AppContext, checkpoint: str, text: str, target: str, hea
     position is drawn in the page too (the heads deck; nothing for the head that pushed most, sent already)."""
     if (head or STRONGEST) == STRONGEST:
         return gr.skip()
-    reading, _ = _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split)
-    return _heads_deck(reading, _key(checkpoint, text, target, reading.versus),
-                       [(*reading.head, p) for p in range(reading.ids.numel())])
+    with _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split) as (reading, _):
+        return _heads_deck(reading, _key(checkpoint, text, target, reading.versus),
+                           [(*reading.head, p) for p in range(reading.ids.numel())])
 
 
 def why_knock(ctx: AppContext, checkpoint: str, text: str, target: str, knocked: list[str] | None = None,
               mode: str = "mean over the text", split: str = VERSUS, *, memo: ReadingCache | None = None):
     """A set of heads knocked out (several heads: one forward pass) and the sets one tick away from it (one more
     batched pass), which the page writes the knock-out heading from: the next tick is drawn in the page."""
-    reading, _ = _reading(ctx, checkpoint, text, target, STRONGEST, knocked, mode, memo=memo, split=split)
-    names = _names(reading.knocked_heads)
-    if not names:
-        return gr.skip()
-    return _knock_json(reading, _key(checkpoint, text, target, mode), names, _near_knocks(ctx, reading))
+    with _reading(ctx, checkpoint, text, target, STRONGEST, knocked, mode, memo=memo, split=split) as (reading, _):
+        names = _names(reading.knocked_heads)
+        if not names:
+            return gr.skip()
+        return _knock_json(reading, _key(checkpoint, text, target, mode), names, _near_knocks(reading))
 
 
 def controls(ctx: AppContext, checkpoint: str) -> tuple:
