@@ -57,6 +57,14 @@ def test_why_this_character_from_the_parts_to_a_knocked_out_head(page):
     expect(panel.get_by_role("heading", level=3).first).to_contain_text("(position 3)", timeout=WAIT_MS)
     expect_no_error(page)
     screenshot(page, "why-knocked")
+    # every key named reads as the text, a newline as one glyph (its two-character label had kept them from fitting)
+    panel.get_by_label("Text", exact=True).fill("Romeo!\nwherefore art\nthou Romeo")
+    position.fill("-1")
+    position.press("Enter")
+    expect(panel.get_by_role("heading", level=3).first).to_contain_text("(position 30)", timeout=WAIT_MS)
+    page.wait_for_function("""() => { const plot = [...document.querySelectorAll('#why-heads-chart-0 .js-plotly-plot')]
+        .find(p => p.offsetParent); return plot && plot.data[0].customdata.length === 31
+            && plot.layout.xaxis3.ticktext.join('') === 'Romeo!⏎wherefore␣art⏎thou␣Romeo'; }""", timeout=WAIT_MS)
 
 
 EVERY_CIRCUIT = "() => Object.keys(window.chartDeck?.decks['why-circuits']?.views || {}).length === 16"

@@ -36,8 +36,10 @@ KNOCK_BARELY_MOVES = (f"**The loss barely moves** (under {KNOCK_BARELY}): this t
 HERE = "<!-- here -->"
 
 DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
-EVERY_KEY = 40  # the chain names every key up to this many where they fit the plot drawn (plots.LABEL_CHAR_PX wide
-KEY_CHAR_PX, KEY_GAP_PX = 7, 8  # a character, and the gap after a label: plots' LABEL_CHAR_PX and LABEL_GAP_PX)
+EVERY_KEY = 256  # the chain names every key, up to this many, where they fit the plot drawn: side by side they read
+# as the text itself (the default text's 86 keys on a desktop), where the server's ticks named one key in eight
+KEY_CHAR_PX, KEY_GAP_PX = 7, 4  # a character's width (plots.LABEL_CHAR_PX), and the least gap between two labels
+KEY_GLYPHS = {"\\n": "⏎", "\\t": "⇥"}  # two-character labels named by one glyph where every key is named
 
 HEADING_ELEM_ID = "why-heading"  # the position's heading, which a new position on a phone scrolls to
 NARROW_PX = 700  # a screen narrower than this is a phone's: the answer is scrolled into view
@@ -222,17 +224,21 @@ window.whyPage = window.whyPage || (() => {
       if (plot && plot._fullLayout) window.Plotly.relayout(plot, {shapes: shapes[slot] || []});
     });
   }
-  // the chain's keys all named where they fit the plot drawn (up to EVERY_KEY keys: a desktop's 18-key chain had 8
-  // labels, the server's ticks being thinned for a phone); past that the server's ticks and the hover
+  // the chain's keys all named where they fit the plot drawn, each label centred under its bar (up to EVERY_KEY
+  // keys: a desktop's 18-key chain had 8 labels, the server's ticks being thinned for a phone); past that the
+  // server's ticks and the hover
   function everyKey() {
     const plot = [...document.querySelectorAll('#""" + HEADS_DECK + """-chart-0 .js-plotly-plot')]
       .find(p => p.offsetParent);
     const labels = plot && plot.data[0].customdata;
     if (!labels || labels.length > """ + str(EVERY_KEY) + """ || !plot._fullLayout) return;
-    const longest = Math.max(...labels.map(label => String(label).length));
-    const room = plot._fullLayout._size.w, each = longest * """ + str(KEY_CHAR_PX) + """ + """ + str(KEY_GAP_PX) + """;
-    if (labels.length * each > room || plot.layout.xaxis.tickvals.length === labels.length) return;
-    const ticks = {tickvals: labels.map((_, i) => i), ticktext: labels, tickangle: 0};
+    const glyphs = """ + json.dumps(KEY_GLYPHS, ensure_ascii=False) + """;
+    const named = labels.map(label => glyphs[label] || String(label));
+    const step = plot._fullLayout._size.w / labels.length, px = label => label.length * """ + str(KEY_CHAR_PX) + """;
+    const gap = """ + str(KEY_GAP_PX) + """;
+    const fits = named.every((label, i) => !i || (px(named[i - 1]) + px(label)) / 2 + gap <= step);
+    if (!fits || plot.layout.xaxis.tickvals.length === labels.length) return;
+    const ticks = {tickvals: labels.map((_, i) => i), ticktext: named, tickangle: 0};
     window.Plotly.relayout(plot, {xaxis: {...plot.layout.xaxis, ...ticks}, xaxis3: {...plot.layout.xaxis3, ...ticks}});
   }
   const holdsKnock = names => Boolean(knock.sets[names]);  // the numbers of this set of heads are in the page
