@@ -63,6 +63,23 @@ def test_a_view_picked_while_the_textbox_holds_the_deck_before_a_what_if_is_draw
     assert drawn(deck_page) == "on 4"
 
 
+def test_a_first_answer_made_for_inputs_the_page_has_left_is_not_drawn(deck_page):
+    """Two changes answered by two events side by side (a text typed, then the mask switched): the text's answer,
+    made for the mask as it was, came back last and was drawn over the switch's. A first answer names the inputs it
+    was made for, and the page draws it only while they are the ones on screen, value for value."""
+    first = chart_deck.draw_js(DECK, 1, settings=True)
+    now = ["To be", False, 1.0]  # a text, a switch, a slider, as the page's components hold them
+    here = chart_deck.deck_json("here", {"6": (["here"], [_figure("here 6")])}, settings=now)
+    assert call(deck_page, first, here, "6", *now) == ["here"]
+    for field, other in enumerate(["To be or", True, 0.5]):
+        made = [*now[:field], other, *now[field + 1:]]
+        left = chart_deck.deck_json(f"left {field}", {"6": ([f"left {field}"], [_figure(f"left {field}")])},
+                                    settings=made)
+        assert call(deck_page, first, left, "6", *now) == [None]  # left as it is
+        assert drawn(deck_page) == "here 6"
+        assert deck_page.evaluate(f"() => window.chartDeck.decks.{DECK}.key") == "here"
+
+
 def test_more_views_for_the_view_drawn_leave_its_texts_alone(deck_page):
     """The rest of a deck arriving for the view on screen sets nothing: a control clicked since keeps its value (the
     Model tab's map reverted under a click on 'Block 3')."""

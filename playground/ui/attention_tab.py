@@ -520,11 +520,13 @@ def attention_page(ctx: AppContext, source, checkpoint, layer, head, seed, embed
                    scale, mask, temperature, mask_before_scaling, step, query, warned, *,
                    heads: HeadCache | None = None):
     """The page's first answer to a change: (a deck holding the step on screen, the input check HTML, the query
-    box's value (clamped to the text), the warnings sent). The page draws the deck; attention_deck follows."""
+    box's value (clamped to the text), the warnings sent). The page draws the deck, where its inputs (all but the
+    query, which this answer writes) are still the ones it was made for; attention_deck follows."""
     settings = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before_scaling, query)
     view = _view(ctx, *settings[:-1], step, query, page=True, heads=heads)
-    deck = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[_step_index(step)]: _deck_view(view)})
+    deck = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[_step_index(step)]: _deck_view(view)},
+                                settings=list(settings[:-1]))
     return deck, view.text_check, view.query, _warn(view.warnings, warned or ())
 
 
@@ -869,11 +871,13 @@ def build(ctx: AppContext) -> None:
                 temperature, mask_before, step]
     outputs = [heading, plot_a, plot_b, plot_c, whatif, query_scores, query_weights, query_md, text_check]
     heads = HeadCache()
-    draw = dict(fn=None, inputs=[deck, step], outputs=[heading, whatif, query_md],
-                js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID), show_progress="hidden", queue=False)
-    # only a first answer replaces the deck the page holds: the rest (every step, a step picked) add to the views
-    # of its settings, so a slow answer for settings since changed is never drawn
-    draw_first = draw
+    draw = dict(fn=None, inputs=[deck, step], outputs=[heading, whatif, query_md], show_progress="hidden",
+                queue=False)
+    # only a first answer replaces the deck the page holds, where it was made for the inputs on screen (attention_page
+    # names them); the rest (every step, a step picked) add to the views of its settings, so a slow answer for
+    # settings since changed is never drawn
+    draw_first = dict(draw, inputs=[deck, step, *settings[:-1]],
+                      js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID, settings=True))
     draw = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID, more=True))
     # Hidden progress: a refused input leaves the previous figures as they were (no "Error" badge on each);
     # the toast says why. always_last: while one view computes, only the latest edit waits behind it.

@@ -236,6 +236,10 @@ window.chartDeck = window.chartDeck || (() => {
     }
     return true;
   }
+  function late(raw, now) {  // an answer made for inputs other than the page's ``now`` (deck_json's settings)
+    const made = raw ? JSON.parse(raw).settings : undefined;
+    return Boolean(made) && Object.keys(made).some(name => made[name] !== now[name]);
+  }
   function held(name) {  // the labels of the spares around the deck on screen
     const deck = decks[name];
     return deck && deck.spares && deck.spares[deck.key] ? Object.keys(deck.spares[deck.key]) : [];
@@ -259,7 +263,7 @@ window.chartDeck = window.chartDeck || (() => {
       .forEach(host => { delete host.dataset.stamp; });
     draw(name);
   }
-  return {take, draw, redraw, decks, keep, forget, adopt, merge, held};
+  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late};
 })();
 """
 
@@ -267,10 +271,14 @@ window.chartDeck = window.chartDeck || (() => {
 PHONE_WIDTH = 640  # px: below this the page is a phone's, where an answer can land below the screen
 
 
-def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False) -> str:
+def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, settings: bool = False) -> str:
     """A ``js=`` function (deck textbox, view name) -> ``texts`` Markdown values: draws that view of ``deck``.
     ``more``: the textbox holds more views for the settings of the last first answer, and is ignored where the
     settings have changed since (a slow answer for the old settings arriving after the new ones' first answer).
+    ``settings``: the event's inputs go on with the components whose values the deck names (deck_json's
+    ``settings``, a list in the same order), and a first answer made for values the page has left is not drawn: two
+    changes answered by two events run side by side, and the first change's answer, for the page before the
+    second, could come back last and be drawn over the second's.
     ``reveal``: the id of the element that starts the answer; on a phone, where it lands below the screen, the page
     scrolls it into view (never up, away from a control the visitor is using further down, nor while they type)."""
     scroll = (f"  const start = document.getElementById({json.dumps(reveal)});\n"
@@ -289,7 +297,8 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False) -> str:
             "? held.key : null;\n") if more else ""
     again = (f"  if (heldKey !== null && window.chartDeck.decks[{json.dumps(deck)}].key === heldKey) "
              f"return {unchanged};\n") if more else ""
-    return (f"async (raw, view) => {{ {DECK_JS}\n{held}"
+    late = f"  if (window.chartDeck.late(raw, now)) return {unchanged};\n" if settings else ""
+    return (f"async (raw, view{', ...now' if settings else ''}) => {{ {DECK_JS}\n{held}{late}"
             f"  window.chartDeck.take({json.dumps(deck)}, raw, {json.dumps(more)});\n{again}"
             f"  const shown = await window.chartDeck.draw({json.dumps(deck)}, view);\n{scroll}"
             f"  return shown ? shown.texts : {unchanged};\n}}")
@@ -330,12 +339,13 @@ def _figure_json(figure) -> str:
 
 def deck_json(key: str, views: dict[str, tuple[Sequence[str], Sequence[go.Figure | dict | None]]],
               bases: dict[str, go.Figure] | None = None, label: str | None = None,
-              settings: dict | None = None) -> str:
+              settings: dict | list | None = None) -> str:
     """The deck ``{"key": key, "views": {name: {"texts": [...], "figures": [...]}}}``, each figure as Plotly's
     own JSON (or null), written without parsing it again. ``bases``: figures a view's figure may be given as changes
     to, ``{"base": name, "changes": {...}}`` (from plots.bar_chart_changes, say). ``label``: the page's label of the
     deck's settings, as its spares are named (the spares of the deck it replaces go with it). ``settings``: the
-    inputs the deck was made for, as the page holds them, so a page whose inputs changed since can leave it."""
+    inputs the deck was made for, as the page holds them (by name, or in the order draw_js's event lists them), so a
+    page whose inputs changed since can leave it."""
     parts = []
     for name, (texts, figures) in views.items():
         drawn = ", ".join(_figure_json(figure) for figure in figures)

@@ -596,17 +596,19 @@ def _level_title(level) -> str:
 
 def model_page(ctx: AppContext, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
                activation, dropout, dropout_seed, forget_transpose, book_inputs, part) -> str:
-    """The page's first answer to a change: a deck holding the level on screen (the page draws it; model_deck
-    follows with the other levels)."""
+    """The page's first answer to a change: a deck holding the level on screen (the page draws it where the inputs
+    it names are still the ones it was made for; model_deck follows with the other levels)."""
     settings = (source, checkpoint, text, layer, head, query, key, norm_order, attention, activation, dropout,
                 dropout_seed, forget_transpose, book_inputs, part)
+    made_for = [source, checkpoint, text, norm_order, attention, activation, dropout, dropout_seed, forget_transpose,
+                book_inputs]  # what the page compares (build's drawn_where)
     view = model_view(ctx, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,
                       activation, dropout, dropout_seed, forget_transpose, book_inputs, part)
     name = level if source in BOOK_SOURCES else _level_title(level)  # a notebook's model has one view
     # named as its spares are: where only the layer, head or query changed, the page keeps the spares it holds
     label = spare_label(layer, head, query) if source == SOURCES[0] and all(
         isinstance(value, (int, float)) for value in (layer, head, query)) else None
-    return chart_deck.deck_json(_deck_key(*settings), {name: _deck_view(view)}, label=label)
+    return chart_deck.deck_json(_deck_key(*settings), {name: _deck_view(view)}, label=label, settings=made_for)
 
 
 def model_deck(ctx: AppContext, source, checkpoint, text, layer, head, query, key, norm_order, attention, activation,
@@ -895,7 +897,11 @@ def build(ctx: AppContext) -> None:
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
     draw = dict(fn=None, inputs=[deck, level], outputs=[heading, picture, numbers, model_map], show_progress="hidden",
                 queue=False)
-    draw_first = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS))
+    # a first answer is drawn where the inputs it names are still on screen (the layer, head, query and key are left
+    # out: a new checkpoint's controls write them without asking for an answer)
+    drawn_where = [source, checkpoint, text, norm_order, attention, activation, dropout, dropout_seed,
+                   forget_transpose, book_inputs]  # model_page's made_for
+    draw_first = dict(draw, inputs=[deck, level, *drawn_where], js=chart_deck.draw_js(DECK, DECK_TEXTS, settings=True))
     # only a first answer replaces the deck the page holds: the other levels add to the views of its settings
     draw = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, more=True))
 

@@ -293,8 +293,7 @@ def take_js(more: bool) -> str:
                    for name, raw in ((DECK, "raw"), (HEADS_DECK, "heads"), (CIRCUITS_DECK, "circuits"),
                                      (RANKING_DECK, "ranking")))
     unchanged = "[undefined, undefined, undefined, undefined]"
-    late = (f"  const made = raw ? JSON.parse(raw).settings : null, now = {{{SETTINGS}}};\n"
-            f"  if (made && Object.keys(made).some(name => made[name] !== now[name])) return {unchanged};\n")
+    late = f"  if (window.chartDeck.late(raw, {{{SETTINGS}}})) return {unchanged};\n"
     return (f"async (raw, heads, circuits, ranking, knock, {SETTINGS}, {ARGUMENTS}) => {{ {SHOW_JS}\n{late}{take}"
             f"  window.whyPage.takeKnock(knock, {json.dumps(more)});\n"
             f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
