@@ -245,6 +245,16 @@ def playground_key(nanogpt_key: str) -> str | None:
     return None
 
 
+def held_bytes(tensors) -> int:
+    """The memory ``tensors`` hold: each storage once (views and stride-0 tensors share one)."""
+    storages = {}
+    for tensor in tensors:
+        if isinstance(tensor, torch.Tensor):
+            storage = tensor.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
 def convert_state(state: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
     """nanoGPT's weights renamed for ``GPT(config)``, float32, checked key by key and shape by shape."""
     with torch.device("meta"):  # the names and shapes only: no memory, no initialisation
@@ -432,16 +442,17 @@ def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path |
                     characters_path: str | Path | None = None, characters: str | None = None,
                     directory: Path | None = None, max_parameters: int | None = None, command: str | None = None,
                     record: dict[str, Any] | None = None,
-                    before_converting: Callable[[ModelConfig], None] | None = None) -> Path:
+                    before_converting: Callable[[ModelConfig, int], None] | None = None) -> Path:
     """Convert nanoGPT's ckpt.pt (+ meta.pkl, a characters file or the characters) to ``<directory>/<name>/``;
     return its path.
 
     Everything is checked before anything is written: the name, the vocabulary, the shape (and
     ``max_parameters``, None for no cap), every weight. ``command`` is recorded in training.json and the card;
     ``record``'s fields go into training.json too (the app's upload records whose the folder is there).
-    ``before_converting(config)`` is called once the model's shape is known, before any tensor is converted or a
-    byte written: a caller prices the conversion there by what that shape takes (a 2.5 KB ckpt.pt of stride-0
-    tensors declaring 19M parameters becomes 73 MB), and may refuse it by raising.
+    ``before_converting(config, read_bytes)`` is called once the model's shape is known, before any tensor is
+    converted or a byte written: a caller prices the conversion there by what that shape takes (a 2.5 KB ckpt.pt of
+    stride-0 tensors declaring 19M parameters becomes 73 MB) beside what the weights read hold (``read_bytes``),
+    and may refuse it by raising.
     """
     name = checkpoints.validate_name(name)
     tokenizer = vocabulary(meta_path, characters_path, characters)
@@ -459,7 +470,7 @@ def convert_nanogpt(ckpt_path: str | Path, name: str, *, meta_path: str | Path |
             + trailing_newline_hint(tokenizer, config.vocabulary_size, characters_path)
         )
     if before_converting is not None:
-        before_converting(config)
+        before_converting(config, held_bytes(nano.state.values()))
     state = convert_state(nano.state, config)
     with torch.device("meta"):
         model = GPT(config)
