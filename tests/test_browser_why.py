@@ -204,7 +204,7 @@ def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str)
     # tables drawn: ranks within one of the page's (its values are rounded to 4 digits); QK's among the text's tokens,
     # at most its rank among every column
     words = panel.get_by_role("heading", name=f"What {head} reads and writes").locator("xpath=..").inner_text()
-    line = re.search(r"At position (\d+): QK row (\S+) ranks (\S+) (\d+)\w\w of (\d+)[^;]*; OV row (\S+) "
+    line = re.search(r"At position (\d+): QK row (\S+) ranks (\S+) (\d+)\w\w of the text's (\d+), OV row (\S+) "
                      r"(?:ranks (\S+) (\d+)\w\w of (\d+)|promotes (\S+) most)\.", words)
     assert line, words
     _, query, key, qk_rank, in_text, attended, target, ov_rank, columns, most = line.groups()

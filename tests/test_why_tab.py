@@ -18,7 +18,7 @@ import torch
 
 from playground import circuits, plots
 from playground.config import Limits
-from playground.ui import why_tab
+from playground.ui import why_page, why_tab
 from playground.ui.common import AppContext, friendly
 
 TEXT = "To be, or not to be: that is"  # 28 characters: the small checkpoint reads 32
@@ -295,7 +295,7 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
 
 def test_the_pickers_follow_the_checkpoint(ctx):
     head, knocked = why_tab.controls(ctx, "shakespeare-char")
-    assert head.choices[0] == (why_tab.STRONGEST, why_tab.STRONGEST) and len(head.choices) == 5
+    assert head.choices[0] == (why_page.STRONGEST_SHOWN, why_tab.STRONGEST) and len(head.choices) == 5
     assert [choice[0] for choice in knocked.choices] == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and knocked.value == []
     assert why_tab.controls(ctx, "no-such-run") == (gr.skip(), gr.skip())
 
@@ -690,8 +690,10 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     assert view.numbers["head"]["name"] == "L3 H1"
     assert "**L3 H1 pushed hardest:** +" in view.heading
     assert f"it looked most at `h`@{where + 1}" in view.head_heading
-    reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [],
-                                  "mean over the text")
+    # its tables rank that key and the guess low, and say why in sight (a learner read them as contradicting it)
+    assert " Low: these tables read characters alone, but layer 3 also reads what layers 0–2 wrote." \
+        in view.circuits_heading.split("<details>")[0]
+    reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     assert reading.effects[0].layer == 3 and reading.effects[0].head == 1  # the most needed head, too
     assert min(effect.added for effect in reading.effects) > -0.05
 
@@ -704,7 +706,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
     tokenizer, model = loaded.tokenizer, loaded.model
     ids = tokenizer.encode(TEXT).tolist()
     reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero")
-    lines = 0
+    lines = whys = 0
     for layer, head in why_tab._every_head(model.config):
         qk, ov = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
         for position in (0, 9, len(ids) - 1):
@@ -717,11 +719,16 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             ov_rank = int((ov[looked] > ov[looked, target]).sum()) + 1
             line = why_tab._in_the_tables(reading, position, layer, head)
             name = lambda i: why_tab._label(tokenizer.label(i))  # noqa: E731
-            assert line.startswith(f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(looked)}` "
-                                   f"{why_tab._ordinal(qk_rank)} of {len(in_text)}")
-            assert line.endswith(f"OV row `{name(looked)}` ranks `{name(target)}` {why_tab._ordinal(ov_rank)} of "
-                                 f"{model.config.vocabulary_size}.")
-            assert ("the layers before chose" in line) == (layer > 0 and qk_rank > why_tab.TABLE_RANK_SHOWN)
+            ranks, why = (line.split(" Low: ") + [""])[:2]
+            assert ranks == (f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(looked)}` "
+                             f"{why_tab._ordinal(qk_rank)} of the text's {len(in_text)}, OV row `{name(looked)}` ranks "
+                             f"`{name(target)}` {why_tab._ordinal(ov_rank)} of {model.config.vocabulary_size}.")
+            # a second stranger read low ranks as the tables contradicting the chain: past the first layer they say
+            # why, naming the layers whose writes the tables do not read
+            assert bool(why) == (layer > 0 and max(qk_rank, ov_rank) > why_tab.TABLE_RANK_SHOWN)
+            if why:
+                assert why == "these tables read characters alone, but layer 1 also reads what layer 0 wrote."
+                whys += 1
             lines += 1
             # the same cells outlined on /why's tables, as the heads deck sends them to the page
             shapes = why_tab._cell_shapes(reading, position, layer, head)
@@ -731,7 +738,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
                                    "zero")
             assert [list(view.qk.layout.shapes), list(view.ov.layout.shapes)] == [
                 [go.layout.Shape(shape) for shape in outlines] for outlines in shapes]
-    assert lines == 12
+    assert lines == 12 and whys > 0
     assert [why_tab._ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111)] == \
         ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th"]
 
@@ -768,8 +775,9 @@ def test_over_a_bpe_vocabulary_the_tables_line_names_what_the_key_promotes_where
         target = reading.attributions[position].target_id
         if target in rows:
             said["ranked"] += 1
-            assert f"ranks `{name(target)}` " in line.split("; OV row")[1]
+            assert f"ranks `{name(target)}` " in line.split(", OV row")[1]
         else:
             said["most"] += 1
-            assert line.endswith(f"OV row `{name(looked)}` promotes `{name(rows[int(written.argmax())])}` most.")
+            assert f"OV row `{name(looked)}` promotes `{name(rows[int(written.argmax())])}` most." in line
+            assert "Low:" not in line or layer > 0  # a rank past TABLE_RANK_SHOWN; "most" is first
     assert said["most"] > 0, said

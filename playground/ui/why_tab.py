@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 import torch
 
 from playground import budget, checkpoints, checks, circuits, plots
-from playground.tokenizer import escape_text, labels
+from playground.tokenizer import CharTokenizer, escape_text, labels
 from playground.ui import chart_deck
 from playground.ui import why_page as script  # the page's own script: what the browser runs
 from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, keep_on_refusal
@@ -69,7 +69,8 @@ LOOK_FOR_PARTS = "**Look for:** the longest bars. Green pushed the guess up, red
 LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
 LOOK_FOR_HEAD = ("**Look for:** read down: weight (①) × write (②) = push (③); pushes sum to the head's bar (④); "
                  "softmax (⑤).")
-TABLE_RANK_SHOWN = 3  # a key ranked past this in its query's row of a later layer's QK table: the layers before chose
+TABLE_RANK_SHOWN = 3  # a rank past this in a later layer's tables (QK: the key, OV: the target) is said to come from
+# what the layers before wrote, which the tables do not read
 LOOKED_AT = 2  # the keys the head's heading names as where it looked most at this query
 CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
               "value, through the head's share of the output projection, read the way the bars above read every "
@@ -77,8 +78,7 @@ CHAIN_MORE = ("② is what the head would add to the target's logit if all its w
               "is the embeddings, the other heads, the MLPs and the biases. Softmax compares every character's "
               "logit: a push helps the probability only as far as it lifts this logit above the others.")
 IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the tallest, the strongest pushes
-LOOK_FOR_CIRCUITS = ("**Look for:** bright cells. QK: the key characters a query character looks for. OV: the next "
-                     "characters a character promotes when attended.")
+LOOK_FOR_CIRCUITS = "**Look for:** the outlined cells: this position. Bright cells: strong pairs."
 CIRCUIT_MORE = ("Both tables read each character's token embedding alone, without its position, through the "
                 "layer's LayerNorm: for a layer past the first that is the direct path, as if the head read the input "
                 "itself. QK: the scaled score a query character gives a key character (softmax runs over a row). OV: "
@@ -425,7 +425,8 @@ def _colours(values: list[float]) -> list[str]:
 def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> str:
     """A sentence where the heads together, or the head named, write little beside the largest other part (an MLP,
     an embedding, a bias), from the numbers: "No head decides this one: the heads together write +0.30 of +4.10;
-    L2 MLP writes +2.90." ("" where a head does decide.)"""
+    L2 MLP writes +2.90; the longest head bar is L2 H3's." (the head the list opens, which may have pushed against
+    the guess: a learner expected a green one); "" where a head does decide."""
     values = parts.values.tolist()
     others = [(abs(v), name, v) for name, kind, v in zip(parts.names, parts.kinds, values) if kind != "head"]
     heads = [v for kind, v in zip(parts.kinds, values) if kind == "head"]
@@ -435,7 +436,7 @@ def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> st
     together, own = sum(heads), parts.head(*named)
     if abs(together) < QUIET_HEADS * abs(written):
         return (f" **No head decides this one:** the heads together write {together:+.2f} of {parts.logit:+.2f}; "
-                f"{largest} writes {written:+.2f}.")
+                f"{largest} writes {written:+.2f}; the longest head bar is {circuits.head_name(*named)}'s.")
     if abs(own) < QUIET_HEADS * abs(written):
         return (f" **No one head decides this one:** {circuits.head_name(*named)} writes {own:+.2f} of "
                 f"{parts.logit:+.2f}; {largest} writes {written:+.2f}.")
@@ -699,12 +700,14 @@ def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tu
 
 
 def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
-    """Where this position's query and the key it looked at most sit in the head's tables below, in words: "Tables
-    below: QK row `o` ranks `h` 29th of 32 (the layers before chose where it looked); OV row `h` ranks `?` 18th of
-    65." A stranger read the tables' strongest pairs, unrelated to the position, as what the head did here. Past the
-    first layer the tables read the characters alone, so a low rank is said to come from what the layers before
-    wrote. A target outside the tables (a BPE guess) gives what the key's OV row promotes most instead; "" where the
-    query or the key is outside them (a long BPE text). The same cells are outlined on the tables (_cell_shapes)."""
+    """Where this position's query and the key it looked at most sit in the head's tables below, in words: "At
+    position 85: QK row `o` ranks `h` 29th of the text's 32, OV row `h` ranks `?` 18th of 65. Low: these tables read
+    characters alone, but layer 3 also reads what layers 0–2 wrote." A stranger read the tables' strongest pairs,
+    unrelated to the position, as what the head did here; a second, shown the ranks, found them contradicting the
+    chain (the head put 0.55 on `h` and wrote `?` from it), with the reason behind the fold. Past the first layer a
+    rank past TABLE_RANK_SHOWN says that reason. A target outside the tables (a BPE guess) gives what the key's OV
+    row promotes most instead; "" where the query or the key is outside them (a long BPE text). The same cells are
+    outlined on the tables (_cell_shapes)."""
     cells = _table_cells(reading, position, layer, which)
     if cells is None:
         return ""
@@ -715,14 +718,19 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     in_text = sorted({index[token] for token in reading.ids.tolist() if token in index})
     qk_rank = int((qk[query, in_text] > qk[query, key]).sum()) + 1
     name = lambda row: _label(reading.tokenizer.label(rows[row]))  # noqa: E731
-    later = " (the layers before chose where it looked)" if layer > 0 and qk_rank > TABLE_RANK_SHOWN else ""
+    ov_rank = None
     if rows[column] == reading.attributions[position].target_id:
-        rank = int((ov[key] > ov[key, column]).sum()) + 1
-        promotes = f"ranks `{name(column)}` {_ordinal(rank)} of {len(rows)}"
+        ov_rank = int((ov[key] > ov[key, column]).sum()) + 1
+        promotes = f"ranks `{name(column)}` {_ordinal(ov_rank)} of {len(rows)}"
     else:  # a BPE guess outside the table's tokens: what the row promotes most among them
         promotes = f"promotes `{name(column)}` most"
-    return (f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(key)}` {_ordinal(qk_rank)} of "
-            f"{len(in_text)}{later}; OV row `{name(key)}` {promotes}.")
+    why = ""
+    if layer > 0 and max(qk_rank, ov_rank or 0) > TABLE_RANK_SHOWN:
+        unit = "characters" if isinstance(reading.tokenizer, CharTokenizer) else "tokens"
+        why = (f" Low: these tables read {unit} alone, but layer {layer} also reads what "
+               f"{f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'} wrote.")
+    return (f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(key)}` {_ordinal(qk_rank)} of the "
+            f"text's {len(in_text)}, OV row `{name(key)}` {promotes}.{why}")
 
 
 def _cell_shapes(reading: _Reading, position: int, layer: int, which: int) -> list[list[dict]]:
@@ -1036,8 +1044,13 @@ def controls(ctx: AppContext, checkpoint: str) -> tuple:
     except (ValueError, OSError, RuntimeError):
         return gr.skip(), gr.skip()
     names = _head_names(config.layers_num, config.heads_num)
-    return (gr.Dropdown(choices=[STRONGEST, *names], value=STRONGEST),
+    return (gr.Dropdown(choices=_head_choices(names), value=STRONGEST),
             gr.Dropdown(choices=names, value=[], multiselect=True))
+
+
+def _head_choices(names: list[str]) -> list[tuple[str, str]]:
+    """The head list's (label, value) pairs: the head with the longest bar at each position, then every head."""
+    return [(script.STRONGEST_SHOWN, STRONGEST), *((name, name) for name in names)]
 
 
 def _first_heads(ctx: AppContext) -> list[str]:
@@ -1072,7 +1085,7 @@ def build(ctx: AppContext) -> None:
     picked = gr.Textbox(visible="hidden", label="head picked on the chart", elem_id=script.PICKED_ELEM_ID)
     heads = _first_heads(ctx)
     # choices follow the checkpoint; an API caller's head names are checked by the handler against its model
-    head = gr.Dropdown([STRONGEST, *heads], value=STRONGEST, label="head", allow_custom_value=True,
+    head = gr.Dropdown(_head_choices(heads), value=STRONGEST, label="head", allow_custom_value=True,
                        elem_id=script.PICKER_ELEM_ID)
     head_heading = gr.Markdown(label="the head's reading", elem_id=script.HEAD_ELEM_ID)
     with gr.Row():
