@@ -21,7 +21,17 @@ from playground.budget import sessions_cost
 from playground.config import Limits
 from playground.device import pick_device
 from playground.server import temp_space, tenancy
-from playground.ui import attention_tab, compare_tab, model_tab, sample_tab, tokenize_tab, train_tab, why_page, why_tab
+from playground.ui import (
+    attention_tab,
+    chart_deck,
+    compare_tab,
+    model_tab,
+    sample_tab,
+    tokenize_tab,
+    train_tab,
+    why_page,
+    why_tab,
+)
 from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext
 from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
 
@@ -61,6 +71,9 @@ def _narrow_tick_rules() -> str:
 CSS = f"""
 .tok-chips {{ font-size: 1rem; }}
 footer {{ visibility: hidden; }}
+/* a chart deck's host until its first chart is drawn (Plotly marks the host): opening a tab had shown blank space */
+.{chart_deck.HOST_CLASS}:not(.js-plotly-plot)::before {{ content: "drawing the chart…"; display: block;
+  padding: 2em 0; opacity: 0.6; }}
 /* the Why tab's note under its chart takes no room until a note is written in it */
 #{why_page.PART_NOTE_ELEM_ID}:not(:has(p.{why_page.PART_NOTE_CLASS}:not([hidden]))) {{ display: none; }}
 {DROPDOWN_TEXT} {{ padding-right: calc(var(--size-5) + var(--size-2)); text-overflow: ellipsis; }}
@@ -112,6 +125,8 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
                 finished_run = train_tab.build(ctx)
             with gr.Tab("Sample", id="sample"):
                 sample_checkpoint = sample_tab.build(ctx)
+        # Plotly for the chart decks (Attention, Model, Why, Sample), once the first tab is drawn
+        chart_deck.plotly_loader(tokenize_tab.DRAWN_JS)
         # the page's run, once finished or stopped with a checkpoint, is what Sample offers next (its prompt follows)
         finished_run.change(lambda name: gr.Dropdown(choices=ctx.checkpoint_names(), value=name) if name else gr.skip(),
                             finished_run, sample_checkpoint, api_name="sample_follow_run", api_visibility="private",

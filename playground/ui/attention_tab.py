@@ -859,7 +859,6 @@ def build(ctx: AppContext) -> None:
     plot_a, plot_b, plot_c = (gr.Plot(label=f"matrix {n}", visible=False) for n in (1, 2, 3))
     query_scores, query_weights = gr.Plot(label="score row", visible=False), gr.Plot(label="softmax row", visible=False)
     api_step = gr.Button("Show (API)", visible=False)  # /attention_step's trigger: the page's Show answers in the page
-    chart_deck.plotly_loader()
     deck = gr.Textbox(visible=False, label="chart deck")  # a Textbox, not a State: the page's js= events read it
     head_table.build(ctx, source, checkpoint, layer, head, step, shown_at=STAGE_ELEM_ID)
     with gr.Row():

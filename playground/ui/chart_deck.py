@@ -326,9 +326,16 @@ def hosts(deck: str, slots: Sequence[int], numbered: bool = False, views: Sequen
             gr.HTML(body, padding=False, js_on_load=f"{DECK_JS}\nwindow.chartDeck.redraw({json.dumps(deck)});")
 
 
-def plotly_loader() -> gr.Plot:
-    """A hidden chart that makes Gradio load Plotly into the page (window.Plotly), which the decks draw with."""
-    return gr.Plot(go.Figure(), visible="hidden", show_label=False, label="chart library")
+def plotly_loader(after_js: str) -> None:
+    """A hidden chart that makes Gradio load Plotly into the page (window.Plotly), which the decks draw with: put in
+    the page once ``after_js`` (a ``js=`` function whose promise resolves when the page may spend a second on it)
+    does. A tab's own hidden chart loaded Plotly when the tab was first opened, and its charts stayed blank 1.3-2.3 s;
+    one mounted with the page took the browser's time from the first paint (2.4-2.8 s became 3.4-3.9 s)."""
+    loader = gr.Plot(go.Figure(), visible=False, show_label=False, label="chart library")
+    gr.on(None, None, None, js=after_js, api_name="chart_library_wait", api_visibility="private",
+          show_progress="hidden", queue=False).then(
+        lambda: gr.Plot(visible="hidden"), None, loader, api_name="chart_library", api_visibility="private",
+        show_progress="hidden", queue=False)
 
 
 def _figure_json(figure) -> str:

@@ -878,7 +878,6 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         chart_deck.hosts(DECK, DECK_SLOTS[2:], numbered=True, views=LEVEL_TITLES)
     numbers = gr.Markdown(label="numbers")
-    chart_deck.plotly_loader()
     deck = gr.Textbox(visible=False, label="chart deck")  # a Textbox, not a State: the page's js= events read it
     # /model_view's answer, for API clients: plain values, never shown in the page (it draws the same from the deck)
     api_part, api_heading, api_numbers = (gr.Textbox(visible=False, label=what) for what in ("part", "heading",

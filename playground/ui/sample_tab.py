@@ -632,7 +632,6 @@ def build(ctx: AppContext) -> gr.Dropdown:
         with gr.Row():
             chart_deck.hosts(INSPECT_DECK_ID, [0, 1])
         inspect_note = gr.Markdown(label="inspect note")
-    chart_deck.plotly_loader()
     deck = gr.Textbox(visible=False, label="inspector deck")
     picked = gr.Textbox(visible="hidden", label="character picked", elem_id=PICKED_ELEM_ID)
     need = gr.Textbox(visible=False, label="character the page asks the server for")

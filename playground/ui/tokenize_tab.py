@@ -159,6 +159,12 @@ def tokenize_live(ctx: AppContext, text: str, source: str, checkpoint: str | Non
         return "", "", "", f"**{message_for(exc)}**", {"headers": TABLE_HEADERS, "data": []}
 
 
+# a ``js=`` function: resolves once the tab's chips are drawn (the page's first paint), or after 4 s
+DRAWN_JS = ("() => new Promise(resolve => { const started = Date.now(); const drawn = () => "
+            "document.querySelector('.tok-chips .tok-chip') || Date.now() - started > 4000 ? resolve() : "
+            "setTimeout(drawn, 100); drawn(); })")
+
+
 def build(ctx: AppContext) -> None:
     gr.Markdown(
         "A character-level tokenizer gives every distinct character an ID, in sorted order: the model only ever "

@@ -1102,7 +1102,6 @@ def build(ctx: AppContext) -> None:
     knock_heading = gr.Markdown(label="knocked out")
     with gr.Row():
         chart_deck.hosts(RANKING_DECK, [0])
-    chart_deck.plotly_loader()
     # /why's answer, for API clients: never shown in the page, which draws the same from the decks
     with gr.Group(visible=False):
         api_button = gr.Button("explain", visible=False)
