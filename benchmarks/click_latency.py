@@ -168,7 +168,7 @@ ARRIVED = {  # a tab's first answer is in the page (its arrival is not timed: on
 
 
 FIRST_OPENED = {"Attention": "attention", "Model": "model", "Why": "why"}  # a tab, and the deck of its first chart
-DRAWN_JS = """deck => [...document.querySelectorAll('#' + deck + '-chart-0 .js-plotly-plot')]
+FIRST_CHART_JS = """deck => [...document.querySelectorAll('#' + deck + '-chart-0 .js-plotly-plot')]
     .some(plot => plot.offsetParent && plot._fullLayout && plot.data && plot.data.length)"""
 
 
@@ -179,7 +179,7 @@ def first_opens(page: Page) -> None:
     for tab, deck in FIRST_OPENED.items():
         started = time.perf_counter()
         page.get_by_role("tab", name=tab, exact=True).click()
-        page.wait_for_function(DRAWN_JS, arg=deck, timeout=120_000)
+        page.wait_for_function(FIRST_CHART_JS, arg=deck, timeout=120_000)
         print(f"{tab} opened, first chart drawn: {(time.perf_counter() - started) * 1000:.0f} ms")
 
 

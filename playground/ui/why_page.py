@@ -217,13 +217,20 @@ window.whyPage = window.whyPage || (() => {
             knockHeading === null || askNear ? 'knock ' + knockNames + stamp : undefined,
             everywhere ? undefined : chosen + ' in ' + why.key];
   }
-  // the cells of the tables this position reads, outlined (why_tab._cell_shapes: the QK table's, the OV table's)
+  // the cells of the tables this position reads, outlined (why_tab._cell_shapes: the QK table's, the OV table's);
+  // a table already outlined so is left alone: each answer that followed a click outlined both tables again, and
+  // the split switch's last change came 330 ms after its charts were drawn
   function outline(raw) {
     const shapes = raw ? JSON.parse(raw) : [[], []];
     [0, 1].forEach(slot => {
       const plot = [...document.querySelectorAll('#""" + CIRCUITS_DECK + """-chart-' + slot + ' .js-plotly-plot')]
         .find(p => p.offsetParent && getComputedStyle(p).visibility !== 'hidden');
-      if (plot && plot._fullLayout) window.Plotly.relayout(plot, {shapes: shapes[slot] || []});
+      if (!plot || !plot._fullLayout) return;
+      const wanted = JSON.stringify(shapes[slot] || []);
+      // a layout drawn anew (Plotly.react: another figure) holds no outline, whatever was outlined before
+      if (plot.outlined && plot.outlined.shapes === wanted && plot.outlined.layout === plot.layout) return;
+      window.Plotly.relayout(plot, {shapes: shapes[slot] || []});
+      plot.outlined = {shapes: wanted, layout: plot.layout};
     });
   }
   // the chain's keys all named where they fit the plot drawn, each label centred under its bar (up to EVERY_KEY
