@@ -11,6 +11,7 @@ import pytest
 from conftest import local_client
 from gradio_client import handle_file
 from gradio_client.exceptions import AppError
+from text_support import MOST_WORDS, visible_words
 
 from playground.config import Limits
 from playground.ui import build_app, launch_options
@@ -326,6 +327,8 @@ def test_compare_equivalence_parameters_and_source(served):
     assert agrees == {"wrapper": "yes", "heads_list": "yes", "batched": "yes", "fused_qkv": "yes",
                       "sliced_heads": "—", "sdpa": "yes", "torch_mha": "yes"}
     assert "6 of 6 compared implementations agree" in summary
+    # the verdict and its Look-for line in sight, what agrees means behind the fold (a stranger counted 80 words)
+    assert summary.startswith("**Look for:**") and visible_words(summary) <= MOST_WORDS
     maps = _figure(grid)["data"]  # one causal 8 x 8 map per implementation and head
     assert len(maps) == 7 * 4 and {trace["type"] for trace in maps} == {"heatmap"}
     for trace in maps:

@@ -10,6 +10,7 @@ import gradio as gr
 import pytest
 import torch
 from conftest import REPO
+from text_support import visible_words
 from torch.testing import assert_close
 
 from playground import anatomy, plots, walkthrough
@@ -360,13 +361,6 @@ def test_a_book_model_reads_at_most_64_characters_and_refuses_an_empty_text(ctx)
 
 
 # ------------------------------------------------------------------------------------------------ pictures first
-
-def visible_words(markdown: str) -> int:
-    """The words a reader sees before opening a fold: the text outside <details>, and each fold's summary."""
-    shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", markdown, flags=re.S)
-    shown = re.sub(r"<[^>]+>", " ", shown)
-    return len(re.sub(r"[#*`]", " ", shown).split())
-
 
 def deck_settings(source, level=SCORE, forget=False, inputs=model_tab.BOOK_INPUTS[0]):
     return [source, "shakespeare-char", TEXT, level, 1, 2, -1, 3, *GPT_SWITCHES, forget, inputs, ""]

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import REPO
+from text_support import visible_words
 
 from playground import device
 from playground.budget import MIB, BudgetError, MemoryBudget
@@ -1128,12 +1129,6 @@ def test_the_estimate_warns_before_start_when_a_run_will_memorise_its_text():
     assert "passes over the pasted text's 11 characters" in pasted  # the toy lab memorises, and is told so
 
 
-def visible_words(markdown: str) -> int:
-    """The words a reader sees before opening a fold: the text outside <details>, and each fold's summary."""
-    shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", markdown, flags=re.S)
-    return len(re.sub(r"[#*`]", " ", shown).split())
-
-
 @pytest.mark.parametrize("source,mask", [("trained checkpoint", False), ("textbook preset", True)])
 def test_every_attention_step_opens_with_its_picture_and_one_look_for_line(ctx, source, mask):
     """Pictures first (issue 29): step 6 carried 4-5 paragraphs; now at most 60 words show before the folds, the
@@ -1164,7 +1159,9 @@ def test_spare_decks_are_the_page_answer_one_switch_away(ctx):
         assert label == attention_tab.switch_label(scale, mask, before, 1.0)
         answer, warned = attention_tab.attention_switched(ctx, *settings[:9], scale, mask, 1.0, before,
                                                           STEP_TITLES[5], 3, [])
-        assert json.loads(answer) == spare and list(spare["views"]) == [STEP_TITLES[5]] and warned == []
+        answered = json.loads(answer)  # the page's answer names the inputs it was made for (chart_deck.late)
+        assert answered.pop("settings") == [*settings[:9], scale, mask, 1.0, before]
+        assert answered == spare and list(spare["views"]) == [STEP_TITLES[5]] and warned == []
     assert spare["key"] != around["key"]
     empty = [*settings[:8], "", *settings[9:]]
     assert attention_tab.attention_spare(ctx, *empty, STEP_TITLES[5], 3) == gr.skip()

@@ -15,6 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
+from text_support import visible_words
 
 from playground import circuits, plots
 from playground.config import Limits
@@ -553,14 +554,6 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
     waterfall = next(trace for trace in figure.data if trace.type == "waterfall")
     assert waterfall.y[0] == pytest.approx(float(why_tab._chain(reading, T - 1, layer, head).pushes.sum()), abs=1e-4)
     assert sum(waterfall.y[:2]) == pytest.approx(waterfall.y[2], abs=1e-4)  # the head's bar + the rest = the logit
-
-
-def visible_words(markdown: str) -> int:
-    """The words a reader sees before opening a fold: the text outside <details>, and each fold's summary (a table's
-    rules, | and |---|, are not words: the knock-out table's were counted as 21; p(`e`) is one)."""
-    shown = re.sub(r"<details><summary>(.*?)</summary>.*?</details>", r"\1", markdown, flags=re.S)
-    shown = re.sub(r"[#|]", " ", re.sub(r"[*`]", "", shown))
-    return len([word for word in shown.split() if not set(word) <= set("-:")])
 
 
 @pytest.mark.parametrize("split", [why_tab.ALONE, why_tab.VERSUS])
