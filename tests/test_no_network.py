@@ -144,7 +144,7 @@ def test_the_app_makes_no_outgoing_connection(tiny_weights, tmp_path):
     results = report["results"]
     assert results["tokenize"] == "Hello world"
     assert "6. Softmax weights" in results["attention_step"] and results["attention_export"] == 6
-    assert "6 of 6 compared implementations agree" in results["compare"] and results["compare_source"]
+    assert results["compare"].endswith("6 of 6") and results["compare_source"]
     assert results["sample"] == len("ROMEO:") + 20 and results["checkpoint_info"]
     assert "FINISHED" in results["train"], results["train"]
     assert (weights / "net-check" / "model.safetensors").is_file()
