@@ -686,6 +686,11 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     # its tables rank that key and the guess low, and say why in sight (a learner read them as contradicting it)
     assert " Low: these tables read characters alone, but layer 3 also reads what layers 0–2 wrote." \
         in view.circuits_heading.split("<details>")[0]
+    # at position 30 the head with the longest bar (L2 H3) pushed the guess down, and its key ranks 4th of 32: the
+    # tables agree with the chain, and a learner was told otherwise
+    thirty = why_tab.explain(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, 30, "")
+    assert thirty.numbers["head"]["name"] == "L2 H3" and "ranks `f` 4th of the text's 32" in thirty.circuits_heading
+    assert " Low: " not in thirty.circuits_heading
     reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     assert reading.effects[0].layer == 3 and reading.effects[0].head == 1  # the most needed head, too
     assert min(effect.added for effect in reading.effects) > -0.05
@@ -718,7 +723,11 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
                              f"`{name(target)}` {why_tab._ordinal(ov_rank)} of {model.config.vocabulary_size}.")
             # a second stranger read low ranks as the tables contradicting the chain: past the first layer they say
             # why, naming the layers whose writes the tables do not read
-            assert bool(why) == (layer > 0 and max(qk_rank, ov_rank) > why_tab.TABLE_RANK_SHOWN)
+            # a third found "4th of 32" called low, and a target the head pushed down called low though the chain
+            # says as much: past a quarter of the row, and OV's only where the head pushed the target up
+            pushed_up = reading.attributions[position].head(layer, head) > 0
+            low = qk_rank > max(3, len(in_text) // 4) or (pushed_up and ov_rank > max(3, len(ov) // 4))
+            assert bool(why) == (layer > 0 and low)
             if why:
                 assert why == "these tables read characters alone, but layer 1 also reads what layer 0 wrote."
                 whys += 1

@@ -18,7 +18,7 @@ from playground.ui import chart_deck
 STRONGEST = "the head that pushed most"  # the head list's value (an API caller's too)
 STRONGEST_SHOWN = "the head with the longest bar"  # its label: a learner read "pushed most" as toward the guess, and a
 # head that pushed against it has the longest bar where no head decides
-KNOCK_HINT = "Choose heads in the **knock out** list to knock them out."  # the list sits above the heading
+KNOCK_HINT = "Choose heads in the **knock out** list above to knock them out."  # the list sits above the heading
 LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is tallest: the text needs them most."
 KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # around the ranking's words
 # Pictures first: the knock-out block showed about 65 words before its fold with a head knocked out (the heads' names

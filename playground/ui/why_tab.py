@@ -69,8 +69,9 @@ LOOK_FOR_PARTS = "**Look for:** the longest bars. Green pushed the guess up, red
 LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
 LOOK_FOR_HEAD = ("**Look for:** read down: weight (①) × write (②) = push (③); pushes sum to the head's bar (④); "
                  "softmax (⑤).")
-TABLE_RANK_SHOWN = 3  # a rank past this in a later layer's tables (QK: the key, OV: the target) is said to come from
-# what the layers before wrote, which the tables do not read
+TABLE_RANK_SHOWN = 3  # a rank past this and past a quarter of the row, in a later layer's tables (QK: the key; OV:
+# the target, where the head pushed it up) is said to come from what the layers before wrote, which the tables do
+# not read
 LOOKED_AT = 2  # the keys the head's heading names as where it looked most at this query
 CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
               "value, through the head's share of the output projection, read the way the bars above read every "
@@ -705,9 +706,9 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     characters alone, but layer 3 also reads what layers 0–2 wrote." A stranger read the tables' strongest pairs,
     unrelated to the position, as what the head did here; a second, shown the ranks, found them contradicting the
     chain (the head put 0.55 on `h` and wrote `?` from it), with the reason behind the fold. Past the first layer a
-    rank past TABLE_RANK_SHOWN says that reason. A target outside the tables (a BPE guess) gives what the key's OV
-    row promotes most instead; "" where the query or the key is outside them (a long BPE text). The same cells are
-    outlined on the tables (_cell_shapes)."""
+    low rank (_low: the key in QK, or the target in OV where the head pushed it up) says that reason. A target
+    outside the tables (a BPE guess) gives what the key's OV row promotes most instead; "" where the query or the key
+    is outside them (a long BPE text). The same cells are outlined on the tables (_cell_shapes)."""
     cells = _table_cells(reading, position, layer, which)
     if cells is None:
         return ""
@@ -724,13 +725,22 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
         promotes = f"ranks `{name(column)}` {_ordinal(ov_rank)} of {len(rows)}"
     else:  # a BPE guess outside the table's tokens: what the row promotes most among them
         promotes = f"promotes `{name(column)}` most"
+    # a target the head pushed down ranks low in the key's OV row as the chain says: no reason to give
+    pushed_up = reading.attributions[position].head(layer, which) > 0
+    low = _low(qk_rank, len(in_text)) or (ov_rank is not None and pushed_up and _low(ov_rank, len(rows)))
     why = ""
-    if layer > 0 and max(qk_rank, ov_rank or 0) > TABLE_RANK_SHOWN:
+    if layer > 0 and low:
         unit = "characters" if isinstance(reading.tokenizer, CharTokenizer) else "tokens"
         why = (f" Low: these tables read {unit} alone, but layer {layer} also reads what "
                f"{f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'} wrote.")
     return (f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(key)}` {_ordinal(qk_rank)} of the "
             f"text's {len(in_text)}, OV row `{name(key)}` {promotes}.{why}")
+
+
+def _low(rank: int, of: int) -> bool:
+    """A rank in a table's row the chain would not lead a reader to expect: past TABLE_RANK_SHOWN and a quarter of
+    the row (a learner read "4th of 32" called low as a contradiction)."""
+    return rank > max(TABLE_RANK_SHOWN, of // 4)
 
 
 def _cell_shapes(reading: _Reading, position: int, layer: int, which: int) -> list[list[dict]]:
