@@ -63,6 +63,22 @@ def test_a_view_picked_while_the_textbox_holds_the_deck_before_a_what_if_is_draw
     assert drawn(deck_page) == "on 4"
 
 
+def test_a_views_texts_come_at_once_while_the_chart_library_loads_and_its_charts_once_it_is_in(browser):
+    """A tab opened just after the page loaded waited 2-3.5 s for Plotly with no heading at all: its texts come at
+    once, its charts once the library is in, and they are the view asked for last."""
+    page = browser.new_page()
+    page.set_content(f"<html><body>{HOSTS}</body></html>")  # no Plotly yet
+    first, more = chart_deck.draw_js(DECK, 1), chart_deck.draw_js(DECK, 1, more=True)
+    for js, view in ((first, "4"), (more, "6")):  # answered, not left waiting for the library (a bound: 10 s)
+        answered = page.evaluate(f"args => Promise.race([({js})(...args), new Promise(resolve => setTimeout("
+                                 "() => resolve('still waiting'), 10000))])", [_deck("on"), view])
+        assert answered == [f"on step {view}"]
+    assert page.evaluate(f"() => document.querySelector('.{chart_deck.HOST_CLASS}').dataset.title") is None
+    page.evaluate(PLOTLY)
+    page.wait_for_function(f"() => document.querySelector('.{chart_deck.HOST_CLASS}').dataset.title === 'on 6'")
+    page.close()
+
+
 def test_a_first_answer_made_for_inputs_the_page_has_left_is_not_drawn(deck_page):
     """Two changes answered by two events side by side (a text typed, then the mask switched): the text's answer,
     made for the mask as it was, came back last and was drawn over the switch's. A first answer names the inputs it

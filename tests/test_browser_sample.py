@@ -32,7 +32,10 @@ MODEL_TEXT_LABEL = "Text (the checkpoint reads it; the textbook inputs are fixed
 
 
 def open_sample(page: Page, touch: bool) -> Locator:
-    """The Sample tab, opened by a tap on a phone (the tab bar wraps there, so its name is in view)."""
+    """The Sample tab, opened by a tap on a phone (the tab bar wraps there, so its name is in view), once the chart
+    library is in the page: loading it takes the page's main thread for a second or so after the first paint, and a
+    stream generated meanwhile painted two updates in 1.7 s (the streaming checks count the updates painted)."""
+    page.wait_for_function("() => window.Plotly", timeout=WAIT_MS)
     if not touch:
         return open_tab(page, "Sample")
     tab = page.get_by_role("tab", name="Sample", exact=True)

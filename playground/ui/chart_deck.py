@@ -122,11 +122,17 @@ window.chartDeck = window.chartDeck || (() => {
       watch.observe(host);
     }
   }
-  async function draw(name, view) {
+  async function draw(name, view, early) {
     const deck = decks[name];
     if (!deck) return null;
     if (view !== undefined) deck.shown = String(view);
     if (!deck.views[deck.shown]) return null;
+    // ``early``: while the chart library still loads (a tab opened just after the page), the view's texts now and its
+    // charts once it is in (the Attention tab showed no heading for 2-3.5 s)
+    if (early && !window.Plotly) {
+      plotly().then(() => draw(name));
+      return deck.views[deck.shown];
+    }
     // Plotly first: draws waiting for it (a tab opened before the chart library loaded) resume in any order, and each
     // then draws the view asked for last, never an older one over it
     const Plotly = await plotly();
@@ -300,7 +306,7 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, setting
     late = f"  if (window.chartDeck.late(raw, now)) return {unchanged};\n" if settings else ""
     return (f"async (raw, view{', ...now' if settings else ''}) => {{ {DECK_JS}\n{held}{late}"
             f"  window.chartDeck.take({json.dumps(deck)}, raw, {json.dumps(more)});\n{again}"
-            f"  const shown = await window.chartDeck.draw({json.dumps(deck)}, view);\n{scroll}"
+            f"  const shown = await window.chartDeck.draw({json.dumps(deck)}, view, true);\n{scroll}"
             f"  return shown ? shown.texts : {unchanged};\n}}")
 
 
