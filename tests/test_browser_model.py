@@ -24,8 +24,13 @@ def heading(panel: Locator) -> Locator:
 
 
 def zoom(panel: Locator, number: int) -> None:
-    panel.get_by_role("radio", name=LEVEL_LABELS[number - 1], exact=True).check()
+    radio = panel.get_by_role("radio", name=LEVEL_LABELS[number - 1], exact=True)
+    radio.check()
     expect(heading(panel)).to_have_text(LEVEL_TITLES[number - 1], timeout=WAIT_MS)
+    # chosen, and under the pointer still: filled as a chosen radio is (Gradio's hover rule had painted it white, and
+    # two strangers read the level as unselected)
+    radio.hover()
+    assert radio.evaluate("input => getComputedStyle(input).backgroundColor") != "rgb(255, 255, 255)"
 
 
 def hold_the_server_once_held(page, *labels: str) -> list:

@@ -71,6 +71,10 @@ def _narrow_tick_rules() -> str:
 CSS = f"""
 .tok-chips {{ font-size: 1rem; }}
 footer {{ visibility: hidden; }}
+/* a chosen radio keeps its dot under the pointer: Gradio's hover rule, as specific and later, painted it white on
+   white (two strangers read the Model tab's zoom level as unselected right after clicking it) */
+input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--checkbox-background-color-selected);
+  border-color: var(--checkbox-border-color-selected); background-image: var(--radio-circle); }}
 /* a chart deck's host until its first chart is drawn (Plotly marks the host): opening a tab had shown blank space */
 .{chart_deck.HOST_CLASS}:not(.js-plotly-plot)::before {{ content: "drawing the chart…"; display: block;
   padding: 2em 0; opacity: 0.6; }}
