@@ -16,6 +16,10 @@ From the attention weights of every layer and head on it:
 Each score sits beside what a head that spreads its weight evenly over the positions it may see would get
 (``chance``), so 0.45 against 0.03 reads as a real pattern and 0.05 against 0.03 as none. Nothing is hard-coded:
 a different checkpoint gets a different table.
+
+``looks_over_text`` reads one head on a real text instead of a probe: where its weight goes (a distance back, the
+first position, a character wherever it stands), each place beside its chance the same way. The Why tab says the
+clearest of them as what the head looks for.
 """
 
 from __future__ import annotations
@@ -131,3 +135,64 @@ def best_per_pattern(scores: list[HeadScore], top: int = 3) -> list[HeadScore]:
 def missing_patterns(scores: list[HeadScore]) -> list[str]:
     """The patterns no head of the model does (none reaches RECOGNISABLE_RATIO times chance)."""
     return [pattern for pattern in PATTERNS if not any(s.pattern == pattern and s.recognisable for s in scores)]
+
+
+FARTHEST_SCORED = 16  # distances back a text's looks score one by one (a previous-token head's 1, a head's 2 or 3)
+LOOK_KINDS = ("distance", "first", "token")
+
+
+@dataclass(frozen=True)
+class Look:
+    """One answer to "where does this head look" over a text, from its attention weights there.
+
+    kind "distance": ``what`` positions back (0 is the query itself), the mean weight over the queries that see that
+    far; "first": the text's first position, over the queries after it (the "attention sink"); "token": key
+    ``what`` (a token id) wherever it stands, the mean over every query of the weight on its copies. ``chance`` is
+    what a head spreading its weight evenly over the positions it may see would put there, so a share reads against
+    what the text alone gives (a frequent character gets much weight from any head).
+    """
+
+    kind: str
+    what: int
+    share: float
+    chance: float
+
+    @property
+    def lift(self) -> float:
+        """The weight there beyond an even spread: share - chance."""
+        return self.share - self.chance
+
+    @property
+    def recognisable(self) -> bool:
+        """Whether the head clearly looks there: at least RECOGNISABLE_RATIO times chance."""
+        return self.share >= RECOGNISABLE_RATIO * self.chance
+
+
+def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor) -> list[Look]:
+    """Where one head looks over a text, (T, T) causal attention weights (rows sum to 1) and the text's (T,) token
+    ids -> every distance back up to FARTHEST_SCORED, the first position and every token of the text, as Looks,
+    the most weight beyond an even spread (lift) first.
+
+    The probes (score_heads) find heads that do a known pattern on random tokens; this reads a head on the
+    learner's own text, where a head past the first layer may look for a character (a newline, a space) rather than
+    a position. An even spread scores every Look at exactly its chance, so a lift is what the head adds.
+    """
+    weights = weights.detach().float().cpu()
+    ids = torch.as_tensor(token_ids).view(-1).cpu()
+    T = ids.numel()
+    if weights.shape != (T, T):
+        raise ValueError(f"weights {tuple(weights.shape)} do not match a text of {T} tokens")
+    even = 1.0 / torch.arange(1, T + 1, dtype=torch.float32)  # query p sees p + 1 positions
+    looks = []
+    for distance in range(min(FARTHEST_SCORED, T - 1) + 1):
+        queries = torch.arange(distance, T)
+        looks.append(Look("distance", distance, float(weights[queries, queries - distance].mean()),
+                          float(even[distance:].mean())))
+    if T > 1:
+        looks.append(Look("first", 0, float(weights[1:, 0].mean()), float(even[1:].mean())))
+    seen = torch.tril(torch.ones(T, T))
+    for token in dict.fromkeys(ids.tolist()):
+        copies = (ids == token).float()  # (T,)
+        looks.append(Look("token", token, float((weights @ copies).mean()),
+                          float(((seen @ copies) * even).mean())))
+    return sorted(looks, key=lambda look: -look.lift)

@@ -204,9 +204,12 @@ def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str)
     # tables drawn: ranks within one of the page's (its values are rounded to 4 digits); QK's among the text's tokens,
     # at most its rank among every column
     words = panel.get_by_role("heading", name=f"What {head} reads and writes").locator("xpath=..").inner_text()
-    line = re.search(r"At position (\d+): QK row (\S+) ranks (\S+) (\d+)\w\w of the text's (\d+), OV row (\S+) "
+    line = re.search(r"Look for: outlined cells, position (\d+): QK row (\S+) ranks (\S+) (\d+)\w\w of the text's "
+                     r"(\d+); OV row (\S+) "
                      r"(?:ranks (\S+) (\d+)\w\w of (\d+)|promotes (\S+) most)\.", words)
     assert line, words
+    # and what the head looks for over the whole text, above it (a learner could not say it from the tables)
+    assert re.search(r"Over your text it looks (\d+ back: |at [^:]+: |nowhere in particular \(most: )", words), words
     _, query, key, qk_rank, in_text, attended, target, ov_rank, columns, most = line.groups()
     assert attended == key and 1 <= int(qk_rank) <= int(in_text) <= vocabulary
     row = qk["z"][qk["y"].index(query)]

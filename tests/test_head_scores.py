@@ -95,3 +95,52 @@ def test_the_attention_tab_table_lists_the_best_heads_and_a_row_opens_its_head(t
     tight = AppContext(limits=Limits(), weights=tiny_weights, budget=MemoryBudget(1024, "test"))
     with pytest.raises(gr.Error, match="(?i)this forward pass needs about"):
         functools.partial(friendly(head_table.score_table), tight)("shakespeare-char")
+
+
+# where a head looks over a text (looks_over_text): hand-made weights against counts made by hand
+
+TEXT_IDS = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8])  # T = 12, token 5 at 4, 8 and 10
+
+
+def _look(looks, kind, what):
+    return next(look for look in looks if (look.kind, look.what) == (kind, what))
+
+
+def test_even_attention_looks_nowhere_beyond_chance():
+    even = causal_mask(T, T).float()
+    even = even / even.sum(-1, keepdim=True)
+    looks = head_scores.looks_over_text(even, TEXT_IDS)
+    assert {look.kind for look in looks} == set(head_scores.LOOK_KINDS)
+    assert all(look.lift == pytest.approx(0.0, abs=1e-6) for look in looks)
+
+
+def test_a_previous_token_head_looks_one_back_with_all_its_weight():
+    looks = head_scores.looks_over_text(_rows({p: p - 1 for p in range(1, T)})[0, 0], TEXT_IDS)
+    assert (looks[0].kind, looks[0].what, looks[0].share) == ("distance", 1, pytest.approx(1.0))
+    # chance one back: queries 1..11 see 2..12 positions
+    assert looks[0].chance == pytest.approx(sum(1 / (p + 1) for p in range(1, T)) / (T - 1))
+    assert _look(looks, "distance", 0).share == pytest.approx(1 / T)  # the first query sees only itself
+    assert looks[0].recognisable
+
+
+def test_a_head_that_looks_for_a_token_finds_it_wherever_it_stands():
+    # queries from 4 on put all their weight on the latest 5; the earlier ones on themselves
+    latest = {p: max(k for k in (4, 8, 10) if k <= p) for p in range(4, T)}
+    looks = head_scores.looks_over_text(_rows(latest)[0, 0], TEXT_IDS)
+    assert (looks[0].kind, looks[0].what) == ("token", 5)
+    assert looks[0].share == pytest.approx(8 / T)  # 8 of the 12 queries look at a 5
+    # by hand: the weight an even spread puts on the 5s, query by query
+    copies_seen = [sum(1 for k in (4, 8, 10) if k <= p) for p in range(T)]
+    assert looks[0].chance == pytest.approx(sum(c / (p + 1) for p, c in enumerate(copies_seen)) / T)
+
+
+def test_the_first_position_is_scored_over_the_queries_after_it():
+    looks = head_scores.looks_over_text(_rows({p: 0 for p in range(T)})[0, 0], TEXT_IDS)
+    first = _look(looks, "first", 0)
+    assert first.share == pytest.approx(1.0)
+    assert first.chance == pytest.approx(sum(1 / (p + 1) for p in range(1, T)) / (T - 1))
+
+
+def test_looks_refuse_weights_of_another_length():
+    with pytest.raises(ValueError, match="do not match"):
+        head_scores.looks_over_text(torch.eye(T - 1), TEXT_IDS)

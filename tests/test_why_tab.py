@@ -15,9 +15,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
-from text_support import visible_words
+from text_support import MOST_WORDS, visible_words
 
-from playground import circuits, plots
+from playground import circuits, head_scores, plots
 from playground.config import Limits
 from playground.ui import why_page, why_tab
 from playground.ui.common import AppContext, friendly
@@ -177,7 +177,7 @@ def test_a_chosen_target_and_head_and_position(ctx):
     view = explain(ctx, position=5, target="e", head="L1 H0")
     assert view.heading.startswith("### Why `e` after `,` (position 5)")
     assert view.head_heading.startswith("### L1 H0 at position 5")
-    assert "(the direct path" in view.circuits_heading
+    assert "(direct path)" in view.circuits_heading
     pushes = [trace for trace in view.chain.data if trace.type == "bar"][2]
     assert len(pushes.y) == len(view.numbers["head"]["keys"]) == 6
 
@@ -330,7 +330,7 @@ def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
         # the second text is the line the circuits' heading takes at this position (the page puts it in, as /why)
         assert reading["texts"][0] == view.head_heading
         assert reading["texts"][1] in view.circuits_heading and reading["texts"][1].startswith(
-            f"\n\nAt position {position}: QK row")
+            f"\n\n**Look for:** outlined cells, position {position}: QK row")
         # the third, the outlines the page lays on the tables: /why's
         assert [[go.layout.Shape(shape) for shape in shapes] for shapes in json.loads(reading["texts"][2])] == \
             [list(view.qk.layout.shapes), list(view.ov.layout.shapes)]
@@ -684,8 +684,11 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     assert "**L3 H1 pushed hardest:** +" in view.heading
     assert f"it looked most at `h`@{where + 1}" in view.head_heading
     # its tables rank that key and the guess low, and say why in sight (a learner read them as contradicting it)
-    assert " Low: these tables read characters alone, but layer 3 also reads what layers 0–2 wrote." \
-        in view.circuits_heading.split("<details>")[0]
+    in_sight = view.circuits_heading.split("<details>")[0]
+    assert " Low: the tables see characters, not layers 0–2's output." in in_sight
+    # what it looks for over the text, in sight (a learner could say what it did here, not what it looks for)
+    assert "**Over your text it looks** at `\\n` a little more: 9% of its weight (even spread: 3%)." in in_sight
+    assert visible_words(in_sight) <= MOST_WORDS
     # at position 30 the head with the longest bar (L2 H3) pushed the guess down, and its key ranks 4th of 32: the
     # tables agree with the chain, and a learner was told otherwise
     thirty = why_tab.explain(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, 30, "")
@@ -694,6 +697,31 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     assert reading.effects[0].layer == 3 and reading.effects[0].head == 1  # the most needed head, too
     assert min(effect.added for effect in reading.effects) > -0.05
+
+
+def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_at_every_position():
+    """What each head looks for over the default text, read from its weights there (head_scores.looks_over_text), in
+    sight above its tables; with the Look-for line of every position, at most 60 words before the fold. The first
+    layer's heads look by position (1 or 2 back), as the head scores' probes find; L3 H2 looks at the newlines."""
+    from conftest import REPO
+
+    ctx = AppContext(limits=Limits(), weights=REPO / "weights")
+    reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
+    said = {}
+    for layer, head in why_tab._every_head(reading.model.config):
+        heading, _, _ = why_tab._read_circuits(reading, layer, head)
+        top = why_tab._looks(reading, layer, head)[0]
+        with torch.no_grad():
+            weights = reading.model(reading.ids[None], return_attention=True).attention_weights[layer][0, head]
+        assert top == head_scores.looks_over_text(weights, reading.ids)[0]
+        said[circuits.head_name(layer, head)] = heading.split("\n\n")[1].replace(why_page.HERE, "")
+        for position in range(reading.ids.numel()):
+            shown = heading.replace(why_page.HERE, why_tab._in_the_tables(reading, position, layer, head))
+            assert visible_words(shown.split("<details>")[0]) <= MOST_WORDS, shown
+        assert "Where else it looks over your text" in heading.split("<details>")[1]
+    assert said["L0 H2"] == "**Over your text it looks** 1 back: 92% of its weight (even spread: 5%)."
+    assert said["L0 H3"] == "**Over your text it looks** 2 back: 96% of its weight (even spread: 4%)."
+    assert said["L3 H2"] == "**Over your text it looks** at `\\n`: 23% of its weight (even spread: 3%)."
 
 
 def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the_tables(ctx):
@@ -718,8 +746,9 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             line = why_tab._in_the_tables(reading, position, layer, head)
             name = lambda i: why_tab._label(tokenizer.label(i))  # noqa: E731
             ranks, why = (line.split(" Low: ") + [""])[:2]
-            assert ranks == (f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(looked)}` "
-                             f"{why_tab._ordinal(qk_rank)} of the text's {len(in_text)}, OV row `{name(looked)}` ranks "
+            assert ranks == (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks "
+                             f"`{name(looked)}` {why_tab._ordinal(qk_rank)} of the text's {len(in_text)}; OV row "
+                             f"`{name(looked)}` ranks "
                              f"`{name(target)}` {why_tab._ordinal(ov_rank)} of {model.config.vocabulary_size}.")
             # a second stranger read low ranks as the tables contradicting the chain: past the first layer they say
             # why, naming the layers whose writes the tables do not read
@@ -727,9 +756,15 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             # says as much: past a quarter of the row, and OV's only where the head pushed the target up
             pushed_up = reading.attributions[position].head(layer, head) > 0
             low = qk_rank > max(3, len(in_text) // 4) or (pushed_up and ov_rank > max(3, len(ov) // 4))
-            assert bool(why) == (layer > 0 and low)
+            # a head that looks by position (a distance back, position 0) ranks low for that reason at any layer
+            with torch.no_grad():
+                every = model(torch.tensor([ids]), return_attention=True).attention_weights[layer][0, head]
+            top = head_scores.looks_over_text(every, torch.tensor(ids))[0]
+            by_position = top.recognisable and top.lift >= why_tab.LOOKS_CLEARLY and top.kind != "token"
+            assert bool(why) == (low and (by_position or layer > 0))
             if why:
-                assert why == "these tables read characters alone, but layer 1 also reads what layer 0 wrote."
+                assert why == ("the tables see characters, not position." if by_position else
+                               "the tables see characters, not layer 0's output.")
                 whys += 1
             lines += 1
             # the same cells outlined on /why's tables, as the heads deck sends them to the page
@@ -777,7 +812,7 @@ def test_over_a_bpe_vocabulary_the_tables_line_names_what_the_key_promotes_where
         target = reading.attributions[position].target_id
         if target in rows:
             said["ranked"] += 1
-            assert f"ranks `{name(target)}` " in line.split(", OV row")[1]
+            assert f"ranks `{name(target)}` " in line.split("; OV row")[1]
         else:
             said["most"] += 1
             assert f"OV row `{name(looked)}` promotes `{name(rows[int(written.argmax())])}` most." in line

@@ -26,7 +26,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from playground import budget, checkpoints, checks, circuits, plots
+from playground import budget, checkpoints, checks, circuits, head_scores, plots
 from playground.tokenizer import CharTokenizer, escape_text, labels
 from playground.ui import chart_deck
 from playground.ui import why_page as script  # the page's own script: what the browser runs
@@ -79,7 +79,9 @@ CHAIN_MORE = ("② is what the head would add to the target's logit if all its w
               "is the embeddings, the other heads, the MLPs and the biases. Softmax compares every character's "
               "logit: a push helps the probability only as far as it lifts this logit above the others.")
 IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the tallest, the strongest pushes
-LOOK_FOR_CIRCUITS = "**Look for:** the outlined cells: this position. Bright cells: strong pairs."
+LOOK_FOR_CIRCUITS = "**Look for:** bright cells: strong pairs."  # where no cell is outlined (_in_the_tables)
+LOOKS_LISTED = 4  # more places a head looks over the text, behind the fold
+LOOKS_CLEARLY = 0.1  # a place gets this much of a head's weight beyond an even spread: it looks there, not "a little"
 CIRCUIT_MORE = ("Both tables read each character's token embedding alone, without its position, through the "
                 "layer's LayerNorm: for a layer past the first that is the direct path, as if the head read the input "
                 "itself. QK: the scaled score a query character gives a key character (softmax runs over a row). OV: "
@@ -701,17 +703,19 @@ def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tu
 
 
 def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
-    """Where this position's query and the key it looked at most sit in the head's tables below, in words: "At
-    position 85: QK row `o` ranks `h` 29th of the text's 32, OV row `h` ranks `?` 18th of 65. Low: these tables read
-    characters alone, but layer 3 also reads what layers 0–2 wrote." A stranger read the tables' strongest pairs,
-    unrelated to the position, as what the head did here; a second, shown the ranks, found them contradicting the
-    chain (the head put 0.55 on `h` and wrote `?` from it), with the reason behind the fold. Past the first layer a
-    low rank (_low: the key in QK, or the target in OV where the head pushed it up) says that reason. A target
-    outside the tables (a BPE guess) gives what the key's OV row promotes most instead; "" where the query or the key
-    is outside them (a long BPE text). The same cells are outlined on the tables (_cell_shapes)."""
+    """The circuits' Look-for line: where this position's query and the key it looked at most sit in the head's
+    tables below, in words: "**Look for:** outlined cells, position 85: QK row `o` ranks `h` 29th of the text's 32;
+    OV row `h` ranks `?` 18th of 65. Low: the tables see characters, not layers 0–2's output." A stranger read the
+    tables' strongest pairs, unrelated to the position, as what the head did here; a second, shown the ranks, found
+    them contradicting the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason behind the fold.
+    A low rank (_low: the key in QK, or the target in OV where the head pushed it up) says its reason: a head that
+    looks by position (_looks: a distance or position 0 first, and _clear), at any layer, reads what the
+    tables leave out; past the first layer, the layers before. A target outside the tables (a BPE guess) gives what
+    the key's OV row promotes most instead. Where the query or the key is outside them (a long BPE text) nothing is
+    outlined, and the line is LOOK_FOR_CIRCUITS. The same cells are outlined on the tables (_cell_shapes)."""
     cells = _table_cells(reading, position, layer, which)
     if cells is None:
-        return ""
+        return f"\n\n{LOOK_FOR_CIRCUITS}"
     query, key, _, column = cells
     rows = _table_rows(reading)
     index = {token: row for row, token in enumerate(rows)}
@@ -728,13 +732,71 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     # a target the head pushed down ranks low in the key's OV row as the chain says: no reason to give
     pushed_up = reading.attributions[position].head(layer, which) > 0
     low = _low(qk_rank, len(in_text)) or (ov_rank is not None and pushed_up and _low(ov_rank, len(rows)))
+    looks = _looks(reading, layer, which)
     why = ""
-    if layer > 0 and low:
-        unit = "characters" if isinstance(reading.tokenizer, CharTokenizer) else "tokens"
-        why = (f" Low: these tables read {unit} alone, but layer {layer} also reads what "
-               f"{f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'} wrote.")
-    return (f"\n\nAt position {position}: QK row `{name(query)}` ranks `{name(key)}` {_ordinal(qk_rank)} of the "
-            f"text's {len(in_text)}, OV row `{name(key)}` {promotes}.{why}")
+    if low and looks and _clear(looks[0]) and looks[0].kind != "token":
+        why = " Low: the tables see characters, not position."
+    elif layer > 0 and low:
+        why = (f" Low: the tables see {_unit(reading)}s, not "
+               f"{f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}'s output.")
+    return (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks `{name(key)}` "
+            f"{_ordinal(qk_rank)} of the text's {len(in_text)}; OV row `{name(key)}` {promotes}.{why}")
+
+
+def _unit(reading: _Reading) -> str:
+    return "character" if isinstance(reading.tokenizer, CharTokenizer) else "token"
+
+
+def _looks(reading: _Reading, layer: int, which: int) -> list[head_scores.Look]:
+    """Where the head looks over the text (head_scores.looks_over_text), the clearest first; [] where its weights
+    were not read (a model with more heads than MAX_RANKED_HEADS keeps only the heads it shows)."""
+    if (layer, which) not in reading.keys:
+        return []
+    return reading.memo.get(("looks", reading.name, tuple(reading.ids.tolist()), layer, which), reading.model,
+                            lambda: head_scores.looks_over_text(reading.keys[(layer, which)][0], reading.ids))
+
+
+def _clear(look: head_scores.Look) -> bool:
+    """Whether the head clearly looks there: RECOGNISABLE_RATIO times an even spread and LOOKS_CLEARLY beyond it."""
+    return look.recognisable and look.lift >= LOOKS_CLEARLY
+
+
+def _look_name(reading: _Reading, look: head_scores.Look) -> str:
+    """A Look's place in words: "1 back", "at itself", "at position 0", "at `⏎`"."""
+    if look.kind == "distance":
+        return "at itself" if look.what == 0 else f"{look.what} back"
+    if look.kind == "first":
+        return "at position 0"
+    return f"at `{_label(reading.tokenizer.label(look.what))}`"
+
+
+def _looks_line(reading: _Reading, layer: int, which: int) -> str:
+    """What the head looks for over the learner's text, in sight: "**Over your text it looks** 1 back: 94% of its
+    weight (even spread: 4%)."; "a little more" where the place gets under LOOKS_CLEARLY beyond an even spread; where
+    nothing gets RECOGNISABLE_RATIO times an even spread, that it looks nowhere in particular. The QK table cannot
+    say it: a previous-token head looks by position, which the table leaves out, and a later layer's head reads what
+    the layers before wrote (a learner could say what L3 H1 did at one position, not what it looks for). More places
+    follow behind the fold (_looks_more). "" where the weights were not read."""
+    looks = _looks(reading, layer, which)
+    if not looks:
+        return ""
+    top = looks[0]
+    if top.recognisable:
+        how = "" if _clear(top) else " a little more"
+        return (f"\n\n**Over your text it looks** {_look_name(reading, top)}{how}: {top.share:.0%} of its weight "
+                f"(even spread: {top.chance:.0%}).")
+    return (f"\n\n**Over your text it looks** nowhere in particular (most: {_look_name(reading, top)[3:].strip()}"
+            f", {top.share:.0%}; even spread: {top.chance:.0%}).")
+
+
+def _looks_more(reading: _Reading, layer: int, which: int) -> str:
+    """The next LOOKS_LISTED places the head looks over the text, for the fold."""
+    looks = _looks(reading, layer, which)[1:LOOKS_LISTED + 1]
+    if not looks:
+        return ""
+    listed = "; ".join(f"{_look_name(reading, look)} {look.share:.0%} ({look.chance:.0%})" for look in looks)
+    return (f"Where else it looks over your text, weight (and an even spread's): {listed}. An even spread weighs "
+            f"each position a query may see alike.\n\n")
 
 
 def _low(rank: int, of: int) -> bool:
@@ -764,7 +826,7 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     vocabulary = [_label(label) for label in labels(tokenizer, subset if subset is not None else
                                                     torch.arange(config.vocabulary_size))]
     qk, ov = _tables(reading, layer, which)
-    direct = " (the direct path)" if layer > 0 else ""  # what that is: CIRCUIT_MORE, behind the fold
+    direct = " (direct path)" if layer > 0 else ""  # what that is: CIRCUIT_MORE, behind the fold
     shown_of = "" if subset is None else f" ({subset.numel()} of the {config.vocabulary_size:,} tokens: the text's, " \
                                          "then the lowest ids)"
     # the pairs in words are among the text's own characters: one the model never saw keeps a random embedding,
@@ -775,8 +837,9 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     looks, promotes = (_pairs_in_words(qk, vocabulary, "looks for", among),
                        _pairs_in_words(ov, vocabulary, "promotes", among))
     # the strongest pairs in sight, the rest behind the fold (a stranger counted 94 words before it)
-    heading = (f"### What {chosen} reads and writes{direct}\n\n{LOOK_FOR_CIRCUITS}{HERE}\n\n"
-               f"<details><summary>more</summary>\n\nThe strongest pairs among your text's characters: "
+    heading = (f"### What {chosen} reads and writes{direct}{_looks_line(reading, layer, which)}{HERE}\n\n"
+               f"<details><summary>more</summary>\n\n{_looks_more(reading, layer, which)}"
+               f"The strongest pairs among your text's characters: "
                f"{'; '.join(looks)}; {'; '.join(promotes)}.{shown_of}\n\n"
                f"{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n</details>")
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
