@@ -147,7 +147,8 @@ class Look:
 
     kind "distance": ``what`` positions back (0 is the query itself), the mean weight over the queries that see that
     far; "first": the text's first position, over the queries after it (the "attention sink"); "token": key
-    ``what`` (a token id) wherever it stands, the mean over every query of the weight on its copies. ``chance`` is
+    ``what`` (a token id) wherever it stands, the mean over every query of the weight on its copies (a token found
+    only at position 0 is that position's Look, not counted twice). ``chance`` is
     what a head spreading its weight evenly over the positions it may see would put there, so a share reads against
     what the text alone gives (a frequent character gets much weight from any head).
     """
@@ -170,7 +171,8 @@ class Look:
 
 def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor) -> list[Look]:
     """Where one head looks over a text, (T, T) causal attention weights (rows sum to 1) and the text's (T,) token
-    ids -> every distance back up to FARTHEST_SCORED, the first position and every token of the text, as Looks,
+    ids -> every distance back up to FARTHEST_SCORED (and half the text), the first position and every token of the
+    text, as Looks,
     the most weight beyond an even spread (lift) first.
 
     The probes (score_heads) find heads that do a known pattern on random tokens; this reads a head on the
@@ -184,7 +186,9 @@ def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor) -> list[Look
         raise ValueError(f"weights {tuple(weights.shape)} do not match a text of {T} tokens")
     even = 1.0 / torch.arange(1, T + 1, dtype=torch.float32)  # query p sees p + 1 positions
     looks = []
-    for distance in range(min(FARTHEST_SCORED, T - 1) + 1):
+    # a distance at least half the queries see: a head parked on position 0 is not "11 back" in a text of 12, where
+    # one query sees that far
+    for distance in range(min(FARTHEST_SCORED, (T - 1) // 2) + 1):
         queries = torch.arange(distance, T)
         looks.append(Look("distance", distance, float(weights[queries, queries - distance].mean()),
                           float(even[distance:].mean())))
@@ -193,6 +197,8 @@ def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor) -> list[Look
     seen = torch.tril(torch.ones(T, T))
     for token in dict.fromkeys(ids.tolist()):
         copies = (ids == token).float()  # (T,)
+        if T > 1 and copies.sum() == 1 and copies[0] == 1:  # only at position 0: the "first" Look already
+            continue
         looks.append(Look("token", token, float((weights @ copies).mean()),
                           float(((seen @ copies) * even).mean())))
     return sorted(looks, key=lambda look: -look.lift)

@@ -141,6 +141,15 @@ def test_the_first_position_is_scored_over_the_queries_after_it():
     assert first.chance == pytest.approx(sum(1 / (p + 1) for p in range(1, T)) / (T - 1))
 
 
+def test_a_token_found_only_at_position_0_is_that_positions_look_not_a_second_one():
+    looks = head_scores.looks_over_text(_rows({p: 0 for p in range(T)})[0, 0], TEXT_IDS)  # 3 is at 0 and at 9
+    assert ("token", 3) in {(look.kind, look.what) for look in looks}
+    alone_first = torch.tensor([7, *TEXT_IDS[1:].tolist()])  # 7 only at position 0
+    looks = head_scores.looks_over_text(_rows({p: 0 for p in range(T)})[0, 0], alone_first)
+    assert ("token", 7) not in {(look.kind, look.what) for look in looks}
+    assert looks[0].kind == "first"
+
+
 def test_looks_refuse_weights_of_another_length():
     with pytest.raises(ValueError, match="do not match"):
         head_scores.looks_over_text(torch.eye(T - 1), TEXT_IDS)

@@ -687,7 +687,7 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     in_sight = view.circuits_heading.split("<details>")[0]
     assert " Low: the tables see characters, not layers 0–2's output." in in_sight
     # what it looks for over the text, in sight (a learner could say what it did here, not what it looks for)
-    assert "**Over your text it looks** at `\\n` a little more: 9% of its weight (even spread: 3%)." in in_sight
+    assert "**Over your text it looks** nowhere in particular (most: `\\n`, 9%; even spread: 3%)." in in_sight
     assert visible_words(in_sight) <= MOST_WORDS
     # at position 30 the head with the longest bar (L2 H3) pushed the guess down, and its key ranks 4th of 32: the
     # tables agree with the chain, and a learner was told otherwise
