@@ -431,6 +431,14 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     check_three_views(page, panel, "L1 H0", 65, "why-phone")
     expect(panel).to_contain_text(f"guess at position {wanted}")
     assert release() <= 1  # at most the sets one tick from it, asked for meanwhile
+    # a tap on a table shows the value under it: a stranger's tap showed none (a chart that takes no drag, so that a
+    # swipe scrolls the page, gets no hover from Plotly on a touch screen)
+    qk = plot_titled(panel, "QK of ").first
+    qk.scroll_into_view_if_needed()
+    box = qk.locator(".nsewdrag").first.bounding_box()
+    page.touchscreen.tap(box["x"] + box["width"] / 2, box["y"] + box["height"] / 3)
+    expect(qk.locator(".hoverlayer .hovertext")).to_contain_text(re.compile(r"query \S+ → key \S+: score −?-?\d"),
+                                                                timeout=WAIT_MS)
 
     position.fill("500")
     position.press("Enter")

@@ -13,7 +13,8 @@ those held (a first answer sends the view on screen, a second all the others), a
 ``draw_js(deck)`` is the page-side function for a ``js=`` event whose inputs are (the deck's textbox, the view's
 name) and whose outputs are the Markdown that goes with the figures; it draws the named view's figures into the
 hosts (hiding the hosts of figures that are null) and returns its texts, or leaves everything as it is while that
-view has not arrived. On a touch screen the charts do not capture a swipe (no drag-zoom: the page scrolls).
+view has not arrived. On a touch screen the charts do not capture a swipe (no drag-zoom: the page scrolls), and a tap
+shows the value under it as a hover would (Plotly shows none once a chart takes no drag).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ DECK_JS = """
 window.chartDeck = window.chartDeck || (() => {
   const decks = {};
   const touch = window.matchMedia('(pointer: coarse)').matches;
+  const TAP_READ_MS = 60;
   const plotly = () => new Promise(resolve => {
     const wait = () => window.Plotly ? resolve(window.Plotly) : setTimeout(wait, 20);
     wait();
@@ -84,6 +86,18 @@ window.chartDeck = window.chartDeck || (() => {
     }
     return out;
   }
+  function readTap(Plotly, host, event) {  // a tap on a touch screen shows the value under it, as a hover would
+    const layout = host._fullLayout, svg = host.querySelector('.main-svg');
+    if (!layout || !svg) return;
+    const box = svg.getBoundingClientRect(), x = event.clientX - box.left, y = event.clientY - box.top;
+    const inside = axis => axis._offset <= (axis._id[0] === 'x' ? x : y) &&
+                           (axis._id[0] === 'x' ? x : y) <= axis._offset + axis._length;
+    const subplot = Object.values(layout._plots || {}).find(plot => inside(plot.xaxis) && inside(plot.yaxis));
+    if (!subplot) return;
+    const at = {xval: subplot.xaxis.p2c(x - subplot.xaxis._offset), yval: subplot.yaxis.p2c(y - subplot.yaxis._offset)};
+    // after the tap's own events: Plotly's end of a touch takes any hover label away
+    setTimeout(() => { if (host._fullLayout) Plotly.Fx.hover(host, at, subplot.id); }, TAP_READ_MS);
+  }
   function hostOf(block, view) {  // a slot's host for a view: its own where the slot keeps one per view
     if (!block) return null;
     const own = [...block.querySelectorAll('.""" + HOST_CLASS + """[data-view]')];
@@ -112,6 +126,10 @@ window.chartDeck = window.chartDeck || (() => {
     host.signatures = signatures;
     Plotly.react(host, data, touch ? touchLayout(layout) : layout,
                  {displaylogo: false, scrollZoom: false});
+    if (touch && !host.readsTaps) {  // Plotly shows no value on a tap once a swipe scrolls the page (no drag)
+      host.readsTaps = true;
+      host.addEventListener('pointerup', event => readTap(Plotly, host, event), true);
+    }
     if (!host.clientWidth) {  // drawn while its tab was hidden: fit it once it has a width
       const watch = host.watch = new ResizeObserver(() => {
         if (!host.clientWidth) return;
