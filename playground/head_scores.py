@@ -138,7 +138,8 @@ def missing_patterns(scores: list[HeadScore]) -> list[str]:
 
 
 FARTHEST_SCORED = 16  # distances back a text's looks score one by one (a previous-token head's 1, a head's 2 or 3)
-LOOK_KINDS = ("distance", "first", "token")
+LOOK_KINDS = ("distance", "first", "token", "own word", "previous word", "word start")
+WORD_LOOKS = LOOK_KINDS[3:]  # read where the text's words are known (word_numbers): a character model's text
 
 
 @dataclass(frozen=True)
@@ -148,9 +149,11 @@ class Look:
     kind "distance": ``what`` positions back (0 is the query itself), the mean weight over the queries that see that
     far; "first": the text's first position, over the queries after it (the "attention sink"); "token": key
     ``what`` (a token id) wherever it stands, the mean over every query of the weight on its copies (a token found
-    only at position 0 is that position's Look, not counted twice). ``chance`` is
-    what a head spreading its weight evenly over the positions it may see would put there, so a share reads against
-    what the text alone gives (a frequent character gets much weight from any head).
+    only at position 0 is that position's Look, not counted twice). Where the words are known: "own word", the keys
+    of the query's word up to it; "previous word", the word before the query's (for a query between words, the
+    last one); "word start", the first letter of every word. ``what`` is 0 for those. ``chance`` is what a head
+    spreading its weight evenly over the positions it may see would put there, so a share reads against what the
+    text alone gives (a frequent character gets much weight from any head).
     """
 
     kind: str
@@ -169,15 +172,28 @@ class Look:
         return self.share >= RECOGNISABLE_RATIO * self.chance
 
 
-def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor) -> list[Look]:
+def word_numbers(characters: str) -> list[int]:
+    """Each character's word, numbered from 0 in order, or -1 outside a word: a word is a run of letters
+    (str.isalpha). "O Romeo, ..." -> [0, -1, 1, 1, 1, 1, 1, -1, -1, ...]."""
+    numbers, word, inside = [], -1, False
+    for character in characters:
+        if character.isalpha() and not inside:
+            word += 1
+        inside = character.isalpha()
+        numbers.append(word if inside else -1)
+    return numbers
+
+
+def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor, words=None) -> list[Look]:
     """Where one head looks over a text, (T, T) causal attention weights (rows sum to 1) and the text's (T,) token
-    ids -> every distance back up to FARTHEST_SCORED (and half the text), the first position and every token of the
-    text, as Looks,
-    the most weight beyond an even spread (lift) first.
+    ids -> every distance back up to FARTHEST_SCORED (and half the text), the first position, every token of the
+    text and, given ``words`` (word_numbers of the text's characters), the query's own word, the word before it and
+    the words' starts, as Looks, the most weight beyond an even spread (lift) first.
 
     The probes (score_heads) find heads that do a known pattern on random tokens; this reads a head on the
-    learner's own text, where a head past the first layer may look for a character (a newline, a space) rather than
-    a position. An even spread scores every Look at exactly its chance, so a lift is what the head adds.
+    learner's own text, where a head past the first layer may look for a character (a newline) or a place in the
+    words (its own word, the word before) rather than a distance. An even spread scores every Look at exactly its
+    chance, so a lift is what the head adds.
     """
     weights = weights.detach().float().cpu()
     ids = torch.as_tensor(token_ids).view(-1).cpu()
@@ -201,4 +217,24 @@ def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor) -> list[Look
             continue
         looks.append(Look("token", token, float((weights @ copies).mean()),
                           float(((seen @ copies) * even).mean())))
+    if words is not None:
+        looks += _word_looks(weights, torch.as_tensor(words, dtype=torch.long).view(-1), seen * even[:, None])
     return sorted(looks, key=lambda look: -look.lift)
+
+
+def _word_looks(weights: torch.Tensor, words: torch.Tensor, spread: torch.Tensor) -> list[Look]:
+    """The Looks of WORD_LOOKS: each a (T, T) mask of the keys it names for each query, scored as the weight the head
+    puts there against ``spread``, an even spread's (T, T) weights."""
+    T = weights.size(0)
+    if words.numel() != T:
+        raise ValueError(f"{words.numel()} word numbers do not match a text of {T} tokens")
+    causal = spread > 0
+    inside = words >= 0
+    own = (words[:, None] == words[None, :]) & inside[:, None]
+    latest = torch.cummax(words, dim=0).values  # the last word begun at or before each query (-1 before any)
+    before = torch.where(inside, words - 1, latest)  # the word before the query's own; between words, the last one
+    previous = (words[None, :] == before[:, None]) & (before[:, None] >= 0)
+    starts = inside & (words != torch.cat([words.new_full((1,), -1), words[:-1]]))
+    masks = {"own word": own, "previous word": previous, "word start": starts[None, :].expand(T, T)}
+    return [Look(kind, 0, float((weights * (mask & causal)).sum(1).mean()),
+                 float((spread * (mask & causal)).sum(1).mean())) for kind, mask in masks.items()]

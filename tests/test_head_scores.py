@@ -110,7 +110,7 @@ def test_even_attention_looks_nowhere_beyond_chance():
     even = causal_mask(T, T).float()
     even = even / even.sum(-1, keepdim=True)
     looks = head_scores.looks_over_text(even, TEXT_IDS)
-    assert {look.kind for look in looks} == set(head_scores.LOOK_KINDS)
+    assert {look.kind for look in looks} == set(head_scores.LOOK_KINDS) - set(head_scores.WORD_LOOKS)  # no words given
     assert all(look.lift == pytest.approx(0.0, abs=1e-6) for look in looks)
 
 
@@ -148,6 +148,49 @@ def test_a_token_found_only_at_position_0_is_that_positions_look_not_a_second_on
     looks = head_scores.looks_over_text(_rows({p: 0 for p in range(T)})[0, 0], alone_first)
     assert ("token", 7) not in {(look.kind, look.what) for look in looks}
     assert looks[0].kind == "first"
+
+
+WORDY = "ab cd, ef gh"  # T = 12: words 0-3 start at 0, 3, 7 and 10
+WORDY_IDS = torch.tensor([ord(c) for c in WORDY])
+STARTS = {0: 0, 1: 0, 3: 3, 4: 3, 7: 7, 8: 7, 10: 10, 11: 10}  # a letter's word's start
+
+
+def test_words_are_runs_of_letters_numbered_in_order():
+    assert head_scores.word_numbers(WORDY) == [0, 0, -1, 1, 1, -1, -1, 2, 2, -1, 3, 3]
+    assert head_scores.word_numbers("O Romeo, x") == [0, -1, 1, 1, 1, 1, 1, -1, -1, 2]
+    assert head_scores.word_numbers(" ,\n") == [-1, -1, -1]
+
+
+def test_even_attention_looks_at_no_word_beyond_chance():
+    even = causal_mask(T, T).float()
+    even = even / even.sum(-1, keepdim=True)
+    looks = head_scores.looks_over_text(even, WORDY_IDS, head_scores.word_numbers(WORDY))
+    assert {look.kind for look in looks} >= set(head_scores.WORD_LOOKS)
+    assert all(look.lift == pytest.approx(0.0, abs=1e-6) for look in looks)
+
+
+def test_a_head_that_reads_the_word_before_is_found_whatever_its_distance():
+    # each query looks at the first letter of the word before its own (between words: of the last one); the first
+    # word's letters, with no word before, at themselves
+    before = {2: 0, 3: 0, 4: 0, 5: 3, 6: 3, 7: 3, 8: 3, 9: 7, 10: 7, 11: 7}
+    looks = head_scores.looks_over_text(_rows(before)[0, 0], WORDY_IDS, head_scores.word_numbers(WORDY))
+    previous = _look(looks, "previous word", 0)
+    assert looks[0] == previous and previous.share == pytest.approx(10 / T)
+    # by hand: the previous word has two letters, all seen, for every query from 2 on
+    assert previous.chance == pytest.approx(sum(2 / (p + 1) for p in range(2, T)) / T)
+    assert _look(looks, "word start", 0).share == pytest.approx(11 / T)  # and query 0 on itself, a start
+    # its own word: queries 0 and 1 (on themselves, in word 0)
+    assert _look(looks, "own word", 0).share == pytest.approx(2 / T)
+
+
+def test_a_head_that_reads_its_own_word_is_found():
+    looks = head_scores.looks_over_text(_rows(STARTS)[0, 0], WORDY_IDS, head_scores.word_numbers(WORDY))
+    own = _look(looks, "own word", 0)
+    assert own.share == pytest.approx(8 / T)  # the eight letters' queries; spaces and the comma look at themselves
+    letters_seen = [0 if p not in STARTS else p - STARTS[p] + 1 for p in range(T)]
+    assert own.chance == pytest.approx(sum(n / (p + 1) for p, n in enumerate(letters_seen)) / T)
+    with pytest.raises(ValueError, match="word numbers"):
+        head_scores.looks_over_text(_rows(STARTS)[0, 0], WORDY_IDS, [0, 1])
 
 
 def test_looks_refuse_weights_of_another_length():

@@ -685,15 +685,16 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     assert f"it looked most at `h`@{where + 1}" in view.head_heading
     # its tables rank that key and the guess low, and say why in sight (a learner read them as contradicting it)
     in_sight = view.circuits_heading.split("<details>")[0]
-    assert " Low: the tables see characters, not layers 0–2's output." in in_sight
+    assert " Low (QK, OV): the tables see characters, not layers 0–2's output." in in_sight
     # what it looks for over the text, in sight (a learner could say what it did here, not what it looks for)
-    assert "**Over your text it looks** nowhere in particular (most: `\\n`, 9%; even spread: 3%)." in in_sight
+    assert "**Over your text it looks** nowhere in particular (most: the word before, 24%; even spread: 14%)." \
+        in in_sight
     assert visible_words(in_sight) <= MOST_WORDS
     # at position 30 the head with the longest bar (L2 H3) pushed the guess down, and its key ranks 4th of 32: the
     # tables agree with the chain, and a learner was told otherwise
     thirty = why_tab.explain(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, 30, "")
     assert thirty.numbers["head"]["name"] == "L2 H3" and "ranks `f` 4th of the text's 32" in thirty.circuits_heading
-    assert " Low: " not in thirty.circuits_heading
+    assert " Low (" not in thirty.circuits_heading
     reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     assert reading.effects[0].layer == 3 and reading.effects[0].head == 1  # the most needed head, too
     assert min(effect.added for effect in reading.effects) > -0.05
@@ -702,7 +703,8 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
 def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_at_every_position():
     """What each head looks for over the default text, read from its weights there (head_scores.looks_over_text), in
     sight above its tables; with the Look-for line of every position, at most 60 words before the fold. The first
-    layer's heads look by position (1 or 2 back), as the head scores' probes find; L3 H2 looks at the newlines."""
+    layer's heads look by position (1 or 2 back), as the head scores' probes find; later ones at the starts of words,
+    the word before the query's, the newlines."""
     from conftest import REPO
 
     ctx = AppContext(limits=Limits(), weights=REPO / "weights")
@@ -713,7 +715,8 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
         top = why_tab._looks(reading, layer, head)[0]
         with torch.no_grad():
             weights = reading.model(reading.ids[None], return_attention=True).attention_weights[layer][0, head]
-        assert top == head_scores.looks_over_text(weights, reading.ids)[0]
+        words = head_scores.word_numbers(why_tab.DEFAULT_TEXT)
+        assert top == head_scores.looks_over_text(weights, reading.ids, words)[0]
         said[circuits.head_name(layer, head)] = heading.split("\n\n")[1].replace(why_page.HERE, "")
         for position in range(reading.ids.numel()):
             shown = heading.replace(why_page.HERE, why_tab._in_the_tables(reading, position, layer, head))
@@ -722,6 +725,13 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
     assert said["L0 H2"] == "**Over your text it looks** 1 back: 92% of its weight (even spread: 5%)."
     assert said["L0 H3"] == "**Over your text it looks** 2 back: 96% of its weight (even spread: 4%)."
     assert said["L3 H2"] == "**Over your text it looks** at `\\n`: 23% of its weight (even spread: 3%)."
+    assert said["L1 H1"] == "**Over your text it looks** at word starts: 58% of its weight (even spread: 23%)."
+    # behind the fold, a positional head's character pairs come with a warning (a learner read layer 0's "`!` looks
+    # for `!`" against "1 back: 74%")
+    folds = {name: why_tab._read_circuits(reading, *why_tab._parse_head(name, 4, 4))[0].split("<details>")[1]
+             for name in ("L0 H2", "L2 H1")}
+    assert "This head looks by position" in folds["L0 H2"] and "This head looks by position" not in folds["L2 H1"]
+    assert said["L2 H1"] == "**Over your text it looks** at the word before: 30% of its weight (even spread: 14%)."
 
 
 def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the_tables(ctx):
@@ -745,7 +755,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             ov_rank = int((ov[looked] > ov[looked, target]).sum()) + 1
             line = why_tab._in_the_tables(reading, position, layer, head)
             name = lambda i: why_tab._label(tokenizer.label(i))  # noqa: E731
-            ranks, why = (line.split(" Low: ") + [""])[:2]
+            ranks, why = (line.split(" Low (") + [""])[:2]
             assert ranks == (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks "
                              f"`{name(looked)}` {why_tab._ordinal(qk_rank)} of the text's {len(in_text)}; OV row "
                              f"`{name(looked)}` ranks "
@@ -755,16 +765,19 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             # a third found "4th of 32" called low, and a target the head pushed down called low though the chain
             # says as much: past a quarter of the row, and OV's only where the head pushed the target up
             pushed_up = reading.attributions[position].head(layer, head) > 0
-            low = qk_rank > max(3, len(in_text) // 4) or (pushed_up and ov_rank > max(3, len(ov) // 4))
+            lows = [kind for kind, low in (("QK", qk_rank > max(3, len(in_text) // 4)),
+                                           ("OV", pushed_up and ov_rank > max(3, len(ov) // 4))) if low]
+            low = bool(lows)
             # a head that looks by position (a distance back, position 0) ranks low for that reason at any layer
             with torch.no_grad():
                 every = model(torch.tensor([ids]), return_attention=True).attention_weights[layer][0, head]
-            top = head_scores.looks_over_text(every, torch.tensor(ids))[0]
-            by_position = top.recognisable and top.lift >= why_tab.LOOKS_CLEARLY and top.kind != "token"
+            top = head_scores.looks_over_text(every, torch.tensor(ids), head_scores.word_numbers(TEXT))[0]
+            by_position = top.recognisable and top.lift >= why_tab.LOOKS_CLEARLY and top.kind in ("distance", "first")
             assert bool(why) == (low and (by_position or layer > 0))
             if why:
-                assert why == ("the tables see characters, not position." if by_position else
-                               "the tables see characters, not layer 0's output.")
+                # and which of the two ranks is low (a fourth stranger could not tell)
+                assert why == f"{', '.join(lows)}): " + ("the tables see characters, not position." if by_position
+                                                         else "the tables see characters, not layer 0's output.")
                 whys += 1
             lines += 1
             # the same cells outlined on /why's tables, as the heads deck sends them to the page

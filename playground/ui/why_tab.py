@@ -81,6 +81,7 @@ CHAIN_MORE = ("② is what the head would add to the target's logit if all its w
 IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the tallest, the strongest pushes
 LOOK_FOR_CIRCUITS = "**Look for:** bright cells: strong pairs."  # where no cell is outlined (_in_the_tables)
 LOOKS_LISTED = 4  # more places a head looks over the text, behind the fold
+WORD_PLACES = {"own word": "within its own word", "previous word": "at the word before", "word start": "at word starts"}
 LOOKS_CLEARLY = 0.15  # a place gets this much of a head's weight beyond an even spread: the head looks there (a
 # learner read L3 H1's 9% on newlines, against 3%, as its job, which no chain of it showed)
 CIRCUIT_MORE = ("Both tables read each character's token embedding alone, without its position, through the "
@@ -706,14 +707,15 @@ def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tu
 def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
     """The circuits' Look-for line: where this position's query and the key it looked at most sit in the head's
     tables below, in words: "**Look for:** outlined cells, position 85: QK row `o` ranks `h` 29th of the text's 32;
-    OV row `h` ranks `?` 18th of 65. Low: the tables see characters, not layers 0–2's output." A stranger read the
-    tables' strongest pairs, unrelated to the position, as what the head did here; a second, shown the ranks, found
-    them contradicting the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason behind the fold.
-    A low rank (_low: the key in QK, or the target in OV where the head pushed it up) says its reason: a head that
-    looks by position (_looks: a distance or position 0 first, and _clear), at any layer, reads what the
-    tables leave out; past the first layer, the layers before. A target outside the tables (a BPE guess) gives what
-    the key's OV row promotes most instead. Where the query or the key is outside them (a long BPE text) nothing is
-    outlined, and the line is LOOK_FOR_CIRCUITS. The same cells are outlined on the tables (_cell_shapes)."""
+    OV row `h` ranks `?` 18th of 65. Low (QK, OV): the tables see characters, not layers 0–2's output." A stranger
+    read the tables' strongest pairs, unrelated to the position, as what the head did here; a second, shown the
+    ranks, found them contradicting the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason
+    behind the fold. A low rank (_low: the key in QK, or the target in OV where the head pushed it up) is named, and
+    its reason said: a head that looks by position (_looks: a distance or position 0 first, and _clear), at any
+    layer, reads what the tables leave out; past the first layer, the layers before. A target outside the tables (a
+    BPE guess) gives what the key's OV row promotes most instead. Where the query or the key is outside them (a long
+    BPE text) nothing is outlined, and the line is LOOK_FOR_CIRCUITS. The same cells are outlined on the tables
+    (_cell_shapes)."""
     cells = _table_cells(reading, position, layer, which)
     if cells is None:
         return f"\n\n{LOOK_FOR_CIRCUITS}"
@@ -732,13 +734,15 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
         promotes = f"promotes `{name(column)}` most"
     # a target the head pushed down ranks low in the key's OV row as the chain says: no reason to give
     pushed_up = reading.attributions[position].head(layer, which) > 0
-    low = _low(qk_rank, len(in_text)) or (ov_rank is not None and pushed_up and _low(ov_rank, len(rows)))
+    lows = [kind for kind, low in (("QK", _low(qk_rank, len(in_text))),
+                                   ("OV", ov_rank is not None and pushed_up and _low(ov_rank, len(rows)))) if low]
+    low = f" Low ({', '.join(lows)}):"  # which rank (a learner could not tell)
     looks = _looks(reading, layer, which)
     why = ""
-    if low and looks and _clear(looks[0]) and looks[0].kind != "token":
-        why = " Low: the tables see characters, not position."
-    elif layer > 0 and low:
-        why = (f" Low: the tables see {_unit(reading)}s, not "
+    if lows and looks and _clear(looks[0]) and looks[0].kind in ("distance", "first"):
+        why = f"{low} the tables see characters, not position."
+    elif layer > 0 and lows:
+        why = (f"{low} the tables see {_unit(reading)}s, not "
                f"{f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}'s output.")
     return (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks `{name(key)}` "
             f"{_ordinal(qk_rank)} of the text's {len(in_text)}; OV row `{name(key)}` {promotes}.{why}")
@@ -753,8 +757,11 @@ def _looks(reading: _Reading, layer: int, which: int) -> list[head_scores.Look]:
     were not read (a model with more heads than MAX_RANKED_HEADS keeps only the heads it shows)."""
     if (layer, which) not in reading.keys:
         return []
+    words = None
+    if isinstance(reading.tokenizer, CharTokenizer):  # a BPE token's letters are not its word's
+        words = head_scores.word_numbers("".join(reading.tokenizer.characters[i] for i in reading.ids.tolist()))
     return reading.memo.get(("looks", reading.name, tuple(reading.ids.tolist()), layer, which), reading.model,
-                            lambda: head_scores.looks_over_text(reading.keys[(layer, which)][0], reading.ids))
+                            lambda: head_scores.looks_over_text(reading.keys[(layer, which)][0], reading.ids, words))
 
 
 def _clear(look: head_scores.Look) -> bool:
@@ -763,7 +770,10 @@ def _clear(look: head_scores.Look) -> bool:
 
 
 def _look_name(reading: _Reading, look: head_scores.Look) -> str:
-    """A Look's place in words: "1 back", "at itself", "at position 0", "at `⏎`"."""
+    """A Look's place in words: "1 back", "at itself", "at position 0", "at `⏎`", "within its own word", "at the
+    word before", "at word starts"."""
+    if look.kind in WORD_PLACES:
+        return WORD_PLACES[look.kind]
     if look.kind == "distance":
         return "at itself" if look.what == 0 else f"{look.what} back"
     if look.kind == "first":
@@ -838,10 +848,14 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
              if token in in_text]
     looks, promotes = (_pairs_in_words(qk, vocabulary, "looks for", among),
                        _pairs_in_words(ov, vocabulary, "promotes", among))
+    # a learner read layer 0's "`!` looks for `!`" against its line in sight, "1 back: 74%"
+    where = _looks(reading, layer, which)
+    by_position = ("This head looks by position, which the tables leave out: their pairs say little of it. "
+                   if where and _clear(where[0]) and where[0].kind in ("distance", "first") else "")
     # the strongest pairs in sight, the rest behind the fold (a stranger counted 94 words before it)
     heading = (f"### What {chosen} reads and writes{direct}{_looks_line(reading, layer, which)}{HERE}\n\n"
                f"<details><summary>more</summary>\n\n{_looks_more(reading, layer, which)}"
-               f"The strongest pairs among your text's characters: "
+               f"{by_position}The strongest pairs among your text's characters: "
                f"{'; '.join(looks)}; {'; '.join(promotes)}.{shown_of}\n\n"
                f"{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n</details>")
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
