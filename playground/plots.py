@@ -720,7 +720,7 @@ def chain_base(versus: bool = False) -> go.Figure:
                                   increasing=dict(marker=dict(color=CHAIN_COLOURS[1])),
                                   decreasing=dict(marker=dict(color=CHAIN_COLOURS[0])),
                                   totals=dict(marker=dict(color="#495057")), connector=dict(line=dict(width=1)),
-                                  hovertemplate="%{customdata}: %{y:+.4f}<extra></extra>"), row=4, col=1)
+                                  hovertemplate="%{customdata}: %{y:.4f}<extra></extra>"), row=4, col=1)
     figure.add_trace(go.Bar(name="probability", textposition="outside", texttemplate="%{y:.3f}", cliponaxis=False,
                             marker=dict(color=["#495057", "#adb5bd"]),
                             hovertemplate="%{customdata}: %{y:.4f}<extra></extra>"), row=5, col=1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -204,3 +206,14 @@ def test_a_vocabulary_heatmap_names_its_cells_from_its_axes():
     assert figure.layout.xaxis.type == "category" and "%{y}" in trace.hovertemplate
     with pytest.raises(ValueError, match="distinct labels"):
         plots.vocabulary_heatmap(table, ["a", "a"])
+
+
+def test_no_hover_or_text_template_asks_plotly_for_a_signed_fixed_format():
+    """Plotly 3.3 leaves a value unformatted under "+.3f" ("+" with the fixed type f), though ".3f" and "+.3" work: a
+    learner's tap on the OV table read "1.0180000066757202". Every template in the package keeps to formats it
+    applies."""
+    package = Path(__file__).resolve().parents[1] / "playground"
+    signed_fixed = re.compile(r"%\{[^}:]*:\+[^}]*f\}")
+    found = [f"{path.relative_to(package)}: {match.group(0)}" for path in sorted(package.rglob("*.py"))
+             for match in signed_fixed.finditer(path.read_text(encoding="utf-8"))]
+    assert found == []

@@ -772,7 +772,8 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             with torch.no_grad():
                 every = model(torch.tensor([ids]), return_attention=True).attention_weights[layer][0, head]
             top = head_scores.looks_over_text(every, torch.tensor(ids), head_scores.word_numbers(TEXT))[0]
-            by_position = top.recognisable and top.lift >= why_tab.LOOKS_CLEARLY and top.kind in ("distance", "first")
+            clear = top.share >= why_tab.LOOKS_RATIO * top.chance and top.lift >= why_tab.LOOKS_CLEARLY
+            by_position = clear and top.kind in ("distance", "first")
             assert bool(why) == (low and (by_position or layer > 0))
             if why:
                 # and which of the two ranks is low (a fourth stranger could not tell)
@@ -831,3 +832,14 @@ def test_over_a_bpe_vocabulary_the_tables_line_names_what_the_key_promotes_where
             assert f"OV row `{name(looked)}` promotes `{name(rows[int(written.argmax())])}` most." in line
             assert "Low:" not in line or layer > 0  # a rank past TABLE_RANK_SHOWN; "most" is first
     assert said["most"] > 0, said
+
+
+def test_a_head_looks_somewhere_with_half_again_an_even_spread_and_15_points_beyond_it():
+    """A fifth learner saw a head's chains point at word starts every time while its line said it looked nowhere in
+    particular: 49% of its weight there against an even spread's 25% (word starts are a quarter of a text's keys).
+    A fourth had read 9% on newlines, against 3%, as a head's job, which none of its chains showed."""
+    look = lambda kind, share, chance: head_scores.Look(kind, 0, share, chance)  # noqa: E731
+    assert why_tab._clear(look("word start", 0.49, 0.25))
+    assert not why_tab._clear(look("token", 0.09, 0.03))  # three times an even spread, 6 points beyond it
+    assert not why_tab._clear(look("previous word", 0.24, 0.14))  # 10 points beyond
+    assert not why_tab._clear(look("own word", 0.60, 0.44))  # 16 points beyond, but under 1.5 times

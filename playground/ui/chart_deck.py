@@ -93,7 +93,7 @@ window.chartDeck = window.chartDeck || (() => {
     const inside = axis => axis._offset <= (axis._id[0] === 'x' ? x : y) &&
                            (axis._id[0] === 'x' ? x : y) <= axis._offset + axis._length;
     const subplot = Object.values(layout._plots || {}).find(plot => inside(plot.xaxis) && inside(plot.yaxis));
-    if (!subplot) return;
+    if (!subplot) { Plotly.Fx.unhover(host); return; }  // a tap beside the plot puts the value away
     const at = {xval: subplot.xaxis.p2c(x - subplot.xaxis._offset), yval: subplot.yaxis.p2c(y - subplot.yaxis._offset)};
     // after the tap's own events: Plotly's end of a touch takes any hover label away
     setTimeout(() => { if (host._fullLayout) Plotly.Fx.hover(host, at, subplot.id); }, TAP_READ_MS);

@@ -82,6 +82,8 @@ IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the
 LOOK_FOR_CIRCUITS = "**Look for:** bright cells: strong pairs."  # where no cell is outlined (_in_the_tables)
 LOOKS_LISTED = 4  # more places a head looks over the text, behind the fold
 WORD_PLACES = {"own word": "within its own word", "previous word": "at the word before", "word start": "at word starts"}
+LOOKS_RATIO = 1.5  # a place gets this many times an even spread's weight: the head looks there more than chance (word
+# starts are a quarter of a text's keys: a head with 49% on them against 25% was said to look nowhere in particular)
 LOOKS_CLEARLY = 0.15  # a place gets this much of a head's weight beyond an even spread: the head looks there (a
 # learner read L3 H1's 9% on newlines, against 3%, as its job, which no chain of it showed)
 CIRCUIT_MORE = ("Both tables read each character's token embedding alone, without its position, through the "
@@ -764,9 +766,14 @@ def _looks(reading: _Reading, layer: int, which: int) -> list[head_scores.Look]:
                             lambda: head_scores.looks_over_text(reading.keys[(layer, which)][0], reading.ids, words))
 
 
+def _above(look: head_scores.Look) -> bool:
+    """Whether a place gets LOOKS_RATIO times what an even spread gives it."""
+    return look.share >= LOOKS_RATIO * look.chance
+
+
 def _clear(look: head_scores.Look) -> bool:
-    """Whether the head clearly looks there: RECOGNISABLE_RATIO times an even spread and LOOKS_CLEARLY beyond it."""
-    return look.recognisable and look.lift >= LOOKS_CLEARLY
+    """Whether the head clearly looks there: LOOKS_RATIO times an even spread and LOOKS_CLEARLY beyond it."""
+    return _above(look) and look.lift >= LOOKS_CLEARLY
 
 
 def _look_name(reading: _Reading, look: head_scores.Look) -> str:
@@ -783,8 +790,8 @@ def _look_name(reading: _Reading, look: head_scores.Look) -> str:
 
 def _looks_line(reading: _Reading, layer: int, which: int) -> str:
     """What the head looks for over the learner's text, in sight: "**Over your text it looks** 1 back: 94% of its
-    weight (even spread: 4%)."; where no place gets RECOGNISABLE_RATIO times an even spread and LOOKS_CLEARLY beyond
-    it (_clear), that it looks nowhere in particular, with the place that comes nearest. The QK table cannot
+    weight (even spread: 4%)."; where no place gets LOOKS_RATIO times an even spread and LOOKS_CLEARLY beyond it
+    (_clear), that it looks nowhere in particular, with the place that comes nearest. The QK table cannot
     say it: a previous-token head looks by position, which the table leaves out, and a later layer's head reads what
     the layers before wrote (a learner could say what L3 H1 did at one position, not what it looks for). More places
     follow behind the fold (_looks_more). "" where the weights were not read."""
@@ -801,14 +808,17 @@ def _looks_line(reading: _Reading, layer: int, which: int) -> str:
 
 
 def _looks_more(reading: _Reading, layer: int, which: int) -> str:
-    """The next LOOKS_LISTED places the head looks over the text, for the fold: those with RECOGNISABLE_RATIO times an
-    even spread (a learner read "at itself 8% (6%)" as a place it looks)."""
-    looks = [look for look in _looks(reading, layer, which)[1:] if look.recognisable][:LOOKS_LISTED]
+    """The next LOOKS_LISTED places the head looks over the text, for the fold: those with LOOKS_RATIO times an even
+    spread (a learner read "at itself 8% (6%)" as a place it looks). A character model's words are said to be runs of
+    letters (a learner asked whether the space after a word is in it)."""
+    looks = [look for look in _looks(reading, layer, which)[1:] if _above(look)][:LOOKS_LISTED]
     if not looks:
         return ""
     listed = "; ".join(f"{_look_name(reading, look)} {look.share:.0%} ({look.chance:.0%})" for look in looks)
+    words = " A word is a run of letters: spaces and punctuation are in none." if isinstance(
+        reading.tokenizer, CharTokenizer) else ""
     return (f"Where else it looks over your text, weight (and an even spread's): {listed}. An even spread weighs "
-            f"each position a query may see alike.\n\n")
+            f"each position a query may see alike.{words}\n\n")
 
 
 def _low(rank: int, of: int) -> bool:
@@ -862,7 +872,7 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
     ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}: attended (row) → next character",
                                       x_title="promoted", y_title="attended",
-                                      hover="attending to %{y}, the logit of %{x}: %{z:+.3f}")
+                                      hover="attending to %{y}, the logit of %{x}: %{z:.3f}")
     return heading, qk_map, ov_map
 
 
