@@ -14,6 +14,8 @@ out. The maths only, on playground.model.GPT (the character models and the GPT-2
     every_key_contribution(model, ids, attributions)          the same for every head at every position
     every_key_reading(model, ids, attributions)               and the step between: what each key writes, per unit
                                                               of weight, onto the target (weights x writes = shares)
+    head_writes(model, ids)                                   (L, h, V): each head's mean share of every logit over
+                                                              the text, centred: what it writes in general
     with ablated(model, [(0, 2)], mode="mean", token_ids=ids):  the model runs with head 2 of layer 0 knocked out
     head_effects(model, ids)                                  every head's knock-out: the loss it adds, ranked
     knock_outs(model, ids, [[(0, 2)], [(0, 2), (2, 1)]], targets)  each set knocked out in a row of one batch:
@@ -398,6 +400,30 @@ def every_key_contribution(model: GPT, token_ids: torch.Tensor, attributions: Se
     these (layer, head), in this order: (len(heads), T, T) (GPT-2's 144 heads would hold 75 MB for 256 tokens)."""
     weights, _, shares = every_key_reading(model, token_ids, attributions, heads)
     return weights, shares
+
+
+def head_writes(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
+    """(layers, heads, V): what each head writes onto every token's logit, averaged over the text's positions, read as
+    logit_attributions reads a part (a GPT's final norm with its scale frozen at each position, then the LM head;
+    notebook 004's output layer alone) and centred over the vocabulary: entry t is the head's mean share of logit(t)
+    less its mean share over every token (softmax ignores what every logit shares). What a head writes in general,
+    beside what it wrote at one position."""
+    ids = _checked_ids(model, token_ids)
+    config = model.config
+    with _evaluating(model):
+        _, kinds, parts, stream = _parts_of_the_stream(model, ids)  # (P, T, C), (T, C)
+        heads = parts[[i for i, kind in enumerate(kinds) if kind == "head"]]  # (L * h, T, C), layer by layer
+        if _is_notebook(model):
+            read = heads.mean(dim=1)  # (L * h, C): the output layer reads them as they are
+        else:
+            norm = model.ln_f
+            scale = torch.sqrt(stream.var(dim=-1, unbiased=False) + norm.eps)  # (T,)
+            gain = norm.weight if norm.weight is not None else 1
+            read = ((heads - heads.mean(dim=-1, keepdim=True)) / scale[None, :, None]).mean(dim=1) * gain
+        logits = read @ _unembedding(model).weight.T  # (L * h, V)
+        logits = logits - logits.mean(dim=-1, keepdim=True)
+    layers = 1 if _is_notebook(model) else config.layers_num
+    return logits.view(layers, config.heads_num, -1).float().cpu()
 
 
 def every_key_reading(model: GPT, token_ids: torch.Tensor, attributions: Sequence[LogitAttribution],

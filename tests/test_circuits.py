@@ -17,6 +17,7 @@ from playground.circuits import (
     every_key_reading,
     head_effects,
     head_means,
+    head_writes,
     key_contributions,
     knock_outs,
     logit_attribution,
@@ -477,3 +478,21 @@ def test_against_a_rival_the_parts_sum_to_the_models_logit_difference_and_each_h
     assert_close(key_shares, shares[0, 6], atol=1e-5, rtol=1e-5)
     with pytest.raises(CircuitError, match="rival"):
         logit_attributions(model, IDS, targets, rivals[:3])
+
+
+@pytest.mark.parametrize("kind", ["no-bias", "gpt2-tied", "notebook"])
+def test_what_a_head_writes_in_general_is_its_mean_share_of_each_logit_centred(kind):
+    """head_writes against logit_attributions with every token the target at every position: a head's entry t is its
+    mean share of logit(t) over the text, less that mean over every token."""
+    model = notebook_model() if kind == "notebook" else tiny(kind == "gpt2-tied", tie=kind == "gpt2-tied")
+    written = head_writes(model, IDS)
+    V, T = model.config.vocabulary_size, IDS.numel()
+    layers = 1 if kind == "notebook" else model.config.layers_num
+    assert written.shape == (layers, model.config.heads_num, V)
+    shares = torch.stack([torch.stack([parts.values for parts in logit_attributions(model, IDS, [t] * T)])
+                          for t in range(V)])  # (V, T, parts)
+    names = logit_attribution(model, IDS, 0, 0).names
+    for layer in range(layers):
+        for head in range(model.config.heads_num):
+            mean = shares[:, :, names.index(f"L{layer} H{head}")].mean(dim=1)  # (V,)
+            assert torch.allclose(written[layer, head], mean - mean.mean(), atol=1e-5)

@@ -78,9 +78,7 @@ def run(kind, model):
     if kind == 'why':  # the Why tab's reading of a text (every head ranked, means knocked out), then a head's circuits
         reading = why_tab._read(model, tokenizer, ids, '', None, [], 'mean', why_tab._circuit_tokens(V, ids), 'x',
                                 why_tab.ReadingCache(0))
-        from playground import circuits
-        return reading, circuits.qk_circuit(model, L - 1, 0, reading.subset), circuits.ov_circuit(model, L - 1, 0,
-                                                                                                   reading.subset)
+        return reading, why_tab._read_circuits(reading, L - 1, 0)  # its tables, where it looks, what it writes
     raise ValueError(kind)
 def gpt():
     return GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval()

@@ -685,10 +685,11 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     assert f"it looked most at `h`@{where + 1}" in view.head_heading
     # its tables rank that key and the guess low, and say why in sight (a learner read them as contradicting it)
     in_sight = view.circuits_heading.split("<details>")[0]
-    assert " Low (QK, OV): the tables see characters, not layers 0–2's output." in in_sight
+    assert " Low (QK, OV): tables see characters, not layers 0–2's output." in in_sight
     # what it looks for over the text, in sight (a learner could say what it did here, not what it looks for)
-    assert "**Over your text it looks** nowhere in particular (most: the word before, 24%; even spread: 14%)." \
-        in in_sight
+    # and, over the whole text, what it writes: the question mark it wrote here (a learner found no general line)
+    assert ("**Over your text:** looks nowhere in particular (most: the word before, 24%; even spread: 14%); writes "
+            "`?` most.") in in_sight
     assert visible_words(in_sight) <= MOST_WORDS
     # at position 30 the head with the longest bar (L2 H3) pushed the guess down, and its key ranks 4th of 32: the
     # tables agree with the chain, and a learner was told otherwise
@@ -722,16 +723,23 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
             shown = heading.replace(why_page.HERE, why_tab._in_the_tables(reading, position, layer, head))
             assert visible_words(shown.split("<details>")[0]) <= MOST_WORDS, shown
         assert "Where else it looks over your text" in heading.split("<details>")[1]
-    assert said["L0 H2"] == "**Over your text it looks** 1 back: 92% of its weight (even spread: 5%)."
-    assert said["L0 H3"] == "**Over your text it looks** 2 back: 96% of its weight (even spread: 4%)."
-    assert said["L3 H2"] == "**Over your text it looks** at `\\n`: 23% of its weight (even spread: 3%)."
-    assert said["L1 H1"] == "**Over your text it looks** at word starts: 58% of its weight (even spread: 23%)."
+    assert said["L0 H2"] == "**Over your text:** looks 1 back (92% of its weight; even spread: 5%); writes `␣` most."
+    assert said["L0 H3"] == "**Over your text:** looks 2 back (96% of its weight; even spread: 4%); writes `o` most."
+    assert said["L3 H2"].startswith("**Over your text:** looks at `\\n` (23% of its weight; even spread: 3%);")
+    assert said["L1 H1"].startswith("**Over your text:** looks at word starts (58% of its weight; even spread: 23%);")
     # behind the fold, a positional head's character pairs come with a warning (a learner read layer 0's "`!` looks
     # for `!`" against "1 back: 74%")
     folds = {name: why_tab._read_circuits(reading, *why_tab._parse_head(name, 4, 4))[0].split("<details>")[1]
              for name in ("L0 H2", "L2 H1")}
     assert "This head looks by position" in folds["L0 H2"] and "This head looks by position" not in folds["L2 H1"]
-    assert said["L2 H1"] == "**Over your text it looks** at the word before: 30% of its weight (even spread: 14%)."
+    assert said["L2 H1"].startswith("**Over your text:** looks at the word before (30% of its weight; even spread: "
+                                    "14%);")
+    # what each writes is the token its mean share raises most (circuits.head_writes), named in sight
+    written = circuits.head_writes(reading.model, reading.ids)
+    for name, line in said.items():
+        layer, head = why_tab._parse_head(name, 4, 4)
+        top = reading.tokenizer.label(int(written[layer, head].argmax()))
+        assert line.endswith(f"; writes `{why_tab._label(top)}` most."), line
 
 
 def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the_tables(ctx):
@@ -777,8 +785,8 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             assert bool(why) == (low and (by_position or layer > 0))
             if why:
                 # and which of the two ranks is low (a fourth stranger could not tell)
-                assert why == f"{', '.join(lows)}): " + ("the tables see characters, not position." if by_position
-                                                         else "the tables see characters, not layer 0's output.")
+                assert why == f"{', '.join(lows)}): " + ("tables see characters, not position." if by_position
+                                                         else "tables see characters, not layer 0's output.")
                 whys += 1
             lines += 1
             # the same cells outlined on /why's tables, as the heads deck sends them to the page

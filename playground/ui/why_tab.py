@@ -81,6 +81,8 @@ CHAIN_MORE = ("② is what the head would add to the target's logit if all its w
 IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the tallest, the strongest pushes
 LOOK_FOR_CIRCUITS = "**Look for:** bright cells: strong pairs."  # where no cell is outlined (_in_the_tables)
 LOOKS_LISTED = 4  # more places a head looks over the text, behind the fold
+WRITES_LISTED = 3  # the tokens a head raises most over the text, behind the fold (the first in sight)
+NEAREST = {"own word": "its own word"}  # a place named after "most:" (WORD_PLACES' "within" does not read there)
 WORD_PLACES = {"own word": "within its own word", "previous word": "at the word before", "word start": "at word starts"}
 LOOKS_RATIO = 1.5  # a place gets this many times an even spread's weight: the head looks there more than chance (word
 # starts are a quarter of a text's keys: a head with 49% on them against 25% was said to look nowhere in particular)
@@ -278,6 +280,7 @@ def _cost(config, T: int, subset) -> budget.Cost:
         vocabulary_size=V, attention_maps=True),
         budget.Cost("", (("circuit tables", 4 * 4 * n * max(n, V)),
                          ("every part of the stream", 2 * 4 * parts * T * C),
+                         ("what every head writes", 2 * 4 * heads_total * V),  # head_writes: centred, and its copy
                          ("every head's key shares", 3 * 4 * heads_total * T * T),  # weights, writes, shares
                          ("every head knocked out", 4 * rows * T * (16 * C + 3 * V)),
                          ("figures", (2 * n * n) * budget.BYTES_PER_HEATMAP_CELL))))
@@ -709,7 +712,7 @@ def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tu
 def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
     """The circuits' Look-for line: where this position's query and the key it looked at most sit in the head's
     tables below, in words: "**Look for:** outlined cells, position 85: QK row `o` ranks `h` 29th of the text's 32;
-    OV row `h` ranks `?` 18th of 65. Low (QK, OV): the tables see characters, not layers 0–2's output." A stranger
+    OV row `h` ranks `?` 18th of 65. Low (QK, OV): tables see characters, not layers 0–2's output." A stranger
     read the tables' strongest pairs, unrelated to the position, as what the head did here; a second, shown the
     ranks, found them contradicting the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason
     behind the fold. A low rank (_low: the key in QK, or the target in OV where the head pushed it up) is named, and
@@ -742,9 +745,9 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     looks = _looks(reading, layer, which)
     why = ""
     if lows and looks and _clear(looks[0]) and looks[0].kind in ("distance", "first"):
-        why = f"{low} the tables see characters, not position."
+        why = f"{low} tables see characters, not position."
     elif layer > 0 and lows:
-        why = (f"{low} the tables see {_unit(reading)}s, not "
+        why = (f"{low} tables see {_unit(reading)}s, not "
                f"{f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}'s output.")
     return (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks `{name(key)}` "
             f"{_ordinal(qk_rank)} of the text's {len(in_text)}; OV row `{name(key)}` {promotes}.{why}")
@@ -789,36 +792,53 @@ def _look_name(reading: _Reading, look: head_scores.Look) -> str:
 
 
 def _looks_line(reading: _Reading, layer: int, which: int) -> str:
-    """What the head looks for over the learner's text, in sight: "**Over your text it looks** 1 back: 94% of its
-    weight (even spread: 4%)."; where no place gets LOOKS_RATIO times an even spread and LOOKS_CLEARLY beyond it
-    (_clear), that it looks nowhere in particular, with the place that comes nearest. The QK table cannot
-    say it: a previous-token head looks by position, which the table leaves out, and a later layer's head reads what
-    the layers before wrote (a learner could say what L3 H1 did at one position, not what it looks for). More places
-    follow behind the fold (_looks_more). "" where the weights were not read."""
+    """What the head does over the learner's text, in sight: "**Over your text:** looks 1 back (94% of its weight;
+    even spread: 4%); writes `␣` most."; where no place gets LOOKS_RATIO times an even spread and LOOKS_CLEARLY
+    beyond it (_clear), that it looks nowhere in particular, with the place that comes nearest. The QK and OV tables
+    cannot say either: a previous-token head looks by position, which they leave out, and a later layer's head reads
+    what the layers before wrote (a learner could say what L3 H1 did at one position, not what it looks for or
+    writes). What it writes is the token _writes puts first. More behind the fold (_looks_more); only what it writes
+    where its weights were not read."""
     looks = _looks(reading, layer, which)
+    writes = f"writes `{_label(reading.tokenizer.label(_writes(reading, layer, which)[0][0]))}` most"
     if not looks:
-        return ""
+        return f"\n\n**Over your text:** {writes}."
     top = looks[0]
     if _clear(top):
-        return (f"\n\n**Over your text it looks** {_look_name(reading, top)}: {top.share:.0%} of its weight "
-                f"(even spread: {top.chance:.0%}).")
-    nearest = _look_name(reading, top).removeprefix("at ")
-    return (f"\n\n**Over your text it looks** nowhere in particular (most: {nearest}, {top.share:.0%}; even spread: "
-            f"{top.chance:.0%}).")
+        return (f"\n\n**Over your text:** looks {_look_name(reading, top)} ({top.share:.0%} of its weight; even "
+                f"spread: {top.chance:.0%}); {writes}.")
+    nearest = NEAREST.get(top.kind) or _look_name(reading, top).removeprefix("at ")
+    return (f"\n\n**Over your text:** looks nowhere in particular (most: {nearest}, {top.share:.0%}; even spread: "
+            f"{top.chance:.0%}); {writes}.")
+
+
+def _writes(reading: _Reading, layer: int, which: int) -> list[tuple[int, float]]:
+    """What the head writes over the text (circuits.head_writes: its mean share of each logit, centred), the
+    WRITES_LISTED tokens it raises most, the most first: (token id, share). Every head's at once, one piece of the memo
+    per text."""
+    written = reading.memo.get(("writes", reading.name, tuple(reading.ids.tolist())), reading.model,
+                               lambda: circuits.head_writes(reading.model, reading.ids))[layer, which]
+    top = torch.topk(written, min(WRITES_LISTED, written.numel()))
+    return list(zip(top.indices.tolist(), top.values.tolist()))
 
 
 def _looks_more(reading: _Reading, layer: int, which: int) -> str:
-    """The next LOOKS_LISTED places the head looks over the text, for the fold: those with LOOKS_RATIO times an even
+    """For the fold: the next LOOKS_LISTED places the head looks over the text, those with LOOKS_RATIO times an even
     spread (a learner read "at itself 8% (6%)" as a place it looks). A character model's words are said to be runs of
-    letters (a learner asked whether the space after a word is in it)."""
+    letters (a learner asked whether the space after a word is in it). Then the WRITES_LISTED tokens it writes
+    most, with their shares."""
+    writes = ", ".join(f"`{_label(reading.tokenizer.label(token))}` {value:+.2f}"
+                       for token, value in _writes(reading, layer, which))
+    wrote = (f"What it writes most over your text, its mean share of each logit less the mean over every logit: "
+             f"{writes}.\n\n")
     looks = [look for look in _looks(reading, layer, which)[1:] if _above(look)][:LOOKS_LISTED]
     if not looks:
-        return ""
+        return wrote
     listed = "; ".join(f"{_look_name(reading, look)} {look.share:.0%} ({look.chance:.0%})" for look in looks)
     words = " A word is a run of letters: spaces and punctuation are in none." if isinstance(
         reading.tokenizer, CharTokenizer) else ""
     return (f"Where else it looks over your text, weight (and an even spread's): {listed}. An even spread weighs "
-            f"each position a query may see alike.{words}\n\n")
+            f"each position a query may see alike.{words}\n\n{wrote}")
 
 
 def _low(rank: int, of: int) -> bool:
