@@ -260,6 +260,15 @@ def _notebook_parts(model, ids: torch.Tensor) -> tuple[list[str], list[str], tor
     return names, kinds, torch.stack(parts), read
 
 
+def _frozen_norm(model, stream: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A GPT's final LayerNorm on the stream (T, C) with its scale frozen at each position: (scale (T,), gain (C,)).
+    A part's share reads (part - its mean) / scale * gain through the LM head."""
+    norm = model.ln_f
+    scale = torch.sqrt(stream.var(dim=-1, unbiased=False) + norm.eps)  # (T,)
+    gain = norm.weight if norm.weight is not None else torch.ones(stream.size(1), device=stream.device)
+    return scale, gain
+
+
 def _final_read(model, stream: torch.Tensor, targets: torch.Tensor,
                 rivals: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, bool, torch.Tensor,
                                                              torch.Tensor]:
@@ -281,8 +290,7 @@ def _final_read(model, stream: torch.Tensor, targets: torch.Tensor,
         logits = head(stream).gather(1, targets.view(T, 1))[:, 0]
         return torch.ones(T, device=stream.device), head.weight[targets], False, constant, logits
     norm = model.ln_f
-    scale = torch.sqrt(stream.var(dim=-1, unbiased=False) + norm.eps)  # (T,): frozen at each position
-    gain = norm.weight if norm.weight is not None else torch.ones(stream.size(1), device=stream.device)
+    scale, gain = _frozen_norm(model, stream)
     if norm.bias is not None:
         constant = constant + head.weight[targets] @ norm.bias
     logits = head(norm(stream)).gather(1, targets.view(T, 1))[:, 0]  # (T,)
@@ -416,9 +424,7 @@ def head_writes(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
         if _is_notebook(model):
             read = heads.mean(dim=1)  # (L * h, C): the output layer reads them as they are
         else:
-            norm = model.ln_f
-            scale = torch.sqrt(stream.var(dim=-1, unbiased=False) + norm.eps)  # (T,)
-            gain = norm.weight if norm.weight is not None else 1
+            scale, gain = _frozen_norm(model, stream)
             read = ((heads - heads.mean(dim=-1, keepdim=True)) / scale[None, :, None]).mean(dim=1) * gain
         logits = read @ _unembedding(model).weight.T  # (L * h, V)
         logits = logits - logits.mean(dim=-1, keepdim=True)

@@ -69,9 +69,9 @@ LOOK_FOR_PARTS = "**Look for:** the longest bars. Green pushed the guess up, red
 LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
 LOOK_FOR_HEAD = ("**Look for:** read down: weight (①) × write (②) = push (③); pushes sum to the head's bar (④); "
                  "softmax (⑤).")
-TABLE_RANK_SHOWN = 3  # a rank past this and past a quarter of the row, in a later layer's tables (QK: the key; OV:
-# the target, where the head pushed it up) is said to come from what the layers before wrote, which the tables do
-# not read
+TABLE_RANK_SHOWN = 3  # a rank past this and past a quarter of the row in a head's tables (QK: the key; OV: the
+# target, where the head pushed it up) is called low, with its reason: the head looks by position, or (past the first
+# layer) reads what the layers before wrote, neither of which the tables read
 LOOKED_AT = 2  # the keys the head's heading names as where it looked most at this query
 CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
               "value, through the head's share of the output projection, read the way the bars above read every "
@@ -716,7 +716,7 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     read the tables' strongest pairs, unrelated to the position, as what the head did here; a second, shown the
     ranks, found them contradicting the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason
     behind the fold. A low rank (_low: the key in QK, or the target in OV where the head pushed it up) is named, and
-    its reason said: a head that looks by position (_looks: a distance or position 0 first, and _clear), at any
+    its reason said: a head that looks by position (_by_position), at any
     layer, reads what the tables leave out; past the first layer, the layers before. A target outside the tables (a
     BPE guess) gives what the key's OV row promotes most instead. Where the query or the key is outside them (a long
     BPE text) nothing is outlined, and the line is LOOK_FOR_CIRCUITS. The same cells are outlined on the tables
@@ -742,9 +742,8 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     lows = [kind for kind, low in (("QK", _low(qk_rank, len(in_text))),
                                    ("OV", ov_rank is not None and pushed_up and _low(ov_rank, len(rows)))) if low]
     low = f" Low ({', '.join(lows)}):"  # which rank (a learner could not tell)
-    looks = _looks(reading, layer, which)
     why = ""
-    if lows and looks and _clear(looks[0]) and looks[0].kind in ("distance", "first"):
+    if lows and _by_position(_looks(reading, layer, which)):
         why = f"{low} tables see characters, not position."
     elif layer > 0 and lows:
         why = (f"{low} tables see {_unit(reading)}s, not "
@@ -762,11 +761,14 @@ def _looks(reading: _Reading, layer: int, which: int) -> list[head_scores.Look]:
     were not read (a model with more heads than MAX_RANKED_HEADS keeps only the heads it shows)."""
     if (layer, which) not in reading.keys:
         return []
-    words = None
-    if isinstance(reading.tokenizer, CharTokenizer):  # a BPE token's letters are not its word's
-        words = head_scores.word_numbers("".join(reading.tokenizer.characters[i] for i in reading.ids.tolist()))
-    return reading.memo.get(("looks", reading.name, tuple(reading.ids.tolist()), layer, which), reading.model,
-                            lambda: head_scores.looks_over_text(reading.keys[(layer, which)][0], reading.ids, words))
+
+    def read() -> list[head_scores.Look]:
+        words = None
+        if isinstance(reading.tokenizer, CharTokenizer):  # a BPE token's letters are not its word's
+            words = head_scores.word_numbers("".join(reading.tokenizer.characters[i] for i in reading.ids.tolist()))
+        return head_scores.looks_over_text(reading.keys[(layer, which)][0], reading.ids, words)
+
+    return reading.memo.get(("looks", reading.name, tuple(reading.ids.tolist()), layer, which), reading.model, read)
 
 
 def _above(look: head_scores.Look) -> bool:
@@ -777,6 +779,11 @@ def _above(look: head_scores.Look) -> bool:
 def _clear(look: head_scores.Look) -> bool:
     """Whether the head clearly looks there: LOOKS_RATIO times an even spread and LOOKS_CLEARLY beyond it."""
     return _above(look) and look.lift >= LOOKS_CLEARLY
+
+
+def _by_position(looks: list[head_scores.Look]) -> bool:
+    """Whether the head clearly looks by position (a distance back, or position 0), which its tables leave out."""
+    return bool(looks) and _clear(looks[0]) and looks[0].kind in ("distance", "first")
 
 
 def _look_name(reading: _Reading, look: head_scores.Look) -> str:
@@ -879,9 +886,8 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     looks, promotes = (_pairs_in_words(qk, vocabulary, "looks for", among),
                        _pairs_in_words(ov, vocabulary, "promotes", among))
     # a learner read layer 0's "`!` looks for `!`" against its line in sight, "1 back: 74%"
-    where = _looks(reading, layer, which)
     by_position = ("This head looks by position, which the tables leave out: their pairs say little of it. "
-                   if where and _clear(where[0]) and where[0].kind in ("distance", "first") else "")
+                   if _by_position(_looks(reading, layer, which)) else "")
     # the strongest pairs in sight, the rest behind the fold (a stranger counted 94 words before it)
     heading = (f"### What {chosen} reads and writes{direct}{_looks_line(reading, layer, which)}{HERE}\n\n"
                f"<details><summary>more</summary>\n\n{_looks_more(reading, layer, which)}"
