@@ -132,7 +132,9 @@ def test_an_uploaded_txt_trains_as_an_uploaded_file(page, tmp_path, server):
     text = "It was the best of times, it was the worst of times.\n" * 60
     corpus.write_text(text, encoding="utf-8")
     panel.locator('input[type="file"]').set_input_files(str(corpus))
-    expect(panel.get_by_text("my-notes.txt")).to_be_visible(timeout=WAIT_MS)
+    # the uploaded file's row, by its name: Gradio writes the stem and the extension in two spans with a space between
+    # (the text "my-notes.txt" is only in the upload's progress, which a quick upload passes before the first look)
+    expect(panel.get_by_role("cell", name="my-notes.txt")).to_be_visible(timeout=WAIT_MS)
     expect(panel).to_contain_text(f"(with the upload's {len(set(text))} symbols)", timeout=WAIT_MS)
     fill(panel, SMALL_RUN)
     name = run_name(panel, server)
