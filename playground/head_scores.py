@@ -222,6 +222,21 @@ def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor, words=None) 
     return sorted(looks, key=lambda look: -look.lift)
 
 
+def apart(a: Look, b: Look, first_token: int) -> bool:
+    """Whether two places share no key, so their weights add (a head can look at both): two distances, two tokens,
+    the query's own word and the word before it, position 0 and a token not at position 0 (``first_token``, the
+    text's first). Any other pair may name the same key: 1 back is in the query's own word inside a word, a word's
+    start is in its word."""
+    if a.kind == b.kind:
+        return a.kind in ("distance", "token") and a.what != b.what
+    kinds = {a.kind, b.kind}
+    if kinds == {"own word", "previous word"}:
+        return True
+    if kinds == {"first", "token"}:
+        return (a if a.kind == "token" else b).what != first_token
+    return False
+
+
 def _word_looks(weights: torch.Tensor, words: torch.Tensor, spread: torch.Tensor) -> list[Look]:
     """The Looks of WORD_LOOKS: each a (T, T) mask of the keys it names for each query, scored as the weight the head
     puts there against ``spread``, an even spread's (T, T) weights."""

@@ -779,6 +779,10 @@ def chain_changes(labels: Sequence[str], weights: Sequence[float], writes: Seque
     sums = [float(f"{v:.6g}") for v in (part, others, logit)]
     low, high = min(0.0, part, logit), max(0.0, part, logit)
     room = 0.3 * (high - low or 1.0)  # above (and below) the bars, for their numbers
+    # a bar that goes down has its number under its lower end: room for it inside the panel, or it sits on the
+    # names under the axis (a learner saw "-0.144" over "every other part", whose bar ended at +0.009)
+    ends = [end for end, down in ((part, part < 0), (logit, others < 0), (logit, logit < 0)) if down]
+    bottom = min([low, *(end - room for end in ends)])
     return {"data": [{"y": rounded(weights), "customdata": shown},
                      {"y": rounded(writes), "marker": {"color": signs(writes)}},  # its key named in ① and ③
                      {"y": rounded(pushes), "customdata": shown, "marker": {"color": signs(pushes)}},
@@ -787,7 +791,7 @@ def chain_changes(labels: Sequence[str], weights: Sequence[float], writes: Seque
                      {"y": rounded((probability, other_probability)),
                       "customdata": [f"p({quoted})", f"p({other_quoted})"]}],
             "layout": {"title": title, "margin": {"t": top + CHAIN_STEP_ROOM}, "xaxis": axis, "xaxis3": axis,
-                       "yaxis4": {"range": [low - (room if low < 0 else 0), high + room]},
+                       "yaxis4": {"range": [bottom, high + room]},
                        "xaxis4": {"ticktext": [f"{head}<br>(③ summed)", "every other<br>part", total_tick]},
                        "xaxis5": {"ticktext": [f"{quoted}<br>({'its guess' if guessed else 'the target'}){under[0]}",
                                                f"{other_quoted}<br>({'runner-up' if guessed else 'its guess'})"

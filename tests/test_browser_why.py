@@ -40,7 +40,7 @@ def test_why_this_character_from_the_parts_to_a_knocked_out_head(page):
     panel.get_by_label("head", exact=True).click()
     page.get_by_role("option", name="L0 H1", exact=True).click()
     expect(panel.get_by_role("heading", name="L0 H1 at position", exact=False)).to_be_visible(timeout=WAIT_MS)
-    expect(panel).to_contain_text("What L0 H1 reads and writes")
+    expect(panel).to_contain_text("What L0 H1 does over your text")
     expect(panel.get_by_role("heading", name="Knocked out: L0 H2")).to_be_visible(timeout=WAIT_MS)
     expect(panel).to_contain_text("loss on the text")
 
@@ -110,7 +110,7 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     page.mouse.click(*row)
     expect(panel.get_by_role("heading", name=f"{wanted} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
     expect(panel.get_by_label("head", exact=True)).to_have_value(wanted)
-    expect(panel).to_contain_text(f"What {wanted} reads and writes", timeout=WAIT_MS)
+    expect(panel).to_contain_text(f"What {wanted} does over your text", timeout=WAIT_MS)
     expect(plot_titled(panel, f"QK of {wanted}")).to_be_visible()
     expect(chain_plot(panel)).to_contain_text(chain_title(wanted))
     check_chain(page, wanted)
@@ -203,13 +203,13 @@ def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str)
     # the line in sight says where this position's query, the key the head weighed most and the target sit in the
     # tables drawn: ranks within one of the page's (its values are rounded to 4 digits); QK's among the text's tokens,
     # at most its rank among every column
-    words = panel.get_by_role("heading", name=f"What {head} reads and writes").locator("xpath=..").inner_text()
+    words = panel.get_by_role("heading", name=f"What {head} does over your text").locator("xpath=..").inner_text()
     line = re.search(r"Look for: outlined cells, position (\d+): QK row (\S+) ranks (\S+) (\d+)\w\w of the text's "
                      r"(\d+); OV row (\S+) "
                      r"(?:ranks (\S+) (\d+)\w\w of (\d+)|promotes (\S+) most)\.", words)
     assert line, words
     # and what the head looks for over the whole text, above it (a learner could not say it from the tables)
-    assert re.search(r"Over your text: looks (\d+ back|at .+|within its own word|nowhere in particular) \(.*\d+%.*\); "
+    assert re.search(r"Looks (\d+ back|at .+|within its own word|nowhere in particular) \(.*\d+%.*\); "
                      r"writes \S+ most\.", words), words
     _, query, key, qk_rank, in_text, attended, target, ov_rank, columns, most = line.groups()
     assert attended == key and 1 <= int(qk_rank) <= int(in_text) <= vocabulary
@@ -294,7 +294,7 @@ def test_a_head_chosen_and_a_head_knocked_out_are_drawn_in_the_page_as_the_serve
     expect(panel.get_by_role("heading", name=f"{other} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
     expect(chain_plot(panel)).to_contain_text(chain_title(other))
     expect(plot_titled(panel, f"QK of {other}")).to_be_visible()
-    expect(panel).to_contain_text(f"What {other} reads and writes")
+    expect(panel).to_contain_text(f"What {other} does over your text")
     pick(page, panel, "knock out", "L0 H2")
     expect(panel.get_by_role("heading", name="Knocked out: L0 H2")).to_be_visible(timeout=WAIT_MS)
     expect(panel).to_contain_text("loss on the text")

@@ -196,3 +196,40 @@ def test_a_head_that_reads_its_own_word_is_found():
 def test_looks_refuse_weights_of_another_length():
     with pytest.raises(ValueError, match="do not match"):
         head_scores.looks_over_text(torch.eye(T - 1), TEXT_IDS)
+
+
+def test_two_places_are_apart_only_where_no_query_can_find_one_key_in_both():
+    """head_scores.apart, checked against the keys each place names for every query of a text: no pair it calls apart
+    has a key in common for any query (the Why tab adds their weights), and 1 back is not apart from the query's own
+    word, with which it shares keys inside a word."""
+    text = "ab ba\nab"
+    ids = torch.tensor([ord(c) for c in text])
+    words = head_scores.word_numbers(text)
+    T = len(text)
+    keys = {}  # (kind, what) -> the (query, key) pairs it names, causal
+    for distance in range(T):
+        keys[("distance", distance)] = {(q, q - distance) for q in range(distance, T)}
+    keys[("first", 0)] = {(q, 0) for q in range(1, T)}
+    for token in set(ids.tolist()):
+        keys[("token", token)] = {(q, k) for q in range(T) for k in range(q + 1) if ids[k] == token}
+    latest = [max([w for w in words[: q + 1] if w >= 0], default=-1) for q in range(T)]
+    before = [words[q] - 1 if words[q] >= 0 else latest[q] for q in range(T)]
+    keys[("own word", 0)] = {(q, k) for q in range(T) for k in range(q + 1) if words[q] >= 0 and words[k] == words[q]}
+    keys[("previous word", 0)] = {(q, k) for q in range(T) for k in range(q + 1) if before[q] >= 0
+                                  and words[k] == before[q]}
+    keys[("word start", 0)] = {(q, k) for q in range(T) for k in range(q + 1) if words[k] >= 0
+                               and (k == 0 or words[k - 1] != words[k])}
+    places = [head_scores.Look(kind, what, 0.0, 0.0) for kind, what in keys]
+    kinds = set()
+    for a in places:
+        for b in places:
+            if a == b or not keys[(a.kind, a.what)] or not keys[(b.kind, b.what)]:
+                continue
+            shared = keys[(a.kind, a.what)] & keys[(b.kind, b.what)]
+            if head_scores.apart(a, b, int(ids[0])):
+                assert not shared, (a, b)
+                kinds.add(frozenset((a.kind, b.kind)))
+    assert kinds == {frozenset({"distance"}), frozenset({"token"}), frozenset({"own word", "previous word"}),
+                     frozenset({"first", "token"})}
+    assert not head_scores.apart(places[1], head_scores.Look("own word", 0, 0.0, 0.0), int(ids[0]))
+    assert keys[("distance", 1)] & keys[("own word", 0)]

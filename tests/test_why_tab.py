@@ -166,7 +166,7 @@ def test_the_strongest_head_is_the_one_with_the_largest_part(ctx):
     strongest = max(heads, key=lambda item: abs(item[1]))[0]  # the longest bar, up or down
     view = explain(ctx)
     assert view.head_heading.startswith(f"### {strongest} at position {len(TEXT) - 1}")
-    assert f"What {strongest} reads and writes" in view.circuits_heading
+    assert f"What {strongest} does over your text" in view.circuits_heading
     assert view.circuits_heading.count(" looks for `") == why_tab.PAIRS
     pushes = [trace for trace in view.chain.data if trace.type == "bar"][2]
     assert len(pushes.y) == len(view.numbers["head"]["keys"]) == len(TEXT)  # every read position, no future
@@ -177,7 +177,10 @@ def test_a_chosen_target_and_head_and_position(ctx):
     view = explain(ctx, position=5, target="e", head="L1 H0")
     assert view.heading.startswith("### Why `e` after `,` (position 5)")
     assert view.head_heading.startswith("### L1 H0 at position 5")
-    assert "(direct path)" in view.circuits_heading
+    # past the first layer, the tables say they are the direct path
+    assert [figure.layout.title.text.startswith("QK of L1 H0 (direct path)" if kind == "QK" else
+                                                "OV of L1 H0 (direct path)") for kind, figure in
+            (("QK", view.qk), ("OV", view.ov))] == [True, True]
     pushes = [trace for trace in view.chain.data if trace.type == "bar"][2]
     assert len(pushes.y) == len(view.numbers["head"]["keys"]) == 6
 
@@ -685,11 +688,11 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     assert f"it looked most at `h`@{where + 1}" in view.head_heading
     # its tables rank that key and the guess low, and say why in sight (a learner read them as contradicting it)
     in_sight = view.circuits_heading.split("<details>")[0]
-    assert " Low (QK, OV): tables see characters, not layers 0–2's output." in in_sight
+    assert " Low (QK, OV): tables skip layers 0–2." in in_sight
     # what it looks for over the text, in sight (a learner could say what it did here, not what it looks for)
     # and, over the whole text, what it writes: the question mark it wrote here (a learner found no general line)
-    assert ("**Over your text:** looks nowhere in particular (most: the word before, 24%; even spread: 14%); writes "
-            "`?` most.") in in_sight
+    assert ("\n\nLooks nowhere in particular (most: the word before, 24%; even spread: 14%); writes `?` most."
+            in in_sight)
     assert visible_words(in_sight) <= MOST_WORDS
     # at position 30 the head with the longest bar (L2 H3) pushed the guess down, and its key ranks 4th of 32: the
     # tables agree with the chain, and a learner was told otherwise
@@ -723,23 +726,30 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
             shown = heading.replace(why_page.HERE, why_tab._in_the_tables(reading, position, layer, head))
             assert visible_words(shown.split("<details>")[0]) <= MOST_WORDS, shown
         assert "Where else it looks over your text" in heading.split("<details>")[1]
-    assert said["L0 H2"] == "**Over your text:** looks 1 back (92% of its weight; even spread: 5%); writes `␣` most."
-    assert said["L0 H3"] == "**Over your text:** looks 2 back (96% of its weight; even spread: 4%); writes `o` most."
-    assert said["L3 H2"].startswith("**Over your text:** looks at `\\n` (23% of its weight; even spread: 3%);")
-    assert said["L1 H1"].startswith("**Over your text:** looks at word starts (58% of its weight; even spread: 23%);")
+    assert said["L0 H2"] == "Looks 1 back (92% of its weight; even spread: 5%); writes `␣` most."
+    assert said["L0 H3"] == "Looks 2 back (96% of its weight; even spread: 4%); writes `o` most."
+    assert said["L1 H1"].startswith("Looks at word starts (58% of its weight; even spread: 23%);")
+    # a second place, sharing no key with the first, where it comes near it: a learner read layer 2's "at the word
+    # before" at a position where the heads looked within their own word; L3 H2 falls back to position 0 before the
+    # text's first newline (named as the chain names it, ⏎)
+    assert said["L0 H1"].startswith("Looks 2 back (35% of its weight; even spread: 4%) and 1 back (27%; 5%);")
+    assert said["L3 H2"].startswith("Looks at `⏎` (23% of its weight; even spread: 3%) and at position 0 (20%; 5%);")
     # behind the fold, a positional head's character pairs come with a warning (a learner read layer 0's "`!` looks
     # for `!`" against "1 back: 74%")
     folds = {name: why_tab._read_circuits(reading, *why_tab._parse_head(name, 4, 4))[0].split("<details>")[1]
              for name in ("L0 H2", "L2 H1")}
     assert "This head looks by position" in folds["L0 H2"] and "This head looks by position" not in folds["L2 H1"]
-    assert said["L2 H1"].startswith("**Over your text:** looks at the word before (30% of its weight; even spread: "
-                                    "14%);")
+    assert said["L2 H1"].startswith("Looks at the word before (30% of its weight; even spread: 14%) and within "
+                                    "its own word (22%; 11%);")
+    # not a place that shares keys with the first: 1 back is within the word for most of L1 H2's queries
+    assert said["L1 H2"].startswith("Looks 1 back (52% of its weight; even spread: 5%);")
     # what each writes is the token its mean share raises most (circuits.head_writes), named in sight
     written = circuits.head_writes(reading.model, reading.ids)
     for name, line in said.items():
         layer, head = why_tab._parse_head(name, 4, 4)
         top = reading.tokenizer.label(int(written[layer, head].argmax()))
-        assert line.endswith(f"; writes `{why_tab._label(top)}` most."), line
+        top = why_page.KEY_GLYPHS.get(why_tab._label(top), why_tab._label(top))
+        assert line.endswith(f"; writes `{top}` most."), line
 
 
 def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the_tables(ctx):
@@ -785,8 +795,8 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             assert bool(why) == (low and (by_position or layer > 0))
             if why:
                 # and which of the two ranks is low (a fourth stranger could not tell)
-                assert why == f"{', '.join(lows)}): " + ("tables see characters, not position." if by_position
-                                                         else "tables see characters, not layer 0's output.")
+                assert why == f"{', '.join(lows)}): " + ("tables skip position." if by_position
+                                                         else "tables skip layer 0.")
                 whys += 1
             lines += 1
             # the same cells outlined on /why's tables, as the heads deck sends them to the page
@@ -815,6 +825,24 @@ def test_a_chain_whose_head_pushed_against_the_target_is_titled_by_what_it_favou
     up = plots.chain_changes(**{**arguments, "part": 2.5})["layout"]["title"]["text"].replace("<br>", " ")
     assert up == ("How L3 H2's pattern at position 1 made 'x' beat 'y'" if versus else
                   "How L3 H2's pattern at position 1 became 'x'")
+
+
+@pytest.mark.parametrize("part, others", [(0.153, -0.144), (-0.5, 0.2), (0.3, -0.9), (0.4, 0.2)])
+def test_the_sums_panel_keeps_room_inside_it_under_every_bar_that_goes_down(part, others):
+    """④'s numbers sit outside their bars: a bar that goes down has its number under its lower end, and where that
+    end was near the panel's floor the number sat on the names under the axis (a learner saw "-0.144" over "every
+    other part", whose bar ended at +0.009). The panel reaches below each such end by the room it keeps above."""
+    logit = part + others
+    changes = plots.chain_changes(["a", "b"], [0.5, 0.5], [1.0, 1.0], [0.5, 0.5], head="L1 H1", target="x",
+                                  position=1, part=part, others=others, logit=logit, probability=0.2, other="y",
+                                  other_probability=0.1, guessed=True)
+    bottom, top = changes["layout"]["yaxis4"]["range"]
+    room = top - max(0.0, part, logit)
+    ends = [part] * (part < 0) + [logit] * (others < 0 or logit < 0)
+    assert room > 0 and all(bottom <= end - room + 1e-12 for end in ends)
+    assert bottom <= min(0.0, part, logit)
+    if not ends:  # nothing goes down: the bars stand on the floor
+        assert bottom == 0.0
 
 
 def test_over_a_bpe_vocabulary_the_tables_line_names_what_the_key_promotes_where_the_guess_is_not_in_the_tables(kinds):
@@ -851,3 +879,20 @@ def test_a_head_looks_somewhere_with_half_again_an_even_spread_and_15_points_bey
     assert not why_tab._clear(look("token", 0.09, 0.03))  # three times an even spread, 6 points beyond it
     assert not why_tab._clear(look("previous word", 0.24, 0.14))  # 10 points beyond
     assert not why_tab._clear(look("own word", 0.60, 0.44))  # 16 points beyond, but under 1.5 times
+
+
+def test_a_second_place_is_named_where_it_shares_no_key_with_the_first_and_comes_within_half_its_lift():
+    """Layer 2's heads were said to look "at the word before" where, at the default position, they looked within
+    their own word: a place that shares no key with the first (the two add) and gets half the first's weight beyond
+    an even spread is named beside it, and left out of the fold's list of other places."""
+    look = lambda kind, share, chance, what=0: head_scores.Look(kind, what, share, chance)  # noqa: E731
+    reading = dataclasses.make_dataclass("Reading", ["ids"])(torch.tensor([7, 3, 5]))
+    before, own = look("previous word", 0.30, 0.14), look("own word", 0.22, 0.11)
+    assert why_tab._beside(reading, [before, own]) == own
+    assert why_tab._beside(reading, [before, look("own word", 0.17, 0.11)]) is None  # 6 points: under half of 16
+    assert why_tab._beside(reading, [before, look("word start", 0.40, 0.23)]) is None  # starts are in both words
+    newline = look("token", 0.23, 0.03, what=5)
+    assert why_tab._beside(reading, [newline, look("first", 0.20, 0.05)]).kind == "first"
+    # a token at position 0 shares that key with it
+    assert why_tab._beside(reading, [look("token", 0.23, 0.03, what=7), look("first", 0.20, 0.05)]) is None
+    assert why_tab._beside(reading, [look("distance", 0.35, 0.04, 2), look("distance", 0.27, 0.05, 1)]).what == 1

@@ -37,6 +37,7 @@ from playground.ui.why_page import (
     DECK,
     HEADS_DECK,
     HERE,
+    KEY_GLYPHS,
     KNOCK_BARELY,
     KNOCK_BARELY_MOVES,
     KNOCK_COLUMNS,
@@ -86,6 +87,9 @@ NEAREST = {"own word": "its own word"}  # a place named after "most:" (WORD_PLAC
 WORD_PLACES = {"own word": "within its own word", "previous word": "at the word before", "word start": "at word starts"}
 LOOKS_RATIO = 1.5  # a place gets this many times an even spread's weight: the head looks there more than chance (word
 # starts are a quarter of a text's keys: a head with 49% on them against 25% was said to look nowhere in particular)
+BESIDE = 0.5  # a second place, sharing no key with the first, named beside it where it gets this much of the first's
+# weight beyond an even spread (a learner read layer 2's "at the word before" where, at the default position, the
+# heads looked within their own word, with nearly as much of their weight there over the text)
 LOOKS_CLEARLY = 0.15  # a place gets this much of a head's weight beyond an even spread: the head looks there (a
 # learner read L3 H1's 9% on newlines, against 3%, as its job, which no chain of it showed)
 CIRCUIT_MORE = ("Both tables read each character's token embedding alone, without its position, through the "
@@ -712,7 +716,7 @@ def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tu
 def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
     """The circuits' Look-for line: where this position's query and the key it looked at most sit in the head's
     tables below, in words: "**Look for:** outlined cells, position 85: QK row `o` ranks `h` 29th of the text's 32;
-    OV row `h` ranks `?` 18th of 65. Low (QK, OV): tables see characters, not layers 0–2's output." A stranger
+    OV row `h` ranks `?` 18th of 65. Low (QK, OV): tables skip layers 0–2." A stranger
     read the tables' strongest pairs, unrelated to the position, as what the head did here; a second, shown the
     ranks, found them contradicting the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason
     behind the fold. A low rank (_low: the key in QK, or the target in OV where the head pushed it up) is named, and
@@ -744,16 +748,11 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     low = f" Low ({', '.join(lows)}):"  # which rank (a learner could not tell)
     why = ""
     if lows and _by_position(_looks(reading, layer, which)):
-        why = f"{low} tables see characters, not position."
+        why = f"{low} tables skip position."
     elif layer > 0 and lows:
-        why = (f"{low} tables see {_unit(reading)}s, not "
-               f"{f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}'s output.")
+        why = f"{low} tables skip {f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}."
     return (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks `{name(key)}` "
             f"{_ordinal(qk_rank)} of the text's {len(in_text)}; OV row `{name(key)}` {promotes}.{why}")
-
-
-def _unit(reading: _Reading) -> str:
-    return "character" if isinstance(reading.tokenizer, CharTokenizer) else "token"
 
 
 def _looks(reading: _Reading, layer: int, which: int) -> list[head_scores.Look]:
@@ -795,27 +794,47 @@ def _look_name(reading: _Reading, look: head_scores.Look) -> str:
         return "at itself" if look.what == 0 else f"{look.what} back"
     if look.kind == "first":
         return "at position 0"
-    return f"at `{_label(reading.tokenizer.label(look.what))}`"
+    return f"at `{_said(reading, look.what)}`"
+
+
+def _said(reading: _Reading, token: int) -> str:
+    """A token as the lines over the text name it: as the chain's keys do, a newline as ⏎ (a learner read `\\n` in
+    the line and ⏎ under the chain)."""
+    label = _label(reading.tokenizer.label(token))
+    return KEY_GLYPHS.get(label, label)
+
+
+def _beside(reading: _Reading, looks: list[head_scores.Look]) -> head_scores.Look | None:
+    """The place named beside the first: one that shares no key with it (head_scores.apart), gets LOOKS_RATIO times
+    an even spread's weight and BESIDE times the first's weight beyond it; None where none does."""
+    first = int(reading.ids[0])
+    return next((look for look in looks[1:] if head_scores.apart(looks[0], look, first) and _above(look)
+                 and look.lift >= BESIDE * looks[0].lift), None)
 
 
 def _looks_line(reading: _Reading, layer: int, which: int) -> str:
-    """What the head does over the learner's text, in sight: "**Over your text:** looks 1 back (94% of its weight;
-    even spread: 4%); writes `␣` most."; where no place gets LOOKS_RATIO times an even spread and LOOKS_CLEARLY
-    beyond it (_clear), that it looks nowhere in particular, with the place that comes nearest. The QK and OV tables
+    """What the head does over the learner's text, in sight under "What L0 H2 does over your text": "Looks 1 back (92%
+    of its weight; even spread: 5%); writes `␣` most.", with a second place where one shares no key with the first
+    and comes near it (_beside: "Looks at `⏎` (23% …) and at position 0 (20%; 5%)"); where no place gets LOOKS_RATIO
+    times an even spread and LOOKS_CLEARLY beyond it (_clear), that it looks nowhere in particular, with the place
+    that comes nearest. The QK and OV tables
     cannot say either: a previous-token head looks by position, which they leave out, and a later layer's head reads
     what the layers before wrote (a learner could say what L3 H1 did at one position, not what it looks for or
     writes). What it writes is the token _writes puts first. More behind the fold (_looks_more); only what it writes
     where its weights were not read."""
     looks = _looks(reading, layer, which)
-    writes = f"writes `{_label(reading.tokenizer.label(_writes(reading, layer, which)[0][0]))}` most"
+    writes = f"writes `{_said(reading, _writes(reading, layer, which)[0][0])}` most"
     if not looks:
-        return f"\n\n**Over your text:** {writes}."
+        return f"\n\n{writes.capitalize()}."
     top = looks[0]
     if _clear(top):
-        return (f"\n\n**Over your text:** looks {_look_name(reading, top)} ({top.share:.0%} of its weight; even "
-                f"spread: {top.chance:.0%}); {writes}.")
+        second = _beside(reading, looks)
+        beside = "" if second is None else \
+            f" and {_look_name(reading, second)} ({second.share:.0%}; {second.chance:.0%})"
+        return (f"\n\nLooks {_look_name(reading, top)} ({top.share:.0%} of its weight; even "
+                f"spread: {top.chance:.0%}){beside}; {writes}.")
     nearest = NEAREST.get(top.kind) or _look_name(reading, top).removeprefix("at ")
-    return (f"\n\n**Over your text:** looks nowhere in particular (most: {nearest}, {top.share:.0%}; even spread: "
+    return (f"\n\nLooks nowhere in particular (most: {nearest}, {top.share:.0%}; even spread: "
             f"{top.chance:.0%}); {writes}.")
 
 
@@ -834,18 +853,22 @@ def _looks_more(reading: _Reading, layer: int, which: int) -> str:
     spread (a learner read "at itself 8% (6%)" as a place it looks). A character model's words are said to be runs of
     letters (a learner asked whether the space after a word is in it). Then the WRITES_LISTED tokens it writes
     most, with their shares."""
-    writes = ", ".join(f"`{_label(reading.tokenizer.label(token))}` {value:+.2f}"
+    writes = ", ".join(f"`{_said(reading, token)}` {value:+.2f}"
                        for token, value in _writes(reading, layer, which))
     wrote = (f"What it writes most over your text, its mean share of each logit less the mean over every logit: "
              f"{writes}.\n\n")
-    looks = [look for look in _looks(reading, layer, which)[1:] if _above(look)][:LOOKS_LISTED]
+    every = _looks(reading, layer, which)
+    named = every[:1] + ([] if not every or not _clear(every[0]) or _beside(reading, every) is None
+                         else [_beside(reading, every)])
+    looks = [look for look in every if look not in named and _above(look)][:LOOKS_LISTED]
     if not looks:
         return wrote
     listed = "; ".join(f"{_look_name(reading, look)} {look.share:.0%} ({look.chance:.0%})" for look in looks)
     words = " A word is a run of letters: spaces and punctuation are in none." if isinstance(
         reading.tokenizer, CharTokenizer) else ""
     return (f"Where else it looks over your text, weight (and an even spread's): {listed}. An even spread weighs "
-            f"each position a query may see alike.{words}\n\n{wrote}")
+            f"each position a query may see alike. The line above names a place with {LOOKS_RATIO:g} times that "
+            f"and {LOOKS_CLEARLY:.0%} of the weight beyond it.{words}\n\n{wrote}")
 
 
 def _low(rank: int, of: int) -> bool:
@@ -875,7 +898,7 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     vocabulary = [_label(label) for label in labels(tokenizer, subset if subset is not None else
                                                     torch.arange(config.vocabulary_size))]
     qk, ov = _tables(reading, layer, which)
-    direct = " (direct path)" if layer > 0 else ""  # what that is: CIRCUIT_MORE, behind the fold
+    direct = " (direct path)" if layer > 0 else ""  # said on the tables themselves; what that is: CIRCUIT_MORE
     shown_of = "" if subset is None else f" ({subset.numel()} of the {config.vocabulary_size:,} tokens: the text's, " \
                                          "then the lowest ids)"
     # the pairs in words are among the text's own characters: one the model never saw keeps a random embedding,
@@ -889,14 +912,14 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     by_position = ("This head looks by position, which the tables leave out: their pairs say little of it. "
                    if _by_position(_looks(reading, layer, which)) else "")
     # the strongest pairs in sight, the rest behind the fold (a stranger counted 94 words before it)
-    heading = (f"### What {chosen} reads and writes{direct}{_looks_line(reading, layer, which)}{HERE}\n\n"
+    heading = (f"### What {chosen} does over your text{_looks_line(reading, layer, which)}{HERE}\n\n"
                f"<details><summary>more</summary>\n\n{_looks_more(reading, layer, which)}"
                f"{by_position}The strongest pairs among your text's characters: "
                f"{'; '.join(looks)}; {'; '.join(promotes)}.{shown_of}\n\n"
                f"{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n</details>")
-    qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}: query (row) → key character",
+    qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}{direct}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
-    ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}: attended (row) → next character",
+    ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}{direct}: attended (row) → next character",
                                       x_title="promoted", y_title="attended",
                                       hover="attending to %{y}, the logit of %{x}: %{z:.3f}")
     return heading, qk_map, ov_map
