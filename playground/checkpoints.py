@@ -62,7 +62,6 @@ PLAYGROUND_LAYOUT, GPT2_LAYOUT = "playground", "gpt2"
 TRAINING_FILE = "training.json"
 CARD_FILE = "README.md"
 OPTIMIZER_FILE = "optimizer.safetensors"
-LOCK_FILE = ".lock"
 DEFAULT_CHECKPOINT = "shakespeare-char"
 # Checkpoints that came with the repository, which the app treats as read-only. The one list, by name, so it holds in
 # any weights folder (a copy of the repository's, a test's) and no file a run writes can claim or drop the mark. The
@@ -203,13 +202,15 @@ def _fsync_tree(folder: Path) -> None:
 
 @contextlib.contextmanager
 def _folder_lock(parent: Path, blocking: bool = True):
-    """An advisory lock on ``parent/.lock`` shared by saves and recovery, across processes.
+    """An advisory lock on the folder ``parent`` itself shared by saves and recovery, across processes (an flock on
+    the folder, as _claimed_temporary's claim: a lock file would stay in the folder for good).
 
     Yields True when held; with ``blocking=False`` yields False instead of waiting. The OS drops the
     lock when its process dies, so a killed save never leaves it held.
     """
     parent.mkdir(parents=True, exist_ok=True)
-    with open(parent / LOCK_FILE, "a+") as handle:
+    handle = os.open(parent, os.O_RDONLY)
+    try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:
@@ -219,6 +220,8 @@ def _folder_lock(parent: Path, blocking: bool = True):
             yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        os.close(handle)
 
 
 @contextlib.contextmanager

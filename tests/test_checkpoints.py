@@ -92,7 +92,7 @@ def test_failure_mid_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
     assert loaded.steps == 1
     idx = torch.randint(0, tokenizer.vocabulary_size, (1, 8))
     assert torch.equal(loaded.model(idx).logits, model(idx).logits)
-    assert [p.name for p in tmp_path.iterdir() if p.name != checkpoints.LOCK_FILE] == ["keep"]
+    assert [p.name for p in tmp_path.iterdir()] == ["keep"]  # and no lock file: the lock is on the folder
 
 
 def _entries(folder):
@@ -327,4 +327,13 @@ def test_remove_takes_a_checkpoint_away_in_one_rename(tmp_path):
     save_checkpoint(model, tokenizer, "gone", directory=tmp_path)
     checkpoints.remove("gone", tmp_path)
     checkpoints.remove("never-was", tmp_path)  # nothing to remove: nothing happens
-    assert not [p for p in tmp_path.iterdir() if p.name != ".lock"]
+    assert not list(tmp_path.iterdir())
+
+
+def test_recovery_at_start_up_leaves_nothing_in_the_weights_folder(tmp_path):
+    """Every stranger who tried the app found a `.lock` in the clone's weights/ after starting it: the save lock is an
+    flock on the folder itself, so start-up's recovery and a save leave only the checkpoints."""
+    model, tokenizer = make_model()
+    save_checkpoint(model, tokenizer, "kept", directory=tmp_path)
+    checkpoints.recover(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"]
