@@ -6,6 +6,7 @@ import json
 import re
 import socket
 import time
+import urllib.request
 
 import pytest
 from conftest import local_client
@@ -404,3 +405,16 @@ def test_why_explains_a_character_through_the_api(served, capfd):
     with pytest.raises(AppError, match="not one of this model's heads"):
         client.predict("shakespeare-char", "To be", -1, "", "L9 H9", [], "zero", api_name="/why")
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_every_font_the_page_declares_is_a_whole_font_file(served):
+    """Gradio's default theme declared weight 600 from SemiBold files of 4-5 KB that hold a few glyphs: the title's
+    "A" came from Source Sans Pro, every other letter from the system's bold, thinner and shorter beside them. Every
+    @font-face of the served theme points at a file of the page's server that is a whole font (over 20 KB)."""
+    app, _, _ = served
+    css = urllib.request.urlopen(f"{app.local_url}theme.css", timeout=10).read().decode()
+    sources = re.findall(r"@font-face\s*{[^}]*?url\(['\"]?([^'\")]+)", css)
+    assert len(sources) >= 4, css[:500]
+    for source in sources:
+        size = len(urllib.request.urlopen(f"{app.local_url}{source.lstrip('/')}", timeout=10).read())
+        assert size > 20_000, (source, size)

@@ -36,6 +36,11 @@ from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext
 from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
 
 TITLE = "Attention Playground"
+# Gradio's default theme draws weight 600 (headings, labels, buttons) from a SemiBold Source Sans Pro that holds a few
+# glyphs (5 KB): every other letter fell back to the system's bold and the title's "A" stood thinner and shorter
+# than the rest (its IBM Plex Mono SemiBold is as short). Their Bold files are whole, so the same families at 400 and
+# 700: 600 is drawn from the 700.
+FONT_WEIGHTS = (400, 700)
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
 QUEUE_SIZE = 64  # events waiting for a worker; past it Gradio answers "the queue is full" at once, holding nothing
 QUEUE_PER_CLIENT = 16  # units (an event, plus one per MiB of inputs) one client may have waiting or running: 429
@@ -144,6 +149,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
 def launch_options(limits: Limits | None = None) -> dict:
     """The keyword arguments every launch uses (app.py and the tests alike).
 
+    ``theme``: Gradio's default, its fonts drawn from whole files (FONT_WEIGHTS).
     ``show_error``: a payload Gradio's own components refuse before a handler runs (text in a number slot,
     an unknown choice sent to the API) reaches the client with Gradio's message instead of an empty error.
     ``state_session_capacity``: Gradio keeps each session's inputs and outputs, and every API call is a new
@@ -165,7 +171,11 @@ def launch_options(limits: Limits | None = None) -> dict:
         temp_space.sweep(Path(gr.utils.get_upload_folder()), limits.max_temp_bytes, TEMP_MAX_AGE_SECONDS,
                          incoming=incoming)
 
-    return dict(css=CSS, max_file_size=max_file_size, show_error=True,
+    theme = gr.themes.Default(font=(gr.themes.LocalFont("Source Sans Pro", weights=FONT_WEIGHTS),
+                                    "ui-sans-serif", "system-ui", "sans-serif"),
+                              font_mono=(gr.themes.LocalFont("IBM Plex Mono", weights=FONT_WEIGHTS),
+                                         "ui-monospace", "Consolas", "monospace"))
+    return dict(css=CSS, theme=theme, max_file_size=max_file_size, show_error=True,
                 state_session_capacity=SESSION_CAPACITY,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
