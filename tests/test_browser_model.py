@@ -232,6 +232,15 @@ def step_through_the_sources(page, tmp_path, screen: str) -> None:
     panel.get_by_role("checkbox", name=FORGET_TRANSPOSE_LABEL).check()  # the blocks moving, one colour per head
     expect(panel.locator(".tp-block")).to_have_count(12, timeout=WAIT_MS)  # the book's 2 heads x 6 tokens
     expect(panel.locator(".tp-caption")).to_be_visible()
+    # its titles wrap inside it (on a phone one ran 140 px past its box, cut at "…then .vi"), its axes are named,
+    # and a pointer on it holds the blocks still (a learner found each join gone before it was read)
+    picture = panel.locator(".tp-picture")
+    assert picture.evaluate("p => [...p.querySelectorAll('.tp-title span, .tp-axis')].every(s => "
+                            "s.getBoundingClientRect().right <= p.getBoundingClientRect().right + 0.5)")
+    expect(picture.locator(".tp-axis")).to_contain_text("each row: 2 blocks of")
+    expect(picture.locator(".tp-row").first).to_contain_text("row 0")
+    picture.hover()
+    expect(picture.locator(".tp-block").first).to_have_css("animation-play-state", "paused")
     keep_screen(page, panel.locator(".tp-caption"), tmp_path / f"{screen}-transpose.png")
     for source in BOOK_SOURCE_TITLES:
         panel.get_by_role("radio", name=source, exact=True).check()

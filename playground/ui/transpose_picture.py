@@ -28,7 +28,8 @@ MORE = ("The heads' outputs lie in memory as (h, T, d_k): head 0's T rows first,
 HEIGHT_PX = 360  # the grid's height at most: a long text's blocks get thinner, never the picture taller
 WIDTH_PX = 280  # the blocks' width at most, all heads together (fits a phone beside the row labels)
 LABELLED_PX = 14  # blocks at least this tall carry their token's name
-PERIOD_S = 8  # one cycle: the right join, the move, the notebook's join, the move back
+PERIOD_S = 12  # one cycle: the right join, the move, the notebook's join, the move back (at 8 s a learner found
+# each join gone before it was read); a pointer on the picture, or a tap on a phone, holds it still
 
 STYLE = """<style>
 .tp-picture { margin: 8px 0; font-size: 12px; }
@@ -39,8 +40,11 @@ STYLE = """<style>
   animation: tp-move """ + str(PERIOD_S) + """s ease-in-out infinite; }
 .tp-row { position: absolute; left: -96px; width: 92px; text-align: right; overflow: hidden; white-space: nowrap;
   color: #4b5563; }
-.tp-title { position: relative; height: 20px; font-weight: 600; }
-.tp-title span { position: absolute; left: 96px; white-space: nowrap; }
+.tp-title { display: grid; margin-left: 96px; font-weight: 600; }
+.tp-title span { grid-area: 1 / 1; }
+.tp-axis { margin: 2px 0 4px 96px; color: #4b5563; }
+.tp-picture:hover .tp-block, .tp-picture:hover .tp-title span { animation-play-state: paused; }
+@media (max-width: 480px) { .tp-title, .tp-axis, .tp-grid { margin-left: 56px; } .tp-row { left: -56px; width: 52px; } }
 .tp-title .tp-right { animation: tp-right """ + str(PERIOD_S) + """s ease-in-out infinite; }
 .tp-title .tp-wrong { animation: tp-wrong """ + str(PERIOD_S) + """s ease-in-out infinite; opacity: 0; }
 @keyframes tp-move { 0%, 30% { transform: translate(var(--x0), var(--y0)); }
@@ -82,14 +86,19 @@ def picture(forgotten: ForgottenJoin, tokens: Sequence[str]) -> str:
                 f'style="width:{width}px;height:{height}px;line-height:{height - 2}px;background:{colour(head)};'
                 f'--x0:{head * width}px;--y0:{token * height}px;--x1:{block * width}px;--y1:{row * height}px">'
                 f"{word}</div>")
-    rows = "".join(f'<div class="tp-row" style="top:{t * height}px;height:{height}px;line-height:{height}px">'
-                   f"row {t} {html.escape(tokens[t])}</div>" for t in range(T) if height >= LABELLED_PX)
+    # every row named where the blocks are tall enough; else the first and the last (its label ending with the
+    # grid), so the rows read as rows
+    tall = max(height, LABELLED_PX)
+    named = {t: t * height for t in range(T)} if height >= LABELLED_PX else {0: 0, T - 1: max(0, T * height - tall)}
+    rows = "".join(f'<div class="tp-row" style="top:{top}px;height:{tall}px;line-height:{tall}px">row {t} '
+                   f"{html.escape(tokens[t])}</div>" for t, top in named.items())
     legend = " ".join(f'<span style="background:{colour(head)};padding:0 4px">head {head}</span>'
                       for head in range(h))
     return (f'{STYLE}<div class="tp-picture" role="img" aria-label="The heads\' blocks moving from the right join '
             f'to notebook 002\'s join without the transpose">'
             f'<div class="tp-title"><span class="tp-right">Joined right: .transpose(1, 2), then .view → ({T}, '
             f'{h}·{d})</span><span class="tp-wrong">Notebook 002: .view alone → ({T}, {h}·{d}), rows mixed</span>'
-            f'</div><div class="tp-stage"><div class="tp-grid" style="width:{h * width}px;height:{T * height}px">'
+            f'</div><div class="tp-axis">each row: {h} blocks of {d} features · hover or tap to hold</div>'
+            f'<div class="tp-stage"><div class="tp-grid" style="width:{h * width}px;height:{T * height}px">'
             f'{rows}{"".join(cells)}</div></div><p>{legend}</p><p class="tp-caption">{CAPTION}</p>'
             f'<details><summary>{FOLD}</summary><p>{html.escape(MORE)}</p></details></div>')
