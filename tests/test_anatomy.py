@@ -12,6 +12,7 @@ from playground.anatomy import (
     AllHeads,
     all_heads,
     block_input,
+    block_lens,
     block_walk,
     forgotten_join,
     lessons,
@@ -334,6 +335,32 @@ def test_logit_lens_last_stage_is_the_models_prediction(model):
     assert_close(lens.stages[0].final_choice_probs, first.gather(1, top_ids[:, :1])[:, 0])
     with pytest.raises(ValueError, match="top must be at most 11"):
         logit_lens(model, IDS, top=12)
+
+
+@pytest.mark.parametrize("layer,position", [(0, 3), (2, 9), (2, 0)])
+def test_block_lens_reads_the_stream_the_model_passes_through_its_final_norm_and_head(model, layer, position):
+    """The guesses at a block's three stream points, each against an independent reading: the input is logit_lens's
+    stage before the block, after attention is the block's own attention added to its input, and the last block's
+    output is the model's prediction."""
+    x = block_input(model, IDS, layer)
+    lens = block_lens(model, block_walk(model.blocks[layer], x), position, top=4)
+    assert lens.names == ["block input", "residual add 1", "residual add 2 (block output)"]
+    block = model.blocks[layer]
+    with torch.no_grad():
+        after_attention = x + block.attn(block.ln_1(x[None]))[0][0]
+        output = block(x[None])[0][0]
+        read = [torch.softmax(model.lm_head(model.ln_f(stream[position])), dim=-1) for stream in (x, after_attention,
+                                                                                              output)]
+    for point, probabilities in enumerate(read):
+        top_probs, top_ids = probabilities.topk(4)
+        assert torch.equal(lens.top_ids[point], top_ids), point
+        assert_close(lens.top_probs[point], top_probs, atol=1e-6, rtol=1e-5)
+    stages = logit_lens(model, IDS, top=4).stages
+    assert torch.equal(lens.top_ids[0], stages[layer].top_ids[position])
+    if layer == model.config.layers_num - 1:
+        assert torch.equal(lens.top_ids[-1], stages[-1].top_ids[position])
+    with pytest.raises(ValueError, match="position"):
+        block_lens(model, block_walk(block, x), IDS.numel())
 
 
 def test_token_ids_are_checked(model):

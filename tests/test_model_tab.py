@@ -7,6 +7,7 @@ import json
 import re
 
 import gradio as gr
+import numpy as np
 import pytest
 import torch
 from conftest import REPO
@@ -154,6 +155,35 @@ def test_after_dropout_in_a_decoder_the_future_stays_grey_and_each_grey_cell_say
     dropped = [(i, j) for i in range(T) for j in range(i + 1) if grey[i][j] == 1.0]
     assert dropped and all(hover[i][j].endswith(lessons.DROPPED_HOVER) for i, j in dropped)
     assert f"zeroed **{len(dropped)} of the" in result.heading
+
+
+@pytest.mark.parametrize("layer", [1, 3])
+def test_a_checkpoints_block_shows_how_attention_then_the_mlp_change_the_querys_guess(ctx, layer):
+    """A learner could say neither what the output projection nor what the MLP adds: the block's second figure is the
+    query's next-character guesses read after each of its parts (anatomy.block_lens), drawn from the lens itself;
+    of the last block the last row is the model's own guesses, as level 5 shows them."""
+    result = view(ctx, BLOCK, layer=layer, query=7)
+    guesses = result.plot_c
+    trace = guesses.data[0]
+    assert guesses.layout.title.text.replace("<br>", " ").startswith("After position 7 (")
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = walkthrough.prepare_text(TEXT, loaded.tokenizer, loaded.config.context_size).ids
+    walk = anatomy.block_walk(loaded.model.blocks[layer], anatomy.block_input(loaded.model, ids, layer))
+    lens = anatomy.block_lens(loaded.model, walk, 7)
+    rows = [lessons.BLOCK_POINTS.get(name, name) for name in lens.names]
+    assert rows == ["block input", "+ attention", "+ MLP (the output)"]
+    assert list(guesses.layout.yaxis.ticktext) == rows
+    shown = [[model_tab._token_label(loaded.tokenizer.decode([t])) for t in row] for row in lens.top_ids.tolist()]
+    assert [list(row) for row in trace.text] == shown
+    assert np.allclose(np.array(trace.z, dtype=float), lens.top_probs.numpy(), atol=1e-6)
+    if layer == loaded.config.layers_num - 1:
+        final = view(ctx, MODEL, query=7)
+        assert [list(row) for row in final.plot_c.data[0].text][-1][:anatomy.BLOCK_TOP] == shown[-1]
+    assert "how attention, then the MLP, change the query's next-character guess" in result.heading
+    # the textbook's block has no LM head: each token's length at each point instead
+    textbook = view(ctx, BLOCK, source="textbook inputs")
+    assert textbook.plot_c.layout.title.text.startswith("‖x‖ of each token")
+    assert "change the query's next-character guess" not in textbook.heading
 
 
 def test_the_model_level_reads_each_block_through_the_lm_head(ctx):

@@ -217,3 +217,22 @@ def test_no_hover_or_text_template_asks_plotly_for_a_signed_fixed_format():
     found = [f"{path.relative_to(package)}: {match.group(0)}" for path in sorted(package.rglob("*.py"))
              for match in signed_fixed.finditer(path.read_text(encoding="utf-8"))]
     assert found == []
+
+
+def test_the_look_for_lines_name_the_strongest_cells_by_the_colour_the_scales_give_them():
+    """A learner read "bright cells" over step 3's scores, whose best matches are dark blue: the scales the heatmaps
+    use (Blues for weights, RdBu for scores and tables) put their largest values in a dark blue, and the lines that
+    point at the strongest cells say so."""
+    import plotly.graph_objects as go
+
+    from playground.anatomy.lessons import HEAD_LOOK_FOR
+    from playground.ui.why_tab import LOOK_FOR_CIRCUITS
+    from playground.walkthrough.lessons import LOOK_FOR
+
+    for name in ("Blues", "RdBu"):
+        red, green, blue = map(int, re.findall(r"\d+", go.Heatmap(z=[[0]], colorscale=name).colorscale[-1][1]))
+        assert blue > max(red, green) and 0.2126 * red + 0.7152 * green + 0.0722 * blue < 80, name
+    lines = [*LOOK_FOR, HEAD_LOOK_FOR, LOOK_FOR_CIRCUITS]
+    assert not [line for line in lines if "bright" in line]
+    assert "dark blue cells" in LOOK_FOR[2] and "dark blue cells" in LOOK_FOR_CIRCUITS and "dark diagonal" in \
+        HEAD_LOOK_FOR

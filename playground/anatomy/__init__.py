@@ -1,8 +1,8 @@
 """The model's anatomy, zoomed from one score to the whole model: the Model tab's core.
 
     levels.py    the maths of each zoom level: one_score, all_heads / textbook_heads (and forgotten_join, notebook
-                 002's forgotten transpose as a what-if), block_walk, logit_lens, and view_cost (what a view
-                 costs, from its shapes)
+                 002's forgotten transpose as a what-if), block_walk (and block_lens: the guess at each point of a
+                 block), logit_lens, and view_cost (what a view costs, from its shapes)
     book_models.py  the notebooks' own models (002's encoder layer, 003's two-layer transformer, 004's sliced
                  heads): their heads, what each head reads, their shapes beside the notebook's
     lessons.py   the level titles, the model map's parts and what to look for at each level (words only)
@@ -19,6 +19,7 @@ from playground.anatomy import lessons
 from playground.anatomy.book_models import BOOK_MODELS, BookModel, ShapeRow, book_model
 from playground.anatomy.levels import (
     ACTIVATIONS,
+    BLOCK_TOP,
     FORGOTTEN_MAP_BYTES,
     LEVELS,
     NORM_ORDERS,
@@ -26,6 +27,7 @@ from playground.anatomy.levels import (
     TEXTBOOK_SEED,
     TOP,
     AllHeads,
+    BlockLens,
     BlockWalk,
     ForgottenJoin,
     LensStage,
@@ -34,6 +36,7 @@ from playground.anatomy.levels import (
     StreamPoint,
     all_heads,
     block_input,
+    block_lens,
     block_walk,
     check_token_ids,
     forgotten_join,
@@ -52,6 +55,7 @@ __all__ = [
     "ShapeRow",
     "book_model",
     "ACTIVATIONS",
+    "BLOCK_TOP",
     "FORGOTTEN_MAP_BYTES",
     "LEVELS",
     "NORM_ORDERS",
@@ -59,6 +63,7 @@ __all__ = [
     "TEXTBOOK_SEED",
     "TOP",
     "AllHeads",
+    "BlockLens",
     "BlockWalk",
     "ForgottenJoin",
     "LensStage",
@@ -67,6 +72,7 @@ __all__ = [
     "StreamPoint",
     "all_heads",
     "block_input",
+    "block_lens",
     "block_walk",
     "check_token_ids",
     "forgotten_join",

@@ -150,13 +150,14 @@ def head_text(where: str, query: int, query_token: str, weights_row: Sequence[fl
     best = max(range(len(row)), key=row.__getitem__)
     return (f"This is {where}: its attention weights, one row per query, and its output (weights · V). Query "
             f"**{query}** `{query_token}` puts its largest weight, **{row[best]:.3f}**, on token {best} "
-            f"(`{tokens[best]}`). A bright diagonal means each token looks at itself, a bright first column is a "
+            f"(`{tokens[best]}`). A dark diagonal means each token looks at itself, a dark first column is a "
             f"resting place when nothing else fits, a stripe just left of the diagonal reads the previous "
             f"character. {attention_tab_hint}")
 
 
-HEAD_LOOK_FOR = "a bright diagonal, a bright first column, or a stripe just left of the diagonal in the weights."
-HEADS_LOOK_FOR = "heads that disagree: each panel is one head's own pattern over the same text."
+HEAD_LOOK_FOR = "a dark diagonal, a dark first column, or a stripe just left of the diagonal in the weights."
+HEADS_LOOK_FOR = ("heads that disagree: each panel is one head's own pattern over the same text. W_O mixes their "
+                  "outputs into one row per token; level 4 shows what that changes in the guess.")
 TEXTBOOK_HEADS_LOOK_FOR = "the wrapper's rows are 4 wide, the batched layer's 2 wide, on the same six inputs."
 FORGOTTEN_LOOK_FOR = "the blocks move: one head's rows fill whole joined rows, so colours run in bands."
 LENS_LOOK_FOR = "the guesses sharpen from the embeddings to the last block, whose reading is exactly the output."
@@ -415,11 +416,19 @@ def block_text(walk: BlockWalk, head: int, trained_as: str) -> str:
     return text
 
 
-def block_look_for(walk: BlockWalk) -> str:
-    """Level 4's one line, for the norm order switched on."""
+# the stream points of a block as its guesses name them (block_walk's names: what the stream holds there)
+BLOCK_POINTS = {"residual add 1": "+ attention", "residual add 2 (block output)": "+ MLP (the output)",
+                "LayerNorm 1": "+ attention, LayerNorm 1", "LayerNorm 2 (block output)": "+ MLP, LayerNorm 2"}
+
+
+def block_look_for(walk: BlockWalk, guesses: bool = False) -> str:
+    """Level 4's one line, for the norm order switched on; ``guesses``: the view shows the query's guesses after each
+    part (a checkpoint's block), and the line points at what attention and the MLP change there first."""
+    changed = "how attention, then the MLP, change the query's next-character guess; " if guesses else ""
     if walk.norm_order == "pre":
-        return "the stream's length ‖x‖ grows at each residual add; each LayerNorm brings its copy back to scale."
-    return "after each residual add a LayerNorm sets the stream back to its own scale: it cannot build up."
+        return f"{changed}the stream's length ‖x‖ grows at each residual add; each LayerNorm brings its copy back " \
+               "to scale."
+    return f"{changed}after each residual add a LayerNorm sets the stream back to its own scale: it cannot build up."
 
 
 # --------------------------------------------------------------------------------------------- 5. the model

@@ -42,6 +42,7 @@ LEVELS = ("score", "head", "heads", "block", "model")  # the zoom levels, from o
 NORM_ORDERS = ("pre", "post")  # pre: x + f(LN(x)) (GPT); post: LN(x + f(x)) (the original Transformer, nb 002/003)
 ACTIVATIONS = ("gelu", "relu")
 TOP = 10  # next characters the logit lens keeps per position
+BLOCK_TOP = 5  # next characters block_lens keeps at each point of one block
 TEXTBOOK_SEED = 123  # notebook 001's torch.manual_seed
 TEXTBOOK_LAYERS = ("wrapper", "batched")  # MultiHeadAttentionWrapper and MultiHeadAttention of notebook 001
 # forgotten_transpose's two (T, h·d, 3) int64 source tables and the int64 index tensors that build them
@@ -540,6 +541,33 @@ def logit_lens(model: GPT, token_ids: torch.Tensor, top: int = TOP) -> LogitLens
     return LogitLens(stages)
 
 
+@dataclass(eq=False)
+class BlockLens:
+    """What one position's residual stream would give as the next token at each point of a block where it is the
+    stream (its input, after attention's add, after the MLP's add): the logit lens inside one block."""
+
+    names: list[str]  # the walk's stream points, in order
+    top_ids: torch.Tensor  # (points, top) the most likely next tokens, most likely first
+    top_probs: torch.Tensor  # (points, top) their probabilities
+
+
+def block_lens(model: GPT, walk: BlockWalk, position: int, top: int = BLOCK_TOP) -> BlockLens:
+    """Read the stream at ``position`` after each of ``walk``'s stream points through the model's final LayerNorm
+    and LM head, as logit_lens does between blocks: what attention, then the MLP, change in the guess. A learner
+    could say neither what the output projection nor what the MLP adds; this shows it in the next character. Of the
+    last block the last point is the model's own prediction, of any block the first is logit_lens's stage before it.
+    """
+    position = checks.index(position, "position", walk.points[0].values.size(0), "positions")
+    top = checks.whole_number(top, "top", 1, model.config.vocabulary_size)
+    points = [point for point in walk.points if point.stream]
+    parameter = next(model.parameters())
+    rows = torch.stack([point.values[position] for point in points]).to(parameter.device, parameter.dtype)
+    with _evaluating(model):
+        probabilities = F.softmax(model.lm_head(model.ln_f(rows[None]))[0].float(), dim=-1)  # (points, V)
+    top_probs, top_ids = probabilities.topk(top, dim=-1)
+    return BlockLens([point.name for point in points], top_ids.cpu(), _cpu(top_probs))
+
+
 # --------------------------------------------------------------------------------------------- what a view costs
 
 def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, layers_num: int,
@@ -555,7 +583,8 @@ def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, la
                     and FORGOTTEN_MAP_BYTES per (T, C) entry for the maps
       block         the stream up to the block, a pass without maps, then 5 (h, T, T), 12 (T, C) and 2 (T, 4C):
                     at most four float (h, T, T) and the dropout mask are alive at once (the masked scores, the
-                    weights, the kept weights before and after their 1/(1-p)); the fifth is the allocator's room
+                    weights, the kept weights before and after their 1/(1-p)); the fifth is the allocator's room;
+                    and block_lens's 2 (3, V) (the logits and their probabilities at three points)
       model         the stream after every block, a pass without maps, 3 (T, V) (one stage at a time), the stream
                     kept after every block (T, C) and their top lists
 
@@ -574,7 +603,7 @@ def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, la
     else:
         own = {
             "heads": f * (4 * h * T * T + 4 * T * C) + forget_transpose * (6 * f + FORGOTTEN_MAP_BYTES) * T * C,
-            "block": f * (5 * h * T * T + 12 * T * C + 2 * 4 * T * C),
+            "block": f * (5 * h * T * T + 12 * T * C + 2 * 4 * T * C + 2 * 3 * V),
             "model": f * (3 * T * V + (layers_num + 1) * T * C) + (layers_num + 1) * 16 * T * TOP,
         }[level]
     figures = heatmap_cells * budget.BYTES_PER_HEATMAP_CELL + bars * budget.BYTES_PER_BAR

@@ -203,8 +203,8 @@ def _figure_cells(level: str, T: int, C: int, h: int, d: int, layers: int, top: 
         shown = min(h, plots.MAX_GRID_PANELS)
         wide = min(C, max(d, plots.MAX_FEATURE_COLUMNS // max(d, 1) * d))  # the join and projection: whole heads
         return shown * plots.grid_side(shown, T) ** 2 + 2 * t * wide + forget_transpose * 2 * t * _side(h), 0
-    if level == "block":
-        return 2 * t * t + 7 * t, 7
+    if level == "block":  # the weights before and after dropout; each token's ‖x‖ at 7 points, or the guesses
+        return 2 * t * t + max(7 * t, 3 * anatomy.BLOCK_TOP), 7
     return t * (layers + 1) + t * top + (layers + 1) * top, layers + 1
 
 
@@ -316,7 +316,11 @@ def _rows_table(title: str, matrix: torch.Tensor, tokens: list[str]) -> str:
 
 
 def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, settings: Settings, where: str,
-                notes: list[str], trained_as: str) -> tuple:
+                notes: list[str], trained_as: str, loaded: checkpoints.Checkpoint | None = None) -> tuple:
+    """Level 4. Of a checkpoint's block (``loaded``: its final norm and LM head read the stream), the second figure
+    is what the query's stream would give as the next character after each part (anatomy.block_lens): a learner
+    could not say what the output projection and the MLP add. The textbook's block has no LM head: each token's
+    ‖x‖ at each point there."""
     T = x.size(0)
     head = checks.index(settings.head, "head", heads_num, "heads per layer")
     query, clamped = anatomy.position(settings.query, "query", T)
@@ -333,14 +337,28 @@ def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, setti
                                 zmax=max(1.0, float(used.max())))
     names = [point.name for point in walk.points]
     norms = torch.stack([point.norms for point in walk.points])  # (points, T)
-    stream = _heatmap(norms, names, tokens, "‖x‖ of each token at each point of the block", colorscale="Viridis",
-                      zmin=0.0, col_start=_window_start(query), x_title="token", y_title="point", show_values=False,
-                      sparse_columns=True)
+    if loaded is not None:
+        stream = _block_guesses(loaded, walk, query, tokens)
+    else:
+        stream = _heatmap(norms, names, tokens, "‖x‖ of each token at each point of the block", colorscale="Viridis",
+                          zmin=0.0, col_start=_window_start(query), x_title="token", y_title="point",
+                          show_values=False, sparse_columns=True)
     means = plots.bar_chart(names, norms.mean(dim=1).tolist(), "Mean ‖x‖ over the tokens at each point", "‖x‖",
                             height=420)  # room under the bars for the seven points' slanted names
     text = lessons.block_text(walk, head, trained_as)
-    heading = _heading("block", lessons.block_look_for(walk), lessons.block_formula(walk), text, where, notes)
+    heading = _heading("block", lessons.block_look_for(walk, guesses=loaded is not None), lessons.block_formula(walk),
+                       text, where, notes)
     return heading, before, after, stream, means, ""
+
+
+def _block_guesses(loaded: checkpoints.Checkpoint, walk: anatomy.BlockWalk, query: int, tokens: list[str]):
+    """The query's next-character guesses at each stream point of the block, as level 5 shows them per block."""
+    lens = anatomy.block_lens(loaded.model, walk, query)
+    words = [[_token_label(loaded.tokenizer.decode([token])) for token in row] for row in lens.top_ids.tolist()]
+    ranks = [str(rank + 1) for rank in range(lens.top_ids.size(1))]
+    return plots.text_heatmap(lens.top_probs, words, [lessons.BLOCK_POINTS.get(name, name) for name in lens.names],
+                              ranks, f"After position {query} ({tokens[query]}): the next character after each part "
+                              "of the block", x_title="rank", y_title="read after")
 
 
 def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[str], settings: Settings, part: str,
@@ -447,7 +465,8 @@ def _checkpoint_views(ctx: AppContext, checkpoint, text: str, settings: Settings
 
             def shown(settings):
                 return _block_view(loaded.model.blocks[layer], x, tokens, h, settings,
-                                   f"block {layer + 1} (layer {layer}) of {where}", notes, lessons.GPT_SWITCHES), ""
+                                   f"block {layer + 1} (layer {layer}) of {where}", notes, lessons.GPT_SWITCHES,
+                                   loaded), ""
         else:
             def shown(settings):
                 return _lens_view(loaded, ids, tokens, settings, part, where, notes), ""

@@ -80,7 +80,7 @@ CHAIN_MORE = ("② is what the head would add to the target's logit if all its w
               "is the embeddings, the other heads, the MLPs and the biases. Softmax compares every character's "
               "logit: a push helps the probability only as far as it lifts this logit above the others.")
 IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the tallest, the strongest pushes
-LOOK_FOR_CIRCUITS = "**Look for:** bright cells: strong pairs."  # where no cell is outlined (_in_the_tables)
+LOOK_FOR_CIRCUITS = "**Look for:** dark blue cells: strong pairs."  # where no cell is outlined (_in_the_tables)
 LOOKS_LISTED = 4  # more places a head looks over the text, behind the fold
 WRITES_LISTED = 3  # the tokens a head raises most over the text, behind the fold (the first in sight)
 NEAREST = {"own word": "its own word"}  # a place named after "most:" (WORD_PLACES' "within" does not read there)

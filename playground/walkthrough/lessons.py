@@ -26,11 +26,12 @@ LOOK_FOR = (
     "one row per token: the numbers this head starts from.",
     "a query (Q) says what a token looks for, a key (K) what it offers, a value (V) what it passes on. Green: the "
     "framed query's best keys.",
-    "bright cells: a query (row) meets the key (column) it matches best. Each cell is one dot product q·k.",
+    "dark blue cells: a query (row) meets the key (column) it matches best. Each cell is one dot product q·k.",
     "the same pattern as step 3 on a smaller scale, so softmax does not saturate.",
     "grey above the diagonal: no token sees a later one.",
     "each row sums to 1; a row's darkest cell is the token that query reads most.",
-    "each row is a mix of value rows, weighted by the row of step 6.",
+    "each row adds up step 2's V rows, each weighted by that query's softmax weight (the framed row's: the bars "
+    "below).",
 )
 FOLD = "more"  # the summary of every fold
 
