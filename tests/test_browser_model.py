@@ -12,6 +12,7 @@ from browser_support import PHONE, WAIT_MS, expect_no_error, open_page, open_tab
 from playwright.sync_api import Locator, expect
 
 from playground.anatomy.lessons import FORGET_TRANSPOSE_LABEL, LEVEL_LABELS, LEVEL_TITLES
+from playground.ui.chart_deck import PHONE_WIDTH
 from playground.ui.model_tab import BOOK_SOURCES
 
 BOOK_SOURCE_TITLES = list(BOOK_SOURCES)
@@ -25,8 +26,11 @@ def heading(panel: Locator) -> Locator:
 
 def zoom(panel: Locator, number: int) -> None:
     radio = panel.get_by_role("radio", name=LEVEL_LABELS[number - 1], exact=True)
+    picked = not radio.is_checked()
     radio.check()
     expect(heading(panel)).to_have_text(LEVEL_TITLES[number - 1], timeout=WAIT_MS)
+    if picked and panel.page.viewport_size["width"] < PHONE_WIDTH:  # a level picked on a phone landed below the
+        expect(heading(panel)).to_be_in_viewport()  # screen: the page goes to it
     # chosen, and under the pointer still: filled as a chosen radio is (Gradio's hover rule had painted it white, and
     # two strangers read the level as unselected)
     radio.hover()
@@ -74,8 +78,11 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     zoom(panel, 3)
     expect(plot_titled(panel, "Layer 0: every head's attention weights")).to_be_visible(timeout=WAIT_MS)
 
-    zoom(panel, 4)
-    expect(plot_titled(panel, "‖x‖ of each token")).to_be_visible(timeout=WAIT_MS)
+    zoom(panel, 4)  # what attention, then the MLP, change in the query's guess
+    guesses = plot_titled(panel, "The guess after each part of the block")
+    expect(guesses).to_be_visible(timeout=WAIT_MS)
+    assert guesses.evaluate("el => [...el.layout.yaxis.ticktext]") == ["block input", "+ attention",
+                                                                        "+ MLP (the output)"]
     for switch in ("post-norm (notebooks 002/003)", "encoder (no mask)", "ReLU"):
         panel.get_by_role("radio", name=switch, exact=True).check()
     expect(panel).to_contain_text("post-norm (notebooks 002/003), encoder (no mask), ReLU", timeout=WAIT_MS)

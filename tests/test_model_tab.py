@@ -165,7 +165,8 @@ def test_a_checkpoints_block_shows_how_attention_then_the_mlp_change_the_querys_
     result = view(ctx, BLOCK, layer=layer, query=7)
     guesses = result.plot_c
     trace = guesses.data[0]
-    assert guesses.layout.title.text.replace("<br>", " ").startswith("After position 7 (")
+    assert guesses.layout.title.text.replace("<br>", " ").startswith("The guess after each part of the block, at "
+                                                                      "position 7 (")
     loaded = ctx.checkpoint("shakespeare-char")
     ids = walkthrough.prepare_text(TEXT, loaded.tokenizer, loaded.config.context_size).ids
     walk = anatomy.block_walk(loaded.model.blocks[layer], anatomy.block_input(loaded.model, ids, layer))

@@ -40,6 +40,7 @@ ATTENTION_MODES = {"decoder": True, "encoder": False}  # the switch's value -> c
 DEFAULT_TEXT = "To be, or not to be: that is the question."
 CONTROL_MIN_WIDTH = 160
 SHOWN_ID = "model-text"  # in the page once the tab is opened: its first view is made then (events.once_shown)
+LEVEL_ELEM_ID = "model-level"  # the level's heading: a level picked on a phone is scrolled to where it starts
 TABLE_ROWS = 16  # rows of the forgotten transpose's table, around the query
 TEXTBOOK_TRAINED_AS = ""  # the textbook block is seeded, not trained: no "trained as" caveat
 
@@ -357,8 +358,8 @@ def _block_guesses(loaded: checkpoints.Checkpoint, walk: anatomy.BlockWalk, quer
     words = [[_token_label(loaded.tokenizer.decode([token])) for token in row] for row in lens.top_ids.tolist()]
     ranks = [str(rank + 1) for rank in range(lens.top_ids.size(1))]
     return plots.text_heatmap(lens.top_probs, words, [lessons.BLOCK_POINTS.get(name, name) for name in lens.names],
-                              ranks, f"After position {query} ({tokens[query]}): the next character after each part "
-                              "of the block", x_title="rank", y_title="read after")
+                              ranks, f"The guess after each part of the block, at position {query} "
+                              f"({tokens[query]})", x_title="rank", y_title="read after")
 
 
 def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[str], settings: Settings, part: str,
@@ -888,7 +889,7 @@ def build(ctx: AppContext) -> None:
     forget_transpose = gr.Checkbox(False, label=lessons.FORGET_TRANSPOSE_LABEL, info=lessons.FORGET_TRANSPOSE_INFO,
                                    visible=False)
     book_inputs = gr.Radio(list(BOOK_INPUTS), value=BOOK_INPUTS[0], label="The book's model reads", visible=False)
-    heading = gr.Markdown(label="level")
+    heading = gr.Markdown(label="level", elem_id=LEVEL_ELEM_ID)
     picture = gr.HTML(label="the blocks, joined two ways", padding=False)  # level 3's forgotten transpose
     # The page draws the figures itself (chart_deck): a level already sent is drawn without asking the server. Each
     # figure keeps its own column, shown or not; the figures drawn come first, numbered 1, 2, … with no gaps.
@@ -975,8 +976,10 @@ def build(ctx: AppContext) -> None:
     shown_controls(functools.partial(gr.on, [source.change, checkpoint.change]), api_name="model_controls",
                    api_visibility="private").then(**level_controls, api_name="model_controls_level")
     level.change(**level_controls, api_name="model_level_controls")
-    # a level is drawn in the page from the deck already there (the server is not asked)
-    level.change(**draw, api_name="model_level", api_visibility="private")
+    # a level is drawn in the page from the deck already there (the server is not asked); on a phone, where it
+    # landed below the screen, the page scrolls to its heading
+    level.change(**dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=LEVEL_ELEM_ID, more=True)),
+                 api_name="model_level", api_visibility="private")
     # (no spares made for a new level: made meanwhile, they took the 2 cores the page draws the level with, 220 ->
     # 445 ms at load 6; a new level's layers and heads are the server's until its next answer)
     # a new layer or head is drawn at once from a spare deck where the page holds one; the server's answer follows
