@@ -465,6 +465,31 @@ def test_a_new_query_position_is_drawn_in_the_page_before_the_server_answers(pag
     expect_no_error(page)
 
 
+def row_point(plot: Locator, row: int) -> tuple[float, float]:
+    """Where on the screen a heatmap's row ``row`` (of the window drawn) is, a third of the way across its plot."""
+    plot.scroll_into_view_if_needed()
+    return tuple(plot.evaluate("""(el, row) => { const x = el._fullLayout.xaxis, y = el._fullLayout.yaxis;
+        const box = el.querySelector('.main-svg').getBoundingClientRect();
+        return [box.left + x._offset + x._length / 3, box.top + y._offset + y.c2p(row)]; }""", row))
+
+
+def test_a_click_on_a_heatmaps_row_makes_its_token_the_query(page):
+    """A learner could choose a query only by typing its position, and counted to 85 by hand: a click on a row of
+    any step's heatmap makes that row's token the query, drawn as a typed position is."""
+    panel = arrive(page)
+    pick_step(panel, 6)
+    page.wait_for_function(POSITIONS_HELD, arg=STEP_TITLES[5], timeout=WAIT_MS)
+    page.mouse.click(*row_point(plot_titled(panel, "attention weights"), 12))
+    expect(panel.get_by_label("query position (-1 = the last token)")).to_have_value("12")
+    expect(plot_titled(panel, "Softmax weights of query 12 (t)")).to_be_visible(timeout=WAIT_MS)
+    assert figure(plot_titled(panel, "attention weights"))["shapes"] == [{"y0": 11.5, "y1": 12.5}]
+    pick_step(panel, 1)  # the inputs' rows are tokens too
+    page.mouse.click(*row_point(plot_titled(panel, "X"), 3))
+    expect(panel.get_by_label("query position (-1 = the last token)")).to_have_value("3")
+    expect(panel).to_contain_text("Query 3 ", timeout=WAIT_MS)
+    expect_no_error(page)
+
+
 def test_show_with_an_emptied_text_says_why_once(page):
     """A stranger emptied the text and pressed Show: a warning (the text's change) and an error (Show) came, for one
     thing. Now the heading says it, in one warning, and no error."""
@@ -499,6 +524,10 @@ def test_attention_on_a_phone(phone):
     expect(heading(panel)).to_have_text(STEP_TITLES[1], timeout=WAIT_MS)
     expect(plot_titled(panel, "V")).to_be_visible(timeout=WAIT_MS)
     pick_step(panel, 6)
+    # a tap on a row makes its token the query, as a click does
+    phone.wait_for_function(POSITIONS_HELD, arg=STEP_TITLES[5], timeout=WAIT_MS)
+    phone.touchscreen.tap(*row_point(plot_titled(panel, "attention weights"), 5))
+    expect(plot_titled(panel, "Softmax weights of query 5 (,)")).to_be_visible(timeout=WAIT_MS)
     panel.get_by_label("causal mask", exact=True).uncheck()
     expect(plot_titled(panel, "default")).to_be_visible(timeout=WAIT_MS)
     assert cut_labels(phone) == []

@@ -569,3 +569,27 @@ def test_an_answer_made_for_inputs_the_page_no_longer_shows_is_left(page):
                                 settings=why_tab._settings(*now))
     drawn = page.evaluate(take, [deck, None, None, None, None, *now, 0, why_tab.STRONGEST, []])
     assert drawn[0] == "### Made for these inputs" and page.evaluate("() => window.chartDeck.decks.why.key") == "2:here"
+
+
+def test_the_head_on_screen_opens_in_the_attention_tab(page):
+    """A learner who found the deciding head retyped the text, the layer, the head and the position to see it in the
+    Attention tab: one button opens it there, at its softmax weights, its row framed, on the same checkpoint and
+    text (the Attention tab not opened before: a tab not yet drawn had kept its own query position)."""
+    panel = open_tab(page, "Why")
+    box = panel.get_by_label("position (-1 = last)")
+    box.fill("30")
+    box.press("Enter")
+    shown = panel.get_by_role("heading", name=re.compile(r"^L\d+ H\d+ at position 30"))
+    expect(shown).to_be_visible(timeout=WAIT_MS)
+    layer, head = map(int, re.match(r"L(\d+) H(\d+)", shown.inner_text()).groups())
+    text = panel.get_by_label("Text", exact=True).input_value()
+    panel.get_by_role("button", name="Step through this head in the Attention tab").click()
+    tab = page.get_by_role("tab", name="Attention", exact=True)
+    expect(tab).to_have_attribute("aria-selected", "true", timeout=WAIT_MS)
+    attention = page.locator('[role="tabpanel"]:visible')
+    expect(attention.get_by_role("heading", level=3)).to_have_text("6. Softmax weights", timeout=WAIT_MS)
+    expect(any_plot_titled(attention, "Softmax weights of query 30 (")).to_be_visible(timeout=WAIT_MS)
+    assert [attention.get_by_label(label, exact=True).input_value() for label in ("layer", "head")] == \
+        [str(layer), str(head)]
+    assert attention.get_by_label("Text (not used by the presets)").input_value() == text
+    expect_no_error(page)

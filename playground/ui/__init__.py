@@ -34,6 +34,7 @@ from playground.ui import (
 )
 from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext
 from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
+from playground.walkthrough import STEP_TITLES
 
 TITLE = "Attention Playground"
 # Gradio's default theme draws weight 600 (headings, labels, buttons) from a SemiBold Source Sans Pro that holds a few
@@ -119,21 +120,28 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
         if ctx.hidden_note():
             gr.Markdown(ctx.hidden_note())
-        with gr.Tabs(overflow_behavior="wrap"):  # on a phone the bar wraps: every tab's name stays visible
+        with gr.Tabs(overflow_behavior="wrap") as tabs:  # on a phone the bar wraps: every tab's name stays visible
             with gr.Tab("Tokenize", id="tokenize"):
                 tokenize_tab.build(ctx)
             with gr.Tab("Attention", id="attention"):
-                attention_tab.build(ctx)
+                attention = attention_tab.build(ctx)
             with gr.Tab("Model", id="model"):
                 model_tab.build(ctx)
             with gr.Tab("Why", id="why"):
-                why_tab.build(ctx)
+                why = why_tab.build(ctx)
             with gr.Tab("Compare", id="compare"):
                 compare_tab.build(ctx)
             with gr.Tab("Train", id="train"):
                 finished_run = train_tab.build(ctx)
             with gr.Tab("Sample", id="sample"):
                 sample_checkpoint = sample_tab.build(ctx)
+        # the head on the Why tab's screen, stepped through in the Attention tab at its softmax weights
+        # (the tab first: the controls of a tab not yet drawn took the values, but its query box kept its own)
+        why.button.click(lambda: gr.Tabs(selected="attention"), None, tabs, api_name="why_to_attention_tab",
+                         api_visibility="private", show_progress="hidden", queue=False).then(
+            _open_in_attention, [why.checkpoint, why.text, why.head_heading], list(attention),
+            js=why_tab.HEAD_ON_SCREEN_JS, api_name="why_to_attention", api_visibility="private",
+            show_progress="hidden", queue=False)
         # Plotly for the chart decks (Attention, Model, Why, Sample), once the first tab is drawn
         chart_deck.plotly_loader(tokenize_tab.DRAWN_JS)
         # the page's run, once finished or stopped with a checkpoint, is what Sample offers next (its prompt follows)
@@ -144,6 +152,13 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     app.queue(default_concurrency_limit=4, max_size=QUEUE_SIZE, api_open=False)
     app.playground_context = ctx  # for tests and app.py; not looked up by the UI itself
     return app
+
+
+def _open_in_attention(checkpoint: str, text: str, heading: str) -> tuple:
+    """The Attention tab's controls for the Why tab's head: its checkpoint, text, layer, head and position, at step 6
+    (the weights its chain starts from), in attention_tab.Opened's order."""
+    layer, head, position = why_tab.head_on_screen(heading)
+    return attention_tab.SOURCES[0], checkpoint, text, layer, head, position, STEP_TITLES[5]
 
 
 def launch_options(limits: Limits | None = None) -> dict:

@@ -496,6 +496,30 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
 
 
 DECK = "attention"  # the page's chart deck: figures 1-3, the query's score bars, its weight bars
+QUERY_ELEM_ID = "attention-query"  # the query position's box, which a click on a heatmap's row writes
+# A click (or a tap) on a heatmap's row makes that row's token the query: a learner could choose a query only by
+# typing its position, counting the characters to 85 by hand. The row is the one the cell's hover names ("row 12
+# (e), column ..."), so a window of a long text's rows picks the right position; the box's input event then draws
+# it as a typed position is drawn (QUERY_JS).
+ROW_PICK_JS = """
+if (!window.attentionRowPicks) {
+  window.attentionRowPicks = true;
+  document.addEventListener('click', event => {
+    const host = event.target.closest && event.target.closest("[id^='""" + DECK + """-chart-'] .js-plotly-plot");
+    const at = host && window.chartDeck && window.chartDeck.pointAt(host, event);
+    if (!at) return;
+    const [xaxis, yaxis] = [at.subplot.xaxis._id, at.subplot.yaxis._id];
+    const trace = (host.data || []).find(t => t.type === 'heatmap' && Array.isArray(t.customdata) &&
+                                              (t.xaxis || 'x') === xaxis && (t.yaxis || 'y') === yaxis);
+    const cells = trace && trace.customdata[Math.round(at.yval)];
+    const named = cells && /^row (\\d+) /.exec(cells[Math.round(at.xval)] || '');
+    const box = document.querySelector('#""" + QUERY_ELEM_ID + """ input');
+    if (!named || !box || box.value === named[1]) return;
+    box.value = named[1];
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  });
+}
+"""
 DECK_SLOTS = range(5)
 DECK_TEXTS = 3  # the heading, the what-if notes, the query's sentence
 
@@ -804,7 +828,19 @@ def _source_groups(source: str) -> tuple:
     return tuple(gr.Group(visible=source == choice) for choice in SOURCES)
 
 
-def build(ctx: AppContext) -> None:
+class Opened(NamedTuple):
+    """The controls another tab sets to open one head here (the Why tab's "step through this head")."""
+
+    source: gr.Radio
+    checkpoint: gr.Dropdown
+    text: gr.Textbox
+    layer: gr.Number
+    head: gr.Number
+    query: gr.Number
+    step: gr.Radio
+
+
+def build(ctx: AppContext) -> Opened:
     gr.Markdown(
         "Scaled dot-product attention, one stage at a time, for a single head. Pick where the weights come from, "
         "type your own text, and step through. Switch the mask or the scaling off to see why each is there."
@@ -851,7 +887,9 @@ def build(ctx: AppContext) -> None:
     whatif = gr.Markdown(label="what if")
     with gr.Accordion("One query token", open=True):
         query = gr.Number(-1, label="query position (-1 = the last token)",
-                          info="its row is framed in orange on the heatmaps")
+                          info="its row is framed in orange on the heatmaps; click a row to choose it",
+                          elem_id=QUERY_ELEM_ID)
+        gr.HTML("", js_on_load=ROW_PICK_JS, padding=False, min_height=0)
         with gr.Row():
             chart_deck.hosts(DECK, DECK_SLOTS[3:])
         query_md = gr.Markdown(label="values mixed")
@@ -976,3 +1014,4 @@ def build(ctx: AppContext) -> None:
           queue=False)
     wire(export.click, export_step, ctx, settings, files, api_name="attention_export", show_progress="hidden",
          **ctx.fast_lane)
+    return Opened(source, checkpoint, text, layer, head, query, step)

@@ -86,17 +86,23 @@ window.chartDeck = window.chartDeck || (() => {
     }
     return out;
   }
-  function readTap(Plotly, host, event) {  // a tap on a touch screen shows the value under it, as a hover would
+  function pointAt(host, event) {  // the subplot under a pointer event, and where in its data: {subplot, xval, yval}
     const layout = host._fullLayout, svg = host.querySelector('.main-svg');
-    if (!layout || !svg) return;
+    if (!layout || !svg) return null;
     const box = svg.getBoundingClientRect(), x = event.clientX - box.left, y = event.clientY - box.top;
     const inside = axis => axis._offset <= (axis._id[0] === 'x' ? x : y) &&
                            (axis._id[0] === 'x' ? x : y) <= axis._offset + axis._length;
     const subplot = Object.values(layout._plots || {}).find(plot => inside(plot.xaxis) && inside(plot.yaxis));
-    if (!subplot) { Plotly.Fx.unhover(host); return; }  // a tap beside the plot puts the value away
-    const at = {xval: subplot.xaxis.p2c(x - subplot.xaxis._offset), yval: subplot.yaxis.p2c(y - subplot.yaxis._offset)};
+    return subplot ? {subplot, xval: subplot.xaxis.p2c(x - subplot.xaxis._offset),
+                      yval: subplot.yaxis.p2c(y - subplot.yaxis._offset)} : null;
+  }
+  function readTap(Plotly, host, event) {  // a tap on a touch screen shows the value under it, as a hover would
+    const at = pointAt(host, event);
+    if (!at) { Plotly.Fx.unhover(host); return; }  // a tap beside the plot puts the value away
     // after the tap's own events: Plotly's end of a touch takes any hover label away
-    setTimeout(() => { if (host._fullLayout) Plotly.Fx.hover(host, at, subplot.id); }, TAP_READ_MS);
+    setTimeout(() => {
+      if (host._fullLayout) Plotly.Fx.hover(host, {xval: at.xval, yval: at.yval}, at.subplot.id);
+    }, TAP_READ_MS);
   }
   function hostOf(block, view) {  // a slot's host for a view: its own where the slot keeps one per view
     if (!block) return null;
@@ -287,7 +293,7 @@ window.chartDeck = window.chartDeck || (() => {
       .forEach(host => { delete host.dataset.stamp; });
     draw(name);
   }
-  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late};
+  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late, pointAt};
 })();
 """
 

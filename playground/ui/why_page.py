@@ -60,15 +60,18 @@ PART_NOTES = {
                  "any layer, read straight by the final norm and the LM head.",
     "bias": "**{name}**: a constant, the same whatever the text, with no pattern to open.",
 }
-# A click on a bar of the attribution chart: the bar under the pointer (Plotly's hover data, which a click or a tap
-# sets first) names a part; a head's name goes into the hidden box, whose change opens that head.
+# A click on a bar of the attribution chart: the bar whose row is under the pointer names a part; a head's name goes
+# into the hidden box, whose change opens that head.
 PICK_JS = """
 if (!window.whyBarPicks) {
   window.whyBarPicks = true;
   document.addEventListener('click', event => {
     const chart = event.target.closest && event.target.closest('#""" + PARTS_ELEM_ID + """ .js-plotly-plot');
-    const point = chart && chart._hoverdata && chart._hoverdata[0];
-    const name = point && point.customdata;
+    // the row under the click itself (y is the bar's index), not Plotly's last hover: a swipe's end left a bar's
+    // hover behind, and a tap beside the plot later opened that bar's head
+    const at = chart && window.chartDeck && window.chartDeck.pointAt(chart, event);
+    const bars = at && (chart.data || []).find(trace => trace.type === 'bar' && Array.isArray(trace.customdata));
+    const name = bars ? bars.customdata[Math.round(at.yval)] : undefined;
     const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
     const host = document.querySelector('#""" + PART_NOTE_ELEM_ID + """');
     if (host && typeof name === 'string') {  // a part that is not a head: said what it is; a head: the note goes

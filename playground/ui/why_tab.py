@@ -17,6 +17,7 @@ import functools
 import hashlib
 import itertools
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -1213,7 +1214,31 @@ def _first_heads(ctx: AppContext) -> list[str]:
     return []
 
 
-def build(ctx: AppContext) -> None:
+class ToAttention(NamedTuple):
+    """The button that opens the head on screen in the Attention tab, and what it reads there."""
+
+    button: gr.Button
+    checkpoint: gr.Dropdown
+    text: gr.Textbox
+    head_heading: gr.Markdown
+
+
+# the head and position on screen, as the page's head heading names them ("L3 H1 at position 85 …"): the page draws
+# a chosen head itself, so its heading, not the head box (which may say "strongest"), is what the learner sees
+HEAD_ON_SCREEN_JS = ("(checkpoint, text, heading) => [checkpoint, text, document.querySelector('#"
+                     + script.HEAD_ELEM_ID + " h3')?.innerText ?? heading]")
+
+
+def head_on_screen(heading: str) -> tuple[int, int, int]:
+    """(layer, head, position) of the head heading "### L3 H1 at position 85 …"; a clear error without one."""
+    found = re.match(r"(?:#+\s*)?L(\d+) H(\d+) at position (\d+)", heading or "")
+    if not found:
+        raise gr.Error("No head is on screen yet: wait for the head's chain, then open it in the Attention tab.")
+    layer, head, position = map(int, found.groups())
+    return layer, head, position
+
+
+def build(ctx: AppContext) -> ToAttention:
     gr.Markdown("Which parts of the model wrote its guess for the next character, what one head looks for and "
                 "writes, and what the model loses without it.")
     with gr.Row():
@@ -1236,6 +1261,9 @@ def build(ctx: AppContext) -> None:
     head = gr.Dropdown(_head_choices(heads), value=STRONGEST, label="head", allow_custom_value=True,
                        elem_id=script.PICKER_ELEM_ID)
     head_heading = gr.Markdown(label="the head's reading", elem_id=script.HEAD_ELEM_ID)
+    # a learner who found the deciding head here retyped the text, the layer, the head and the position to see its
+    # seven stages in the Attention tab
+    to_attention = gr.Button("Step through this head in the Attention tab", size="sm", variant="secondary")
     with gr.Row():
         chart_deck.hosts(HEADS_DECK, [0])  # the chain: from the head's pattern to the next character
     gr.Markdown(fold(CHAIN_MORE, "how the chain is read"))  # the same for every head: not sent with each
@@ -1334,3 +1362,4 @@ def build(ctx: AppContext) -> None:
     # a new position is drawn in the page from the decks it holds; one not there yet is asked for
     position.change(None, **in_page, api_name="why_position")
     answer(need.change, "why_need", fresh=True)
+    return ToAttention(to_attention, checkpoint, text, head_heading)
