@@ -896,3 +896,19 @@ def test_a_second_place_is_named_where_it_shares_no_key_with_the_first_and_comes
     # a token at position 0 shares that key with it
     assert why_tab._beside(reading, [look("token", 0.23, 0.03, what=7), look("first", 0.20, 0.05)]) is None
     assert why_tab._beside(reading, [look("distance", 0.35, 0.04, 2), look("distance", 0.27, 0.05, 1)]).what == 1
+
+
+def test_the_head_on_screen_is_read_from_its_heading_and_opens_in_the_attention_tab():
+    """The button under a head's chain opens it in the Attention tab: the head and position are the heading's (the
+    head box may say "strongest"), at the softmax weights, on the same checkpoint and text; no head on screen yet is
+    a clear error, not a traceback."""
+    from playground.ui import _open_in_attention, attention_tab
+
+    assert why_tab.head_on_screen("### L3 H1 at position 85: looked most at `h`@63") == (3, 1, 85)
+    assert why_tab.head_on_screen("L0 H2 at position 0") == (0, 2, 0)
+    for shown in ("", "### Why `?` after `o`", None):
+        with pytest.raises(gr.Error, match="No head is on screen yet"):
+            why_tab.head_on_screen(shown)
+    assert _open_in_attention("shakespeare-char", "To be", "### L2 H3 at position 30 …") == (
+        attention_tab.SOURCES[0], "shakespeare-char", "To be", 2, 3, 30, "6. Softmax weights")
+    assert list(attention_tab.Opened._fields) == ["source", "checkpoint", "text", "layer", "head", "query", "step"]

@@ -137,9 +137,11 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
                 sample_checkpoint = sample_tab.build(ctx)
         # the head on the Why tab's screen, stepped through in the Attention tab at its softmax weights
         # (the tab first: the controls of a tab not yet drawn took the values, but its query box kept its own)
-        why.button.click(lambda: gr.Tabs(selected="attention"), None, tabs, api_name="why_to_attention_tab",
-                         api_visibility="private", show_progress="hidden", queue=False).then(
-            _open_in_attention, [why.checkpoint, why.text, why.head_heading], list(attention),
+        on_screen = [why.checkpoint, why.text, why.head_heading]
+        why.button.click(_attention_tab, on_screen, tabs, js=why_tab.HEAD_ON_SCREEN_JS,
+                         api_name="why_to_attention_tab", api_visibility="private", show_progress="hidden",
+                         queue=False).success(
+            _open_in_attention, on_screen, list(attention),
             js=why_tab.HEAD_ON_SCREEN_JS, api_name="why_to_attention", api_visibility="private",
             show_progress="hidden", queue=False)
         # Plotly for the chart decks (Attention, Model, Why, Sample), once the first tab is drawn
@@ -152,6 +154,12 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     app.queue(default_concurrency_limit=4, max_size=QUEUE_SIZE, api_open=False)
     app.playground_context = ctx  # for tests and app.py; not looked up by the UI itself
     return app
+
+
+def _attention_tab(checkpoint: str, text: str, heading: str):
+    """The Attention tab selected, where a head is on the Why tab's screen (a clear error where none is yet)."""
+    why_tab.head_on_screen(heading)
+    return gr.Tabs(selected="attention")
 
 
 def _open_in_attention(checkpoint: str, text: str, heading: str) -> tuple:
