@@ -194,7 +194,7 @@ def test_model_view_zooms_through_the_api(served):
     # plain values, not gr.Plot updates (an API client got {"__type__": "update", ...} instead of the figure)
     assert [figure is None for figure in figures] == [False, False, False, False] and isinstance(numbers, str)
     assert all("__type__" not in figure and "plot" in figure for figure in figures)
-    assert "‖x‖ of each token" in json.loads(figures[2]["plot"])["layout"]["title"]["text"]
+    assert "The guess after each part of the block" in json.loads(figures[2]["plot"])["layout"]["title"]["text"]
     textbook = client.predict("textbook inputs", None, "", "3. All heads", 0, 0, 0, 0, "pre", "decoder", "gelu", 0.0,
                               0, api_name="/model_view")
     assert "[-0.4519, 0.2216, 0.4772, 0.1063]" in textbook[1]
