@@ -572,11 +572,13 @@ def _window_title(title: str, first_row: int, rows: int, cols: int, total_rows: 
 def text_heatmap(values: torch.Tensor | Sequence[Sequence[float]], text: Sequence[Sequence[str]],
                  row_labels: Sequence[str], col_labels: Sequence[str], title: str = "", *, colorscale: str = "Blues",
                  zmin: float | None = 0.0, zmax: float | None = 1.0, x_title: str = "", y_title: str = "",
-                 highlight_row: int | None = None, first_row: int = 0, height: int | None = None) -> go.Figure:
+                 highlight_row: int | None = None, first_row: int = 0, height: int | None = None,
+                 show_values: bool = False) -> go.Figure:
     """A heatmap whose cells show a word (a predicted character) over a colour (its probability).
 
     Index axes with tick labels, like ``heatmap``; at most MAX_SIDE rows (a window from ``first_row``, named in
-    the title) and MAX_SIDE columns. Hover shows the row, the column, the word and the value.
+    the title) and MAX_SIDE columns. Hover shows the row, the column, the word and the value; ``show_values``: each
+    cell shows its value under its word too (a few large cells, read on a phone without a tap).
     """
     full = torch.as_tensor(values, dtype=torch.float64).detach().cpu()
     total_rows, total_cols = full.shape
@@ -593,7 +595,8 @@ def text_heatmap(values: torch.Tensor | Sequence[Sequence[float]], text: Sequenc
     hover = np.char.add(np.char.add(np.char.add(row_part, col_part), words), np.char.mod(" %.4f", v))
     figure = go.Figure(go.Heatmap(
         z=v, x=np.arange(cols), y=np.arange(rows), colorscale=colorscale, zmin=zmin, zmax=zmax, text=words,
-        texttemplate="%{text}", customdata=hover, hovertemplate="%{customdata}<extra></extra>", xgap=1, ygap=1))
+        texttemplate="%{text}<br>%{z:.2f}" if show_values else "%{text}", customdata=hover,
+        hovertemplate="%{customdata}<extra></extra>", xgap=1, ygap=1))
     height = height or min(1800, max(260, 110 + 18 * rows))
     y_step = max(1, math.ceil(rows / max(1, (height - 100) // 12)))
     title_layout, top = _title_layout(title)

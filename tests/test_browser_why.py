@@ -576,10 +576,12 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
     Attention tab: one button opens it there, at its softmax weights, its row framed, on the same checkpoint and
     text (the Attention tab not opened before: a tab not yet drawn had kept its own query position)."""
     panel = open_tab(page, "Why")
+    expect(panel.get_by_role("heading", name=re.compile(r"^L\d+ H\d+ at position"))).to_be_visible(timeout=WAIT_MS)
+    pick(page, panel, "head", "L3 H2")  # one head throughout: the second time only the position changes
     box = panel.get_by_label("position (-1 = last)")
     box.fill("30")
     box.press("Enter")
-    shown = panel.get_by_role("heading", name=re.compile(r"^L\d+ H\d+ at position 30"))
+    shown = panel.get_by_role("heading", name=re.compile(r"^L3 H2 at position 30"))
     expect(shown).to_be_visible(timeout=WAIT_MS)
     layer, head = map(int, re.match(r"L(\d+) H(\d+)", shown.inner_text()).groups())
     text = panel.get_by_label("Text", exact=True).input_value()
@@ -592,4 +594,18 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
     assert [attention.get_by_label(label, exact=True).input_value() for label in ("layer", "head")] == \
         [str(layer), str(head)]
     assert attention.get_by_label("Text (not used by the presets)").input_value() == text
+    expect(attention.get_by_role("heading", level=3)).to_be_in_viewport()  # the stage, where the row is framed
+    # again for another position of the same head: only the query changes (its frame had stayed where it was)
+    open_tab(page, "Why")
+    box.fill("12")
+    box.press("Enter")
+    shown = panel.get_by_role("heading", name=re.compile(r"^L3 H2 at position 12"))
+    expect(shown).to_be_visible(timeout=WAIT_MS)
+    panel.get_by_role("button", name="Step through this head in the Attention tab").click()
+    expect(tab).to_have_attribute("aria-selected", "true", timeout=WAIT_MS)
+    expect(any_plot_titled(attention, "Softmax weights of query 12 (")).to_be_visible(timeout=WAIT_MS)
+    weights = any_plot_titled(attention, "attention weights")
+    expect(weights).to_be_visible(timeout=WAIT_MS)
+    page.wait_for_function("el => (el.layout.shapes || []).some(s => s.y0 === 11.5)", arg=weights.element_handle(),
+                           timeout=WAIT_MS)
     expect_no_error(page)

@@ -177,6 +177,7 @@ def test_a_checkpoints_block_shows_how_attention_then_the_mlp_change_the_querys_
     shown = [[model_tab._token_label(loaded.tokenizer.decode([t])) for t in row] for row in lens.top_ids.tolist()]
     assert [list(row) for row in trace.text] == shown
     assert np.allclose(np.array(trace.z, dtype=float), lens.top_probs.numpy(), atol=1e-6)
+    assert trace.texttemplate == "%{text}<br>%{z:.2f}"  # each cell's probability in sight (a phone's cells are small)
     if layer == loaded.config.layers_num - 1:
         final = view(ctx, MODEL, query=7)
         assert [list(row) for row in final.plot_c.data[0].text][-1][:anatomy.BLOCK_TOP] == shown[-1]

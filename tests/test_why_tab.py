@@ -731,9 +731,10 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
     assert said["L1 H1"].startswith("Looks at word starts (58% of its weight; even spread: 23%);")
     # a second place, sharing no key with the first, where it comes near it: a learner read layer 2's "at the word
     # before" at a position where the heads looked within their own word; L3 H2 falls back to position 0 before the
-    # text's first newline (named as the chain names it, ⏎)
+    # text's first newline (named `\n`, as every line of the tab names it)
     assert said["L0 H1"].startswith("Looks 2 back (35% of its weight; even spread: 4%) and 1 back (27%; 5%);")
-    assert said["L3 H2"].startswith("Looks at `⏎` (23% of its weight; even spread: 3%) and at position 0 (20%; 5%);")
+    assert said["L3 H2"].startswith("Looks at `\\n` (23% of its weight; even spread: 3%) and at position 0 (20%; "
+                                    "5%);")
     # behind the fold, a positional head's character pairs come with a warning (a learner read layer 0's "`!` looks
     # for `!`" against "1 back: 74%")
     folds = {name: why_tab._read_circuits(reading, *why_tab._parse_head(name, 4, 4))[0].split("<details>")[1]
@@ -748,8 +749,7 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
     for name, line in said.items():
         layer, head = why_tab._parse_head(name, 4, 4)
         top = reading.tokenizer.label(int(written[layer, head].argmax()))
-        top = why_page.KEY_GLYPHS.get(why_tab._label(top), why_tab._label(top))
-        assert line.endswith(f"; writes `{top}` most."), line
+        assert line.endswith(f"; writes `{why_tab._label(top)}` most."), line
 
 
 def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the_tables(ctx):

@@ -143,7 +143,9 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
                          queue=False).success(
             _open_in_attention, on_screen, list(attention),
             js=why_tab.HEAD_ON_SCREEN_JS, api_name="why_to_attention", api_visibility="private",
-            show_progress="hidden", queue=False)
+            show_progress="hidden", queue=False).then(
+            None, None, None, js=attention_tab.QUERY_SHOWN_JS, api_name="why_to_attention_query",
+            api_visibility="private", show_progress="hidden", queue=False)
         # Plotly for the chart decks (Attention, Model, Why, Sample), once the first tab is drawn
         chart_deck.plotly_loader(tokenize_tab.DRAWN_JS)
         # the page's run, once finished or stopped with a checkpoint, is what Sample offers next (its prompt follows)

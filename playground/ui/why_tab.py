@@ -38,7 +38,6 @@ from playground.ui.why_page import (
     DECK,
     HEADS_DECK,
     HERE,
-    KEY_GLYPHS,
     KNOCK_BARELY,
     KNOCK_BARELY_MOVES,
     KNOCK_COLUMNS,
@@ -787,7 +786,7 @@ def _by_position(looks: list[head_scores.Look]) -> bool:
 
 
 def _look_name(reading: _Reading, look: head_scores.Look) -> str:
-    """A Look's place in words: "1 back", "at itself", "at position 0", "at `⏎`", "within its own word", "at the
+    """A Look's place in words: "1 back", "at itself", "at position 0", "at `\\n`", "within its own word", "at the
     word before", "at word starts"."""
     if look.kind in WORD_PLACES:
         return WORD_PLACES[look.kind]
@@ -799,10 +798,10 @@ def _look_name(reading: _Reading, look: head_scores.Look) -> str:
 
 
 def _said(reading: _Reading, token: int) -> str:
-    """A token as the lines over the text name it: as the chain's keys do, a newline as ⏎ (a learner read `\\n` in
-    the line and ⏎ under the chain)."""
-    label = _label(reading.tokenizer.label(token))
-    return KEY_GLYPHS.get(label, label)
+    """A token as the lines over the text name it: as every line of the tab does, a newline as `\\n` (a learner
+    found ⏎ in this line beside `\\n` in the chain's heading and the Look-for line, and the glyph half a letter
+    tall; ⏎ stays under the chain, where a key's label has the room of one character)."""
+    return _label(reading.tokenizer.label(token))
 
 
 def _beside(reading: _Reading, looks: list[head_scores.Look]) -> head_scores.Look | None:
@@ -816,7 +815,7 @@ def _beside(reading: _Reading, looks: list[head_scores.Look]) -> head_scores.Loo
 def _looks_line(reading: _Reading, layer: int, which: int) -> str:
     """What the head does over the learner's text, in sight under "What L0 H2 does over your text": "Looks 1 back (92%
     of its weight; even spread: 5%); writes `␣` most.", with a second place where one shares no key with the first
-    and comes near it (_beside: "Looks at `⏎` (23% …) and at position 0 (20%; 5%)"); where no place gets LOOKS_RATIO
+    and comes near it (_beside: "Looks at `\\n` (23% …) and at position 0 (20%; 5%)"); where no place gets LOOKS_RATIO
     times an even spread and LOOKS_CLEARLY beyond it (_clear), that it looks nowhere in particular, with the place
     that comes nearest. The QK and OV tables
     cannot say either: a previous-token head looks by position, which they leave out, and a later layer's head reads
