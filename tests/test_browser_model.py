@@ -257,3 +257,23 @@ def step_through_the_sources(page, tmp_path, screen: str) -> None:
         keep_screen(page, reads, tmp_path / f"{screen}-{source.split()[1]}.png")
     expect_no_error(page)
     assert len(list(tmp_path.glob("*.png"))) == 2 * len(LEVEL_TITLES) + 1 + len(BOOK_SOURCE_TITLES)
+
+
+def test_on_a_phone_a_level_picked_before_its_figures_arrive_is_scrolled_to_when_they_do(phone):
+    """A seventh learner picked "4 · block" on a phone as the tab opened and found its heading 1,200 px down: the level
+    was drawn when the server's deck arrived, and only a level drawn at the pick was scrolled to."""
+    page = phone
+    expect(page.get_by_role("tab", name="Model", exact=True)).to_be_visible(timeout=WAIT_MS)
+    held = []
+    page.route("**/queue/join**", lambda route: held.append(route))  # every answer of the tab's opening held
+    panel = open_tab(page, "Model")
+    radio = panel.get_by_role("radio", name=LEVEL_LABELS[3], exact=True)
+    radio.check()
+    page.wait_for_function("() => window.chartDeck && window.chartDeck.revealing.model", timeout=WAIT_MS)
+    assert held
+    for route in held:
+        route.continue_()
+    page.unroute("**/queue/join**")
+    expect(heading(panel)).to_have_text(LEVEL_TITLES[3], timeout=WAIT_MS)
+    expect(heading(panel)).to_be_in_viewport(timeout=WAIT_MS)
+    expect_no_error(page)

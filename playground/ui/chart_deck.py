@@ -293,7 +293,8 @@ window.chartDeck = window.chartDeck || (() => {
       .forEach(host => { delete host.dataset.stamp; });
     draw(name);
   }
-  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late, pointAt};
+  const revealing = {};  // deck -> {view, id}: a view asked for before it was held, to reveal once drawn
+  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late, pointAt, revealing};
 })();
 """
 
@@ -311,12 +312,20 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, setting
     second, could come back last and be drawn over the second's.
     ``reveal``: the id of the element that starts the answer; on a phone, where it lands below the screen, the page
     scrolls it into view (never up, away from a control the visitor is using further down, nor while they type)."""
-    scroll = (f"  const start = document.getElementById({json.dumps(reveal)});\n"
+    # a view asked for with ``reveal`` that was not held yet is revealed by the draw that brings it (the server's
+    # answer): on a phone a level picked before its deck arrived was drawn later, below the screen
+    pending = f"window.chartDeck.revealing[{json.dumps(deck)}]"
+    scroll = (f"  const wanted = {json.dumps(reveal)} || ({pending} && {pending}.view === String(view) ? "
+              f"{pending}.id : '');\n"
+              f"  if ({json.dumps(reveal)}) {{ if (shown) delete {pending}; "
+              f"else {pending} = {{view: String(view), id: {json.dumps(reveal)}}}; }}\n"
+              f"  else if (shown && wanted) delete {pending};\n"
+              "  const start = wanted && document.getElementById(wanted);\n"
               "  const typing = document.activeElement && document.activeElement.matches("
               "'textarea, input:not([type=radio]):not([type=checkbox]):not([type=range])');\n"
               f"  if (shown && start && !typing && window.innerWidth < {PHONE_WIDTH} && "
               "start.getBoundingClientRect().top > window.innerHeight - 80) "
-              "start.scrollIntoView({behavior: 'smooth', block: 'start'});\n") if reveal else ""
+              "start.scrollIntoView({behavior: 'smooth', block: 'start'});\n")
     unchanged = "[" + ", ".join(["undefined"] * texts) + "]"
     # more views arriving for the same settings while the view asked for is the one drawn: its texts are set, and
     # drawing it again set them over a control clicked since (the Model tab's map reverted under a click). A view
