@@ -418,17 +418,18 @@ def head_writes(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
     beside what it wrote at one position."""
     ids = _checked_ids(model, token_ids)
     config = model.config
+    notebook = _is_notebook(model)
     with _evaluating(model):
         _, kinds, parts, stream = _parts_of_the_stream(model, ids)  # (P, T, C), (T, C)
         heads = parts[[i for i, kind in enumerate(kinds) if kind == "head"]]  # (L * h, T, C), layer by layer
-        if _is_notebook(model):
+        if notebook:
             read = heads.mean(dim=1)  # (L * h, C): the output layer reads them as they are
         else:
             scale, gain = _frozen_norm(model, stream)
             read = ((heads - heads.mean(dim=-1, keepdim=True)) / scale[None, :, None]).mean(dim=1) * gain
         logits = read @ _unembedding(model).weight.T  # (L * h, V)
         logits = logits - logits.mean(dim=-1, keepdim=True)
-    layers = 1 if _is_notebook(model) else config.layers_num
+    layers = 1 if notebook else config.layers_num
     return logits.view(layers, config.heads_num, -1).float().cpu()
 
 

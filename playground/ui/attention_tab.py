@@ -497,16 +497,16 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
 
 DECK = "attention"  # the page's chart deck: figures 1-3, the query's score bars, its weight bars
 QUERY_ELEM_ID = "attention-query"  # the query position's box, which a click on a heatmap's row writes
-# A click (or a tap) on a heatmap's row makes that row's token the query: a learner could choose a query only by
-# typing its position, counting the characters to 85 by hand. The row is the one the cell's hover names ("row 12
-# (e), column ..."), so a window of a long text's rows picks the right position; the box's input event then draws
-# it as a typed position is drawn (QUERY_JS).
 # The query position written by another tab (the Why tab's head), drawn as a typed one is: a position alone that
 # changed asked nothing of the server (the box answers its input event, not a change), and the frame stayed on the
 # position before; then the page goes to the stage, where the framed row is.
 QUERY_SHOWN_JS = ("() => { document.querySelector('#" + QUERY_ELEM_ID + " input')?.dispatchEvent("
                   "new Event('input', {bubbles: true})); document.getElementById('" + STAGE_ELEM_ID
                   + "')?.scrollIntoView({block: 'start'}); }")
+# A click (or a tap) on a heatmap's row makes that row's token the query: a learner could choose a query only by
+# typing its position, counting the characters to 85 by hand. The row is the one the cell's hover names ("row 12
+# (e), column ..."), so a window of a long text's rows picks the right position; the box's input event then draws
+# it as a typed position is drawn (QUERY_JS).
 ROW_PICK_JS = """
 if (!window.attentionRowPicks) {
   window.attentionRowPicks = true;

@@ -315,12 +315,13 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, setting
     # a view asked for with ``reveal`` that was not held yet is revealed by the draw that brings it (the server's
     # answer): on a phone a level picked before its deck arrived was drawn later, below the screen
     pending = f"window.chartDeck.revealing[{json.dumps(deck)}]"
-    scroll = (f"  const wanted = {json.dumps(reveal)} || ({pending} && {pending}.view === String(view) ? "
-              f"{pending}.id : '');\n"
-              f"  if ({json.dumps(reveal)}) {{ if (shown) delete {pending}; "
-              f"else {pending} = {{view: String(view), id: {json.dumps(reveal)}}}; }}\n"
-              f"  else if (shown && wanted) delete {pending};\n"
-              "  const start = wanted && document.getElementById(wanted);\n"
+    if reveal:
+        wanted = (f"  const wanted = {json.dumps(reveal)};\n"
+                  f"  if (shown) delete {pending}; else {pending} = {{view: String(view), id: wanted}};\n")
+    else:
+        wanted = (f"  const wanted = {pending} && {pending}.view === String(view) ? {pending}.id : '';\n"
+                  f"  if (shown && wanted) delete {pending};\n")
+    scroll = (f"{wanted}  const start = wanted && document.getElementById(wanted);\n"
               "  const typing = document.activeElement && document.activeElement.matches("
               "'textarea, input:not([type=radio]):not([type=checkbox]):not([type=range])');\n"
               f"  if (shown && start && !typing && window.innerWidth < {PHONE_WIDTH} && "

@@ -318,8 +318,8 @@ def _rows_table(title: str, matrix: torch.Tensor, tokens: list[str]) -> str:
 
 def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, settings: Settings, where: str,
                 notes: list[str], trained_as: str, loaded: checkpoints.Checkpoint | None = None) -> tuple:
-    """Level 4. Of a checkpoint's block (``loaded``: its final norm and LM head read the stream), the second figure
-    is what the query's stream would give as the next character after each part (anatomy.block_lens): a learner
+    """Level 4. Of a checkpoint's block (``loaded``: its final norm and LM head read the stream), one figure is what
+    the query's stream would give as the next character after each part (anatomy.block_lens): a learner
     could not say what the output projection and the MLP add. The textbook's block has no LM head: each token's
     ‖x‖ at each point there."""
     T = x.size(0)

@@ -794,19 +794,15 @@ def _look_name(reading: _Reading, look: head_scores.Look) -> str:
         return "at itself" if look.what == 0 else f"{look.what} back"
     if look.kind == "first":
         return "at position 0"
-    return f"at `{_said(reading, look.what)}`"
-
-
-def _said(reading: _Reading, token: int) -> str:
-    """A token as the lines over the text name it: as every line of the tab does, a newline as `\\n` (a learner
-    found ⏎ in this line beside `\\n` in the chain's heading and the Look-for line, and the glyph half a letter
-    tall; ⏎ stays under the chain, where a key's label has the room of one character)."""
-    return _label(reading.tokenizer.label(token))
+    return f"at `{_label(reading.tokenizer.label(look.what))}`"
 
 
 def _beside(reading: _Reading, looks: list[head_scores.Look]) -> head_scores.Look | None:
-    """The place named beside the first: one that shares no key with it (head_scores.apart), gets LOOKS_RATIO times
-    an even spread's weight and BESIDE times the first's weight beyond it; None where none does."""
+    """The place named beside the first, where the first is clear (_clear): one that shares no key with it
+    (head_scores.apart), gets LOOKS_RATIO times an even spread's weight and BESIDE times the first's weight beyond it;
+    None where none does."""
+    if not looks or not _clear(looks[0]):
+        return None
     first = int(reading.ids[0])
     return next((look for look in looks[1:] if head_scores.apart(looks[0], look, first) and _above(look)
                  and look.lift >= BESIDE * looks[0].lift), None)
@@ -817,13 +813,12 @@ def _looks_line(reading: _Reading, layer: int, which: int) -> str:
     of its weight; even spread: 5%); writes `␣` most.", with a second place where one shares no key with the first
     and comes near it (_beside: "Looks at `\\n` (23% …) and at position 0 (20%; 5%)"); where no place gets LOOKS_RATIO
     times an even spread and LOOKS_CLEARLY beyond it (_clear), that it looks nowhere in particular, with the place
-    that comes nearest. The QK and OV tables
-    cannot say either: a previous-token head looks by position, which they leave out, and a later layer's head reads
-    what the layers before wrote (a learner could say what L3 H1 did at one position, not what it looks for or
-    writes). What it writes is the token _writes puts first. More behind the fold (_looks_more); only what it writes
-    where its weights were not read."""
+    that comes nearest. The QK and OV tables cannot say either: a previous-token head looks by position, which they
+    leave out, and a later layer's head reads what the layers before wrote (a learner could say what L3 H1 did at one
+    position, not what it looks for or writes). What it writes is the token _writes puts first. More behind the fold
+    (_looks_more); only what it writes where its weights were not read."""
     looks = _looks(reading, layer, which)
-    writes = f"writes `{_said(reading, _writes(reading, layer, which)[0][0])}` most"
+    writes = f"writes `{_label(reading.tokenizer.label(_writes(reading, layer, which)[0][0]))}` most"
     if not looks:
         return f"\n\n{writes.capitalize()}."
     top = looks[0]
@@ -853,13 +848,12 @@ def _looks_more(reading: _Reading, layer: int, which: int) -> str:
     spread (a learner read "at itself 8% (6%)" as a place it looks). A character model's words are said to be runs of
     letters (a learner asked whether the space after a word is in it). Then the WRITES_LISTED tokens it writes
     most, with their shares."""
-    writes = ", ".join(f"`{_said(reading, token)}` {value:+.2f}"
+    writes = ", ".join(f"`{_label(reading.tokenizer.label(token))}` {value:+.2f}"
                        for token, value in _writes(reading, layer, which))
     wrote = (f"What it writes most over your text, its mean share of each logit less the mean over every logit: "
              f"{writes}.\n\n")
     every = _looks(reading, layer, which)
-    named = every[:1] + ([] if not every or not _clear(every[0]) or _beside(reading, every) is None
-                         else [_beside(reading, every)])
+    named = [*every[:1], _beside(reading, every)]  # in sight already (_looks_line)
     looks = [look for look in every if look not in named and _above(look)][:LOOKS_LISTED]
     if not looks:
         return wrote
