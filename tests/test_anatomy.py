@@ -384,9 +384,11 @@ def test_level_titles_and_the_model_map():
 
 def test_block_text_names_the_dropped_weights_and_the_rescale(model):
     walk = block_walk(model.blocks[0], block_input(model, IDS, 0), dropout_p=0.5, seed=1)
-    text = lessons.block_text(walk, 1, "pre-norm (GPT)")
-    dropped, seen = int(walk.dropped[1].sum()), int(walk.visible.sum())
-    assert f"zeroed **{dropped} of the {seen}** weights head 1 can see" in text
+    query = 3
+    text = lessons.block_text(walk, query, "pre-norm (GPT)")
+    h = walk.weights.size(0)
+    dropped = sum(int(walk.dropped[k, query, j]) for k in range(h) for j in range(query + 1))
+    assert f"zeroed **{dropped} of the {h * (query + 1)}** weights the {h} heads give at position {query}" in text
     assert "1/(1−0.5) = **2.0000**" in text
 
 

@@ -134,27 +134,29 @@ def test_the_block_with_dropout_names_the_dropped_weights(ctx):
     assert "multiplied every kept one by 1/(1−0.2) = **1.2500**" in result.heading
     assert "These weights were trained as pre-norm, causal, GELU" in result.heading
     after = result.plot_b
-    assert after.layout.title.text.startswith("Head 2 after dropout")
-    grey = after.data[1].z  # the masked (dropped) cells' layer
+    assert after.layout.title.text.startswith("The same after dropout")
+    grey = after.data[1].z  # the masked (dropped) cells' layer: every head's row at the query
     dropped = sum(1 for row in grey for value in row if value == 1.0)
-    assert f"zeroed **{dropped} of the" in result.heading
+    assert len(grey) == 4 and f"zeroed **{dropped} of the {4 * len(grey[0])}** weights the 4 heads give" in \
+        result.heading
     assert result.heading == view(ctx, BLOCK, switches=("post", "encoder", "relu", 0.2, 5)).heading  # seeded
 
 
 def test_after_dropout_in_a_decoder_the_future_stays_grey_and_each_grey_cell_says_why(ctx):
     """The dropout figure greyed only the dropped cells: the causally masked ones were white zeros, as if tiny
     weights."""
-    result = view(ctx, BLOCK, switches=("pre", "decoder", "gelu", 0.3, 0))
+    query = 20
+    result = view(ctx, BLOCK, query=query, switches=("pre", "decoder", "gelu", 0.3, 0))
     after = result.plot_b
     assert "grey = dropped or masked" in after.layout.title.text.replace("<br>", " ")
-    grey, hover = after.data[1].z, after.data[0].customdata
-    T = len(grey)
-    for i in range(T):
-        for j in range(i + 1, T):  # the future: grey, and masked
-            assert grey[i][j] == 1.0 and hover[i][j].endswith(lessons.MASKED_WEIGHT_HOVER)
-    dropped = [(i, j) for i in range(T) for j in range(i + 1) if grey[i][j] == 1.0]
-    assert dropped and all(hover[i][j].endswith(lessons.DROPPED_HOVER) for i, j in dropped)
-    assert f"zeroed **{len(dropped)} of the" in result.heading
+    grey, hover = after.data[1].z, after.data[1].customdata  # the grey layer says why a cell is grey
+    assert len(grey) == 4  # one row per head
+    for row, hovers in zip(grey, hover):
+        for j in range(query + 1, len(row)):  # the future: grey, and masked
+            assert row[j] == 1.0 and hovers[j].endswith(lessons.MASKED_WEIGHT_HOVER)
+    dropped = [(k, j) for k in range(4) for j in range(query + 1) if grey[k][j] == 1.0]
+    assert dropped and all(hover[k][j].endswith(lessons.DROPPED_HOVER) for k, j in dropped)
+    assert f"zeroed **{len(dropped)} of the {4 * (query + 1)}** weights" in result.heading
 
 
 @pytest.mark.parametrize("layer", [1, 3])
@@ -181,11 +183,34 @@ def test_a_checkpoints_block_shows_how_attention_then_the_mlp_change_the_querys_
     if layer == loaded.config.layers_num - 1:
         final = view(ctx, MODEL, query=7)
         assert [list(row) for row in final.plot_c.data[0].text][-1][:anatomy.BLOCK_TOP] == shown[-1]
-    assert "how attention, then the MLP, change the query's next-character guess" in result.heading
+    assert "how attention, then the MLP, change its next-character guess" in result.heading
     # the textbook's block has no LM head: each token's length at each point instead
     textbook = view(ctx, BLOCK, source="textbook inputs")
     assert textbook.plot_c.layout.title.text.startswith("‖x‖ of each token")
-    assert "change the query's next-character guess" not in textbook.heading
+    assert "change its next-character guess" not in textbook.heading
+
+
+@pytest.mark.parametrize("source,heads", [("trained checkpoint", 4), ("textbook inputs", 1)])
+def test_the_blocks_first_figure_is_what_every_head_reads_at_the_query(ctx, source, heads):
+    """A seventh learner could tell what the block changed in the guess, not what attention read: its first figure was
+    head 0's whole pattern. It is every head's row of weights at the query, the keys after it grey, the head picked
+    framed, each row the weights the block itself computes there."""
+    query = 3
+    result = view(ctx, BLOCK, source=source, query=query, head=min(2, heads - 1))
+    reads = result.plot_a
+    assert reads.layout.title.text.replace("<br>", " ").startswith(f"Where each head looks from position {query} (")
+    assert list(reads.layout.yaxis.ticktext) == [f"head {n}" for n in range(heads)]
+    z = np.array(reads.data[0].z, dtype=float)
+    assert np.isnan(z[:, query + 1:]).all() and (reads.data[1].z[0][query + 1] == 1.0)  # the future, grey
+    assert np.allclose(z[:, :query + 1].sum(axis=1), 1.0, atol=1e-5)  # each head's row: a distribution
+    if source == "trained checkpoint":
+        loaded = ctx.checkpoint("shakespeare-char")
+        ids = walkthrough.prepare_text(TEXT, loaded.tokenizer, loaded.config.context_size).ids
+        walk = anatomy.block_walk(loaded.model.blocks[1], anatomy.block_input(loaded.model, ids, 1))
+        assert np.allclose(z[:, :query + 1], walk.weights[:, query, :query + 1].numpy(), atol=1e-6)
+        assert reads.layout.shapes[0].y0 == 1.5  # head 2's row framed
+        assert reads.data[0].customdata[2][3] == "head 2 · key 3 (b)"  # the weight itself comes from the colour's z
+    assert "where each head looks from the query" in result.heading
 
 
 def test_the_model_level_reads_each_block_through_the_lm_head(ctx):
@@ -433,9 +458,9 @@ def test_each_notebooks_own_model_opens_with_its_pictures_and_one_look_for_line(
     assert model_tab.model_deck(ctx, *unlevelled(deck_settings(source))) == gr.skip()  # one view, already sent
 
 
-def test_the_block_numbers_its_figures_without_gaps(ctx):
-    """A stranger saw level 4 number its figures 1, 3, 4: without dropout its second figure is absent. The page
-    draws a view's figures first, so "Figure n" counts 1, 2, 3."""
+def test_the_block_sends_its_figures_first_with_no_empty_slot_between(ctx):
+    """Without dropout the block's second figure is absent: its figures come first, so no empty column sits between
+    two charts (a stranger once saw them numbered 1, 3, 4)."""
     result = view(ctx, BLOCK)
     assert result.plot_b is None  # no dropout: no "after dropout" figure
     texts, drawn = model_tab._deck_view(result)

@@ -376,7 +376,8 @@ def what_each_part_adds(walk: BlockWalk) -> str:
             "the stream; neither overwrites it. ")
 
 
-def block_text(walk: BlockWalk, head: int, trained_as: str) -> str:
+def block_text(walk: BlockWalk, query: int, trained_as: str) -> str:
+    """Level 4's fold: what each part adds, the switches, ‖x‖ along the block, and what dropout did at ``query``."""
     means = [(point.name, float(point.norms.mean())) for point in walk.points]
     path = " → ".join(f"{name} {value:.2f}" for name, value in means)
     text = what_each_part_adds(walk)
@@ -401,18 +402,20 @@ def block_text(walk: BlockWalk, head: int, trained_as: str) -> str:
     text += (f"In the MLP's {hidden.size(1)} hidden units, {ACTIVATION_LABELS[walk.activation]} leaves "
              f"{zero:.0%} exactly 0 and {negative:.0%} negative (ReLU: none negative; GELU: small negatives pass). ")
     if walk.dropout_p:
-        dropped = walk.dropped[head]
-        seen = int(walk.visible.sum())
+        h = walk.weights.size(0)
+        dropped = walk.dropped[:, query]  # (h, T) the weights the query's row lost, in every head
+        seen = int(walk.visible[query].sum()) * h
         scale = 1.0 / (1.0 - walk.dropout_p)
-        text += (f"Dropout (training mode) zeroed **{int(dropped.sum())} of the {seen}** weights head {head} can "
-                 f"see (grey on the right) and multiplied every kept one by 1/(1−{walk.dropout_p:g}) = "
-                 f"**{scale:.4f}**, so each row still sums to about 1 on average. The same seed drops the same "
+        text += (f"Dropout (training mode) zeroed **{int(dropped.sum())} of the {seen}** weights the {h} heads give "
+                 f"at position {query} (grey on the right) and multiplied every kept one by 1/(1−{walk.dropout_p:g}) "
+                 f"= **{scale:.4f}**, so each row still sums to about 1 on average. The same seed drops the same "
                  "weights; another seed drops others.")
-        kept = walk.weights[head] * ((~dropped) & walk.visible)  # (T, T) the kept weights, 0 elsewhere
+        kept = walk.weights[:, query] * ((~dropped) & walk.visible[query])  # (h, T) the kept weights, 0 elsewhere
         if kept.max() > 0:
-            i, j = divmod(int(kept.argmax()), kept.size(1))  # the largest kept weight: the clearest example
-            before, after = float(walk.weights[head, i, j]), float(walk.dropped_weights[head, i, j])
-            text += f" For example the largest kept weight, ({i}, {j}): {before:.4f} × {scale:.4f} = {after:.4f}."
+            k, j = divmod(int(kept.argmax()), kept.size(1))  # the largest kept weight: the clearest example
+            before, after = float(walk.weights[k, query, j]), float(walk.dropped_weights[k, query, j])
+            text += (f" For example the largest kept weight, head {k} on key {j}: {before:.4f} × {scale:.4f} = "
+                     f"{after:.4f}.")
     return text
 
 
@@ -424,7 +427,8 @@ BLOCK_POINTS = {"residual add 1": "+ attention", "residual add 2 (block output)"
 def block_look_for(walk: BlockWalk, guesses: bool = False) -> str:
     """Level 4's one line, for the norm order switched on; ``guesses``: the view shows the query's guesses after each
     part (a checkpoint's block), and the line points at what attention and the MLP change there first."""
-    changed = "how attention, then the MLP, change the query's next-character guess; " if guesses else ""
+    changed = ("where each head looks from the query; how attention, then the MLP, change its next-character "
+               "guess; " if guesses else "where each head looks from the query; ")
     if walk.norm_order == "pre":
         return f"{changed}the stream's length ‖x‖ grows at each residual add; each LayerNorm brings its copy back " \
                "to scale."

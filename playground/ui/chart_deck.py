@@ -27,7 +27,6 @@ import gradio as gr
 import plotly.graph_objects as go
 
 HOST_CLASS = "chart-deck-plot"
-LABEL_CLASS = "chart-deck-label"  # a numbered host's "Figure n", above its chart
 
 # Defines window.chartDeck once per page: take(name, raw) keeps a deck's views, draw(name, view) draws one.
 DECK_JS = """
@@ -175,12 +174,6 @@ window.chartDeck = window.chartDeck || (() => {
       if (!block) return;
       if (own.length) own.forEach(each => place(each, each === host && Boolean(figure)));  // an empty view: none
       else block.style.display = figure ? '' : 'none';
-    });
-    let number = 0;  // numbered hosts (hosts(..., numbered=True)) say "Figure n", counting the figures drawn
-    slots.forEach(({figure, block}) => {
-      const label = block && block.querySelector('.""" + LABEL_CLASS + """');
-      if (figure) number += 1;
-      if (label) label.textContent = figure ? 'Figure ' + number : '';
     });
     slots.forEach(({figure, host}) => paint(Plotly, host, figure, stamp));
     deck.drawn = stamp;  // the view on screen, as draw_js(more=True) asks
@@ -347,20 +340,18 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, setting
 HOST_MIN_WIDTH = 300  # px: hosts in a row stand side by side on a desktop and one under another on a phone
 
 
-def hosts(deck: str, slots: Sequence[int], numbered: bool = False, views: Sequence[str] = ()) -> None:
+def hosts(deck: str, slots: Sequence[int], views: Sequence[str] = ()) -> None:
     """One empty host per slot, in a column ``<deck>-chart-<slot>`` of its own (laid out where it is called): the page
-    draws into the host and hides the column while its slot has no figure. ``numbered``: a "Figure n" label above
-    each chart, n counting the view's figures (a view whose figures come first is numbered without gaps).
+    draws into the host and hides the column while its slot has no figure (each chart's own title is its caption).
     ``views``: a host per view in each slot instead: the views not on screen are drawn out of sight while the page
     is idle, so showing one costs no drawing; the columns then stay (a slot with no figure is left empty), so every
     view is drawn at the width it is shown at."""
-    label = f'<div class="{LABEL_CLASS}" style="font-size: 0.85em; opacity: 0.75"></div>' if numbered else ""
     if views:
         inner = "".join(f'<div class="{HOST_CLASS}" data-view="{html.escape(view, quote=True)}"></div>'
                         for view in views)
-        body = f'{label}<div style="position: relative">{inner}</div>'
+        body = f'<div style="position: relative">{inner}</div>'
     else:
-        body = f'{label}<div class="{HOST_CLASS}"></div>'
+        body = f'<div class="{HOST_CLASS}"></div>'
     for slot in slots:
         with gr.Column(min_width=HOST_MIN_WIDTH, elem_id=f"{deck}-chart-{slot}"):
             gr.HTML(body, padding=False, js_on_load=f"{DECK_JS}\nwindow.chartDeck.redraw({json.dumps(deck)});")

@@ -21,6 +21,7 @@ import json
 from typing import NamedTuple
 
 import gradio as gr
+import numpy as np
 import torch
 
 from playground import anatomy, checkpoints, checks, plots, walkthrough
@@ -153,19 +154,45 @@ def _heatmap(matrix: torch.Tensor, row_labels: list[str], col_labels: list[str],
     return figure
 
 
-def _weights_figure(weights: torch.Tensor, visible: torch.Tensor, tokens: list[str], title: str, query: int,
-                    dropped: torch.Tensor | None = None, zmax: float = 1.0):
-    """Attention weights, the causally masked cells grey (and, after dropout, the ``dropped`` ones, each cell's
-    hover saying which it is)."""
+def _weights_figure(weights: torch.Tensor, visible: torch.Tensor, tokens: list[str], title: str, query: int):
+    """Attention weights, the causally masked cells grey."""
     start = _window_start(query)
-    masked, hover = ~visible, lessons.MASKED_WEIGHT_HOVER
+    return _heatmap(weights, tokens, tokens, title, colorscale="Blues", zmin=0.0, zmax=1.0, masked=~visible,
+                    masked_hover=lessons.MASKED_WEIGHT_HOVER, highlight_row=query, row_start=start, col_start=start,
+                    x_title="key token", y_title="query token")
+
+
+def _reads_figure(weights: torch.Tensor, visible: torch.Tensor, tokens: list[str], title: str, query: int, head: int,
+                  dropped: torch.Tensor | None = None, zmax: float = 1.0):
+    """Every head's attention weights at one query (heads x keys, ``weights`` (h, T)): what attention read there, beside
+    what it changed in the guess (a learner saw one head's whole pattern and could not say what attention read). The
+    keys the query may not see are grey (and, after dropout, the ``dropped`` (h, T) ones); ``head``'s row is framed.
+
+    A cell's hover is its head and key and, from the colour's own value, its weight; a grey cell's, from the grey
+    layer, why it is grey. So the hover text is the same at every query of a window, and a query spare (the view at
+    another position, sent as changes) carries the weights alone."""
+    h, T = weights.shape
+    masked = (~visible)[None, :].expand(h, -1)
     if dropped is not None:
         masked = masked | dropped
-        hover = [[lessons.DROPPED_HOVER if seen else lessons.MASKED_WEIGHT_HOVER for seen in row]
-                 for row in visible.tolist()]
-    return _heatmap(weights, tokens, tokens, title, colorscale="Blues", zmin=0.0, zmax=zmax,
-                    masked=masked, masked_hover=hover, highlight_row=query,
-                    row_start=start, col_start=start, x_title="key token", y_title="query token")
+    start = _window_start(query)
+    figure = _heatmap(weights, [f"head {n}" for n in range(h)], tokens, title, colorscale="Blues", zmin=0.0,
+                      zmax=zmax, masked=masked, highlight_row=head, col_start=start, x_title="key token",
+                      y_title="head")
+    first = max(0, min(start, T - plots.MAX_SIDE))
+    shown = slice(first, first + plots.MAX_SIDE)
+    keys = [f"key {j} ({plots._display_label(token)})" for j, token in enumerate(tokens[shown], start=first)]
+    cells = np.char.add(np.array([f"head {n} · " for n in range(h)])[:, None], np.array(keys)[None, :])
+    figure.update_traces(customdata=cells, hovertemplate="%{customdata}<br>weight %{z:.4f}<extra></extra>",
+                         hoverongaps=False, selector=0)
+    if len(figure.data) > 1:  # the grey layer: why each grey cell is grey
+        seen = visible[shown].expand(h, -1)
+        why = np.where((seen & dropped[:, shown]).numpy() if dropped is not None else False,
+                       lessons.DROPPED_HOVER, lessons.MASKED_WEIGHT_HOVER)
+        figure.update_traces(customdata=np.char.add(cells, np.char.add("<br>", why)) if dropped is not None else None,
+                             hovertemplate=("%{customdata}" if dropped is not None else lessons.MASKED_WEIGHT_HOVER)
+                             + "<extra></extra>", hoverinfo=None, hoverongaps=False, selector=1)
+    return figure
 
 
 def _features_figure(matrix: torch.Tensor, tokens: list[str], columns: list[str], title: str, query: int,
@@ -318,24 +345,26 @@ def _rows_table(title: str, matrix: torch.Tensor, tokens: list[str]) -> str:
 
 def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, settings: Settings, where: str,
                 notes: list[str], trained_as: str, loaded: checkpoints.Checkpoint | None = None) -> tuple:
-    """Level 4. Of a checkpoint's block (``loaded``: its final norm and LM head read the stream), one figure is what
-    the query's stream would give as the next character after each part (anatomy.block_lens): a learner
-    could not say what the output projection and the MLP add. The textbook's block has no LM head: each token's
-    ‖x‖ at each point there."""
+    """Level 4. What every head reads at the query; of a checkpoint's block (``loaded``: its final norm and LM head
+    read the stream), what the query's stream would give as the next character after each part (anatomy.block_lens):
+    a learner could not say what the output projection and the MLP add. The textbook's block has no LM head: each
+    token's ‖x‖ at each point there."""
     T = x.size(0)
     head = checks.index(settings.head, "head", heads_num, "heads per layer")
     query, clamped = anatomy.position(settings.query, "query", T)
     notes = notes + _clamp_notes(clamped, settings.query, False, None, T)
     walk = anatomy.block_walk(block, x, norm_order=settings.norm_order, causal=settings.causal,
                               activation=settings.activation, dropout_p=settings.dropout, seed=settings.dropout_seed)
-    before = _weights_figure(walk.weights[head], walk.visible, tokens, f"Head {head}: attention weights", query)
+    before = _reads_figure(walk.weights[:, query], walk.visible[query], tokens,
+                           f"Where each head looks from position {query} ({tokens[query]}): its attention weights",
+                           query, head)
     after = None
     if walk.dropout_p:
-        used = walk.dropped_weights[head]
-        after = _weights_figure(used, walk.visible, tokens,
-                                f"Head {head} after dropout (p = {walk.dropout_p:g}): grey = dropped or masked, "
-                                f"the rest × {1 / (1 - walk.dropout_p):.3f}", query, dropped=walk.dropped[head],
-                                zmax=max(1.0, float(used.max())))
+        used = walk.dropped_weights[:, query]
+        after = _reads_figure(used, walk.visible[query], tokens,
+                              f"The same after dropout (p = {walk.dropout_p:g}): grey = dropped or masked, the rest "
+                              f"× {1 / (1 - walk.dropout_p):.3f}", query, head, dropped=walk.dropped[:, query],
+                              zmax=max(1.0, float(used.max())))
     names = [point.name for point in walk.points]
     norms = torch.stack([point.norms for point in walk.points])  # (points, T)
     if loaded is not None:
@@ -346,7 +375,7 @@ def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, setti
                           show_values=False, sparse_columns=True)
     means = plots.bar_chart(names, norms.mean(dim=1).tolist(), "Mean ‖x‖ over the tokens at each point", "‖x‖",
                             height=420)  # room under the bars for the seven points' slanted names
-    text = lessons.block_text(walk, head, trained_as)
+    text = lessons.block_text(walk, query, trained_as)
     heading = _heading("block", lessons.block_look_for(walk, guesses=loaded is not None), lessons.block_formula(walk),
                        text, where, notes)
     return heading, before, after, stream, means, ""
@@ -892,11 +921,11 @@ def build(ctx: AppContext) -> None:
     heading = gr.Markdown(label="level", elem_id=LEVEL_ELEM_ID)
     picture = gr.HTML(label="the blocks, joined two ways", padding=False)  # level 3's forgotten transpose
     # The page draws the figures itself (chart_deck): a level already sent is drawn without asking the server. Each
-    # figure keeps its own column, shown or not; the figures drawn come first, numbered 1, 2, … with no gaps.
+    # figure keeps its own column, shown or not; the figures drawn come first, with no empty slot between.
     with gr.Row():
-        chart_deck.hosts(DECK, DECK_SLOTS[:2], numbered=True, views=LEVEL_TITLES)
+        chart_deck.hosts(DECK, DECK_SLOTS[:2], views=LEVEL_TITLES)
     with gr.Row():
-        chart_deck.hosts(DECK, DECK_SLOTS[2:], numbered=True, views=LEVEL_TITLES)
+        chart_deck.hosts(DECK, DECK_SLOTS[2:], views=LEVEL_TITLES)
     numbers = gr.Markdown(label="numbers")
     deck = gr.Textbox(visible=False, label="chart deck")  # a Textbox, not a State: the page's js= events read it
     # /model_view's answer, for API clients: plain values, never shown in the page (it draws the same from the deck)
