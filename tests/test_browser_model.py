@@ -83,13 +83,16 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     expect(guesses).to_be_visible(timeout=WAIT_MS)
     assert guesses.evaluate("el => [...el.layout.yaxis.ticktext]") == ["block input", "+ attention",
                                                                         "+ MLP (the output)"]
+    reads = plot_titled(panel, "Where each head looks from position")  # what attention read, beside what it changed
+    expect(reads).to_be_visible()
+    assert reads.evaluate("el => [...el.layout.yaxis.ticktext]") == [f"head {n}" for n in range(4)]
     for switch in ("post-norm (notebooks 002/003)", "encoder (no mask)", "ReLU"):
         panel.get_by_role("radio", name=switch, exact=True).check()
     expect(panel).to_contain_text("post-norm (notebooks 002/003), encoder (no mask), ReLU", timeout=WAIT_MS)
     dropout = panel.get_by_label("number input for attention dropout p")
     dropout.fill("0.2")
     dropout.press("Enter")
-    expect(plot_titled(panel, "Head 0 after dropout (p = 0.2)")).to_be_visible(timeout=WAIT_MS)
+    expect(plot_titled(panel, "The same after dropout (p = 0.2)")).to_be_visible(timeout=WAIT_MS)
     expect(panel).to_contain_text("1/(1−0.2) = 1.2500")
     expect_no_error(page)
     screenshot(page, "model-block")
@@ -232,7 +235,6 @@ def step_through_the_sources(page, tmp_path, screen: str) -> None:
             else:
                 shown = drawn(panel, title)
                 expect(shown).to_be_visible(timeout=WAIT_MS)
-                expect(panel.locator("#model-chart-0 .chart-deck-label")).to_have_text("Figure 1")
             keep_screen(page, shown, tmp_path / f"{screen}-{source.split()[0]}-{number}.png")
         expect_no_error(page)
     zoom(panel, 3)
@@ -248,6 +250,17 @@ def step_through_the_sources(page, tmp_path, screen: str) -> None:
     expect(picture.locator(".tp-row").first).to_contain_text("row 0")
     picture.hover()
     expect(picture.locator(".tp-block").first).to_have_css("animation-play-state", "paused")
+    # a learner's hold froze whichever join was showing: a choice holds either one, every block at its place there
+    for choice, place, title in (("joined right", "0", ".tp-right"), ("notebook 002's join", "1", ".tp-wrong")):
+        picture.locator("label", has_text=choice).click()
+        page.wait_for_function(
+            "([p, n]) => [...p.querySelectorAll('.tp-block')].every(b => { const s = getComputedStyle(b), "
+            "m = new DOMMatrix(s.transform); return Math.abs(m.m41 - parseFloat(s.getPropertyValue('--x' + n))) < 0.5 "
+            "&& Math.abs(m.m42 - parseFloat(s.getPropertyValue('--y' + n))) < 0.5; })",
+            arg=[picture.element_handle(), place], timeout=WAIT_MS)
+        expect(picture.locator(f".tp-title {title}")).to_have_css("opacity", "1")
+    picture.locator("label", has_text="moving").click()
+    expect(picture.locator(".tp-block").first).to_have_css("animation-name", "tp-move")
     keep_screen(page, panel.locator(".tp-caption"), tmp_path / f"{screen}-transpose.png")
     for source in BOOK_SOURCE_TITLES:
         panel.get_by_role("radio", name=source, exact=True).check()

@@ -29,10 +29,12 @@ HEIGHT_PX = 360  # the grid's height at most: a long text's blocks get thinner, 
 WIDTH_PX = 280  # the blocks' width at most, all heads together (fits a phone beside the row labels)
 LABELLED_PX = 14  # blocks at least this tall carry their token's name
 PERIOD_S = 12  # one cycle: the right join, the move, the notebook's join, the move back (at 8 s a learner found
-# each join gone before it was read); a pointer on the picture, or a tap on a phone, holds it still
+# each join gone before it was read); a pointer on the picture, or a tap on a phone, holds it still, and three
+# choices above it show it moving or hold either join (a learner's hold froze whichever join was showing)
+STATES = (("move", "moving"), ("right", "joined right"), ("wrong", "notebook 002's join"))
 
 STYLE = """<style>
-.tp-picture { margin: 8px 0; font-size: 12px; }
+.tp-picture { position: relative; margin: 8px 0; font-size: 12px; }
 .tp-stage { position: relative; }
 .tp-grid { position: relative; margin-left: 96px; }
 .tp-block { position: absolute; box-sizing: border-box; border: 1px solid rgba(255,255,255,.7); color: #1f2937;
@@ -54,6 +56,19 @@ STYLE = """<style>
 @media (prefers-reduced-motion: reduce) {
   .tp-block { animation: none; transform: translate(var(--x1), var(--y1)); }
   .tp-title .tp-right { animation: none; opacity: 0; } .tp-title .tp-wrong { animation: none; opacity: 1; } }
+.tp-state { position: absolute; opacity: 0; width: 1px; height: 1px; margin: 0; }
+.tp-states { margin: 0 0 6px 96px; display: flex; flex-wrap: wrap; gap: 4px; align-items: center; color: #4b5563; }
+.tp-states label { border: 1px solid #d1d5db; border-radius: 4px; padding: 2px 8px; cursor: pointer;
+  min-height: 28px; display: inline-flex; align-items: center; color: #1f2937; }
+@media (pointer: coarse) { .tp-states label { min-height: 44px; } }
+@media (max-width: 480px) { .tp-states { margin-left: 0; } }
+.tp-s-move:checked ~ .tp-states .tp-l-move, .tp-s-right:checked ~ .tp-states .tp-l-right,
+.tp-s-wrong:checked ~ .tp-states .tp-l-wrong { background: #e5e7eb; font-weight: 700; }
+.tp-state:focus-visible ~ .tp-states { outline: 2px solid #f97316; outline-offset: 2px; }
+.tp-s-right:checked ~ .tp-stage .tp-block { animation: none; transform: translate(var(--x0), var(--y0)); }
+.tp-s-wrong:checked ~ .tp-stage .tp-block { animation: none; transform: translate(var(--x1), var(--y1)); }
+.tp-s-right:checked ~ .tp-title .tp-right, .tp-s-wrong:checked ~ .tp-title .tp-wrong { animation: none; opacity: 1; }
+.tp-s-right:checked ~ .tp-title .tp-wrong, .tp-s-wrong:checked ~ .tp-title .tp-right { animation: none; opacity: 0; }
 </style>"""
 
 
@@ -92,13 +107,17 @@ def picture(forgotten: ForgottenJoin, tokens: Sequence[str]) -> str:
     named = {t: t * height for t in range(T)} if height >= LABELLED_PX else {0: 0, T - 1: max(0, T * height - tall)}
     rows = "".join(f'<div class="tp-row" style="top:{top}px;height:{tall}px;line-height:{tall}px">row {t} '
                    f"{html.escape(tokens[t])}</div>" for t, top in named.items())
+    # radios first, siblings of what they change (CSS alone: ``:checked ~``); the labels are the visible choices
+    states = "".join(f'<input type="radio" class="tp-state tp-s-{key}" id="tp-{key}" name="tp-state"'
+                     f'{" checked" if key == "move" else ""}>' for key, _ in STATES)
+    choices = "".join(f'<label class="tp-l-{key}" for="tp-{key}">{html.escape(label)}</label>' for key, label in STATES)
     legend = " ".join(f'<span style="background:{colour(head)};padding:0 4px">head {head}</span>'
                       for head in range(h))
-    return (f'{STYLE}<div class="tp-picture" role="img" aria-label="The heads\' blocks moving from the right join '
-            f'to notebook 002\'s join without the transpose">'
-            f'<div class="tp-title"><span class="tp-right">Joined right: .transpose(1, 2), then .view → ({T}, '
-            f'{h}·{d})</span><span class="tp-wrong">Notebook 002: .view alone → ({T}, {h}·{d}), rows mixed</span>'
-            f'</div><div class="tp-axis">each row: {h} blocks of {d} features · hover or tap to hold</div>'
-            f'<div class="tp-stage"><div class="tp-grid" style="width:{h * width}px;height:{T * height}px">'
-            f'{rows}{"".join(cells)}</div></div><p>{legend}</p><p class="tp-caption">{CAPTION}</p>'
-            f'<details><summary>{FOLD}</summary><p>{html.escape(MORE)}</p></details></div>')
+    title = (f'<div class="tp-title"><span class="tp-right">Joined right: .transpose(1, 2), then .view → ({T}, '
+             f'{h}·{d})</span><span class="tp-wrong">Notebook 002: .view alone → ({T}, {h}·{d}), rows mixed</span>'
+             f'</div><div class="tp-axis">each row: {h} blocks of {d} features · hover or tap to hold</div>')
+    return (f'{STYLE}<div class="tp-picture">{states}<div class="tp-states">show: {choices}</div>{title}'
+            f'<div class="tp-stage" role="img" aria-label="The heads\' blocks moving from the right join to notebook '
+            f'002\'s join without the transpose"><div class="tp-grid" style="width:{h * width}px;'
+            f'height:{T * height}px">{rows}{"".join(cells)}</div></div><p>{legend}</p><p class="tp-caption">{CAPTION}'
+            f'</p><details><summary>{FOLD}</summary><p>{html.escape(MORE)}</p></details></div>')
