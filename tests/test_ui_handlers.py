@@ -19,7 +19,7 @@ import torch
 from conftest import REPO
 from text_support import visible_words
 
-from playground import device
+from playground import device, walkthrough
 from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import ConfigError, Limits, ModelConfig
 from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
@@ -93,6 +93,27 @@ def test_mask_before_scaling_at_step_4_says_its_two_maps_are_identical_and_why(c
     assert "identical" not in note(4, scale=False) and "**Now vs default.**" in note(4, scale=False)
 
 
+def test_step_ones_line_says_what_the_rows_are_where_they_come_from_and_a_checkpoints_claim_holds():
+    """A sixth learner found a checkpoint's X "looks random": its line said only "one row per token". Each source
+    gets its own line; the shipped checkpoint's (rows of one character look alike) holds on its layer 0 input:
+    rows of the same character point the same way far more than rows of different ones."""
+    shipped = AppContext(limits=Limits(), weights=REPO / "weights")
+    text = "To be, or not to be: that is the question."
+    for source, kind in attention_tab.SOURCE_KINDS.items():
+        heading = attention_tab.attention_step(shipped, source, "shakespeare-char", 0, 0, 0, 16, 8, "journey", text,
+                                               True, True, 1.0, False, STEP_TITLES[0], None)[0]
+        assert f"**Look for:** {lessons.INPUT_LOOK_FOR[kind]}" in heading
+    loaded = shipped.checkpoint("shakespeare-char")
+    ids = walkthrough.prepare_text(text, loaded.tokenizer, loaded.config.context_size).ids
+    x = torch.nn.functional.normalize(walkthrough.checkpoint_head_inputs(loaded.model, ids, 0, 0).x, dim=1)
+    cosine = x @ x.T
+    same = torch.tensor([[a == b for b in text] for a in text]) & ~torch.eye(len(text), dtype=torch.bool)
+    differ = torch.tensor([[a != b for b in text] for a in text])
+    assert cosine[same].mean() > 2 * cosine[differ].mean()
+    random = walkthrough.random_head(text, 16, 8, 0).x  # a repeated character's rows: unrelated
+    assert not torch.equal(random[3], random[17])  # the "b" of "be" twice
+
+
 def test_attention_unknown_characters_are_highlighted(ctx):
     result = attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
                                           "hi ∑", True, True, 1.0, False, STEP_TITLES[0], None)
@@ -115,7 +136,7 @@ def test_attention_random_and_preset_sources(ctx):
     random = attention_tab.attention_step(ctx, "random weights", None, 0, 0, 5, 12, 4, "journey", "abcabc", False,
                                           False, 2.0, False, STEP_TITLES[5], 2)
     assert "T = 6 tokens · C = 12 · d_k = 4" in random[0]
-    assert "With the mask off" in random[4]
+    assert "whatever the query, with the mask off" in random[4]
     with pytest.raises(ValueError, match="not divisible|unknown preset"):
         attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "nope", "", True, True, 1.0,
                                      False, STEP_TITLES[0], None)

@@ -40,6 +40,7 @@ from playground.ui.widgets import chips_html
 from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
 
 SOURCES = ("trained checkpoint", "random weights", "textbook preset")
+SOURCE_KINDS = dict(zip(SOURCES, ("checkpoint", "random", "textbook")))  # lessons.INPUT_LOOK_FOR's keys
 DEFAULT_TEXT = "To be, or not to be: that is the question."
 EMPTY_TEXT = "Type some text first"
 EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh folder per export
@@ -466,7 +467,7 @@ def _views(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim
             weight_bars = (plots.bar_chart(**_weight_bar_args(trace, position, row.token)) if index >= WEIGHTS_MET
                            else None)
             stage = stages[index]
-            heading = (f"### {stage.title}\n\n**Look for:** {lessons.LOOK_FOR[index]}\n\n"
+            heading = (f"### {stage.title}\n\n**Look for:** {lessons.look_for(index, SOURCE_KINDS[source])}\n\n"
                        + fold(f"`{stage.formula}`\n\n{stage.explanation}\n\n{heading_tail}"))
             query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row.position, row.token, index)
             whatif = "\n\n".join(note for note in notes if note)

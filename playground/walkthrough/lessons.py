@@ -22,8 +22,16 @@ STEP_TITLES = ("1. Input X", "2. Q, K, V", "3. Raw scores QKᵀ", "4. Scaled ÷ 
 STEP_LABELS = ("1 · X", "2 · Q K V", "3 · QKᵀ", "4 · ÷√d_k", "5 · mask", "6 · softmax",
                "7 · output")  # the step picker's short labels (its values stay STEP_TITLES), so it fits a phone
 # What to see in each step's picture: the one line shown above it; the formula and the rest sit behind "more"
+# step 1's line, by where the head's input comes from: a learner found a checkpoint's X "looks random"
+INPUT_LOOK_FOR = {
+    "checkpoint": "one row per token, the numbers this head reads: rows of the same character look alike, each "
+                  "starting from that character's embedding.",
+    "random": "one row per token: random numbers standing in for embeddings, so even a repeated character gets "
+              "a row of its own.",
+    "textbook": "one row per token: the book's embedding of each word, the numbers this head starts from.",
+}
 LOOK_FOR = (
-    "one row per token: the numbers this head starts from.",
+    INPUT_LOOK_FOR["checkpoint"],
     "a query (Q) says what a token looks for, a key (K) what it offers, a value (V) what it passes on. Green: the "
     "framed query's best keys.",
     "dark blue cells: a query (row) meets the key (column) it matches best. Each cell is one dot product q·k.",
@@ -34,6 +42,11 @@ LOOK_FOR = (
     "below).",
 )
 FOLD = "more"  # the summary of every fold
+
+
+def look_for(index: int, source: str) -> str:
+    """Step ``index``'s one line; step 1's for the head's ``source`` (an INPUT_LOOK_FOR key)."""
+    return INPUT_LOOK_FOR[source] if index == 0 else LOOK_FOR[index]
 
 # Which stages show each what-if note: the mask leak once the mask has been met (step 5 on), saturation where
 # scaling happens and where softmax shows its effect (steps 4 and 6), the order of mask and scaling at the mask.
@@ -153,16 +166,17 @@ def _name_tokens(items: list[tuple[int, str]], limit: int = 8) -> str:
 
 def mask_leak_summary(tokens: list[str], affected: list[tuple[int, str]], mask: bool,
                       unmoved_weight: float = 0.0) -> str:
-    """One sentence on which earlier tokens' outputs changed when the last token changed; when some did not, why:
+    """One sentence on which earlier tokens' outputs changed when the text's last token changed (whatever the query
+    on screen: a learner at query 10 took "the last token" for the query); when some did not, why:
     ``unmoved_weight``, the largest weight one of them put on it, is too small to move an output in float32."""
     T = len(tokens)
-    last = f"{tokens[-1]!r} ({T - 1})"
     if T == 1:
         return "There is only one token, so there is no future to leak from."
+    change = f"Change the text's last token, {tokens[-1]!r} ({T - 1}), whatever the query"
     if affected:
         how_many = f"all {T - 1}" if len(affected) == T - 1 else f"{len(affected)} of the {T - 1}"
-        text = (f"With the mask off, {how_many} earlier tokens change their output when the last token {last} "
-                f"changes: {_name_tokens(affected)}. They are reading the future.")
+        text = (f"{change}, with the mask off: {how_many} earlier tokens change their output, "
+                f"{_name_tokens(affected)}. They are reading the future.")
         if len(affected) < T - 1:
             weights = "weights of exactly 0" if unmoved_weight == 0 else f"weights of at most {unmoved_weight:.0e}"
             text += (f" The other {T - 1 - len(affected)} see it too, with {weights} on it: too little to move "
@@ -170,10 +184,9 @@ def mask_leak_summary(tokens: list[str], affected: list[tuple[int, str]], mask: 
                      "without scaling or at a low temperature fewer rows are counted.")
         return text
     if mask:
-        return (f"With the mask on, no earlier token's output changes when the last token {last} changes: "
-                "each token sees only itself and the tokens before it.")
-    return (f"No earlier token's output changed when the last token {last} changed: their weights on "
-            "later tokens are (numerically) zero.")
+        return (f"{change}, with the mask on: no earlier token's output changes. Each token sees only itself and the "
+                "tokens before it.")
+    return f"{change}: no earlier token's output changes. Their weights on later tokens are (numerically) zero."
 
 
 def fixed(number: float, digits: int = 3) -> str:
