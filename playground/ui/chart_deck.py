@@ -114,6 +114,12 @@ window.chartDeck = window.chartDeck || (() => {
                   pointerEvents: 'none'};
     for (const [property, value] of Object.entries(away)) host.style[property] = shown ? '' : value;
   }
+  // fits[deck](figure, width, slot) -> the figure to draw at the host's width, laid out before it is drawn (a layout
+  // changed after, by Plotly.relayout, drew the chart twice: 100 ms more for the Why tab's chain at each answer)
+  const fits = {};
+  function fitted(name, figure, host, slot) {
+    return figure && fits[name] && host && host.clientWidth ? fits[name](figure, host.clientWidth, slot) : figure;
+  }
   function paint(Plotly, host, figure, stamp) {
     if (!host || host.dataset.stamp === stamp) return;
     host.dataset.stamp = stamp;
@@ -175,7 +181,7 @@ window.chartDeck = window.chartDeck || (() => {
       if (own.length) own.forEach(each => place(each, each === host && Boolean(figure)));  // an empty view: none
       else block.style.display = figure ? '' : 'none';
     });
-    slots.forEach(({figure, host}) => paint(Plotly, host, figure, stamp));
+    slots.forEach(({figure, host}, slot) => paint(Plotly, host, fitted(name, figure, host, slot), stamp));
     deck.drawn = stamp;  // the view on screen, as draw_js(more=True) asks
     prepare(name, Plotly);
     return shown;
@@ -190,7 +196,7 @@ window.chartDeck = window.chartDeck || (() => {
         const host = hostOf(document.getElementById(name + '-chart-' + slot), view);
         const stamp = deck.key + '|' + view;
         if (host && host.dataset.view === view && host.dataset.stamp !== stamp) {
-          todo.push({host, figure: figureOf(deck, figure), stamp});
+          todo.push({host, figure: figureOf(deck, figure), stamp, slot});
         }
       });
     }
@@ -200,7 +206,9 @@ window.chartDeck = window.chartDeck || (() => {
     const next = () => {
       const item = todo.shift();
       if (!item) { deck.preparing = false; prepare(name, Plotly); return; }  // views that arrived meanwhile
-      if (item.stamp.startsWith(deck.key + '|')) paint(Plotly, item.host, item.figure, item.stamp);  // not stale
+      if (item.stamp.startsWith(deck.key + '|')) {  // not stale
+        paint(Plotly, item.host, fitted(name, item.figure, item.host, item.slot), item.stamp);
+      }
       idle(next);
     };
     idle(next);
@@ -287,7 +295,7 @@ window.chartDeck = window.chartDeck || (() => {
     draw(name);
   }
   const revealing = {};  // deck -> {view, id}: a view asked for before it was held, to reveal once drawn
-  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late, pointAt, revealing};
+  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late, pointAt, revealing, fits};
 })();
 """
 

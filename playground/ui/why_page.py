@@ -200,7 +200,6 @@ window.whyPage = window.whyPage || (() => {
     if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + stamp, undefined, undefined];
     const chosen = head && head !== """ + json.dumps(STRONGEST) + """ ? head : view.texts[1];
     const reading = await window.chartDeck.draw('""" + HEADS_DECK + """', chosen + '@' + name);
-    if (reading) everyKey();
     const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', chosen);
     if (circuits) outline(reading ? reading.texts[2] : null);
     await window.chartDeck.draw('""" + RANKING_DECK + """', 'ranking');
@@ -236,23 +235,25 @@ window.whyPage = window.whyPage || (() => {
       plot.outlined = {shapes: wanted, layout: plot.layout};
     });
   }
-  // the chain's keys all named where they fit the plot drawn, each label centred under its bar (up to EVERY_KEY
-  // keys: a desktop's 18-key chain had 8 labels, the server's ticks being thinned for a phone); past that the
-  // server's ticks and the hover
-  function everyKey() {
-    const plot = [...document.querySelectorAll('#""" + HEADS_DECK + """-chart-0 .js-plotly-plot')]
-      .find(p => p.offsetParent);
-    const labels = plot && plot.data[0].customdata;
-    if (!labels || labels.length > """ + str(EVERY_KEY) + """ || !plot._fullLayout) return;
+  // the chain's keys all named where they fit its plot at the host's width, each label centred under its bar (up to
+  // EVERY_KEY keys: a desktop's 18-key chain had 8 labels, the server's ticks being thinned for a phone); past that the
+  // server's ticks and the hover. Laid out before the chain is drawn (chart_deck's fits): the plot is the host's
+  // width less the figure's own margins
+  window.chartDeck.fits['""" + HEADS_DECK + """'] = (figure, width, slot) => {
+    const labels = slot === 0 && figure.data[0] && figure.data[0].customdata;
+    if (!labels || labels.length > """ + str(EVERY_KEY) + """) return figure;
     const glyphs = """ + json.dumps(KEY_GLYPHS, ensure_ascii=False) + """;
     const named = labels.map(label => glyphs[label] || String(label));
-    const step = plot._fullLayout._size.w / labels.length, px = label => label.length * """ + str(KEY_CHAR_PX) + """;
-    const gap = """ + str(KEY_GAP_PX) + """;
+    const margin = figure.layout.margin || {};
+    const step = (width - (margin.l ?? 80) - (margin.r ?? 80)) / labels.length;
+    const px = label => label.length * """ + str(KEY_CHAR_PX) + """, gap = """ + str(KEY_GAP_PX) + """;
     const fits = named.every((label, i) => !i || (px(named[i - 1]) + px(label)) / 2 + gap <= step);
-    if (!fits || plot.layout.xaxis.tickvals.length === labels.length) return;
+    if (!fits) return figure;
     const ticks = {tickvals: labels.map((_, i) => i), ticktext: named, tickangle: 0};
-    window.Plotly.relayout(plot, {xaxis: {...plot.layout.xaxis, ...ticks}, xaxis3: {...plot.layout.xaxis3, ...ticks}});
-  }
+    const layout = {...figure.layout, xaxis: {...figure.layout.xaxis, ...ticks},
+                    xaxis3: {...figure.layout.xaxis3, ...ticks}};
+    return {...figure, layout};
+  };
   const holdsKnock = names => Boolean(knock.sets[names]);  // the numbers of this set of heads are in the page
   function forget(texts) {  // the view taken off (its model could not read the text): these headings instead
     ['""" + DECK + """', '""" + HEADS_DECK + """', '""" + CIRCUITS_DECK + """', '""" + RANKING_DECK + """'].forEach(
