@@ -608,4 +608,20 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
     expect(weights).to_be_visible(timeout=WAIT_MS)
     page.wait_for_function("el => (el.layout.shapes || []).some(s => s.y0 === 11.5)", arg=weights.element_handle(),
                            timeout=WAIT_MS)
+    # the last position, framed at the foot of a 64-row heatmap: a learner found it below the screen, under the
+    # stage's heading; the page goes on to the framed row
+    open_tab(page, "Why")
+    box.fill("-1")
+    box.press("Enter")
+    shown = panel.get_by_role("heading", name=re.compile(r"^L3 H2 at position \d+"))
+    expect(shown).to_be_visible(timeout=WAIT_MS)
+    last = int(re.search(r"at position (\d+)", shown.inner_text()).group(1))
+    panel.get_by_role("button", name="Step through this head in the Attention tab").click()
+    expect(any_plot_titled(attention, f"Softmax weights of query {last} (")).to_be_visible(timeout=WAIT_MS)
+    page.wait_for_function(
+        "([el, last]) => { const s = (el.layout.shapes || [])[0]; if (!s || !el._fullLayout) return false;"
+        " const row = Math.round((s.y0 + s.y1) / 2), size = el._fullLayout._size;"
+        " if (!String(el.data[0].customdata[row][0]).startsWith('row ' + last + ' ')) return false;"
+        " const y = el.getBoundingClientRect().top + size.t + el._fullLayout.yaxis.l2p(row);"
+        " return y >= 0 && y <= window.innerHeight; }", arg=[weights.element_handle(), last], timeout=WAIT_MS)
     expect_no_error(page)

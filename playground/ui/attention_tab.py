@@ -501,9 +501,28 @@ QUERY_ELEM_ID = "attention-query"  # the query position's box, which a click on 
 # The query position written by another tab (the Why tab's head), drawn as a typed one is: a position alone that
 # changed asked nothing of the server (the box answers its input event, not a change), and the frame stayed on the
 # position before; then the page goes to the stage, where the framed row is.
-QUERY_SHOWN_JS = ("() => { document.querySelector('#" + QUERY_ELEM_ID + " input')?.dispatchEvent("
-                  "new Event('input', {bubbles: true})); document.getElementById('" + STAGE_ELEM_ID
-                  + "')?.scrollIntoView({block: 'start'}); }")
+# The query written by another tab (the Why tab's "Step through"), drawn as a typed one, and the page at the stage; once
+# the framed row is drawn for that query, it is scrolled to the middle of the screen where it lies outside it (a
+# learner found row 85 below the screen, under the stage's heading)
+QUERY_SHOWN_JS = """() => {
+  const box = document.querySelector('#""" + QUERY_ELEM_ID + """ input');
+  box?.dispatchEvent(new Event('input', {bubbles: true}));
+  document.getElementById('""" + STAGE_ELEM_ID + """')?.scrollIntoView({block: 'start'});
+  const query = box ? box.value : '';
+  let tries = 0;
+  const framed = () => {
+    const plot = [...document.querySelectorAll("[id^='""" + DECK + """-chart-'] .js-plotly-plot")]
+      .find(p => p.offsetParent && p._fullLayout && (p.layout.shapes || []).length);
+    const trace = plot && plot.data.find(t => t.type === 'heatmap' && Array.isArray(t.customdata));
+    const shape = plot && plot.layout.shapes[0], row = shape && Math.round((shape.y0 + shape.y1) / 2);
+    const cells = trace && trace.customdata[row];
+    if (cells && String(cells[0]).startsWith('row ' + query + ' ')) {
+      const y = plot.getBoundingClientRect().top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
+      if (y < 0 || y > window.innerHeight - 40) window.scrollBy({top: y - window.innerHeight / 2});
+    } else if (++tries < 50) setTimeout(framed, 100);
+  };
+  setTimeout(framed, 100);
+}"""
 # A click (or a tap) on a heatmap's row makes that row's token the query: a learner could choose a query only by
 # typing its position, counting the characters to 85 by hand. The row is the one the cell's hover names ("row 12
 # (e), column ..."), so a window of a long text's rows picks the right position; the box's input event then draws
