@@ -19,7 +19,7 @@ from browser_support import (
 from playwright.sync_api import Page, expect
 
 from playground.anatomy.lessons import LEVEL_TITLES
-from playground.ui import TAP_PX, TAP_TARGETS
+from playground.ui import TAP_PX, TAP_TARGETS, chart_deck
 
 pytestmark = pytest.mark.browser
 
@@ -218,6 +218,13 @@ def test_a_swipe_over_a_chart_scrolls_the_page_and_an_answer_comes_into_view(pho
     panel.get_by_role("button", name="Next ▶").click()
     expect(heading).to_have_text("2. Q, K, V", timeout=WAIT_MS)
     expect(heading).to_be_in_viewport(timeout=WAIT_MS)  # the answer scrolled into view
+    # a step picked under the switches: its heading had landed at 57% of the screen, its picture below it
+    step = panel.get_by_role("radio", name="6 · softmax", exact=True)
+    step.scroll_into_view_if_needed()
+    step.tap()
+    expect(heading).to_have_text("6. Softmax weights", timeout=WAIT_MS)
+    page.wait_for_function("el => el.getBoundingClientRect().top <= window.innerHeight * "
+                           f"{chart_deck.REVEAL_BELOW}", arg=heading.element_handle(), timeout=WAIT_MS)
     panel = open_tab(page, "Why")  # a Gradio chart, drawn by the server's figure
     chart = plot_titled(panel, "The logit of")
     expect(chart).to_be_visible(timeout=WAIT_MS)

@@ -301,6 +301,9 @@ window.chartDeck = window.chartDeck || (() => {
 
 
 PHONE_WIDTH = 640  # px: below this the page is a phone's, where an answer can land below the screen
+# an answer whose start lands below this fraction of a phone's screen is scrolled to: its picture fell below the screen
+# under a heading at 57% (an eighth learner scrolled after every step)
+REVEAL_BELOW = 0.4
 
 
 def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, settings: bool = False) -> str:
@@ -311,8 +314,8 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, setting
     ``settings``, a list in the same order), and a first answer made for values the page has left is not drawn: two
     changes answered by two events run side by side, and the first change's answer, for the page before the
     second, could come back last and be drawn over the second's.
-    ``reveal``: the id of the element that starts the answer; on a phone, where it lands below the screen, the page
-    scrolls it into view (never up, away from a control the visitor is using further down, nor while they type)."""
+    ``reveal``: the id of the element that starts the answer; on a phone, where it lands low on the screen
+    (REVEAL_BELOW) or below it, the page scrolls it to the top (never up, away from a control the visitor is using further down, nor while they type)."""
     # a view asked for with ``reveal`` that was not held yet is revealed by the draw that brings it (the server's
     # answer): on a phone a level picked before its deck arrived was drawn later, below the screen
     pending = f"window.chartDeck.revealing[{json.dumps(deck)}]"
@@ -326,7 +329,7 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, setting
               "  const typing = document.activeElement && document.activeElement.matches("
               "'textarea, input:not([type=radio]):not([type=checkbox]):not([type=range])');\n"
               f"  if (shown && start && !typing && window.innerWidth < {PHONE_WIDTH} && "
-              "start.getBoundingClientRect().top > window.innerHeight - 80) "
+              f"start.getBoundingClientRect().top > window.innerHeight * {REVEAL_BELOW}) "
               "start.scrollIntoView({behavior: 'smooth', block: 'start'});\n")
     unchanged = "[" + ", ".join(["undefined"] * texts) + "]"
     # more views arriving for the same settings while the view asked for is the one drawn: its texts are set, and
