@@ -190,6 +190,21 @@ def test_a_checkpoints_block_shows_how_attention_then_the_mlp_change_the_querys_
     assert "change its next-character guess" not in textbook.heading
 
 
+def test_the_blocks_line_on_layernorm_holds_on_the_shipped_model(ctx):
+    """"each LayerNorm brings its copy back to scale" read as shrinking it, where ‖x‖ rose from 2.6 to 9.3: the line
+    says a LayerNorm's copy has a length of its own, longer or shorter than the stream's, and on the shipped model it
+    is both (layer 0 lengthens the embeddings' short vectors, the last layer shortens a long stream)."""
+    assert "longer or shorter than the stream's" in view(ctx, BLOCK).heading
+    loaded = ctx.checkpoint("shakespeare-char")
+    ids = walkthrough.prepare_text(TEXT, loaded.tokenizer, loaded.config.context_size).ids
+    ratios = []
+    for layer in range(loaded.config.layers_num):
+        walk = anatomy.block_walk(loaded.model.blocks[layer], anatomy.block_input(loaded.model, ids, layer))
+        norms = {point.name: float(point.norms.mean()) for point in walk.points}
+        ratios += [norms["LayerNorm 1"] / norms["block input"], norms["LayerNorm 2"] / norms["residual add 1"]]
+    assert max(ratios) > 1.5 and min(ratios) < 0.5
+
+
 @pytest.mark.parametrize("source,heads", [("trained checkpoint", 4), ("textbook inputs", 1)])
 def test_the_blocks_first_figure_is_what_every_head_reads_at_the_query(ctx, source, heads):
     """A seventh learner could tell what the block changed in the guess, not what attention read: its first figure was

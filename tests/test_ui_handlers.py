@@ -114,6 +114,20 @@ def test_step_ones_line_says_what_the_rows_are_where_they_come_from_and_a_checkp
     assert not torch.equal(random[3], random[17])  # the "b" of "be" twice
 
 
+def test_steps_4_and_5_say_what_to_look_for_with_their_switch_off(ctx):
+    """An eighth learner read "on a smaller scale" over unscaled scores, and "grey above the diagonal" with the mask
+    off: with its switch off, a step's line speaks of "now" beside the "default"."""
+    def heading(step, scale=True, mask=True):
+        return attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
+                                            "To be", scale, mask, 1.0, False, STEP_TITLES[step], None)[0]
+
+    assert f"**Look for:** {lessons.LOOK_FOR[3]}" in heading(3)
+    assert f"**Look for:** {lessons.SCALING_OFF_LOOK_FOR}" in heading(3, scale=False)
+    assert f"**Look for:** {lessons.LOOK_FOR[4]}" in heading(4, scale=False)  # its own switch on
+    assert f"**Look for:** {lessons.MASK_OFF_LOOK_FOR}" in heading(4, mask=False)
+    assert f"**Look for:** {lessons.LOOK_FOR[5]}" in heading(5, mask=False)
+
+
 def test_attention_unknown_characters_are_highlighted(ctx):
     result = attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
                                           "hi ∑", True, True, 1.0, False, STEP_TITLES[0], None)

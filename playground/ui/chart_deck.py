@@ -315,7 +315,8 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, setting
     changes answered by two events run side by side, and the first change's answer, for the page before the
     second, could come back last and be drawn over the second's.
     ``reveal``: the id of the element that starts the answer; on a phone, where it lands low on the screen
-    (REVEAL_BELOW) or below it, the page scrolls it to the top (never up, away from a control the visitor is using further down, nor while they type)."""
+    (REVEAL_BELOW) or below it, the page scrolls it to the top (never up, away from a control the visitor is using
+    further down, nor while they type)."""
     # a view asked for with ``reveal`` that was not held yet is revealed by the draw that brings it (the server's
     # answer): on a phone a level picked before its deck arrived was drawn later, below the screen
     pending = f"window.chartDeck.revealing[{json.dumps(deck)}]"

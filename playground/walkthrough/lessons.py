@@ -44,9 +44,24 @@ LOOK_FOR = (
 FOLD = "more"  # the summary of every fold
 
 
-def look_for(index: int, source: str) -> str:
-    """Step ``index``'s one line; step 1's for the head's ``source`` (an INPUT_LOOK_FOR key)."""
-    return INPUT_LOOK_FOR[source] if index == 0 else LOOK_FOR[index]
+# steps 4 and 5 with their switch off, where "now" is drawn beside the "default" (an eighth learner read "on a
+# smaller scale" over unscaled scores, and "grey above the diagonal" over a mask turned off)
+SCALING_OFF_LOOK_FOR = ("scaling is off: “now” keeps step 3's size; the “default”, ÷√d_k, is smaller, so softmax "
+                        "does not saturate.")
+MASK_OFF_LOOK_FOR = ("the mask is off: “now” has no grey, so tokens see later ones; the “default” greys every cell "
+                     "above the diagonal.")
+
+
+def look_for(index: int, source: str, scale: bool = True, mask: bool = True) -> str:
+    """Step ``index``'s one line: step 1's for the head's ``source`` (an INPUT_LOOK_FOR key), steps 4 and 5's for
+    their switch turned off."""
+    if index == 0:
+        return INPUT_LOOK_FOR[source]
+    if STAGE_KEYS[index] == "scaled_scores" and not scale:
+        return SCALING_OFF_LOOK_FOR
+    if STAGE_KEYS[index] == "masked_scores" and not mask:
+        return MASK_OFF_LOOK_FOR
+    return LOOK_FOR[index]
 
 # Which stages show each what-if note: the mask leak once the mask has been met (step 5 on), saturation where
 # scaling happens and where softmax shows its effect (steps 4 and 6), the order of mask and scaling at the mask.
