@@ -596,7 +596,9 @@ def text_heatmap(values: torch.Tensor | Sequence[Sequence[float]], text: Sequenc
     figure = go.Figure(go.Heatmap(
         z=v, x=np.arange(cols), y=np.arange(rows), colorscale=colorscale, zmin=zmin, zmax=zmax, text=words,
         texttemplate="%{text}<br>%{z:.2f}" if show_values else "%{text}", customdata=hover,
-        hovertemplate="%{customdata}<extra></extra>", xgap=1, ygap=1))
+        hovertemplate="%{customdata}<extra></extra>", xgap=1, ygap=1,
+        # values in the cells: the colour bar's room goes to them, at a size that reads on a phone (they were tiny)
+        showscale=not show_values, textfont=dict(size=12) if show_values else None))
     height = height or min(1800, max(260, 110 + 18 * rows))
     y_step = max(1, math.ceil(rows / max(1, (height - 100) // 12)))
     title_layout, top = _title_layout(title)

@@ -156,8 +156,9 @@ def head_text(where: str, query: int, query_token: str, weights_row: Sequence[fl
 
 
 HEAD_LOOK_FOR = "a dark diagonal, a dark first column, or a stripe just left of the diagonal in the weights."
-HEADS_LOOK_FOR = ("heads that disagree: each panel is one head's own pattern over the same text. W_O mixes their "
-                  "outputs into one row per token; level 4 shows what that changes in the guess.")
+HEADS_LOOK_FOR = ("each panel is one head's pattern over the same text; where two differ, they read different keys. "
+                  "W_O turns the heads' joined outputs into one row per token, which the stream adds: level 4's "
+                  "“+ attention”.")
 TEXTBOOK_HEADS_LOOK_FOR = "the wrapper's rows are 4 wide, the batched layer's 2 wide, on the same six inputs."
 FORGOTTEN_LOOK_FOR = "the blocks move: one head's rows fill whole joined rows, so colours run in bands."
 LENS_LOOK_FOR = "the guesses sharpen from the embeddings to the last block, whose reading is exactly the output."

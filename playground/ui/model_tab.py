@@ -388,7 +388,7 @@ def _block_guesses(loaded: checkpoints.Checkpoint, walk: anatomy.BlockWalk, quer
     ranks = [str(rank + 1) for rank in range(lens.top_ids.size(1))]
     return plots.text_heatmap(lens.top_probs, words, [lessons.BLOCK_POINTS.get(name, name) for name in lens.names],
                               ranks, f"The guess after each part of the block, at position {query} "
-                              f"({tokens[query]})", x_title="rank", y_title="read after", show_values=True)
+                              f"({tokens[query]})", x_title="rank", show_values=True)
 
 
 def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[str], settings: Settings, part: str,

@@ -18,8 +18,11 @@ from playground.ui import chart_deck
 STRONGEST = "the head that pushed most"  # the head list's value (an API caller's too)
 STRONGEST_SHOWN = "the head with the longest bar"  # its label: a learner read "pushed most" as toward the guess, and a
 # head that pushed against it has the longest bar where no head decides
-KNOCK_HINT = "Choose heads in the **knock out** list above to knock them out."  # the list sits above the heading
-LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is tallest: the text needs them most."
+# the list sits above the heading; a bar left of 0 said while nothing is knocked out (an eighth learner found those
+# bars unexplained; with heads knocked out, a sentence says so where the loss falls)
+KNOCK_HINT = ("Choose heads in the **knock out** list above to knock them out. A bar left of 0: the loss falls "
+              "without that head.")
+LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is longest: the text needs them most."
 KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # around the ranking's words
 # Pictures first: the knock-out block showed about 65 words before its fold with a head knocked out (the heads' names
 # three times over). The heading names up to KNOCK_NAMED heads (past that the first three, then "and 2 more": the
