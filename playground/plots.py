@@ -639,7 +639,9 @@ def category_heatmap(categories: torch.Tensor | Sequence[Sequence[int]], words: 
     v = full[rows_shown, cols_shown].numpy()
     rows, cols = v.shape
     n = max(1, len(category_names))
-    colours = [CATEGORY_COLOURS[k % len(CATEGORY_COLOURS)] for k in range(n)]
+    # z is minus the category: a colour bar runs up from its least value, and this one reads category 0 at its top, in
+    # the order the rows and the picture's legend read (a learner found head 3 at the top of the bar)
+    colours = [CATEGORY_COLOURS[k % len(CATEGORY_COLOURS)] for k in reversed(range(n))]
     scale = [[edge, colour] for k, colour in enumerate(colours) for edge in (k / n, (k + 1) / n)]
     cell_words = np.array([[_display_label(str(w)) for w in list(line)[cols_shown]]
                            for line in list(words)[rows_shown]], dtype=str).reshape(rows, cols)
@@ -650,11 +652,11 @@ def category_heatmap(categories: torch.Tensor | Sequence[Sequence[int]], words: 
     show_words = rows <= CATEGORY_TEXT_ROWS and cols <= CATEGORY_TEXT_COLUMNS
     tick_step = max(1, math.ceil(n / 16))
     figure = go.Figure(go.Heatmap(
-        z=v, x=np.arange(cols), y=np.arange(rows), colorscale=scale, zmin=-0.5, zmax=n - 0.5,
+        z=-v, x=np.arange(cols), y=np.arange(rows), colorscale=scale, zmin=-(n - 0.5), zmax=0.5,
         text=cell_words if show_words else None, texttemplate="%{text}" if show_words else None,
         textfont=dict(size=10 if rows > 32 else 12, color="#1f2937"), customdata=cell_hover,
         hovertemplate="%{customdata}<extra></extra>", xgap=1, ygap=1,
-        colorbar=dict(tickmode="array", tickvals=list(range(0, n, tick_step)),
+        colorbar=dict(tickmode="array", tickvals=[-k for k in range(0, n, tick_step)],
                       ticktext=[str(name) for name in category_names][::tick_step], thickness=14)))
     height = height or min(1800, max(300, 110 + 16 * rows))
     y_step = max(1, math.ceil(rows / max(1, (height - 100) // 12)))

@@ -285,8 +285,8 @@ def test_the_mask_off_count_that_moves_says_why(learner):
     attention_step(panel, 6)
     switch(panel, "causal mask", False)
     earlier = DEFAULT_TOKENS - 1
-    expect(panel).to_contain_text(f"whatever the query, with the mask off: all {earlier} earlier tokens change their "
-                                  "output", timeout=WAIT_MS)
+    expect(panel).to_contain_text(f"With the mask off, when the text's last token, '.' ({earlier}), changes, all "
+                                  f"{earlier} earlier tokens change their output", timeout=WAIT_MS)
     expect(panel).not_to_contain_text("The other")
     counted = re.compile(rf"(\d+) of the {earlier} earlier tokens change their output[^\n]*They are reading the "
                          r"future\. The other (\d+) see it too, with weights of at most \S+ on it: too little to move "

@@ -115,7 +115,7 @@ def test_all_heads_forgetting_the_transpose_shows_the_notebooks_numbers_and_the_
     assert f"up to **{heads.forgotten.output_difference:.2f}**" in result.heading
     assert "Row **5** `,` now holds: block 0 ← head 0, token 20" in result.heading
     sources = heads.forgotten.block_sources
-    assert result.plot_d.data[0].z.tolist() == sources[..., 0].tolist()  # coloured by the source head
+    assert (-result.plot_d.data[0].z).tolist() == sources[..., 0].tolist()  # coloured by the source head (minus it)
     assert result.plot_d.data[0].text[5][1] == "h0·t21"
     assert "block 1 (d48–d95) ← head 0, token 21" in result.plot_d.data[0].customdata[5][1]
     assert "| 5 `,` | h0·t20 | h0·t21 | h0·t22 | h0·t23 |" in result.numbers
@@ -188,6 +188,16 @@ def test_a_checkpoints_block_shows_how_attention_then_the_mlp_change_the_querys_
     textbook = view(ctx, BLOCK, source="textbook inputs")
     assert textbook.plot_c.layout.title.text.startswith("‖x‖ of each token")
     assert "change its next-character guess" not in textbook.heading
+
+
+def test_level_ones_line_goes_from_the_bars_sum_to_the_framed_cell_as_its_chart_names_it(ctx):
+    """A ninth learner read "the raw score −1.6285, the framed cell" over a framed cell titled −0.2350: the frame is
+    on the scaled scores. The line says the sum, then ÷ √d_k, the framed cell's own value."""
+    result = view(ctx, SCORE, query=41, key=0)
+    total = float(re.search(r"they add up to (-?\d+\.\d+)", titles(result)[1]).group(1))
+    framed = float(re.search(r"cell \(41, 0\) = (-?\d+\.\d+)", titles(result)[2]).group(1))
+    assert framed == pytest.approx(total / 48 ** 0.5, abs=1e-4)
+    assert f"add up to the raw score {total:.4f}; ÷ √48 it is the framed cell, {framed:.4f}." in result.heading
 
 
 def test_the_blocks_line_on_layernorm_holds_on_the_shipped_model(ctx):
@@ -367,7 +377,11 @@ def test_the_category_heatmap_windows_its_rows_and_names_its_categories():
     trace = figure.data[0]
     assert len(trace.z) == plots.MAX_SIDE and trace.customdata[0][0] == "w72.0"  # rows 72-199
     assert trace.text is None  # 128 rows: too many for a word per cell
-    assert list(trace.colorbar.ticktext) == ["a", "b", "c", "d"] and (trace.zmin, trace.zmax) == (-0.5, 3.5)
+    assert list(trace.colorbar.ticktext) == ["a", "b", "c", "d"] and (trace.zmin, trace.zmax) == (-3.5, 0.5)
+    # the first category at the top of the colour bar (a learner found the last there, the rows' order reversed):
+    # its value, the bar's greatest, takes the scale's top colour, which is its own
+    assert list(trace.colorbar.tickvals) == [0, -1, -2, -3] and trace.colorscale[-1][1] == plots.CATEGORY_COLOURS[0]
+    assert [trace.colorscale[2 * k][1] for k in range(4)] == [plots.CATEGORY_COLOURS[k] for k in (3, 2, 1, 0)]
     assert "(rows 72–199 of 200)" in figure.layout.title.text.replace("<br>", " ")
 
 

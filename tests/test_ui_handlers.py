@@ -125,7 +125,21 @@ def test_steps_4_and_5_say_what_to_look_for_with_their_switch_off(ctx):
     assert f"**Look for:** {lessons.SCALING_OFF_LOOK_FOR}" in heading(3, scale=False)
     assert f"**Look for:** {lessons.LOOK_FOR[4]}" in heading(4, scale=False)  # its own switch on
     assert f"**Look for:** {lessons.MASK_OFF_LOOK_FOR}" in heading(4, mask=False)
-    assert f"**Look for:** {lessons.LOOK_FOR[5]}" in heading(5, mask=False)
+    assert f"**Look for:** {lessons.MASK_OFF_WEIGHTS_LOOK_FOR}" in heading(5, mask=False)
+    assert f"**Look for:** {lessons.SCALING_OFF_WEIGHTS_LOOK_FOR}" in heading(5, scale=False)
+    assert f"**Look for:** {lessons.LOOK_FOR[6]}" in heading(6, mask=False, scale=False)
+
+
+def test_step_6s_line_with_scaling_off_holds_on_the_shipped_model():
+    """"now's rows are more peaked than the default's": on the shipped model's heads, unscaled, every row's largest
+    weight is at least the scaled row's, and on average well above it."""
+    shipped = AppContext(limits=Limits(), weights=REPO / "weights")
+    loaded = shipped.checkpoint("shakespeare-char")
+    ids = walkthrough.prepare_text("To be, or not to be: that is the question.", loaded.tokenizer, 256).ids
+    for layer, head in ((0, 0), (3, 1)):
+        inputs = walkthrough.checkpoint_head_inputs(loaded.model, ids, layer, head)
+        scaled, unscaled = (inputs.trace(scale=scale).weights.amax(dim=1) for scale in (True, False))
+        assert bool((unscaled >= scaled - 1e-6).all()) and float(unscaled.mean()) > float(scaled.mean()) + 0.1
 
 
 def test_attention_unknown_characters_are_highlighted(ctx):
@@ -150,7 +164,7 @@ def test_attention_random_and_preset_sources(ctx):
     random = attention_tab.attention_step(ctx, "random weights", None, 0, 0, 5, 12, 4, "journey", "abcabc", False,
                                           False, 2.0, False, STEP_TITLES[5], 2)
     assert "T = 6 tokens · C = 12 · d_k = 4" in random[0]
-    assert "whatever the query, with the mask off" in random[4]
+    assert "With the mask off, when the text's last token" in random[4] and "whatever the query" in random[4]
     with pytest.raises(ValueError, match="not divisible|unknown preset"):
         attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "nope", "", True, True, 1.0,
                                      False, STEP_TITLES[0], None)

@@ -243,7 +243,8 @@ def test_mask_leak_names_the_tokens_that_read_the_future():
     assert all(mass > 0 for mass in leak.future_weight[:-1]) and leak.future_weight[-1] == 0.0
     assert [token for _, token in leak.affected] == ["Your", "journey", "starts", "with", "one"]
     assert "'Your' (0)" in leak.summary
-    assert leak.summary.startswith("Change the text's last token, 'step' (5), whatever the query, with the mask off")
+    assert leak.summary.startswith("With the mask off, when the text's last token, 'step' (5), changes, all 5")
+    assert leak.summary.endswith("(This test changes the last token, whatever the query.)")
     closed = mask_leak(**inputs.as_kwargs(), mask=True)
     assert closed.future_weight == [0.0] * 6 and closed.output_change[:-1] == [0.0] * 5
     assert closed.affected == [] and "no earlier token" in closed.summary

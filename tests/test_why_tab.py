@@ -178,9 +178,9 @@ def test_a_chosen_target_and_head_and_position(ctx):
     assert view.heading.startswith("### Why `e` after `,` (position 5)")
     assert view.head_heading.startswith("### L1 H0 at position 5")
     # past the first layer, the tables say they are the direct path
-    assert [figure.layout.title.text.startswith("QK of L1 H0 (direct path)" if kind == "QK" else
-                                                "OV of L1 H0 (direct path)") for kind, figure in
-            (("QK", view.qk), ("OV", view.ov))] == [True, True]
+    for kind, figure in (("QK", view.qk), ("OV", view.ov)):
+        assert figure.layout.title.text.replace("<br>", " ").startswith(f"{kind} of L1 H0 (direct path: embeddings "
+                                                                        "only)")
     pushes = [trace for trace in view.chain.data if trace.type == "bar"][2]
     assert len(pushes.y) == len(view.numbers["head"]["keys"]) == 6
 
@@ -688,7 +688,8 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     assert f"it looked most at `h`@{where + 1}" in view.head_heading
     # its tables rank that key and the guess low, and say why in sight (a learner read them as contradicting it)
     in_sight = view.circuits_heading.split("<details>")[0]
-    assert " Low (QK, OV): tables skip layers 0–2." in in_sight
+    # "tables skip layers 0–2" read as jargon that said the head did not do this (a ninth learner)
+    assert " Both low: tables miss layers 0–2's work." in in_sight
     # what it looks for over the text, in sight (a learner could say what it did here, not what it looks for)
     # and, over the whole text, what it writes: the question mark it wrote here (a learner found no general line)
     # "nowhere in particular" read as contradicting the chain's 55% on one key: where it looks varies by position
@@ -699,7 +700,7 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     # tables agree with the chain, and a learner was told otherwise
     thirty = why_tab.explain(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, 30, "")
     assert thirty.numbers["head"]["name"] == "L2 H3" and "ranks `f` 4th of the text's 32" in thirty.circuits_heading
-    assert " Low (" not in thirty.circuits_heading
+    assert " low: " not in thirty.circuits_heading
     reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     assert reading.effects[0].layer == 3 and reading.effects[0].head == 1  # the most needed head, too
     assert min(effect.added for effect in reading.effects) > -0.05
@@ -774,7 +775,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             ov_rank = int((ov[looked] > ov[looked, target]).sum()) + 1
             line = why_tab._in_the_tables(reading, position, layer, head)
             name = lambda i: why_tab._label(tokenizer.label(i))  # noqa: E731
-            ranks, why = (line.split(" Low (") + [""])[:2]
+            ranks, why = (re.split(r" (?=(?:Both|QK|OV) low: )", line) + [""])[:2]
             assert ranks == (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks "
                              f"`{name(looked)}` {why_tab._ordinal(qk_rank)} of the text's {len(in_text)}; OV row "
                              f"`{name(looked)}` ranks "
@@ -796,8 +797,9 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             assert bool(why) == (low and (by_position or layer > 0))
             if why:
                 # and which of the two ranks is low (a fourth stranger could not tell)
-                assert why == f"{', '.join(lows)}): " + ("tables skip position." if by_position
-                                                         else "tables skip layer 0.")
+                assert why == ("Both" if len(lows) == 2 else lows[0]) + " low: " + (
+                    "tables leave out position." if by_position
+                                                         else "tables miss layer 0's work.")
                 whys += 1
             lines += 1
             # the same cells outlined on /why's tables, as the heads deck sends them to the page

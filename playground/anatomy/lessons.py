@@ -122,12 +122,13 @@ def score_text(cell: ScoreCell, query: int, key: int, query_token: str, key_toke
     return text
 
 
-def score_look_for(query: int, key: int, masked: bool, total: float) -> str:
-    """Level 1's one line: what the three pictures show at a glance."""
+def score_look_for(query: int, key: int, masked: bool, total: float, scaled: float, head_size: int) -> str:
+    """Level 1's one line: what the three pictures show at a glance. The framed cell is the scaled score, so the line
+    goes from the bars' sum to it (a learner read "the raw score −1.6285, the framed cell" over a cell of −0.2350)."""
     if masked:
         return f"key {key} comes after query {query}: the mask makes this score −∞, its weight exactly 0."
-    return (f"the products' bars add up to the raw score {total:.4f}, the framed cell; same-sign products make it "
-            "large.")
+    return (f"the products' bars add up to the raw score {total:.4f}; ÷ √{head_size} it is the framed cell, "
+            f"{scaled:.4f}. Same-sign products make it large.")
 
 
 def score_table(cell: ScoreCell, limit: int = 64) -> str:

@@ -262,7 +262,7 @@ def _score_view(trace: walkthrough.HeadTrace, settings: Settings, where: str, no
                       masked_hover=walkthrough.lessons.MASKED_SCORE_HOVER)
     masked = bool(trace.masked[query, key])
     text = lessons.score_text(cell, query, key, tokens[query], tokens[key], masked, float(trace.weights[query, key]))
-    heading = _heading("score", lessons.score_look_for(query, key, masked, cell.total),
+    heading = _heading("score", lessons.score_look_for(query, key, masked, cell.total, cell.scaled, d),
                        lessons.score_formula(query, key, d), text, where, notes)
     return heading, vectors, products, scores, None, lessons.score_table(cell)
 

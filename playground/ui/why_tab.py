@@ -716,7 +716,7 @@ def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tu
 def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
     """The circuits' Look-for line: where this position's query and the key it looked at most sit in the head's
     tables below, in words: "**Look for:** outlined cells, position 85: QK row `o` ranks `h` 29th of the text's 32;
-    OV row `h` ranks `?` 18th of 65. Low (QK, OV): tables skip layers 0–2." A stranger
+    OV row `h` ranks `?` 18th of 65. Both low: tables miss layers 0–2's work." A stranger
     read the tables' strongest pairs, unrelated to the position, as what the head did here; a second, shown the
     ranks, found them contradicting the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason
     behind the fold. A low rank (_low: the key in QK, or the target in OV where the head pushed it up) is named, and
@@ -745,12 +745,12 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     pushed_up = reading.attributions[position].head(layer, which) > 0
     lows = [kind for kind, low in (("QK", _low(qk_rank, len(in_text))),
                                    ("OV", ov_rank is not None and pushed_up and _low(ov_rank, len(rows)))) if low]
-    low = f" Low ({', '.join(lows)}):"  # which rank (a learner could not tell)
+    low = " Both low:" if len(lows) == 2 else f" {''.join(lows)} low:"  # which rank (a learner could not tell)
     why = ""
     if lows and _by_position(_looks(reading, layer, which)):
-        why = f"{low} tables skip position."
-    elif layer > 0 and lows:
-        why = f"{low} tables skip {f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}."
+        why = f"{low} tables leave out position."
+    elif layer > 0 and lows:  # the tables read embeddings alone (the direct path), not what the layers before wrote
+        why = f"{low} tables miss {f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}'s work."
     return (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks `{name(key)}` "
             f"{_ordinal(qk_rank)} of the text's {len(in_text)}; OV row `{name(key)}` {promotes}.{why}")
 
@@ -892,7 +892,7 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     vocabulary = [_label(label) for label in labels(tokenizer, subset if subset is not None else
                                                     torch.arange(config.vocabulary_size))]
     qk, ov = _tables(reading, layer, which)
-    direct = " (direct path)" if layer > 0 else ""  # said on the tables themselves; what that is: CIRCUIT_MORE
+    direct = " (direct path: embeddings only)" if layer > 0 else ""  # on the tables themselves; more: CIRCUIT_MORE
     shown_of = "" if subset is None else f" ({subset.numel()} of the {config.vocabulary_size:,} tokens: the text's, " \
                                          "then the lowest ids)"
     # the pairs in words are among the text's own characters: one the model never saw keeps a random embedding,
@@ -1233,7 +1233,8 @@ def head_on_screen(heading: str) -> tuple[int, int, int]:
 
 def build(ctx: AppContext) -> ToAttention:
     gr.Markdown("Which parts of the model wrote its guess for the next character, what one head looks for and "
-                "writes, and what the model loses without it.")
+                "writes, and what the model loses without it. The text starts as Juliet's line, where one head "
+                "writes most of the guess; type your own.")  # the other tabs start from "To be, or not to be"
     with gr.Row():
         checkpoint = checkpoint_dropdown(ctx, "why", scale=2)
         position = gr.Number(-1, label="position (-1 = last)", info="the model guesses what comes after it")

@@ -50,17 +50,24 @@ SCALING_OFF_LOOK_FOR = ("scaling is off: “now” keeps step 3's size; the “d
                         "does not saturate.")
 MASK_OFF_LOOK_FOR = ("the mask is off: “now” has no grey, so tokens see later ones; the “default” greys every cell "
                      "above the diagonal.")
+# step 6 with a switch off (a ninth learner found its line unchanged while steps 4 and 5 spoke of theirs)
+MASK_OFF_WEIGHTS_LOOK_FOR = ("the mask is off: “now” puts weight on later tokens too, above the diagonal; each row "
+                             "still sums to 1.")
+SCALING_OFF_WEIGHTS_LOOK_FOR = ("scaling is off: “now”'s rows are more peaked than the “default”'s, a few dark cells "
+                                "taking nearly all of each row.")
 
 
 def look_for(index: int, source: str, scale: bool = True, mask: bool = True) -> str:
-    """Step ``index``'s one line: step 1's for the head's ``source`` (an INPUT_LOOK_FOR key), steps 4 and 5's for
-    their switch turned off."""
+    """Step ``index``'s one line: step 1's for the head's ``source`` (an INPUT_LOOK_FOR key), steps 4, 5 and 6's for a
+    switch of theirs turned off."""
     if index == 0:
         return INPUT_LOOK_FOR[source]
     if STAGE_KEYS[index] == "scaled_scores" and not scale:
         return SCALING_OFF_LOOK_FOR
     if STAGE_KEYS[index] == "masked_scores" and not mask:
         return MASK_OFF_LOOK_FOR
+    if STAGE_KEYS[index] == "weights" and not (mask and scale):
+        return MASK_OFF_WEIGHTS_LOOK_FOR if not mask else SCALING_OFF_WEIGHTS_LOOK_FOR
     return LOOK_FOR[index]
 
 # Which stages show each what-if note: the mask leak once the mask has been met (step 5 on), saturation where
@@ -181,27 +188,30 @@ def _name_tokens(items: list[tuple[int, str]], limit: int = 8) -> str:
 
 def mask_leak_summary(tokens: list[str], affected: list[tuple[int, str]], mask: bool,
                       unmoved_weight: float = 0.0) -> str:
-    """One sentence on which earlier tokens' outputs changed when the text's last token changed (whatever the query
-    on screen: a learner at query 10 took "the last token" for the query); when some did not, why:
-    ``unmoved_weight``, the largest weight one of them put on it, is too small to move an output in float32."""
+    """One sentence on which earlier tokens' outputs changed when the text's last token changed, and that this test
+    changes the last token whatever the query on screen (a learner at query 10 took "the last token" for the query);
+    when some did not, why: ``unmoved_weight``, the largest weight one of them put on it, is too small to move an
+    output in float32."""
     T = len(tokens)
     if T == 1:
         return "There is only one token, so there is no future to leak from."
-    change = f"Change the text's last token, {tokens[-1]!r} ({T - 1}), whatever the query"
+    last = f"the text's last token, {tokens[-1]!r} ({T - 1}),"
+    whatever = " (This test changes the last token, whatever the query.)"
     if affected:
         how_many = f"all {T - 1}" if len(affected) == T - 1 else f"{len(affected)} of the {T - 1}"
-        text = (f"{change}, with the mask off: {how_many} earlier tokens change their output, "
+        text = (f"With the mask off, when {last} changes, {how_many} earlier tokens change their output: "
                 f"{_name_tokens(affected)}. They are reading the future.")
         if len(affected) < T - 1:
             weights = "weights of exactly 0" if unmoved_weight == 0 else f"weights of at most {unmoved_weight:.0e}"
             text += (f" The other {T - 1 - len(affected)} see it too, with {weights} on it: too little to move "
                      "their outputs in float32 (about 7 digits). Softmax gives such weights to scores far apart, so "
                      "without scaling or at a low temperature fewer rows are counted.")
-        return text
+        return text + whatever
     if mask:
-        return (f"{change}, with the mask on: no earlier token's output changes. Each token sees only itself and the "
-                "tokens before it.")
-    return f"{change}: no earlier token's output changes. Their weights on later tokens are (numerically) zero."
+        return (f"With the mask on, when {last} changes, no earlier token's output changes: each token sees only "
+                f"itself and the tokens before it.{whatever}")
+    return (f"When {last} changes, no earlier token's output changes: their weights on later tokens are "
+            f"(numerically) zero.{whatever}")
 
 
 def fixed(number: float, digits: int = 3) -> str:
