@@ -130,6 +130,24 @@ def test_steps_4_and_5_say_what_to_look_for_with_their_switch_off(ctx):
     assert f"**Look for:** {lessons.LOOK_FOR[6]}" in heading(6, mask=False, scale=False)
 
 
+def test_step_4_is_drawn_on_step_3s_colour_scale():
+    """A ninth learner found step 4 the same picture as step 3, only the colour bar's numbers changed: the scaled
+    scores are drawn on the raw scores' scale, so they look paler, as the line says."""
+    def figure(step):
+        return attention_tab.attention_step(ctx_shipped(), "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8,
+                                            "journey", "To be, or not to be", True, True, 1.0, False,
+                                            STEP_TITLES[step], None)[1]
+
+    raw, scaled = figure(2).data[0], figure(3).data[0]
+    assert scaled.zmax == raw.zmax and scaled.zmin == raw.zmin
+    assert np.nanmax(np.abs(np.asarray(scaled.z, dtype=float))) < raw.zmax / 4  # ÷ √48, the shipped head's d_k
+    assert "paler" in lessons.LOOK_FOR[3]
+
+
+def ctx_shipped() -> AppContext:
+    return AppContext(limits=Limits(), weights=REPO / "weights")
+
+
 def test_step_6s_line_with_scaling_off_holds_on_the_shipped_model():
     """"now's rows are more peaked than the default's": on the shipped model's heads, unscaled, every row's largest
     weight is at least the scaled row's, and on average well above it."""

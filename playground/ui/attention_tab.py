@@ -168,7 +168,8 @@ def _heatmap_count(key: str, comparing: bool) -> int:
 
 def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None, key: str, position: int) -> list:
     """The stage's heatmaps: Q, K and V on one scale; or the stage now and by default (when a switch differs)
-    on one scale; weights always on 0-1. The query's row is framed, and the window follows it past 128 tokens."""
+    on one scale; the scaled scores on the raw scores' scale too; weights always on 0-1. The query's row is framed,
+    and the window follows it past 128 tokens."""
     if default is None:
         shown = [(trace, matrix, "") for matrix in trace.matrices(key)]
     else:
@@ -176,7 +177,10 @@ def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None
     if key == "weights":
         scale = dict(colorscale="Blues", zmin=0.0, zmax=1.0)
     else:
-        bound_ = _colour_bound(*(matrix.values for _, matrix, _ in shown))
+        values = [matrix.values for _, matrix, _ in shown]
+        if key == "scaled_scores":  # on step 3's colour scale: the same pattern, paler (it had looked the same)
+            values += [source.matrices("scores")[0].values for source, _, _ in shown]
+        bound_ = _colour_bound(*values)
         scale = dict(colorscale="RdBu", zmin=-bound_, zmax=bound_)
     start = max(0, position - plots.MAX_SIDE // 2)
     if key == "qkv":

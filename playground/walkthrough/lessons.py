@@ -35,7 +35,8 @@ LOOK_FOR = (
     "a query (Q) says what a token looks for, a key (K) what it offers, a value (V) what it passes on. Green: the "
     "framed query's best keys.",
     "dark blue cells: a query (row) meets the key (column) it matches best. Each cell is one dot product q·k.",
-    "the same pattern as step 3 on a smaller scale, so softmax does not saturate.",
+    "the same pattern as step 3, paler: on step 3's colour scale each score is ÷√d_k, so softmax does not "
+    "saturate.",
     "grey above the diagonal: no token sees a later one. Click an earlier row: more of it is grey.",
     "each row sums to 1; a row's darkest cell is the token that query reads most.",
     "each row adds up step 2's V rows, each weighted by that query's softmax weight (the framed row's: the bars "
