@@ -180,14 +180,14 @@ def _reads_figure(weights: torch.Tensor, visible: torch.Tensor, tokens: list[str
                       zmax=zmax, masked=masked, highlight_row=head, col_start=start, x_title="key token",
                       y_title="head")
     first = max(0, min(start, T - plots.MAX_SIDE))
-    shown = slice(first, first + plots.MAX_SIDE)
+    shown, rows = slice(first, first + plots.MAX_SIDE), min(h, plots.MAX_SIDE)  # the window _heatmap draws
     keys = [f"key {j} ({plots._display_label(token)})" for j, token in enumerate(tokens[shown], start=first)]
-    cells = np.char.add(np.array([f"head {n} · " for n in range(h)])[:, None], np.array(keys)[None, :])
+    cells = np.char.add(np.array([f"head {n} · " for n in range(rows)])[:, None], np.array(keys)[None, :])
     figure.update_traces(customdata=cells, hovertemplate="%{customdata}<br>weight %{z:.4f}<extra></extra>",
                          hoverongaps=False, selector=0)
     if len(figure.data) > 1:  # the grey layer: why each grey cell is grey
-        seen = visible[shown].expand(h, -1)
-        why = np.where((seen & dropped[:, shown]).numpy() if dropped is not None else False,
+        seen = visible[shown].expand(rows, -1)
+        why = np.where((seen & dropped[:rows, shown]).numpy() if dropped is not None else False,
                        lessons.DROPPED_HOVER, lessons.MASKED_WEIGHT_HOVER)
         figure.update_traces(customdata=np.char.add(cells, np.char.add("<br>", why)) if dropped is not None else None,
                              hovertemplate=("%{customdata}" if dropped is not None else lessons.MASKED_WEIGHT_HOVER)
