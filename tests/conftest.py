@@ -81,3 +81,14 @@ def pytest_collection_modifyitems(config, items):
     if repeated:
         config.hook.pytest_deselected(items=repeated)
         items[:] = [item for item in items if item not in repeated]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A browser test that fails shows the end of the shared app.py's log beside its own output (the page's side
+    alone left a flaky test's cause unknown: were the server's answers made, late, or refused?)."""
+    outcome = yield
+    report = outcome.get_result()
+    server = item.funcargs.get("server") if report.when == "call" and report.failed else None
+    if server is not None and hasattr(server, "log_tail"):
+        report.sections.append(("app.py's log, its end", server.log_tail(4000)))
