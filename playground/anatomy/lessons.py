@@ -429,8 +429,8 @@ BLOCK_POINTS = {"residual add 1": "+ attention", "residual add 2 (block output)"
 def block_look_for(walk: BlockWalk, guesses: bool = False) -> str:
     """Level 4's one line, for the norm order switched on; ``guesses``: the view shows the query's guesses after each
     part (a checkpoint's block), and the line points at what attention and the MLP change there first."""
-    changed = ("where each head looks from the query; how attention, then the MLP, change its next-character "
-               "guess; " if guesses else "where each head looks from the query; ")
+    changed = "where each head looks from the query; " + (
+        "how attention, then the MLP, change its next-character guess; " if guesses else "")
     if walk.norm_order == "pre":
         # "brings its copy back to scale" read as shrinking it: an eighth learner saw ‖x‖ rise from 2.6 to 9.3 there
         return f"{changed}the stream's length ‖x‖ grows at each residual add; each LayerNorm sets its copy to a " \

@@ -503,12 +503,9 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
 
 DECK = "attention"  # the page's chart deck: figures 1-3, the query's score bars, its weight bars
 QUERY_ELEM_ID = "attention-query"  # the query position's box, which a click on a heatmap's row writes
-# The query position written by another tab (the Why tab's head), drawn as a typed one is: a position alone that
-# changed asked nothing of the server (the box answers its input event, not a change), and the frame stayed on the
-# position before; then the page goes to the stage, where the framed row is.
-# The query written by another tab (the Why tab's "Step through"), drawn as a typed one, and the page at the stage; once
-# the framed row is drawn for that query, it is scrolled to the middle of the screen where it lies outside it (a
-# learner found row 85 below the screen, under the stage's heading)
+# The query position written by another tab (the Why tab's "Step through"), drawn as a typed one is (a position alone
+# that changed asked nothing of the server: the box answers its input event, not a change), and the page at the stage;
+# once the framed row is drawn for that query, it is scrolled to the middle of the screen where it lies outside it
 QUERY_SHOWN_JS = """() => {
   const box = document.querySelector('#""" + QUERY_ELEM_ID + """ input');
   box?.dispatchEvent(new Event('input', {bubbles: true}));

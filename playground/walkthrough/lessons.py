@@ -21,7 +21,6 @@ STEP_TITLES = ("1. Input X", "2. Q, K, V", "3. Raw scores QKᵀ", "4. Scaled ÷ 
                "6. Softmax weights", "7. Output = weights · V")  # one per trace.STAGE_KEYS entry, in order
 STEP_LABELS = ("1 · X", "2 · Q K V", "3 · QKᵀ", "4 · ÷√d_k", "5 · mask", "6 · softmax",
                "7 · output")  # the step picker's short labels (its values stay STEP_TITLES), so it fits a phone
-# What to see in each step's picture: the one line shown above it; the formula and the rest sit behind "more"
 # step 1's line, by where the head's input comes from: a learner found a checkpoint's X "looks random"
 INPUT_LOOK_FOR = {
     "checkpoint": "one row per token, the numbers this head reads: rows of the same character look alike, each "
@@ -30,6 +29,7 @@ INPUT_LOOK_FOR = {
               "a row of its own.",
     "textbook": "one row per token: the book's embedding of each word, the numbers this head starts from.",
 }
+# What to see in each step's picture: the one line shown above it; the formula and the rest sit behind "more"
 LOOK_FOR = (
     INPUT_LOOK_FOR["checkpoint"],
     "a query (Q) says what a token looks for, a key (K) what it offers, a value (V) what it passes on. Green: the "
