@@ -233,7 +233,9 @@ def test_a_swipe_over_a_chart_scrolls_the_page_and_an_answer_comes_into_view(pho
     # the phone turned sideways (844 px wide, past the phone layout): a tap on a chart showed Plotly's toolbar over
     # the titles of the head's charts
     page.set_viewport_size({"width": PHONE["height"], "height": PHONE["width"]})
-    for each in panel.locator(".js-plotly-plot").all():
+    # held as elements, not as the n-th chart: the page draws other heads' charts out of sight while the loop runs
+    # (chart_deck's spares), and the n-th chart became a hidden one
+    for each in panel.locator(".js-plotly-plot").element_handles():
         if each.is_visible():
             each.scroll_into_view_if_needed()
             # at a corner, off every bar: a tap on a head's bar opens that head, which hides the charts of the head
