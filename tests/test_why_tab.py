@@ -910,8 +910,22 @@ def test_the_head_on_screen_is_read_from_its_heading_and_opens_in_the_attention_
     assert why_tab.head_on_screen("### L3 H1 at position 85: looked most at `h`@63") == (3, 1, 85)
     assert why_tab.head_on_screen("L0 H2 at position 0") == (0, 2, 0)
     for shown in ("", "### Why `?` after `o`", None):
-        with pytest.raises(gr.Error, match="No head is on screen yet"):
+        with pytest.raises(gr.Error, match="No head is on screen to open"):
             why_tab.head_on_screen(shown)
     assert _open_in_attention("shakespeare-char", "To be", "### L2 H3 at position 30 …") == (
         attention_tab.SOURCES[0], "shakespeare-char", "To be", 2, 3, 30, "6. Softmax weights")
     assert list(attention_tab.Opened._fields) == ["source", "checkpoint", "text", "layer", "head", "query", "step"]
+
+
+def test_a_head_of_notebook_004s_model_is_refused_before_the_attention_tab_opens(kinds):
+    """The Why tab explains notebook 004's model, whose heads the Attention tab's step view cannot read: the button
+    that opens the head on screen there said so only after the tab changed, in four toasts, under the last model's
+    head. Now one refusal, before the tab changes, that says where to go; a GPT checkpoint opens the tab."""
+    from playground.ui import _attention_tab
+
+    ctx, toy, _ = kinds["toy"]
+    with pytest.raises(gr.Error, match="notebook 004's attention-only model.*step-by-step view needs a GPT"):
+        _attention_tab(ctx, toy, "hello wo", "### L0 H1 at position 7 …")
+    for kind in ("shipped", "gpt2"):
+        ctx, checkpoint, text = kinds[kind]
+        assert _attention_tab(ctx, checkpoint, text, "### L0 H0 at position 3 …").selected == "attention"

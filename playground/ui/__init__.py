@@ -11,12 +11,14 @@ of many labels shows every k-th, NARROW_TICKS), and the launch options.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 import gradio as gr
 
 from playground import checkpoints
+from playground.architectures import require_gpt
 from playground.budget import sessions_cost
 from playground.config import Limits
 from playground.device import pick_device
@@ -32,7 +34,7 @@ from playground.ui import (
     why_page,
     why_tab,
 )
-from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext
+from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext, friendly
 from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
 from playground.walkthrough import STEP_TITLES
 
@@ -138,7 +140,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         # the head on the Why tab's screen, stepped through in the Attention tab at its softmax weights
         # (the tab first: the controls of a tab not yet drawn took the values, but its query box kept its own)
         on_screen = [why.checkpoint, why.text, why.head_heading]
-        why.button.click(_attention_tab, on_screen, tabs, js=why_tab.HEAD_ON_SCREEN_JS,
+        why.button.click(functools.partial(_attention_tab, ctx), on_screen, tabs, js=why_tab.HEAD_ON_SCREEN_JS,
                          api_name="why_to_attention_tab", api_visibility="private", show_progress="hidden",
                          queue=False).success(
             _open_in_attention, on_screen, list(attention),
@@ -158,9 +160,14 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     return app
 
 
-def _attention_tab(checkpoint: str, text: str, heading: str):
-    """The Attention tab selected, where a head is on the Why tab's screen (a clear error where none is yet)."""
+@friendly
+def _attention_tab(ctx: AppContext, checkpoint: str, text: str, heading: str):
+    """The Attention tab selected, where a head is on the Why tab's screen and the tab's step-by-step view reads its
+    checkpoint; a clear error otherwise, before the tab changes (notebook 004's model, which the Why tab explains,
+    left the Attention tab showing the last model's head under the new one's name, beside four refusals)."""
     why_tab.head_on_screen(heading)
+    loaded = ctx.checkpoint(checkpoint or "")  # the one the Why tab has just read: held in the cache
+    require_gpt(loaded.config, loaded.name, "the Attention tab's step-by-step view")
     return gr.Tabs(selected="attention")
 
 

@@ -1226,7 +1226,8 @@ def head_on_screen(heading: str) -> tuple[int, int, int]:
     """(layer, head, position) of the head heading "### L3 H1 at position 85 …"; a clear error without one."""
     found = re.match(r"(?:#+\s*)?L(\d+) H(\d+) at position (\d+)", heading or "")
     if not found:
-        raise gr.Error("No head is on screen yet: wait for the head's chain, then open it in the Attention tab.")
+        raise gr.Error("No head is on screen to open: wait for the head's chain, or, where this tab has no view of "
+                       "the checkpoint, change the text or the checkpoint first.", print_exception=False)
     layer, head, position = map(int, found.groups())
     return layer, head, position
 
