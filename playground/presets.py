@@ -53,7 +53,7 @@ TRAIN_PRESETS: dict[str, TrainPreset] = {
     # no gradient clipping, in float32; the notebook printed losses 2.18, 1.56, 0.87, 0.38 at steps 0, 50, 100, 150.
     "toy": TrainPreset(
         "notebook 004's toy lab: its attention-only model (2 heads, each on its own half of a 16-wide embedding), "
-        "AdamW 1e-3, batches of 4 windows of 8, 200 steps; paste “hello world” as the notebook does; seconds",
+        "AdamW 1e-3, batches of 4 windows of 8, 200 steps; paste “hello world” as the notebook does; a few seconds",
         ModelShape(layers_num=1, heads_num=2, embedding_dim=16, context_size=8, architecture=NOTEBOOK_004),
         TrainConfig(batch_size=4, steps=200, learning_rate=1e-3, warmup_steps=0, learning_rate_decay="constant",
                     min_learning_rate_ratio=DECAY_FLOORS["constant"], weight_decay=0.01, grad_clip=0.0,

@@ -644,9 +644,9 @@ def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule
             axis = why_tab._parts_changes(reading, position)["layout"]["xaxis"]["title"]["text"]
             if split == why_tab.VERSUS:
                 rival = why_tab._label(reading.tokenizer.label(parts.rival_id))
-                assert axis == f"share of logit('{target}') − logit('{rival}')"
+                assert axis == f"added to logit('{target}') − logit('{rival}')"
             else:
-                assert axis == f"share of logit('{target}')"
+                assert axis == f"added to logit('{target}')"
     assert said["hedged"] > 0 and said["made"] > 0, said
     assert why_tab._parts_figure(reading, 3).layout.xaxis.title.text == why_tab._parts_axis(reading, 3)
 

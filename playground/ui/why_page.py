@@ -331,8 +331,10 @@ TAKE_KNOCK_JS = (f"async (knock, {ARGUMENTS}) => {{ {SHOW_JS}\n  window.whyPage.
                  f"  return (await window.whyPage.show({ARGUMENTS})).slice(0, 4);\n}}")
 
 
-STALE = ("### No view of this checkpoint\n\nIt cannot read this text (the message says why and what to do): the "
-         "other model's view is taken off. Change the text, or choose another checkpoint.")
+# (the view of the model before is taken off, not left under the new name; "the other model's view is taken off"
+# read as a fault to a stranger)
+STALE = ("### No view of this checkpoint\n\nIt cannot read this text (the message says why and what to do), so "
+         "nothing is drawn here. Change the text, or choose another checkpoint.")
 # the checkpoint's first answer refused: the headings say so and every chart is taken off (the next answer draws)
 STALE_JS = f"() => {{ {SHOW_JS}\n  return window.whyPage.forget({json.dumps([STALE, '', '', ''])});\n}}"
 

@@ -66,7 +66,8 @@ MAX_TOKENS = 256  # the text a view reads: its attention maps and its figures st
 MAX_CIRCUIT_TOKENS = 96  # rows and columns of a QK or OV table drawn: a character vocabulary fits whole
 MAX_RANKED_HEADS = 48  # knock-out ranking costs a forward pass a head: GPT-2's 144 are knocked out by hand
 PAIRS = 5
-LOOK_FOR_PARTS = "**Look for:** the longest bars. Green pushed the guess up, red down."
+# "this character": the heading's, the model's guess or the target typed (with a target the line said "the guess")
+LOOK_FOR_PARTS = "**Look for:** the longest bars. Green pushed this character up, red down."
 LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
 LOOK_FOR_HEAD = ("**Look for:** read down: weight (①) × write (②) = push (③); pushes sum to the head's bar (④); "
                  "softmax (⑤).")
@@ -561,9 +562,10 @@ def _parts_title(reading: _Reading, position: int) -> str:
 
 
 def _parts_axis(reading: _Reading, position: int) -> str:
-    """What the parts' bars are, under them: "share of logit('u') − logit('a')" (a stranger read "logit")."""
+    """What the parts' bars are, under them: "added to logit('u') − logit('a')", in the logit's own units (a stranger
+    read a bare "logit" as the model's; another read "share of" as a fraction, where the bars add up to +2.852)."""
     target, rival = _contest(reading, position)
-    return f"share of logit('{target}')" if rival is None else f"share of logit('{target}') − logit('{rival}')"
+    return f"added to logit('{target}')" if rival is None else f"added to logit('{target}') − logit('{rival}')"
 
 
 def _parts_figure(reading: _Reading, position: int):
