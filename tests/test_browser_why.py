@@ -242,6 +242,24 @@ def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str)
     return chain
 
 
+def broken_words(panel) -> list[str]:
+    """Words of the visible Markdown tables' cells that run over two lines (a number split after two digits)."""
+    return panel.evaluate("""panel => [...panel.querySelectorAll('.prose table th, .prose table td')]
+        .filter(cell => cell.offsetParent).flatMap(cell => {
+            const broken = [], walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                for (const word of node.textContent.matchAll(/\\S+/g)) {
+                    const range = document.createRange();
+                    range.setStart(node, word.index);
+                    range.setEnd(node, word.index + word[0].length);
+                    const lines = new Set([...range.getClientRects()].map(box => Math.round(box.top)));
+                    if (lines.size > 1) broken.push(word[0]);
+                }
+            }
+            return broken;
+        })""")
+
+
 def hold_server(page: Page):
     """Every request to run an event on the server held back, unanswered, until the returned function lets them go
     (it returns how many were held)."""
@@ -432,6 +450,7 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     check_three_views(page, panel, "L1 H0", 65, "why-phone")
     expect(panel).to_contain_text(f"guess at position {wanted}")
     assert release() <= 1  # at most the sets one tick from it, asked for meanwhile
+    assert broken_words(panel) == []  # the knock-out table's numbers and headings read "0.82 / 9", "inta / ct"
     # a tap on a table shows the value under it: a stranger's tap showed none (a chart that takes no drag, so that a
     # swipe scrolls the page, gets no hover from Plotly on a touch screen)
     qk = plot_titled(panel, "QK of ").first

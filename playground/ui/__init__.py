@@ -95,6 +95,10 @@ input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--che
   .playground-table .table-wrap {{ overflow-x: auto; }}
   .playground-table .table-wrap > .upload-container {{ min-width: {TABLE_MIN_WIDTH}px; }}
   .playground-table.wide-table .table-wrap > .upload-container {{ min-width: {WIDE_TABLE_MIN_WIDTH}px; }}
+  /* a Markdown table's words and numbers whole (Gradio's prose breaks anywhere: the Why tab's knock-out table read
+     "0.82 / 9" and "inta / ct" on a phone), scrolling sideways where it is wider than the screen */
+  .prose table {{ display: block; max-width: 100%; overflow-x: auto; }}
+  .prose table th, .prose table td {{ overflow-wrap: normal; word-break: normal; padding: 8px 10px; }}
 }}
 @media (max-width: {NARROW_WIDTH}px) {{
 {_narrow_tick_rules()}
