@@ -230,6 +230,7 @@ def test_a_swipe_over_a_chart_scrolls_the_page_and_an_answer_comes_into_view(pho
     expect(chart).to_be_visible(timeout=WAIT_MS)
     assert chart.evaluate("el => el._fullLayout.dragmode") is False
     assert scrolled_by_a_swipe_over(page, chart) > 100
+    assert short_controls(page) == []  # "Step through this head in the Attention tab" was 26 px tall
     # the phone turned sideways (844 px wide, past the phone layout): a tap on a chart showed Plotly's toolbar over
     # the titles of the head's charts
     page.set_viewport_size({"width": PHONE["height"], "height": PHONE["width"]})

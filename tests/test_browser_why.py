@@ -16,6 +16,8 @@ from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
 from test_why_tab import save_toy_checkpoint
 
+from playground.ui import why_page
+
 pytestmark = pytest.mark.browser
 
 
@@ -459,6 +461,15 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     page.touchscreen.tap(box["x"] + box["width"] / 2, box["y"] + box["height"] / 3)
     expect(qk.locator(".hoverlayer .hovertext")).to_contain_text(re.compile(r"query \S+ → key \S+: score −?-?\d"),
                                                                 timeout=WAIT_MS)
+    # a head chosen in the list comes into view (a tenth learner found its heading at 809 px of 844)
+    chosen = "L0 H2" if not shown.startswith("L0 H2") else "L0 H1"
+    box = panel.get_by_label("head", exact=True)
+    box.scroll_into_view_if_needed()
+    box.tap()
+    box.locator("xpath=ancestor::*[.//*[@role='option']][1]").get_by_role("option", name=chosen, exact=True).tap()
+    expect(panel.get_by_role("heading", name=f"{chosen} at position {wanted}")).to_be_visible(timeout=WAIT_MS)
+    page.wait_for_function(f"""() => {{ const box = document.querySelector('#{why_page.HEAD_ELEM_ID}')
+        .getBoundingClientRect(); return box.top >= -1 && box.top < window.innerHeight / 3; }}""", timeout=WAIT_MS)
 
     position.fill("500")
     position.press("Enter")

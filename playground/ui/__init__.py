@@ -57,7 +57,8 @@ NARROW_WIDTH = 480  # px: a phone held upright, where a heatmap's matrix is abou
 # apart and ran into one smear; the server cannot know the width, so the page thins them, and the hover names each
 NARROW_TICKS = ((23, 44, 2), (45, 66, 3), (67, 88, 4), (89, None, 6))
 
-TAP_TARGETS = ('[role="tab"], [data-testid$="-radio-label"], label.checkbox-container, button.label-wrap')
+# button.sm: a small button ("Step through this head in the Attention tab") was 26 px tall on a phone
+TAP_TARGETS = ('[role="tab"], [data-testid$="-radio-label"], label.checkbox-container, button.label-wrap, button.sm')
 # A single-choice dropdown's arrow lies over the right end of its box (Gradio draws it absolutely, at --size-5 from
 # the edge): its text stops before the arrow. On a phone the Why tab's Checkpoint box, sharing its row, was 106 px
 # wide and its arrow covered "shakespeare-char"'s last letters: a checkpoint picker (common.checkpoint_dropdown's

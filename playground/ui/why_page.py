@@ -171,14 +171,17 @@ window.whyPage = window.whyPage || (() => {
     lines.push(""" + json.dumps(KNOCK_FOLD[0]) + """ + knock.note + """ + json.dumps(KNOCK_FOLD[1]) + """);
     return lines.join('\\n\\n');
   }
-  let current = null;  // the position and knocked heads on screen
+  let current = null;  // the position, head and knocked heads on screen
   async function show(position, head, knocked) {
     const moved = current !== null && String(current.position) !== String(position);
-    current = {position, knocked: knocked || []};
+    const turned = current !== null && !moved && current.head !== head && head !== """ + json.dumps(STRONGEST) + """;
+    current = {position, head, knocked: knocked || []};
     const texts = changed(await compose(position, head, knocked || []));
-    // a new position on a phone: its answer sat at 730-755 px of an 844 px screen, below the fold of the eye
-    if (moved && window.innerWidth < """ + str(NARROW_PX) + """) {
-      requestAnimationFrame(() => document.querySelector('#""" + HEADING_ELEM_ID + """')
+    // a new position on a phone: its answer sat at 730-755 px of an 844 px screen, below the fold of the eye; a head
+    // chosen in the list: its heading at 809 px (a bar clicked is taken there by PICK_JS already)
+    const answer = moved ? '""" + HEADING_ELEM_ID + """' : turned ? '""" + HEAD_ELEM_ID + """' : null;
+    if (answer && window.innerWidth < """ + str(NARROW_PX) + """) {
+      requestAnimationFrame(() => document.querySelector('#' + answer)
         ?.scrollIntoView({behavior: 'instant', block: 'start'}));
     }
     return texts;
