@@ -105,7 +105,7 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     expect(heading(panel)).to_have_text(LEVEL_TITLES[3], timeout=WAIT_MS)
     expect(panel).to_contain_text("block 3 (layer 2)", timeout=WAIT_MS)
     panel.get_by_role("radio", name="LM head", exact=True).check()
-    expect(panel).to_contain_text("You clicked LM head", timeout=WAIT_MS)
+    expect(panel).to_contain_text("Look for: LM head turns the normalised stream", timeout=WAIT_MS)
 
     panel.get_by_role("radio", name="textbook inputs", exact=True).check()
     zoom(panel, 3)

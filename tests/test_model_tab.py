@@ -240,7 +240,13 @@ def test_the_blocks_first_figure_is_what_every_head_reads_at_the_query(ctx, sour
 
 def test_the_model_level_reads_each_block_through_the_lm_head(ctx):
     result = view(ctx, MODEL, query=5, part="LM head")
-    assert result.part == "LM head" and "You clicked **LM head**" in result.heading
+    assert result.part == "LM head"
+    # the part clicked is said in the Look-for line, where the pictures show it (each part had the same line)
+    looks = {part: re.search(r"\*\*Look for:\*\* (.*)", view(ctx, MODEL, query=5, part=part).heading).group(1)
+             for part in lessons.MODEL_PARTS}
+    assert len(set(looks.values())) == len(lessons.MODEL_PARTS)
+    for part in lessons.MODEL_PARTS[:3]:
+        assert looks[part].startswith(f"**{part}**")
     assert "embeddings: `" in result.heading and "block 4: `" in result.heading
     assert titles(result)[1] == "The model's top 10 next characters at every position"
 

@@ -445,8 +445,7 @@ def lens_formula(layers_num: int) -> str:
     return f"{blocks}: probabilities = softmax(LM head(final norm(residual stream)))"
 
 
-def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequence[str], tokens: Sequence[str],
-              part: str) -> str:
+def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequence[str], tokens: Sequence[str]) -> str:
     """How each block changes the prediction after position ``position``; ``labels[id]`` names a vocabulary id."""
     steps = []
     for stage in lens.stages:
@@ -465,11 +464,22 @@ def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequen
     text += ("The embeddings alone can only guess from the current character (like a bigram table); "
              "each block adds context from earlier characters, and the guesses sharpen. The last block's "
              "reading is exactly the model's output.")
-    notes = {EMBEDDINGS: "You clicked **Embeddings**: the embeddings' reading is the token + position embeddings "
-                         "straight through the final norm and LM head. ",
-             FINAL_NORM: "You clicked **Final norm**: every reading here goes through it (LayerNorm ln_f) before "
-                         "the LM head. ",
-             LM_HEAD: "You clicked **LM head**: it turns each normalised vector into one score (logit) per "
-                      "character; softmax makes them the probabilities shown. ",
-             PROBABILITIES: ""}
-    return notes.get(part, "") + text
+    return text
+
+
+# The model level's Look-for line by the part of the map clicked: where that part is in the pictures (a tenth learner
+# clicked Embeddings, Final norm, LM head and the probabilities and saw one view with one line four times; what each
+# part was sat behind the fold)
+LENS_LOOK_FOR_BY_PART = {
+    EMBEDDINGS: "**Embeddings** are the left chart's first column: the token and position embeddings alone, read "
+                "through the final norm and LM head, guess from the current character only.",
+    FINAL_NORM: "**Final norm** (LayerNorm ln_f) comes before every reading in the left chart: each column is the "
+                "stream after a part, normalised, then scored by the LM head.",
+    LM_HEAD: "**LM head** turns the normalised stream into one logit per character; softmax makes them the "
+             "probabilities coloured here, the model's own in the right chart.",
+}
+
+
+def lens_look_for(part: str) -> str:
+    """The model level's Look-for line for the part of the map clicked (the probabilities, or none: LENS_LOOK_FOR)."""
+    return LENS_LOOK_FOR_BY_PART.get(part, LENS_LOOK_FOR)

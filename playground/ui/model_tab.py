@@ -421,9 +421,9 @@ def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[s
     choice = labels[int(final.top_ids[query, 0])]
     bars = plots.bar_chart(stage_names, [float(stage.final_choice_probs[query]) for stage in lens.stages],
                            f"Probability of the final guess '{choice}' after each part", "probability")
-    text = lessons.lens_text(lens, query, labels, tokens, part)
-    heading = _heading("model", lessons.LENS_LOOK_FOR, lessons.lens_formula(loaded.config.layers_num), text, where,
-                       notes)
+    text = lessons.lens_text(lens, query, labels, tokens)
+    heading = _heading("model", lessons.lens_look_for(part), lessons.lens_formula(loaded.config.layers_num), text,
+                       where, notes)
     return heading, lens_figure, top10, changes, bars, ""
 
 
@@ -884,7 +884,7 @@ def build(ctx: AppContext) -> None:
     gr.Markdown(
         "The whole model, and how to zoom into it: from one score (a query times a key) to one head, all heads, a "
         "block, and the model's next-character probabilities. Click a part of the model, pick a zoom level, and "
-        "type your own text."
+        "type your own text (a notebook's own model has one view: no parts, no levels)."
     )
     names = ctx.checkpoint_names()
     first_source = SOURCES[0] if names else SOURCES[1]
