@@ -22,13 +22,14 @@ STRONGEST_SHOWN = "the head with the longest bar"  # its label: a learner read "
 # bars unexplained; with heads knocked out, a sentence says so where the loss falls)
 KNOCK_HINT = ("Choose heads in the **knock out** list above to knock them out. A bar left of 0: the loss falls "
               "without that head.")
-LOOK_FOR_KNOCK = "**Look for:** the heads whose loss bar is longest: the text needs them most."
+LOOK_FOR_KNOCK = "**Look for:** the longest loss bars: the heads the text needs most."
 KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # around the ranking's words
 # Pictures first: the knock-out block showed about 65 words before its fold with a head knocked out (the heads' names
 # three times over). The heading names up to KNOCK_NAMED heads (past that the first three, then "and 2 more": the
 # list above names every one), the table's column says "knocked out", and the loss falling is said without the names.
 KNOCK_NAMED = 4
-KNOCK_COLUMNS = "| | intact | knocked out | change |"
+# "as above": the charts above this block stay the intact model's (a tenth learner found nothing saying so)
+KNOCK_COLUMNS = "| | intact, as above | knocked out | change |"
 # A change in the loss smaller than this (nats) is said as none: over a short text, a head replaced by its mean moved
 # the loss by a few thousandths either way, and a learner read "the loss falls" as the head being broken
 KNOCK_BARELY = 0.01
