@@ -222,6 +222,25 @@ def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor, words=None) 
     return sorted(looks, key=lambda look: -look.lift)
 
 
+def strongest_look(weights: torch.Tensor) -> tuple[int, int, float] | None:
+    """(query, key, weight) of a text's (T, T) causal attention weights where a weight lies furthest beyond an even
+    spread (1 / (query + 1)), position 0 left out (where a head parks weight it has no use for); None for a text of
+    one token. One concrete look of a head that has no one place: a learner read L3 H1's "no one place" as nothing
+    to say, where it put 0.55 on the `h` of "wherefore" from the end of the question.
+
+    [[1, 0, 0], [0.5, 0.5, 0], [0.1, 0.1, 0.8]] -> (2, 2, 0.8): 0.8 - 1/3 is the furthest beyond an even spread.
+    """
+    weights = weights.detach().float().cpu()
+    T = weights.size(0)
+    if T < 2:
+        return None
+    beyond = weights - 1.0 / torch.arange(1, T + 1, dtype=torch.float32)[:, None]
+    seen = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    seen[:, 0] = False
+    query, key = divmod(int(beyond.masked_fill(~seen, float("-inf")).argmax()), T)
+    return query, key, float(weights[query, key])
+
+
 def apart(a: Look, b: Look, first_token: int) -> bool:
     """Whether two places share no key, so their weights add (a head can look at both): two distances, two tokens,
     the query's own word and the word before it, position 0 and a token not at position 0 (``first_token``, the

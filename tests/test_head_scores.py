@@ -233,3 +233,13 @@ def test_two_places_are_apart_only_where_no_query_can_find_one_key_in_both():
                      frozenset({"first", "token"})}
     assert not head_scores.apart(places[1], head_scores.Look("own word", 0, 0.0, 0.0), int(ids[0]))
     assert keys[("distance", 1)] & keys[("own word", 0)]
+
+
+def test_the_strongest_look_is_the_weight_furthest_beyond_an_even_spread_off_position_0():
+    """head_scores.strongest_look: the docstring's example, a sink on position 0 passed over (a head parks weight
+    there), and a text of one token has none."""
+    weights = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.1, 0.1, 0.8]])
+    assert head_scores.strongest_look(weights) == pytest.approx((2, 2, 0.8))
+    sink = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.9, 0.1, 0.0, 0.0], [0.95, 0.0, 0.05, 0.0], [0.4, 0.5, 0.1, 0.0]])
+    assert head_scores.strongest_look(sink)[:2] == (3, 1)  # 0.5 - 1/4 beats 0.1 - 1/2; position 0's 0.95 is left
+    assert head_scores.strongest_look(torch.ones(1, 1)) is None

@@ -814,8 +814,9 @@ def _looks_line(reading: _Reading, layer: int, which: int) -> str:
     """What the head does over the learner's text, in sight under "What L0 H2 does over your text": "Looks 1 back (92%
     of its weight; even spread: 5%); writes `␣` most.", with a second place where one shares no key with the first
     and comes near it (_beside: "Looks at `\\n` (23% …) and at position 0 (20%; 5%)"); where no place gets LOOKS_RATIO
-    times an even spread and LOOKS_CLEARLY beyond it (_clear), that where it looks varies by position, with the
-    place that comes nearest. The QK and OV tables cannot say either: a previous-token head looks by position, which
+    times an even spread and LOOKS_CLEARLY beyond it (_clear), that it has no one place, with its strongest look over
+    the text (head_scores.strongest_look: "`␣`@54 to `R`@48 (0.94)", one concrete look) and the place that comes
+    nearest. The QK and OV tables cannot say either: a previous-token head looks by position, which
     they leave out, and a later layer's head reads what the layers before wrote (a learner could say what L3 H1 did
     at one position, not what it looks for or writes). What it writes is the token _writes puts first. More behind the
     fold (_looks_more); only what it writes where its weights were not read."""
@@ -831,8 +832,17 @@ def _looks_line(reading: _Reading, layer: int, which: int) -> str:
         return (f"\n\nLooks {_look_name(reading, top)} ({top.share:.0%} of its weight; even "
                 f"spread: {top.chance:.0%}){beside}; {writes}.")
     nearest = NEAREST.get(top.kind) or _look_name(reading, top).removeprefix("at ")
-    return (f"\n\nNo one place: where it looks varies by position (most: {nearest}, {top.share:.0%}; even spread: "
-            f"{top.chance:.0%}); {writes}.")
+    # words in sight are few (60 with the tables' line): "where it looks varies by position" gave way to the example
+    strongest = head_scores.strongest_look(reading.keys[(layer, which)][0])
+    example = "" if strongest is None else \
+        f"; strongest look: {_at(reading, strongest[0])} to {_at(reading, strongest[1])} ({strongest[2]:.2f})"
+    return (f"\n\nNo one place{example}; most: {nearest}, {top.share:.0%} (even spread: {top.chance:.0%}); "
+            f"{writes}.")
+
+
+def _at(reading: _Reading, position: int) -> str:
+    """A token of the text at its position, as the chain names its keys: "`h`@63"."""
+    return f"`{reading.tokens[position]}`@{position}"
 
 
 def _writes(reading: _Reading, layer: int, which: int) -> list[tuple[int, float]]:
