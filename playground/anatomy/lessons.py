@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from playground import checks
 from playground.anatomy.levels import LEVELS, AllHeads, BlockWalk, ForgottenJoin, LogitLens, ScoreCell
+from playground.walkthrough.lessons import MASKED_WEIGHT_HOVER  # noqa: F401 (the Model tab's too: one wording)
 
 LEVEL_TITLES = ("1. One score", "2. One head", "3. All heads", "4. The block", "5. The model")  # one per LEVELS
 LEVEL_LABELS = ("1 · score", "2 · head", "3 · all heads", "4 · block", "5 · model")  # the picker's short labels
@@ -26,7 +27,6 @@ GPT_SWITCHES = "pre-norm, causal, GELU (a GPT)"  # how every checkpoint's blocks
 EMBEDDINGS, FINAL_NORM, LM_HEAD, PROBABILITIES = "Embeddings", "Final norm", "LM head", "Next-character probabilities"
 MODEL_PARTS = (EMBEDDINGS, FINAL_NORM, LM_HEAD, PROBABILITIES)  # the map's parts outside the blocks
 DROPPED_HOVER = "dropped by dropout: this weight is 0 in training"
-MASKED_WEIGHT_HOVER = "masked: weight exactly 0 because the score was −∞"
 FORGET_TRANSPOSE_LABEL = "forget the transpose (notebook 002's bug)"
 FORGET_TRANSPOSE_INFO = "join the heads with .view(B, T, h·d) straight from (B, h, T, d), as notebook 002's code does"
 WRAPPER_HAS_NO_TRANSPOSE = (

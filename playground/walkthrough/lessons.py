@@ -81,7 +81,8 @@ WHATIF_NOTES: dict[str, tuple[str, ...]] = {
 
 MASKED_SCORE_HOVER = "masked (−∞)"
 SMALL_HEAD = 4  # d_k up to this: scaling divides by 2 at most, and the lesson says it changes little
-MASKED_WEIGHT_HOVER = "masked: weight exactly 0 because the score was −∞"
+# a masked cell's hover, on two lines: on one it ran past a phone's screen (a tenth learner read "because the score w")
+MASKED_WEIGHT_HOVER = "masked: weight exactly 0<br>because the score was −∞"
 MASKED_LEGEND = "grey\u00a0=\u00a0masked"  # no-break spaces: a wrapped title keeps it whole
 
 
