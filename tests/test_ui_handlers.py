@@ -130,6 +130,27 @@ def test_steps_4_and_5_say_what_to_look_for_with_their_switch_off(ctx):
     assert f"**Look for:** {lessons.LOOK_FOR[6]}" in heading(6, mask=False, scale=False)
 
 
+def test_a_temperature_and_the_mask_first_say_what_they_change_and_it_holds_on_the_shipped_model(ctx):
+    """A tenth learner changed the temperature and put the mask before scaling: the charts changed, the line stayed
+    the default's. Steps 4 and 6 speak of τ, step 5 of the mask's order; and on the shipped model what they say holds:
+    τ 0.2's rows are more peaked than the default's, τ 3's less, and the mask first greys the same cells."""
+    def heading(step, temperature=1.0, first=False):
+        return attention_tab.attention_step(ctx, "trained checkpoint", "shakespeare-char", 0, 0, 0, 16, 8, "journey",
+                                            "To be", True, True, temperature, first, STEP_TITLES[step], None)[0]
+
+    assert "**Look for:** τ 0.2: “now” is the “default” ÷ 0.2, so its cells are darker" in heading(3, 0.2)
+    assert f"**Look for:** {lessons.SHARPER_LOOK_FOR.format(t=0.2)}" in heading(5, 0.2)
+    assert f"**Look for:** {lessons.FLATTER_LOOK_FOR.format(t=3)}" in heading(5, 3.0)
+    assert f"**Look for:** {lessons.MASK_FIRST_LOOK_FOR}" in heading(4, first=True)
+    assert f"**Look for:** {lessons.LOOK_FOR[5]}" in heading(5, first=True)  # softmax's line: nothing changed there
+    loaded = ctx_shipped().checkpoint("shakespeare-char")
+    ids = walkthrough.prepare_text("To be, or not to be: that is the question.", loaded.tokenizer, 256).ids
+    inputs = walkthrough.checkpoint_head_inputs(loaded.model, ids, 3, 1)
+    peak = {t: inputs.trace(temperature=t).weights.amax(dim=1) for t in (0.2, 1.0, 3.0)}
+    assert bool((peak[0.2] >= peak[1.0] - 1e-6).all()) and bool((peak[3.0] <= peak[1.0] + 1e-6).all())
+    assert torch.equal(inputs.trace(mask_before_scaling=True).masked, inputs.trace().masked)
+
+
 def test_step_4_is_drawn_on_step_3s_colour_scale():
     """A ninth learner found step 4 the same picture as step 3, only the colour bar's numbers changed: the scaled
     scores are drawn on the raw scores' scale, so they look paler, as the line says."""

@@ -471,7 +471,8 @@ def _views(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim
             weight_bars = (plots.bar_chart(**_weight_bar_args(trace, position, row.token)) if index >= WEIGHTS_MET
                            else None)
             stage = stages[index]
-            look_for = lessons.look_for(index, SOURCE_KINDS[source], trace.scale, trace.mask)
+            look_for = lessons.look_for(index, SOURCE_KINDS[source], trace.scale, trace.mask, trace.temperature,
+                                        trace.mask_before_scaling)
             heading = (f"### {stage.title}\n\n**Look for:** {look_for}\n\n"
                        + fold(f"`{stage.formula}`\n\n{stage.explanation}\n\n{heading_tail}"))
             query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row.position, row.token, index)

@@ -58,17 +58,35 @@ SCALING_OFF_WEIGHTS_LOOK_FOR = ("scaling is off: “now”'s rows are more peake
                                 "taking nearly all of each row.")
 
 
-def look_for(index: int, source: str, scale: bool = True, mask: bool = True) -> str:
+# a temperature or the mask's order changed the charts while the line stayed the default's (a tenth learner)
+SHARPER_LOOK_FOR = ("τ {t:g}, below 1, divides the scores by less than 1: “now”'s rows are more peaked than the "
+                    "“default”'s; each still sums to 1.")
+FLATTER_LOOK_FOR = ("τ {t:g}, above 1, shrinks the scores: “now”'s rows spread their weight more evenly than the "
+                    "“default”'s; each still sums to 1.")
+TEMPERATURE_SCORES_LOOK_FOR = "τ {t:g}: “now” is the “default” ÷ {t:g}, so its cells are {way} than the default's."
+MASK_FIRST_LOOK_FOR = ("the mask came first: “now” greys the very cells the “default” does, since −∞ ÷ √d_k is still "
+                       "−∞.")
+
+
+def look_for(index: int, source: str, scale: bool = True, mask: bool = True, temperature: float = 1.0,
+             mask_before_scaling: bool = False) -> str:
     """Step ``index``'s one line: step 1's for the head's ``source`` (an INPUT_LOOK_FOR key), steps 4, 5 and 6's for a
-    switch of theirs turned off."""
+    switch of theirs turned off, a temperature other than 1 (steps 4 and 6) or the mask put before scaling (step 5)."""
+    stage = STAGE_KEYS[index]
     if index == 0:
         return INPUT_LOOK_FOR[source]
-    if STAGE_KEYS[index] == "scaled_scores" and not scale:
+    if stage == "scaled_scores" and not scale:
         return SCALING_OFF_LOOK_FOR
-    if STAGE_KEYS[index] == "masked_scores" and not mask:
+    if stage == "masked_scores" and not mask:
         return MASK_OFF_LOOK_FOR
-    if STAGE_KEYS[index] == "weights" and not (mask and scale):
+    if stage == "weights" and not (mask and scale):
         return MASK_OFF_WEIGHTS_LOOK_FOR if not mask else SCALING_OFF_WEIGHTS_LOOK_FOR
+    if stage == "scaled_scores" and temperature != 1:
+        return TEMPERATURE_SCORES_LOOK_FOR.format(t=temperature, way="darker" if temperature < 1 else "paler")
+    if stage == "weights" and temperature != 1:
+        return (SHARPER_LOOK_FOR if temperature < 1 else FLATTER_LOOK_FOR).format(t=temperature)
+    if stage == "masked_scores" and mask_before_scaling:
+        return MASK_FIRST_LOOK_FOR
     return LOOK_FOR[index]
 
 # Which stages show each what-if note: the mask leak once the mask has been met (step 5 on), saturation where
