@@ -95,8 +95,8 @@ def require_gpt(config: ModelConfig, name: str, view: str) -> None:
     if config.is_gpt:
         return
     raise ArchitectureError(
-        f"{name} is notebook 004's attention-only model (the toy preset's lab: sliced heads, no blocks): open it in "
-        f"the Sample tab, or score its heads in the Attention tab; {view} needs a GPT checkpoint")
+        f"The checkpoint {name} is notebook 004's attention-only model (the toy preset's lab: sliced heads, no "
+        f"blocks): open it in the Sample tab, or score its heads in the Attention tab; {view} needs a GPT checkpoint")
 
 
 NOTEBOOK_PROMPT = "w"  # what notebook 004 generates from: generate(model, start_str="w", max_new_tokens=100)

@@ -545,6 +545,14 @@ def test_the_toy_presets_model_explained_head_by_head(request, server, viewport)
     expect(panel).to_contain_text("guess at position 2")
     view = why_tab.explain(ctx, "why-toy", "hello wo", 2, "", why_tab.STRONGEST, ["L0 H0"])
     assert page.evaluate("() => window.whyPage.knockText(2, ['L0 H0'])") == view.knock_heading
+    if viewport == "page":  # the Attention tab's step view reads no toy: said in one toast, on the Why tab
+        expect_errors(page, "needs a GPT checkpoint")
+        panel.get_by_role("button", name="Step through this head in the Attention tab").click()
+        toast = page.locator(ERROR_TOAST).filter(has_text="step-by-step view needs a GPT checkpoint")
+        expect(toast).to_have_count(1, timeout=WAIT_MS)
+        expect(page.get_by_role("tab", name="Why", exact=True)).to_have_attribute("aria-selected", "true")
+        toast.locator("xpath=ancestor::*[contains(@class, 'toast-item')][1]").locator("button").first.click()
+        expect(toast).to_have_count(0)
     expect_no_error(page)
 
 

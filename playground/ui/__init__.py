@@ -145,9 +145,11 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         # the head on the Why tab's screen, stepped through in the Attention tab at its softmax weights
         # (the tab first: the controls of a tab not yet drawn took the values, but its query box kept its own)
         on_screen = [why.checkpoint, why.text, why.head_heading]
+        # through the queue (its fast lane): a refusal of an event that skips it reached the page as a failed request
+        # and no toast, so a learner's click did nothing
         why.button.click(functools.partial(_attention_tab, ctx), on_screen, tabs, js=why_tab.HEAD_ON_SCREEN_JS,
                          api_name="why_to_attention_tab", api_visibility="private", show_progress="hidden",
-                         queue=False).success(
+                         **ctx.fast_lane).success(
             _open_in_attention, on_screen, list(attention),
             js=why_tab.HEAD_ON_SCREEN_JS, api_name="why_to_attention", api_visibility="private",
             show_progress="hidden", queue=False).then(
