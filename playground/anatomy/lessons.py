@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from playground import checks
 from playground.anatomy.levels import LEVELS, AllHeads, BlockWalk, ForgottenJoin, LogitLens, ScoreCell
-from playground.walkthrough.lessons import MASKED_WEIGHT_HOVER  # noqa: F401 (the Model tab's too: one wording)
+from playground.walkthrough.lessons import MASKED_WEIGHT_HOVER as MASKED_WEIGHT_HOVER  # the Model tab's too
 
 LEVEL_TITLES = ("1. One score", "2. One head", "3. All heads", "4. The block", "5. The model")  # one per LEVELS
 LEVEL_LABELS = ("1 · score", "2 · head", "3 · all heads", "4 · block", "5 · model")  # the picker's short labels

@@ -498,7 +498,7 @@ def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> s
     # what the head looked for at this query, beside the circuits' pair over the vocabulary (a stranger read "␣ looks
     # for a" as what it did here)
     looked = _looked_most(reading, position, layer, which)
-    at = " and ".join(f"`{reading.tokens[i]}`@{i} ({float(weights[i]):.2f})" for i in looked)
+    at = " and ".join(f"{_at(reading, i)} ({float(weights[i]):.2f})" for i in looked)
     return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
             f"of {what}: {part:+.3f} of {parts.logit:+.3f}. After `{reading.tokens[position]}` it looked most "
             f"at {at}. {pushed}: `{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, "
