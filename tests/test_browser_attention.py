@@ -295,6 +295,11 @@ def test_the_ranked_head_table_opens_the_strongest_head(page):
     expect(panel).to_contain_text(f"layer {top.layer}, head {top.head} of the model", timeout=WAIT_MS)
     expect(heading(panel)).to_be_in_viewport(timeout=WAIT_MS)  # the page goes back up to the head it opened
     expect(heading(panel)).to_contain_text(STEP_TITLES[5], timeout=WAIT_MS)  # at its pattern, not at step 1's X
+    # its pattern itself from its top, not only the heading, which stays at the top of a wide screen wherever the
+    # page is (and which a scroll to it there took for in view already)
+    pattern = plot_titled(panel, "attention weights").element_handle()
+    page.wait_for_function("el => { const top = el.getBoundingClientRect().top; return top >= 0 && "
+                           "top < window.innerHeight / 2; }", arg=pattern, timeout=WAIT_MS)
     expect_no_error(page)
 
 

@@ -16,7 +16,7 @@ from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
 from test_why_tab import save_toy_checkpoint
 
-from playground.ui import why_page
+from playground.ui import attention_tab, why_page
 
 pytestmark = pytest.mark.browser
 
@@ -556,6 +556,32 @@ def test_the_toy_presets_model_explained_head_by_head(request, server, viewport)
     expect_no_error(page)
 
 
+def test_on_a_phone_the_head_opens_in_the_attention_tab_at_its_stage(phone):
+    """Sent from the default position (the text's last, at the foot of the heatmap), two learners found the page on
+    the framed row with the stage's heading and its Look-for line 900 px above the screen. On a phone, where the
+    heading does not stay at the top, the page shows the heading, the row below it."""
+    page = phone
+    panel = open_tab(page, "Why")
+    shown = panel.get_by_role("heading", name=re.compile(r"^L\d+ H\d+ at position \d+"))
+    expect(shown).to_be_visible(timeout=WAIT_MS)
+    last = int(re.search(r"at position (\d+)", shown.inner_text()).group(1))
+    button = panel.get_by_role("button", name="Step through this head in the Attention tab")
+    button.scroll_into_view_if_needed()
+    button.tap()
+    attention = page.locator('[role="tabpanel"]:visible')
+    weights = any_plot_titled(attention, "attention weights")
+    expect(any_plot_titled(attention, f"Softmax weights of query {last} (")).to_be_attached(timeout=WAIT_MS)
+    page.wait_for_function("el => (el.layout.shapes || []).length && String(el.data[0].customdata"
+                           "[Math.round((el.layout.shapes[0].y0 + el.layout.shapes[0].y1) / 2)][0])"
+                           f".startsWith('row {last} ')", arg=weights.element_handle(), timeout=WAIT_MS)
+    stage = page.locator(f"#{attention_tab.STAGE_ELEM_ID}")
+    expect(stage.get_by_role("heading", level=3)).to_have_text("6. Softmax weights")
+    page.wait_for_function("el => Math.abs(el.getBoundingClientRect().top) < 2", arg=stage.element_handle(),
+                           timeout=WAIT_MS)
+    expect(stage.get_by_text("Look for:")).to_be_in_viewport(ratio=1)
+    expect_no_error(page)
+
+
 def test_a_refused_target_is_said_once_and_the_view_stays(page):
     """A stranger saw the same refusal twice for one edit."""
     panel = open_tab(page, "Why")
@@ -648,7 +674,8 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
     page.wait_for_function("el => (el.layout.shapes || []).some(s => s.y0 === 11.5)", arg=weights.element_handle(),
                            timeout=WAIT_MS)
     # the last position, framed at the foot of a 64-row heatmap: a learner found it below the screen, under the
-    # stage's heading; the page goes on to the framed row
+    # stage's heading; the page goes on to the framed row, and the stage's heading and Look-for line stay in view
+    # above it (another learner, sent to it, saw neither)
     open_tab(page, "Why")
     box.fill("-1")
     box.press("Enter")
@@ -662,5 +689,9 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
         " const row = Math.round((s.y0 + s.y1) / 2), size = el._fullLayout._size;"
         " if (!String(el.data[0].customdata[row][0]).startsWith('row ' + last + ' ')) return false;"
         " const y = el.getBoundingClientRect().top + size.t + el._fullLayout.yaxis.l2p(row);"
-        " return y >= 0 && y <= window.innerHeight; }", arg=[weights.element_handle(), last], timeout=WAIT_MS)
+        f" const under = document.getElementById('{attention_tab.STAGE_ELEM_ID}').getBoundingClientRect().bottom;"
+        " return y >= under && y <= window.innerHeight; }", arg=[weights.element_handle(), last], timeout=WAIT_MS)
+    stage = page.locator(f"#{attention_tab.STAGE_ELEM_ID}")
+    expect(stage.get_by_role("heading", level=3)).to_be_in_viewport(ratio=1)
+    expect(stage.get_by_text("Look for:")).to_be_in_viewport(ratio=1)
     expect_no_error(page)

@@ -52,6 +52,7 @@ CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more t
 PHONE_WIDTH = 640  # px: below this the layout is a phone's
 TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
 WIDE_TABLE_MIN_WIDTH = 1100  # px: the same for a table of many columns (class ``wide-table`` as well)
+STICKY_MIN_WIDTH, STICKY_MIN_HEIGHT = 900, 600  # px: a screen where the Attention tab's stage heading stays in view
 NARROW_WIDTH = 480  # px: a phone held upright, where a heatmap's matrix is about 200 px wide
 # (at least, at most, keep every k-th) x-axis tick labels on a narrow screen: a 42-token heatmap's labels were 4 px
 # apart and ran into one smear; the server cannot know the width, so the page thins them, and the hover names each
@@ -90,6 +91,16 @@ input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--che
 /* the Why tab's note under its chart takes no room until a note is written in it */
 #{why_page.PART_NOTE_ELEM_ID}:not(:has(p.{why_page.PART_NOTE_CLASS}:not([hidden]))) {{ display: none; }}
 {DROPDOWN_TEXT} {{ padding-right: calc(var(--size-5) + var(--size-2)); text-overflow: ellipsis; }}
+/* Gradio's container clips what runs over its sides; as a scroller (overflow: hidden) it also kept anything inside
+   from sticking to the top of the screen: "clip" clips the same and scrolls nothing */
+.gradio-container {{ overflow: clip !important; }}
+/* on a wide screen the Attention tab's stage heading and its Look-for line stay at the top while the stage's charts
+   scroll under them (its fold shut): an 86-token heatmap is 1,218 px tall, and a learner sent to its framed last row
+   saw neither the stage's name nor what to look for */
+@media (min-width: {STICKY_MIN_WIDTH}px) and (min-height: {STICKY_MIN_HEIGHT}px) {{
+  #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open])) {{ position: sticky; top: 0; z-index: 6;
+    background: var(--body-background-fill); }}
+}}
 @media (max-width: {PHONE_WIDTH}px) {{
   .js-plotly-plot .modebar-container {{ display: none; }}
   {CHECKPOINT_PICKER} {{ min-width: 100% !important; }}  /* over the block's own inline min-width */

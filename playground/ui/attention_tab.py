@@ -34,7 +34,7 @@ from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError
 from playground.ui import chart_deck, head_table
-from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold
+from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, scroll_to_js
 from playground.ui.events import wire
 from playground.ui.widgets import chips_html
 from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
@@ -506,11 +506,15 @@ DECK = "attention"  # the page's chart deck: figures 1-3, the query's score bars
 QUERY_ELEM_ID = "attention-query"  # the query position's box, which a click on a heatmap's row writes
 # The query position written by another tab (the Why tab's "Step through"), drawn as a typed one is (a position alone
 # that changed asked nothing of the server: the box answers its input event, not a change), and the page at the stage;
-# once the framed row is drawn for that query, it is scrolled to the middle of the screen where it lies outside it
+# once the framed row is drawn for that query, it is scrolled to the middle of the screen where it lies outside it or
+# under the stage's heading, which stays at the top of a wide screen (ui.CSS). Where the heading does not stick (a
+# phone), the heading stays at the top of the screen, the row below it: two learners sent to the last row of an
+# 86-token heatmap saw neither the stage's name nor what to look for
 QUERY_SHOWN_JS = """() => {
   const box = document.querySelector('#""" + QUERY_ELEM_ID + """ input');
   box?.dispatchEvent(new Event('input', {bubbles: true}));
-  document.getElementById('""" + STAGE_ELEM_ID + """')?.scrollIntoView({block: 'start'});
+  const stage = document.getElementById('""" + STAGE_ELEM_ID + """');
+  """ + scroll_to_js(STAGE_ELEM_ID) + """
   const query = box ? box.value : '';
   let tries = 0;
   const framed = () => {
@@ -520,8 +524,13 @@ QUERY_SHOWN_JS = """() => {
     const shape = plot && plot.layout.shapes[0], row = shape && Math.round((shape.y0 + shape.y1) / 2);
     const cells = trace && trace.customdata[row];
     if (cells && String(cells[0]).startsWith('row ' + query + ' ')) {
+      if (!stage || getComputedStyle(stage).position !== 'sticky') {  // the heading again, where the view drawn put it
+        """ + scroll_to_js(STAGE_ELEM_ID) + """
+        return;
+      }
       const y = plot.getBoundingClientRect().top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
-      if (y < 0 || y > window.innerHeight - 40) window.scrollBy({top: y - window.innerHeight / 2});
+      const under = stage.getBoundingClientRect().bottom;
+      if (y < under || y > window.innerHeight - 40) window.scrollBy({top: y - (under + window.innerHeight) / 2});
     } else if (++tries < 50) setTimeout(framed, 100);
   };
   setTimeout(framed, 100);

@@ -178,6 +178,16 @@ class AppContext:
         return names[0] if names else None
 
 
+def scroll_to_js(elem_id: str) -> str:
+    """A JavaScript statement that scrolls the page to where element ``elem_id`` starts in it: for an element that
+    sticks to the top of the screen (the Attention tab's stage heading, on a wide screen) its own place in the page,
+    not where it sticks, which ``scrollIntoView`` takes for already in view (a head picked from the table far below
+    left the page where it was)."""
+    return (f"{{ const at = document.getElementById({elem_id!r}); if (at) {{ const was = at.style.position; "
+            "at.style.position = 'static'; const top = at.getBoundingClientRect().top; at.style.position = was; "
+            "window.scrollBy({top}); } }")
+
+
 def fold(text: str, what: str = "") -> str:
     """``text`` behind a closed "more" fold (empty text, no fold): a view shows its picture and one line, the rest on
     request."""

@@ -10,7 +10,7 @@ import gradio as gr
 
 from playground import budget, head_scores
 from playground.checks import count
-from playground.ui.common import AppContext, keep_on_refusal
+from playground.ui.common import AppContext, keep_on_refusal, scroll_to_js
 from playground.ui.events import wire
 from playground.walkthrough.lessons import STEP_TITLES
 
@@ -91,5 +91,5 @@ def build(ctx: AppContext, source: gr.Radio, checkpoint: gr.Dropdown, layer: gr.
                     "attention_head_scores_refused")
     table.select(open_head, None, [source, layer, head, step], api_name="attention_open_head",
                  api_visibility="private").then(
-        None, js=f"() => document.getElementById({shown_at!r})?.scrollIntoView({{block: 'start'}})",
+        None, js=f"() => {scroll_to_js(shown_at)}",
         api_name="attention_show_opened_head", api_visibility="private")
