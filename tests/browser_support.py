@@ -231,6 +231,14 @@ def expect_no_error(page: Page) -> None:
     expect(page.locator(ERROR_BADGE)).to_have_count(0)
 
 
+def tap_the_margin(page: Page) -> None:
+    """A finger's tap on the page's left margin, beside every chart and block, halfway down the screen."""
+    margin = page.evaluate("""() => { const y = window.innerHeight / 2, at = document.elementFromPoint(6, y);
+        return at && !at.closest('.js-plotly-plot, [role="tabpanel"] .block') ? [6, y] : null; }""")
+    assert margin, "no margin beside the charts at the screen's left edge"
+    page.touchscreen.tap(*margin)
+
+
 def screenshot(page: Page, name: str, publish: bool = True) -> Path:
     """A screenshot in test-artifacts/ of the top of the page; of the full page, and copied for the README, when
     PLAYGROUND_UPDATE_SCREENSHOTS=1. A full page makes Chromium lay every chart out again at the page's height:

@@ -213,6 +213,8 @@ def test_a_swipe_over_a_chart_scrolls_the_page_and_an_answer_comes_into_view(pho
     panel = open_tab(page, "Attention")
     expect(plot_titled(panel, "X")).to_be_visible(timeout=WAIT_MS)  # the page's own chart (drawn from the deck)
     assert scrolled_by_a_swipe_over(page, plot_titled(panel, "X")) > 100
+    # a swipe is not a tap: it shows no value (a stranger's swipes left labels over the cells)
+    expect(plot_titled(panel, "X").locator(".hoverlayer .hovertext")).to_have_count(0)
     page.evaluate("() => window.scrollTo(0, 0)")
     heading = panel.get_by_role("heading", level=3)
     panel.get_by_role("button", name="Next ▶").click()

@@ -34,6 +34,9 @@ window.chartDeck = window.chartDeck || (() => {
   const decks = {};
   const touch = window.matchMedia('(pointer: coarse)').matches;
   const TAP_READ_MS = 60;
+  const TAP_SLOP_PX = 10;  // a finger that moved further is a swipe, not a tap
+  const TAP_SCROLL_PX = 80;  // the page scrolled this far from a value shown: it is put away
+  const SWIPE_CLICK_MS = 1000;  // a click this soon after a swipe over the chart ends that swipe
   const plotly = () => new Promise(resolve => {
     const wait = () => window.Plotly ? resolve(window.Plotly) : setTimeout(wait, 20);
     wait();
@@ -95,13 +98,50 @@ window.chartDeck = window.chartDeck || (() => {
     return subplot ? {subplot, xval: subplot.xaxis.p2c(x - subplot.xaxis._offset),
                       yval: subplot.yaxis.p2c(y - subplot.yaxis._offset)} : null;
   }
-  function readTap(Plotly, host, event) {  // a tap on a touch screen shows the value under it, as a hover would
-    const at = pointAt(host, event);
-    if (!at) { Plotly.Fx.unhover(host); return; }  // a tap beside the plot puts the value away
-    // after the tap's own events: Plotly's end of a touch takes any hover label away
-    setTimeout(() => {
-      if (host._fullLayout) Plotly.Fx.hover(host, {xval: at.xval, yval: at.yval}, at.subplot.id);
-    }, TAP_READ_MS);
+  // a tap on a touch screen shows the value under it, as a hover would; a finger that moved is a swipe, which shows
+  // none, and the value shown goes at the next touch anywhere else or once the page has scrolled on (a stranger's
+  // labels stayed over the cells after swipes and after taps beside the charts)
+  const shown = new Set();
+  let shownAt = 0;
+  function putAway(Plotly, keep) {
+    for (const host of shown) if (host !== keep) { Plotly.Fx.unhover(host); shown.delete(host); }
+  }
+  function readTaps(Plotly, host) {
+    if (!window.chartDeckTaps) {  // once per page: touches elsewhere, and scrolls
+      window.chartDeckTaps = true;
+      document.addEventListener('pointerdown', event => putAway(Plotly, event.target.closest &&
+                                                                  event.target.closest('.js-plotly-plot')), true);
+      window.addEventListener('scroll', () => {
+        if (shown.size && Math.abs(window.scrollY - shownAt) > TAP_SCROLL_PX) putAway(Plotly, null);
+      }, {passive: true});
+    }
+    host.addEventListener('pointerdown', event => {
+      host.tapFrom = [event.clientX, event.clientY];
+      host.swipedAt = null;  // a new touch: its click is its own
+    }, true);
+    // a swipe: the page takes the touch over, and the click that Chromium may still send at its end is no click
+    // (Plotly drew the value under the finger for it, and a row or bar under it would have been picked)
+    host.addEventListener('pointercancel', () => { host.tapFrom = null; host.swipedAt = performance.now(); }, true);
+    host.addEventListener('click', event => {
+      if (!(performance.now() - (host.swipedAt || -Infinity) < SWIPE_CLICK_MS)) return;
+      host.swipedAt = null;
+      event.stopPropagation();
+      Plotly.Fx.unhover(host);
+      shown.delete(host);
+    }, true);
+    host.addEventListener('pointerup', event => {
+      const [x, y] = host.tapFrom || [NaN, NaN];
+      host.tapFrom = null;
+      const at = Math.hypot(event.clientX - x, event.clientY - y) <= TAP_SLOP_PX ? pointAt(host, event) : null;
+      if (!at) { Plotly.Fx.unhover(host); shown.delete(host); return; }  // a swipe, or a tap beside the plot
+      // after the tap's own events: Plotly's end of a touch takes any hover label away
+      setTimeout(() => {
+        if (!host._fullLayout) return;
+        Plotly.Fx.hover(host, {xval: at.xval, yval: at.yval}, at.subplot.id);
+        shown.add(host);
+        shownAt = window.scrollY;
+      }, TAP_READ_MS);
+    }, true);
   }
   function hostOf(block, view) {  // a slot's host for a view: its own where the slot keeps one per view
     if (!block) return null;
@@ -139,7 +179,7 @@ window.chartDeck = window.chartDeck || (() => {
                  {displaylogo: false, scrollZoom: false});
     if (touch && !host.readsTaps) {  // Plotly shows no value on a tap once a swipe scrolls the page (no drag)
       host.readsTaps = true;
-      host.addEventListener('pointerup', event => readTap(Plotly, host, event), true);
+      readTaps(Plotly, host);
     }
     if (!host.clientWidth) {  // drawn while its tab was hidden: fit it once it has a width
       const watch = host.watch = new ResizeObserver(() => {
