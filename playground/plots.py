@@ -402,10 +402,13 @@ def bar_chart_changes(labels: Sequence[str], values: Sequence[float], title: str
 
 
 def horizontal_bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", x_title: str = "", *,
-                         colours: Sequence[str] | None = None, row_px: int = 18) -> go.Figure:
+                         colours: Sequence[str] | None = None, row_px: int = 18,
+                         touch_row_px: int | None = None) -> go.Figure:
     """One bar a row, the first at the top, each named on the left: a few dozen named parts stay readable on a
     phone, where their names slanted under vertical bars ran into each other. The hover names each bar, and a
-    hover or click anywhere in a row picks its bar (``hovermode="y"``): a bar near zero is a few pixels wide."""
+    hover or click anywhere in a row picks its bar (``hovermode="y"``): a bar near zero is a few pixels wide.
+    ``touch_row_px``: rows this tall on a touch screen, where a tap on a row does something (the layout's
+    ``meta.touch_height``, which the page's chart deck draws it at)."""
     shown = [_display_label(str(s)) for s in labels]
     title_layout, top = _title_layout(title)
     figure = go.Figure(go.Bar(x=[float(v) for v in values], y=list(range(len(values))), orientation="h",
@@ -415,6 +418,7 @@ def horizontal_bar_chart(labels: Sequence[str], values: Sequence[float], title: 
     # a margin that fits the longest name, set here: Plotly's automargin draws the chart twice at every change
     figure.update_layout(title=title_layout, height=top + 50 + row_px * len(values), xaxis_title=x_title, hovermode="y",
                          margin=dict(l=12 + LABEL_CHAR_PX * longest, r=20, t=top, b=50),
+                         meta=dict(touch_height=top + 50 + touch_row_px * len(values)) if touch_row_px else None,
                          yaxis=dict(tickmode="array", tickvals=list(range(len(values))), ticktext=shown,
                                     autorange="reversed", automargin=False))
     return swipes_scroll(figure)

@@ -16,7 +16,7 @@ from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
 from test_why_tab import save_toy_checkpoint
 
-from playground.ui import attention_tab, why_page
+from playground.ui import attention_tab, why_page, why_tab
 
 pytestmark = pytest.mark.browser
 
@@ -408,6 +408,9 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     expect(panel.get_by_role("heading", name="at position", exact=False)).to_be_visible(timeout=WAIT_MS)
     parts = plot_titled(panel, "The logit of")
     expect(parts.locator(".ytick text")).to_have_count(22)  # every part named, one per row
+    # a tap on a row opens its head: rows a finger can pick (a tenth learner's were 17-18 px apart)
+    rows = parts.evaluate("p => [...p.querySelectorAll('.ytick text')].map(t => t.getBoundingClientRect().top)")
+    assert min(b - a for a, b in zip(rows, rows[1:])) >= why_tab.PART_TOUCH_ROW_PX - 0.5
     assert overlapping_labels(page) == []
     # every position has arrived once the page holds as many views as the text has tokens
     page.wait_for_function("() => { const d = window.chartDeck && window.chartDeck.decks.why; "

@@ -83,6 +83,7 @@ window.chartDeck = window.chartDeck || (() => {
   }
   function touchLayout(layout) {  // a swipe over the chart scrolls the page: no drag, no zoom
     const out = {...layout, dragmode: false};
+    if (layout.meta && layout.meta.touch_height) out.height = layout.meta.touch_height;  // rows a finger picks
     for (const axis of Object.keys(layout)) {
       if (/^[xy]axis\\d*$/.test(axis)) out[axis] = {...layout[axis], fixedrange: true};
     }

@@ -66,6 +66,9 @@ MAX_TOKENS = 256  # the text a view reads: its attention maps and its figures st
 MAX_CIRCUIT_TOKENS = 96  # rows and columns of a QK or OV table drawn: a character vocabulary fits whole
 MAX_RANKED_HEADS = 48  # knock-out ranking costs a forward pass a head: GPT-2's 144 are knocked out by hand
 PAIRS = 5
+# px: a part's row on a touch screen, where a tap on it opens that head: a finger's smallest target (WCAG 2.5.8; the
+# rows were 18 px), and the shipped model's 27 parts still fit one phone screen; the head list is the 44 px way there
+PART_TOUCH_ROW_PX = 24
 # "this character": the heading's, the model's guess or the target typed (with a target the line said "the guess")
 LOOK_FOR_PARTS = "**Look for:** the longest bars. Green pushed this character up, red down."
 LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
@@ -571,7 +574,8 @@ def _parts_axis(reading: _Reading, position: int) -> str:
 def _parts_figure(reading: _Reading, position: int):
     values = reading.attributions[position].values.tolist()
     return plots.horizontal_bar_chart(reading.attributions[position].names, values, _parts_title(reading, position),
-                                      _parts_axis(reading, position), colours=_colours(values))
+                                      _parts_axis(reading, position), colours=_colours(values),
+                                      touch_row_px=PART_TOUCH_ROW_PX)
 
 
 class Chain(NamedTuple):
