@@ -293,7 +293,8 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
             else:  # the head that decides is named, with its part
                 said["none"] += 1
                 assert "decides" not in look_for
-                assert f"**{strongest[0]} pushed hardest:** {strongest[2]:+.2f}." in look_for
+                way = "for" if strongest[2] >= 0 else "against"
+                assert f"**{strongest[0]} pushed hardest:** {strongest[2]:+.2f}, {way} `" in look_for
     assert said["heads"] + said["head"] > 0 and said["none"] > 0, said
 
 

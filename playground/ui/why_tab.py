@@ -71,7 +71,9 @@ PAIRS = 5
 PART_TOUCH_ROW_PX = 24
 # "this character": the heading's, the model's guess or the target typed (with a target the line said "the guess")
 LOOK_FOR_PARTS = "**Look for:** the longest bars. Green pushed this character up, red down."
-LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours the guess, red its rival."
+# the two characters by name: with a target typed, "the guess" read as the model's (a learner's `!` against the
+# model's `?`)
+LOOK_FOR_VERSUS = "**Look for:** the longest bars. Green favours `{target}`, red `{rival}`."
 LOOK_FOR_HEAD = ("**Look for:** read down: weight (①) × write (②) = push (③); pushes sum to the head's bar (④); "
                  "softmax (⑤).")
 TABLE_RANK_SHOWN = 3  # a rank past this and past a quarter of the row in a head's tables (QK: the key; OV: the
@@ -461,10 +463,12 @@ def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> st
     return ""
 
 
-def _who_pushed(parts: circuits.LogitAttribution, named: tuple[int, int]) -> str:
-    """Where the head named decides (_who_decides says nothing), that it pushed hardest, and its part: " **L3 H1
-    pushed hardest:** +2.81." Its bar's colour says which way (the heading's 60 words hold no more)."""
-    return f" **{circuits.head_name(*named)} pushed hardest:** {parts.head(*named):+.2f}."
+def _who_pushed(parts: circuits.LogitAttribution, named: tuple[int, int], target: str) -> str:
+    """Where the head named decides (_who_decides says nothing), that it pushed hardest, its part and which way:
+    " **L3 H1 pushed hardest:** +2.81, for `?`." (a learner read "-2.66" under a typed target as a push for it)."""
+    part = parts.head(*named)
+    way = "for" if part >= 0 else "against"
+    return f" **{circuits.head_name(*named)} pushed hardest:** {part:+.2f}, {way} `{target}`."
 
 
 def _heading(reading: _Reading, position: int) -> str:
@@ -474,7 +478,7 @@ def _heading(reading: _Reading, position: int) -> str:
     name = _label(reading.tokenizer.label(target_id))
     rank = int((probabilities > probabilities[target_id]).sum()) + 1
     strongest = _strongest(reading, position)
-    said = _who_decides(parts, strongest) or _who_pushed(parts, strongest)
+    said = _who_decides(parts, strongest) or _who_pushed(parts, strongest, name)
     quiet = said + _dropped_line(reading)
     if parts.rival_id is None:
         return (f"### Why `{name}` after `{reading.tokens[position]}` (position {position})\n\n{LOOK_FOR_PARTS}"
@@ -484,7 +488,8 @@ def _heading(reading: _Reading, position: int) -> str:
     role = "the runner-up" if rank == 1 else "the model's guess"
     logits = reading.logits[position]
     return (f"### Why `{name}` and not `{rival}` after `{reading.tokens[position]}` (position {position})\n\n"
-            f"{LOOK_FOR_VERSUS}{quiet}\n\n`{name}` (p {float(probabilities[target_id]):.3f}) against {role} "
+            f"{LOOK_FOR_VERSUS.format(target=name, rival=rival)}{quiet}\n\n"
+            f"`{name}` (p {float(probabilities[target_id]):.3f}) against {role} "
             f"`{rival}` ({float(probabilities[parts.rival_id]):.3f}): logits {float(logits[target_id]):.3f} − "
             f"{float(logits[parts.rival_id]):.3f} = {parts.logit:+.3f} is the sum of these {len(parts.names)} bars.")
 
