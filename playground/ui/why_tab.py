@@ -1279,7 +1279,9 @@ def build(ctx: AppContext) -> ToAttention:
     head_heading = gr.Markdown(label="the head's reading", elem_id=script.HEAD_ELEM_ID)
     # a learner who found the deciding head here retyped the text, the layer, the head and the position to see its
     # seven stages in the Attention tab
-    to_attention = gr.Button("Step through this head in the Attention tab", size="sm", variant="secondary")
+    # as wide as its words, in the primary colour: a thin grey bar across the page was easy to miss
+    with gr.Row():
+        to_attention = gr.Button("Step through this head in the Attention tab", size="sm", variant="primary", scale=0)
     with gr.Row():
         chart_deck.hosts(HEADS_DECK, [0])  # the chain: from the head's pattern to the next character
     gr.Markdown(fold(CHAIN_MORE, "how the chain is read"))  # the same for every head: not sent with each
