@@ -41,6 +41,9 @@ SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
 README_SCREENSHOTS = REPO / "assets" / "screenshots"
 STARTUP_SECONDS = 90
 WAIT_MS = 30_000  # for anything the server computes; the machine may be busy
+# every expect waits as long, not Playwright's 5 s: many checks without a timeout of their own read text drawn with an
+# answer just awaited, which a busy machine can draw seconds later
+expect.set_options(timeout=WAIT_MS)
 DESKTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
 ERROR_TOAST = ".toast-body.error"  # Gradio 6: <div data-testid="toast-body" class="toast-body error">
