@@ -10,6 +10,9 @@ end of a server answer that follows it, in elements it keeps hidden). A third, "
 inside a chart on screen: the Model tab draws the levels not shown out of sight while the page is idle (chart_deck's
 hosts per view), which "chart ms" counts.
 
+"Why: step through a head" is timed from the click to the Attention tab's heatmap drawn with the Why tab's position
+framed (the tab changes on the way), by Playwright from outside the page.
+
 Before the clicks it times each chart tab's first opening (Attention, Model, Why), from the click to its first chart
 drawn, once the load's own answers are in.
 
@@ -39,6 +42,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect, sync_playwright
 
 from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
+from playground.ui.attention_tab import DECK as ATTENTION_DECK
 from playground.ui.why_tab import ALONE, VERSUS
 from playground.walkthrough import STEP_LABELS, STEP_TITLES
 
@@ -283,6 +287,42 @@ def interactions(page: Page):
     yield "Why: the split switch", "Why", None, [(radio(ALONE), f"{ANYWHERE}its logit "), (radio(VERSUS), " and not ")]
 
 
+# the Attention tab's framed row is the query the Why tab sent, drawn on a chart on screen
+FRAMED_JS = """query => [...document.querySelectorAll("[id^='""" + ATTENTION_DECK + """-chart-'] .js-plotly-plot")]
+  .some(plot => {
+    if (!plot.offsetParent || !plot._fullLayout || !(plot.layout.shapes || []).length) return false;
+    const trace = plot.data.find(t => t.type === 'heatmap' && Array.isArray(t.customdata));
+    const shape = plot.layout.shapes[0], row = Math.round((shape.y0 + shape.y1) / 2);
+    const cells = trace && trace.customdata[row];
+    return Boolean(cells) && String(cells[0]).startsWith('row ' + query + ' ');
+})"""
+STEP_THROUGH = "Step through this head in the Attention tab"
+
+
+def step_through(page: Page, repeats: int) -> list[float]:
+    """Milliseconds from a click on the Why tab's "Step through this head" to the Attention tab's heatmap drawn with
+    the Why tab's position framed, for a new position each time (set on the Why tab, untimed)."""
+    times = []
+    positions = (70, 30, 50, 10)
+    for i in range(repeats + 1):  # the first click warms up, not counted
+        open_tab(page, "Why")
+        panel = page.locator('[role="tabpanel"]:visible')
+        position = positions[i % len(positions)]
+        box = panel.get_by_label("position (-1 = last)", exact=True)
+        box.fill(str(position))
+        box.press("Enter")
+        expect(panel.get_by_role("heading", name=re.compile(f" at position {position}$"))).to_be_visible(
+            timeout=120_000)
+        page.wait_for_timeout(SETTLE_MS)
+        button = panel.get_by_role("button", name=STEP_THROUGH, exact=True)
+        started = time.perf_counter()
+        button.click()
+        page.wait_for_function(FRAMED_JS, arg=position, timeout=120_000, polling="raf")
+        if i:
+            times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
 TRAIN_STEPS = 20_000  # the server's limit (PLAYGROUND_MAX_STEPS), some 13 minutes: more than the clicks take
 RUNNING = re.compile(r"RUNNING · run ")  # the Train tab's status while its run goes
 
@@ -365,6 +405,14 @@ def main() -> None:
                         figures = (*percentiles(settled), *percentiles(charts), *percentiles(seen))
                         print(f"{name:<36}" + "".join(f"{value:>{width}.0f}" for width, value in zip(widths, figures))
                               + f"{len(settled):>8}")
+                    name = "Why: step through a head"
+                    if name.startswith(args.only):
+                        try:
+                            print(f"{name:<36}" + "".join(f"{value:>{width}.0f}" for width, value in
+                                                          zip((10, 9), percentiles(step_through(page, args.repeats))))
+                                  + " (to the framed row, in the Attention tab)")
+                        except PlaywrightError as exc:
+                            print(f"{name:<36}no answer: {str(exc).splitlines()[0]}")
                 finally:
                     if trainer is not None:
                         stop_training(trainer)
