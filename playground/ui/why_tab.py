@@ -727,7 +727,7 @@ def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tu
 def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
     """The circuits' Look-for line: where this position's query and the key it looked at most sit in the head's
     tables below, in words: "**Look for:** outlined cells, position 85: QK row `o` ranks `h` 29th of the text's 32;
-    OV row `h` ranks `?` 18th of 65. Both low: tables miss layers 0–2's work." A stranger
+    OV row `h` ranks `?` 18th of 65. Both low: tables skip layers 0–2." A stranger
     read the tables' strongest pairs, unrelated to the position, as what the head did here; a second, shown the
     ranks, found them contradicting the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason
     behind the fold. A low rank (_low: the key in QK, or the target in OV where the head pushed it up) is named, and
@@ -761,7 +761,7 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     if lows and _by_position(_looks(reading, layer, which)):
         why = f"{low} tables leave out position."
     elif layer > 0 and lows:  # the tables read embeddings alone (the direct path), not what the layers before wrote
-        why = f"{low} tables miss {f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}'s work."
+        why = f"{low} tables skip {f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}."
     return (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks `{name(key)}` "
             f"{_ordinal(qk_rank)} of the text's {len(in_text)}; OV row `{name(key)}` {promotes}.{why}")
 
@@ -821,7 +821,7 @@ def _beside(reading: _Reading, looks: list[head_scores.Look]) -> head_scores.Loo
 
 def _looks_line(reading: _Reading, layer: int, which: int) -> str:
     """What the head does over the learner's text, in sight under "What L0 H2 does over your text": "Looks 1 back (92%
-    of its weight; even spread: 5%); writes `␣` most.", with a second place where one shares no key with the first
+    of its weight; by chance: 5%); writes `␣` most.", with a second place where one shares no key with the first
     and comes near it (_beside: "Looks at `\\n` (23% …) and at position 0 (20%; 5%)"); where no place gets LOOKS_RATIO
     times an even spread and LOOKS_CLEARLY beyond it (_clear), that it has no one place, with its strongest look over
     the text (head_scores.strongest_look: "`␣`@54 to `R`@48 (0.94)", one concrete look) and the place that comes
@@ -838,14 +838,14 @@ def _looks_line(reading: _Reading, layer: int, which: int) -> str:
         second = _beside(reading, looks)
         beside = "" if second is None else \
             f" and {_look_name(reading, second)} ({second.share:.0%}; {second.chance:.0%})"
-        return (f"\n\nLooks {_look_name(reading, top)} ({top.share:.0%} of its weight; even "
-                f"spread: {top.chance:.0%}){beside}; {writes}.")
+        return (f"\n\nLooks {_look_name(reading, top)} ({top.share:.0%} of its weight; by "
+                f"chance: {top.chance:.0%}){beside}; {writes}.")
     nearest = NEAREST.get(top.kind) or _look_name(reading, top).removeprefix("at ")
     # words in sight are few (60 with the tables' line): "where it looks varies by position" gave way to the example
     strongest = head_scores.strongest_look(reading.keys[(layer, which)][0])
     example = "" if strongest is None else \
         f"; strongest look: {_at(reading, strongest[0])} to {_at(reading, strongest[1])} ({strongest[2]:.2f})"
-    return (f"\n\nNo one place{example}; most: {nearest}, {top.share:.0%} (even spread: {top.chance:.0%}); "
+    return (f"\n\nNo one place{example}; mostly {nearest}, {top.share:.0%} (by chance: {top.chance:.0%}); "
             f"{writes}.")
 
 
@@ -881,9 +881,10 @@ def _looks_more(reading: _Reading, layer: int, which: int) -> str:
     listed = "; ".join(f"{_look_name(reading, look)} {look.share:.0%} ({look.chance:.0%})" for look in looks)
     words = " A word is a run of letters: spaces and punctuation are in none." if isinstance(
         reading.tokenizer, CharTokenizer) else ""
-    return (f"Where else it looks over your text, weight (and an even spread's): {listed}. An even spread weighs "
-            f"each position a query may see alike. The line above names a place with {LOOKS_RATIO:g} times that "
-            f"and {LOOKS_CLEARLY:.0%} of the weight beyond it.{words}\n\n{wrote}")
+    return (f"Where else it looks over your text, weight (and by chance): {listed}. \"By chance\" is what a place "
+            f"would get if the head spread its weight evenly over every position a query may see. The line above "
+            f"names a place that gets at least {LOOKS_RATIO:g} times its chance and {LOOKS_CLEARLY:.0%} of the weight "
+            f"more than chance.{words}\n\n{wrote}")
 
 
 def _low(rank: int, of: int) -> bool:
