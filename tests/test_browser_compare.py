@@ -178,6 +178,9 @@ def test_a_compare_pressed_while_one_runs_is_not_dropped(page):
 def test_a_long_map_title_stays_clear_of_the_heads_names_and_the_charts_label(page):
     """With more heads than the maps draw, the title wraps to three lines; it once ran over "head 0"."""
     panel = open_tab(page, "Compare")
+    # the arrival's comparison first: it reads the fields when it starts, and on a busy machine read embedding_dim 7
+    # beside the default heads_num 4 (an error toast, run on two workers)
+    expect(panel).to_contain_text("input 2 × 16 × 64", timeout=WAIT_MS)
     for label, value in [("embedding_dim", 7), ("heads_num", 7)]:
         panel.get_by_label(label, exact=True).fill(str(value))
     panel.get_by_role("button", name="Compare", exact=True).click()
