@@ -697,4 +697,8 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
     stage = page.locator(f"#{attention_tab.STAGE_ELEM_ID}")
     expect(stage.get_by_role("heading", level=3)).to_be_in_viewport(ratio=1)
     expect(stage.get_by_text("Look for:")).to_be_in_viewport(ratio=1)
+    # nothing that scrolls under it is drawn over it (Gradio's labels, at z-index 40, showed through)
+    assert stage.evaluate("""stage => { const z = Number(getComputedStyle(stage).zIndex);
+        return [...stage.closest('[role="tabpanel"]').querySelectorAll('*')].filter(e => !stage.contains(e))
+            .every(e => !(Number(getComputedStyle(e).zIndex) >= z)); }""")
     expect_no_error(page)

@@ -96,10 +96,10 @@ input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--che
 .gradio-container {{ overflow: clip !important; }}
 /* on a wide screen the Attention tab's stage heading and its Look-for line stay at the top while the stage's charts
    scroll under them (its fold shut): an 86-token heatmap is 1,218 px tall, and a learner sent to its framed last row
-   saw neither the stage's name nor what to look for */
+   saw neither the stage's name nor what to look for. Above Gradio's labels (--layer-4), which showed through it */
 @media (min-width: {STICKY_MIN_WIDTH}px) and (min-height: {STICKY_MIN_HEIGHT}px) {{
-  #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open])) {{ position: sticky; top: 0; z-index: 6;
-    background: var(--body-background-fill); }}
+  #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open])) {{ position: sticky; top: 0;
+    z-index: calc(var(--layer-4) + 1); background: var(--body-background-fill); }}
 }}
 @media (max-width: {PHONE_WIDTH}px) {{
   .js-plotly-plot .modebar-container {{ display: none; }}
