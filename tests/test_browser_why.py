@@ -212,7 +212,7 @@ def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str)
     assert line, words
     # and what the head looks for over the whole text, above it (a learner could not say it from the tables)
     assert re.search(r"(?:Looks (?:\d+ back|at .+|within its own word) \(.*\d+%.*\)|No one place; strongest look: "
-                     r"\S+@\d+ to \S+@\d+ \(\d\.\d\d\); mostly .+, \d+% \(by chance: \d+%\)); writes \S+ most\.",
+                     r"\S+@\d+ to \S+@\d+ \(\d\.\d\d\); most weight: .+, \d+% \(by chance: \d+%\)); writes \S+ most\.",
                      words), words
     _, query, key, qk_rank, in_text, attended, target, ov_rank, columns, most = line.groups()
     assert attended == key and 1 <= int(qk_rank) <= int(in_text) <= vocabulary

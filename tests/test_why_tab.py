@@ -696,7 +696,7 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     # "nowhere in particular" read as contradicting the chain's 55% on one key: where it looks varies by position
     # and, with no one place, its strongest look over the text (a tenth learner read "no one place" as nothing to say):
     # from the space after "Romeo," to its R, the start of the word before
-    assert ("\n\nNo one place; strongest look: `␣`@54 to `R`@48 (0.94); mostly the word before, 24% (by chance: "
+    assert ("\n\nNo one place; strongest look: `␣`@54 to `R`@48 (0.94); most weight: the word before, 24% (by chance: "
             "14%); writes `?` most." in in_sight)
     assert visible_words(in_sight) <= MOST_WORDS
     # at position 30 the head with the longest bar (L2 H3) pushed the guess down, and its key ranks 4th of 32: the

@@ -845,7 +845,7 @@ def _looks_line(reading: _Reading, layer: int, which: int) -> str:
     strongest = head_scores.strongest_look(reading.keys[(layer, which)][0])
     example = "" if strongest is None else \
         f"; strongest look: {_at(reading, strongest[0])} to {_at(reading, strongest[1])} ({strongest[2]:.2f})"
-    return (f"\n\nNo one place{example}; mostly {nearest}, {top.share:.0%} (by chance: {top.chance:.0%}); "
+    return (f"\n\nNo one place{example}; most weight: {nearest}, {top.share:.0%} (by chance: {top.chance:.0%}); "
             f"{writes}.")
 
 
@@ -883,8 +883,8 @@ def _looks_more(reading: _Reading, layer: int, which: int) -> str:
         reading.tokenizer, CharTokenizer) else ""
     return (f"Where else it looks over your text, weight (and by chance): {listed}. \"By chance\" is what a place "
             f"would get if the head spread its weight evenly over every position a query may see. The line above "
-            f"names a place that gets at least {LOOKS_RATIO:g} times its chance and {LOOKS_CLEARLY:.0%} of the weight "
-            f"more than chance.{words}\n\n{wrote}")
+            f"names a place that gets at least {LOOKS_RATIO:g} times its chance and {LOOKS_CLEARLY * 100:g} points of "
+            f"weight more than chance.{words}\n\n{wrote}")
 
 
 def _low(rank: int, of: int) -> bool:
