@@ -66,6 +66,7 @@ MAX_TOKENS = 256  # the text a view reads: its attention maps and its figures st
 MAX_CIRCUIT_TOKENS = 96  # rows and columns of a QK or OV table drawn: a character vocabulary fits whole
 MAX_RANKED_HEADS = 48  # knock-out ranking costs a forward pass a head: GPT-2's 144 are knocked out by hand
 PAIRS = 5
+STEP_THROUGH_PX = 320  # the step-through button's width: its words on one line, within a phone's 358 px
 # px: a part's row on a touch screen, where a tap on it opens that head: a finger's smallest target (WCAG 2.5.8; the
 # rows were 18 px), and the shipped model's 27 parts still fit one phone screen; the head list is the 44 px way there
 PART_TOUCH_ROW_PX = 24
@@ -1280,9 +1281,11 @@ def build(ctx: AppContext) -> ToAttention:
     head_heading = gr.Markdown(label="the head's reading", elem_id=script.HEAD_ELEM_ID)
     # a learner who found the deciding head here retyped the text, the layer, the head and the position to see its
     # seven stages in the Attention tab
-    # as wide as its words, in the primary colour: a thin grey bar across the page was easy to miss
+    # as wide as its words (on one line: at Gradio's 160 px they wrapped), in the primary colour: a thin grey bar
+    # across the page was easy to miss
     with gr.Row():
-        to_attention = gr.Button("Step through this head in the Attention tab", size="sm", variant="primary", scale=0)
+        to_attention = gr.Button("Step through this head in the Attention tab", size="sm", variant="primary", scale=0,
+                                 min_width=STEP_THROUGH_PX)
     with gr.Row():
         chart_deck.hosts(HEADS_DECK, [0])  # the chain: from the head's pattern to the next character
     gr.Markdown(fold(CHAIN_MORE, "how the chain is read"))  # the same for every head: not sent with each
