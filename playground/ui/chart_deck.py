@@ -102,10 +102,11 @@ window.chartDeck = window.chartDeck || (() => {
   // a tap on a touch screen shows the value under it, as a hover would; a finger that moved is a swipe, which shows
   // none, and the value shown goes at the next touch anywhere else or once the page has scrolled on (a stranger's
   // labels stayed over the cells after swipes and after taps beside the charts)
-  const shown = new Set();
-  let shownAt = 0;
+  const tapped = new Set();  // the charts showing a tap's value
+  let tappedAt = 0;  // the page's scroll then
+  function hide(Plotly, host) { Plotly.Fx.unhover(host); tapped.delete(host); }
   function putAway(Plotly, keep) {
-    for (const host of shown) if (host !== keep) { Plotly.Fx.unhover(host); shown.delete(host); }
+    for (const host of tapped) if (host !== keep) hide(Plotly, host);
   }
   function readTaps(Plotly, host) {
     if (!window.chartDeckTaps) {  // once per page: touches elsewhere, and scrolls
@@ -113,7 +114,7 @@ window.chartDeck = window.chartDeck || (() => {
       document.addEventListener('pointerdown', event => putAway(Plotly, event.target.closest &&
                                                                   event.target.closest('.js-plotly-plot')), true);
       window.addEventListener('scroll', () => {
-        if (shown.size && Math.abs(window.scrollY - shownAt) > TAP_SCROLL_PX) putAway(Plotly, null);
+        if (tapped.size && Math.abs(window.scrollY - tappedAt) > TAP_SCROLL_PX) putAway(Plotly, null);
       }, {passive: true});
     }
     host.addEventListener('pointerdown', event => {
@@ -127,20 +128,19 @@ window.chartDeck = window.chartDeck || (() => {
       if (!(performance.now() - (host.swipedAt || -Infinity) < SWIPE_CLICK_MS)) return;
       host.swipedAt = null;
       event.stopPropagation();
-      Plotly.Fx.unhover(host);
-      shown.delete(host);
+      hide(Plotly, host);
     }, true);
     host.addEventListener('pointerup', event => {
       const [x, y] = host.tapFrom || [NaN, NaN];
       host.tapFrom = null;
       const at = Math.hypot(event.clientX - x, event.clientY - y) <= TAP_SLOP_PX ? pointAt(host, event) : null;
-      if (!at) { Plotly.Fx.unhover(host); shown.delete(host); return; }  // a swipe, or a tap beside the plot
+      if (!at) { hide(Plotly, host); return; }  // a swipe, or a tap beside the plot
       // after the tap's own events: Plotly's end of a touch takes any hover label away
       setTimeout(() => {
         if (!host._fullLayout) return;
         Plotly.Fx.hover(host, {xval: at.xval, yval: at.yval}, at.subplot.id);
-        shown.add(host);
-        shownAt = window.scrollY;
+        tapped.add(host);
+        tappedAt = window.scrollY;
       }, TAP_READ_MS);
     }, true);
   }
