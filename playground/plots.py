@@ -770,10 +770,11 @@ def chain_changes(labels: Sequence[str], weights: Sequence[float], writes: Seque
     else:  # a head that pushed against the target held it back: its pattern did not make the result
         made = (f"favoured '{_display_label(other)}' over '{_display_label(target)}'" if versus else
                 f"pushed '{_display_label(target)}' down")
-    if not decides:  # "L3 H2's part at position 33: +0.066 of +6.708 ('u' over 'a')"
+    if not decides:  # "L3 H2's part at position 33: +0.066; all parts: +6.708 ('u' over 'a')"
         made = (f"'{_display_label(target)}' over '{_display_label(other)}'" if versus else
                 f"the logit of '{_display_label(target)}'")
-        title, top = _title_layout(f"{head}'s part at position {position}: {part:+.3f} of {logit:+.3f} ({made})")
+        title, top = _title_layout(f"{head}'s part at position {position}: {part:+.3f}; all parts: {logit:+.3f} "
+                                   f"({made})")
     else:
         title, top = _title_layout(f"How {head}'s pattern at position {position} {made}")
     title.update(yref="container", y=1, yanchor="top", pad={"t": 12})  # above the first panel's own title

@@ -285,11 +285,12 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
             look_for = why_tab._heading(reading, position).split("\n\n")[1]
             if abs(heads) < why_tab.QUIET_HEADS * abs(largest[2]):
                 said["heads"] += 1
-                assert f"the heads together write {heads:+.2f} of {attribution.logit:+.2f}; " \
-                       f"{largest[0]} writes {largest[2]:+.2f}" in look_for
+                assert f"the heads together write {heads:+.2f}, {largest[0]} {largest[2]:+.2f}; " \
+                       f"all bars sum to {attribution.logit:+.2f};" in look_for
             elif abs(strongest[2]) < why_tab.QUIET_HEADS * abs(largest[2]):
                 said["head"] += 1
-                assert f"decides this one:** {strongest[0]} writes {strongest[2]:+.2f}" in look_for
+                assert f"decides this one:** {strongest[0]} writes {strongest[2]:+.2f}, {largest[0]} " \
+                       f"{largest[2]:+.2f}; all bars sum to {attribution.logit:+.2f}." in look_for
             else:  # the head that decides is named, with its part
                 said["none"] += 1
                 assert "decides" not in look_for
@@ -637,7 +638,8 @@ def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule
             if why_tab._who_decides(parts, (layer, head)):
                 said["hedged"] += 1
                 part = parts.head(layer, head)
-                assert f"L{layer} H{head}'s part at position {position}: {part:+.3f} of {parts.logit:+.3f}" in title
+                assert (f"L{layer} H{head}'s part at position {position}: {part:+.3f}; "
+                        f"all parts: {parts.logit:+.3f}") in title
                 assert "How" not in title and "beat" not in title
             else:
                 said["made"] += 1

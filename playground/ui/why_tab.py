@@ -445,8 +445,9 @@ def _colours(values: list[float]) -> list[str]:
 
 def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> str:
     """A sentence where the heads together, or the head named, write little beside the largest other part (an MLP,
-    an embedding, a bias), from the numbers: "No head decides this one: the heads together write +0.30 of +4.10;
-    L2 MLP writes +2.90; the longest head bar is L2 H3's." (the head the list opens, which may have pushed against
+    an embedding, a bias), from the numbers: "No head decides this one: the heads together write +0.30, L2 MLP
+    +2.90; all bars sum to +4.10; the longest head bar is L2 H3's." (a learner read "+0.21 of +0.02" as a share
+    where the other parts cancelled) (the head the list opens, which may have pushed against
     the guess: a learner expected a green one); "" where a head does decide."""
     values = parts.values.tolist()
     others = [(abs(v), name, v) for name, kind, v in zip(parts.names, parts.kinds, values) if kind != "head"]
@@ -456,11 +457,11 @@ def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> st
     _, largest, written = max(others)
     together, own = sum(heads), parts.head(*named)
     if abs(together) < QUIET_HEADS * abs(written):
-        return (f" **No head decides this one:** the heads together write {together:+.2f} of {parts.logit:+.2f}; "
-                f"{largest} writes {written:+.2f}; the longest head bar is {circuits.head_name(*named)}'s.")
+        return (f" **No head decides this one:** the heads together write {together:+.2f}, {largest} {written:+.2f}; "
+                f"all bars sum to {parts.logit:+.2f}; the longest head bar is {circuits.head_name(*named)}'s.")
     if abs(own) < QUIET_HEADS * abs(written):
-        return (f" **No one head decides this one:** {circuits.head_name(*named)} writes {own:+.2f} of "
-                f"{parts.logit:+.2f}; {largest} writes {written:+.2f}.")
+        return (f" **No one head decides this one:** {circuits.head_name(*named)} writes {own:+.2f}, {largest} "
+                f"{written:+.2f}; all bars sum to {parts.logit:+.2f}.")
     return ""
 
 
