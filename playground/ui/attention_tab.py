@@ -552,7 +552,8 @@ if (!window.attentionRowPicks) {
     const cells = trace && trace.customdata[Math.round(at.yval)];
     const named = cells && /^row (\\d+) /.exec(cells[Math.round(at.xval)] || '');
     const box = document.querySelector('#""" + QUERY_ELEM_ID + """ input');
-    if (!named || !box || box.value === named[1]) return;
+    if (!named || !box || box.value === named[1]) return;  // the query already: a tap reads the cell's value
+    window.chartDeck.picked(host);
     box.value = named[1];
     box.dispatchEvent(new Event('input', {bubbles: true}));
   });

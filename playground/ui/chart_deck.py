@@ -101,10 +101,16 @@ window.chartDeck = window.chartDeck || (() => {
   }
   // a tap on a touch screen shows the value under it, as a hover would; a finger that moved is a swipe, which shows
   // none, and the value shown goes at the next touch anywhere else or once the page has scrolled on (a stranger's
-  // labels stayed over the cells after swipes and after taps beside the charts)
+  // labels stayed over the cells after swipes and after taps beside the charts); a tap that picks something in its
+  // chart (picked(host): a heatmap's row made the query) shows none, as its chart is redrawn for the pick (the
+  // tapped cell's value stayed over the new frame)
   const tapped = new Set();  // the charts showing a tap's value
   let tappedAt = 0;  // the page's scroll then
   function hide(Plotly, host) { Plotly.Fx.unhover(host); tapped.delete(host); }
+  function picked(host) {
+    host.pickedAt = performance.now();
+    if (window.Plotly && host._fullLayout) hide(window.Plotly, host);
+  }
   function putAway(Plotly, keep) {
     for (const host of tapped) if (host !== keep) hide(Plotly, host);
   }
@@ -119,6 +125,7 @@ window.chartDeck = window.chartDeck || (() => {
     }
     host.addEventListener('pointerdown', event => {
       host.tapFrom = [event.clientX, event.clientY];
+      host.downAt = performance.now();
       host.swipedAt = null;  // a new touch: its click is its own
     }, true);
     // a swipe: the page takes the touch over, and the click that Chromium may still send at its end is no click
@@ -135,9 +142,10 @@ window.chartDeck = window.chartDeck || (() => {
       host.tapFrom = null;
       const at = Math.hypot(event.clientX - x, event.clientY - y) <= TAP_SLOP_PX ? pointAt(host, event) : null;
       if (!at) { hide(Plotly, host); return; }  // a swipe, or a tap beside the plot
-      // after the tap's own events: Plotly's end of a touch takes any hover label away
+      // after the tap's own events: Plotly's end of a touch takes any hover label away, and its click picks
+      const down = host.downAt;
       setTimeout(() => {
-        if (!host._fullLayout) return;
+        if (!host._fullLayout || host.pickedAt >= down) return;
         Plotly.Fx.hover(host, {xval: at.xval, yval: at.yval}, at.subplot.id);
         tapped.add(host);
         tappedAt = window.scrollY;
@@ -336,7 +344,7 @@ window.chartDeck = window.chartDeck || (() => {
     draw(name);
   }
   const revealing = {};  // deck -> {view, id}: a view asked for before it was held, to reveal once drawn
-  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late, pointAt, revealing, fits};
+  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late, pointAt, picked, revealing, fits};
 })();
 """
 
