@@ -189,6 +189,17 @@ def heatmap(matrix: torch.Tensor | Sequence[Sequence[float]], row_labels: Sequen
     return swipes_scroll(figure)
 
 
+TOUCH_COLUMN_PX = 12  # a heatmap column's least width on a touch screen: every key's label stands under its column
+
+
+def wide_on_touch(figure: go.Figure, columns: int) -> go.Figure:
+    """Marks ``figure``, a heatmap ``columns`` wide, to keep TOUCH_COLUMN_PX per column on a touch screen: where its
+    slot is narrower, the page's chart deck draws it wider and scrolls it sideways (``meta.touch_columns``)."""
+    meta = dict(figure.layout.meta or {})
+    figure.update_layout(meta={**meta, "touch_columns": {"count": columns, "px": TOUCH_COLUMN_PX}})
+    return figure
+
+
 def row_frame(row: int, cols: int) -> dict:
     """The frame around row ``row`` (of the window drawn) of a heatmap ``cols`` wide: the chosen query's row."""
     return dict(type="rect", xref="x", yref="y", x0=-0.5, x1=cols - 0.5, y0=row - 0.5, y1=row + 0.5,

@@ -242,6 +242,17 @@ def tap_the_margin(page: Page) -> None:
     page.touchscreen.tap(*margin)
 
 
+def swipe(page: Page, x: float, y: float, dx: float = 0, dy: float = -250) -> None:
+    """A finger's swipe from (x, y) by (dx, dy) px (upwards by default), as a phone's touch events."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+    for step in range(1, 11):
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove",
+                                              "touchPoints": [{"x": x + dx * step / 10, "y": y + dy * step / 10}]})
+    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    cdp.detach()
+
+
 def screenshot(page: Page, name: str, publish: bool = True) -> Path:
     """A screenshot in test-artifacts/ of the top of the page; of the full page, and copied for the README, when
     PLAYGROUND_UPDATE_SCREENSHOTS=1. A full page makes Chromium lay every chart out again at the page's height:

@@ -26,6 +26,7 @@ from browser_support import (
     overlapping,
     plot_titled,
     screenshot,
+    swipe,
     tap_the_margin,
     x_labels,
 )
@@ -34,6 +35,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_browser_phone import covered_labels
 
 from playground import checkpoints, head_scores
+from playground.plots import TOUCH_COLUMN_PX, _display_label
 from playground.ui import attention_tab
 from playground.walkthrough import STEP_LABELS, STEP_TITLES, journey_preset, lessons
 
@@ -512,6 +514,48 @@ def test_show_with_an_emptied_text_says_why_once(page):
 
 
 # ------------------------------------------------------------------------------------------------ phone
+
+LONG_TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate: Rough"
+# the weights heatmap on a phone, as drawn: its width and its slot's, its plot's columns, the key labels shown, where
+# its title and colour bar are, the slot's sideways scroll
+WIDE_JS = """el => { const slot = el.parentElement, box = slot.getBoundingClientRect(), x = el._fullLayout.xaxis;
+    const inside = node => { const r = node.getBoundingClientRect();
+                             return r.width > 0 && r.left >= box.left - 1 && r.right <= box.right + 1; };
+    return {width: el.clientWidth, room: slot.clientWidth, plot: x._length,
+            shown: [...el.querySelectorAll('.xaxislayer-above .xtick text')]
+                .filter(t => getComputedStyle(t).display !== 'none').map(t => t.textContent),
+            title: el.querySelector('.gtitle').textContent, titleInside: inside(el.querySelector('.gtitle')),
+            barInside: inside(el.querySelector('.colorbar')), left: slot.scrollLeft}; }"""
+
+
+def test_on_a_phone_a_long_texts_pattern_scrolls_sideways_with_every_key_named(phone):
+    """Trial 11 found an 86-token pattern fitted into 160 px on a phone, each key's column 2 px wide and every sixth
+    key named. On a touch screen its columns keep TOUCH_COLUMN_PX: the chart is wider than the screen and a
+    sideways swipe scrolls it, its title (saying so) and colour bar over its left edge, beside the row labels; an
+    upward swipe still scrolls the page."""
+    panel = arrive(phone)
+    panel.get_by_label("Text (not used by the presets)").fill(LONG_TEXT)
+    expect(panel).to_contain_text(f"T = {len(LONG_TEXT)} tokens", timeout=WAIT_MS)
+    pick_step(panel, 6)
+    chart = plot_titled(panel, "attention weights")
+    expect(chart).to_contain_text(f"swipe sideways: all {len(LONG_TEXT)} keys", timeout=WAIT_MS)
+    chart.scroll_into_view_if_needed()
+    drawn = chart.evaluate(WIDE_JS)
+    assert drawn["width"] > drawn["room"] and drawn["left"] == 0, drawn
+    assert drawn["plot"] / len(LONG_TEXT) >= TOUCH_COLUMN_PX - 0.5, drawn
+    assert drawn["shown"] == [_display_label(c) for c in LONG_TEXT]  # every key named, in order
+    assert drawn["titleInside"] and drawn["barInside"], drawn
+    box = chart.bounding_box()
+    before = phone.evaluate("() => window.scrollY")
+    swipe(phone, 300, box["y"] + 400 if box["y"] + 400 < 800 else 500, dx=-200, dy=0)
+    phone.wait_for_function("el => el.parentElement.scrollLeft > 100", arg=chart.element_handle(), timeout=WAIT_MS)
+    assert abs(phone.evaluate("() => window.scrollY") - before) < 20  # sideways only
+    swipe(phone, 200, 600)
+    phone.wait_for_function(f"() => window.scrollY > {before + 100}", timeout=WAIT_MS)
+    expect(chart.locator(".hoverlayer .hovertext")).to_have_count(0)  # neither swipe is a tap
+    expect_no_error(phone)
+    screenshot(phone, "attention-phone-long-text", publish=False)
+
 
 # counts the clicks the browser sends for a finger's taps (Plotly sends clicks of its own, with no pointer type)
 TOUCH_CLICKS_JS = """() => { window.touchClicks = 0; document.addEventListener('click', event => {

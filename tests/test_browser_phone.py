@@ -15,6 +15,7 @@ from browser_support import (
     open_tab,
     plot_titled,
     screenshot,
+    swipe,
 )
 from playwright.sync_api import Page, expect
 
@@ -185,23 +186,12 @@ def test_every_tab_on_a_phone(phone):
     assert tab_bar_problems(page) == []
 
 
-def swipe_up(page: Page, x: float, y: float, distance: int = 250) -> None:
-    """A finger's swipe from (x, y) upwards by ``distance`` px, as a phone's touch events."""
-    cdp = page.context.new_cdp_session(page)
-    cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
-    for step in range(1, 11):
-        cdp.send("Input.dispatchTouchEvent", {"type": "touchMove",
-                                              "touchPoints": [{"x": x, "y": y - distance * step / 10}]})
-    cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
-    cdp.detach()
-
-
 def scrolled_by_a_swipe_over(page: Page, chart) -> float:
     """How far the page scrolls when a finger swipes up over the middle of ``chart`` (0 where the chart takes it)."""
     chart.scroll_into_view_if_needed()
     box = chart.bounding_box()
     before = page.evaluate("() => window.scrollY")
-    swipe_up(page, box["x"] + box["width"] / 2, box["y"] + min(box["height"] / 2, 300))
+    swipe(page, box["x"] + box["width"] / 2, box["y"] + min(box["height"] / 2, 300))
     page.wait_for_function(f"() => window.scrollY !== {before}", timeout=WAIT_MS)  # fails where the chart zoomed
     return page.evaluate("() => window.scrollY") - before
 

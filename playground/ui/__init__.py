@@ -73,7 +73,7 @@ def _narrow_tick_rules() -> str:
     rules = []
     for low, high, keep in NARROW_TICKS:
         count = f":nth-last-child(n+{low})" + (f":nth-last-child(-n+{high})" if high else "")
-        rules.append(f"  .js-plotly-plot .xaxislayer-above > .xtick:first-child{count} ~ "
+        rules.append(f"  .js-plotly-plot:not(.{chart_deck.WIDE_CLASS}) .xaxislayer-above > .xtick:first-child{count} ~ "
                      f".xtick:not(:nth-child({keep}n+1)) text {{ display: none; }}")
     return "\n".join(rules)
 

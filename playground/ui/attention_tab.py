@@ -196,11 +196,13 @@ def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None
         if key in ("masked_scores", "weights") and source.mask:
             title += f" · {lessons.MASKED_LEGEND}"
         square = matrix.col_labels == matrix.row_labels
-        figures.append(plots.heatmap(
+        figure = plots.heatmap(
             matrix.values, matrix.row_labels, matrix.col_labels, title, **scale, masked=masked, masked_hover=hover,
             highlight_row=position, first_row=start, first_col=start if square else 0,
             sparse_columns=key in FEATURE_STAGES, x_title="key token" if square else "feature",
-            y_title="query token" if key not in FEATURE_STAGES else "token"))
+            y_title="query token" if key not in FEATURE_STAGES else "token")
+        # a key per column: on a phone each keeps its label, the pattern scrolling sideways
+        figures.append(plots.wide_on_touch(figure, min(len(matrix.col_labels), plots.MAX_SIDE)) if square else figure)
     return figures + [None] * (3 - len(figures))
 
 

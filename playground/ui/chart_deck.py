@@ -27,6 +27,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 HOST_CLASS = "chart-deck-plot"
+WIDE_CLASS = "chart-deck-wide"  # a heatmap drawn wider than its slot, scrolled sideways (meta.touch_columns)
 
 # Defines window.chartDeck once per page: take(name, raw) keeps a deck's views, draw(name, view) draws one.
 DECK_JS = """
@@ -37,6 +38,9 @@ window.chartDeck = window.chartDeck || (() => {
   const TAP_SLOP_PX = 10;  // a finger that moved further is a swipe, not a tap
   const TAP_SCROLL_PX = 80;  // the page scrolled this far from a value shown: it is put away
   const SWIPE_CLICK_MS = 1000;  // a click this soon after a swipe over the chart ends that swipe
+  const WIDE_MARGIN_PX = 90;  // a wide heatmap's margins beside its columns (the row labels, and 20 px)
+  const WIDE_BAR_PX = 44;  // the room its level colour bar takes over the plot
+  const WIDE_LINE_PX = 20;  // a title line's
   const plotly = () => new Promise(resolve => {
     const wait = () => window.Plotly ? resolve(window.Plotly) : setTimeout(wait, 20);
     wait();
@@ -169,6 +173,32 @@ window.chartDeck = window.chartDeck || (() => {
   function fitted(name, figure, host, slot) {
     return figure && fits[name] && host && host.clientWidth ? fits[name](figure, host.clientWidth, slot) : figure;
   }
+  // On a touch screen a heatmap whose layout.meta.touch_columns is {count, px} gives each column at least px where
+  // its slot is too narrow for that: it is drawn wider and scrolls sideways in its slot, from its left edge (the row
+  // labels, and a row's frame, which spans its width), with its title and a level colour bar over that edge (a phone
+  // fitted an 86-token pattern's columns into 160 px and labelled every sixth key)
+  function widen(host) {  // the width to draw at, setting the host's own where it is wider than its slot
+    const wants = touch && host.touchColumns, slot = host.parentElement;
+    const room = slot ? slot.clientWidth : 0;
+    const needed = wants && room ? Math.ceil(wants.count * wants.px + WIDE_MARGIN_PX) : 0;
+    const wide = needed > room;
+    host.style.width = wide ? needed + 'px' : '';
+    host.classList.toggle('""" + WIDE_CLASS + """', wide);  // every key's label kept (the page's CSS thins others)
+    host.wide = wide ? room : 0;
+    if (slot) slot.style.overflowX = wide ? 'auto' : '';
+    return host.clientWidth;
+  }
+  function wideLayout(layout, room, count) {  // its title says the chart goes on sideways
+    const margin = layout.margin || {}, title = layout.title || {};
+    const text = (title.text ? title.text + '<br>' : '') + 'swipe sideways: all ' + count + ' keys';
+    return {...layout, title: {...title, text, x: 0, xref: 'container', xanchor: 'left', pad: {l: 12}},
+            margin: {...margin, t: (margin.t ?? 80) + WIDE_BAR_PX + WIDE_LINE_PX, r: 20}};
+  }
+  function wideBar(trace, room, left) {  // the colour bar, level, under the title from the plot's left edge
+    return {...trace, colorbar: {...trace.colorbar, orientation: 'h', x: 0, xref: 'paper', xanchor: 'left',
+                                 xpad: 0, y: 1, yref: 'paper', yanchor: 'bottom', ypad: 6, thickness: 10,
+                                 len: Math.min(260, room - left - 30), lenmode: 'pixels'}};
+  }
   function paint(Plotly, host, figure, stamp) {
     if (!host || host.dataset.stamp === stamp) return;
     host.dataset.stamp = stamp;
@@ -176,13 +206,17 @@ window.chartDeck = window.chartDeck || (() => {
     // a slot with no figure is hidden (its column) and emptied, never purged: Plotly finishes a drawing's automatic
     // margins later, and a chart purged before then threw "Cannot read properties of undefined" (a what-if drawn
     // from a spare deck, then turned back at once)
-    if (!figure) { Plotly.react(host, [], {}); host.signatures = []; return; }
-    const layout = {...figure.layout, autosize: true, width: host.clientWidth || undefined};
+    host.touchColumns = figure && figure.layout.meta && figure.layout.meta.touch_columns;
+    if (!figure) { widen(host); Plotly.react(host, [], {}); host.signatures = []; return; }
+    let layout = {...figure.layout, autosize: true, width: widen(host) || undefined};
+    if (host.wide) layout = wideLayout(layout, host.wide, host.touchColumns.count);
     // a trace equal to the one drawn keeps the drawn object: Plotly.react then skips it (a new query position
     // moves a heatmap's frame without computing the heatmap again)
     const signatures = figure.data.map(trace => JSON.stringify(trace));
     const before = host.data || [], known = host.signatures || [];
-    const data = figure.data.map((trace, i) => known[i] === signatures[i] && before[i] ? before[i] : trace);
+    const bar = trace => wideBar(trace, host.wide, layout.margin.l ?? 80);  // a wide heatmap's, level at its top
+    const data = figure.data.map((trace, i) => known[i] === signatures[i] && before[i] ? before[i] :
+                                                 host.wide && !i ? bar(trace) : trace);
     host.signatures = signatures;
     Plotly.react(host, data, touch ? touchLayout(layout) : layout,
                  {displaylogo: false, scrollZoom: false});
@@ -195,7 +229,7 @@ window.chartDeck = window.chartDeck || (() => {
         if (!host.clientWidth) return;
         watch.disconnect();
         host.watch = null;
-        if (host._fullLayout) Plotly.relayout(host, {width: host.clientWidth});  // still a chart (not purged)
+        if (host._fullLayout) Plotly.relayout(host, {width: widen(host)});  // still a chart (not purged)
       });
       watch.observe(host);
     }
@@ -267,7 +301,7 @@ window.chartDeck = window.chartDeck || (() => {
     clearTimeout(resizing);
     resizing = setTimeout(() => document.querySelectorAll('.""" + HOST_CLASS + """.js-plotly-plot').forEach(host => {
       if (host.clientWidth && host._fullLayout && window.Plotly) {
-        window.Plotly.relayout(host, {width: host.clientWidth});
+        window.Plotly.relayout(host, {width: widen(host)});
       }
     }), 150);
   });
