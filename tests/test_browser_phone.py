@@ -182,6 +182,7 @@ def test_every_tab_on_a_phone(phone):
     expect_no_error(page)
     screenshot(page, "phone-sample", publish=False)
     assert covered_names(panel) == []  # the Checkpoint's arrow lay over the name's end
+    assert wrapped_labels(panel) == []
     report(page, "Sample")
     assert tab_bar_problems(page) == []
 
@@ -269,6 +270,15 @@ def covered_labels(page: Page) -> list[str]:
                     return box.left < bar.right && box.right > bar.left && box.top < bar.bottom && box.bottom > bar.top;
                 })).map(t => `${plot.querySelector('.gtitle')?.textContent}: "${t.textContent}"`);
         })""")
+
+
+def wrapped_labels(panel) -> list[str]:
+    """The panel's control labels (Gradio's block-info) that take more than one line: on a phone the Sample tab's
+    "top-p (1 = off)" took four beside its slider's number box."""
+    return panel.evaluate("""panel => [...panel.querySelectorAll('[data-testid="block-info"]')]
+        .filter(e => e.offsetParent && e.innerText.trim())
+        .filter(e => e.getBoundingClientRect().height > 1.5 * parseFloat(getComputedStyle(e).lineHeight))
+        .map(e => e.innerText.trim())""")
 
 
 def short_controls(page: Page) -> list[str]:

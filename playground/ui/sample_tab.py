@@ -47,6 +47,7 @@ STEP_CLASS = "sample-step"  # the inspector's arrows: the character before or af
 PICKED_ELEM_ID = "sample-picked"  # the hidden box a tap or click on a character writes "<position> #<stamp>" into
 INSPECT_ELEM_ID = "sample-inspect"  # the inspector's accordion
 PHONE_WIDTH = chart_deck.PHONE_WIDTH
+SLIDER_MIN_WIDTH = 200  # px: on a phone a slider takes a row of its own, its label on one line
 PICK_JS = """
 element.addEventListener('click', (event) => {
     const picked = event.target.closest('[data-position]');
@@ -603,9 +604,12 @@ def build(ctx: AppContext) -> gr.Dropdown:
     prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2)
     with gr.Row():
         max_new_tokens = gr.Number(200, label="max new tokens")
-        temperature = gr.Slider(0, 2.0, value=0.8, step=0.05, label="temperature", info="0 = greedy")
+        # a slider's label shares its line with its number box and reset button: at a phone's half width (Gradio's
+        # 160 px) "top-p (1 = off)" wrapped onto four lines; each slider takes a row of its own there
+        temperature = gr.Slider(0, 2.0, value=0.8, step=0.05, label="temperature", info="0 = greedy",
+                                min_width=SLIDER_MIN_WIDTH)
         top_k = gr.Number(0, label="top-k (0 = off)")
-        top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)")
+        top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1 = off)", min_width=SLIDER_MIN_WIDTH)
         seed = gr.Number(1337, label="seed")
     with gr.Row():
         greedy = gr.Checkbox(False, label="greedy (always the most likely character)")
