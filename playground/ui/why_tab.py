@@ -71,6 +71,7 @@ STEP_THROUGH_PX = 320  # the step-through button's width: its words on one line,
 # rows were 18 px), and the shipped model's 27 parts still fit one phone screen; the head list is the 44 px way there
 PART_TOUCH_ROW_PX = 24
 # "this character": the heading's, the model's guess or the target typed (with a target the line said "the guess")
+HEAD_NAMES_INFO = "L3 H1 is layer 3's head 1, L2 MLP layer 2's MLP (both counted from 0)"  # the bars' names
 LOOK_FOR_PARTS = "**Look for:** the longest bars. Green pushed this character up, red down."
 # the two characters by name: with a target typed, "the guess" read as the model's (a learner's `!` against the
 # model's `?`)
@@ -1278,7 +1279,7 @@ def build(ctx: AppContext) -> ToAttention:
     heads = _first_heads(ctx)
     # choices follow the checkpoint; an API caller's head names are checked by the handler against its model
     head = gr.Dropdown(_head_choices(heads), value=STRONGEST, label="head", allow_custom_value=True,
-                       elem_id=script.PICKER_ELEM_ID)
+                       info=HEAD_NAMES_INFO, elem_id=script.PICKER_ELEM_ID)
     head_heading = gr.Markdown(label="the head's reading", elem_id=script.HEAD_ELEM_ID)
     # a learner who found the deciding head here retyped the text, the layer, the head and the position to see its
     # seven stages in the Attention tab
