@@ -22,7 +22,9 @@ STRONGEST_SHOWN = "the head with the longest bar"  # its label: a learner read "
 # bars unexplained; with heads knocked out, a sentence says so where the loss falls)
 KNOCK_HINT = ("Choose heads in the **knock out** list above to knock them out. A bar left of 0: the loss falls "
               "without that head.")
-LOOK_FOR_KNOCK = "**Look for:** the longest loss bars: the heads the text needs most."
+# a bar to the left is a head the text does better without: a learner read the longest bar, one to the left, as the
+# head the text needed most
+LOOK_FOR_KNOCK = "**Look for:** heads the text needs (right) or does better without (left)."
 KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # around the ranking's words
 # Pictures first: the knock-out block showed about 65 words before its fold with a head knocked out (the heads' names
 # three times over). The heading names up to KNOCK_NAMED heads (past that the first three, then "and 2 more": the
