@@ -295,7 +295,8 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
                 said["none"] += 1
                 assert "decides" not in look_for
                 way = "for" if strongest[2] >= 0 else "against"
-                assert f"**{strongest[0]} pushed hardest:** {strongest[2]:+.2f}, {way} `" in look_for
+                assert f"**{strongest[0]} pushed hardest** {way} `" in look_for
+                assert f"`: {strongest[2]:+.2f}." in look_for
     assert said["heads"] + said["head"] > 0 and said["none"] > 0, said
 
 
@@ -687,7 +688,7 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     where = why_tab.DEFAULT_TEXT.index("wherefore")
     assert view.numbers["target"]["character"] == "?"
     assert view.numbers["head"]["name"] == "L3 H1"
-    assert "**L3 H1 pushed hardest:** +" in view.heading
+    assert "**L3 H1 pushed hardest** for `?`: +" in view.heading
     assert f"it looked most at `h`@{where + 1}" in view.head_heading
     # its tables rank that key and the guess low, and say why in sight (a learner read them as contradicting it)
     in_sight = view.circuits_heading.split("<details>")[0]

@@ -468,10 +468,11 @@ def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> st
 
 def _who_pushed(parts: circuits.LogitAttribution, named: tuple[int, int], target: str) -> str:
     """Where the head named decides (_who_decides says nothing), that it pushed hardest, its part and which way:
-    " **L3 H1 pushed hardest:** +2.81, for `?`." (a learner read "-2.66" under a typed target as a push for it)."""
+    " **L3 H1 pushed hardest** for `?`: +2.81." (a learner read "-2.66" under a typed target as a push for it; the
+    character last, "against `.`." read as "..")."""
     part = parts.head(*named)
     way = "for" if part >= 0 else "against"
-    return f" **{circuits.head_name(*named)} pushed hardest:** {part:+.2f}, {way} `{target}`."
+    return f" **{circuits.head_name(*named)} pushed hardest** {way} `{target}`: {part:+.2f}."
 
 
 def _heading(reading: _Reading, position: int) -> str:
