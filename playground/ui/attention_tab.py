@@ -357,9 +357,11 @@ TOP_LABELLED = 3  # the largest weights of a query's row keep their labels where
 
 
 def _labels_that_matter(trace: walkthrough.HeadTrace, position: int) -> list[int]:
-    """The bars whose labels a crowded row keeps: the query itself, then its largest weights."""
+    """The bars whose labels a crowded row keeps: its largest weights, then the query itself (named in the title) where
+    it keeps clear of them. The query first had left its largest weight, two keys before it, unnamed: a learner read
+    the tall bar beside the query's label as the query looking at itself."""
     weights = trace.weights[position]
-    return [position, *torch.topk(weights, min(TOP_LABELLED, weights.numel())).indices.tolist()]
+    return [*torch.topk(weights, min(TOP_LABELLED, weights.numel())).indices.tolist(), position]
 
 
 MIXES_SHOWN = 12  # value vectors named in the query's sentence, largest weight first
