@@ -247,17 +247,17 @@ def test_each_step_shows_only_what_it_has_introduced(learner):
     panel = open_tab(learner, "Attention")
     attention_step(panel, 1)
     expect(plot_titled(panel, "X")).to_be_visible(timeout=WAIT_MS)
-    expect(panel).to_contain_text("Still to come: its scores at step 3, its softmax weights at step 6.",
+    expect(panel).to_contain_text("(framed in orange): its scores come at step 3, its softmax weights at step 6.",
                                   timeout=WAIT_MS)
     expect(query_bars(panel)).to_have_count(0)
     attention_step(panel, 3)
-    expect(panel).to_contain_text("Still to come: its softmax weights at step 6.", timeout=WAIT_MS)
+    expect(panel).to_contain_text("(framed in orange): its softmax weights come at step 6.", timeout=WAIT_MS)
     expect(query_bars(panel)).to_have_count(1)
     expect(plot_titled(panel, f"Raw scores of query {DEFAULT_TOKENS - 1}")).to_be_visible()
     attention_step(panel, 6)
     expect(query_bars(panel)).to_have_count(2, timeout=WAIT_MS)
     expect(plot_titled(panel, f"Softmax weights of query {DEFAULT_TOKENS - 1}")).to_be_visible()
-    expect(panel).not_to_contain_text("Still to come")
+    expect(panel).not_to_contain_text("framed in orange):")
     expect_no_error(learner)
 
 

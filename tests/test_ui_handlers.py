@@ -75,10 +75,10 @@ def test_each_step_shows_only_what_has_been_introduced_by_then(ctx):
                                        torch.stack([trace.q[2], trace.k[1], trace.k[2], trace.k[0]]).double())
         assert query_md.startswith("Query **2** `starts`")
         assert ("mixes the value vectors" in query_md) == (number >= 6), query_md  # the weights say how much
-        assert ("its softmax weights at step 6" in query_md) == (number < 6), query_md
+        assert ("at step 6" in query_md) == (number < 6), query_md
     first = attention_tab.attention_step(ctx, "textbook preset", None, 0, 0, 0, 16, 8, "journey", "", True, True,
                                          1.0, False, STEP_TITLES[0], 2)
-    assert first[-2].endswith("Still to come: its scores at step 3, its softmax weights at step 6.")
+    assert first[-2].endswith("(framed in orange): its scores come at step 3, its softmax weights at step 6.")
 
 
 def test_mask_before_scaling_at_step_4_says_its_two_maps_are_identical_and_why(ctx):

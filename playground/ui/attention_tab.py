@@ -389,7 +389,8 @@ def _coming_text(position: int, token: str, index: int) -> str:
     """Before softmax, the query's panel says what it will show, and at which step."""
     coming = [(SCORES_MET, "its scores"), (WEIGHTS_MET, "its softmax weights")]
     said = [f"{what} at step {met + 1}" for met, what in coming if met > index]
-    return f"Query **{position}** `{token}` (framed in orange). Still to come: {', '.join(said)}."
+    said[0] = said[0].replace(" at ", " come at ", 1)
+    return f"Query **{position}** `{token}` (framed in orange): {', '.join(said)}."
 
 
 class View(NamedTuple):
@@ -477,7 +478,10 @@ def _views(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim
             stage = stages[index]
             look_for = lessons.look_for(index, SOURCE_KINDS[source], trace.scale, trace.mask, trace.temperature,
                                         trace.mask_before_scaling)
-            heading = (f"### {stage.title}\n\n**Look for:** {look_for}\n\n"
+            # the head named in sight (on a wide screen the heading stays at the top): a learner sent here from the
+            # Why tab saw nothing on the screen say which head the stages were of
+            whose = f" *({inputs.head})*" if inputs.head else ""
+            heading = (f"### {stage.title}\n\n**Look for:** {look_for}{whose}\n\n"
                        + fold(f"`{stage.formula}`\n\n{stage.explanation}\n\n{heading_tail}"))
             query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row.position, row.token, index)
             whatif = "\n\n".join(note for note in notes if note)

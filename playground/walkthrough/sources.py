@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from playground import checks
+from playground import checks, circuits
 from playground.model import GPT
 from playground.tokenizer import escape_char
 from playground.walkthrough.trace import HeadTrace, default_tokens, trace_head
@@ -36,6 +36,7 @@ class HeadInputs:
     b_key: torch.Tensor | None = None
     b_value: torch.Tensor | None = None
     description: str = ""
+    head: str = ""  # which head of a model it is ("L3 H2", as the Why tab names it), named beside each stage
 
     def as_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for trace_head, mask_leak and mask_order_difference."""
@@ -93,6 +94,7 @@ def checkpoint_head_inputs(model: GPT, token_ids: torch.Tensor, layer: int, head
     return HeadInputs(
         x.detach().to("cpu", torch.float32), w_query, w_key, w_value, list(tokens), b_query, b_key, b_value,
         description=f"layer {layer}, head {head} of the model, on {checks.count(T, 'token')}",
+        head=circuits.head_name(layer, head),
     )
 
 
