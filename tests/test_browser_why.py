@@ -175,7 +175,8 @@ CIRCUITS_JS = """() => [0, 1].map(slot => {
         .find(p => p.offsetParent && getComputedStyle(p).visibility !== 'hidden');
     const trace = plot._fullData[0];
     return {title: plot.layout.title.text, x: [...trace.x], y: [...trace.y], z: [...trace.z].map(row => [...row]),
-            shapes: (plot.layout.shapes || []).map(shape => [shape.x0, shape.x1, shape.y0, shape.y1])};
+            shapes: (plot.layout.shapes || []).map(shape => [shape.x0, shape.x1, shape.y0, shape.y1]),
+            ticks: [plot.layout.xaxis.tickvals, plot.layout.yaxis.tickvals]};
 })"""
 RANKING_JS = """() => { const plot = [...document.querySelectorAll('#why-ranking-chart-0 .js-plotly-plot')]
     .find(p => p.offsetParent);
@@ -231,6 +232,8 @@ def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str)
         band, cell = table["shapes"]
         assert band == [-0.5, vocabulary - 0.5, table["y"].index(row_label) - 0.5, table["y"].index(row_label) + 0.5]
         assert cell == [table["x"].index(column_label) - 0.5, table["x"].index(column_label) + 0.5, *band[2:]]
+        # and named on the axes, which label every other character (the row a heading named had no label)
+        assert column_label in table["ticks"][0] and row_label in table["ticks"][1], table["ticks"]
     ranking = page.evaluate(RANKING_JS)
     pick(page, panel, "knock out", knock)
     expect(panel.get_by_role("heading", name=f"Knocked out: {knock}")).to_be_visible(timeout=WAIT_MS)

@@ -240,9 +240,23 @@ window.whyPage = window.whyPage || (() => {
       const wanted = JSON.stringify(shapes[slot] || []);
       // a layout drawn anew (Plotly.react: another figure) holds no outline, whatever was outlined before
       if (plot.outlined && plot.outlined.shapes === wanted && plot.outlined.layout === plot.layout) return;
-      window.Plotly.relayout(plot, {shapes: shapes[slot] || []});
+      window.Plotly.relayout(plot, {shapes: shapes[slot] || [], ...namedTicks(plot, shapes[slot] || [])});
       plot.outlined = {shapes: wanted, layout: plot.layout};
     });
+  }
+  // the outlined row and cell named on their axes, which label every other character of 65: the row the heading
+  // names ("QK row `e`") had no label, found only by its outline. Their neighbours' labels make room
+  function namedTicks(plot, [band, cell]) {
+    if (!plot.baseTicks || plot.baseTicks.layout !== plot.layout) {
+      plot.baseTicks = {layout: plot.layout, x: plot.layout.xaxis.tickvals, y: plot.layout.yaxis.tickvals};
+    }
+    const labels = (plot.data[0] && plot.data[0].x) || [];
+    const keep = (ticks, at) => {
+      if (!Array.isArray(ticks) || at === undefined || !labels[at]) return ticks;
+      return labels.filter((label, i) => i === at || (Math.abs(i - at) > 1 && ticks.includes(label)));
+    };
+    return {'xaxis.tickvals': keep(plot.baseTicks.x, cell && cell.x0 + 0.5),
+            'yaxis.tickvals': keep(plot.baseTicks.y, band && band.y0 + 0.5)};
   }
   // the chain's keys all named where they fit its plot at the host's width, each label centred under its bar (up to
   // EVERY_KEY keys: a desktop's 18-key chain had 8 labels, the server's ticks being thinned for a phone); past that the
