@@ -734,24 +734,24 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
             shown = heading.replace(why_page.HERE, why_tab._in_the_tables(reading, position, layer, head))
             assert visible_words(shown.split("<details>")[0]) <= MOST_WORDS, shown
         assert "Where else it looks over your text" in heading.split("<details>")[1]
-    assert said["L0 H2"] == "Looks 1 back (92% of its weight; by chance: 5%); writes `␣` most."
-    assert said["L0 H3"] == "Looks 2 back (96% of its weight; by chance: 4%); writes `o` most."
-    assert said["L1 H1"].startswith("Looks at word starts (58% of its weight; by chance: 23%);")
+    assert said["L0 H2"] == "Looks 1 back (92% of its weight overall; by chance: 5%); writes `␣` most."
+    assert said["L0 H3"] == "Looks 2 back (96% of its weight overall; by chance: 4%); writes `o` most."
+    assert said["L1 H1"].startswith("Looks at word starts (58% of its weight overall; by chance: 23%);")
     # a second place, sharing no key with the first, where it comes near it: a learner read layer 2's "at the word
     # before" at a position where the heads looked within their own word; L3 H2 falls back to position 0 before the
     # text's first newline (named `\n`, as every line of the tab names it)
-    assert said["L0 H1"].startswith("Looks 2 back (35% of its weight; by chance: 4%) and 1 back (27%; 5%);")
-    assert said["L3 H2"].startswith("Looks at `\\n` (23% of its weight; by chance: 3%) and at position 0 (20%; "
+    assert said["L0 H1"].startswith("Looks 2 back (35% of its weight overall; by chance: 4%) and 1 back (27%; 5%);")
+    assert said["L3 H2"].startswith("Looks at `\\n` (23% of its weight overall; by chance: 3%) and at position 0 (20%; "
                                     "5%);")
     # behind the fold, a positional head's character pairs come with a warning (a learner read layer 0's "`!` looks
     # for `!`" against "1 back: 74%")
     folds = {name: why_tab._read_circuits(reading, *why_tab._parse_head(name, 4, 4))[0].split("<details>")[1]
              for name in ("L0 H2", "L2 H1")}
     assert "This head looks by position" in folds["L0 H2"] and "This head looks by position" not in folds["L2 H1"]
-    assert said["L2 H1"].startswith("Looks at the word before (30% of its weight; by chance: 14%) and within "
+    assert said["L2 H1"].startswith("Looks at the word before (30% of its weight overall; by chance: 14%) and within "
                                     "its own word (22%; 11%);")
     # not a place that shares keys with the first: 1 back is within the word for most of L1 H2's queries
-    assert said["L1 H2"].startswith("Looks 1 back (52% of its weight; by chance: 5%);")
+    assert said["L1 H2"].startswith("Looks 1 back (52% of its weight overall; by chance: 5%);")
     # what each writes is the token its mean share raises most (circuits.head_writes), named in sight
     written = circuits.head_writes(reading.model, reading.ids)
     for name, line in said.items():

@@ -825,7 +825,7 @@ def _beside(reading: _Reading, looks: list[head_scores.Look]) -> head_scores.Loo
 
 def _looks_line(reading: _Reading, layer: int, which: int) -> str:
     """What the head does over the learner's text, in sight under "What L0 H2 does over your text": "Looks 1 back (92%
-    of its weight; by chance: 5%); writes `␣` most.", with a second place where one shares no key with the first
+    of its weight overall; by chance: 5%); writes `␣` most.", with a second place where one shares no key with the first
     and comes near it (_beside: "Looks at `\\n` (23% …) and at position 0 (20%; 5%)"); where no place gets LOOKS_RATIO
     times an even spread and LOOKS_CLEARLY beyond it (_clear), that it has no one place, with its strongest look over
     the text (head_scores.strongest_look: "`␣`@54 to `R`@48 (0.94)", one concrete look) and the place that comes
@@ -842,7 +842,8 @@ def _looks_line(reading: _Reading, layer: int, which: int) -> str:
         second = _beside(reading, looks)
         beside = "" if second is None else \
             f" and {_look_name(reading, second)} ({second.share:.0%}; {second.chance:.0%})"
-        return (f"\n\nLooks {_look_name(reading, top)} ({top.share:.0%} of its weight; by "
+        # "overall": a learner read the text's average as where the head looked at the position on screen
+        return (f"\n\nLooks {_look_name(reading, top)} ({top.share:.0%} of its weight overall; by "
                 f"chance: {top.chance:.0%}){beside}; {writes}.")
     nearest = NEAREST.get(top.kind) or _look_name(reading, top).removeprefix("at ")
     # words in sight are few (60 with the tables' line): "where it looks varies by position" gave way to the example
