@@ -477,6 +477,13 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     expect(panel.get_by_role("heading", name=f"{chosen} at position {wanted}")).to_be_visible(timeout=WAIT_MS)
     page.wait_for_function(f"""() => {{ const box = document.querySelector('#{why_page.HEAD_ELEM_ID}')
         .getBoundingClientRect(); return box.top >= -1 && box.top < window.innerHeight / 3; }}""", timeout=WAIT_MS)
+    # a head ticked for a knock-out by a finger closes the list (its 16 options had covered the answer under it)
+    knock = panel.get_by_label("knock out", exact=True)
+    knock.scroll_into_view_if_needed()
+    knock.tap()
+    knock.locator("xpath=ancestor::*[.//*[@role='option']][1]").get_by_role("option", name="L3 H2", exact=True).tap()
+    expect(panel.get_by_role("heading", name="Knocked out: L1 H0, L3 H2")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("[role='option']:visible")).to_have_count(0)
 
     position.fill("500")
     position.press("Enter")

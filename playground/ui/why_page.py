@@ -56,6 +56,13 @@ PARTS_ELEM_ID = f"{DECK}-chart-0"  # the attribution chart's host, whose head ba
 PICKER_ELEM_ID = "why-head-picker"  # the head list, whose options draw their head as they are pressed
 PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
 PART_NOTE_ELEM_ID = "why-part-note"  # under the parts: what a clicked bar that is not a head means
+KNOCKED_ELEM_ID = "why-knocked"  # the knock-out list
+# a head ticked in the knock-out list by a finger closes the list: a multiple choice stays open for the next, and on
+# a phone its 16 options covered the knock-out's answer below it (a mouse keeps it open, beside the answer)
+KNOCK_CHOSEN_JS = """() => {
+  const box = document.activeElement;
+  if (window.matchMedia('(pointer: coarse)').matches && box && box.closest('#""" + KNOCKED_ELEM_ID + """')) box.blur();
+}"""
 PART_NOTE_CLASS = "why-part-note"  # the note's paragraph in it (the element takes no room without one shown)
 # A stranger clicked an MLP's bar and nothing happened: a part that is not a head has no attention pattern to open,
 # and the page says so, and what its bar is, where it was clicked ({name}: the bar's)

@@ -1298,7 +1298,7 @@ def build(ctx: AppContext) -> ToAttention:
         chart_deck.hosts(CIRCUITS_DECK, [0, 1], views=heads)
     with gr.Row():
         knocked = gr.Dropdown(heads, value=[], multiselect=True, allow_custom_value=True, label="knock out",
-                              info="heads whose output is replaced", scale=3)
+                              info="heads whose output is replaced", scale=3, elem_id=script.KNOCKED_ELEM_ID)
         mode = gr.Radio(list(MODES), value=next(iter(MODES)), label="replace a knocked-out head's output by",
                         scale=1)
     knock_heading = gr.Markdown(label="knocked out")
@@ -1381,6 +1381,8 @@ def build(ctx: AppContext) -> ToAttention:
     # heads ticked or unticked: drawn in the page from the numbers it holds (every head alone, sent with the
     # ranking); a set it lacks is asked for, and answered with numbers alone
     knocked.change(None, **in_page, api_name="why_knocked")
+    knocked.select(None, None, None, js=script.KNOCK_CHOSEN_JS, api_name="why_knock_chosen", api_visibility="private",
+                   show_progress="hidden", queue=False)
     wire(need_knock.change, why_knock, ctx, [checkpoint, text, target, knocked, mode, split], decks[4],
          fixed=dict(memo=memo), api_name="why_knock", api_visibility="private", **quick).success(
         None, [decks[4], *on_screen], texts, js=script.TAKE_KNOCK_JS, api_name="why_knock_draw",
