@@ -112,6 +112,10 @@ def test_a_click_on_a_heads_bar_opens_that_head(page):
     page.mouse.click(*row)
     expect(panel.get_by_role("heading", name=f"{wanted} at position", exact=False)).to_be_visible(timeout=WAIT_MS)
     expect(panel.get_by_label("head", exact=True)).to_have_value(wanted)
+    # its bar, and only its bar, is outlined in the chart
+    page.wait_for_function("""([el, at]) => { const line = el.data[0].marker.line;
+        return Boolean(line) && line.width.every((width, i) => (width > 0) === (i === at)); }""",
+                           arg=[chart.element_handle(), names.index(wanted)], timeout=WAIT_MS)
     expect(panel).to_contain_text(f"What {wanted} does over your text", timeout=WAIT_MS)
     expect(plot_titled(panel, f"QK of {wanted}")).to_be_visible()
     expect(chain_plot(panel)).to_contain_text(chain_title(wanted))

@@ -57,6 +57,7 @@ PICKER_ELEM_ID = "why-head-picker"  # the head list, whose options draw their he
 PICKED_ELEM_ID = "why-picked-head"  # the hidden box a click on a head's bar writes the head's name into
 PART_NOTE_ELEM_ID = "why-part-note"  # under the parts: what a clicked bar that is not a head means
 KNOCKED_ELEM_ID = "why-knocked"  # the knock-out list
+CHOSEN_LINE_PX = 2.5  # the outline of the chosen head's bar in the parts chart
 # a head ticked in the knock-out list by a finger closes the list: a multiple choice stays open for the next, and on
 # a phone its 16 options covered the knock-out's answer below it (a mouse keeps it open, beside the answer)
 KNOCK_CHOSEN_JS = """() => {
@@ -196,6 +197,17 @@ window.whyPage = window.whyPage || (() => {
     }
     return texts;
   }
+  // the chosen head's bar outlined in the parts chart: the views under it are that bar's (a learner clicked a bar and
+  // saw nothing in the chart say which head the page had opened)
+  function markChosen(head) {
+    const plot = [...document.querySelectorAll('#""" + PARTS_ELEM_ID + """ .js-plotly-plot')].find(p => p.offsetParent);
+    const bars = plot && plot.data && plot.data[0];
+    if (!bars || !Array.isArray(bars.customdata) || !window.Plotly) return;
+    const widths = bars.customdata.map(part => part === head ? """ + str(CHOSEN_LINE_PX) + """ : 0);
+    const drawn = bars.marker && bars.marker.line && bars.marker.line.width;
+    if (JSON.stringify(drawn) === JSON.stringify(widths)) return;
+    window.Plotly.restyle(plot, {'marker.line.width': [widths], 'marker.line.color': '#212529'}, [0]);
+  }
   function pick(head) {  // a head's bar clicked: its charts drawn now (show() then only writes the headings)
     if (current) compose(current.position, head, current.knocked);
   }
@@ -215,6 +227,7 @@ window.whyPage = window.whyPage || (() => {
     const view = await window.chartDeck.draw('""" + DECK + """', name);
     if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + stamp, undefined, undefined];
     const chosen = head && head !== """ + json.dumps(STRONGEST) + """ ? head : view.texts[1];
+    markChosen(chosen);
     const reading = await window.chartDeck.draw('""" + HEADS_DECK + """', chosen + '@' + name);
     const circuits = await window.chartDeck.draw('""" + CIRCUITS_DECK + """', chosen);
     if (circuits) outline(reading ? reading.texts[2] : null);
