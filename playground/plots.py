@@ -565,7 +565,8 @@ def heads_grid(weights: torch.Tensor, labels: Sequence[str], title: str = "", *,
     title_layout, top = _title_layout(title)
     figure.update_layout(title=title_layout, height=min(1400, 80 + top + 300 * rows),
                          coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0, colorbar=dict(thickness=14)),
-                         margin=dict(l=50, r=20, t=top + 30, b=40), plot_bgcolor="rgba(0,0,0,0)")
+                         margin=dict(l=50, r=20, t=top + 30, b=40), plot_bgcolor="rgba(0,0,0,0)",
+                         meta=dict(grid=dict(panels=shown_heads)))  # the chart deck stacks a few on a phone
     return swipes_scroll(figure)
 
 

@@ -41,6 +41,8 @@ window.chartDeck = window.chartDeck || (() => {
   const WIDE_MARGIN_PX = 90;  // a wide heatmap's margins beside its columns (the row labels, and 20 px)
   const WIDE_BAR_PX = 44;  // the room its level colour bar takes over the plot
   const WIDE_LINE_PX = 20;  // a title line's
+  const STACK_BELOW_PX = 560, STACK_MOST = 6;  // a grid of at most 6 panels, in a host narrower: one a row
+  const STACK_GAP_PX = 56, STACK_BAR_PX = 40;  // a stacked panel's title and tick labels; the colour bar's room
   const plotly = () => new Promise(resolve => {
     const wait = () => window.Plotly ? resolve(window.Plotly) : setTimeout(wait, 20);
     wait();
@@ -199,6 +201,28 @@ window.chartDeck = window.chartDeck || (() => {
                                  xpad: 0, y: 1, yref: 'paper', yanchor: 'bottom', ypad: 6, thickness: 10,
                                  len: Math.min(260, room - left - 30), lenmode: 'pixels'}};
   }
+  // A grid of a few panels (layout.meta.grid, plots.heads_grid) on a screen too narrow for two side by side is drawn
+  // one panel under another, each as wide as the plot: a phone drew notebook 003's four heads at 100 x 100 px in a
+  // 744 px chart, white above each pair
+  function stacked(figure, width) {
+    const grid = figure && figure.layout.meta && figure.layout.meta.grid;
+    if (!grid || !width || width >= STACK_BELOW_PX || grid.panels < 2 || grid.panels > STACK_MOST) return figure;
+    const n = grid.panels, layout = {...figure.layout}, margin = layout.margin || {};
+    const side = Math.max(120, width - (margin.l ?? 80) - (margin.r ?? 80) - STACK_BAR_PX);  // a square panel
+    const each = side + STACK_GAP_PX, plot = n * each;
+    layout.height = (margin.t ?? 100) + (margin.b ?? 80) + plot;
+    const tops = [...Array(n).keys()].map(i => 1 - (i * each + STACK_GAP_PX) / plot);
+    tops.forEach((top, i) => {
+      const x = 'xaxis' + (i ? i + 1 : ''), y = 'yaxis' + (i ? i + 1 : '');
+      layout[x] = {...layout[x], domain: [0, 1]};
+      layout[y] = {...layout[y], domain: [Math.max(0, top - side / plot), top], showticklabels: true};
+    });
+    layout.annotations = (layout.annotations || []).map(note => {  // make_subplots' titles: "head 3"
+      const head = /^head (\\d+)$/.exec(note.text || '');
+      return head && +head[1] < n ? {...note, x: 0.5, y: tops[+head[1]], yanchor: 'bottom'} : note;
+    });
+    return {...figure, layout};
+  }
   function paint(Plotly, host, figure, stamp) {
     if (!host || host.dataset.stamp === stamp) return;
     host.dataset.stamp = stamp;
@@ -208,7 +232,9 @@ window.chartDeck = window.chartDeck || (() => {
     // from a spare deck, then turned back at once)
     host.touchColumns = figure && figure.layout.meta && figure.layout.meta.touch_columns;
     if (!figure) { widen(host); Plotly.react(host, [], {}); host.signatures = []; return; }
-    let layout = {...figure.layout, autosize: true, width: widen(host) || undefined};
+    const width = widen(host);
+    figure = stacked(figure, width);
+    let layout = {...figure.layout, autosize: true, width: width || undefined};
     if (host.wide) layout = wideLayout(layout, host.wide, host.touchColumns.count);
     // a trace equal to the one drawn keeps the drawn object: Plotly.react then skips it (a new query position
     // moves a heatmap's frame without computing the heatmap again)
