@@ -521,7 +521,7 @@ LONG_TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and mo
 WIDE_JS = """el => { const slot = el.parentElement, box = slot.getBoundingClientRect(), x = el._fullLayout.xaxis;
     const inside = node => { const r = node.getBoundingClientRect();
                              return r.width > 0 && r.left >= box.left - 1 && r.right <= box.right + 1; };
-    return {width: el.clientWidth, room: slot.clientWidth, plot: x._length,
+    return {width: el.clientWidth, room: slot.clientWidth, plot: x._length, tall: el._fullLayout.yaxis._length,
             shown: [...el.querySelectorAll('.xaxislayer-above .xtick text')]
                 .filter(t => getComputedStyle(t).display !== 'none').map(t => t.textContent),
             title: el.querySelector('.gtitle').textContent, titleInside: inside(el.querySelector('.gtitle')),
@@ -543,6 +543,8 @@ def test_on_a_phone_a_long_texts_pattern_scrolls_sideways_with_every_key_named(p
     drawn = chart.evaluate(WIDE_JS)
     assert drawn["width"] > drawn["room"] and drawn["left"] == 0, drawn
     assert drawn["plot"] / len(LONG_TEXT) >= TOUCH_COLUMN_PX - 0.5, drawn
+    # and its rows as tall as elsewhere: turned wide from step 1's upright colour bar, a phone drew 42 rows in 63 px
+    assert drawn["tall"] / len(LONG_TEXT) >= 12, drawn
     assert drawn["shown"] == [_display_label(c) for c in LONG_TEXT]  # every key named, in order
     assert drawn["titleInside"] and drawn["barInside"], drawn
     box = chart.bounding_box()

@@ -244,6 +244,10 @@ window.chartDeck = window.chartDeck || (() => {
     const data = figure.data.map((trace, i) => known[i] === signatures[i] && before[i] ? before[i] :
                                                  host.wide && !i ? bar(trace) : trace);
     host.signatures = signatures;
+    // a chart turning wide or back is drawn from an empty one: Plotly.react turning a colour bar level left the
+    // upright bar's ticks drawn, and the room it had taken squeezed a phone's 42-row heatmap into 63 px
+    if (Boolean(host.wide) !== Boolean(host.drawnWide) && host._fullLayout) Plotly.react(host, [], {});
+    host.drawnWide = Boolean(host.wide);
     Plotly.react(host, data, touch ? touchLayout(layout) : layout,
                  {displaylogo: false, scrollZoom: false});
     if (touch && !host.readsTaps) {  // Plotly shows no value on a tap once a swipe scrolls the page (no drag)
