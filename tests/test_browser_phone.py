@@ -19,7 +19,7 @@ from browser_support import (
 )
 from playwright.sync_api import Page, expect
 
-from playground.anatomy.lessons import LEVEL_TITLES
+from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
 from playground.ui import TAP_PX, TAP_TARGETS, chart_deck
 
 pytestmark = pytest.mark.browser
@@ -142,6 +142,13 @@ def test_every_tab_on_a_phone(phone):
     expect_no_error(page)
     screenshot(page, "phone-model", publish=False)
     assert covered_names(panel) == []  # the Checkpoint's arrow lay over the name's end
+    # every head's pattern one under another, each as wide as the plot (two a row were 100 px squares)
+    panel.get_by_role("radio", name=LEVEL_LABELS[2], exact=True).check()
+    grid = plot_titled(panel, "Layer 0: every head")
+    expect(grid).to_be_visible(timeout=WAIT_MS)
+    panels = grid.evaluate("""el => Object.keys(el._fullLayout).filter(k => /^xaxis\\d*$/.test(k))
+        .map(k => [el._fullLayout[k].domain, el._fullLayout[k]._length])""")
+    assert len(panels) == 4 and all(domain == [0, 1] and length > 150 for domain, length in panels), panels
     report(page, "Model")
 
     panel = open_tab(page, "Why")
