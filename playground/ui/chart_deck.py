@@ -129,6 +129,9 @@ window.chartDeck = window.chartDeck || (() => {
         if (tapped.size && Math.abs(window.scrollY - tappedAt) > TAP_SCROLL_PX) putAway(Plotly, null);
       }, {passive: true});
     }
+    // only the tap reader shows a value: Plotly's own hover, from the mouse events a browser makes up after a touch,
+    // drew the tapped cell's value over the frame a picking tap had moved, once the chart was scrolled sideways
+    host.on('plotly_beforehover', () => false);
     host.addEventListener('pointerdown', event => {
       host.tapFrom = [event.clientX, event.clientY];
       host.downAt = performance.now();
