@@ -362,6 +362,18 @@ def _bar_ticks(shown: list[str], room_px: int, important: Sequence[int]) -> tupl
     return picked, [text[i] for i in picked], angle
 
 
+def bar_meta(shown: Sequence[str], important: Sequence[int], room_px: int = BAR_LABEL_ROOM_PX) -> dict | None:
+    """For bars of characters with ``important`` positions, what the page's chart deck needs to choose their labels
+    again where its plot is narrower than the ``room_px`` they were chosen for (``meta.important``, ``label_px``,
+    ``room_px``): the page's CSS thinned a phone's labels by their order, and the tallest bar lost its label. None for
+    words, which are wrapped or slanted here."""
+    longest = max((len(label) for label in shown), default=1)
+    if not important or longest > 3:
+        return None
+    return {"important": [int(i) for i in important], "room_px": room_px,
+            "label_px": longest * LABEL_CHAR_PX + (BAR_GAP_PX if longest == 1 else LABEL_GAP_PX)}
+
+
 def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y_title: str = "",
               height: int = 300, *, masked: Sequence[bool] | None = None,
               masked_hover: str = "masked (−∞)", room_px: int = BAR_LABEL_ROOM_PX,
@@ -389,7 +401,7 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], title: str = "", y
     title_layout, top = _title_layout(title)
     tickvals, ticktext, angle = _bar_ticks(shown, room_px, important)
     figure.update_layout(title=title_layout, height=height, yaxis_title=y_title,
-                         margin=dict(l=60, r=20, t=top, b=50),
+                         margin=dict(l=60, r=20, t=top, b=50), meta=bar_meta(shown, important, room_px),
                          xaxis=dict(tickmode="array", tickvals=tickvals, ticktext=ticktext, tickangle=angle,
                                     automargin=True, ticklabeloverflow=LABELS_OVERFLOW))
     return swipes_scroll(figure)
@@ -408,7 +420,8 @@ def bar_chart_changes(labels: Sequence[str], values: Sequence[float], title: str
     trace = {"x": list(range(len(values))), "y": [float(f"{v:.4g}") for v in values], "customdata": shown}
     if colours is not None:
         trace["marker"] = {"color": list(colours)}
-    return {"data": [trace], "layout": {"title": title_layout, "margin": {"t": top},
+    meta = bar_meta(shown, important, room_px)
+    return {"data": [trace], "layout": {"title": title_layout, "margin": {"t": top}, **({"meta": meta} if meta else {}),
                                         "xaxis": {"tickvals": tickvals, "ticktext": ticktext, "tickangle": angle}}}
 
 

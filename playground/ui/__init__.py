@@ -53,7 +53,7 @@ PHONE_WIDTH = 640  # px: below this the layout is a phone's
 TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
 WIDE_TABLE_MIN_WIDTH = 1100  # px: the same for a table of many columns (class ``wide-table`` as well)
 STICKY_MIN_WIDTH, STICKY_MIN_HEIGHT = 900, 600  # px: a screen where the Attention tab's stage heading stays in view
-NARROW_WIDTH = 480  # px: a phone held upright, where a heatmap's matrix is about 200 px wide
+NARROW_WIDTH = chart_deck.NARROW_WIDTH  # px: a phone held upright, where a heatmap's matrix is about 200 px wide
 # (at least, at most, keep every k-th) x-axis tick labels on a narrow screen: a 42-token heatmap's labels were 4 px
 # apart and ran into one smear; the server cannot know the width, so the page thins them, and the hover names each
 NARROW_TICKS = ((23, 44, 2), (45, 66, 3), (67, 88, 4), (89, None, 6))
@@ -73,7 +73,8 @@ def _narrow_tick_rules() -> str:
     rules = []
     for low, high, keep in NARROW_TICKS:
         count = f":nth-last-child(n+{low})" + (f":nth-last-child(-n+{high})" if high else "")
-        rules.append(f"  .js-plotly-plot:not(.{chart_deck.WIDE_CLASS}) .xaxislayer-above > .xtick:first-child{count} ~ "
+        rules.append(f"  .js-plotly-plot:not(.{chart_deck.WIDE_CLASS}):not(.{chart_deck.TICKED_CLASS}) "
+                     f".xaxislayer-above > .xtick:first-child{count} ~ "
                      f".xtick:not(:nth-child({keep}n+1)) text {{ display: none; }}")
     return "\n".join(rules)
 

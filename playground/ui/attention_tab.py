@@ -634,7 +634,8 @@ def _bar_changes(labels, values, title, y_title, masked, masked_hover, important
                      "mode": "markers", "showlegend": False, "x": where, "y": [0.0] * len(where), "type": "scatter"})
     title_layout, top = plots._title_layout(title)
     tickvals, ticktext, angle = ticks or plots._bar_ticks(shown, plots.BAR_LABEL_ROOM_PX, important)
-    return {"data": data, "layout": {"title": title_layout, "margin": {"t": top},
+    meta = plots.bar_meta(shown, important)
+    return {"data": data, "layout": {"title": title_layout, "margin": {"t": top}, **({"meta": meta} if meta else {}),
                                      "xaxis": {"tickvals": tickvals, "ticktext": ticktext, "tickangle": angle}}}
 
 

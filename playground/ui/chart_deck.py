@@ -26,8 +26,12 @@ from collections.abc import Sequence
 import gradio as gr
 import plotly.graph_objects as go
 
+from playground import plots
+
 HOST_CLASS = "chart-deck-plot"
 WIDE_CLASS = "chart-deck-wide"  # a heatmap drawn wider than its slot, scrolled sideways (meta.touch_columns)
+TICKED_CLASS = "chart-deck-ticked"  # bars whose labels the page chose at the chart's width (meta.important)
+NARROW_WIDTH = 480  # px: a screen this narrow or less thins every chart's x labels (the page's CSS) but TICKED_CLASS's
 
 # Defines window.chartDeck once per page: take(name, raw) keeps a deck's views, draw(name, view) draws one.
 DECK_JS = """
@@ -41,6 +45,7 @@ window.chartDeck = window.chartDeck || (() => {
   const WIDE_MARGIN_PX = 90;  // a wide heatmap's margins beside its columns (the row labels, and 20 px)
   const WIDE_BAR_PX = 44;  // the room its level colour bar takes over the plot
   const WIDE_LINE_PX = 20;  // a title line's
+  const LABEL_STEPS = """ + json.dumps(list(plots.LABEL_STEPS)) + """;  // plots.label_step's
   const STACK_BELOW_PX = 560, STACK_MOST = 6;  // a grid of at most 6 panels, in a host narrower: one a row
   const STACK_GAP_PX = 56, STACK_BAR_PX = 40;  // a stacked panel's title and tick labels; the colour bar's room
   const plotly = () => new Promise(resolve => {
@@ -226,6 +231,26 @@ window.chartDeck = window.chartDeck || (() => {
     });
     return {...figure, layout};
   }
+  // Bars of characters whose labels the server chose for a desktop's width (layout.meta: important, label_px,
+  // room_px): chosen again where the plot is narrower, the important ones first (the largest weights, the query),
+  // then every k-th clear of them
+  function thinned(figure, width) {
+    const meta = figure && figure.layout.meta, labels = figure && figure.data[0] && figure.data[0].customdata;
+    if (!meta || !meta.important || !meta.label_px || !Array.isArray(labels) || !width) return null;
+    const margin = figure.layout.margin || {}, room = width - (margin.l ?? 80) - (margin.r ?? 80);
+    // the server's choice where it fits, and wherever the page's CSS leaves every label (wider screens)
+    if (room >= meta.room_px || window.innerWidth > """ + str(NARROW_WIDTH) + """) return null;
+    const fits = Math.max(1, Math.floor(room / meta.label_px)), n = labels.length;
+    const spacing = LABEL_STEPS.find(step => Math.ceil(n / step) <= fits) || Math.ceil(n / fits);
+    const picked = [];
+    const every = [...Array(Math.ceil(n / spacing)).keys()].map(k => k * spacing);
+    for (const at of [...meta.important, ...every]) {
+      if (at >= 0 && at < n && picked.every(other => Math.abs(other - at) >= spacing)) picked.push(at);
+    }
+    picked.sort((a, b) => a - b);
+    const xaxis = {...figure.layout.xaxis, tickvals: picked, ticktext: picked.map(i => labels[i])};
+    return {...figure, layout: {...figure.layout, xaxis}};
+  }
   function paint(Plotly, host, figure, stamp) {
     if (!host || host.dataset.stamp === stamp) return;
     host.dataset.stamp = stamp;
@@ -237,6 +262,9 @@ window.chartDeck = window.chartDeck || (() => {
     if (!figure) { widen(host); Plotly.react(host, [], {}); host.signatures = []; return; }
     const width = widen(host);
     figure = stacked(figure, width);
+    const ticked = thinned(figure, width);
+    host.classList.toggle('""" + TICKED_CLASS + """', Boolean(ticked));  // the page's CSS leaves its labels be
+    figure = ticked || figure;
     let layout = {...figure.layout, autosize: true, width: width || undefined};
     if (host.wide) layout = wideLayout(layout, host.wide, host.touchColumns.count);
     // a trace equal to the one drawn keeps the drawn object: Plotly.react then skips it (a new query position
