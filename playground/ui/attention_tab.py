@@ -388,8 +388,8 @@ SCORES_MET, WEIGHTS_MET = STAGE_KEYS.index("scores"), STAGE_KEYS.index("weights"
 def _coming_text(position: int, token: str, index: int) -> str:
     """Before softmax, the query's panel says what it will show, and at which step."""
     coming = [(SCORES_MET, "its scores"), (WEIGHTS_MET, "its softmax weights")]
-    said = [f"{what} at step {met + 1}" for met, what in coming if met > index]
-    said[0] = said[0].replace(" at ", " come at ", 1)
+    pending = [(met, what) for met, what in coming if met > index]
+    said = [f"{what}{' come' if not i else ''} at step {met + 1}" for i, (met, what) in enumerate(pending)]
     return f"Query **{position}** `{token}` (framed in orange): {', '.join(said)}."
 
 

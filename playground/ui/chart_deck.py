@@ -198,7 +198,7 @@ window.chartDeck = window.chartDeck || (() => {
     if (slot) slot.style.overflowX = wide ? 'auto' : '';
     return host.clientWidth;
   }
-  function wideLayout(layout, room, count) {  // its title says the chart goes on sideways
+  function wideLayout(layout, count) {  // its title says the chart goes on sideways
     const margin = layout.margin || {}, title = layout.title || {};
     const text = (title.text ? title.text + '<br>' : '') + 'swipe sideways: all ' + count + ' keys';
     return {...layout, title: {...title, text, x: 0, xref: 'container', xanchor: 'left', pad: {l: 12}},
@@ -266,7 +266,7 @@ window.chartDeck = window.chartDeck || (() => {
     host.classList.toggle('""" + TICKED_CLASS + """', Boolean(ticked));  // the page's CSS leaves its labels be
     figure = ticked || figure;
     let layout = {...figure.layout, autosize: true, width: width || undefined};
-    if (host.wide) layout = wideLayout(layout, host.wide, host.touchColumns.count);
+    if (host.wide) layout = wideLayout(layout, host.touchColumns.count);
     // a trace equal to the one drawn keeps the drawn object: Plotly.react then skips it (a new query position
     // moves a heatmap's frame without computing the heatmap again)
     const signatures = figure.data.map(trace => JSON.stringify(trace));

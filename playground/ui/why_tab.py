@@ -447,9 +447,8 @@ def _colours(values: list[float]) -> list[str]:
 def _who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> str:
     """A sentence where the heads together, or the head named, write little beside the largest other part (an MLP,
     an embedding, a bias), from the numbers: "No head decides this one: the heads together write +0.30, L2 MLP
-    +2.90; all bars sum to +4.10; the longest head bar is L2 H3's." (a learner read "+0.21 of +0.02" as a share
-    where the other parts cancelled) (the head the list opens, which may have pushed against
-    the guess: a learner expected a green one); "" where a head does decide."""
+    +2.90; all bars sum to +4.10; the longest head bar is L2 H3's." (the head the list opens, which may have pushed
+    against the guess: a learner expected a green one); "" where a head does decide."""
     values = parts.values.tolist()
     others = [(abs(v), name, v) for name, kind, v in zip(parts.names, parts.kinds, values) if kind != "head"]
     heads = [v for kind, v in zip(parts.kinds, values) if kind == "head"]
