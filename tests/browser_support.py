@@ -242,6 +242,30 @@ def tap_the_margin(page: Page) -> None:
     page.touchscreen.tap(*margin)
 
 
+def hold_events(page: Page, api_names: set[str]):
+    """The page's requests to run the events named ``api_names`` held back, unanswered (every other request goes
+    through), until the returned function lets them go; it returns how many were held."""
+    ids = {dependency["id"] for dependency in page.evaluate("() => window.gradio_config.dependencies")
+           if dependency.get("api_name") in api_names}
+    assert len(ids) == len(api_names), f"no such events: {api_names}"
+    held, released = [], []
+
+    def hold(route) -> None:
+        if not released and (route.request.post_data_json or {}).get("fn_index") in ids:
+            held.append(route)
+        else:
+            route.continue_()
+    page.route("**/queue/join*", hold)
+
+    def release() -> int:
+        released.append(True)
+        for route in held:
+            route.continue_()
+        page.unroute("**/queue/join*")
+        return len(held)
+    return release
+
+
 def swipe(page: Page, x: float, y: float, dx: float = 0, dy: float = -250) -> None:
     """A finger's swipe from (x, y) by (dx, dy) px (upwards by default), as a phone's touch events."""
     cdp = page.context.new_cdp_session(page)

@@ -7,16 +7,17 @@ why-knocked, why-phone, why-toy."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 import torch
-from browser_support import ERROR_TOAST, WAIT_MS, expect_errors, expect_no_error, open_tab, screenshot
+from browser_support import ERROR_TOAST, WAIT_MS, expect_errors, expect_no_error, hold_events, open_tab, screenshot
 from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
 from test_why_tab import save_toy_checkpoint
 
-from playground.ui import attention_tab, why_page, why_tab
+from playground.ui import attention_tab, chart_deck, why_page, why_tab
 
 pytestmark = pytest.mark.browser
 
@@ -653,6 +654,14 @@ def test_an_answer_made_for_inputs_the_page_no_longer_shows_is_left(page):
     assert drawn[0] == "### Made for these inputs" and page.evaluate("() => window.chartDeck.decks.why.key") == "2:here"
 
 
+# the deck's waiting note is on screen and its charts have faded out (chart_deck.waiting_css)
+WAITING_SHOWN_JS = """deck => {
+    const note = getComputedStyle(document.getElementById(deck + '-chart-0'), '::before');
+    const hosts = [...document.querySelectorAll(`[id^="${deck}-chart-"] .js-plotly-plot`)].filter(p => p.offsetParent);
+    return note.content !== 'none' && Number(note.opacity) === 1 && hosts.length > 0
+        && hosts.every(host => Number(getComputedStyle(host).opacity) < 0.5); }"""
+
+
 def test_the_head_on_screen_opens_in_the_attention_tab(page):
     """A learner who found the deciding head retyped the text, the layer, the head and the position to see it in the
     Attention tab: one button opens it there, at its softmax weights, its row framed, on the same checkpoint and
@@ -667,16 +676,25 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
     expect(shown).to_be_visible(timeout=WAIT_MS)
     layer, head = map(int, re.match(r"L(\d+) H(\d+)", shown.inner_text()).groups())
     text = panel.get_by_label("Text", exact=True).input_value()
+    # while the server draws the head (held here), the Attention tab says so over its old view, faded (a learner on a
+    # busy server saw the old head for 4-8 s with nothing to say that a new one was coming)
+    release = hold_events(page, {"attention_update_inputs", "attention_update_query"})
     panel.get_by_role("button", name="Step through this head in the Attention tab").click()
     tab = page.get_by_role("tab", name="Attention", exact=True)
     expect(tab).to_have_attribute("aria-selected", "true", timeout=WAIT_MS)
     attention = page.locator('[role="tabpanel"]:visible')
+    page.wait_for_function(WAITING_SHOWN_JS, arg=attention_tab.DECK, timeout=WAIT_MS)
+    note = page.locator(f"#{attention_tab.DECK}-chart-0").evaluate("el => getComputedStyle(el, '::before').content")
+    assert note == json.dumps(chart_deck.WAITING_NOTE, ensure_ascii=False)
+    assert release() >= 1
     expect(attention.get_by_role("heading", level=3)).to_have_text("6. Softmax weights", timeout=WAIT_MS)
     expect(any_plot_titled(attention, "Softmax weights of query 30 (")).to_be_visible(timeout=WAIT_MS)
     assert [attention.get_by_label(label, exact=True).input_value() for label in ("layer", "head")] == \
         [str(layer), str(head)]
     assert attention.get_by_label("Text (not used by the presets)").input_value() == text
     expect(attention.get_by_role("heading", level=3)).to_be_in_viewport()  # the stage, where the row is framed
+    page.wait_for_function(f"() => !document.documentElement.hasAttribute('{chart_deck.WAITING_ATTR}')",
+                           timeout=WAIT_MS)
     # again for another position of the same head: only the query changes (its frame had stayed where it was)
     open_tab(page, "Why")
     box.fill("12")

@@ -89,6 +89,8 @@ input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--che
 /* a chart deck's host until its first chart is drawn (Plotly marks the host): opening a tab had shown blank space */
 .{chart_deck.HOST_CLASS}:not(.js-plotly-plot)::before {{ content: "drawing the chart…"; display: block;
   padding: 2em 0; opacity: 0.6; }}
+/* the Attention tab's view while the server draws the view of new settings (a head sent from the Why tab) */
+{chart_deck.waiting_css(attention_tab.DECK)}
 /* the Why tab's note under its chart takes no room until a note is written in it */
 #{why_page.PART_NOTE_ELEM_ID}:not(:has(p.{why_page.PART_NOTE_CLASS}:not([hidden]))) {{ display: none; }}
 {DROPDOWN_TEXT} {{ padding-right: calc(var(--size-5) + var(--size-2)); text-overflow: ellipsis; }}

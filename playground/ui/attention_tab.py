@@ -546,13 +546,14 @@ QUERY_SHOWN_JS = """() => {
 # A click (or a tap) on a heatmap's row makes that row's token the query: a learner could choose a query only by
 # typing its position, counting the characters to 85 by hand. The row is the one the cell's hover names ("row 12
 # (e), column ..."), so a window of a long text's rows picks the right position; the box's input event then draws
-# it as a typed position is drawn (QUERY_JS).
+# it as a typed position is drawn (QUERY_JS). On a touch screen a tap is read from the chart deck's tap event, not
+# from a click: after a sideways swipe a third of the taps picked nothing, Chromium sending no click with a place.
 ROW_PICK_JS = """
 if (!window.attentionRowPicks) {
   window.attentionRowPicks = true;
-  document.addEventListener('click', event => {
-    const host = event.target.closest && event.target.closest("[id^='""" + DECK + """-chart-'] .js-plotly-plot");
-    const at = host && window.chartDeck && window.chartDeck.pointAt(host, event);
+  const pick = (target, where) => {
+    const host = target.closest && target.closest("[id^='""" + DECK + """-chart-'] .js-plotly-plot");
+    const at = host && window.chartDeck && window.chartDeck.pointAt(host, where);
     if (!at) return;
     const [xaxis, yaxis] = [at.subplot.xaxis._id, at.subplot.yaxis._id];
     const trace = (host.data || []).find(t => t.type === 'heatmap' && Array.isArray(t.customdata) &&
@@ -564,7 +565,9 @@ if (!window.attentionRowPicks) {
     window.chartDeck.picked(host);
     box.value = named[1];
     box.dispatchEvent(new Event('input', {bubbles: true}));
-  });
+  };
+  document.addEventListener('click', event => window.chartDeck?.touch || pick(event.target, event));
+  document.addEventListener('""" + chart_deck.TAP_EVENT + """', event => pick(event.target, event.detail));
 }
 """
 DECK_SLOTS = range(5)
@@ -984,6 +987,8 @@ def build(ctx: AppContext) -> Opened:
         """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping),
         then the step on screen one switch away (kept for a what-if click)."""
         event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
+        event.failure(None, js=chart_deck.settle_js(DECK), api_name=f"{name}_settle", api_visibility="private",
+                      show_progress="hidden", queue=False)
         drawn = wire(event.success, attention_deck, ctx, [*settings[:-1], query], deck, fixed=dict(heads=heads),
                      api_name=f"{name}_deck", api_visibility="private", show_progress="hidden",
                      trigger_mode="always_last", **ctx.fast_lane).then(
@@ -1049,7 +1054,7 @@ def build(ctx: AppContext) -> Opened:
     input_changes = [text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
                      embedding_dim.change, head_size.change, preset.change]
     answer(first(functools.partial(gr.on, input_changes), api_name="attention_update_inputs",
-                 api_visibility="private", **quick), "attention_update_inputs")
+                 api_visibility="private", js=chart_deck.wait_js(DECK), **quick), "attention_update_inputs")
     # spares are made around the text, the head and the query on screen: a change to any of them makes them wrong
     # (a new query drawn in the page moves the deck to its own key, whose spares follow; QUERY_JS forgets them where
     # the server is asked)

@@ -32,6 +32,13 @@ HOST_CLASS = "chart-deck-plot"
 WIDE_CLASS = "chart-deck-wide"  # a heatmap drawn wider than its slot, scrolled sideways (meta.touch_columns)
 TICKED_CLASS = "chart-deck-ticked"  # bars whose labels the page chose at the chart's width (meta.important)
 NARROW_WIDTH = 480  # px: a screen this narrow or less thins every chart's x labels (the page's CSS) but TICKED_CLASS's
+# the event a chart's host sends, bubbling, for a tap on a touch screen (chartDeck.touch; detail: the tap's clientX,
+# clientY): there a pick listens for it, not for clicks, as Chromium sent no click with a place for a third of the
+# taps on a heatmap after a sideways swipe
+TAP_EVENT = "chartdecktap"
+WAITING_ATTR = "data-deck-waiting"  # on the page's html element: the decks whose view is of settings the page left
+WAITING_NOTE = "Drawing the view for the new settings…"
+WAITING_AFTER_S = 0.3  # an answer this quick shows no sign of waiting (a flicker on every change)
 
 # Defines window.chartDeck once per page: take(name, raw) keeps a deck's views, draw(name, view) draws one.
 DECK_JS = """
@@ -156,6 +163,8 @@ window.chartDeck = window.chartDeck || (() => {
       host.tapFrom = null;
       const at = Math.hypot(event.clientX - x, event.clientY - y) <= TAP_SLOP_PX ? pointAt(host, event) : null;
       if (!at) { hide(Plotly, host); return; }  // a swipe, or a tap beside the plot
+      host.dispatchEvent(new CustomEvent('""" + TAP_EVENT + """', {
+        bubbles: true, detail: {clientX: event.clientX, clientY: event.clientY}}));  // a pick calls picked(host)
       // after the tap's own events: Plotly's end of a touch takes any hover label away, and its click picks
       const down = host.downAt;
       setTimeout(() => {
@@ -392,6 +401,15 @@ window.chartDeck = window.chartDeck || (() => {
     if (keys.length > 8) delete deck.spares[keys[0]];  // a few settings' neighbours are enough
     return deck;
   }
+  // a deck waiting for the server's view of settings the page has moved to (wait_js): the page's html element names
+  // it in WAITING_ATTR until that view is drawn (draw_js's settings) or refused (settle_js); waiting_css shows it
+  function waiting(name, on) {
+    const root = document.documentElement;
+    const names = new Set((root.getAttribute('""" + WAITING_ATTR + """') || '').split(' ').filter(Boolean));
+    if (on) names.add(name); else names.delete(name);
+    if (names.size) root.setAttribute('""" + WAITING_ATTR + """', [...names].join(' '));
+    else root.removeAttribute('""" + WAITING_ATTR + """');
+  }
   function forget(name) {  // the settings the spares were made around are changing: none of them is right now,
     // nor any made around them still on the way
     if (decks[name]) { decks[name].spares = {}; decks[name].invalid = decks[name].key; }
@@ -439,7 +457,8 @@ window.chartDeck = window.chartDeck || (() => {
     draw(name);
   }
   const revealing = {};  // deck -> {view, id}: a view asked for before it was held, to reveal once drawn
-  return {take, draw, redraw, decks, keep, forget, adopt, merge, held, late, pointAt, picked, revealing, fits};
+  return {take, draw, redraw, decks, keep, forget, waiting, adopt, merge, held, late, pointAt, picked, revealing,
+          fits, touch};
 })();
 """
 
@@ -486,7 +505,8 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, setting
             "? held.key : null;\n") if more else ""
     again = (f"  if (heldKey !== null && window.chartDeck.decks[{json.dumps(deck)}].key === heldKey) "
              f"return {unchanged};\n") if more else ""
-    late = f"  if (window.chartDeck.late(raw, now)) return {unchanged};\n" if settings else ""
+    late = (f"  if (window.chartDeck.late(raw, now)) return {unchanged};\n"
+            f"  window.chartDeck.waiting({json.dumps(deck)}, false);\n") if settings else ""
     return (f"async (raw, view{', ...now' if settings else ''}) => {{ {DECK_JS}\n{held}{late}"
             f"  window.chartDeck.take({json.dumps(deck)}, raw, {json.dumps(more)});\n{again}"
             f"  const shown = await window.chartDeck.draw({json.dumps(deck)}, view, true);\n{scroll}"
@@ -567,6 +587,38 @@ def held_js(deck: str) -> str:
 def forget_js(deck: str) -> str:
     """A ``js=`` function with no inputs or outputs: the page drops ``deck``'s spares (its settings are changing)."""
     return f"() => {{ {DECK_JS}\n  window.chartDeck.forget({json.dumps(deck)});\n}}"
+
+
+def wait_js(deck: str) -> str:
+    """A ``js=`` function for an event that asks the server for ``deck``'s view of new settings, passing its inputs on
+    as they are: it marks the deck as waiting (waiting_css) until a first answer made for the settings on screen
+    (draw_js's ``settings``) is drawn, or settle_js says it was refused. On a busy server the Why tab's "Step through
+    this head" showed the old head for 4-8 s, and nothing said a new one was coming. In the event itself: Gradio
+    runs the events of one change one after another, so a separate one ran only once the answer was drawn."""
+    return f"(...values) => {{ {DECK_JS}\n  window.chartDeck.waiting({json.dumps(deck)}, true);\n  return values;\n}}"
+
+
+def settle_js(deck: str) -> str:
+    """A ``js=`` function with no inputs or outputs, for a first answer that failed: ``deck`` waits no more (the
+    refusal's toast says why, and the view before stays)."""
+    return f"() => {{ {DECK_JS}\n  window.chartDeck.waiting({json.dumps(deck)}, false);\n}}"
+
+
+def waiting_css(deck: str) -> str:
+    """The CSS that shows ``deck`` waiting (wait_js) once it has waited WAITING_AFTER_S: its charts faded, and
+    WAITING_NOTE over the top left of its first slot. Laid over the chart, not in the page's flow: a line that came
+    and went above the charts made Chromium's scroll anchoring move the page by that line, and a phone sent to a
+    head's stage found its heading above the screen."""
+    waiting = f'html[{WAITING_ATTR}~="{deck}"]'
+    delay = f"{WAITING_AFTER_S}s"
+    return f"""
+{waiting} [id^="{deck}-chart-"] .{HOST_CLASS} {{ opacity: 0.35; transition: opacity 0.2s ease {delay}; }}
+{waiting} #{deck}-chart-0 {{ position: relative; }}
+{waiting} #{deck}-chart-0::before {{ content: {json.dumps(WAITING_NOTE, ensure_ascii=False)}; position: absolute;
+  top: 4px; left: 4px; z-index: 5; padding: 0.3em 0.7em; font-weight: 600; border-radius: var(--radius-md);
+  background: var(--background-fill-primary); border: 1px solid var(--border-color-primary);
+  box-shadow: var(--shadow-drop); pointer-events: none; animation: deck-waiting-note 0.2s ease {delay} both; }}
+@keyframes deck-waiting-note {{ from {{ opacity: 0; }} to {{ opacity: 1; }} }}"""
 
 
 def adopt_js(deck: str, texts: int, label_js: str) -> str:

@@ -74,13 +74,13 @@ PART_NOTES = {
                  "any layer, read straight by the final norm and the LM head.",
     "bias": "**{name}**: a constant, the same whatever the text, with no pattern to open.",
 }
-# A click on a bar of the attribution chart: the bar whose row is under the pointer names a part; a head's name goes
-# into the hidden box, whose change opens that head.
+# A click on a bar of the attribution chart (on a touch screen, the chart deck's tap: chart_deck.TAP_EVENT): the bar
+# whose row is under the pointer names a part; a head's name goes into the hidden box, whose change opens that head.
 PICK_JS = """
 if (!window.whyBarPicks) {
   window.whyBarPicks = true;
-  document.addEventListener('click', event => {
-    const chart = event.target.closest && event.target.closest('#""" + PARTS_ELEM_ID + """ .js-plotly-plot');
+  const pick = (target, event) => {
+    const chart = target.closest && target.closest('#""" + PARTS_ELEM_ID + """ .js-plotly-plot');
     // the row under the click itself (y is the bar's index), not Plotly's last hover: a swipe's end left a bar's
     // hover behind, and a tap beside the plot later opened that bar's head
     const at = chart && window.chartDeck && window.chartDeck.pointAt(chart, event);
@@ -106,7 +106,9 @@ if (!window.whyBarPicks) {
     // at once, not smoothly: the answer is there now (and Plotly's hover labels, under a pointer that a smooth
     // scroll moved over one bar after another, kept changing for a second after it was drawn)
     document.querySelector('#""" + HEAD_ELEM_ID + """')?.scrollIntoView({behavior: 'instant', block: 'start'});
-  });
+  };
+  document.addEventListener('click', event => window.chartDeck?.touch || pick(event.target, event));
+  document.addEventListener('""" + chart_deck.TAP_EVENT + """', event => pick(event.target, event.detail));
   // a head pressed in the list with a mouse: its charts drawn as the button goes down, as a bar's are; the list's
   // own choice and input event (some 250 ms later: it closes and updates first) then only write the headings. Not
   // for a finger, whose press may start a scroll through the list rather than a choice.
