@@ -540,6 +540,16 @@ WIDE_JS = """el => { const slot = el.parentElement, box = slot.getBoundingClient
             barInside: inside(el.querySelector('.colorbar')), left: slot.scrollLeft}; }"""
 
 
+# a wide heatmap's row labels as drawn: how many, how many lie within its slot's first 100 px, where the strip under
+# them starts from the slot's left edge, and whether the strip covers every label
+PINNED_JS = """(el, pinned) => { const slot = el.parentElement.getBoundingClientRect();
+    const labels = [...el.querySelectorAll('.yaxislayer-above .ytick text')].map(t => t.getBoundingClientRect());
+    const strip = el.querySelector('.yaxislayer-above rect.' + pinned)?.getBoundingClientRect();
+    return {labels: labels.length, strip: strip ? strip.left - slot.left : null,
+            inside: labels.filter(r => r.left >= slot.left - 1 && r.right <= slot.left + 100).length,
+            under: Boolean(strip) && labels.every(r => r.left >= strip.left - 1 && r.right <= strip.right + 1)}; }"""
+
+
 def test_on_a_phone_a_long_texts_pattern_scrolls_sideways_with_every_key_named(phone):
     """Trial 11 found an 86-token pattern fitted into 160 px on a phone, each key's column 2 px wide and every sixth
     key named. On a touch screen its columns keep TOUCH_COLUMN_PX: the chart is wider than the screen and a
@@ -568,6 +578,11 @@ def test_on_a_phone_a_long_texts_pattern_scrolls_sideways_with_every_key_named(p
         setTimeout(() => done(el.parentElement.scrollLeft === at), 200); })""", arg=chart.element_handle(),
                             timeout=WAIT_MS)
     assert abs(phone.evaluate("() => window.scrollY") - before) < 20  # sideways only
+    # the row labels stay at the slot's left edge, over a strip of background (swiped to the last keys, a learner
+    # could not tell which row was which)
+    pinned = chart.evaluate(PINNED_JS, chart_deck.PINNED_CLASS)
+    assert pinned["labels"] == len(LONG_TEXT) and pinned["inside"] == pinned["labels"], pinned
+    assert abs(pinned["strip"]) <= 1 and pinned["under"], pinned
     # scrolled so, a tap that picks a row picks it, and leaves no value over it (Plotly's own hover, from the
     # browser's made-up mouse events, drew one); a second tap there reads the cell. Clicks on the charts are stopped
     # here: in CI Chromium sent none with a place for a third of these taps, and those picked nothing

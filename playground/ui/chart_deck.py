@@ -30,6 +30,7 @@ from playground import plots
 
 HOST_CLASS = "chart-deck-plot"
 WIDE_CLASS = "chart-deck-wide"  # a heatmap drawn wider than its slot, scrolled sideways (meta.touch_columns)
+PINNED_CLASS = "chart-deck-pinned"  # the strip behind a wide heatmap's row labels, kept at its slot's left edge
 TICKED_CLASS = "chart-deck-ticked"  # bars whose labels the page chose at the chart's width (meta.important)
 NARROW_WIDTH = 480  # px: a screen this narrow or less thins every chart's x labels (the page's CSS) but TICKED_CLASS's
 # the event a chart's host sends, bubbling, for a tap on a touch screen (chartDeck.touch; detail: the tap's clientX,
@@ -207,6 +208,39 @@ window.chartDeck = window.chartDeck || (() => {
     if (slot) slot.style.overflowX = wide ? 'auto' : '';
     return host.clientWidth;
   }
+  // a wide heatmap's row labels and its y title stay at its slot's left edge as the slot scrolls sideways, the labels
+  // over a strip of the page's background (swiped to the last keys, a learner could not tell which row was which)
+  function pinRows(host) {
+    const labels = host.querySelector('.yaxislayer-above'), title = host.querySelector('.g-ytitle');
+    const slot = host.parentElement, size = host._fullLayout && host._fullLayout._size;
+    if (!labels || !slot || !size) return;
+    let strip = labels.querySelector('rect.""" + PINNED_CLASS + """');
+    if (!host.wide) {
+      for (const group of [labels, title]) if (group) group.removeAttribute('transform');
+      if (strip) strip.remove();
+      return;
+    }
+    if (!strip) {
+      strip = labels.insertBefore(document.createElementNS('http://www.w3.org/2000/svg', 'rect'), labels.firstChild);
+      strip.setAttribute('class', '""" + PINNED_CLASS + """');
+    }
+    const place = {x: 0, y: size.t, width: size.l, height: size.h,
+                   fill: host._fullLayout.paper_bgcolor || '#fff'};
+    for (const [name, value] of Object.entries(place)) strip.setAttribute(name, value);
+    for (const group of [labels, title]) if (group) group.setAttribute('transform', `translate(${slot.scrollLeft},0)`);
+  }
+  function pinning(host) {  // once per host: its labels pinned after every drawing and every sideways scroll
+    if (host.pins) return;
+    host.pins = true;
+    host.on('plotly_afterplot', () => pinRows(host));
+    const slot = host.parentElement;
+    if (slot && !slot.pins) {
+      slot.pins = true;
+      slot.addEventListener('scroll', () => {
+        for (const wide of slot.querySelectorAll('.""" + WIDE_CLASS + """')) pinRows(wide);
+      }, {passive: true});
+    }
+  }
   function wideLayout(layout, count) {  // its title says the chart goes on sideways
     const margin = layout.margin || {}, title = layout.title || {};
     const text = (title.text ? title.text + '<br>' : '') + 'swipe sideways: all ' + count + ' keys';
@@ -290,6 +324,7 @@ window.chartDeck = window.chartDeck || (() => {
     host.drawnWide = Boolean(host.wide);
     Plotly.react(host, data, touch ? touchLayout(layout) : layout,
                  {displaylogo: false, scrollZoom: false});
+    if (host.wide || host.pins) { pinning(host); pinRows(host); }
     if (touch && !host.readsTaps) {  // Plotly shows no value on a tap once a swipe scrolls the page (no drag)
       host.readsTaps = true;
       readTaps(Plotly, host);
