@@ -546,7 +546,7 @@ class MemoryBudget:
 COMPARE_SCORE_COPIES = 4.5
 TIMING_SCORE_COPIES = 5  # forward + backward: the saved matrices and their gradients
 LAYER_WEIGHT_COPIES = 4  # the reference, the layer being built, its gradients, the allocator's slack
-COMPARE_ACTIVATIONS = 12  # (B, T, d) fp32 tensors: input, the two targets, q, k, v, context, output...
+COMPARE_ACTIVATIONS = 12  # (B, T, d) tensors: input, the two targets, q, k, v, context, output...
 TIMING_ACTIVATIONS = 24  # and their gradients
 COMPARE_OVERHEAD = 64 * MIB
 TIMING_OVERHEAD = 64 * MIB
@@ -554,12 +554,14 @@ TIMING_OVERHEAD = 64 * MIB
 
 def _attention_parts(*, embedding_dim: int, heads_num: int, seq_len: int, batch: int, itemsize: int,
                      score_copies: float, activations: int, mask_sets: int) -> list[tuple[str, int]]:
-    masks = mask_sets * (heads_num + 2) * seq_len * seq_len * 4  # wrapper and sliced_heads keep one per head
+    # the masks and the activations at the compared dtype: each layer is cast with its float buffers (wrapper and
+    # sliced_heads keep a mask per head), and so is the input (bf16 was priced at fp32's, 2.1-2.2x its measured peak)
+    masks = mask_sets * (heads_num + 2) * seq_len * seq_len * itemsize
     return [
         ("(B, h, T, T) attention matrices", int(score_copies * batch * heads_num * seq_len * seq_len * itemsize)),
         ("causal masks", masks),
         ("layer weights", LAYER_WEIGHT_COPIES * 4 * (4 * embedding_dim * embedding_dim + 4 * embedding_dim)),
-        ("activations", activations * batch * seq_len * embedding_dim * 4),
+        ("activations", activations * batch * seq_len * embedding_dim * itemsize),
     ]
 
 
