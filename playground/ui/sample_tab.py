@@ -116,14 +116,15 @@ FORGET_JS = ("() => { " + chart_deck.DECK_JS + """
   if (deck) { deck.key = null; deck.views = {}; deck.raw = null; deck.bases = {}; }
 }""")
 # On a touch screen each character is a tap target at least 44 px tall (a finger's, as the platforms' guidelines
-# say): its padding grows the coloured box (a 19 px glyph + 2 x 14 px = 47 px) and the lines stand 48 px apart, so no
-# two boxes overlap (tests/test_browser_phone.py measures it)
+# say): its padding grows the coloured box (a 19 px glyph + 2 x 14 px = 47 px) and the lines stand 52 px apart, so no
+# two boxes overlap (tests/test_browser_phone.py measures it) whatever the monospace font's glyph box, up to 24 px
+# (Noto Sans Mono's is 22 px: at 48 px apart its boxes overlapped by 2 px)
 COLOURED_CSS = """
 .sample-coloured { font-family: monospace; white-space: pre-wrap; line-height: 1.9; font-size: 1rem; }
 .sample-coloured [data-position] { cursor: pointer; color: #111; border-radius: 2px; }
 .sample-coloured .picked { outline: 2px solid #2563eb; outline-offset: 1px; }
 @media (pointer: coarse) {
-  .sample-coloured { line-height: 48px; }
+  .sample-coloured { line-height: 52px; }
   .sample-coloured [data-position] { padding: 14px 0; }
 }
 """
