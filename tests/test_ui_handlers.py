@@ -1008,6 +1008,19 @@ def test_the_corpus_choice_is_labelled_with_what_it_reads():
     assert [value for _, value in offline] == [value for _, value in online] == list(train_tab.CORPORA)
 
 
+def test_the_tokenize_tabs_corpus_choice_is_labelled_with_what_it_counts_in():
+    """Trial 15 saw "corpus (Tiny Shakespeare)" ticked on the Tokenize tab over the built-in Sonnets' counts: the
+    choice names the corpus read; its value stays the API's either way."""
+    from playground import data
+    from playground.ui import tokenize_tab
+
+    offline = tokenize_tab.source_choices(data.builtin_corpus("offline"))
+    online = tokenize_tab.source_choices(data.Corpus(data.TINY_SHAKESPEARE_NAME, "x" * 100, "cache"))
+    assert offline[1] == ("corpus: the built-in Sonnets (no Tiny Shakespeare)", "corpus (Tiny Shakespeare)")
+    assert online[1] == ("corpus: Tiny Shakespeare", "corpus (Tiny Shakespeare)")
+    assert [value for _, value in offline] == [value for _, value in online] == list(tokenize_tab.SOURCES)
+
+
 def test_a_resumed_runs_status_counts_its_whole_time_and_says_this_sessions():
     from playground.server.jobs import JobStatus
     status = JobStatus(state="running", run_name="r", step=130, start_step=100, steps=200, elapsed_seconds=20.0,

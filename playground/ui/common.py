@@ -178,6 +178,18 @@ class AppContext:
         return names[0] if names else None
 
 
+def default_corpus_name(corpus: Corpus) -> str:
+    """What the server's default corpus is, in words: "Tiny Shakespeare", or offline "the built-in Sonnets"."""
+    return ("Tiny Shakespeare" if corpus.is_tiny_shakespeare else
+            "the built-in Sonnets" if corpus.source == "builtin" else corpus.label)
+
+
+def default_corpus_choice(corpus: Corpus) -> str:
+    """A choice's label for the default corpus (the Train tab's corpus, the Tokenize tab's vocabulary), set as the
+    page opens: a server without Tiny Shakespeare does not offer "Tiny Shakespeare" while it reads the Sonnets."""
+    return "Tiny Shakespeare" if corpus.is_tiny_shakespeare else f"{default_corpus_name(corpus)} (no Tiny Shakespeare)"
+
+
 def scroll_to_js(elem_id: str) -> str:
     """A JavaScript statement that scrolls the page to where element ``elem_id`` starts in it: for an element that
     sticks to the top of the screen (the Attention tab's stage heading, on a wide screen) its own place in the page,

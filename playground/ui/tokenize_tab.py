@@ -18,10 +18,17 @@ from collections import Counter
 import gradio as gr
 
 from playground import checks
-from playground.data import is_tiny_shakespeare
+from playground.data import Corpus, is_tiny_shakespeare
 from playground.subword import SPACE_MARKER_NOTE, BPETokenizer
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, list_unknown, without_unknown
-from playground.ui.common import AppContext, checkpoint_dropdown, fold, keep_on_refusal, message_for
+from playground.ui.common import (
+    AppContext,
+    checkpoint_dropdown,
+    default_corpus_choice,
+    fold,
+    keep_on_refusal,
+    message_for,
+)
 from playground.ui.events import wire
 from playground.ui.widgets import chips_html
 
@@ -31,6 +38,13 @@ TABLE_HEADERS = ["ID", "character", "shown as", "count"]
 PIECE_HEADERS = ["#", "ID", "token in the vocabulary", "shown as", "characters"]
 MAX_WORD_CHARS = 64  # the merges of a word or two: a step per merge, each listing the word's symbols
 
+
+
+def source_choices(corpus: Corpus) -> list[tuple[str, str]]:
+    """The vocabulary radio's (label, value) pairs, the corpus's labelled with what it counts in ("corpus: the
+    built-in Sonnets (no Tiny Shakespeare)" on a server without it: a learner saw "Tiny Shakespeare" ticked over the
+    Sonnets' counts); the values stay the API's."""
+    return [(f"corpus: {default_corpus_choice(corpus)}" if value == SOURCES[1] else value, value) for value in SOURCES]
 
 
 def _unknown_note(unknown: list, warn: bool, where: str = "") -> str:
@@ -177,9 +191,14 @@ def build(ctx: AppContext) -> None:
         with gr.Column(scale=2):
             text = gr.Textbox(DEFAULT_TEXT, label="Text", lines=3, max_lines=12)
         with gr.Column(scale=1):
-            source = gr.Radio(list(SOURCES), value=SOURCES[0] if ctx.default_checkpoint_name() else SOURCES[2],
+            # the corpus named once it is read (source_choices), as the page opens
+            source = gr.Radio([("corpus" if value == SOURCES[1] else value, value) for value in SOURCES],
+                              value=SOURCES[0] if ctx.default_checkpoint_name() else SOURCES[2],
                               label="Vocabulary from")
             checkpoint = checkpoint_dropdown(ctx, "tokenize")
+    # the corpus's choice named as the page opens (not as the app is built: reading it may download Tiny Shakespeare)
+    gr.on(None, lambda: gr.Radio(choices=source_choices(ctx.corpus())), None, source, api_name="tokenize_corpus_label",
+          api_visibility="private", show_progress="hidden")
     run = gr.Button("Tokenize", variant="primary")
     chips = gr.HTML(label="Tokens")
     stats = gr.Markdown(label="counts")

@@ -40,7 +40,7 @@ from playground.run import RunRequest
 from playground.server import admission, tenancy
 from playground.server.jobs import FAILED, FINISHED, STOPPED, JobStatus
 from playground.tokenizer import CharTokenizer, escape_char
-from playground.ui.common import AppContext, fold, friendly, keep_on_refusal
+from playground.ui.common import AppContext, default_corpus_choice, default_corpus_name, fold, friendly, keep_on_refusal
 from playground.ui.events import wire
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
@@ -82,17 +82,10 @@ LOCAL_OWNER = "this-process"  # a handler called from Python, with no browser or
 MEMORISING_PASSES = 20  # passes over the text past which the estimate says the model will memorise it
 
 
-def default_corpus_name(corpus: Corpus) -> str:
-    """What a run on the first corpus choice reads, in words: "Tiny Shakespeare", or offline "the built-in Sonnets"."""
-    return ("Tiny Shakespeare" if corpus.is_tiny_shakespeare else
-            "the built-in Sonnets" if corpus.source == "builtin" else corpus.label)
-
-
 def corpus_choices(corpus: Corpus) -> list[tuple[str, str]]:
     """The corpus radio's (label, value) pairs: the first is labelled with what it reads, so a server without Tiny
     Shakespeare does not show "Tiny Shakespeare" ticked while it trains on the Sonnets; the value stays the API's."""
-    first = "Tiny Shakespeare" if corpus.is_tiny_shakespeare else f"{default_corpus_name(corpus)} (no Tiny Shakespeare)"
-    return [(first, CORPORA[0]), *((choice, choice) for choice in CORPORA[1:])]
+    return [(default_corpus_choice(corpus), CORPORA[0]), *((choice, choice) for choice in CORPORA[1:])]
 
 
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
