@@ -212,21 +212,24 @@ def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str)
     # tables drawn: ranks within one of the page's (its values are rounded to 4 digits); QK's among the text's tokens,
     # at most its rank among every column
     words = panel.get_by_role("heading", name=f"What {head} does over your text").locator("xpath=..").inner_text()
-    line = re.search(r"Look for: outlined cells, position (\d+): QK row (\S+) ranks (\S+) (\d+)\w\w of the text's "
-                     r"(\d+); OV row (\S+) "
-                     r"(?:ranks (\S+) (\d+)\w\w of (\d+)|promotes (\S+) most)\.", words)
+    # (where the ranks are low, the line says so and which answer holds, and leaves out the rows' lengths)
+    line = re.search(r"Look for: outlined cells, position (\d+): QK row (\S+) ranks (\S+) (\d+)\w\w(?: of the text's "
+                     r"(\d+))?; OV row (\S+) "
+                     r"(?:ranks (\S+) (\d+)\w\w(?: of (\d+))?|promotes (\S+) most)\.( \w+ low: [^.]+; trust the chain "
+                     r"above\.)?", words)
     assert line, words
     # and what the head looks for over the whole text, above it (a learner could not say it from the tables)
-    assert re.search(r"(?:Looks (?:\d+ back|at .+|within its own word) \(.*\d+%.*\)|No one place; strongest look: "
-                     r"\S+@\d+ to \S+@\d+ \(\d\.\d\d\); most weight: .+, \d+% \(by chance: \d+%\)); writes \S+ most\.",
+    assert re.search(r"(?:Looks (?:\d+ back|at .+|within its own word) \(.*\d+%.*\)|No one place: where it looks "
+                     r"changes with the query); writes \S+ most\.",
                      words), words
-    _, query, key, qk_rank, in_text, attended, target, ov_rank, columns, most = line.groups()
-    assert attended == key and 1 <= int(qk_rank) <= int(in_text) <= vocabulary
+    _, query, key, qk_rank, in_text, attended, target, ov_rank, columns, most, low = line.groups()
+    assert (in_text is None) == bool(low) and (columns is None) == bool(low or most)
+    assert attended == key and 1 <= int(qk_rank) <= int(in_text or vocabulary) <= vocabulary
     row = qk["z"][qk["y"].index(query)]
     assert int(qk_rank) <= sum(v > row[qk["x"].index(key)] for v in row) + 2
     row = ov["z"][ov["y"].index(key)]
     if most is None:
-        assert int(columns) == vocabulary
+        assert int(columns or vocabulary) == vocabulary
         assert abs(int(ov_rank) - (sum(v > row[ov["x"].index(target)] for v in row) + 1)) <= 1
     else:  # a guess outside the tables' tokens (GPT-2's): the row's largest
         assert row[ov["x"].index(most)] == max(row)

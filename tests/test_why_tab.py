@@ -692,15 +692,19 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     assert f"it looked most at `h`@{where + 1}" in view.head_heading
     # its tables rank that key and the guess low, and say why in sight (a learner read them as contradicting it)
     in_sight = view.circuits_heading.split("<details>")[0]
-    # "tables skip layers 0–2" read as jargon that said the head did not do this (a ninth learner)
-    assert " Both low: tables skip layers 0–2." in in_sight
+    # "tables skip layers 0–2" read as jargon that said the head did not do this (a ninth learner); with the reason,
+    # a fifteenth still read two answers: the line says which one holds
+    assert " Both low: tables read characters, not layers 0–2; trust the chain above." in in_sight
     # what it looks for over the text, in sight (a learner could say what it did here, not what it looks for)
     # and, over the whole text, what it writes: the question mark it wrote here (a learner found no general line)
     # "nowhere in particular" read as contradicting the chain's 55% on one key: where it looks varies by position
-    # and, with no one place, its strongest look over the text (a tenth learner read "no one place" as nothing to say):
-    # from the space after "Romeo," to its R, the start of the word before
-    assert ("\n\nNo one place; strongest look: `␣`@54 to `R`@48 (0.94); most weight: the word before, 24% (by chance: "
-            "14%); writes `?` most." in in_sight)
+    # with no one place, that where it looks changes with the query (a tenth learner read "no one place" as nothing
+    # to say), the chain being what it did here: a fifteenth read "most weight: the word before" in sight as a second
+    # answer beside the chain's `h`. That place and its strongest look over the text, from the space after "Romeo," to
+    # its R, the start of the word before, are behind the fold
+    assert "\n\nNo one place: where it looks changes with the query; writes `?` most." in in_sight
+    assert ("Its strongest look: `␣`@54 to `R`@48 (0.94). Nearest to one place: the word before, 24% of its weight (by "
+            "chance: 14%).\n\nWhere else it looks" in view.circuits_heading.split("<details>")[1])
     assert visible_words(in_sight) <= MOST_WORDS
     # at position 30 the head with the longest bar (L2 H3) pushed the guess down, and its key ranks 4th of 32: the
     # tables agree with the chain, and a learner was told otherwise
@@ -782,10 +786,12 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             line = why_tab._in_the_tables(reading, position, layer, head)
             name = lambda i: why_tab._label(tokenizer.label(i))  # noqa: E731
             ranks, why = (re.split(r" (?=(?:Both|QK|OV) low: )", line) + [""])[:2]
+            # where they are low the line says which answer holds, and leaves out the rows' lengths
+            of_text, of_rows = ("", "") if why else (f" of the text's {len(in_text)}",
+                                                     f" of {model.config.vocabulary_size}")
             assert ranks == (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks "
-                             f"`{name(looked)}` {why_tab._ordinal(qk_rank)} of the text's {len(in_text)}; OV row "
-                             f"`{name(looked)}` ranks "
-                             f"`{name(target)}` {why_tab._ordinal(ov_rank)} of {model.config.vocabulary_size}.")
+                             f"`{name(looked)}` {why_tab._ordinal(qk_rank)}{of_text}; OV row `{name(looked)}` ranks "
+                             f"`{name(target)}` {why_tab._ordinal(ov_rank)}{of_rows}.")
             # a second stranger read low ranks as the tables contradicting the chain: past the first layer they say
             # why, naming the layers whose writes the tables do not read
             # a third found "4th of 32" called low, and a target the head pushed down called low though the chain
@@ -804,8 +810,8 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             if why:
                 # and which of the two ranks is low (a fourth stranger could not tell)
                 assert why == ("Both" if len(lows) == 2 else lows[0]) + " low: " + (
-                    "tables leave out position." if by_position
-                                                         else "tables skip layer 0.")
+                    "tables leave out position; " if by_position else "tables read characters, not layer 0; ") + \
+                    "trust the chain above."
                 whys += 1
             lines += 1
             # the same cells outlined on /why's tables, as the heads deck sends them to the page

@@ -91,7 +91,11 @@ IMPORTANT_BARS = 3  # bars labelled first in each chart of a head's reading: the
 LOOK_FOR_CIRCUITS = "**Look for:** dark blue cells: strong pairs."  # where no cell is outlined (_in_the_tables)
 LOOKS_LISTED = 4  # more places a head looks over the text, behind the fold
 WRITES_LISTED = 3  # the tokens a head raises most over the text, behind the fold (the first in sight)
-NEAREST = {"own word": "its own word"}  # a place named after "most:" (WORD_PLACES' "within" does not read there)
+NEAREST = {"own word": "its own word"}  # a place named after "one place:" (WORD_PLACES' "within" does not read there)
+# a head with no one place over the text: where it looked at the position on screen is the chain's, above (a learner
+# read "most weight: the word before" in sight as a second answer beside the chain's key there)
+CHAIN_HOLDS = "trust the chain above"  # where the tables' ranks are low (_in_the_tables): it is what the head did
+NO_ONE_PLACE = "No one place: where it looks changes with the query"
 WORD_PLACES = {"own word": "within its own word", "previous word": "at the word before", "word start": "at word starts"}
 LOOKS_RATIO = 1.5  # a place gets this many times an even spread's weight: the head looks there more than chance (word
 # starts are a quarter of a text's keys: a head with 49% on them against 25% was said to look nowhere in particular)
@@ -729,12 +733,13 @@ def _table_cells(reading: _Reading, position: int, layer: int, which: int) -> tu
 
 def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> str:
     """The circuits' Look-for line: where this position's query and the key it looked at most sit in the head's
-    tables below, in words: "**Look for:** outlined cells, position 85: QK row `o` ranks `h` 29th of the text's 32;
-    OV row `h` ranks `?` 18th of 65. Both low: tables skip layers 0–2." A stranger
-    read the tables' strongest pairs, unrelated to the position, as what the head did here; a second, shown the
-    ranks, found them contradicting the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason
-    behind the fold. A low rank (_low: the key in QK, or the target in OV where the head pushed it up) is named, and
-    its reason said: a head that looks by position (_by_position), at any
+    tables below, in words: "**Look for:** outlined cells, position 30: QK row `e` ranks `f` 4th of the text's 32;
+    OV row `f` ranks `␣` 39th of 65.", and where they are low "… QK row `o` ranks `h` 29th; OV row `h` ranks `?` 18th.
+    Both low: tables read characters, not layers 0–2; trust the chain above." A stranger read the tables' strongest
+    pairs, unrelated to the position, as what the head did here; a second, shown the ranks, found them contradicting
+    the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason behind the fold; a later one, given
+    the reason, still read two answers. A low rank (_low: the key in QK, or the target in OV where the head pushed it
+    up) is named, its reason said, and that the chain holds: a head that looks by position (_by_position), at any
     layer, reads what the tables leave out; past the first layer, the layers before. A target outside the tables (a
     BPE guess) gives what the key's OV row promotes most instead. Where the query or the key is outside them (a long
     BPE text) nothing is outlined, and the line is LOOK_FOR_CIRCUITS. The same cells are outlined on the tables
@@ -752,21 +757,25 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     ov_rank = None
     if rows[column] == reading.attributions[position].target_id:
         ov_rank = int((ov[key] > ov[key, column]).sum()) + 1
-        promotes = f"ranks `{name(column)}` {_ordinal(ov_rank)} of {len(rows)}"
-    else:  # a BPE guess outside the table's tokens: what the row promotes most among them
-        promotes = f"promotes `{name(column)}` most"
     # a target the head pushed down ranks low in the key's OV row as the chain says: no reason to give
     pushed_up = reading.attributions[position].head(layer, which) > 0
     lows = [kind for kind, low in (("QK", _low(qk_rank, len(in_text))),
                                    ("OV", ov_rank is not None and pushed_up and _low(ov_rank, len(rows)))) if low]
     low = " Both low:" if len(lows) == 2 else f" {''.join(lows)} low:"  # which rank (a learner could not tell)
+    # which answer holds, said with the reason: a learner given low ranks beside the chain's key read two answers.
+    # Then the ranks go without their rows' lengths ("29th", not "29th of the text's 32"): "low" says as much, and
+    # the words in sight stay within 60
     why = ""
     if lows and _by_position(_looks(reading, layer, which)):
-        why = f"{low} tables leave out position."
+        why = f"{low} tables leave out position; {CHAIN_HOLDS}."
     elif layer > 0 and lows:  # the tables read embeddings alone (the direct path), not what the layers before wrote
-        why = f"{low} tables skip {f'layers 0–{layer - 1}' if layer > 1 else 'layer 0'}."
+        before = f"layers 0–{layer - 1}" if layer > 1 else "layer 0"
+        why = f"{low} tables read characters, not {before}; {CHAIN_HOLDS}."
+    of_text, of_rows = ("", "") if why else (f" of the text's {len(in_text)}", f" of {len(rows)}")
+    promotes = (f"ranks `{name(column)}` {_ordinal(ov_rank)}{of_rows}" if ov_rank is not None
+                else f"promotes `{name(column)}` most")  # a BPE guess outside the table's tokens: its row's first
     return (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks `{name(key)}` "
-            f"{_ordinal(qk_rank)} of the text's {len(in_text)}; OV row `{name(key)}` {promotes}.{why}")
+            f"{_ordinal(qk_rank)}{of_text}; OV row `{name(key)}` {promotes}.{why}")
 
 
 def _looks(reading: _Reading, layer: int, which: int) -> list[head_scores.Look]:
@@ -826,12 +835,12 @@ def _looks_line(reading: _Reading, layer: int, which: int) -> str:
     """What the head does over the learner's text, in sight under "What L0 H2 does over your text": "Looks 1 back (92%
     of its weight overall; by chance: 5%); writes `␣` most.", with a second place where one shares no key with the first
     and comes near it (_beside: "Looks at `\\n` (23% …) and at position 0 (20%; 5%)"); where no place gets LOOKS_RATIO
-    times an even spread and LOOKS_CLEARLY beyond it (_clear), that it has no one place, with its strongest look over
-    the text (head_scores.strongest_look: "`␣`@54 to `R`@48 (0.94)", one concrete look) and the place that comes
-    nearest. The QK and OV tables cannot say either: a previous-token head looks by position, which
-    they leave out, and a later layer's head reads what the layers before wrote (a learner could say what L3 H1 did
-    at one position, not what it looks for or writes). What it writes is the token _writes puts first. More behind the
-    fold (_looks_more); only what it writes where its weights were not read."""
+    times an even spread and LOOKS_CLEARLY beyond it (_clear), that where it looks changes from query to query, the
+    chain above being what it did at the position on screen; its strongest look and the place that comes nearest are
+    behind the fold (_looks_more): in sight, "most weight: the word before" read as a second answer beside the chain's
+    key at that position. The QK and OV tables cannot say either: a previous-token head looks by position, which
+    they leave out, and a later layer's head reads what the layers before wrote. What it writes is the token _writes
+    puts first. Only what it writes where its weights were not read."""
     looks = _looks(reading, layer, which)
     writes = f"writes `{_label(reading.tokenizer.label(_writes(reading, layer, which)[0][0]))}` most"
     if not looks:
@@ -844,13 +853,23 @@ def _looks_line(reading: _Reading, layer: int, which: int) -> str:
         # "overall": a learner read the text's average as where the head looked at the position on screen
         return (f"\n\nLooks {_look_name(reading, top)} ({top.share:.0%} of its weight overall; by "
                 f"chance: {top.chance:.0%}){beside}; {writes}.")
+    return f"\n\n{NO_ONE_PLACE}; {writes}."
+
+
+def _no_one_place_more(reading: _Reading, layer: int, which: int) -> str:
+    """For the fold of a head with no one place (_looks_line): its strongest look over the text (one concrete look,
+    head_scores.strongest_look: "`␣`@54 to `R`@48 (0.94)") and the place that comes nearest to one; "" for a head
+    that has one."""
+    looks = _looks(reading, layer, which)
+    if not looks or _clear(looks[0]):
+        return ""
+    top = looks[0]
     nearest = NEAREST.get(top.kind) or _look_name(reading, top).removeprefix("at ")
-    # words in sight are few (60 with the tables' line): "where it looks varies by position" gave way to the example
     strongest = head_scores.strongest_look(reading.keys[(layer, which)][0])
     example = "" if strongest is None else \
-        f"; strongest look: {_at(reading, strongest[0])} to {_at(reading, strongest[1])} ({strongest[2]:.2f})"
-    return (f"\n\nNo one place{example}; most weight: {nearest}, {top.share:.0%} (by chance: {top.chance:.0%}); "
-            f"{writes}.")
+        f"Its strongest look: {_at(reading, strongest[0])} to {_at(reading, strongest[1])} ({strongest[2]:.2f}). "
+    return (f"{example}Nearest to one place: {nearest}, {top.share:.0%} of its weight (by chance: "
+            f"{top.chance:.0%}).\n\n")
 
 
 def _at(reading: _Reading, position: int) -> str:
@@ -877,16 +896,17 @@ def _looks_more(reading: _Reading, layer: int, which: int) -> str:
                        for token, value in _writes(reading, layer, which))
     wrote = (f"What it writes most over your text, its mean share of each logit less the mean over every logit: "
              f"{writes}.\n\n")
+    first = _no_one_place_more(reading, layer, which)
     every = _looks(reading, layer, which)
-    named = [*every[:1], _beside(reading, every)]  # in sight already (_looks_line)
+    named = [*every[:1], _beside(reading, every)]  # in sight already (_looks_line), or just before (_no_one_place_more)
     looks = [look for look in every if look not in named and _above(look)][:LOOKS_LISTED]
     if not looks:
-        return wrote
+        return first + wrote
     listed = "; ".join(f"{_look_name(reading, look)} {look.share:.0%} ({look.chance:.0%})" for look in looks)
     words = " A word is a run of letters: spaces and punctuation are in none." if isinstance(
         reading.tokenizer, CharTokenizer) else ""
-    return (f"Where else it looks over your text, weight (and by chance): {listed}. \"By chance\" is what a place "
-            f"would get if the head spread its weight evenly over every position a query may see. The line above "
+    return (f"{first}Where else it looks over your text, weight (and by chance): {listed}. \"By chance\" is what a "
+            f"place would get if the head spread its weight evenly over every position a query may see. The line above "
             f"names a place that gets at least {LOOKS_RATIO:g} times its chance and {LOOKS_CLEARLY * 100:g} points of "
             f"weight more than chance.{words}\n\n{wrote}")
 
