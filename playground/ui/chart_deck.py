@@ -37,16 +37,18 @@ NARROW_WIDTH = 480  # px: a screen this narrow or less thins every chart's x lab
 # clientY): there a pick listens for it, not for clicks, as Chromium sent no click with a place for a third of the
 # taps on a heatmap after a sideways swipe
 TAP_EVENT = "chartdecktap"
+DRAWN_EVENT = "chartdeckdrawn"  # sent on the document once a deck's view is drawn (detail: the deck's name)
 WAITING_ATTR = "data-deck-waiting"  # on the page's html element: the decks whose view is of settings the page left
 WAITING_NOTE = "Drawing the view for the new settings…"
 WAITING_AFTER_S = 0.3  # an answer this quick shows no sign of waiting (a flicker on every change)
+TAP_READ_MS = 60  # a tap's value is drawn this long after the tap, once its own events have run (a pick's among them)
 
 # Defines window.chartDeck once per page: take(name, raw) keeps a deck's views, draw(name, view) draws one.
 DECK_JS = """
 window.chartDeck = window.chartDeck || (() => {
   const decks = {};
   const touch = window.matchMedia('(pointer: coarse)').matches;
-  const TAP_READ_MS = 60;
+  const TAP_READ_MS = """ + str(TAP_READ_MS) + """;
   const TAP_SLOP_PX = 10;  // a finger that moved further is a swipe, not a tap
   const TAP_SCROLL_PX = 80;  // the page scrolled this far from a value shown: it is put away
   const SWIPE_CLICK_MS = 1000;  // a click this soon after a swipe over the chart ends that swipe
@@ -371,6 +373,7 @@ window.chartDeck = window.chartDeck || (() => {
     });
     slots.forEach(({figure, host}, slot) => paint(Plotly, host, fitted(name, figure, host, slot), stamp));
     deck.drawn = stamp;  // the view on screen, as draw_js(more=True) asks
+    document.dispatchEvent(new CustomEvent('""" + DRAWN_EVENT + """', {detail: {name}}));
     prepare(name, Plotly);
     return shown;
   }

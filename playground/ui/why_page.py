@@ -69,11 +69,14 @@ PART_NOTE_CLASS = "why-part-note"  # the note's paragraph in it (the element tak
 # and the page says so, and what its bar is, where it was clicked ({name}: the bar's)
 PART_NOTES = {
     "mlp": "**{name}** has no attention pattern to open: an MLP reads only this position's own stream and writes "
-           "back into it. Its bar is what that write adds to the bars' total here.",
+           "back into it. Its bar, {value}, is what that write adds to the bars' total here.",
     "embedding": "The **{name}** has no attention pattern: it is what this character (or its place) writes before "
-                 "any layer, read straight by the final norm and the LM head.",
-    "bias": "**{name}**: a constant, the same whatever the text, with no pattern to open.",
+                 "any layer, read straight by the final norm and the LM head. Its bar: {value}.",
+    "bias": "**{name}**: a constant, the same whatever the text, with no pattern to open. Its bar: {value}.",
 }
+# after a part's note, which head the views below still show (a learner tapped an MLP's bar and found the head
+# before it still outlined and open, and read the view as half changed); {head}: the outlined bar's
+PART_NOTE_STAYS = " The views below stay **{head}**'s, outlined above."
 # A click on a bar of the attribution chart (on a touch screen, the chart deck's tap: chart_deck.TAP_EVENT): the bar
 # whose row is under the pointer names a part; a head's name goes into the hidden box, whose change opens that head.
 PICK_JS = """
@@ -94,7 +97,14 @@ if (!window.whyBarPicks) {
         note = host.appendChild(Object.assign(document.createElement('p'), {className: '""" + PART_NOTE_CLASS + """'}));
       }
       const kind = /MLP$/.test(name) ? 'mlp' : /embedding$/.test(name) ? 'embedding' : 'bias';
-      const words = /^L\\d+ H\\d+$/.test(name) ? '' : """ + json.dumps(PART_NOTES) + """[kind].replace('{name}', name);
+      const index = bars.customdata.indexOf(name), value = Number(bars.x[index]);
+      const widths = (bars.marker && bars.marker.line && bars.marker.line.width) || [];
+      const open = Array.isArray(widths) ? bars.customdata[widths.findIndex(width => width > 0)] : undefined;
+      const words = /^L\\d+ H\\d+$/.test(name) ? '' : """ + json.dumps(PART_NOTES) + """[kind].replace('{name}', name)
+        .replace('{value}', (value >= 0 ? '+' : '') + value.toFixed(2)) +
+        (open ? """ + json.dumps(PART_NOTE_STAYS) + """.replace('{head}', open) : '');
+      // the note answers the tap: no value label beside it (a finger's label stayed over the bar for seconds)
+      if (words) window.chartDeck?.picked(chart);
       note.innerHTML = words.replace(/\\*\\*(.+?)\\*\\*/g, (_, bold) => '<b>' +
         bold.replace(/[&<>]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'})[c]) + '</b>');
       note.hidden = !words;
