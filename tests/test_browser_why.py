@@ -748,6 +748,13 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
     stage = page.locator(f"#{attention_tab.STAGE_ELEM_ID}")
     expect(stage.get_by_role("heading", level=3)).to_be_in_viewport(ratio=1)
     expect(stage.get_by_text("Look for:")).to_be_in_viewport(ratio=1)
+    # the heatmap's title, scrolled under the heading with its top rows, is written under the heading (trial 15 found
+    # it hidden there); scrolled back to the top, the title is in sight again and the line goes
+    page.wait_for_function("stage => getComputedStyle(stage, '::after').content.startsWith('\"Under it: attention "
+                           "weights')", arg=stage.element_handle(), timeout=WAIT_MS)
+    page.evaluate("([plot, stage]) => window.scrollBy(0, plot.getBoundingClientRect().top - "
+                  "stage.getBoundingClientRect().bottom - 20)", [weights.element_handle(), stage.element_handle()])
+    expect(stage).not_to_have_attribute("data-under", re.compile(".*"))
     # nothing that scrolls under it is drawn over it (Gradio's labels, at z-index 40, showed through)
     assert stage.evaluate("""stage => { const z = Number(getComputedStyle(stage).zIndex);
         return [...stage.closest('[role="tabpanel"]').querySelectorAll('*')].filter(e => !stage.contains(e))

@@ -103,6 +103,10 @@ input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--che
 @media (min-width: {STICKY_MIN_WIDTH}px) and (min-height: {STICKY_MIN_HEIGHT}px) {{
   #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open])) {{ position: sticky; top: 0;
     z-index: calc(var(--layer-4) + 1); background: var(--body-background-fill); }}
+  /* the title of the chart scrolled under it (attention_tab.UNDER_HEADING_JS), and a rule where the charts go under */
+  #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open]))[data-under]::after {{ content: "Under it: " attr(data-under);
+    display: block; padding: 2px 0 4px; font-size: var(--text-sm); color: var(--body-text-color-subdued);
+    border-bottom: 1px solid var(--border-color-primary); }}
 }}
 @media (max-width: {PHONE_WIDTH}px) {{
   .js-plotly-plot .modebar-container {{ display: none; }}

@@ -512,10 +512,12 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
 
 DECK = "attention"  # the page's chart deck: figures 1-3, the query's score bars, its weight bars
 QUERY_ELEM_ID = "attention-query"  # the query position's box, which a click on a heatmap's row writes
+ROW_FOOT_PX = 80  # a framed row sent to the foot of the screen stops this far above it (room for the keys' labels)
 # The query position written by another tab (the Why tab's "Step through"), drawn as a typed one is (a position alone
 # that changed asked nothing of the server: the box answers its input event, not a change), and the page at the stage;
-# once the framed row is drawn for that query, it is scrolled to the middle of the screen where it lies outside it or
-# under the stage's heading, which stays at the top of a wide screen (ui.CSS). Where the heading does not stick (a
+# once the framed row is drawn for that query, where it lies outside the screen or under the stage's heading, which
+# stays at the top of a wide screen (ui.CSS), the chart's top is scrolled to the heading, or the row to the screen's
+# foot where it would not be on screen then. Where the heading does not stick (a
 # phone), the heading stays at the top of the screen, the row below it: two learners sent to the last row of an
 # 86-token heatmap saw neither the stage's name nor what to look for
 QUERY_SHOWN_JS = """() => {
@@ -524,6 +526,7 @@ QUERY_SHOWN_JS = """() => {
   const stage = document.getElementById('""" + STAGE_ELEM_ID + """');
   """ + scroll_to_js(STAGE_ELEM_ID) + """
   const query = box ? box.value : '';
+  const ROW_FOOT_PX = """ + str(ROW_FOOT_PX) + """;
   let tries = 0;
   const framed = () => {
     const plot = [...document.querySelectorAll("[id^='""" + DECK + """-chart-'] .js-plotly-plot")]
@@ -536,9 +539,14 @@ QUERY_SHOWN_JS = """() => {
         """ + scroll_to_js(STAGE_ELEM_ID) + """
         return;
       }
-      const y = plot.getBoundingClientRect().top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
-      const under = stage.getBoundingClientRect().bottom;
-      if (y < under || y > window.innerHeight - 40) window.scrollBy({top: y - (under + window.innerHeight) / 2});
+      const top = plot.getBoundingClientRect().top;
+      const y = top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
+      const under = stage.getBoundingClientRect().bottom, foot = window.innerHeight - ROW_FOOT_PX;
+      // the chart's top (its title) just under the heading where the row is on screen then; else the row near the
+      // screen's foot, as much of the chart above it in sight as fits (its title written under the heading)
+      if (y < under || y > window.innerHeight - 40) {
+        window.scrollBy({top: y - (top - under) <= foot ? top - under : y - foot});
+      }
     } else if (++tries < 50) setTimeout(framed, 100);
   };
   setTimeout(framed, 100);
@@ -568,6 +576,41 @@ if (!window.attentionRowPicks) {
   };
   document.addEventListener('click', event => window.chartDeck?.touch || pick(event.target, event));
   document.addEventListener('""" + chart_deck.TAP_EVENT + """', event => pick(event.target, event.detail));
+}
+"""
+# Where the stage's heading sticks to the top of a wide screen (ui.CSS), the title of the chart whose top has
+# scrolled under it is written under the heading (the stage's data-under, which ui.CSS shows): sent from the Why tab
+# to the last row of an 86-token heatmap, a learner found its title and colour bar hidden under the heading
+UNDER_HEADING_JS = """
+if (!window.attentionUnderHeading) {
+  window.attentionUnderHeading = true;
+  let queued = false;
+  const title = plot => String((plot.layout && plot.layout.title && (plot.layout.title.text ?? plot.layout.title))
+    || '').replace(/<br\\s*\\/?>/g, ' ').replace(/<[^>]+>/g, '').replace(/\\s+/g, ' ').trim();
+  const mark = () => {
+    queued = false;
+    const stage = document.getElementById('""" + STAGE_ELEM_ID + """');
+    if (!stage) return;
+    let under = '';
+    if (stage.offsetParent && getComputedStyle(stage).position === 'sticky') {
+      const edge = stage.getBoundingClientRect().bottom;
+      const plot = [...document.querySelectorAll("[id^='""" + DECK + """-chart-'] .js-plotly-plot")].find(p => {
+        if (!p.offsetParent || getComputedStyle(p).visibility === 'hidden' || !p.layout) return false;
+        const box = p.getBoundingClientRect(), named = p.querySelector('.gtitle');
+        // its title gone under the heading, and enough of the chart still below it to be read
+        return (named ? named.getBoundingClientRect().bottom : box.top) <= edge + 1 && box.bottom > edge + 60;
+      });
+      under = plot ? title(plot) : '';
+    }
+    if ((stage.dataset.under || '') !== under) {
+      if (under) stage.dataset.under = under;
+      else delete stage.dataset.under;
+    }
+  };
+  const queue = () => { if (!queued) { queued = true; requestAnimationFrame(mark); } };
+  window.addEventListener('scroll', queue, {passive: true});
+  window.addEventListener('resize', queue);
+  document.addEventListener('""" + chart_deck.DRAWN_EVENT + """', queue);
 }
 """
 DECK_SLOTS = range(5)
@@ -940,7 +983,7 @@ def build(ctx: AppContext) -> Opened:
         query = gr.Number(-1, label="query position (-1 = the last token)",
                           info="its row is framed in orange on the heatmaps; click a row to choose it",
                           elem_id=QUERY_ELEM_ID)
-        gr.HTML("", js_on_load=ROW_PICK_JS, padding=False, min_height=0)
+        gr.HTML("", js_on_load=ROW_PICK_JS + UNDER_HEADING_JS, padding=False, min_height=0)
         with gr.Row():
             chart_deck.hosts(DECK, DECK_SLOTS[3:])
         query_md = gr.Markdown(label="values mixed")
