@@ -453,6 +453,7 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     position.fill(str(wanted))
     position.press("Enter")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text(f"(position {wanted})", timeout=WAIT_MS)
+    expect(panel.locator("#why-part-note p")).to_be_hidden()  # the MLP's value was the position before's
     expect(chain_plot(panel)).to_contain_text(chain_title(None, wanted), timeout=WAIT_MS)
     # the answer scrolled into view (a stranger found its heading at 730-755 px of 844)
     page.wait_for_function("""() => { const box = document.querySelector('#why-heading').getBoundingClientRect();

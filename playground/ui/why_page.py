@@ -105,6 +105,8 @@ if (!window.whyBarPicks) {
         (open ? """ + json.dumps(PART_NOTE_STAYS) + """.replace('{head}', open) : '');
       // the note answers the tap: no value label beside it (a finger's label stayed over the bar for seconds)
       if (words) window.chartDeck?.picked(chart);
+      const why = window.chartDeck?.decks?.['""" + DECK + """'];
+      note.dataset.view = why ? why.key + '|' + why.shown : '';  // the position whose bar it names (compose)
       note.innerHTML = words.replace(/\\*\\*(.+?)\\*\\*/g, (_, bold) => '<b>' +
         bold.replace(/[&<>]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'})[c]) + '</b>');
       note.hidden = !words;
@@ -237,6 +239,9 @@ window.whyPage = window.whyPage || (() => {
     columns('""" + CIRCUITS_DECK + """').forEach(block => { block.style.display = ''; });
     const name = String(asked < 0 ? asked + length : asked), stamp = ' #' + Date.now();
     const view = await window.chartDeck.draw('""" + DECK + """', name);
+    // a part's note names its bar's value at the position it was clicked at: gone at another (or the other split)
+    const note = document.querySelector('#""" + PART_NOTE_ELEM_ID + """ p.""" + PART_NOTE_CLASS + """');
+    if (note && !note.hidden && note.dataset.view !== why.key + '|' + name) note.hidden = true;
     if (!view) return [undefined, undefined, undefined, undefined, 'position ' + name + stamp, undefined, undefined];
     const chosen = head && head !== """ + json.dumps(STRONGEST) + """ ? head : view.texts[1];
     markChosen(chosen);
