@@ -711,6 +711,14 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     thirty = why_tab.explain(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, 30, "")
     assert thirty.numbers["head"]["name"] == "L2 H3" and "ranks `f` 4th of the text's 32" in thirty.circuits_heading
     assert " low: " not in thirty.circuits_heading
+    # it pushed the guess down, and its heading says so in words (trial 16 found only the sign saying it); L3 H1, which
+    # pushed it up, is said as no head against anything
+    assert "Its part of the logit difference: -0.559 of +1.947, **against** `␣`." in thirty.head_heading
+    assert "against" not in view.head_heading
+    # behind the fold, past the first layer, the pairs are said to be the tables' (trial 16 read "`o` looks for `J`" as
+    # a second answer), with the rule for a low rank
+    fold = view.circuits_heading.split("<details>")[1]
+    assert "Like the tables, the pairs below read the characters alone" in fold and why_tab.LOW_RANKS in fold
     reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     assert reading.effects[0].layer == 3 and reading.effects[0].head == 1  # the most needed head, too
     assert min(effect.added for effect in reading.effects) > -0.05

@@ -104,6 +104,11 @@ BESIDE = 0.5  # a second place, sharing no key with the first, named beside it w
 # heads looked within their own word, with nearly as much of their weight there over the text)
 LOOKS_CLEARLY = 0.15  # a place gets this much of a head's weight beyond an even spread: the head looks there (a
 # learner read L3 H1's 9% on newlines, against 3%, as its job, which no chain of it showed)
+# when the Look-for line calls a rank low (_low, _in_the_tables), said behind the fold: a stranger found "18th" low at
+# one position and "39th of 65" unremarked at another (where the head had pushed the guess down)
+LOW_RANKS = (f"The Look-for line calls a rank low past the {TABLE_RANK_SHOWN}rd and past a quarter of its row; the "
+             "guess's rank in OV only where the head pushed it up, since one it pushed down ranks low as the chain "
+             "says.")
 CIRCUIT_MORE = ("Both tables read each character's token embedding alone, without its position, through the "
                 "layer's LayerNorm: for a layer past the first that is the direct path, as if the head read the input "
                 "itself. QK: the scaled score a query character gives a key character (softmax runs over a row). OV: "
@@ -514,8 +519,11 @@ def _head_heading(reading: _Reading, position: int, layer: int, which: int) -> s
     # for a" as what it did here)
     looked = _looked_most(reading, position, layer, which)
     at = " and ".join(f"{_at(reading, i)} ({float(weights[i]):.2f})" for i in looked)
+    # a head below zero said in words: where no head decides, the head with the longest bar can be one that worked
+    # against the guess, and a stranger found only its sign saying so
+    against = f", **against** `{_label(reading.tokenizer.label(parts.target_id))}`" if part < 0 else ""
     return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
-            f"of {what}: {part:+.3f} of {parts.logit:+.3f}. After `{reading.tokens[position]}` it looked most "
+            f"of {what}: {part:+.3f} of {parts.logit:+.3f}{against}. After `{reading.tokens[position]}` it looked most "
             f"at {at}. {pushed}: `{reading.tokens[top]}` at {top} (weight {float(weights[top]):.2f}, "
             f"{float(shares[top]):+.3f}).")
 
@@ -951,12 +959,16 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
     # a learner read layer 0's "`!` looks for `!`" against its line in sight, "1 back: 74%"
     by_position = ("This head looks by position, which the tables leave out: their pairs say little of it. "
                    if _by_position(_looks(reading, layer, which)) else "")
+    # past the first layer the pairs are the direct path's, like the tables: a stranger read "`o` looks for `J`" as a
+    # second answer beside the chain
+    direct_pairs = ("Like the tables, the pairs below read the characters alone, not what the layers before wrote; the "
+                    "chain above is what the head did. " if layer > 0 else "")
     # the strongest pairs in sight, the rest behind the fold (a stranger counted 94 words before it)
     heading = (f"### What {chosen} does over your text{_looks_line(reading, layer, which)}{HERE}\n\n"
                f"<details><summary>more</summary>\n\n{_looks_more(reading, layer, which)}"
-               f"{by_position}The strongest pairs among your text's characters: "
+               f"{by_position}{direct_pairs}The strongest pairs among your text's characters: "
                f"{'; '.join(looks)}; {'; '.join(promotes)}.{shown_of}\n\n"
-               f"{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE}\n\n</details>")
+               f"{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE} {LOW_RANKS}\n\n</details>")
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}{direct}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
     ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}{direct}: attended (row) → next character",
@@ -1279,9 +1291,11 @@ def head_on_screen(heading: str) -> tuple[int, int, int]:
 
 
 def build(ctx: AppContext) -> ToAttention:
+    # the other tabs start from "To be, or not to be"; "the guess's lead": knocked out, the head leaves the guess
+    # standing, and a stranger read "writes most of the guess" against that
     gr.Markdown("Which parts of the model wrote its guess for the next character, what one head looks for and "
                 "writes, and what the model loses without it. The text starts as Juliet's line, where one head "
-                "writes most of the guess; type your own.")  # the other tabs start from "To be, or not to be"
+                "writes most of the guess's lead over the runner-up; type your own.")
     with gr.Row():
         checkpoint = checkpoint_dropdown(ctx, "why", scale=2)
         position = gr.Number(-1, label="position (-1 = last)", info="the model guesses what comes after it")
