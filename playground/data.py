@@ -171,8 +171,7 @@ def tiny_shakespeare(allow_download: bool = True) -> Corpus:
         text = _download(url)
     except (OSError, urllib.error.URLError, CorpusError) as exc:
         logger.warning("Tiny Shakespeare download from %s failed (%s); using the built-in corpus", url, exc)
-        return builtin_corpus("the Tiny Shakespeare download failed (the server log says why), "
-                              "so the built-in Sonnets are used")
+        return builtin_corpus("the Tiny Shakespeare download failed, so the built-in Sonnets are used")
     _write_atomically(cached, text)
     return Corpus(TINY_SHAKESPEARE_NAME, text, "download", "downloaded once and cached for next time")
 

@@ -105,7 +105,7 @@ input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--che
     z-index: calc(var(--layer-4) + 1); background: var(--body-background-fill); }}
   /* the title of the chart scrolled under it (attention_tab.UNDER_HEADING_JS), and a rule where the charts go under */
   #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open]))[data-under]::after {{ content: "Under it: " attr(data-under);
-    display: block; padding: 2px 0 4px; font-size: var(--text-sm); color: var(--body-text-color-subdued);
+    display: block; padding: 2px 0 4px; font-size: var(--text-md); color: var(--body-text-color);
     border-bottom: 1px solid var(--border-color-primary); }}
 }}
 @media (max-width: {PHONE_WIDTH}px) {{

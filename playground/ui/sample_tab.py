@@ -79,13 +79,18 @@ def step_pick_js(delta: int) -> str:
 }"""
 
 
-# On a phone the inspector's first chart, once drawn, is brought fully onto the screen (it opens below the text).
+# The inspector's first chart, once drawn, is brought fully onto the screen (it opens below the text): on a phone to
+# the top of the screen, on a wider one by as little as shows it whole (a stranger clicked a character on a desktop
+# and found both charts just below the screen)
 REVEAL_JS = """
 window.sampleReveal = window.sampleReveal || (() => {
   const chart = document.getElementById('""" + INSPECT_DECK_ID + """-chart-0');
-  if (!chart || window.innerWidth >= """ + str(PHONE_WIDTH) + """) return;
+  if (!chart) return;
   const box = chart.getBoundingClientRect();
-  if (box.top < 0 || box.bottom > window.innerHeight) chart.scrollIntoView({behavior: 'smooth', block: 'start'});
+  const phone = window.innerWidth < """ + str(PHONE_WIDTH) + """;
+  if (box.top < 0 || box.bottom > window.innerHeight) {
+    chart.scrollIntoView({behavior: 'smooth', block: phone ? 'start' : 'nearest'});
+  }
 });
 """
 # A picked character: drawn from the deck the page holds when it is there for the layer and head in the fields
