@@ -594,10 +594,22 @@ def test_the_toy_presets_model_explained_head_by_head(request, server, viewport)
     expect_no_error(page)
 
 
+# the heatmap's framed row is that of query ``last``, on the screen below the stage's heading
+FRAMED_ROW_IN_SIGHT = (
+    "([el, last]) => { const s = (el.layout.shapes || [])[0]; if (!s || !el._fullLayout) return false;"
+    " const row = Math.round((s.y0 + s.y1) / 2), size = el._fullLayout._size;"
+    " if (!String(el.data[0].customdata[row][0]).startsWith('row ' + last + ' ')) return false;"
+    " const y = el.getBoundingClientRect().top + size.t + el._fullLayout.yaxis.l2p(row);"
+    f" const under = document.getElementById('{attention_tab.STAGE_ELEM_ID}').getBoundingClientRect().bottom;"
+    " return y >= under && y <= window.innerHeight; }")
+
+
 def test_on_a_phone_the_head_opens_in_the_attention_tab_at_its_stage(phone):
     """Sent from the default position (the text's last, at the foot of the heatmap), two learners found the page on
     the framed row with the stage's heading and its Look-for line 900 px above the screen. On a phone, where the
-    heading does not stay at the top, the page shows the heading, the row below it."""
+    heading does not stay at the top, the page shows the heading, the row below it; where the row would then be below
+    the screen (a learner found it 470 px below), the heading is pinned at the top and the row brought up under it,
+    the heatmap, wider than the screen, scrolled sideways to the row's heaviest key (it opened at key 0)."""
     page = phone
     panel = open_tab(page, "Why")
     shown = panel.get_by_role("heading", name=re.compile(r"^L\d+ H\d+ at position \d+"))
@@ -617,6 +629,16 @@ def test_on_a_phone_the_head_opens_in_the_attention_tab_at_its_stage(phone):
     page.wait_for_function("el => Math.abs(el.getBoundingClientRect().top) < 2", arg=stage.element_handle(),
                            timeout=WAIT_MS)
     expect(stage.get_by_text("Look for:")).to_be_in_viewport(ratio=1)
+    page.wait_for_function(FRAMED_ROW_IN_SIGHT, arg=[weights.element_handle(), last], timeout=WAIT_MS)
+    expect(stage).to_have_attribute("data-pinned", "")
+    assert weights.evaluate("""el => { const s = el.layout.shapes[0], row = Math.round((s.y0 + s.y1) / 2);
+        const values = el.data[0].customdata[row].map(cell => Number((/value (\\S+)$/.exec(cell) || [])[1]));
+        const best = values.indexOf(Math.max(...values.filter(Number.isFinite)));
+        const x = el._fullLayout._size.l + el._fullLayout.xaxis.l2p(best) - el.parentElement.scrollLeft;
+        return el.parentElement.scrollLeft > 0 && x > el._fullLayout._size.l && x < el.parentElement.clientWidth; }""")
+    # scrolled back up to the heatmap's top, the heading goes back to its place
+    page.evaluate("el => window.scrollBy(0, el.getBoundingClientRect().top - 900)", weights.element_handle())
+    expect(stage).not_to_have_attribute("data-pinned", "")
     expect_no_error(page)
 
 
@@ -739,13 +761,7 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
     last = int(re.search(r"at position (\d+)", shown.inner_text()).group(1))
     panel.get_by_role("button", name="Step through this head in the Attention tab").click()
     expect(any_plot_titled(attention, f"Softmax weights of query {last} (")).to_be_visible(timeout=WAIT_MS)
-    page.wait_for_function(
-        "([el, last]) => { const s = (el.layout.shapes || [])[0]; if (!s || !el._fullLayout) return false;"
-        " const row = Math.round((s.y0 + s.y1) / 2), size = el._fullLayout._size;"
-        " if (!String(el.data[0].customdata[row][0]).startsWith('row ' + last + ' ')) return false;"
-        " const y = el.getBoundingClientRect().top + size.t + el._fullLayout.yaxis.l2p(row);"
-        f" const under = document.getElementById('{attention_tab.STAGE_ELEM_ID}').getBoundingClientRect().bottom;"
-        " return y >= under && y <= window.innerHeight; }", arg=[weights.element_handle(), last], timeout=WAIT_MS)
+    page.wait_for_function(FRAMED_ROW_IN_SIGHT, arg=[weights.element_handle(), last], timeout=WAIT_MS)
     stage = page.locator(f"#{attention_tab.STAGE_ELEM_ID}")
     expect(stage.get_by_role("heading", level=3)).to_be_in_viewport(ratio=1)
     expect(stage.get_by_text("Look for:")).to_be_in_viewport(ratio=1)

@@ -53,6 +53,10 @@ PHONE_WIDTH = 640  # px: below this the layout is a phone's
 TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
 WIDE_TABLE_MIN_WIDTH = 1100  # px: the same for a table of many columns (class ``wide-table`` as well)
 STICKY_MIN_WIDTH, STICKY_MIN_HEIGHT = 900, 600  # px: a screen where the Attention tab's stage heading stays in view
+# the stage heading held at the top of the screen, its fold shut: above Gradio's labels (--layer-4), which showed
+# through it
+STAGE_STICKS = (f"#{attention_tab.STAGE_ELEM_ID}:not(:has(details[open])) {{ position: sticky; top: 0; "
+                "z-index: calc(var(--layer-4) + 1); background: var(--body-background-fill); }")
 NARROW_WIDTH = chart_deck.NARROW_WIDTH  # px: a phone held upright, where a heatmap's matrix is about 200 px wide
 # (at least, at most, keep every k-th) x-axis tick labels on a narrow screen: a 42-token heatmap's labels were 4 px
 # apart and ran into one smear; the server cannot know the width, so the page thins them, and the hover names each
@@ -101,13 +105,14 @@ input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--che
    scroll under them (its fold shut): an 86-token heatmap is 1,218 px tall, and a learner sent to its framed last row
    saw neither the stage's name nor what to look for. Above Gradio's labels (--layer-4), which showed through it */
 @media (min-width: {STICKY_MIN_WIDTH}px) and (min-height: {STICKY_MIN_HEIGHT}px) {{
-  #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open])) {{ position: sticky; top: 0;
-    z-index: calc(var(--layer-4) + 1); background: var(--body-background-fill); }}
-  /* the title of the chart scrolled under it (attention_tab.UNDER_HEADING_JS), and a rule where the charts go under */
-  #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open]))[data-under]::after {{ content: "Under it: " attr(data-under);
-    display: block; padding: 2px 0 4px; font-size: var(--text-md); color: var(--body-text-color);
-    border-bottom: 1px solid var(--border-color-primary); }}
+  {STAGE_STICKS}
 }}
+/* on a phone, pinned so for a framed row sent from the Why tab (attention_tab.QUERY_SHOWN_JS) */
+#{attention_tab.STAGE_ELEM_ID}[data-pinned]{STAGE_STICKS.removeprefix(f"#{attention_tab.STAGE_ELEM_ID}")}
+/* the title of the chart scrolled under it (attention_tab.UNDER_HEADING_JS), and a rule where the charts go under */
+#{attention_tab.STAGE_ELEM_ID}:not(:has(details[open]))[data-under]::after {{ content: "Under it: " attr(data-under);
+  display: block; padding: 2px 0 4px; font-size: var(--text-md); color: var(--body-text-color);
+  border-bottom: 1px solid var(--border-color-primary); }}
 @media (max-width: {PHONE_WIDTH}px) {{
   .js-plotly-plot .modebar-container {{ display: none; }}
   {CHECKPOINT_PICKER} {{ min-width: 100% !important; }}  /* over the block's own inline min-width */

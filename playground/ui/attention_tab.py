@@ -517,9 +517,10 @@ ROW_FOOT_PX = 80  # a framed row sent to the foot of the screen stops this far a
 # that changed asked nothing of the server: the box answers its input event, not a change), and the page at the stage;
 # once the framed row is drawn for that query, where it lies outside the screen or under the stage's heading, which
 # stays at the top of a wide screen (ui.CSS), the chart's top is scrolled to the heading, or the row to the screen's
-# foot where it would not be on screen then. Where the heading does not stick (a
-# phone), the heading stays at the top of the screen, the row below it: two learners sent to the last row of an
-# 86-token heatmap saw neither the stage's name nor what to look for
+# foot where it would not be on screen then. Where the heading does not stick (a phone), it is scrolled to the top of
+# the screen, and pinned there where the row would be below the screen, the row brought to the foot: two learners
+# sent to the last row of an 86-token heatmap saw neither the stage's name nor what to look for, a third on a phone
+# saw those and not the row
 QUERY_SHOWN_JS = """() => {
   const box = document.querySelector('#""" + QUERY_ELEM_ID + """ input');
   box?.dispatchEvent(new Event('input', {bubbles: true}));
@@ -535,9 +536,29 @@ QUERY_SHOWN_JS = """() => {
     const shape = plot && plot.layout.shapes[0], row = shape && Math.round((shape.y0 + shape.y1) / 2);
     const cells = trace && trace.customdata[row];
     if (cells && String(cells[0]).startsWith('row ' + query + ' ')) {
-      if (!stage || getComputedStyle(stage).position !== 'sticky') {  // the heading again, where the view drawn put it
+      if (!stage) return;
+      // a heatmap wider than its slot (a phone's) scrolled sideways to the row's heaviest key: it opened at key 0,
+      // and the row the Why tab sent read as white there (its cells' hovers end "value <number>")
+      const slot = plot.parentElement;
+      if (plot.wide && slot) {
+        let best = -1, most = -Infinity;
+        cells.forEach((cell, column) => {
+          const value = /value (\\S+)$/.exec(String(cell));
+          if (value && Number(value[1]) > most) { most = Number(value[1]); best = column; }
+        });
+        if (best >= 0) {
+          const x = plot._fullLayout._size.l + plot._fullLayout.xaxis.l2p(best);
+          slot.scrollLeft = Math.max(0, x - (slot.clientWidth + plot._fullLayout._size.l) / 2);
+        }
+      }
+      if (getComputedStyle(stage).position !== 'sticky') {
+        // the heading again, where the view drawn put it; where the row is then below the screen, the heading is
+        // pinned at the top (data-pinned, ui.CSS) and the row goes to the screen's foot (a phone's learner found
+        // the heading and no row; two before had found the row and no heading)
         """ + scroll_to_js(STAGE_ELEM_ID) + """
-        return;
+        const at = plot.getBoundingClientRect().top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
+        if (at <= window.innerHeight - 40) return;
+        stage.dataset.pinned = '';
       }
       const top = plot.getBoundingClientRect().top;
       const y = top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
@@ -578,9 +599,10 @@ if (!window.attentionRowPicks) {
   document.addEventListener('""" + chart_deck.TAP_EVENT + """', event => pick(event.target, event.detail));
 }
 """
-# Where the stage's heading sticks to the top of a wide screen (ui.CSS), the title of the chart whose top has
-# scrolled under it is written under the heading (the stage's data-under, which ui.CSS shows): sent from the Why tab
-# to the last row of an 86-token heatmap, a learner found its title and colour bar hidden under the heading
+# Where the stage's heading sticks to the top of a wide screen (ui.CSS), or is pinned there on a phone
+# (QUERY_SHOWN_JS), the title of the chart whose top has scrolled under it is written under the heading (the stage's
+# data-under, which ui.CSS shows): sent from the Why tab to the last row of an 86-token heatmap, a learner found its
+# title and colour bar hidden under the heading
 UNDER_HEADING_JS = """
 if (!window.attentionUnderHeading) {
   window.attentionUnderHeading = true;
@@ -602,6 +624,9 @@ if (!window.attentionUnderHeading) {
       });
       under = plot ? title(plot) : '';
     }
+    // a heading pinned for a row sent from the Why tab (QUERY_SHOWN_JS) goes back to its place once no chart is
+    // under it (scrolled back up to the chart's top, or away from the charts, or the tab left)
+    if (!under && stage.hasAttribute('data-pinned')) stage.removeAttribute('data-pinned');
     if ((stage.dataset.under || '') !== under) {
       if (under) stage.dataset.under = under;
       else delete stage.dataset.under;
