@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import json
 import math
 import re
@@ -248,6 +249,16 @@ def test_sample_then_inspect_a_position(ctx):
     top, attention, note = sample_tab.inspect_position(ctx, state, 4, 1, 1)
     assert sum(p > 0 for p in top.data[0].y) == 5 and abs(sum(attention.data[0].y) - 1) < 1e-4
     assert "saw the last 10 characters" in note
+    # a phone chooses the labels again, in this order: the tallest bar's first, before the last token read (trial 16
+    # found a tallest bar 1 back unlabelled beside it)
+    looked_back = 0
+    for position, layer, head in itertools.product(range(12), range(2), range(2)):
+        _, attention, _ = sample_tab.inspect_position(ctx, state, position, layer, head)
+        weights = list(attention.data[0].y)
+        tallest = weights.index(max(weights))
+        assert attention.layout.meta["important"][0] == tallest
+        looked_back += tallest != len(weights) - 1
+    assert looked_back
     with pytest.raises(ValueError, match=r"^position 12 is past the end: this text has 12 generated characters, "
                                          r"at positions 0 to 11"):
         sample_tab.inspect_position(ctx, state, 12, 0, 0)
