@@ -537,6 +537,7 @@ QUERY_SHOWN_JS = """() => {
     const cells = trace && trace.customdata[row];
     if (cells && String(cells[0]).startsWith('row ' + query + ' ')) {
       if (!stage) return;
+      const rowAt = () => plot.getBoundingClientRect().top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
       // a heatmap wider than its slot (a phone's) scrolled sideways to the row's heaviest key: it opened at key 0,
       // and the row the Why tab sent read as white there (its cells' hovers end "value <number>")
       const slot = plot.parentElement;
@@ -556,12 +557,10 @@ QUERY_SHOWN_JS = """() => {
         // pinned at the top (data-pinned, ui.CSS) and the row goes to the screen's foot (a phone's learner found
         // the heading and no row; two before had found the row and no heading)
         """ + scroll_to_js(STAGE_ELEM_ID) + """
-        const at = plot.getBoundingClientRect().top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
-        if (at <= window.innerHeight - 40) return;
+        if (rowAt() <= window.innerHeight - 40) return;
         stage.dataset.pinned = '';
       }
-      const top = plot.getBoundingClientRect().top;
-      const y = top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
+      const top = plot.getBoundingClientRect().top, y = rowAt();
       const under = stage.getBoundingClientRect().bottom, foot = window.innerHeight - ROW_FOOT_PX;
       // the chart's top (its title) just under the heading where the row is on screen then; else the row near the
       // screen's foot, as much of the chart above it in sight as fits (its title written under the heading)
