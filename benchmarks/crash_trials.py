@@ -35,7 +35,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from playground import checkpoints
+from playground.checkpoints import store as checkpoints
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -22,10 +22,10 @@ import torch
 
 from playground.budget import human
 from playground.config import ModelConfig, TrainConfig
-from playground.data import TokenIdsDataset
-from playground.estimates import memory_cost
-from playground.model import GPT
-from playground.train import train
+from playground.model.gpt import GPT
+from playground.text.data import TokenIdsDataset
+from playground.training.estimates import memory_cost
+from playground.training.loop import train
 
 # layers, heads, width, context, batch: the presets' shapes and the ones that broke the CPU server (issue 28)
 SHAPES = [

@@ -1,7 +1,7 @@
 """What dropout costs a training step on this machine: the random masks, per element and per step.
 
 torch's F.dropout draws a CPU's random mask one element at a time, so on 2 cores it is far from free; the model uses
-playground/dropout.py's masks on a CPU instead (two elements per random draw), and run.py's time estimate charges
+playground/model/dropout.py's masks on a CPU instead (two elements per random draw), and run.py's time estimate charges
 ``CPU_DROPOUT_S_PER_ELEMENT`` for each element masked. This prints:
 
   - the cost per element of F.dropout and of the playground's dropout (forward and backward) on a large tensor,
@@ -26,11 +26,11 @@ import torch.nn.functional as F
 
 from playground.config import ModelConfig, TrainConfig
 from playground.device import describe
-from playground.dropout import dropout
-from playground.estimates import CPU_DROPOUT_S_PER_ELEMENT, _dropout_elements, step_seconds
-from playground.model import GPT
-from playground.presets import TRAIN_PRESETS
-from playground.train import configure_optimizer
+from playground.model.dropout import dropout
+from playground.model.gpt import GPT
+from playground.training.estimates import CPU_DROPOUT_S_PER_ELEMENT, _dropout_elements, step_seconds
+from playground.training.loop import configure_optimizer
+from playground.training.presets import TRAIN_PRESETS
 
 
 def per_element(p: float, elements: int = 2**22, repeats: int = 10) -> dict[str, float]:

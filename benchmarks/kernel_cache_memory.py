@@ -30,7 +30,7 @@ import ctypes, gc, json, sys, time
 import torch
 torch.set_num_threads(1)
 from playground.config import ModelConfig
-from playground.model import GPT
+from playground.model.gpt import GPT
 def rss():
     with open('/proc/self/status') as f:
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith('VmRSS'))

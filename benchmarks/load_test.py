@@ -33,8 +33,8 @@ from pathlib import Path
 
 import httpx
 
-from playground.checkpoints import list_checkpoints
-from playground.walkthrough import STEP_TITLES
+from playground.checkpoints.store import list_checkpoints
+from playground.lens.walkthrough import STEP_TITLES
 
 REPO = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"

@@ -19,12 +19,12 @@ import torch
 from train_speed import shakespeare
 
 from playground.config import OPTIMIZER_CHOICES, ModelConfig
-from playground.data import TokenIdsDataset, split_train_val
 from playground.device import describe
-from playground.model import GPT
-from playground.presets import TRAIN_PRESETS
-from playground.tokenizer import CharTokenizer
-from playground.train import StepMetrics, evaluate, train
+from playground.model.gpt import GPT
+from playground.text.data import TokenIdsDataset, split_train_val
+from playground.text.tokenizer import CharTokenizer
+from playground.training.loop import StepMetrics, evaluate, train
+from playground.training.presets import TRAIN_PRESETS
 
 
 def run(optimizer: str, steps: int | None, eval_interval: int | None, final_batches: int,

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import torch
 
-from playground.checkpoints import DEFAULT_CHECKPOINT, Checkpoint, CheckpointError
-from playground.data import builtin_corpus
+from playground.checkpoints.hub import HubError
+from playground.checkpoints.loading import open_checkpoint
+from playground.checkpoints.store import DEFAULT_CHECKPOINT, Checkpoint, CheckpointError
 from playground.device import DeviceError, describe, pick_device
-from playground.hub import HubError
-from playground.loading import open_checkpoint
-from playground.model import GPT
-from playground.sampling import GeneratedToken, SamplingSettings, sampling_seconds, stream
+from playground.model.gpt import GPT
+from playground.model.sampling import GeneratedToken, SamplingSettings, sampling_seconds, stream
+from playground.text.data import builtin_corpus
 
 
 def parse_args() -> argparse.Namespace:

@@ -33,12 +33,12 @@ from time_to_quality import CONTEXT, TARGET_LOSS, Recorder, first_below, loss_at
 from train_speed import shakespeare
 
 from playground.config import ModelConfig, TrainConfig
-from playground.data import TokenIdsDataset, split_train_val
 from playground.device import describe
-from playground.model import GPT
-from playground.presets import TRAIN_PRESETS
-from playground.tokenizer import CharTokenizer
-from playground.train import train
+from playground.model.gpt import GPT
+from playground.text.data import TokenIdsDataset, split_train_val
+from playground.text.tokenizer import CharTokenizer
+from playground.training.loop import train
+from playground.training.presets import TRAIN_PRESETS
 
 
 @dataclass(frozen=True)

@@ -55,12 +55,12 @@ from train_speed import (
 )
 
 from playground.config import ModelConfig, TrainConfig
-from playground.data import TokenIdsDataset, split_train_val
 from playground.device import describe
-from playground.model import GPT
-from playground.presets import TRAIN_PRESETS
-from playground.tokenizer import CharTokenizer
-from playground.train import train
+from playground.model.gpt import GPT
+from playground.text.data import TokenIdsDataset, split_train_val
+from playground.text.tokenizer import CharTokenizer
+from playground.training.loop import train
+from playground.training.presets import TRAIN_PRESETS
 
 TARGET_LOSS = 1.886  # nanoGPT's baby recipe after its 2000 steps
 GOALS = {"time to 1.886": 20.0, "val at 60 s": 1.55, "tokens/s ratio": 1.25}

@@ -30,12 +30,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from playground.config import ModelConfig, TrainConfig
-from playground.data import Corpus, TokenIdsDataset, load_corpus, split_train_val
 from playground.device import describe
-from playground.model import GPT
-from playground.presets import TRAIN_PRESETS
-from playground.tokenizer import CharTokenizer
-from playground.train import evaluate, train
+from playground.model.gpt import GPT
+from playground.text.data import Corpus, TokenIdsDataset, load_corpus, split_train_val
+from playground.text.tokenizer import CharTokenizer
+from playground.training.loop import evaluate, train
+from playground.training.presets import TRAIN_PRESETS
 
 BABY = dict(layers_num=4, heads_num=4, embedding_dim=128, context_size=64)
 BABY_BATCH, BABY_LR, BABY_STEPS = 12, 1e-3, 2000

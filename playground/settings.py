@@ -19,6 +19,8 @@ from pathlib import Path
 
 OFFLINE_VARIABLES = ("PLAYGROUND_OFFLINE", "HF_HUB_OFFLINE")
 HUB_CACHE_BYTES = 4_000_000_000
+# the repository: weights/ and assets/ beside the package (an editable install or a clone)
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 # Read by torch's native libraries once, when torch is imported; a variable already set is left as it is.
 PROCESS_DEFAULTS = {

@@ -55,7 +55,7 @@ def shakespeare_text() -> str:
 def tiny_weights(tmp_path_factory, shakespeare_text) -> Path:
     """A weights folder with one small checkpoint, 'shakespeare-char', trained for a few steps."""
     from playground.config import TrainConfig
-    from playground.run import RunRequest, prepare_run, run_training
+    from playground.training.run import RunRequest, prepare_run, run_training
 
     folder = tmp_path_factory.mktemp("weights")
     request = RunRequest(

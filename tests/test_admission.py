@@ -10,14 +10,14 @@ import time
 import pytest
 from conftest import SHARED_CORPUS
 
-from playground import checkpoints
 from playground.budget import BudgetError, Cost, MemoryBudget, largest_batch
+from playground.checkpoints import store as checkpoints
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
-from playground.data import CorpusError
-from playground.estimates import step_seconds
-from playground.run import RunRequest, prepare_run, run_training
 from playground.server import admission, tenancy
 from playground.server.tenancy import Visitor
+from playground.text.data import CorpusError
+from playground.training.estimates import step_seconds
+from playground.training.run import RunRequest, prepare_run, run_training
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
 VISITOR, OTHER, ADMIN = Visitor("a" * 64), Visitor("b" * 64), Visitor("c" * 64, admin=True)
@@ -302,7 +302,7 @@ def test_the_cuda_estimate_is_the_cpus_less_the_attention_only_a_cpu_keeps(dropo
     """No GPU is at hand to measure a CUDA peak on (tests/test_memory_sweep.py measures the CPU's), so this pins the
     arithmetic: on CUDA a run is priced as on the CPU, less the (B, h, T, T) tensors only the CPU keeps, with dropout
     (model.py: scaled_dot_product_attention keeps none on a GPU), counted here by hand."""
-    from playground.estimates import memory_cost
+    from playground.training.estimates import memory_cost
 
     B, h, T, L = 8, 8, 256, 2
     config = ModelConfig(vocabulary_size=65, context_size=T, embedding_dim=64, heads_num=h, layers_num=L,
@@ -322,8 +322,8 @@ def test_a_cuda_run_is_refused_past_the_gpus_free_memory_with_the_batch_that_fit
 
     import torch
 
-    from playground import run
-    from playground.estimates import memory_cost
+    from playground.training import run
+    from playground.training.estimates import memory_cost
 
     config = ModelConfig(vocabulary_size=65, context_size=256, embedding_dim=64, heads_num=8, layers_num=2)
     cost = memory_cost(config, 64, "cuda")

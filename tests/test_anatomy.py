@@ -1,4 +1,4 @@
-"""The Model tab's core (playground.anatomy): each zoom level's numbers, pinned against the model and the book."""
+"""The Model tab's core (playground.lens.anatomy): each zoom level's numbers, pinned against the model and the book."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from playground.anatomy import (
+from playground.attention import MultiHeadAttentionWrapper
+from playground.attention.batched import BatchedAttention
+from playground.config import ModelConfig
+from playground.lens.anatomy import (
     AllHeads,
     all_heads,
     block_input,
@@ -23,12 +26,9 @@ from playground.anatomy import (
     textbook_heads,
     textbook_inputs,
 )
-from playground.attention import MultiHeadAttentionWrapper
-from playground.attention.batched import BatchedAttention
-from playground.config import ModelConfig
-from playground.model import GPT
+from playground.lens.walkthrough import checkpoint_head_inputs, journey_preset
+from playground.model.gpt import GPT
 from playground.textbook import notebook_002
-from playground.walkthrough import checkpoint_head_inputs, journey_preset
 
 # Notebook 001 (chapter 3 of Raschka's book), torch.manual_seed(123), the batch of two copies of the 6 x 3 inputs
 BOOK_WRAPPER_ROWS = torch.tensor([  # MultiHeadAttentionWrapper(d_in=3, d_out=2, context_length=6, 0.0, num_heads=2)
@@ -407,9 +407,9 @@ def test_block_text_says_what_the_output_projection_and_the_mlp_add_with_the_mod
 
 def test_a_gpt2_blocks_walk_uses_its_own_tanh_gelu():
     """A GPT-2 block (activation gelu_tanh): the walk's GELU is the block's own, so it equals Block.forward."""
-    from playground.anatomy import block_walk
     from playground.config import ModelConfig
-    from playground.model import GPT
+    from playground.lens.anatomy import block_walk
+    from playground.model.gpt import GPT
 
     torch.manual_seed(0)
     model = GPT(ModelConfig(vocabulary_size=11, context_size=8, embedding_dim=16, heads_num=2, layers_num=1,

@@ -12,8 +12,8 @@ import pytest
 import torch
 from test_convert import CHARS, NanoGPT, files, model_args  # noqa: F401  (files: a fixture, ckpt.pt + meta.pkl)
 
-from playground import checkpoints
 from playground.budget import MemoryBudget
+from playground.checkpoints import store as checkpoints
 from playground.config import Limits
 from playground.server import admission, tenancy
 from playground.ui.bring_model import convert_upload

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from test_gpt2 import make_tiny_gpt2
 from test_hub import StubHub, make_tiny_checkpoint
 
-from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
+from playground.lens.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
 
 pytestmark = pytest.mark.browser
 REPO_ID = "learner/tiny-char"

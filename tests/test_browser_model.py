@@ -11,7 +11,7 @@ import pytest
 from browser_support import PHONE, WAIT_MS, expect_no_error, open_page, open_tab, plot_titled, screenshot, x_labels
 from playwright.sync_api import Locator, expect
 
-from playground.anatomy.lessons import FORGET_TRANSPOSE_LABEL, LEVEL_LABELS, LEVEL_TITLES
+from playground.lens.anatomy.lessons import FORGET_TRANSPOSE_LABEL, LEVEL_LABELS, LEVEL_TITLES
 from playground.ui.chart_deck import PHONE_WIDTH
 from playground.ui.model_tab import BOOK_SOURCES
 

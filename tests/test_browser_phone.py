@@ -19,7 +19,7 @@ from browser_support import (
 )
 from playwright.sync_api import Page, expect
 
-from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
+from playground.lens.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
 from playground.ui import TAP_PX, TAP_TARGETS, chart_deck
 
 pytestmark = pytest.mark.browser

@@ -10,7 +10,7 @@ import pytest
 from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot
 from playwright.sync_api import expect
 
-from playground import checkpoints
+from playground.checkpoints import store as checkpoints
 
 pytestmark = pytest.mark.browser
 

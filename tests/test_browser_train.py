@@ -25,9 +25,9 @@ from browser_support import (
 )
 from playwright.sync_api import Locator, Page, expect
 
-from playground import checkpoints
+from playground.checkpoints import store as checkpoints
 from playground.config import ModelConfig
-from playground.presets import TRAIN_PRESETS
+from playground.training.presets import TRAIN_PRESETS
 from playground.ui import train_tab
 
 pytestmark = pytest.mark.browser

@@ -30,12 +30,12 @@ from browser_support import (
 )
 from playwright.sync_api import Locator, Page, expect
 
-from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
 from playground.config import ModelConfig
-from playground.data import builtin_corpus
-from playground.presets import TRAIN_PRESETS
-from playground.probes import PROBE_TEXT
-from playground.walkthrough import STEP_LABELS, STEP_TITLES
+from playground.lens.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
+from playground.lens.walkthrough import STEP_LABELS, STEP_TITLES
+from playground.text.data import builtin_corpus
+from playground.training.presets import TRAIN_PRESETS
+from playground.training.probes import PROBE_TEXT
 
 pytestmark = pytest.mark.browser
 

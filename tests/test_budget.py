@@ -26,7 +26,7 @@ def rss(field='VmRSS'):
 def peak():
     return rss('VmHWM')
 from playground.config import ModelConfig
-from playground.model import GPT
+from playground.model.gpt import GPT
 L, h, C, T, B, V = map(int, sys.argv[1:7])
 torch.manual_seed(0)
 base = rss()
@@ -129,7 +129,7 @@ def test_the_training_estimate_with_dropout_bounds_the_measured_peak(shape):
 def test_a_run_with_dropout_is_priced_by_its_heads_and_refused_with_what_to_lower():
     """1 layer, 64 heads, width 64, context 1024, batch 8, dropout 0.5: 123k parameters whose attention keeps
     8 x 64 x 1024 x 1024 numbers for backward; the estimate without them was 214 MiB."""
-    from playground.estimates import memory_advice, memory_cost
+    from playground.training.estimates import memory_advice, memory_cost
 
     config = ModelConfig(vocabulary_size=65, context_size=1024, embedding_dim=64, heads_num=64, layers_num=1,
                          dropout_rate=0.5)
@@ -245,7 +245,7 @@ def rss(field='VmRSS'):
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
 def peak():
     return rss('VmHWM')
-from playground.walkthrough import random_head, stage_notes
+from playground.lens.walkthrough import random_head, stage_notes
 T, C, d = map(int, sys.argv[1:4])
 small = random_head(8, 4, 2, seed=0)
 stage_notes("weights", small.trace(), **small.as_kwargs())  # the first call's one-off working space
@@ -274,7 +274,7 @@ def test_the_attention_view_estimate_bounds_the_measured_peak(shape):
 
 
 def test_one_trace_s_tensors_fit_its_share_of_the_estimate():
-    from playground.walkthrough import random_head
+    from playground.lens.walkthrough import random_head
 
     T, C, d = 200, 24, 8
     trace = random_head(T, C, d, seed=0).trace()
@@ -312,7 +312,7 @@ def test_the_export_estimate_bounds_the_csv_it_writes():
 
     import torch
 
-    from playground.walkthrough import to_csv, to_npy_bytes
+    from playground.lens.walkthrough import to_csv, to_npy_bytes
 
     rows, cols = 256, 256
     values = torch.randn(rows, cols) * 1e-3  # long numbers: -0.0012345678

@@ -9,11 +9,12 @@ import torch
 from conftest import REPO
 from safetensors.torch import load_file, save_file
 
-from playground import checkpoints, optim_state
-from playground.checkpoints import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.store import CheckpointError, list_checkpoints, load_checkpoint, save_checkpoint
 from playground.config import ModelConfig
-from playground.model import GPT
-from playground.tokenizer import CharTokenizer
+from playground.model.gpt import GPT
+from playground.text.tokenizer import CharTokenizer
+from playground.training import optimizer_state as optim_state
 
 
 def make_model(seed=0):
@@ -126,10 +127,10 @@ def test_recover_removes_a_dead_saves_temporary_folder_however_young(tmp_path):
 SAVE_THAT_WAITS = textwrap.dedent('''
     import sys
     from pathlib import Path
-    from playground import checkpoints
+    from playground.checkpoints import store as checkpoints
     from playground.config import ModelConfig
-    from playground.model import GPT
-    from playground.tokenizer import CharTokenizer
+    from playground.model.gpt import GPT
+    from playground.text.tokenizer import CharTokenizer
 
     real_fsync = checkpoints._fsync_tree
     def fsync_then_wait(folder):

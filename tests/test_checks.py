@@ -78,7 +78,7 @@ def test_every_seed_has_one_range():
     """The Sample tab took seeds up to 2**63 - 1 and the Compare tab only to 2**31 - 1; now each place a seed enters
     (the tabs, SamplingSettings, TrainConfig, the CLIs through them) uses checks.seed."""
     from playground.config import TrainConfig
-    from playground.sampling import SamplingSettings
+    from playground.model.sampling import SamplingSettings
 
     too_big = "seed must be at most 2147483647, got 2147483648"
     assert checks.seed(2**31 - 1) == 2**31 - 1 and checks.seed(0.0) == 0

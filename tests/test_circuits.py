@@ -1,4 +1,4 @@
-"""playground.circuits against independent computations: the attribution sums to the model's logit and each head's
+"""playground.lens.circuits against independent computations: the attribution sums to the model's logit and each head's
 share is recomputed from the attention weights by hand; the QK circuit predicts the model's own attention; the OV
 circuit is what a head writes when it attends to one token; ablation equals editing the weights."""
 
@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from playground.circuits import (
+from playground.config import ModelConfig
+from playground.lens.circuits import (
     CircuitError,
     ablated,
     every_key_contribution,
@@ -27,8 +28,7 @@ from playground.circuits import (
     strongest_pairs,
     text_loss,
 )
-from playground.config import ModelConfig
-from playground.model import GPT
+from playground.model.gpt import GPT
 
 
 def tiny(use_bias: bool, layers: int = 2, tie: bool = False, seed: int = 3) -> GPT:
@@ -176,7 +176,7 @@ def test_knock_outs_in_one_batch_are_each_set_knocked_out_alone(mode, notebook, 
     sets = [[lh] for lh in heads] + [[heads[0], heads[-1]], heads[1:4]]
     targets = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5])
     knocked = knock_outs(model, IDS, sets, targets, mode)
-    monkeypatch.setattr("playground.circuits.KNOCK_OUT_LOGITS", 2 * IDS.numel() * model.config.vocabulary_size)
+    monkeypatch.setattr("playground.lens.circuits.KNOCK_OUT_LOGITS", 2 * IDS.numel() * model.config.vocabulary_size)
     for chunked, knock in zip(knock_outs(model, IDS, sets, targets, mode), knocked, strict=True):  # 2 rows at once
         assert chunked.guesses == knock.guesses and chunked.loss == pytest.approx(knock.loss, abs=1e-6)
         assert chunked.target_probabilities == pytest.approx(knock.target_probabilities, abs=1e-6)
@@ -212,7 +212,7 @@ def test_bad_requests_say_what_is_wrong():
 def test_on_the_shipped_model_the_parts_sum_to_its_logit_and_a_head_is_needed():
     from conftest import REPO
 
-    from playground.checkpoints import load_checkpoint
+    from playground.checkpoints.store import load_checkpoint
 
     loaded = load_checkpoint("shakespeare-char", directory=REPO / "weights")
     ids = loaded.tokenizer.encode("ROMEO:\nWhat light through yonder window breaks")
@@ -347,7 +347,7 @@ def test_what_a_head_writes_from_each_key_recomputed_by_hand_times_its_weight_is
 
 def notebook_model(seed: int = 5):
     """Notebook 004's SimpleLanguageModel (the toy preset's): sliced heads, no residual, norm or MLP."""
-    from playground.architectures import build_model
+    from playground.model.families import build_model
 
     torch.manual_seed(seed)
     model = build_model(ModelConfig(vocabulary_size=13, context_size=16, embedding_dim=24, heads_num=4, layers_num=1,

@@ -4,7 +4,7 @@ from dataclasses import replace
 import pytest
 
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
-from playground.model import GPT
+from playground.model.gpt import GPT
 
 
 def test_divisibility_message_names_fields_and_values():

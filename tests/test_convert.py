@@ -21,11 +21,12 @@ import torch.nn.functional as F
 from conftest import REPO
 from torch import nn
 
-from playground import checkpoints, convert
-from playground.checkpoints import load_checkpoint
+from playground.checkpoints import nanogpt as convert
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.nanogpt import ConversionError, convert_nanogpt, read_meta
+from playground.checkpoints.store import load_checkpoint
 from playground.cli.convert import main
-from playground.convert import ConversionError, convert_nanogpt, read_meta
-from playground.sampling import generate
+from playground.model.sampling import generate
 
 TEXT = "to be or not to be, that is the question\n"
 CHARS = sorted(set(TEXT))
@@ -484,7 +485,7 @@ def _hostile_ckpt(source, target, depth: int, container: str, edit) -> None:
 
 _CONVERT_IN_A_CHILD = """
 import resource, sys
-from playground.convert import ConversionError, convert_nanogpt
+from playground.checkpoints.nanogpt import ConversionError, convert_nanogpt
 with open("/proc/self/statm") as f:
     size = int(f.read().split()[0]) * resource.getpagesize()
 resource.setrlimit(resource.RLIMIT_AS, (size + 2**30, size + 2**30))  # a runaway repr fails here, not the machine

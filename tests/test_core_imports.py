@@ -36,11 +36,11 @@ def test_core_imports_without_gradio_or_plotly():
 
 
 def test_the_attention_family_does_not_pull_in_the_model_or_the_tokenizer():
-    """playground.attention is the Compare tab's family; the GPT and the tokenizer belong to playground.walkthrough."""
+    """playground.attention is the Compare tab's family; the GPT and the tokenizer belong to the walkthrough."""
     code = ("import sys\n"
             "import playground.attention, playground.attention.equivalence, playground.attention.costs\n"
-            "loaded = sorted(m for m in ('playground.model', 'playground.tokenizer', 'playground.walkthrough')"
-            " if m in sys.modules)\n"
+            "loaded = sorted(m for m in ('playground.model.gpt', 'playground.text.tokenizer',"
+            " 'playground.lens.walkthrough') if m in sys.modules)\n"
             "print(loaded)\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -16,12 +16,12 @@ import textwrap
 import pytest
 from conftest import REPO, SHARED_CORPUS
 
-from playground import checkpoints
+from playground.checkpoints import store as checkpoints
 
 CRASH_AT = textwrap.dedent('''
     import os, signal, sys
     from pathlib import Path
-    from playground import checkpoints
+    from playground.checkpoints import store as checkpoints
 
     moment, folder = sys.argv[1], Path(sys.argv[2])
     loaded = checkpoints.load_checkpoint("shakespeare-char", directory=folder)

@@ -12,9 +12,9 @@ import gradio as gr
 import pytest
 from test_train import SMALL, quick
 
-from playground import curves
 from playground.config import Limits
-from playground.run import RunRequest, prepare_run, run_training
+from playground.training import curves
+from playground.training.run import RunRequest, prepare_run, run_training
 from playground.ui.common import AppContext, friendly
 from playground.ui.train_tab import compare_curves
 

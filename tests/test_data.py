@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from playground import data, settings
-from playground.data import CorpusError, TokenIdsDataset, decode_text, load_corpus, split_train_val
+from playground import settings
+from playground.text import data
+from playground.text.data import CorpusError, TokenIdsDataset, decode_text, load_corpus, split_train_val
 
 
 def test_dataset_windows_match_the_worked_example():

@@ -10,10 +10,10 @@ import pytest
 import torch
 from conftest import REPO, SHARED_CORPUS
 
-from playground import checkpoints
-from playground.data import TokenIdsDataset
-from playground.distributed import SINGLE, DistributedError, World, parameter_digest
-from playground.train import batch_seed
+from playground.checkpoints import store as checkpoints
+from playground.text.data import TokenIdsDataset
+from playground.training.distributed import SINGLE, DistributedError, World, parameter_digest
+from playground.training.loop import batch_seed
 
 
 def test_torchruns_environment_makes_the_world_and_a_plain_process_is_single():

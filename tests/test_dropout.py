@@ -1,4 +1,4 @@
-"""playground/dropout.py: the CPU's cheaper dropout masks keep nn.Dropout's meaning (rate, scale, gradient, seeds)."""
+"""model/dropout.py: the CPU's cheaper dropout masks keep nn.Dropout's meaning (rate, scale, gradient, seeds)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from playground.config import ModelConfig
-from playground.dropout import LEVELS, Dropout, dropout, keep_mask, rounded_rate
-from playground.model import GPT
+from playground.model.dropout import LEVELS, Dropout, dropout, keep_mask, rounded_rate
+from playground.model.gpt import GPT
 
 
 def test_the_rate_is_rounded_to_a_multiple_of_one_65536th():

@@ -9,13 +9,14 @@ import json
 import pytest
 import torch
 
-from playground import checkpoints, gpt2
-from playground.checkpoints import load_checkpoint, save_checkpoint
+from playground.checkpoints import gpt2
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.export import ExportError, export_gpt2
+from playground.checkpoints.store import load_checkpoint, save_checkpoint
 from playground.cli import export as export_cli
 from playground.config import ModelConfig
-from playground.export import ExportError, export_gpt2
-from playground.model import GPT
-from playground.tokenizer import CharTokenizer
+from playground.model.gpt import GPT
+from playground.text.tokenizer import CharTokenizer
 
 TEXT = "to be, or not to be: é\n"
 PROMPT = "not to be, é\n"

@@ -15,13 +15,14 @@ import torch
 from safetensors.torch import load_file, save_file
 from test_hub import StubHub
 
-from playground import checkpoints, gpt2, loading
-from playground.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
+from playground.checkpoints import gpt2, loading
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.hub import HubError, load_from_hub
+from playground.checkpoints.store import CheckpointError, load_checkpoint, save_checkpoint
 from playground.config import ModelConfig
-from playground.hub import HubError, load_from_hub
-from playground.model import GPT, KVCache
-from playground.sampling import SamplingSettings, stream
-from playground.subword import BPETokenizer
+from playground.model.gpt import GPT, KVCache
+from playground.model.sampling import SamplingSettings, stream
+from playground.text.subword import BPETokenizer
 
 TRAINING_TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer the slings "
                  "and arrows of outrageous fortune, or to take arms against a sea of troubles and by opposing end "
@@ -278,8 +279,8 @@ def test_tokenize_tab_shows_bpe_pieces_beside_characters_and_the_merges(gpt2_ctx
 
 
 def test_attention_tab_traces_a_gpt2_head_on_bpe_tokens(gpt2_ctx, tiny_gpt2):
+    from playground.lens.walkthrough import STEP_TITLES
     from playground.ui import attention_tab
-    from playground.walkthrough import STEP_TITLES
 
     tokenizer, text = tiny_gpt2[1], "To be, or not to be"
     pieces = [tokenizer.label(i) for i in tokenizer.encode(text).tolist()]

@@ -7,8 +7,9 @@ import functools
 import pytest
 import torch
 
-from playground import checkpoints, head_scores
-from playground.model import causal_mask
+from playground.checkpoints import store as checkpoints
+from playground.lens import head_scores
+from playground.model.gpt import causal_mask
 
 L = 6
 T = 2 * L

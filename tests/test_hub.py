@@ -1,4 +1,4 @@
-"""playground.hub against a stub Hub on 127.0.0.1: just enough of the API for ``model_info`` and
+"""playground.checkpoints.hub against a stub Hub on 127.0.0.1: just enough of the API for ``model_info`` and
 ``snapshot_download``.
 
 huggingface_hub 2.x calls, for ``model_info(repo, files_metadata=True)`` and ``snapshot_download(repo, revision)``:
@@ -28,12 +28,12 @@ import pytest
 import torch
 from conftest import REPO
 
-from playground import hub
-from playground.checkpoints import save_checkpoint
+from playground.checkpoints import hub
+from playground.checkpoints.hub import HubError, download_checkpoint, is_hub_id, load_from_hub
+from playground.checkpoints.store import save_checkpoint
 from playground.config import ModelConfig
-from playground.hub import HubError, download_checkpoint, is_hub_id, load_from_hub
-from playground.model import GPT
-from playground.tokenizer import CharTokenizer
+from playground.model.gpt import GPT
+from playground.text.tokenizer import CharTokenizer
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -261,7 +261,7 @@ def test_a_pushed_runs_optimizer_state_is_left_on_the_hub(stub_hub):
 
 
 def test_a_model_above_the_cap_is_refused_before_its_weights_are_fetched(stub_hub):
-    from playground.checkpoints import CheckpointError
+    from playground.checkpoints.store import CheckpointError
 
     with pytest.raises(CheckpointError, match="this server's limit is 100"):
         load_from_hub("learner/tiny-char", max_parameters=100)
@@ -322,8 +322,8 @@ def test_hf_endpoint_is_read_when_called_not_at_import(stub_hub, monkeypatch):
 
 
 def test_importing_hub_does_not_import_huggingface_hub():
-    code = ("import sys, playground.hub\nassert 'huggingface_hub' not in sys.modules\n"
-            "assert 'playground.data' not in sys.modules, 'hub.py reads its settings from settings.py'\n"
+    code = ("import sys, playground.checkpoints.hub\nassert 'huggingface_hub' not in sys.modules\n"
+            "assert 'playground.text.data' not in sys.modules, 'hub.py reads its settings from settings.py'\n"
             "print('ok')\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr

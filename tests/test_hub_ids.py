@@ -11,8 +11,9 @@ import torch
 from test_gpt2 import make_tiny_gpt2
 from test_hub import StubHub, make_tiny_checkpoint
 
-from playground import checkpoints, loading
-from playground.checkpoints import CheckpointError, MissingCheckpointError
+from playground.checkpoints import loading
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.store import CheckpointError, MissingCheckpointError
 from playground.cli import sample as sample_cli
 
 

@@ -26,7 +26,7 @@ from test_memory_sweep import CHILD_RSS, memory_group
 
 from playground import budget
 from playground.config import ModelConfig
-from playground.sampling import sampling_cost
+from playground.model.sampling import sampling_cost
 
 MEASURE = """
 from playground.budget import fix_heap
@@ -35,11 +35,13 @@ import ctypes, gc, json, sys, torch
 from pathlib import Path
 torch.set_num_threads(1)
 """ + CHILD_RSS + """
-from playground import anatomy, head_scores, walkthrough
+from playground.lens import anatomy
+from playground.lens import head_scores
+from playground.lens import walkthrough
 from playground.config import ModelConfig
-from playground.model import GPT
-from playground.sampling import SamplingSettings, stream
-from playground.tokenizer import CharTokenizer
+from playground.model.gpt import GPT
+from playground.model.sampling import SamplingSettings, stream
+from playground.text.tokenizer import CharTokenizer
 L, h, C, T, V = map(int, sys.argv[1:6])
 group, kinds = Path(sys.argv[6]) if sys.argv[6] else None, json.loads(sys.argv[7])
 if 'why' in kinds:  # the Why tab's reading lives in its UI module: gradio's import is the process's, not a request's
@@ -126,7 +128,7 @@ KINDS = ("forward", "cached", "uncached", "score", "heads", "block", "lens", "he
 def _estimates(shape) -> dict[str, int]:
     """Every kind's estimate at ``shape``, as the server prices it (the views without their figures, which are priced
     by the cell from the Attention tab's measurement: tests/test_budget.py)."""
-    from playground import anatomy
+    from playground.lens import anatomy
     from playground.ui import head_table, why_tab
 
     config = _config(shape)

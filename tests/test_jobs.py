@@ -10,12 +10,12 @@ import torch
 
 from playground.budget import BudgetError, MemoryBudget
 from playground.config import TrainConfig
-from playground.probes import ProbeSnapshot
-from playground.run import RunRequest, run_training
 from playground.server import admission
 from playground.server.jobs import FAILED, FINISHED, STOPPED, JobBusyError, JobStatus, NotYourRunError, TrainingJobs
 from playground.server.tenancy import Visitor
-from playground.train import StepMetrics, TrainResult
+from playground.training.loop import StepMetrics, TrainResult
+from playground.training.probes import ProbeSnapshot
+from playground.training.run import RunRequest, run_training
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
 

@@ -27,7 +27,7 @@ from conftest import local_client
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
-from playground import checkpoints
+from playground.checkpoints import store as checkpoints
 from playground.config import ConfigError, Limits
 from playground.server import tenancy
 from playground.ui import build_app, launch_options

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from playground import checkpoints, loading
+from playground.checkpoints import loading
+from playground.checkpoints import store as checkpoints
 from playground.config import Limits
 from playground.ui.common import CHECKPOINT_CACHE_SIZE, AppContext
 

@@ -33,7 +33,7 @@ import json, sys, torch
 from pathlib import Path
 torch.set_num_threads(1)
 from playground.config import ModelConfig
-from playground.model import GPT
+from playground.model.gpt import GPT
 group = Path(sys.argv[1])
 L, h, C, T, B, V = map(int, sys.argv[2:8]); p, estimate = float(sys.argv[8]), int(sys.argv[9])
 torch.manual_seed(0)
@@ -135,7 +135,7 @@ import json, sys
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from playground.convert import convert_nanogpt
+from playground.checkpoints.nanogpt import convert_nanogpt
 """ + CHILD_RSS + """
 group, folder, estimate = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 # a small one first, as a server has: the modules a conversion imports on first use are the process's
@@ -161,7 +161,7 @@ def test_the_conversion_estimate_holds_inside_a_memory_limit_of_that_size(group,
     import torch
     from test_convert import CHARS, NanoGPT, write_meta
 
-    from playground.convert import held_bytes, model_config
+    from playground.checkpoints.nanogpt import held_bytes, model_config
 
     layers, heads, width, context, moments = shape
     args = dict(n_layer=layers, n_head=heads, n_embd=width, block_size=context, bias=True, vocab_size=len(CHARS),
@@ -199,7 +199,7 @@ import ctypes, gc, json, sys
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from playground import loading
+from playground.checkpoints import loading
 """ + CHILD_RSS + """
 group, repo, estimate = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 loading.open_checkpoint("learner/warm-up")  # a small one first, as a server has: the Hub client's imports
@@ -223,7 +223,7 @@ def test_the_hub_import_estimate_holds_inside_a_memory_limit_of_that_size(group,
     from test_hub import StubHub
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from playground import hub
+    from playground.checkpoints import hub
 
     width, layers, heads, context, dtype, old_style = shape
     tokenizer = train_bpe()

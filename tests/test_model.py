@@ -3,8 +3,8 @@ import torch
 import torch.nn.functional as F
 
 from playground.config import ModelConfig
-from playground.model import GPT, KVCache, causal_mask
-from playground.tokenizer import CharTokenizer
+from playground.model.gpt import GPT, KVCache, causal_mask
+from playground.text.tokenizer import CharTokenizer
 
 
 def tiny_model(**changes) -> GPT:

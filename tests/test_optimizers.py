@@ -8,13 +8,15 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from playground import checkpoints, optim_state, optimizers
+from playground.checkpoints import optimizer_state as optim_state
+from playground.checkpoints import store as checkpoints
 from playground.cli import train as train_cli
 from playground.config import ConfigError, ModelConfig, TrainConfig
-from playground.model import GPT
-from playground.optimizers import OptimizerChain, hidden_matrices, optimizer_name
-from playground.run import RunRequest, prepare_run, run_training
-from playground.train import configure_optimizer
+from playground.model.gpt import GPT
+from playground.training import optimizers
+from playground.training.loop import configure_optimizer
+from playground.training.optimizers import OptimizerChain, hidden_matrices, optimizer_name
+from playground.training.run import RunRequest, prepare_run, run_training
 
 SMALL = dict(layers_num=2, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
 CPU = torch.device("cpu")

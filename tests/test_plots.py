@@ -225,9 +225,9 @@ def test_the_look_for_lines_name_the_strongest_cells_by_the_colour_the_scales_gi
     point at the strongest cells say so."""
     import plotly.graph_objects as go
 
-    from playground.anatomy.lessons import HEAD_LOOK_FOR
+    from playground.lens.anatomy.lessons import HEAD_LOOK_FOR
+    from playground.lens.walkthrough.lessons import LOOK_FOR
     from playground.ui.why_tab import LOOK_FOR_CIRCUITS
-    from playground.walkthrough.lessons import LOOK_FOR
 
     for name in ("Blues", "RdBu"):
         red, green, blue = map(int, re.findall(r"\d+", go.Heatmap(z=[[0]], colorscale=name).colorscale[-1][1]))

@@ -15,11 +15,12 @@ import pytest
 import torch
 from test_hub import StubHub, make_tiny_checkpoint
 
-from playground import checkpoints, hub
-from playground.checkpoints import load_checkpoint, save_checkpoint
+from playground.checkpoints import hub
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.store import load_checkpoint, save_checkpoint
 from playground.cli import push
 from playground.config import ModelConfig
-from playground.model import GPT
+from playground.model.gpt import GPT
 
 REPO_ID = "learner/pushed"
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 from conftest import REPO
 
-from playground.checkpoints import save_checkpoint
+from playground.checkpoints.store import save_checkpoint
 from playground.cli.sample import main
 from playground.config import ModelConfig
-from playground.model import GPT
-from playground.tokenizer import CharTokenizer
+from playground.model.gpt import GPT
+from playground.text.tokenizer import CharTokenizer
 
 TEXT = "to be or not to be, that is the question\n"
 
@@ -175,8 +175,8 @@ def sliding_window_text(model, tokenizer, prompt: str, new_tokens: int, context_
 
 
 def test_past_the_context_the_command_line_says_where_the_cache_was_rebuilt(capsys, weights):
-    from playground.checkpoints import load_checkpoint
-    from playground.sampling import SamplingSettings, stream
+    from playground.checkpoints.store import load_checkpoint
+    from playground.model.sampling import SamplingSettings, stream
 
     loaded = load_checkpoint("tiny", directory=weights)
     tokens = list(stream(loaded.model, loaded.tokenizer, "to be", SamplingSettings(max_new_tokens=40, greedy=True)))
@@ -193,8 +193,8 @@ def test_past_the_context_the_command_line_says_where_the_cache_was_rebuilt(caps
 def test_no_kv_cache_gives_the_sliding_window_text_of_nanogpt_and_transformers(capsys, weights, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from playground.checkpoints import load_checkpoint
-    from playground.export import export_gpt2
+    from playground.checkpoints.export import export_gpt2
+    from playground.checkpoints.store import load_checkpoint
 
     loaded = load_checkpoint("tiny", directory=weights)
     code, out, err = sample(capsys, weights, "--prompt", "to be", "--max-new-tokens", "60", "--greedy",

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from playground.config import Limits, ModelConfig
-from playground.model import GPT
-from playground.sampling import (
+from playground.model.gpt import GPT
+from playground.model.sampling import (
     CPU_RATE,
     DecodingRate,
     DecodingWork,
@@ -20,7 +20,7 @@ from playground.sampling import (
     start_text,
     stream,
 )
-from playground.tokenizer import CharTokenizer, UnknownCharacterError
+from playground.text.tokenizer import CharTokenizer, UnknownCharacterError
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import time
 import pytest
 from test_checkpoints import make_model
 
-from playground import checkpoints
-from playground.checkpoints import CheckpointError, save_checkpoint
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.store import CheckpointError, save_checkpoint
 from playground.server import tenancy
 
 

@@ -3,7 +3,7 @@ import json
 import pytest
 import torch
 
-from playground.tokenizer import (
+from playground.text.tokenizer import (
     CharTokenizer,
     UnknownCharacterError,
     escape_char,
@@ -133,7 +133,7 @@ def test_merges_replay_the_merge_list_and_end_at_the_librarys_tokens(bpe):
 
 
 def test_a_tokenizer_file_that_is_not_bpe_is_refused():
-    from playground.subword import BPETokenizer, TokenizerFileError
+    from playground.text.subword import BPETokenizer, TokenizerFileError
 
     with pytest.raises(TokenizerFileError, match="not a tokenizer.json the tokenizers library can read"):
         BPETokenizer.from_str("{not json")

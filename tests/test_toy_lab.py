@@ -12,17 +12,17 @@ import torch
 from notebook_seeds import notebook
 from safetensors.torch import load_file
 
-from playground import checkpoints
-from playground.architectures import ArchitectureError, NotebookLanguageModel, build_model, require_gpt
+from playground.checkpoints import store as checkpoints
 from playground.config import NOTEBOOK_004, ConfigError, ModelConfig, TrainConfig
-from playground.estimates import memory_cost
-from playground.model import GPT
-from playground.presets import TRAIN_PRESETS
-from playground.probes import probe_text_for
-from playground.run import RunRequest, prepare_run, run_training
-from playground.sampling import SamplingSettings, generate, sampling_cost, sampling_seconds, stream
+from playground.model.families import ArchitectureError, NotebookLanguageModel, build_model, require_gpt
+from playground.model.gpt import GPT
+from playground.model.sampling import SamplingSettings, generate, sampling_cost, sampling_seconds, stream
 from playground.textbook import notebook_004
-from playground.train import configure_optimizer
+from playground.training.estimates import memory_cost
+from playground.training.loop import configure_optimizer
+from playground.training.presets import TRAIN_PRESETS
+from playground.training.probes import probe_text_for
+from playground.training.run import RunRequest, prepare_run, run_training
 
 HELLO = "hello world"
 NOTEBOOK_KEYS = {"token_emb.weight", "pos_emb.weight", "attn.proj.weight", "attn.proj.bias", "output.weight",
@@ -255,10 +255,10 @@ def test_the_head_table_scores_the_toys_heads(toy_ctx):
 def test_the_views_that_read_a_gpts_blocks_refuse_it_in_a_sentence_never_a_traceback(toy_ctx):
     import gradio as gr
 
-    from playground.anatomy.lessons import LEVEL_TITLES
+    from playground.lens.anatomy.lessons import LEVEL_TITLES
+    from playground.lens.walkthrough import STEP_TITLES
     from playground.ui import attention_tab, model_tab
     from playground.ui.common import friendly
-    from playground.walkthrough import STEP_TITLES
 
     where = "toy-1 is notebook 004's attention-only model .*: open it in the Sample tab"
     attention = ["trained checkpoint", "toy-1", 0, 0, 0, 16, 8, "journey", "hello", True, True, 1.0, False,

@@ -12,18 +12,18 @@ import pytest
 import torch
 from conftest import REPO
 
-from playground import estimates
-from playground import run as run_module
 from playground.budget import BudgetError
 from playground.cli import train as train_cli
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
-from playground.data import CorpusError, TokenIdsDataset
-from playground.estimates import step_seconds
-from playground.model import GPT
-from playground.presets import TRAIN_PRESETS
-from playground.probes import PROBE_TEXT, probe_attention
-from playground.run import RunRequest, prepare_run, run_training
-from playground.train import TrainingError, TrainResult, train
+from playground.model.gpt import GPT
+from playground.text.data import CorpusError, TokenIdsDataset
+from playground.training import estimates
+from playground.training import run as run_module
+from playground.training.estimates import step_seconds
+from playground.training.loop import TrainingError, TrainResult, train
+from playground.training.presets import TRAIN_PRESETS
+from playground.training.probes import PROBE_TEXT, probe_attention
+from playground.training.run import RunRequest, prepare_run, run_training
 
 SMALL = dict(layers_num=1, heads_num=2, embedding_dim=16, context_size=16, dropout_rate=0.0, use_bias=False)
 

@@ -56,4 +56,4 @@ def test_the_command_line_sets_the_process_defaults_before_torch_loads(module):
 
 def test_the_probe_sees_an_unset_environment():
     """A module that imports torch without applying the defaults is seen as such (the probe can fail)."""
-    assert _seen_at_torch_import("playground.checkpoints") == {key: None for key in PROCESS_DEFAULTS}
+    assert _seen_at_torch_import("playground.checkpoints.store") == {key: None for key in PROCESS_DEFAULTS}

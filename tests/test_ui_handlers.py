@@ -20,16 +20,17 @@ import torch
 from conftest import REPO
 from text_support import visible_words
 
-from playground import device, walkthrough
+from playground import device
 from playground.budget import MIB, BudgetError, MemoryBudget
 from playground.config import ConfigError, Limits, ModelConfig
-from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
+from playground.lens import walkthrough
+from playground.lens.walkthrough import STEP_TITLES, journey_preset, lessons
 from playground.server import tenancy
 from playground.server.admission import BusyError, LongWork
 from playground.server.jobs import NotYourRunError
+from playground.training.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext, friendly, message_for
-from playground.walkthrough import STEP_TITLES, journey_preset, lessons
 
 
 @pytest.fixture
@@ -577,8 +578,8 @@ def test_train_estimate_and_presets(tmp_path):
 def test_the_estimate_counts_the_symbols_of_the_corpus_a_run_reads(tmp_path, monkeypatch):
     """Issue 31: offline without Tiny Shakespeare a run reads the built-in Sonnets (60 symbols), and the estimate
     counted Tiny Shakespeare's 65."""
-    from playground.data import load_corpus
-    from playground.model import GPT
+    from playground.model.gpt import GPT
+    from playground.text.data import load_corpus
 
     monkeypatch.delenv("PLAYGROUND_TINY_SHAKESPEARE")  # offline (conftest), nothing cached: what a run reads
     read = load_corpus()
@@ -598,7 +599,7 @@ def test_the_estimate_counts_the_symbols_of_the_corpus_a_run_reads(tmp_path, mon
 def test_the_estimate_counts_the_chosen_texts_symbols(tmp_path):
     """A toy run on pasted "hello world" was estimated with Tiny Shakespeare's 65 symbols (5,328 parameters; the run
     had 3,504)."""
-    from playground.architectures import build_model
+    from playground.model.families import build_model
 
     toy = train_tab.preset_fields("toy")
     fields = [toy[name] for name in train_tab.ESTIMATE_FIELDS]
@@ -993,7 +994,7 @@ def test_the_decay_comes_last_and_each_preset_fills_its_own(train_ctx, monkeypat
 
 def test_the_train_tab_says_before_start_when_tiny_shakespeare_is_not_here(train_ctx, monkeypatch):
     """Offline, "Tiny Shakespeare" trains on the built-in Sonnets: said under the choice, not only once running."""
-    from playground import data
+    from playground.text import data
 
     monkeypatch.setattr(train_ctx, "corpus", lambda: data.builtin_corpus(
         "offline and Tiny Shakespeare is not cached, so the built-in Sonnets are used"))
@@ -1010,7 +1011,7 @@ def test_the_train_tab_says_before_start_when_tiny_shakespeare_is_not_here(train
 def test_the_corpus_choice_is_labelled_with_what_it_reads():
     """A stranger saw "Tiny Shakespeare" ticked while the run trained on the built-in Sonnets: offline the first
     choice says what it reads; its value stays the API's "Tiny Shakespeare" either way."""
-    from playground import data
+    from playground.text import data
 
     offline = train_tab.corpus_choices(data.builtin_corpus("offline"))
     assert offline[0] == ("the built-in Sonnets (no Tiny Shakespeare)", "Tiny Shakespeare")
@@ -1022,7 +1023,7 @@ def test_the_corpus_choice_is_labelled_with_what_it_reads():
 def test_the_tokenize_tabs_corpus_choice_is_labelled_with_what_it_counts_in():
     """Trial 15 saw "corpus (Tiny Shakespeare)" ticked on the Tokenize tab over the built-in Sonnets' counts: the
     choice names the corpus read; its value stays the API's either way."""
-    from playground import data
+    from playground.text import data
     from playground.ui import tokenize_tab
 
     offline = tokenize_tab.source_choices(data.builtin_corpus("offline"))
@@ -1069,8 +1070,8 @@ def test_the_status_warns_of_overfitting_only_when_validation_is_held_out():
 def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
     """The status timer redraws the probe every poll, so an out-of-range layer or head box is clamped and the title
     says so (a toast would repeat every poll)."""
-    from playground.probes import ProbeSnapshot
     from playground.server.jobs import JobStatus
+    from playground.training.probes import ProbeSnapshot
 
     probe = ProbeSnapshot(step=20, tokens=["a", "b", "c"], weights=torch.full((2, 3, 3, 3), 1 / 3))
     status = JobStatus(state="finished", run_name="r", step=20, steps=20, probes=(probe,))
@@ -1084,8 +1085,8 @@ def test_the_probe_plot_says_when_its_layer_or_head_box_is_out_of_range():
 
 def test_the_probe_plot_names_the_characters_the_runs_text_lacks():
     """After a run on a text without R, O, M, B or ?, the probe read "E : \\n u t ␣ s o f t" with no word why."""
-    from playground.probes import ProbeSnapshot
     from playground.server.jobs import JobStatus
+    from playground.training.probes import ProbeSnapshot
 
     probe = ProbeSnapshot(step=5, tokens=list("E:\nut"), weights=torch.full((1, 1, 5, 5), 0.2), left_out="ROMB?\n")
     status = JobStatus(state="finished", run_name="r", step=5, steps=5, probes=(probe,))
@@ -1203,7 +1204,7 @@ def test_a_runs_notes_are_its_owners_alone():
 
 def test_the_offered_prompt_follows_the_checkpoints_vocabulary(tmp_path):
     """A toy run on "hello world" picked with the default "ROMEO:\\n" raised an unknown-characters toast."""
-    from playground.run import RunRequest, prepare_run, run_training
+    from playground.training.run import RunRequest, prepare_run, run_training
 
     shutil.copytree(REPO / "weights" / "shakespeare-char", tmp_path / "shakespeare-char")
     preset = TRAIN_PRESETS["toy"]
@@ -1227,7 +1228,7 @@ def test_the_offered_prompt_follows_the_checkpoints_vocabulary(tmp_path):
 def test_the_estimate_warns_before_start_when_a_run_will_memorise_its_text():
     """Issue 31: the tiny preset on the offline Sonnets (20,400 characters) ended at validation 3.98, training 0.23,
     with no word before Start; on Tiny Shakespeare its ~2 passes are fine."""
-    from playground.data import builtin_corpus, load_corpus
+    from playground.text.data import builtin_corpus, load_corpus
 
     tiny = train_tab.preset_fields("tiny")
     fields = [tiny[name] for name in train_tab.ESTIMATE_FIELDS]
@@ -1283,7 +1284,7 @@ def test_the_train_estimate_shows_its_numbers_and_warnings_within_60_words_and_f
     """Pictures first: a stranger counted over 100 words in the estimate with no fold. Its numbers, the time budget
     and every warning stay in sight; why the time is rough, what a budget does and what memorising means are behind
     "more"."""
-    from playground.data import builtin_corpus
+    from playground.text.data import builtin_corpus
 
     tiny = train_tab.preset_fields("tiny")
     fields = [tiny[name] for name in train_tab.ESTIMATE_FIELDS]

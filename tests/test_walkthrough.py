@@ -1,4 +1,4 @@
-"""The Attention tab's maths (playground.walkthrough): a traced head must be the model's own head, stage by stage."""
+"""The Attention tab's maths (lens/walkthrough): a traced head must be the model's own head, stage by stage."""
 
 import io
 import re
@@ -11,9 +11,7 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from playground.config import ModelConfig
-from playground.model import GPT
-from playground.tokenizer import CharTokenizer, UnknownCharacterError
-from playground.walkthrough import (
+from playground.lens.walkthrough import (
     DEFAULT_SWITCHES,
     STAGE_KEYS,
     STEP_LABELS,
@@ -42,6 +40,8 @@ from playground.walkthrough import (
     whatifs,
     write_stage,
 )
+from playground.model.gpt import GPT
+from playground.text.tokenizer import CharTokenizer, UnknownCharacterError
 
 # The book prints these (Raschka, "Build a Large Language Model (From Scratch)", chapter 3).
 BOOK_SELF_ATTENTION_V2 = [[-0.0739, 0.0713], [-0.0748, 0.0703], [-0.0749, 0.0702],

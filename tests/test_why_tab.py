@@ -17,8 +17,9 @@ import pytest
 import torch
 from text_support import MOST_WORDS, visible_words
 
-from playground import circuits, head_scores, plots
+from playground import plots
 from playground.config import Limits
+from playground.lens import circuits, head_scores
 from playground.ui import why_page, why_tab
 from playground.ui.common import AppContext, friendly
 
@@ -34,11 +35,11 @@ def save_toy_checkpoint(weights, name: str) -> None:  # the browser test's too
     """The toy preset's model (notebook 004's, 2 sliced heads, context 8) trained a few steps on "hello world"."""
     import torch
 
-    from playground.architectures import build_model
-    from playground.checkpoints import save_checkpoint
+    from playground.checkpoints.store import save_checkpoint
     from playground.config import ModelConfig
-    from playground.presets import TRAIN_PRESETS
-    from playground.tokenizer import CharTokenizer
+    from playground.model.families import build_model
+    from playground.text.tokenizer import CharTokenizer
+    from playground.training.presets import TRAIN_PRESETS
 
     tokenizer = CharTokenizer.train_from_text("hello world")
     torch.manual_seed(0)

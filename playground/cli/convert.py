@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from playground import checkpoints
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.nanogpt import ConversionError, convert_nanogpt
 from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError, refuse_to_overwrite
-from playground.convert import ConversionError, convert_nanogpt
 
 
 def build_parser() -> argparse.ArgumentParser:

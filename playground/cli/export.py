@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from playground import checkpoints
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.export import ExportError, export_gpt2
+from playground.checkpoints.hub import HubError
+from playground.checkpoints.loading import open_checkpoint, opened_from
 from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
-from playground.export import ExportError, export_gpt2
-from playground.hub import HubError
-from playground.loading import open_checkpoint, opened_from
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from playground import checkpoints, hub
+from playground.checkpoints import hub
+from playground.checkpoints import store as checkpoints
 from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
 
 

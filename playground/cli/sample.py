@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from playground.checkpoints import DEFAULT_CHECKPOINT, Checkpoint, CheckpointError
+from playground.checkpoints.hub import HubError
+from playground.checkpoints.loading import open_checkpoint, opened_from
+from playground.checkpoints.store import DEFAULT_CHECKPOINT, Checkpoint, CheckpointError
 from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
 from playground.config import Limits
 from playground.device import DEVICE_CHOICES, DeviceError, describe, pick_device
-from playground.hub import HubError
-from playground.loading import open_checkpoint, opened_from
-from playground.sampling import SamplingSettings, rebuild_length, start_text, stream
-from playground.tokenizer import UnknownCharacterError, escape_char
+from playground.model.sampling import SamplingSettings, rebuild_length, start_text, stream
+from playground.text.tokenizer import UnknownCharacterError, escape_char
 
 
 def build_parser() -> argparse.ArgumentParser:

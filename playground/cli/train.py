@@ -27,14 +27,15 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from playground import checkpoints, distributed
+from playground.checkpoints import store as checkpoints
 from playground.cli.usage import UsageError, refuse_to_overwrite
 from playground.config import ARCHITECTURE_CHOICES, DECAY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
-from playground.data import TINY_SHAKESPEARE_CHARS, Corpus
 from playground.device import describe_training, pick_device
-from playground.presets import DECAY_FLOORS, MODEL_FIELDS, TRAIN_PRESETS
-from playground.run import RunRequest, prepare_run, run_training
-from playground.train import StepMetrics, TrainingError
+from playground.text.data import TINY_SHAKESPEARE_CHARS, Corpus
+from playground.training import distributed
+from playground.training.loop import StepMetrics, TrainingError
+from playground.training.presets import DECAY_FLOORS, MODEL_FIELDS, TRAIN_PRESETS
+from playground.training.run import RunRequest, prepare_run, run_training
 
 TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
                 "checkpoint_interval", "seed", "device", "optimizer", "precision", "time_budget_seconds",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from playground import checkpoints
+from playground.checkpoints import store as checkpoints
 
 EXIT_USAGE = 2
 

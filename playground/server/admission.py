@@ -19,12 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground import checkpoints
-from playground.architectures import optimizer_refusal
 from playground.budget import BudgetError, MemoryBudget
+from playground.checkpoints import store as checkpoints
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
-from playground.data import Corpus, CorpusError
-from playground.estimates import (
+from playground.model.families import optimizer_refusal
+from playground.server import tenancy
+from playground.server.tenancy import Visitor
+from playground.text.data import Corpus, CorpusError
+from playground.training.estimates import (
     budget_left,
     estimate_seconds,
     format_seconds,
@@ -33,7 +35,7 @@ from playground.estimates import (
     step_seconds,
     where,
 )
-from playground.run import (
+from playground.training.run import (
     PreparedRun,
     RunPlan,
     RunRequest,
@@ -43,8 +45,6 @@ from playground.run import (
     check_steps,
     plan_run,
 )
-from playground.server import tenancy
-from playground.server.tenancy import Visitor
 
 HOUR = 3600.0
 

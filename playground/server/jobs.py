@@ -23,15 +23,16 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from playground import checkpoints, curves
+from playground.checkpoints import store as checkpoints
 from playground.device import describe_training
-from playground.estimates import format_budget, format_seconds
-from playground.probes import ProbeSnapshot
-from playground.run import STOPPED_BY_TIME_LIMIT, PreparedRun, RunRequest, run_training
-from playground.run_record import seconds_before
 from playground.server import admission, tenancy
 from playground.server.tenancy import Visitor
-from playground.train import StepMetrics, TrainResult
+from playground.training import curves
+from playground.training.estimates import format_budget, format_seconds
+from playground.training.loop import StepMetrics, TrainResult
+from playground.training.probes import ProbeSnapshot
+from playground.training.record import seconds_before
+from playground.training.run import STOPPED_BY_TIME_LIMIT, PreparedRun, RunRequest, run_training
 
 logger = logging.getLogger(__name__)
 

@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from playground import checkpoints
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.export import CLIENT_FIELD, OWNER_FIELD
 from playground.config import Limits
-from playground.estimates import format_seconds
-from playground.run_record import CLIENT_FIELD, OWNER_FIELD
+from playground.training.estimates import format_seconds
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ attention), under the notebook's own names: ``CharTokenizer``, ``TokenIdsDataset
 ``MultiHeadAttention(config)``. The classes take the notebook's ``config`` dict and keep its attribute names
 (``Q_weights``, ``casual_attention_mask``, ``linear``), so a notebook reader's ``state_dict`` loads strictly.
 
-``TokenIdsDataset`` is the project's own (playground/data.py): the notebook's, plus negative indices and a clear
+``TokenIdsDataset`` is the project's own (playground/text/data.py): the notebook's, plus negative indices and a clear
 error when the text is shorter than a window.
 
     config = {"embedding_dim": 64, "heads_num": 4, "head_size": 16, "context_size": 32, "dropout_rate": 0.0,
@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from playground.data import TokenIdsDataset
+from playground.text.data import TokenIdsDataset
 from playground.textbook.sizes import TextbookError, check_length
 
 __all__ = ["AttentionHead", "CharTokenizer", "MultiHeadAttention", "TokenIdsDataset"]
@@ -27,7 +27,8 @@ class CharTokenizer:
 
     ``train_from_text(text)`` sorts the text's unique characters, so on Tiny Shakespeare "Hello world" ->
     [20, 43, 50, 50, 53, 1, 61, 53, 56, 50, 42], as the notebook prints. ``encode`` returns a LongTensor;
-    ``decode`` takes one. The app's own tokenizer (playground/tokenizer.py) gives the same IDs for a sorted vocabulary.
+    ``decode`` takes one. The app's own tokenizer (playground/text/tokenizer.py) gives the same IDs for a sorted
+    vocabulary.
     """
 
     def __init__(self, vocabulary):

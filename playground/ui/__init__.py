@@ -17,11 +17,12 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground import checkpoints
-from playground.architectures import require_gpt
 from playground.budget import sessions_cost
+from playground.checkpoints import store as checkpoints
 from playground.config import Limits
 from playground.device import pick_device
+from playground.lens.walkthrough import STEP_TITLES
+from playground.model.families import require_gpt
 from playground.server import temp_space, tenancy
 from playground.ui import (
     attention_tab,
@@ -36,7 +37,6 @@ from playground.ui import (
 )
 from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext, friendly
 from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
-from playground.walkthrough import STEP_TITLES
 
 TITLE = "Attention Playground"
 # Gradio's default theme draws weight 600 (headings, labels, buttons) from a SemiBold Source Sans Pro that holds a few

@@ -4,7 +4,7 @@ Weights come from a trained checkpoint (a real head on the real input of its lay
 the textbook presets. What-if switches show the consequence of each piece: the mask, the scaling, a
 temperature, and the order of masking and scaling; when one differs from its default, the stage is drawn
 twice, now and by default, on one colour scale. The maths, the lesson text, the step titles and which note
-shows at which step live in playground.walkthrough; what a view costs lives in playground.budget. This module
+shows at which step live in playground.lens.walkthrough; what a view costs lives in playground.budget. This module
 lays them out, and puts exports where Gradio serves files from.
 
 The view renders when the page loads and whenever a setting changes; the Show button (``/attention_step``)
@@ -29,15 +29,16 @@ import gradio as gr
 import numpy as np
 import torch
 
-from playground import budget, checks, plots, walkthrough
-from playground.architectures import require_gpt
+from playground import budget, checks, plots
 from playground.checks import count
-from playground.tokenizer import UnknownCharacterError
+from playground.lens import walkthrough
+from playground.lens.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
+from playground.model.families import require_gpt
+from playground.text.tokenizer import UnknownCharacterError
 from playground.ui import chart_deck, head_table
 from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, scroll_to_js
 from playground.ui.events import wire
 from playground.ui.widgets import chips_html
-from playground.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
 
 SOURCES = ("trained checkpoint", "random weights", "textbook preset")
 SOURCE_KINDS = dict(zip(SOURCES, ("checkpoint", "random", "textbook")))  # lessons.INPUT_LOOK_FOR's keys

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground import budget, checkpoints, checks
+from playground import budget, checks
 from playground.budget import human
+from playground.checkpoints import store as checkpoints
+from playground.checkpoints.nanogpt import convert_nanogpt
 from playground.config import ModelConfig
-from playground.convert import convert_nanogpt
 from playground.server import admission, tenancy
 from playground.ui.common import AppContext, keep_on_refusal
 from playground.ui.events import wire

@@ -18,14 +18,15 @@ from pathlib import Path
 import gradio as gr
 import torch
 
-from playground import checkpoints, loading
 from playground.budget import MemoryBudget
+from playground.checkpoints import loading
+from playground.checkpoints import store as checkpoints
 from playground.config import Limits
-from playground.data import Corpus, load_corpus
+from playground.lens.walkthrough import lessons
 from playground.server import admission, temp_space, tenancy
 from playground.server.admission import LongWork, TrainingClock
 from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
-from playground.walkthrough import lessons
+from playground.text.data import Corpus, load_corpus
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The Attention tab's "heads that do something recognisable": every head of the chosen checkpoint scored on probe
-inputs (playground/head_scores.py), as a ranked table; picking a row opens that head in the tab's stages.
+inputs (playground/lens/head_scores.py), as a ranked table; picking a row opens that head in the tab's stages.
 
 Owns the table's rows, its cost check and the row -> (layer, head) step; the scoring is head_scores.py's.
 """
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground import budget, head_scores
+from playground import budget
 from playground.checks import count
+from playground.lens import head_scores
+from playground.lens.walkthrough.lessons import STEP_TITLES
 from playground.ui.common import AppContext, keep_on_refusal, scroll_to_js
 from playground.ui.events import wire
-from playground.walkthrough.lessons import STEP_TITLES
 
 HEADERS = ["pattern", "layer", "head", "score", "chance", "× chance"]
 TOP_PER_PATTERN = 3

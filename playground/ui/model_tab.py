@@ -6,7 +6,7 @@ weights; the Attention tab steps through its seven stages), 3. all heads (weight
 projection; notebook 001's numbers on the textbook inputs; a switch that forgets notebook 002's transpose and
 maps where each block of the scrambled rows came from), 4. the block (the residual stream's length at each
 point, with switches for post-norm, encoder, ReLU and seeded attention dropout), 5. the model (a logit lens).
-The maths and the words live in playground.anatomy; what a view costs in anatomy.view_cost. This module lays
+The maths and the words live in playground.lens.anatomy; what a view costs in anatomy.view_cost. This module lays
 them out.
 
 The view renders when the page loads and whenever a setting changes (``/model_view`` for API clients).
@@ -24,12 +24,14 @@ import gradio as gr
 import numpy as np
 import torch
 
-from playground import anatomy, checkpoints, checks, plots, walkthrough
-from playground.anatomy import lessons
-from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PARTS
-from playground.architectures import require_gpt
+from playground import checks, plots
+from playground.checkpoints import store as checkpoints
 from playground.checks import count
-from playground.tokenizer import UnknownCharacterError, escape_char
+from playground.lens import anatomy, walkthrough
+from playground.lens.anatomy import lessons
+from playground.lens.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PARTS
+from playground.model.families import require_gpt
+from playground.text.tokenizer import UnknownCharacterError, escape_char
 from playground.ui import chart_deck, transpose_picture
 from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown, fold
 from playground.ui.events import once_shown, wire

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground import checkpoints, checks, hub
+from playground import checks
+from playground.checkpoints import hub
+from playground.checkpoints import store as checkpoints
 from playground.ui.common import AppContext, checkpoint_dropdown, keep_on_refusal
 from playground.ui.events import wire
 from playground.ui.train_tab import TOKEN_CHARS, identify

@@ -22,12 +22,12 @@ import gradio as gr
 import torch
 
 from playground import checks, plots
-from playground.architectures import lab_prompt
 from playground.budget import human, inference_cost
 from playground.checks import count
 from playground.config import ModelConfig
 from playground.device import describe
-from playground.sampling import (
+from playground.model.families import lab_prompt
+from playground.model.sampling import (
     SamplingSettings,
     check_sampling_time,
     rebuild_length,
@@ -35,7 +35,7 @@ from playground.sampling import (
     start_text,
     stream,
 )
-from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
+from playground.text.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
 from playground.ui import bring_model, chart_deck, publish
 from playground.ui.common import TAP_PX, AppContext, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire

@@ -18,9 +18,9 @@ from collections import Counter
 import gradio as gr
 
 from playground import checks
-from playground.data import Corpus, is_tiny_shakespeare
-from playground.subword import SPACE_MARKER_NOTE, BPETokenizer
-from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, list_unknown, without_unknown
+from playground.text.data import Corpus, is_tiny_shakespeare
+from playground.text.subword import SPACE_MARKER_NOTE, BPETokenizer
+from playground.text.tokenizer import CharTokenizer, Tokenizer, escape_char, list_unknown, without_unknown
 from playground.ui.common import (
     AppContext,
     checkpoint_dropdown,

@@ -18,9 +18,9 @@ from typing import Any
 
 import gradio as gr
 
-from playground import checkpoints, checks, curves, plots
-from playground.anatomy.book_models import LAB_TEXT
+from playground import checks, plots
 from playground.budget import MemoryBudget, human
+from playground.checkpoints import store as checkpoints
 from playground.config import (
     ARCHITECTURE_CHOICES,
     DECAY_CHOICES,
@@ -32,14 +32,16 @@ from playground.config import (
     ModelConfig,
     TrainConfig,
 )
-from playground.data import Corpus, decode_text, load_corpus
 from playground.device import describe, offered_devices, pick_device
-from playground.estimates import format_budget, format_seconds
-from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
-from playground.run import RunRequest
+from playground.lens.anatomy.book_models import LAB_TEXT
 from playground.server import admission, tenancy
 from playground.server.jobs import FAILED, FINISHED, STOPPED, JobStatus
-from playground.tokenizer import CharTokenizer, escape_char
+from playground.text.data import Corpus, decode_text, load_corpus
+from playground.text.tokenizer import CharTokenizer, escape_char
+from playground.training import curves
+from playground.training.estimates import format_budget, format_seconds
+from playground.training.presets import DECAY_FLOORS, TRAIN_PRESETS
+from playground.training.run import RunRequest
 from playground.ui.common import AppContext, default_corpus_choice, default_corpus_name, fold, friendly, keep_on_refusal
 from playground.ui.events import wire
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from playground.anatomy import ForgottenJoin
+from playground.lens.anatomy import ForgottenJoin
+from playground.lens.walkthrough.lessons import FOLD
 from playground.plots import CATEGORY_COLOURS
-from playground.walkthrough.lessons import FOLD
 
 CAPTION = ("Each colour is one head's output, a block per token. Joined right, row t holds every head's block for "
            "token t; notebook 002's view without the transpose moves them: rows mix tokens.")

@@ -4,7 +4,7 @@ Three views of one checkpoint at one position: **why this character** (the targe
 wrote it, and for the chosen head one picture from its pattern to the next character: its weights, what it writes
 from each key, their product, the sum that is its bar, the logit and the probability), **what the head reads and
 writes** (its QK and OV circuits over the vocabulary, the strongest pairs in words) and **knock heads out** (the
-loss and the prediction without them, and every head ranked by the loss it adds). The maths is playground.circuits;
+loss and the prediction without them, and every head ranked by the loss it adds). The maths is playground.lens.circuits;
 this module checks the inputs, prices the view and lays it out. Renders on arrival and on every edit (``/why`` for
 API clients).
 """
@@ -27,8 +27,10 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from playground import budget, checkpoints, checks, circuits, head_scores, plots
-from playground.tokenizer import CharTokenizer, escape_text, labels
+from playground import budget, checks, plots
+from playground.checkpoints import store as checkpoints
+from playground.lens import circuits, head_scores
+from playground.text.tokenizer import CharTokenizer, escape_text, labels
 from playground.ui import chart_deck
 from playground.ui import why_page as script  # the page's own script: what the browser runs
 from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, keep_on_refusal

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 
-from playground.tokenizer import Tokenizer
+from playground.text.tokenizer import Tokenizer
 
 _PALETTE = ("#dbeafe", "#dcfce7", "#fef9c3", "#fce7f3", "#ede9fe", "#ffedd5", "#cffafe", "#e0e7ff")
 

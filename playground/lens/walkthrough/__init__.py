@@ -1,0 +1,91 @@
+"""One head step by step: the trace, where weights come from, what-ifs, export. The maths behind the Attention tab.
+
+    trace.py     trace_head -> HeadTrace: the seven stages' tensors (maths only)
+    lessons.py   STEP_TITLES, each stage's formula and explanation, the what-ifs' sentences (words only)
+    sources.py   HeadInputs from a checkpoint head, a seeded random head or TEXTBOOK_PRESETS
+    whatifs.py   mask leaks, softmax saturation, mask order, one query's row; the notes each stage shows
+    export.py    a stage's matrices as CSV and .npy files
+    text.py      typed text -> token IDs cut to the model's context
+
+Knows nothing about Gradio, Plotly or figures. The multi-head family behind the Compare tab is
+playground.attention, which does not import this package.
+
+    from playground.lens.walkthrough import journey_preset, stages
+    trace = journey_preset().trace(mask=True)     # trace.output[0] -> [-0.4519, 0.2216], the book's numbers
+    stages(trace)[5].title -> "6. Softmax weights"
+"""
+
+from playground.lens.walkthrough.export import to_csv, to_npy_bytes, write_stage
+from playground.lens.walkthrough.lessons import STEP_LABELS, STEP_TITLES, Stage, notes_at, stages
+from playground.lens.walkthrough.sources import (
+    TEXTBOOK_PRESETS,
+    HeadInputs,
+    TextbookPreset,
+    checkpoint_head_inputs,
+    journey_preset,
+    lab_preset,
+    random_head,
+    trace_checkpoint_head,
+)
+from playground.lens.walkthrough.text import PreparedText, prepare_text
+from playground.lens.walkthrough.trace import (
+    DEFAULT_SWITCHES,
+    STAGE_KEYS,
+    SWITCHED_STAGES,
+    HeadTrace,
+    StageMatrix,
+    stage_shapes,
+    trace_head,
+)
+from playground.lens.walkthrough.whatifs import (
+    MaskLeak,
+    Mix,
+    QueryRow,
+    Saturation,
+    mask_leak,
+    mask_order_difference,
+    query_row,
+    row_entropy,
+    saturation,
+    stage_notes,
+    whatif_traces,
+)
+
+__all__ = [
+    "DEFAULT_SWITCHES",
+    "STAGE_KEYS",
+    "STEP_LABELS",
+    "STEP_TITLES",
+    "SWITCHED_STAGES",
+    "TEXTBOOK_PRESETS",
+    "HeadInputs",
+    "HeadTrace",
+    "MaskLeak",
+    "Mix",
+    "PreparedText",
+    "QueryRow",
+    "Saturation",
+    "Stage",
+    "StageMatrix",
+    "TextbookPreset",
+    "checkpoint_head_inputs",
+    "journey_preset",
+    "lab_preset",
+    "mask_leak",
+    "mask_order_difference",
+    "notes_at",
+    "prepare_text",
+    "query_row",
+    "random_head",
+    "row_entropy",
+    "saturation",
+    "stage_notes",
+    "stage_shapes",
+    "stages",
+    "to_csv",
+    "to_npy_bytes",
+    "trace_checkpoint_head",
+    "trace_head",
+    "whatif_traces",
+    "write_stage",
+]

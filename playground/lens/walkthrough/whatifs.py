@@ -1,0 +1,193 @@
+"""What-if analyses of one head: does the output read the future, does softmax saturate, does order matter.
+
+Owns the numbers behind the Attention tab's "what if" panel and its one-query view: mask leaks, row entropy
+and largest weights with and without scaling, mask-before-vs-after-scaling, and one query's row sorted by
+weight. Each returns a plain dataclass; the sentences come from lessons.py. ``stage_notes`` runs only the
+analyses a stage shows (lessons.WHATIF_NOTES); ``whatif_traces`` says how many traces that costs. Knows
+nothing about the UI.
+
+    mask_leak(**journey_preset().as_kwargs()).affected -> [(0, 'Your'), (1, 'journey'), ... (4, 'one')]
+    whatif_traces("weights") -> 4        (the mask leak traces twice, saturation twice)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+from playground import checks
+from playground.lens.walkthrough import lessons
+from playground.lens.walkthrough.trace import HeadTrace, trace_head
+from playground.model.gpt import causal_mask
+
+TRACES_PER_NOTE = {"mask_leak": 2, "saturation": 2, "mask_order": 2}  # how often each analysis traces the head
+TABLE_TOKENS = 16  # the saturation note prints a per-query table up to this many tokens
+
+
+@dataclass
+class MaskLeak:
+    """How much each token's output depends on tokens after it."""
+
+    mask: bool
+    future_weight: list[float]  # per row i: total weight on positions j > i
+    max_future_weight: list[float]  # per row i: the largest single weight on a position j > i
+    output_change: list[float]  # per row i: max |change| of output row i when the last token changes
+    affected: list[tuple[int, str]]  # (position, token) of earlier rows whose output changed
+    summary: str
+
+
+def mask_leak(x: torch.Tensor, w_query: torch.Tensor, w_key: torch.Tensor, w_value: torch.Tensor, *,
+              mask: bool = False, **switches: Any) -> MaskLeak:
+    """Which earlier tokens' outputs change when the last token changes (1.0 added to each feature).
+
+    With the mask off, every row that puts weight on a later token leaks; with it on, all numbers are 0.
+    ``switches`` are the other trace_head keywords (tokens, scale, temperature, biases).
+    """
+    trace = trace_head(x, w_query, w_key, w_value, mask=mask, **switches)
+    T = trace.length
+    future = ~causal_mask(T, T)  # (T, T) True above the diagonal
+    future_weights = trace.weights.masked_fill(~future, 0.0)  # (T, T)
+    changed_x = trace.x.clone()
+    changed_x[-1] = changed_x[-1] + 1.0
+    changed = trace_head(changed_x, w_query, w_key, w_value, mask=mask, **switches)
+    output_change = (changed.output - trace.output).abs().amax(dim=1)  # (T,)
+    affected = [(i, trace.tokens[i]) for i in range(T - 1) if output_change[i].item() > 0.0]
+    return MaskLeak(
+        mask=bool(mask),
+        future_weight=future_weights.sum(dim=1).tolist(),
+        max_future_weight=future_weights.amax(dim=1).tolist(),
+        output_change=output_change.tolist(),
+        affected=affected,
+        summary=lessons.mask_leak_summary(trace.tokens, affected, bool(mask), max(
+            (trace.weights[i, -1].item() for i in range(T - 1) if output_change[i].item() == 0.0), default=0.0)),
+    )
+
+
+def row_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats of each row of weights (T, T) -> (T,); 0 · log 0 counts as 0."""
+    return -torch.special.xlogy(weights, weights).sum(dim=-1)
+
+
+@dataclass
+class Saturation:
+    """How peaked the softmax rows are with and without the 1/√d_k scaling."""
+
+    entropy_scaled: list[float]  # nats per row; log(number of visible tokens) is the flattest possible
+    entropy_unscaled: list[float]
+    max_weight_scaled: list[float]
+    max_weight_unscaled: list[float]
+    max_entropy: list[float]  # per row: log of the number of tokens the row can see
+    summary: str
+
+
+def saturation(trace_with_scaling: HeadTrace, trace_without: HeadTrace) -> Saturation:
+    """Per-row entropy (nats) and largest weight of two traces of the same head, scaled and unscaled."""
+    if trace_with_scaling.weights.shape != trace_without.weights.shape:
+        raise ValueError(
+            f"the two traces have different shapes {tuple(trace_with_scaling.weights.shape)} and "
+            f"{tuple(trace_without.weights.shape)}; trace the same inputs twice"
+        )
+    scaled, unscaled = trace_with_scaling.weights, trace_without.weights  # (T, T)
+    visible = (trace_with_scaling.masked_scores != float("-inf")).sum(dim=1)  # (T,)
+    entropy_scaled, entropy_unscaled = row_entropy(scaled), row_entropy(unscaled)  # (T,)
+    max_scaled, max_unscaled = scaled.amax(dim=1), unscaled.amax(dim=1)  # (T,)
+    return Saturation(
+        entropy_scaled=entropy_scaled.tolist(),
+        entropy_unscaled=entropy_unscaled.tolist(),
+        max_weight_scaled=max_scaled.tolist(),
+        max_weight_unscaled=max_unscaled.tolist(),
+        max_entropy=torch.log(visible.to(scaled.dtype)).tolist(),
+        summary=lessons.saturation_summary(entropy_scaled.mean().item(), max_scaled.mean().item(),
+                                           entropy_unscaled.mean().item(), max_unscaled.mean().item(),
+                                           trace_with_scaling.head_size),
+    )
+
+
+def mask_order_difference(x: torch.Tensor, w_query: torch.Tensor, w_key: torch.Tensor, w_value: torch.Tensor,
+                          **switches: Any) -> float:
+    """Largest |difference| between the weights with the mask applied before and after scaling (0.0).
+
+    ``switches`` are the other trace_head keywords; the mask is always on here.
+    """
+    switches = {key: value for key, value in switches.items() if key not in ("mask", "mask_before_scaling")}
+    before = trace_head(x, w_query, w_key, w_value, mask=True, mask_before_scaling=True, **switches)
+    after = trace_head(x, w_query, w_key, w_value, mask=True, mask_before_scaling=False, **switches)
+    return (before.weights - after.weights).abs().max().item()
+
+
+class Mix(NamedTuple):
+    """One visible token in a query's row: where it is, what it is, how much the query takes from it."""
+
+    position: int
+    token: str
+    weight: float
+
+
+@dataclass
+class QueryRow:
+    """One query token's view: its scores, its weights and the value vectors it mixes."""
+
+    position: int
+    token: str
+    scores: list[float]  # the row that goes into softmax (−inf where masked)
+    weights: list[float]  # its softmax; sums to 1
+    mixes: list[Mix]  # visible tokens, largest weight first
+    values: torch.Tensor  # (len(mixes), d_k) value rows in the same order as mixes
+    output: list[float]  # (d_k,) = sum of weight * value
+
+
+def query_row(trace: HeadTrace, position: int) -> QueryRow:
+    """Query token ``position``'s score row, softmax row and the values it mixes, sorted by weight."""
+    T = trace.length
+    position = checks.whole_number(position, "the query position")
+    if not 0 <= position < T:
+        raise ValueError(f"query position {position} is out of range: the text has {T} tokens (0-{T - 1})")
+    scores = trace.masked_scores[position]  # (T,)
+    weights = trace.weights[position]  # (T,)
+    score_list, weight_list = scores.tolist(), weights.tolist()  # one copy each, not one .item() per key
+    visible = [j for j in range(T) if score_list[j] != float("-inf")]
+    mixes = sorted((Mix(j, trace.tokens[j], weight_list[j]) for j in visible),
+                   key=lambda mix: (-mix.weight, mix.position))
+    values = trace.v[[mix.position for mix in mixes]]  # (n, d_k)
+    return QueryRow(
+        position=position,
+        token=trace.tokens[position],
+        scores=score_list,
+        weights=weight_list,
+        mixes=mixes,
+        values=values,
+        output=trace.output[position].tolist(),
+    )
+
+
+def whatif_traces(key: str) -> int:
+    """How many traces of the head stage ``key``'s what-if notes run, on top of the one shown."""
+    return sum(TRACES_PER_NOTE[name] for name in lessons.notes_at(key))
+
+
+def stage_notes(key: str, trace: HeadTrace, x: torch.Tensor, w_query: torch.Tensor, w_key: torch.Tensor,
+                w_value: torch.Tensor, **inputs: Any) -> list[str]:
+    """The what-if notes (Markdown) stage ``key`` shows, each analysis run only where its note is shown.
+
+    ``trace`` is the head as shown, whose switches the analyses keep; ``inputs`` are trace_head's other
+    keywords (tokens, biases). Stages 1-3 show none: softmax and the mask have not been met yet.
+    """
+    names = lessons.notes_at(key)
+    common = dict(inputs, temperature=trace.temperature)
+    notes = []
+    if "mask_leak" in names:
+        leak = mask_leak(x, w_query, w_key, w_value, mask=False, scale=trace.scale, **common)
+        notes.append(lessons.mask_leak_note(trace, leak.summary))
+    if "saturation" in names:
+        order = dict(mask=trace.mask, mask_before_scaling=trace.mask_before_scaling)
+        result = saturation(trace_head(x, w_query, w_key, w_value, scale=True, **order, **common),
+                            trace_head(x, w_query, w_key, w_value, scale=False, **order, **common))
+        rows = (list(zip(trace.tokens, result.entropy_scaled, result.entropy_unscaled, result.max_weight_scaled,
+                         result.max_weight_unscaled)) if trace.length <= TABLE_TOKENS else [])
+        notes.append(lessons.saturation_note(key, trace, result.summary, rows))
+    if "mask_order" in names and trace.mask:  # with the mask off there is no order to compare
+        notes.append(lessons.mask_order_note(
+            mask_order_difference(x, w_query, w_key, w_value, scale=trace.scale, **common)))
+    return notes

@@ -1,0 +1,110 @@
+"""Which model a ModelConfig builds: ``build_model(config)``, the one factory the run, the checkpoint loader and
+sampling use, and ``require_gpt``, the one refusal of a view that reads a GPT's blocks.
+
+``config.architecture`` "gpt" builds model.GPT; "notebook_004" builds ``NotebookLanguageModel``: notebook 004's own
+``SimpleLanguageModel`` (playground/textbook/notebook_004.py) with what the playground's loop, sampler and probes ask
+of a model, and nothing else. Its parameters are the notebook's, under the notebook's names (``token_emb``,
+``pos_emb``, ``attn.heads.i.key/query/value``, ``attn.proj``, ``output``), so its checkpoint's model.safetensors loads
+strictly into a notebook reader's ``SimpleLanguageModel(len(chars), block_size=8, n_embd=16, n_head=2)``; and it
+keeps the notebook's initialisation (PyTorch's defaults), so its first loss is the notebook's, about ln(8) on
+"hello world". Knows nothing about files or the UI.
+
+    build_model(ModelConfig(vocabulary_size=8, context_size=8, embedding_dim=16, heads_num=2, layers_num=1,
+                            architecture="notebook_004")).parameter_count()  -> 1048
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from playground.config import NOTEBOOK_004, ModelConfig
+from playground.model.gpt import GPT, GPTOutput, KVCache
+from playground.textbook.notebook_004 import SimpleLanguageModel
+
+
+class ArchitectureError(ValueError):
+    """A view or an operation needs another kind of model than the checkpoint holds; the message says where to go."""
+
+
+class NotebookLanguageModel(SimpleLanguageModel):
+    """Notebook 004's SimpleLanguageModel(vocabulary_size, context_size, embedding_dim, heads_num), answering as
+    model.GPT does: ``forward(idx, targets)`` gives a GPTOutput with the loss (the notebook computes it outside,
+    ``F.cross_entropy(logits.view(-1, V), y.view(-1))``: the same), and with ``return_attention`` its one layer's
+    weights (B, heads, T, T) and what that layer read (the embeddings, (B, T, C): there is no LayerNorm).
+
+    No KV cache (``config.has_kv_cache`` is false): sampling re-reads the last ``context_size`` ids each step, the
+    notebook's ``idx[:, -8:]``.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config.vocabulary_size, config.context_size, config.embedding_dim, config.heads_num)
+        self.config = config
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def weights_bytes(self) -> int:
+        """Bytes the parameters take in memory (it has no buffers)."""
+        return sum(p.numel() * p.element_size() for p in self.parameters())
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
+                return_attention: bool = False, cache: KVCache | None = None) -> GPTOutput:
+        """idx (B, T <= context_size) -> logits (B, T, V); the loss with ``targets``; its weights if asked."""
+        if cache is not None:
+            raise ArchitectureError("notebook 004's model keeps no KV cache: it re-reads its whole window each step")
+        x = self.embed(idx)  # (B, T, C)
+        logits = self.output(self.attn(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        if not return_attention:
+            return GPTOutput(logits, loss)
+        return GPTOutput(logits, loss, [self.attn.weights(x)], [x])
+
+
+def build_model(config: ModelConfig) -> GPT | NotebookLanguageModel:
+    """The model ``config.architecture`` names, freshly initialised (on torch's current default device)."""
+    if config.architecture == NOTEBOOK_004:
+        return NotebookLanguageModel(config)
+    return GPT(config)
+
+
+def describe_architecture(config: ModelConfig) -> str:
+    """The kind of model in a few words: 'notebook 004's attention-only model (2 heads, each on its own 8 of the
+    embedding's 16 features)', or '' for a GPT (its description says the rest)."""
+    if config.is_gpt:
+        return ""
+    return (f"notebook 004's attention-only model ({config.heads_num} head{'s' * (config.heads_num != 1)}, each on "
+            f"its own {config.head_size} of the embedding's {config.embedding_dim} features; no MLP, norm or "
+            "residual)")
+
+
+def optimizer_refusal(config: ModelConfig, optimizer: str) -> str | None:
+    """Why ``optimizer`` cannot train a model of ``config``, or None: Muon trains the blocks' matrices, and notebook
+    004's model has no blocks."""
+    if optimizer == "muon" and not config.is_gpt:
+        return ("notebook 004's model has no transformer blocks, whose matrices are what Muon trains: pick the "
+                "optimizer adamw")
+    return None
+
+
+def require_gpt(config: ModelConfig, name: str, view: str) -> None:
+    """Refuse, in a sentence that says where to go instead, a ``view`` (e.g. "the Model tab") that reads a GPT's
+    blocks when checkpoint ``name`` holds notebook 004's model."""
+    if config.is_gpt:
+        return
+    raise ArchitectureError(
+        f"The checkpoint {name} is notebook 004's attention-only model (the toy preset's lab: sliced heads, no "
+        f"blocks): open it in the Sample tab, or score its heads in the Attention tab; {view} needs a GPT checkpoint")
+
+
+NOTEBOOK_PROMPT = "w"  # what notebook 004 generates from: generate(model, start_str="w", max_new_tokens=100)
+
+
+def lab_prompt(config: ModelConfig, knows) -> str:
+    """The prompt the notebook samples its model from ("w") where ``config`` is notebook 004's and ``knows(text)``
+    (a tokenizer's ``find_unknown``, empty when it reads it all) finds nothing unknown in it; '' otherwise."""
+    if config.architecture != NOTEBOOK_004 or knows(NOTEBOOK_PROMPT):
+        return ""
+    return NOTEBOOK_PROMPT
