@@ -16,7 +16,7 @@ import torch
 from test_gpt2 import TRAINING_TEXT, train_bpe
 from test_hub import SHA, StubHub
 
-from playground import checkpoints, llama_layout, loading
+from playground import checkpoints, export, loading
 from playground.architectures import ArchitectureError, build_model, require_gpt
 from playground.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from playground.config import ConfigError, ModelConfig
@@ -309,18 +309,38 @@ def test_a_gpt_configs_json_is_unchanged_and_the_family_fields_stay_in_their_fam
         llama_config(use_bias=True)
 
 
-def test_export_writes_the_family_back_in_its_own_layout(tiny):
-    """llama_layout's tables map both ways: the playground's weights under transformers' names load strictly."""
-    reference, _, folder = tiny("qwen2-4over2-tied")
-    checkpoint = open_folder(folder)
-    exported = llama_layout.export_state_dict(checkpoint.model.state_dict(), checkpoint.config)
-    config_class, model_class = reference_class(llama_layout.llama_config(checkpoint.config)["model_type"])
-    data = llama_layout.llama_config(checkpoint.config)
-    rebuilt = model_class(config_class(**{k: v for k, v in data.items() if k != "architectures"})).eval()
-    missing, unexpected = rebuilt.load_state_dict(exported, strict=False)
-    assert missing == ["lm_head.weight"] or not missing  # tied: transformers' head is the embedding
-    assert not unexpected
-    rebuilt.tie_weights()
-    ids = torch.arange(12)[None]
+@pytest.mark.parametrize("name", ["qwen2-4over2-tied", "llama-4over2"])
+def test_export_writes_the_family_back_in_its_own_layout(tiny, tmp_path, name):
+    reference, tokenizer, folder = tiny(name)
+    target = export.export_gpt2(open_folder(folder), tmp_path / "exported")
+    assert json.loads((target / "config.json").read_text())["model_type"] == SHAPES[name][0]
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    rebuilt = AutoModelForCausalLM.from_pretrained(target).eval()
+    ids = tokenizer.encode(PROMPT)[None]
+    assert AutoTokenizer.from_pretrained(target)(PROMPT)["input_ids"] == ids[0].tolist()
     with torch.no_grad():
-        torch.testing.assert_close(rebuilt(ids).logits, reference(ids).logits, atol=1e-5, rtol=0)
+        expected = reference(ids).logits
+        torch.testing.assert_close(rebuilt(ids).logits, expected, atol=1e-5, rtol=0)
+        torch.testing.assert_close(open_folder(target).model(ids).logits, expected, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("qkv_bias", [False, True])
+def test_a_playground_llama_exports_for_transformers(tmp_path, qkv_bias):
+    """A Llama trained here (characters, its own layout) opens in transformers with the same logits; with q/k/v
+    biases it is Qwen2's layout."""
+    tokenizer = CharTokenizer.train_from_text("to be or not to be, that is the question\n")
+    config = llama_config(vocabulary_size=tokenizer.vocabulary_size, qkv_bias=qkv_bias, tie_embeddings=True)
+    torch.manual_seed(4)
+    save_checkpoint(build_model(config).eval(), tokenizer, "tiny-llama", directory=tmp_path)
+    checkpoint = load_checkpoint("tiny-llama", directory=tmp_path)
+    target = export.export_gpt2(checkpoint, tmp_path / "exported")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    rebuilt = AutoModelForCausalLM.from_pretrained(target).eval()
+    assert type(rebuilt).__name__ == ("Qwen2ForCausalLM" if qkv_bias else "LlamaForCausalLM")
+    ids = tokenizer.encode("that is the q")[None]  # 13 of its 16 positions
+    if not qkv_bias:  # transformers 5 reads a qwen2 folder's tokenizer.json through Qwen2Tokenizer, whatever it holds
+        assert AutoTokenizer.from_pretrained(target)("that is the q")["input_ids"] == ids[0].tolist()
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(ids).logits, checkpoint.model(ids).logits, atol=1e-5, rtol=0)
