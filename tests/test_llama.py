@@ -16,10 +16,11 @@ import torch
 from test_gpt2 import TRAINING_TEXT, train_bpe
 from test_hub import SHA, StubHub
 
-from playground import checkpoints, export, loading
+from playground import checkpoints, export, llama_layout, loading
 from playground.architectures import ArchitectureError, build_model, require_gpt
 from playground.checkpoints import CheckpointError, load_checkpoint, save_checkpoint
 from playground.config import ConfigError, ModelConfig
+from playground.hub import HubError
 from playground.llama import POINTS, Llama, Recorder, apply_rotary_pos_emb, rotary_cos_sin
 from playground.model import KVCache
 from playground.sampling import SamplingSettings, sampling_cost, stream
@@ -344,3 +345,84 @@ def test_a_playground_llama_exports_for_transformers(tmp_path, qkv_bias):
         assert AutoTokenizer.from_pretrained(target)("that is the q")["input_ids"] == ids[0].tolist()
     with torch.no_grad():
         torch.testing.assert_close(rebuilt(ids).logits, checkpoint.model(ids).logits, atol=1e-5, rtol=0)
+
+
+def test_the_sample_command_runs_it_unchanged(tiny, capsys):
+    reference, tokenizer, folder = tiny("llama-4over1-tied")
+    from playground.cli.sample import main
+
+    ids = tokenizer.encode(PROMPT)[None]
+    with torch.no_grad():
+        generated = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=12,
+                                       pad_token_id=0, eos_token_id=None)
+    code = main(["--checkpoint", str(folder), "--prompt", PROMPT, "--max-new-tokens", "12", "--greedy", "--device",
+                 "cpu"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out == tokenizer.decode(generated[0]) + "\n" and "KV cache on" in captured.err
+
+
+# config.json of the models issue 51 names, as their repos hold them (the fields the playground reads)
+REAL_CONFIGS = {
+    "SmolLM2-135M": {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                     "num_attention_heads": 9, "num_key_value_heads": 3, "max_position_embeddings": 8192,
+                     "vocab_size": 49152, "rope_theta": 100000, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                     "hidden_act": "silu", "rope_scaling": None, "attention_bias": False, "mlp_bias": False},
+    "Qwen2.5-0.5B": {"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+                     "num_attention_heads": 14, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+                     "vocab_size": 151936, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+                     "hidden_act": "silu", "use_sliding_window": False, "sliding_window": 32768,
+                     "max_window_layers": 24},
+    "TinyLlama-1.1B": {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22,
+                       "num_attention_heads": 32, "num_key_value_heads": 4, "max_position_embeddings": 2048,
+                       "vocab_size": 32000, "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+                       "hidden_act": "silu", "rope_scaling": None, "pretraining_tp": 1},
+}
+
+
+@pytest.mark.parametrize("name", REAL_CONFIGS)
+def test_the_price_before_download_counts_transformers_parameters_at_real_shapes(name):
+    """What the Hub check prices a repo by (its config's parameter count) is transformers' own count, built on the
+    meta device (shapes only, no memory)."""
+    data = REAL_CONFIGS[name]
+    config = llama_layout.model_config(data)
+    config_class, model_class = reference_class(data["model_type"])
+    with torch.device("meta"):
+        reference = model_class(config_class(**{k: v for k, v in data.items() if k != "model_type"}))
+        ours = Llama(config)
+    assert config.parameter_count() == reference.num_parameters() == ours.parameter_count()
+    grouped = config.kv_cache_bytes_per_token()
+    assert grouped * config.heads_num == 2 * config.layers_num * config.embedding_dim * 4 * config.kv_heads
+
+
+def test_the_hub_refuses_before_the_weights_a_repo_too_large_or_holding_more_than_its_config(tiny, tmp_path,
+                                                                                             monkeypatch):
+    _, _, folder = tiny("llama-4over2")
+    files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    one_layer = {**json.loads(files["config.json"]), "num_hidden_layers": 1}
+    stub = StubHub({"learner/tiny-llama": files,
+                    "learner/short-config": {**files, "config.json": json.dumps(one_layer).encode()}})
+    stub.thread.start()
+    monkeypatch.setenv("HF_ENDPOINT", stub.url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.delenv("PLAYGROUND_OFFLINE", raising=False)
+    monkeypatch.delenv("PLAYGROUND_HUB_ALLOW", raising=False)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    try:
+        parameters = open_folder(folder).config.parameter_count()
+        with pytest.raises(CheckpointError, match=f"learner/tiny-llama has {parameters:,} parameters; this server's "
+                                                  "limit is 10,000"):
+            loading.open_checkpoint("learner/tiny-llama", max_parameters=10_000)
+        with pytest.raises(HubError, match=r"learner/short-config's weights hold [\d,]+ numbers, but its config.json "
+                                           r"describes [\d,]+ parameters; they are not downloaded"):
+            loading.open_checkpoint("learner/short-config")
+        fetched = [path for method, path in stub.requests if method == "GET" and path.endswith(".safetensors")]
+    finally:
+        stub.server.shutdown()
+        stub.server.server_close()
+    assert len(fetched) == 1  # the header read of learner/short-config (a ranged GET), never a whole file
+
+
+def test_an_empty_prompt_starts_from_a_sentencepiece_models_first_special_token_not_its_unknown():
+    tokenizer = train_sentencepiece_style()
+    assert tokenizer.start_text == "<s>"
