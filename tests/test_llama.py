@@ -443,3 +443,22 @@ def test_the_circuits_refuse_the_family_in_a_sentence_until_they_read_it(call):
         call(model, torch.arange(8))
     effects = circuits.head_effects(model, torch.arange(8), mode="zero")
     assert len(effects) == 2 * 4 and len({effect.loss for effect in effects}) == 8  # each head changes the loss
+
+
+
+def test_muon_trains_the_blocks_matrices_of_a_llama_and_adamw_the_rest():
+    """The family has blocks, so the GPT's optimizers apply (notebook 004's lab alone gets the notebook's AdamW)."""
+    from playground.architectures import optimizer_refusal
+    from playground.config import TrainConfig
+    from playground.optimizers import Muon, parts
+    from playground.train import configure_optimizer
+
+    config = llama_config(qkv_bias=True)
+    model = build_model(config)
+    assert optimizer_refusal(config, "muon") is None
+    muon, adamw = parts(configure_optimizer(model, TrainConfig(optimizer="muon"), torch.device("cpu")))
+    assert isinstance(muon, Muon) and isinstance(adamw, torch.optim.AdamW)
+    by_id = {id(parameter): name for name, parameter in model.named_parameters()}
+    in_muon = sorted(by_id[id(p)] for group in muon.param_groups for p in group["params"])
+    assert len(in_muon) == 2 * 7  # per block: q, k, v, o and the MLP's gate, up and down
+    assert all(name.startswith("blocks.") and name.endswith("_proj.weight") for name in in_muon)
