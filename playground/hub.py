@@ -351,7 +351,8 @@ def _check_sizes(repo_id: str, sizes: dict[str, int], max_parameters: int | None
     """Refuse, from the sizes alone, a repo that is not a checkpoint or whose files this server would not take."""
     if checkpoints.CONFIG_FILE not in sizes:
         raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {checkpoints.CONFIG_FILE}, "
-                       "which says what model the weights make (the playground's own, or GPT-2's layout)")
+                       "which says what model the weights make (the playground's own, GPT-2's or the Llama family's "
+                       "layout)")
     if checkpoints.WEIGHTS_FILE not in sizes and checkpoints.INDEX_FILE not in sizes:
         raise HubError(checkpoints.missing_weights(repo_id, sizes))
     if not any(name in sizes for name in TOKENIZER_FILES) and not _has_bpe_files(sizes):
