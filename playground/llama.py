@@ -18,9 +18,10 @@ The forward contract is model.GPT's (``forward(idx, targets, *, return_attention
 ``Recorder``) it keeps, for each layer, the named points the views read, TransformerLens's hook names: see POINTS.
 Knows nothing about files (checkpoints.py, llama_layout.py), tokenizers or the UI.
 
-Where it differs from transformers on purpose: nowhere in the numbers (rotary angles in float32, the softmax in
-float32, as its eager path); only the default rope type is implemented, and any other ``rope_scaling`` is refused when
-a config.json is read (llama_layout.py).
+Where it differs from transformers on purpose: the outer names are the playground GPT's (``blocks.N.attn``,
+``token_embedding``, ``norm``) and the named points keep the heads' (B, h, T, d) layout; the numbers are its eager
+path's (rotary angles and the softmax in float32), and only the default rope type is implemented (llama_layout.py
+refuses any other ``rope_scaling`` by name).
 """
 
 from __future__ import annotations
