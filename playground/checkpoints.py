@@ -551,8 +551,8 @@ def _read_mapped_weights(path: Path, config: ModelConfig, layout: str = GPT2_LAY
     try:
         with _weights(path) as (keys, read):
             return mapping(keys, read, config)
-    except gpt2.LayoutError as exc:
-        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE}: {checks.shown(str(exc), quote=False)}") from None
+    except gpt2.LayoutError as exc:  # the layouts' own words, keys in them already bounded: not cut to a line
+        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE}: {exc}") from None
     except ValueError as exc:
         if isinstance(exc, CheckpointError):
             raise

@@ -462,3 +462,33 @@ def test_muon_trains_the_blocks_matrices_of_a_llama_and_adamw_the_rest():
     in_muon = sorted(by_id[id(p)] for group in muon.param_groups for p in group["params"])
     assert len(in_muon) == 2 * 7  # per block: q, k, v, o and the MLP's gate, up and down
     assert all(name.startswith("blocks.") and name.endswith("_proj.weight") for name in in_muon)
+
+
+def test_real_repos_variations_load_the_same(tiny, tmp_path):
+    """bfloat16 weights (SmolLM2's and Qwen2.5's files), a stored copy of a tied head and older transformers' rotary
+    buffers: the same model; a stored head that is not the embedding is refused by name."""
+    from safetensors.torch import load_file, save_file
+
+    reference, tokenizer, folder = tiny("qwen2-4over2-tied")
+    state = load_file(str(folder / "model.safetensors"))
+    rounded = {key: tensor.to(torch.bfloat16) for key, tensor in state.items()}
+    rounded["lm_head.weight"] = rounded["model.embed_tokens.weight"].clone()
+    for layer in range(2):
+        rounded[f"model.layers.{layer}.self_attn.rotary_emb.inv_freq"] = torch.ones(8)
+    copy = tmp_path / "variations"
+    copy.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        (copy / name).write_bytes((folder / name).read_bytes())
+    save_file(rounded, str(copy / "model.safetensors"), metadata={"format": "pt"})
+    model = open_folder(copy).model
+    expected_model = open_folder(folder).model
+    with torch.no_grad():
+        for parameter in expected_model.parameters():  # what the bf16 file holds, back in float32
+            parameter.copy_(parameter.to(torch.bfloat16).float())
+        ids = tokenizer.encode(PROMPT)[None]
+        torch.testing.assert_close(model(ids).logits, expected_model(ids).logits, atol=0, rtol=0)
+    rounded["lm_head.weight"] = rounded["lm_head.weight"] + 1
+    save_file(rounded, str(copy / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="lm_head.weight differs from model.embed_tokens.weight, but config.json "
+                                              "ties them"):
+        open_folder(copy)
