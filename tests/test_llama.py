@@ -492,3 +492,13 @@ def test_real_repos_variations_load_the_same(tiny, tmp_path):
     with pytest.raises(CheckpointError, match="lm_head.weight differs from model.embed_tokens.weight, but config.json "
                                               "ties them"):
         open_folder(copy)
+
+
+def test_the_export_command_says_which_layout_it_wrote(tiny, tmp_path, capsys):
+    from playground.cli.export import main
+
+    _, _, folder = tiny("llama-4over2")
+    assert main([str(folder), str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(tmp_path / "out")
+    assert f"in the Llama family's layout to {tmp_path / 'out'}" in captured.err
