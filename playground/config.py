@@ -23,13 +23,21 @@ PRECISION_CHOICES = ("auto", "float32", "bfloat16")  # device.py resolves "auto"
 # "constant" keeps the rate where the warm-up left it, as notebook 004's loop keeps AdamW at 1e-3 for its 200 steps.
 DECAY_CHOICES = ("cosine", "linear", "constant")
 # The MLP's non-linearity: "gelu" the exact erf form (the playground's own models), "gelu_tanh" the tanh
-# approximation GPT-2 was trained with (Hugging Face calls it gelu_new), "relu" the original Transformer's.
-ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu")
+# approximation GPT-2 was trained with (Hugging Face calls it gelu_new), "relu" the original Transformer's, "silu"
+# the gate of the Llama family's SwiGLU MLP (silu(gate) * up).
+ACTIVATION_CHOICES = ("gelu", "gelu_tanh", "relu", "silu")
 # Which model a config builds (architectures.build_model): "gpt" the playground's GPT (model.py), every checkpoint's
 # unless its config.json says otherwise; "notebook_004" notebook 004's attention-only SimpleLanguageModel (its heads
 # each read their own slice of the embedding; no residual, norm or MLP), the toy preset's lab.
 GPT_ARCHITECTURE, NOTEBOOK_004 = "gpt", "notebook_004"
 ARCHITECTURE_CHOICES = (GPT_ARCHITECTURE, NOTEBOOK_004)
+# Which blocks a model of architecture "gpt" has: "gpt" GPT-2's (learned positions, LayerNorm, a GELU MLP, one key and
+# value head per query head: model.py); "llama" the Llama family's (llama.py): rotary positions, RMSNorm, the SwiGLU
+# MLP, query heads sharing ``kv_heads_num`` key/value heads, optional q/k/v biases (Qwen2). Llama, SmolLM2, TinyLlama
+# and Qwen2 are this family.
+GPT_FAMILY, LLAMA_FAMILY = "gpt", "llama"
+FAMILY_CHOICES = (GPT_FAMILY, LLAMA_FAMILY)
+DEFAULT_ROPE_THETA = 10000.0  # the rotary base of Llama 1 and 2, transformers' default
 # With a time budget the warm-up also ends once this share of the budget has passed: a short budget still decays,
 # and the decay, which follows the clock from then on, starts within 2.5% of the full rate (cos(0.1 pi) = 0.95).
 BUDGET_WARMUP_SHARE = 0.1
@@ -73,6 +81,15 @@ class ModelConfig:
     embedding_dim, heads_num): one attention layer (layers_num 1), no dropout, no tied head; its ``proj`` and
     ``output`` have biases and it has no MLP or LayerNorm, so ``use_bias``, ``activation`` and ``layer_norm_eps``
     do not apply to it.
+
+    ``family`` (FAMILY_CHOICES, default "gpt") says which blocks a model of architecture "gpt" has. "llama" builds
+    llama.Llama: rotary positions (``rope_theta``, the base of their angles), RMSNorm (with ``layer_norm_eps`` as its
+    eps), the SwiGLU MLP of width ``intermediate_size`` (``activation`` "silu"), ``kv_heads_num`` key/value heads each
+    shared by heads_num / kv_heads_num query heads, and q/k/v biases where ``qkv_bias`` (Qwen2); no other bias
+    (``use_bias`` false). SmolLM2-135M: embedding_dim 576, heads_num 9, kv_heads_num 3, intermediate_size 1536,
+    rope_theta 1e5, tie_embeddings. Those five fields keep their defaults in the GPT family (one K/V head per
+    query head, an MLP 4 × embedding_dim wide) and, like the GPT-2 fields, ``to_dict`` leaves them out at their
+    defaults, so a config.json written before them reads as it always did.
     """
 
     vocabulary_size: int
@@ -86,6 +103,11 @@ class ModelConfig:
     layer_norm_eps: float = 1e-5
     tie_embeddings: bool = False
     architecture: str = GPT_ARCHITECTURE  # one of ARCHITECTURE_CHOICES
+    family: str = GPT_FAMILY  # one of FAMILY_CHOICES
+    kv_heads_num: int | None = None  # None: heads_num (one key/value head per query head)
+    rope_theta: float = DEFAULT_ROPE_THETA
+    qkv_bias: bool = False
+    intermediate_size: int | None = None  # None: 4 * embedding_dim
 
     def __post_init__(self) -> None:
         for name in ("vocabulary_size", "context_size", "embedding_dim", "heads_num", "layers_num"):
@@ -119,6 +141,45 @@ class ModelConfig:
             if self.tie_embeddings:
                 raise ConfigError(f"notebook 004's model has its own output layer: tie_embeddings must be false for "
                                   f"architecture {NOTEBOOK_004}")
+        self._check_family()
+
+    def _check_family(self) -> None:
+        """The Llama family's fields: valid values in the family "llama", their defaults in any other model."""
+        if self.family not in FAMILY_CHOICES:
+            raise ConfigError(f"family must be {' or '.join(FAMILY_CHOICES)}, got {shown(self.family)}")
+        if self.kv_heads_num is not None:
+            _check_whole(self, "kv_heads_num")
+        if self.intermediate_size is not None:
+            _check_whole(self, "intermediate_size")
+        _check_real(self, "rope_theta")
+        if not isinstance(self.qkv_bias, bool):
+            raise ConfigError(f"qkv_bias must be true or false, got {shown(self.qkv_bias)}")
+        if self.family != LLAMA_FAMILY:
+            changed = [name for name, default in (("kv_heads_num", self.heads_num), ("rope_theta", DEFAULT_ROPE_THETA),
+                                                  ("qkv_bias", False), ("intermediate_size", 4 * self.embedding_dim))
+                       if getattr(self, name) is not None and getattr(self, name) != default]
+            if changed:
+                raise ConfigError(f"{', '.join(changed)} belong{'s' * (len(changed) == 1)} to the family "
+                                  f"{LLAMA_FAMILY} (rotary positions, grouped K/V heads, the SwiGLU MLP): set family "
+                                  f"{LLAMA_FAMILY}, or leave {'them' if len(changed) > 1 else 'it'} out")
+            return
+        if self.architecture != GPT_ARCHITECTURE:
+            raise ConfigError(f"family {LLAMA_FAMILY} is a model of blocks: its architecture must be "
+                              f"{GPT_ARCHITECTURE}, got {shown(self.architecture)}")
+        if self.heads_num % self.kv_heads:
+            raise ConfigError(f"heads_num {self.heads_num} is not divisible by kv_heads_num {self.kv_heads}: each "
+                              "key/value head is shared by the same number of query heads")
+        if self.head_size % 2:
+            raise ConfigError(f"head_size {self.head_size} (embedding_dim // heads_num) is odd: rotary positions turn "
+                              "pairs of features")
+        if not 0 < self.rope_theta < 1e12:
+            raise ConfigError(f"rope_theta must be in (0, 1e12), got {self.rope_theta}")
+        if self.use_bias:
+            raise ConfigError(f"family {LLAMA_FAMILY} has no biases but on q, k and v: use_bias must be false (set "
+                              "qkv_bias for those, as Qwen2 has)")
+        if self.activation != "silu":
+            raise ConfigError(f"family {LLAMA_FAMILY}'s MLP is SwiGLU, silu(gate) * up: activation must be silu, "
+                              f"got {shown(self.activation)}")
 
     @property
     def head_size(self) -> int:
@@ -127,14 +188,34 @@ class ModelConfig:
     @property
     def is_gpt(self) -> bool:
         """Whether this config builds the playground's GPT (blocks, per-layer attention the Model and Why views
-        read), not notebook 004's attention-only model."""
-        return self.architecture == GPT_ARCHITECTURE
+        read), not notebook 004's attention-only model nor the Llama family."""
+        return self.architecture == GPT_ARCHITECTURE and self.family == GPT_FAMILY
+
+    @property
+    def is_llama(self) -> bool:
+        """Whether this config builds the Llama family's model (llama.py)."""
+        return self.family == LLAMA_FAMILY
 
     @property
     def has_kv_cache(self) -> bool:
-        """Whether sampling can keep a KV cache: the GPT's can; notebook 004's model re-reads its window every step
-        (the notebook's ``idx[:, -8:]``)."""
-        return self.is_gpt
+        """Whether sampling can keep a KV cache: the GPT's and the Llama family's can; notebook 004's model re-reads
+        its window every step (the notebook's ``idx[:, -8:]``)."""
+        return self.architecture == GPT_ARCHITECTURE
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads per layer: ``kv_heads_num``, or heads_num when each query head has its own."""
+        return self.kv_heads_num if self.kv_heads_num is not None else self.heads_num
+
+    @property
+    def mlp_width(self) -> int:
+        """The MLP's hidden width: ``intermediate_size``, or 4 × embedding_dim (GPT's)."""
+        return self.intermediate_size if self.intermediate_size is not None else 4 * self.embedding_dim
+
+    def kv_cache_bytes_per_token(self, itemsize: int = 4) -> int:
+        """Bytes a KV cache holds per token: keys and values, every layer's K/V heads. SmolLM2-135M in fp32: 2 × 30
+        layers × 3 heads × 64 × 4 bytes = 46,080, a third of the 138,240 that one K/V head per query head takes."""
+        return 2 * self.layers_num * self.kv_heads * self.head_size * itemsize
 
     def parameter_count(self) -> int:
         """Exact number of parameters of the model this config builds (``architectures.build_model``).
@@ -143,6 +224,11 @@ class ModelConfig:
         query, value 3·8·8, proj 16·16 + 16, output 16·8 + 8 -> 1,048.
         """
         c, v, t, b = self.embedding_dim, self.vocabulary_size, self.context_size, self.use_bias
+        if self.is_llama:  # no position embeddings; RMSNorm has a scale only; q, k, v biases with qkv_bias
+            q, kv = self.heads_num * self.head_size, self.kv_heads * self.head_size
+            attention = c * q + 2 * c * kv + q * c + ((q + 2 * kv) if self.qkv_bias else 0)
+            block = 2 * c + attention + 3 * c * self.mlp_width
+            return v * c + self.layers_num * block + c + (0 if self.tie_embeddings else c * v)
         if self.architecture == NOTEBOOK_004:
             return v * c + t * c + 3 * c * self.head_size + c * c + c + c * v + v
         layer_norm = 2 * c if b else c
@@ -170,7 +256,8 @@ class ModelConfig:
         return _from_dict(cls, data)
 
 
-_OPTIONAL_FIELDS = ("activation", "layer_norm_eps", "tie_embeddings", "architecture")
+_OPTIONAL_FIELDS = ("activation", "layer_norm_eps", "tie_embeddings", "architecture", "family", "kv_heads_num",
+                    "rope_theta", "qkv_bias", "intermediate_size")
 
 
 @dataclass(frozen=True)

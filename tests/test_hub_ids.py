@@ -46,16 +46,16 @@ def tiny_family(tmp_path_factory):
 @pytest.fixture
 def canonical_hub(tiny_family, tmp_path, monkeypatch):
     _, _, files, shards, bpe_files = tiny_family
-    llama = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2,
-             "intermediate_size": 64, "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "vocab_size": 320,
-             "_commit_hash": "0" * 40}
+    neox = {"model_type": "gpt_neox", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2,
+            "intermediate_size": 64, "layer_norm_eps": 1e-5, "rotary_pct": 0.25, "vocab_size": 320,
+            "_commit_hash": "0" * 40}
     stub = StubHub({
         "gpt2": files,  # one model.safetensors
         "distilgpt2": {**shards, "tokenizer.json": files["tokenizer.json"]},  # sharded, through its index
         "gpt2-medium": {"config.json": files["config.json"], "model.safetensors": files["model.safetensors"],
                         **bpe_files},  # no tokenizer.json: vocab.json + merges.txt
-        "learner/tiny-llama": {"config.json": json.dumps(llama).encode(), "model.safetensors":
-                               files["model.safetensors"], "tokenizer.json": files["tokenizer.json"]},
+        "learner/tiny-neox": {"config.json": json.dumps(neox).encode(), "model.safetensors":
+                              files["model.safetensors"], "tokenizer.json": files["tokenizer.json"]},
     })
     stub.thread.start()
     monkeypatch.setenv("HF_ENDPOINT", stub.url)
@@ -121,16 +121,17 @@ def test_a_name_neither_here_nor_on_the_hub_says_both(canonical_hub, tmp_path):
 
 
 def test_another_family_is_refused_by_its_model_type(canonical_hub, tiny_family, tmp_path):
-    with pytest.raises(CheckpointError, match=r"model_type llama: only GPT-2 layout and playground checkpoints open "
-                                              r"here \(a config.json with \"model_type\": \"gpt2\"") as refused:
-        loading.open_checkpoint("learner/tiny-llama")
-    assert "_commit_hash" not in str(refused.value) and "rope_theta" not in str(refused.value)
+    with pytest.raises(CheckpointError, match=r"^learner/tiny-neox: model_type gpt_neox: only the GPT-2 and "
+                                              r"Llama-family layouts \(gpt2, llama, qwen2\) and playground checkpoints "
+                                              "open here") as refused:
+        loading.open_checkpoint("learner/tiny-neox")
+    assert "_commit_hash" not in str(refused.value) and "rotary_pct" not in str(refused.value)
     assert "model.safetensors" not in canonical_hub.requested_files()
-    folder = tmp_path / "llama"  # the same words for a folder on disk
+    folder = tmp_path / "neox"  # the same words for a folder on disk
     folder.mkdir()
-    for name, data in canonical_hub.repos["learner/tiny-llama"].items():
+    for name, data in canonical_hub.repos["learner/tiny-neox"].items():
         (folder / name).write_bytes(data)
-    with pytest.raises(CheckpointError, match="llama: model_type llama: only GPT-2 layout and playground"):
+    with pytest.raises(CheckpointError, match="neox: model_type gpt_neox: only the GPT-2 and Llama-family layouts"):
         checkpoints.load_checkpoint(folder)
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from playground.checkpoints import optimizer_state as optim_state
 from playground.checkpoints import store as checkpoints
+from playground.checkpoints.store import optimizer_state as optim_state
 from playground.cli import train as train_cli
 from playground.config import ConfigError, ModelConfig, TrainConfig
 from playground.model.gpt import GPT

@@ -10,9 +10,11 @@
 The mapping is gpt2.py's (the one key map, used both ways); a character vocabulary becomes a ``tokenizers``
 WordLevel model of its characters, a BPE run keeps its own tokenizer.json, and tokenizer_config.json names
 ``PreTrainedTokenizerFast`` so AutoTokenizer reads that file as it is instead of rebuilding GPT-2's own BPE.
-The playground opens the exported folder too (checkpoints.load_checkpoint reads the GPT-2 layout). The folder is
-written beside its target and renamed into place, so a crash leaves no half of one. Knows nothing about the UI or
-the Hub (hub.publish_checkpoint uploads what this writes); the command line is cli/export.py.
+The playground opens the exported folder too (checkpoints.load_checkpoint reads the GPT-2 layout). A model of the
+Llama family goes in that family's own layout instead (llama_layout.py: config.json with model_type llama, or qwen2
+where it has q/k/v biases; LlamaForCausalLM's names), which transformers and the playground open the same way.
+The folder is written beside its target and renamed into place, so a crash leaves no half of one. Knows nothing
+about the UI or the Hub (hub.publish_checkpoint uploads what this writes); the command line is cli/export.py.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from safetensors.torch import save_file
 
 from playground.checkpoints import gpt2
+from playground.checkpoints import llama as llama_layout
 from playground.checkpoints import store as checkpoints
 from playground.checkpoints.store import Checkpoint
 from playground.text.subword import BPETokenizer
@@ -62,8 +65,9 @@ def tokenizer_files(checkpoint: Checkpoint) -> tuple[str, dict[str, Any], int | 
 def model_card(checkpoint: Checkpoint, target: str) -> str:
     """A short README.md: what the model is and the two lines that open it in transformers."""
     config = checkpoint.config
-    return (f"---\nlibrary_name: transformers\ntags: [gpt2, attention-playground]\n---\n\n# {checkpoint.name}\n\n"
-            f"A GPT-2-shaped model from Attention Playground ({checkpoint.description}): {config.layers_num} layers, "
+    family, shape = ("llama", "A Llama-family") if config.is_llama else ("gpt2", "A GPT-2-shaped")
+    return (f"---\nlibrary_name: transformers\ntags: [{family}, attention-playground]\n---\n\n# {checkpoint.name}\n\n"
+            f"{shape} model from Attention Playground ({checkpoint.description}): {config.layers_num} layers, "
             f"{config.heads_num} heads, embedding {config.embedding_dim}, context {config.context_size}, "
             f"{config.vocabulary_size} {checkpoint.tokenizer.token_name}s.\n\n```python\n"
             "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
@@ -72,17 +76,23 @@ def model_card(checkpoint: Checkpoint, target: str) -> str:
 
 
 def write_gpt2(checkpoint: Checkpoint, folder: Path, card_target: str | None = None) -> tuple[str, ...]:
-    """Write ``checkpoint`` in the GPT-2 layout into the existing empty ``folder``; return the files written.
+    """Write ``checkpoint`` in the GPT-2 layout (a Llama-family model: in its own) into the existing empty ``folder``;
+    return the files written.
 
     Everything is mapped (and refused with an ExportError naming why) before the first file is written.
     """
     config = checkpoint.config
     try:
         text, tokenizer_config, bos_id = tokenizer_files(checkpoint)
-        config_json = gpt2.gpt2_config(config, bos_id)
-        state = gpt2.export_state_dict(checkpoints.stored_state(checkpoint.model), config)
+        if config.is_llama:
+            config_json = llama_layout.llama_config(config, bos_id, bos_id)
+            state = llama_layout.export_state_dict(checkpoints.stored_state(checkpoint.model), config)
+        else:
+            config_json = gpt2.gpt2_config(config, bos_id)
+            state = gpt2.export_state_dict(checkpoints.stored_state(checkpoint.model), config)
     except gpt2.LayoutError as exc:
-        raise ExportError(f"{checkpoint.name} cannot be written in GPT-2's layout: {exc}") from None
+        layout = "the Llama layout" if config.is_llama else "GPT-2's layout"
+        raise ExportError(f"{checkpoint.name} cannot be written in {layout}: {exc}") from None
     folder = Path(folder)
     (folder / checkpoints.CONFIG_FILE).write_text(json.dumps(config_json, indent=2) + "\n", encoding="utf-8")
     save_file(state, str(folder / checkpoints.WEIGHTS_FILE), metadata={"format": "pt"})

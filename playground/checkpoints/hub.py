@@ -3,9 +3,10 @@ as ``gpt2``) -> a loaded Checkpoint; and publishing a run to the Hub.
 
 Owns the calls to ``huggingface_hub`` (imported inside functions, so importing this module costs nothing)
 and turns their many exceptions into one, ``HubError``, with a message a learner can act on.
-A repo is a checkpoint in the playground's own layout or in Hugging Face's GPT-2 layout (config.json with
+A repo is a checkpoint in the playground's own layout, in Hugging Face's GPT-2 layout (config.json with
 ``"model_type": "gpt2"``, model.safetensors or its shards with model.safetensors.index.json, tokenizer.json or
-GPT-2's vocab.json + merges.txt; see gpt2.py). Only the checkpoint files are ever downloaded (see
+GPT-2's vocab.json + merges.txt; see gpt2.py) or in the Llama family's (``"model_type"`` llama or qwen2, the same
+weights files, tokenizer.json; see llama_layout.py). Only the checkpoint files are ever downloaded (see
 checkpoints.py), never a pickle (``*.bin``, ``*.pt``, ``*.pkl``), nor a pushed run's optimizer.safetensors
 (twice the weights' size, and only a resumed run reads it: training resumes local runs, never a Hub repo);
 loading goes through ``checkpoints.load_checkpoint``, the one loader.
@@ -49,6 +50,7 @@ import torch
 
 from playground import budget, checks, settings
 from playground.checkpoints import gpt2
+from playground.checkpoints import llama as llama_layout
 from playground.checkpoints import store as checkpoints
 from playground.config import ModelConfig
 from playground.settings import offline
@@ -352,7 +354,8 @@ def _check_sizes(repo_id: str, sizes: dict[str, int], max_parameters: int | None
     """Refuse, from the sizes alone, a repo that is not a checkpoint or whose files this server would not take."""
     if checkpoints.CONFIG_FILE not in sizes:
         raise HubError(f"{repo_id} is not an Attention Playground checkpoint: it has no {checkpoints.CONFIG_FILE}, "
-                       "which says what model the weights make (the playground's own, or GPT-2's layout)")
+                       "which says what model the weights make (the playground's own, GPT-2's or the Llama family's "
+                       "layout)")
     if checkpoints.WEIGHTS_FILE not in sizes and checkpoints.INDEX_FILE not in sizes:
         raise HubError(checkpoints.missing_weights(repo_id, sizes))
     if not any(name in sizes for name in TOKENIZER_FILES) and not _has_bpe_files(sizes):
@@ -412,6 +415,9 @@ def _check_config(repo_id: str, folder: Path, sizes: dict[str, int], max_paramet
                            "tokenizers library)")
         implied += gpt2.largest_buffer_bytes(config)
         what = "fp32 weights and GPT-2's old mask buffers"
+    if layout == checkpoints.LLAMA_LAYOUT and checkpoints.TOKENIZER_FILE not in sizes:
+        raise HubError(f"{repo_id} is in the Llama family's layout but has no {checkpoints.TOKENIZER_FILE} (its "
+                       "tokenizer, which the playground reads with the tokenizers library)")
     shards = _shards(repo_id, folder, sizes)
     weights = sum(sizes.get(name, 0) for name in shards or [checkpoints.WEIGHTS_FILE])
     if weights > implied:
@@ -433,7 +439,8 @@ def _check_tensors(repo_id: str, revision: str, config: ModelConfig, shards: lis
     ``get_safetensors_metadata``; for shards its per-file ``parse_safetensors_file_metadata``, since the former
     fetches the index into the shared cache) and refuse weights holding more numbers than the config describes.
 
-    Buffers and a stored copy of a tied head (GPT-2's old files) are not counted: they are dropped unread.
+    Buffers and a stored copy of a tied head (GPT-2's old files; old Llama files' rotary frequencies) are not
+    counted: they are dropped unread.
     """
     from huggingface_hub import HfApi
 
@@ -453,7 +460,8 @@ def _check_tensors(repo_id: str, revision: str, config: ModelConfig, shards: lis
     counted = 0
     for file in files:
         for name, info in file.tensors.items():
-            if gpt2.is_buffer(name) or (name.removeprefix(gpt2.PREFIX) == gpt2.TIED_HEAD and config.tie_embeddings):
+            if gpt2.is_buffer(name) or llama_layout.is_buffer(name) \
+                    or (name.removeprefix(gpt2.PREFIX) == gpt2.TIED_HEAD and config.tie_embeddings):
                 continue
             counted += info.parameter_count
     if counted > config.parameter_count():
@@ -578,9 +586,12 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
         sizes = _local_sizes(path)  # what arrived (or was cached) is checked as the listing was
         _check_sizes(repo_id, sizes, max_parameters)
         _check_config(repo_id, path, sizes, max_parameters, memory_budget)
-    except (HubError, checkpoints.CheckpointError):
+    except HubError:
         remove_download(folder)
         raise
+    except checkpoints.CheckpointError as exc:
+        remove_download(folder)
+        raise naming_repo(exc, folder, repo_id) from None
     logger.info("Hub checkpoint %s is at %s", repo_id, path)
     if cache_dir is None:  # the playground's own cache: this repo was used now, the least used go past its size
         repo_root = path.parent.parent  # <cache>/models--owner--name/snapshots/<commit>
@@ -620,8 +631,16 @@ def load_from_hub(repo_id: str, device: torch.device | str = "cpu", *, revision:
         raise HubError(f"{repo_id}: {exc}") from None
     except checkpoints.CheckpointError as exc:
         remove_download(path)
-        raise checkpoints.CheckpointError(f"{repo_id}: {exc}") from None
+        raise naming_repo(exc, path, repo_id) from None
     return dataclasses.replace(checkpoint, name=repo_id)
+
+
+def naming_repo(exc: checkpoints.CheckpointError, snapshot: Path, repo_id: str) -> checkpoints.CheckpointError:
+    """The loader's error about a downloaded snapshot, naming the repo: the loader names a folder by its name, which
+    for a snapshot is the commit hash ("0123...cdef/config.json is not valid" -> "owner/name/config.json is not
+    valid"); a message that does not name it gets the repo id in front."""
+    text = str(exc).replace(snapshot.name, repo_id)
+    return type(exc)(text if text.startswith(repo_id) else f"{repo_id}: {text}")
 
 
 def loading_cost(folder: Path) -> budget.Cost:
@@ -631,7 +650,7 @@ def loading_cost(folder: Path) -> budget.Cost:
     sizes = _local_sizes(folder)
     stored = sizes.get(checkpoints.WEIGHTS_FILE) or sum(sizes.get(shard, 0) for shard in _local_shards(folder))
     C = config.embedding_dim
-    largest = max(config.vocabulary_size * C, config.context_size * C, 4 * C * C)  # the embeddings or an MLP matrix
+    largest = max(config.vocabulary_size * C, config.context_size * C, config.mlp_width * C)  # embedding or MLP
     return budget.import_cost(stored_bytes=stored, parameters=config.parameter_count(), largest_tensor=largest)
 
 

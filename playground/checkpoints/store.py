@@ -12,8 +12,9 @@ Saving is atomic: files go to a temporary folder beside the target, which then r
 rename, so a crash leaves either the old checkpoint or the new one, never half of one.
 The loader also opens Hugging Face's GPT-2 layout (config.json with ``"model_type": "gpt2"``, model.safetensors
 or its shards named by model.safetensors.index.json, tokenizer.json or GPT-2's vocab.json + merges.txt), mapped
-into the playground's model by gpt2.py: ``read_config`` and ``load_checkpoint`` tell the two layouts apart by
-config.json, and refuse another family (``"model_type": "llama"``) or pickled weights by name.
+into the playground's model by gpt2.py, and the Llama family's (``"model_type"`` llama or qwen2, its tokenizer.json),
+mapped into llama.Llama by llama_layout.py: ``read_config`` and ``load_checkpoint`` tell the layouts apart by
+config.json, and refuse another family (``"model_type": "t5"``) or pickled weights by name.
 Listing and loading only read. What a crash can leave behind (``.tmp-`` and
 ``.old-`` folders) is cleared by ``recover``, which the app runs once at start-up and the training CLI once
 before it starts.
@@ -43,6 +44,7 @@ from safetensors.torch import load_file, save_file
 
 from playground import checks
 from playground.checkpoints import gpt2
+from playground.checkpoints import llama as llama_layout
 from playground.config import ConfigError, ModelConfig
 from playground.model.families import build_model, describe_architecture
 from playground.model.gpt import GPT
@@ -59,7 +61,7 @@ PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.p
 _SHARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.safetensors$")
 VOCABULARY_FILE = "vocabulary.json"
 TOKENIZER_FILE = gpt2.TOKENIZER_FILE  # tokenizer.json: a BPE tokenizer, in either layout
-PLAYGROUND_LAYOUT, GPT2_LAYOUT = "playground", "gpt2"
+PLAYGROUND_LAYOUT, GPT2_LAYOUT, LLAMA_LAYOUT = "playground", "gpt2", "llama"
 TRAINING_FILE = "training.json"
 CARD_FILE = "README.md"
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -86,9 +88,9 @@ class Checkpoint:
     path: Path
     config: ModelConfig
     tokenizer: Tokenizer  # CharTokenizer or subword.BPETokenizer
-    model: GPT  # or architectures.NotebookLanguageModel: config.architecture says which (build_model)
+    model: GPT  # or llama.Llama, architectures.NotebookLanguageModel: the config says which (build_model)
     training: dict[str, Any] | None
-    layout: str = PLAYGROUND_LAYOUT  # or GPT2_LAYOUT: the files it was read from
+    layout: str = PLAYGROUND_LAYOUT  # or GPT2_LAYOUT, LLAMA_LAYOUT: the files it was read from
 
     @property
     def description(self) -> str:
@@ -100,6 +102,8 @@ class Checkpoint:
         parameters = self.model.parameter_count()
         if self.layout == GPT2_LAYOUT:
             return gpt2.describe(self.name, self.config, self.tokenizer.describe(), parameters)
+        if self.layout == LLAMA_LAYOUT:
+            return llama_layout.describe(self.name, self.config, self.tokenizer.describe(), parameters)
         kind = describe_architecture(self.config)
         return (f"Attention Playground checkpoint {self.name}{f', {kind}' if kind else ''}, "
                 f"{self.tokenizer.describe()}, context {self.config.context_size}, {gpt2.parameters_text(parameters)}")
@@ -411,20 +415,21 @@ def resolve(name_or_path: str | Path, directory: Path | None = None) -> Path:
 
 
 def read_layout(folder: Path) -> tuple[str, ModelConfig]:
-    """Which layout ``folder/config.json`` is in (PLAYGROUND_LAYOUT or GPT2_LAYOUT) and its ModelConfig, or a
-    CheckpointError saying what is wrong with it. Another family's config (``"model_type": "llama"``) is refused by
-    its model_type, before its fields are read."""
+    """Which layout ``folder/config.json`` is in (PLAYGROUND_LAYOUT, GPT2_LAYOUT or LLAMA_LAYOUT) and its
+    ModelConfig, or a CheckpointError saying what is wrong with it. Another family's config (``"model_type": "t5"``)
+    is refused by its model_type, before its fields are read."""
     data = _read_json(Path(folder) / CONFIG_FILE)
     family = data.get("model_type") if isinstance(data, dict) else None
-    if family is not None and not gpt2.is_gpt2_config(data):
+    if family is not None and not gpt2.is_gpt2_config(data) and not llama_layout.is_llama_config(data):
         raise CheckpointError(
-            f"{Path(folder).name}: model_type {checks.shown(family, quote=False)}: only GPT-2 layout and playground "
-            f"checkpoints open here (a config.json with \"model_type\": \"gpt2\", or one the playground wrote); "
-            "other families have other blocks (rotary positions, RMSNorm, gated MLPs) that the playground's model "
-            "does not have")
+            f"{Path(folder).name}: model_type {checks.shown(family, quote=False)}: only the GPT-2 and Llama-family "
+            f"layouts ({', '.join([gpt2.MODEL_TYPE, *llama_layout.MODEL_TYPES])}) and playground checkpoints open "
+            "here; other families have blocks the playground's models do not have")
     try:
         if gpt2.is_gpt2_config(data):
             return GPT2_LAYOUT, gpt2.model_config(data)
+        if llama_layout.is_llama_config(data):
+            return LLAMA_LAYOUT, llama_layout.model_config(data)
         return PLAYGROUND_LAYOUT, ModelConfig.from_dict(data)
     except (ConfigError, gpt2.LayoutError, TypeError) as exc:
         raise CheckpointError(f"{Path(folder).name}/{CONFIG_FILE} is not a valid model config: {exc}") from None
@@ -455,6 +460,9 @@ def read_tokenizer(folder: Path, layout: str = PLAYGROUND_LAYOUT) -> Tokenizer:
             if isinstance(exc, CheckpointError):
                 raise
             raise CheckpointError(f"{folder.name}/{VOCABULARY_FILE} is not a valid vocabulary: {exc}") from None
+    if not has_bpe and layout == LLAMA_LAYOUT:
+        raise CheckpointError(f"{folder.name} has no {TOKENIZER_FILE}: a Llama-family folder needs it for its "
+                              "tokenizer (copy it from the model it was trained from)")
     if not has_bpe:
         raise CheckpointError(f"{folder.name} has no {TOKENIZER_FILE}, nor GPT-2's {gpt2.VOCAB_FILE} and "
                               f"{gpt2.MERGES_FILE}: a GPT-2 layout folder needs one of them for its tokenizer (copy "
@@ -539,14 +547,15 @@ def _weights(path: Path):
                               f"{checks.shown(str(exc), quote=False)}") from None
 
 
-def _read_gpt2_weights(path: Path, config: ModelConfig) -> dict[str, torch.Tensor]:
-    """model.safetensors (or its shards) in the GPT-2 layout -> the playground's state dict
-    (gpt2.map_state_dict); the old buffers are never read."""
+def _read_mapped_weights(path: Path, config: ModelConfig, layout: str = GPT2_LAYOUT) -> dict[str, torch.Tensor]:
+    """model.safetensors (or its shards) in the GPT-2 layout (or the Llama family's) -> the playground's state dict
+    (gpt2.map_state_dict, llama_layout.map_state_dict); the old buffers are never read."""
+    mapping = llama_layout.map_state_dict if layout == LLAMA_LAYOUT else gpt2.map_state_dict
     try:
         with _weights(path) as (keys, read):
-            return gpt2.map_state_dict(keys, read, config)
-    except gpt2.LayoutError as exc:
-        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE}: {checks.shown(str(exc), quote=False)}") from None
+            return mapping(keys, read, config)
+    except gpt2.LayoutError as exc:  # the layouts' own words, keys in them already bounded: not cut to a line
+        raise CheckpointError(f"{path.name}/{WEIGHTS_FILE}: {exc}") from None
     except ValueError as exc:
         if isinstance(exc, CheckpointError):
             raise
@@ -557,7 +566,8 @@ def _read_gpt2_weights(path: Path, config: ModelConfig) -> dict[str, torch.Tenso
 def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
                     device: torch.device | str = "cpu", max_parameters: int | None = None) -> Checkpoint:
     """Load config, tokenizer and weights strictly (a missing or unexpected key is an error), in the
-    playground's layout or GPT-2's (gpt2.py maps its names and transposes its Conv1D weights).
+    playground's layout, GPT-2's (gpt2.py maps its names and transposes its Conv1D weights) or the Llama family's
+    (llama_layout.py maps its names).
 
     ``max_parameters`` refuses a model larger than that before its weights are read.
     """
@@ -568,8 +578,8 @@ def load_checkpoint(name_or_path: str | Path, *, directory: Path | None = None,
     check_vocabulary(tokenizer, config, path.name)
     if not (path / WEIGHTS_FILE).is_file() and not (path / INDEX_FILE).is_file():
         raise CheckpointError(missing_weights(path.name, (p.name for p in path.iterdir()), str(path)))
-    if layout == GPT2_LAYOUT:
-        state = _read_gpt2_weights(path, config)
+    if layout in (GPT2_LAYOUT, LLAMA_LAYOUT):
+        state = _read_mapped_weights(path, config, layout)
     elif (path / WEIGHTS_FILE).is_file():
         try:
             state = load_file(str(path / WEIGHTS_FILE), device="cpu")

@@ -26,8 +26,9 @@ from playground.cli.usage import EXIT_USAGE, OneLineParser, UsageError
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m playground.export",
-                           description="Write a checkpoint in Hugging Face's GPT-2 layout (config.json, "
-                                       "model.safetensors, tokenizer.json), which transformers opens.")
+                           description="Write a checkpoint in Hugging Face's GPT-2 layout (a Llama-family model: in "
+                                       "its own; config.json, model.safetensors, tokenizer.json), which transformers "
+                                       "opens.")
     parser.add_argument("run", help="a checkpoint name in the weights folder, or a checkpoint folder's path")
     parser.add_argument("folder", type=Path, help="the folder to write (new, or empty; --replace to write over it)")
     parser.add_argument("--weights-dir", type=Path, default=None,
@@ -49,7 +50,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
     files = ", ".join(sorted(p.name for p in target.iterdir()))
-    print(f"exported {checkpoint.name} in GPT-2's layout to {target} ({files}); open it with "
+    layout = "the Llama family's layout" if checkpoint.config.is_llama else "GPT-2's layout"
+    print(f"exported {checkpoint.name} in {layout} to {target} ({files}); open it with "
           f"AutoModelForCausalLM.from_pretrained({str(target)!r}) and AutoTokenizer.from_pretrained({str(target)!r}), "
           f"or here with --checkpoint {target}", file=err)
     print(target, file=out)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from playground.config import NOTEBOOK_004
 from playground.model.gpt import GPT, HEADS_OUTPUT_OVERRIDES
 from playground.textbook.notebook_004 import MultiHeadAttention as NotebookAttention
 
@@ -83,7 +84,15 @@ def _check_position(position: int, length: int) -> int:
     return position % length
 
 
+def _check_family(model) -> None:
+    """The circuits read GPT's blocks and notebook 004's heads; a Llama-family model is refused in a sentence."""
+    if getattr(model.config, "is_llama", False):
+        raise CircuitError("this is a Llama-family model (rotary positions, grouped K/V heads, RMSNorm, SwiGLU): its "
+                           "circuits are not drawn here yet; open it in the Sample tab")
+
+
 def _check_head(model: GPT, layer: int, head: int) -> None:
+    _check_family(model)
     config = model.config
     if not 0 <= layer < config.layers_num:
         raise CircuitError(f"layer {layer} is out of range: this model has {config.layers_num} layers (0 to "
@@ -103,7 +112,7 @@ def _check_token(model: GPT, token_id: int, what: str = "target") -> int:
 def _is_notebook(model) -> bool:
     """Notebook 004's attention-only model (architectures.NotebookLanguageModel): one layer of sliced heads, no
     residual, norm or MLP: logits = output(proj(heads side by side))."""
-    return not getattr(model.config, "is_gpt", True)
+    return getattr(model.config, "architecture", "gpt") == NOTEBOOK_004
 
 
 def _device(model) -> torch.device:
@@ -304,6 +313,7 @@ def _has_constant(model) -> bool:
 
 
 def _checked_ids(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
+    _check_family(model)
     ids = torch.as_tensor(token_ids).view(-1)
     if ids.numel() == 0:
         raise CircuitError("the text is empty: there is no position to explain")

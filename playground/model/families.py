@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from playground.config import NOTEBOOK_004, ModelConfig
 from playground.model.gpt import GPT, GPTOutput, KVCache
+from playground.model.llama import Llama
 from playground.textbook.notebook_004 import SimpleLanguageModel
 
 
@@ -63,18 +64,25 @@ class NotebookLanguageModel(SimpleLanguageModel):
         return GPTOutput(logits, loss, [self.attn.weights(x)], [x])
 
 
-def build_model(config: ModelConfig) -> GPT | NotebookLanguageModel:
-    """The model ``config.architecture`` names, freshly initialised (on torch's current default device)."""
+def build_model(config: ModelConfig) -> GPT | Llama | NotebookLanguageModel:
+    """The model ``config.architecture`` and ``config.family`` name, freshly initialised (on torch's current default
+    device): model.GPT, llama.Llama or notebook 004's."""
     if config.architecture == NOTEBOOK_004:
         return NotebookLanguageModel(config)
+    if config.is_llama:
+        return Llama(config)
     return GPT(config)
 
 
 def describe_architecture(config: ModelConfig) -> str:
     """The kind of model in a few words: 'notebook 004's attention-only model (2 heads, each on its own 8 of the
-    embedding's 16 features)', or '' for a GPT (its description says the rest)."""
+    embedding's 16 features)', 'Llama family (rotary positions, 4 query heads over 2 K/V heads, RMSNorm, SwiGLU)', or
+    '' for a GPT (its description says the rest)."""
     if config.is_gpt:
         return ""
+    if config.is_llama:
+        return (f"Llama family (rotary positions, {config.heads_num} query heads over {config.kv_heads} K/V "
+                f"head{'s' * (config.kv_heads != 1)}, RMSNorm, SwiGLU{', q/k/v biases' if config.qkv_bias else ''})")
     return (f"notebook 004's attention-only model ({config.heads_num} head{'s' * (config.heads_num != 1)}, each on "
             f"its own {config.head_size} of the embedding's {config.embedding_dim} features; no MLP, norm or "
             "residual)")
@@ -83,7 +91,7 @@ def describe_architecture(config: ModelConfig) -> str:
 def optimizer_refusal(config: ModelConfig, optimizer: str) -> str | None:
     """Why ``optimizer`` cannot train a model of ``config``, or None: Muon trains the blocks' matrices, and notebook
     004's model has no blocks."""
-    if optimizer == "muon" and not config.is_gpt:
+    if optimizer == "muon" and config.architecture == NOTEBOOK_004:
         return ("notebook 004's model has no transformer blocks, whose matrices are what Muon trains: pick the "
                 "optimizer adamw")
     return None
@@ -94,6 +102,10 @@ def require_gpt(config: ModelConfig, name: str, view: str) -> None:
     blocks when checkpoint ``name`` holds notebook 004's model."""
     if config.is_gpt:
         return
+    if config.is_llama:
+        raise ArchitectureError(
+            f"The checkpoint {name} is a {describe_architecture(config)} model: open it in the Sample tab; {view} "
+            "draws GPT checkpoints only so far")
     raise ArchitectureError(
         f"The checkpoint {name} is notebook 004's attention-only model (the toy preset's lab: sliced heads, no "
         f"blocks): open it in the Sample tab, or score its heads in the Attention tab; {view} needs a GPT checkpoint")

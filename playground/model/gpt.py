@@ -41,7 +41,8 @@ def causal_mask(query_len: int, key_len: int, device: torch.device | None = None
 
 @dataclass
 class KVCache:
-    """Keys and values each layer has computed so far: lists of (B, h, T_cached, head_size)."""
+    """Keys and values each layer has computed so far: lists of (B, h, T_cached, head_size); h is the model's key/value
+    heads (the Llama family's grouped ones: fewer than its query heads)."""
 
     keys: list[torch.Tensor | None] = field(default_factory=list)
     values: list[torch.Tensor | None] = field(default_factory=list)
@@ -53,6 +54,11 @@ class KVCache:
     @property
     def length(self) -> int:
         return 0 if not self.keys or self.keys[0] is None else self.keys[0].size(2)
+
+    @property
+    def bytes(self) -> int:
+        """What the cached keys and values take in memory."""
+        return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values) if t is not None)
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.keys[layer] is not None:
@@ -136,11 +142,14 @@ class CausalSelfAttention(nn.Module):
 
 
 def activation(name: str, x: torch.Tensor) -> torch.Tensor:
-    """The MLP's non-linearity by its config name: "gelu" (erf), "gelu_tanh" (GPT-2's gelu_new) or "relu"."""
+    """The MLP's non-linearity by its config name: "gelu" (erf), "gelu_tanh" (GPT-2's gelu_new), "relu" or "silu"
+    (the Llama family's gate)."""
     if name == "gelu_tanh":
         return F.gelu(x, approximate="tanh")
     if name == "relu":
         return F.relu(x)
+    if name == "silu":
+        return F.silu(x)
     return F.gelu(x)
 
 

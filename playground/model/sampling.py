@@ -313,7 +313,7 @@ def sampling_cost(config: ModelConfig, parameters: int) -> Cost:
                              embedding_dim=config.embedding_dim, context_size=config.context_size,
                              vocabulary_size=config.vocabulary_size)
     logits = ("the window's logits, again", 4 * config.context_size * config.vocabulary_size)
-    cache = 2 * config.layers_num * config.context_size * config.embedding_dim * 4  # keys and values, fp32
+    cache = config.context_size * config.kv_cache_bytes_per_token()  # keys and values of its K/V heads, fp32
     if not config.has_kv_cache:
         return Cost("generating text", (*forward.parts, logits))
     return Cost("generating text", (*forward.parts, logits, ("KV cache", cache)))

@@ -146,8 +146,8 @@ class BPETokenizer:
         self.byte_level = _has_byte_level(data.get("decoder")) or _has_byte_level(data.get("pre_tokenizer"))
         added = sorted(self._tokenizer.get_added_tokens_decoder().items(), key=lambda item: item[0])
         self._added = {token.content: token_id for token_id, token in added}
-        self._special = [token.content for _, token in added if token.special]
         unk = model.get("unk_token")
+        self._special = [token.content for _, token in added if token.special and token.content != unk]
         self._unk_id = self._tokenizer.token_to_id(unk) if isinstance(unk, str) else None
 
     @classmethod
@@ -173,8 +173,8 @@ class BPETokenizer:
 
     @property
     def start_text(self) -> str:
-        """What an empty prompt starts from: the first special token (GPT-2's ``<|endoftext|>``, the token that
-        separated its training documents), else a newline."""
+        """What an empty prompt starts from: the first special token but the unknown one (GPT-2's ``<|endoftext|>``,
+        the token that separated its training documents; TinyLlama's ``<s>``, not its ``<unk>``), else a newline."""
         return self._special[0] if self._special else "\n"
 
     def encode(self, text: str) -> torch.Tensor:

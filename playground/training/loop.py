@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from playground.config import TrainConfig
+from playground.config import NOTEBOOK_004, TrainConfig
 from playground.device import training_dtype
 from playground.model.gpt import GPT
 from playground.text.data import TokenIdsDataset
@@ -85,11 +85,11 @@ def configure_optimizer(model: GPT, config: TrainConfig, device: torch.device) -
     weight decay fit, and AdamW as above on the rest (embeddings, LM head, norms, biases);
     the two come as one OptimizerChain.
 
-    A model that is not a GPT (notebook 004's lab) gets the notebook's own line,
+    Notebook 004's lab (no blocks) gets the notebook's own line,
     ``torch.optim.AdamW(model.parameters(), lr=...)``: torch's betas (0.9, 0.999) and the weight decay on every
     parameter, so the toy preset takes the very steps the notebook's loop takes from the same batches.
     """
-    if not model.config.is_gpt:
+    if model.config.architecture == NOTEBOOK_004:
         return torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     hidden = hidden_matrices(model) if config.optimizer == "muon" else []
     taken = {id(parameter) for parameter in hidden}
