@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from conftest import REPO
 
 from playground import checkpoints, gpt2
 from playground.checkpoints import load_checkpoint, save_checkpoint
@@ -70,6 +71,50 @@ def test_transformers_opens_an_export_with_the_same_logits_and_ids(tmp_path, use
     with torch.no_grad():
         torch.testing.assert_close(reopened.model(idx).logits, expected, atol=1e-5, rtol=0)
     assert "owner" not in json.loads((folder / "training.json").read_text())  # a visitor's hash stays here
+
+
+def test_transformers_pipeline_runs_on_an_export_of_the_shipped_model(tmp_path):
+    """pipeline("text-generation", model=DIR)("ROMEO:") is the first call anyone makes. It asks for 256 new tokens
+    by default, past the shipped model's 128 positions, and crashed on every export (IndexError in wpe) until the
+    export wrote generation_config.json with max_length = the context."""
+    from transformers import pipeline
+
+    folder = export_gpt2("shakespeare-char", tmp_path / "shakespeare", directory=REPO / "weights")
+    assert json.loads((folder / "generation_config.json").read_text()) == {"max_length": 128}  # no bos/eos
+    generator = pipeline("text-generation", model=str(folder))
+    torch.manual_seed(0)
+    [reply] = generator("ROMEO:")
+    text = reply["generated_text"]
+    assert text.startswith("ROMEO:") and len(text) == 128  # characters: one token each, up to the context
+    shipped = load_checkpoint("shakespeare-char", directory=REPO / "weights")
+    idx = shipped.tokenizer.encode(text).unsqueeze(0)
+    with torch.no_grad():
+        torch.testing.assert_close(generator.model(idx).logits, shipped.model(idx).logits, atol=1e-4, rtol=0)
+
+
+def test_the_card_names_the_folder_written_and_gives_the_runs_numbers(tmp_path):
+    """The card told the reader to from_pretrained the .tmp-export-... folder that was then renamed away."""
+    folder = export_gpt2("shakespeare-char", tmp_path / "out" / "shakespeare", directory=REPO / "weights")
+    card = (folder / "README.md").read_text()
+    assert f'from_pretrained("{folder}")' in card and f'pipeline("text-generation", model="{folder}")("ROMEO:")' in card
+    assert ".tmp-export" not in card
+    assert "| trained | 8,000 steps on tinyshakespeare (1,115,394 characters) |" in card
+    assert "| validation loss | 1.4552 at step 8,000" in card and "| parameters | 1,820,736 |" in card
+
+
+def test_a_bpe_export_names_its_end_of_text_token_for_generation(tmp_path):
+    from test_gpt2 import train_bpe
+
+    bpe = train_bpe()
+    make_run(tmp_path, use_bias=True, tie=True, activation="gelu_tanh", tokenizer=bpe)
+    folder = export_gpt2("run", tmp_path / "exported", directory=tmp_path)
+    end = bpe.vocabulary_size - 1  # <|endoftext|>
+    assert json.loads((folder / "generation_config.json").read_text()) == {
+        "max_length": 16, "bos_token_id": end, "eos_token_id": end}
+    from transformers import pipeline
+
+    [reply] = pipeline("text-generation", model=str(folder))("ROMEO:")  # stops at <|endoftext|> or 16 tokens
+    assert reply["generated_text"].startswith("ROMEO:")
 
 
 def test_conv1d_orientation_and_names_are_gpt2s(tmp_path):

@@ -107,8 +107,11 @@ def test_a_pushed_run_opens_by_repo_id_with_the_same_logits(uploading_hub, saved
     assert "published" in captured.err and REPO_ID in captured.err
     [commit] = uploading_hub.commits
     assert commit["repo"] == REPO_ID
-    assert commit["files"] == sorted(["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                                      "README.md", "training.json"])  # GPT-2's layout (export.py)
+    assert commit["files"] == sorted(["config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+                                      "tokenizer_config.json", "README.md", "training.json"])  # GPT-2's layout
+    card = uploading_hub.repos[REPO_ID]["README.md"].decode()
+    assert f'from_pretrained("{REPO_ID}")' in card and "playground-publish-" not in card  # not the temporary folder
+    assert "| trained | 7 steps |" in card  # the run's own numbers
     assert checkpoints.OPTIMIZER_FILE not in commit["files"] and "notes.txt" not in commit["files"]
     assert "in GPT-2's layout" in captured.err and "AutoModelForCausalLM.from_pretrained" in captured.err
     assert "playground.push" in commit["header"]["summary"]
