@@ -654,8 +654,9 @@ def publish_checkpoint(folder: Path, repo_id: str, *, token: str | None = None, 
 
     What goes is the checkpoint exported in GPT-2's layout (export.write_gpt2: config.json, model.safetensors,
     tokenizer.json, tokenizer_config.json, the card, the training record), never optimizer.safetensors or anything
-    else in the folder, and only a folder that loads with the one loader. A model GPT-2's layout cannot hold (a
-    bias on its LM head) goes in the playground's own layout, and ``Published.note`` says why. The token is
+    else in the folder, and only a folder that loads with the one loader. A model GPT-2's layout cannot hold
+    (notebook 004's, an older run's bias on its LM head) goes in the playground's own layout, and
+    ``Published.note`` says why. The token is
     ``token``, else huggingface_hub's own (``HF_TOKEN`` or ``hf auth login``); it needs write access.
     Raises HubError with what to do (log in, pick another name, go online); CheckpointError if the folder does not
     load.

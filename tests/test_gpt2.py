@@ -232,8 +232,9 @@ def test_model_config_gpt2_fields_keep_character_checkpoints_as_they_were():
                        use_bias=True, activation="gelu_tanh", layer_norm_eps=1e-6, tie_embeddings=True)
     assert ModelConfig.from_dict(tied.to_dict()) == tied
     model = GPT(tied)
-    untied = ModelConfig(**{**tied.to_dict(), "tie_embeddings": False})
-    assert tied.parameter_count() == model.parameter_count() == untied.parameter_count() - (50 * 16 + 50)
+    untied = ModelConfig(**{**tied.to_dict(), "tie_embeddings": False})  # a head of its own, without a bias
+    assert tied.parameter_count() == model.parameter_count() == untied.parameter_count() - 50 * 16
+    assert ModelConfig(**{**untied.to_dict(), "head_bias": True}).parameter_count() == untied.parameter_count() + 50
     assert model.lm_head.bias is None and model.blocks[0].ln_1.eps == 1e-6
     for bad, message in (({"activation": "swish"}, "activation must be one of"),
                          ({"layer_norm_eps": 0}, "layer_norm_eps must be in"),

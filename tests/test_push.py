@@ -143,7 +143,7 @@ def test_a_pushed_run_opens_in_transformers(uploading_hub, saved_run, tmp_path):
 
 def test_a_run_gpt2_cannot_hold_goes_in_the_playgrounds_layout_and_says_why(uploading_hub, saved_run, capsys):
     model, folder = saved_run
-    config = ModelConfig(**{**model.config.to_dict(), "use_bias": True})
+    config = ModelConfig(**{**model.config.to_dict(), "use_bias": True, "head_bias": True})  # an older --use-bias run
     biased = GPT(config)
     with torch.no_grad():
         biased.lm_head.bias.fill_(0.25)
