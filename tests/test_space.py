@@ -65,3 +65,13 @@ def test_with_torch_in_place_requirements_add_no_cuda_package():
     report = json.loads(result.stdout[result.stdout.index("{"):])
     installed = [item["metadata"]["name"] for item in report["install"]]
     assert "torch" not in installed and not [name for name in installed if CUDA_PACKAGE.match(name)], installed
+
+
+def test_the_package_asks_for_what_requirements_txt_does():
+    """pyproject.toml keeps requirements.txt's ranges (its comment says so); tokenizers, which reads every BPE and
+    writes every export's tokenizer.json, was missing from it, so `pip install .` left exports failing."""
+    import tomllib
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    _, listed = read_requirements("requirements.txt")
+    assert sorted(map(str, map(Requirement, declared))) == sorted(map(str, listed))
