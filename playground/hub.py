@@ -535,8 +535,6 @@ def prune_cache(cache_root: Path, max_bytes: int, keep: Path | None = None) -> l
     root = Path(cache_root)
     if not root.is_dir():
         return []
-    info = _scan(root)
-    scanned = {repo.repo_path.resolve(): repo for repo in (info.repos if info is not None else ())}
     repos = []
     for entry in root.iterdir():
         if entry.name.startswith("models--") and entry.is_dir() and not entry.is_symlink():
@@ -544,14 +542,19 @@ def prune_cache(cache_root: Path, max_bytes: int, keep: Path | None = None) -> l
                 used = entry.stat().st_mtime
             except OSError:
                 continue
-            repos.append((used, entry.name, _folder_bytes(entry), entry, scanned.get(entry.resolve())))
-    total = sum(size for _, _, size, _, _ in repos)
+            repos.append((used, entry.name, _folder_bytes(entry), entry))
+    total = sum(size for _, _, size, _ in repos)
+    if total <= max_bytes:
+        return []
+    info = _scan(root)
+    scanned = {repo.repo_path.resolve(): repo for repo in (info.repos if info is not None else ())}
     removed = []
-    for _, _, size, entry, repo in sorted(repos, key=lambda item: item[:2]):
+    for _, _, size, entry in sorted(repos):
         if total <= max_bytes:
             break
         if keep is not None and entry.resolve() == Path(keep).resolve():
             continue
+        repo = scanned.get(entry.resolve())
         if repo is not None:
             info.delete_revisions(*(revision.commit_hash for revision in repo.revisions)).execute()
         shutil.rmtree(entry, ignore_errors=True)  # what the scan could not read, or left (locks, partial blobs)
