@@ -73,8 +73,8 @@ def generation_config(checkpoint: Checkpoint, bos_id: int | None) -> dict[str, A
 
 
 def _run_rows(checkpoint: Checkpoint) -> list[tuple[str, str]]:
-    """The run's own numbers from its training.json, as (what, value) rows; none for a model trained elsewhere
-    that recorded nothing (a GPT-2 from the Hub)."""
+    """The model's parameters, then the run's own numbers from its training.json (steps and corpus, validation
+    loss, time and device), as (what, value) rows; only what it records (a GPT-2 from the Hub records none)."""
     training = checkpoint.training or {}
     rows = [("parameters", f"{checkpoint.model.parameter_count():,}")]
     corpus = training.get("corpus")
