@@ -76,6 +76,11 @@ class ModelConfig:
     character checkpoint's config.json reads as it always did. GPT-2: ``activation="gelu_tanh"``,
     ``use_bias=True``, ``tie_embeddings=True`` (the LM head is the token embedding, counted once, and has no bias).
 
+    ``use_bias`` follows nanoGPT: biases in the blocks and the LayerNorms, none on the LM head (GPT-2's and
+    nanoGPT's heads never have one, so every run exports in GPT-2's layout). ``head_bias`` is for the runs saved
+    before that, whose untied head has a bias: a config.json without the field reads as they were written
+    (``use_bias`` and an untied head -> a head bias), and ``to_dict`` writes the field wherever it differs from that.
+
     ``architecture`` (ARCHITECTURE_CHOICES, also left out of ``to_dict`` at its default "gpt") names the model the
     config builds. "notebook_004" is notebook 004's SimpleLanguageModel(vocabulary_size, context_size,
     embedding_dim, heads_num): one attention layer (layers_num 1), no dropout, no tied head; its ``proj`` and
@@ -108,6 +113,7 @@ class ModelConfig:
     rope_theta: float = DEFAULT_ROPE_THETA
     qkv_bias: bool = False
     intermediate_size: int | None = None  # None: 4 * embedding_dim
+    head_bias: bool = False  # a bias on an untied LM head: only runs saved before use_bias followed nanoGPT
 
     def __post_init__(self) -> None:
         for name in ("vocabulary_size", "context_size", "embedding_dim", "heads_num", "layers_num"):
@@ -119,9 +125,12 @@ class ModelConfig:
         _check_real(self, "dropout_rate")
         if not 0.0 <= self.dropout_rate < 1.0:
             raise ConfigError(f"dropout_rate must be in [0, 1), got {self.dropout_rate}")
-        for name in ("use_bias", "tie_embeddings"):
+        for name in ("use_bias", "tie_embeddings", "head_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {shown(getattr(self, name))}")
+        if self.head_bias and not (self.use_bias and not self.tie_embeddings):
+            raise ConfigError("head_bias needs use_bias and an untied head (tie_embeddings false): a tied head is the "
+                              "token embedding, and without use_bias nothing has a bias")
         if self.activation not in ACTIVATION_CHOICES:
             raise ConfigError(f"activation must be one of {', '.join(ACTIVATION_CHOICES)}, "
                               f"got {shown(self.activation)}")
@@ -235,25 +244,32 @@ class ModelConfig:
         attention = 3 * c * c + c * c + (4 * c if b else 0)
         mlp = 4 * c * c * 2 + (5 * c if b else 0)
         block = 2 * layer_norm + attention + mlp
-        head = 0 if self.tie_embeddings else c * v + (v if b else 0)  # a tied head is the embedding: no new numbers
+        head = 0 if self.tie_embeddings else c * v + (v if self.head_bias else 0)  # tied: the embedding, no new numbers
         return v * c + t * c + self.layers_num * block + layer_norm + head
 
-    @property
-    def head_bias(self) -> bool:
-        """Whether the LM head has a bias: with use_bias, unless it is tied to the embedding (GPT-2 has none)."""
-        return self.use_bias and not self.tie_embeddings
-
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form; the GPT-2 fields only where they differ from their defaults (see the class docstring)."""
+        """The JSON form; the GPT-2 fields only where they differ from their defaults, ``head_bias`` only where it
+        differs from what a config.json without it means (see the class docstring)."""
         data = dataclasses.asdict(self)
         for item in fields(self):
             if item.name in _OPTIONAL_FIELDS and data[item.name] == item.default:
                 del data[item.name]
+        if self.head_bias == _saved_head_bias(data):
+            del data["head_bias"]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        if isinstance(data, dict) and "head_bias" not in data:
+            data = {**data, "head_bias": _saved_head_bias(data)}
         return _from_dict(cls, data)
+
+
+def _saved_head_bias(data: dict[str, Any]) -> bool:
+    """Whether a config.json without ``head_bias`` had one: use_bias with an untied head gave the head a bias
+    before use_bias followed nanoGPT. {"use_bias": true} -> True; {"use_bias": true, "tie_embeddings": true} and
+    {"use_bias": false} -> False."""
+    return data.get("use_bias") is True and data.get("tie_embeddings", False) is False
 
 
 _OPTIONAL_FIELDS = ("activation", "layer_norm_eps", "tie_embeddings", "architecture", "family", "kv_heads_num",

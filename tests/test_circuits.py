@@ -31,10 +31,10 @@ from playground.lens.circuits import (
 from playground.model.gpt import GPT
 
 
-def tiny(use_bias: bool, layers: int = 2, tie: bool = False, seed: int = 3) -> GPT:
+def tiny(use_bias: bool, layers: int = 2, tie: bool = False, seed: int = 3, head_bias: bool = False) -> GPT:
     torch.manual_seed(seed)
     config = ModelConfig(vocabulary_size=13, context_size=16, embedding_dim=24, heads_num=4, layers_num=layers,
-                         use_bias=use_bias, tie_embeddings=tie)
+                         use_bias=use_bias, tie_embeddings=tie, head_bias=head_bias)
     model = GPT(config).eval()
     with torch.no_grad():  # far from the initialisation's small weights, so every part matters
         for p in model.parameters():
@@ -45,11 +45,12 @@ def tiny(use_bias: bool, layers: int = 2, tie: bool = False, seed: int = 3) -> G
 IDS = torch.tensor([1, 5, 2, 7, 7, 3, 0, 12, 5, 4, 9])
 
 
-@pytest.mark.parametrize("use_bias, tie", [(False, False), (True, False), (True, True)],
-                         ids=["no-bias", "bias", "gpt2-tied"])
+@pytest.mark.parametrize("use_bias, tie, head_bias", [(False, False, False), (True, False, False),
+                                                      (True, False, True), (True, True, False)],
+                         ids=["no-bias", "bias", "older-head-bias", "gpt2-tied"])
 @pytest.mark.parametrize("position", [0, 4, -1])
-def test_the_parts_sum_to_the_models_logit(use_bias, tie, position):
-    model = tiny(use_bias, tie=tie)
+def test_the_parts_sum_to_the_models_logit(use_bias, tie, head_bias, position):
+    model = tiny(use_bias, tie=tie, head_bias=head_bias)
     with torch.no_grad():
         logits = model(IDS.view(1, -1)).logits[0]
     for target in (0, 6, 12):

@@ -2,6 +2,7 @@ import math
 from dataclasses import replace
 
 import pytest
+import torch
 
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.model.gpt import GPT
@@ -29,11 +30,35 @@ def test_head_size_is_derived():
     assert ModelConfig(vocabulary_size=65, embedding_dim=96, heads_num=6).head_size == 16
 
 
-@pytest.mark.parametrize("use_bias", [False, True])
-def test_parameter_count_formula_matches_the_model(use_bias):
+@pytest.mark.parametrize(("use_bias", "head_bias"), [(False, False), (True, False), (True, True)])
+def test_parameter_count_formula_matches_the_model(use_bias, head_bias):
     config = ModelConfig(vocabulary_size=65, context_size=32, embedding_dim=48, heads_num=3, layers_num=3,
-                         use_bias=use_bias)
+                         use_bias=use_bias, head_bias=head_bias)
     assert config.parameter_count() == GPT(config).parameter_count()
+
+
+def test_use_bias_follows_nanogpt_and_older_runs_keep_their_head_bias(tmp_path):
+    """--use-bias gave an untied LM head a bias, which GPT-2's layout has no place for; it now follows nanoGPT
+    (biases in the blocks and norms, none on the head). A config.json saved before says nothing of head_bias: it
+    reads as written then, so its weights (with lm_head.bias) still load."""
+    from playground.checkpoints.store import load_checkpoint, save_checkpoint
+    from playground.text.tokenizer import CharTokenizer
+
+    new = ModelConfig(vocabulary_size=65, embedding_dim=16, heads_num=2, layers_num=1, use_bias=True)
+    assert GPT(new).lm_head.bias is None and GPT(new).blocks[0].mlp.fc.bias is not None
+    assert new.to_dict()["head_bias"] is False and ModelConfig.from_dict(new.to_dict()) == new
+    older = {k: v for k, v in new.to_dict().items() if k != "head_bias"}  # a config.json written before the field
+    assert ModelConfig.from_dict(older).head_bias is True and "head_bias" not in ModelConfig.from_dict(older).to_dict()
+    assert ModelConfig.from_dict({**older, "tie_embeddings": True}).head_bias is False
+    assert "head_bias" not in ModelConfig(vocabulary_size=65).to_dict()  # a run without biases reads as it always did
+    tokenizer = CharTokenizer.train_from_text("to be or not to be")
+    old_model = GPT(ModelConfig.from_dict({**older, "vocabulary_size": tokenizer.vocabulary_size}))
+    folder = save_checkpoint(old_model, tokenizer, "older", directory=tmp_path)
+    assert "head_bias" not in (folder / "config.json").read_text()  # written as such a run always was
+    loaded = load_checkpoint("older", directory=tmp_path)
+    assert torch.equal(loaded.model.lm_head.bias, old_model.lm_head.bias)
+    with pytest.raises(ConfigError, match="head_bias needs use_bias and an untied head"):
+        ModelConfig(vocabulary_size=65, use_bias=True, tie_embeddings=True, head_bias=True)
 
 
 def test_json_round_trip_and_unknown_field():

@@ -1,9 +1,11 @@
 """The README is a front page and docs/ holds the rest: its length, and every relative link in either resolving to
-a file (and a heading, where the link names one)."""
+a file (and a heading, where the link names one); the Python page's snippets run as written."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,7 +32,7 @@ def _anchors(path: Path) -> set[str]:
 def test_the_readme_is_a_front_page():
     words = len(_body(ROOT / "README.md").split())
     assert words <= 1500, f"README.md has {words} words; move details into docs/"
-    for name in ("tabs", "command-line", "space-and-docker", "models", "benchmarks"):
+    for name in ("tabs", "command-line", "space-and-docker", "models", "benchmarks", "python"):
         assert (ROOT / "docs" / f"{name}.md").is_file(), name
 
 
@@ -44,3 +46,14 @@ def test_every_relative_link_resolves(path):
         assert linked.exists(), f"{path.name} links to {target}, which does not exist"
         if anchor and linked.suffix == ".md":
             assert anchor in _anchors(linked), f"{path.name} links to {target}: no such heading"
+
+
+def test_the_python_pages_snippets_run_as_written(tmp_path):
+    """docs/python.md's code blocks, in order, in one fresh interpreter started in an empty folder, offline."""
+    blocks = re.findall(r"^```python\n(.*?)^```$", _body(ROOT / "docs" / "python.md"), flags=re.MULTILINE | re.DOTALL)
+    assert len(blocks) >= 4
+    result = subprocess.run([sys.executable, "-c", "\n".join(blocks)], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Attention Playground checkpoint shakespeare-char" in result.stdout
+    assert (tmp_path / "exported" / "shakespeare-char" / "generation_config.json").is_file()

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from conftest import REPO
 
 from playground.checkpoints import gpt2
 from playground.checkpoints import store as checkpoints
@@ -22,13 +23,13 @@ TEXT = "to be, or not to be: é\n"
 PROMPT = "not to be, é\n"
 
 
-def make_run(directory, *, use_bias=False, tie=False, activation="gelu", tokenizer=None, name="run"):
+def make_run(directory, *, use_bias=False, tie=False, activation="gelu", tokenizer=None, name="run", head_bias=False):
     """A saved run with random weights, and random biases and LayerNorms where it has them (so a dropped one shows)."""
     tokenizer = tokenizer or CharTokenizer.train_from_text(TEXT)
     torch.manual_seed(11)
     config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=16, embedding_dim=16, heads_num=2,
                          layers_num=2, use_bias=use_bias, tie_embeddings=tie, activation=activation,
-                         layer_norm_eps=1e-6)
+                         layer_norm_eps=1e-6, head_bias=head_bias)
     model = GPT(config).eval()
     with torch.no_grad():
         for name_, parameter in model.named_parameters():
@@ -44,14 +45,15 @@ def transformers_pair(folder):
     return AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
 
 
-@pytest.mark.parametrize(("use_bias", "tie", "activation"), [
-    (False, False, "gelu"),  # the playground's own default: biases written as zeros, a head of its own
-    (True, True, "gelu_tanh"),  # GPT-2's own shape
-    (True, False, "relu"),  # biases, an untied head whose (zero) bias GPT-2 does without
-    (False, True, "gelu"),
+@pytest.mark.parametrize(("use_bias", "tie", "activation", "head_bias"), [
+    (False, False, "gelu", False),  # the playground's own default: biases written as zeros, a head of its own
+    (True, True, "gelu_tanh", False),  # GPT-2's own shape
+    (True, False, "relu", False),  # --use-bias: biases in the blocks and norms, an untied head without one
+    (True, False, "gelu", True),  # a run saved before --use-bias followed nanoGPT: its head's bias is zero here
+    (False, True, "gelu", False),
 ])
-def test_transformers_opens_an_export_with_the_same_logits_and_ids(tmp_path, use_bias, tie, activation):
-    model, tokenizer = make_run(tmp_path, use_bias=use_bias, tie=tie, activation=activation)
+def test_transformers_opens_an_export_with_the_same_logits_and_ids(tmp_path, use_bias, tie, activation, head_bias):
+    model, tokenizer = make_run(tmp_path, use_bias=use_bias, tie=tie, activation=activation, head_bias=head_bias)
     folder = export_gpt2("run", tmp_path / "exported", directory=tmp_path)
     config = json.loads((folder / "config.json").read_text())
     assert (config["model_type"], config["n_embd"], config["n_head"], config["n_layer"], config["n_positions"],
@@ -71,6 +73,50 @@ def test_transformers_opens_an_export_with_the_same_logits_and_ids(tmp_path, use
     with torch.no_grad():
         torch.testing.assert_close(reopened.model(idx).logits, expected, atol=1e-5, rtol=0)
     assert "owner" not in json.loads((folder / "training.json").read_text())  # a visitor's hash stays here
+
+
+def test_transformers_pipeline_runs_on_an_export_of_the_shipped_model(tmp_path):
+    """pipeline("text-generation", model=DIR)("ROMEO:") is the first call anyone makes. It asks for 256 new tokens
+    by default, past the shipped model's 128 positions, and crashed on every export (IndexError in wpe) until the
+    export wrote generation_config.json with max_length = the context."""
+    from transformers import pipeline
+
+    folder = export_gpt2("shakespeare-char", tmp_path / "shakespeare", directory=REPO / "weights")
+    assert json.loads((folder / "generation_config.json").read_text()) == {"max_length": 128}  # no bos/eos
+    generator = pipeline("text-generation", model=str(folder))
+    torch.manual_seed(0)
+    [reply] = generator("ROMEO:")
+    text = reply["generated_text"]
+    assert text.startswith("ROMEO:") and len(text) == 128  # characters: one token each, up to the context
+    shipped = load_checkpoint("shakespeare-char", directory=REPO / "weights")
+    idx = shipped.tokenizer.encode(text).unsqueeze(0)
+    with torch.no_grad():
+        torch.testing.assert_close(generator.model(idx).logits, shipped.model(idx).logits, atol=1e-4, rtol=0)
+
+
+def test_the_card_names_the_folder_written_and_gives_the_runs_numbers(tmp_path):
+    """The card told the reader to from_pretrained the .tmp-export-... folder that was then renamed away."""
+    folder = export_gpt2("shakespeare-char", tmp_path / "out" / "shakespeare", directory=REPO / "weights")
+    card = (folder / "README.md").read_text()
+    assert f'from_pretrained("{folder}")' in card and f'pipeline("text-generation", model="{folder}")("ROMEO:")' in card
+    assert ".tmp-export" not in card
+    assert "| trained | 8,000 steps on tinyshakespeare (1,115,394 characters) |" in card
+    assert "| validation loss | 1.4552 at step 8,000" in card and "| parameters | 1,820,736 |" in card
+
+
+def test_a_bpe_export_names_its_end_of_text_token_for_generation(tmp_path):
+    from test_gpt2 import train_bpe
+
+    bpe = train_bpe()
+    make_run(tmp_path, use_bias=True, tie=True, activation="gelu_tanh", tokenizer=bpe)
+    folder = export_gpt2("run", tmp_path / "exported", directory=tmp_path)
+    end = bpe.vocabulary_size - 1  # <|endoftext|>
+    assert json.loads((folder / "generation_config.json").read_text()) == {
+        "max_length": 16, "bos_token_id": end, "eos_token_id": end}
+    from transformers import pipeline
+
+    [reply] = pipeline("text-generation", model=str(folder))("ROMEO:")  # stops at <|endoftext|> or 16 tokens
+    assert reply["generated_text"].startswith("ROMEO:")
 
 
 def test_conv1d_orientation_and_names_are_gpt2s(tmp_path):
@@ -101,14 +147,56 @@ def test_a_bpe_run_keeps_its_tokenizer(tmp_path):
 
 
 def test_a_head_bias_gpt2_lacks_is_refused_with_the_reason(tmp_path):
-    model, tokenizer = make_run(tmp_path, use_bias=True)
+    model, tokenizer = make_run(tmp_path, use_bias=True, head_bias=True)  # --use-bias before it followed nanoGPT
     with torch.no_grad():
         model.lm_head.bias.fill_(0.5)
     save_checkpoint(model, tokenizer, "biased", directory=tmp_path)
     with pytest.raises(ExportError, match=r"biased cannot be written in GPT-2's layout: the LM head has a bias "
-                                          r"\(largest 0\.5\), and GPT-2's head has none"):
+                                          r"\(largest 0\.5\), and GPT-2's head has none: the run was trained with "
+                                          r"--use-bias before it followed nanoGPT .*train it again, with --use-bias "
+                                          r"or without, to export it"):
         export_gpt2("biased", tmp_path / "x", directory=tmp_path)
     assert not (tmp_path / "x").exists()
+
+
+def test_a_use_bias_run_of_the_train_command_exports_and_generates(tmp_path, shakespeare_text):
+    """--use-bias gave the LM head a bias GPT-2 has no place for, so no run trained with it could be exported (and
+    nothing offered the tied head the refusal asked for). It now follows nanoGPT: no bias on the head."""
+    from transformers import pipeline
+
+    from playground.cli import train as train_cli
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(shakespeare_text[:20000], encoding="utf-8")
+    assert train_cli.main(["--preset", "tiny", "--layers-num", "1", "--embedding-dim", "16", "--heads-num", "2",
+                           "--context-size", "16", "--batch-size", "4", "--steps", "3", "--eval-interval", "3",
+                           "--eval-batches", "1", "--use-bias", "--corpus", str(corpus), "--run-name", "biased",
+                           "--weights-dir", str(tmp_path / "w"), "--device", "cpu"]) == 0
+    run = load_checkpoint("biased", directory=tmp_path / "w")
+    assert run.model.blocks[0].attn.qkv.bias is not None and run.model.ln_f.bias is not None
+    assert run.model.lm_head.bias is None
+    folder = export_gpt2(run, tmp_path / "exported")
+    generator = pipeline("text-generation", model=str(folder))
+    text = generator("ROMEO:")[0]["generated_text"]
+    assert text.startswith("ROMEO:") and len(text) == 16
+    idx = run.tokenizer.encode(text).unsqueeze(0)
+    with torch.no_grad():
+        torch.testing.assert_close(generator.model(idx).logits, run.model(idx).logits, atol=1e-4, rtol=0)
+
+
+def test_notebook_004s_model_is_refused_as_what_it_is(tmp_path):
+    from playground.config import NOTEBOOK_004
+    from playground.model.families import build_model
+
+    tokenizer = CharTokenizer.train_from_text("hello world")
+    config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, context_size=8, embedding_dim=16, heads_num=2,
+                         layers_num=1, architecture=NOTEBOOK_004)
+    save_checkpoint(build_model(config), tokenizer, "toy", directory=tmp_path)
+    with pytest.raises(ExportError) as refused:
+        export_gpt2("toy", tmp_path / "x", directory=tmp_path)
+    assert str(refused.value) == ("toy cannot be written in GPT-2's layout: notebook 004's model has no LayerNorm, MLP "
+                                  "or residual, so it is not a GPT-2 (it is one attention layer whose heads read their "
+                                  "own slices of the embedding)")
 
 
 def test_an_activation_gpt2_lacks_is_refused():

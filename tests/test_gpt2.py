@@ -151,10 +151,37 @@ def test_prefixless_keys_old_buffers_and_a_stored_head_load_the_same(gpt2_hub, t
 
 def test_a_repo_with_pickled_weights_only_is_refused_unread(gpt2_hub):
     with pytest.raises(HubError, match=r"learner/bin-only has pytorch_model.bin but no model.safetensors: pickled "
-                                       r"weights, and the playground never unpickles .*Convert it to safetensors with "
-                                       r"transformers: .*from_pretrained\('learner/bin-only'\)"):
+                                       r"weights, and the playground never unpickles .*Convert it, weights and "
+                                       r"tokenizer together, with transformers: .*s, d = 'learner/bin-only', "
+                                       r"'bin-only-safetensors'; .*then open bin-only-safetensors"):
         load_from_hub("learner/bin-only")
     assert gpt2_hub.requested_files() == []
+
+
+def test_the_bin_only_advice_is_one_command_that_makes_a_folder_that_opens(tiny_gpt2, tmp_path):
+    """The command the refusal printed saved the weights without the tokenizer, so the new folder was refused next
+    ("has no tokenizer.json"): two steps where one was promised. It is run here exactly as printed."""
+    import re
+    import subprocess
+    import sys
+
+    model, tokenizer, files = tiny_gpt2
+    folder = tmp_path / "bin-only"
+    folder.mkdir()
+    torch.save(model.state_dict(), folder / "pytorch_model.bin")  # a pickle, as older repos ship their weights
+    (folder / "config.json").write_bytes(files["config.json"])
+    (folder / "tokenizer.json").write_bytes(files["tokenizer.json"])
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(folder)
+    [code] = re.findall(r'python -c "([^"]+)"', str(refused.value))
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    converted = load_checkpoint(tmp_path / "bin-only-safetensors")  # the folder the advice names opens as it is
+    assert str(refused.value).endswith("then open bin-only-safetensors")
+    ids = tokenizer.encode("To be, or not").unsqueeze(0)
+    assert converted.tokenizer.encode("To be, or not").tolist() == ids[0].tolist()
+    with torch.no_grad():
+        torch.testing.assert_close(converted.model(ids).logits, model(ids).logits, atol=1e-5, rtol=0)
 
 
 def test_an_oversized_config_is_refused_before_the_weights_are_downloaded(gpt2_hub):
@@ -233,8 +260,9 @@ def test_model_config_gpt2_fields_keep_character_checkpoints_as_they_were():
                        use_bias=True, activation="gelu_tanh", layer_norm_eps=1e-6, tie_embeddings=True)
     assert ModelConfig.from_dict(tied.to_dict()) == tied
     model = GPT(tied)
-    untied = ModelConfig(**{**tied.to_dict(), "tie_embeddings": False})
-    assert tied.parameter_count() == model.parameter_count() == untied.parameter_count() - (50 * 16 + 50)
+    untied = ModelConfig(**{**tied.to_dict(), "tie_embeddings": False})  # a head of its own, without a bias
+    assert tied.parameter_count() == model.parameter_count() == untied.parameter_count() - 50 * 16
+    assert ModelConfig(**{**untied.to_dict(), "head_bias": True}).parameter_count() == untied.parameter_count() + 50
     assert model.lm_head.bias is None and model.blocks[0].ln_1.eps == 1e-6
     for bad, message in (({"activation": "swish"}, "activation must be one of"),
                          ({"layer_norm_eps": 0}, "layer_norm_eps must be in"),

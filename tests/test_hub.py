@@ -30,7 +30,7 @@ from conftest import REPO
 
 from playground.checkpoints import hub
 from playground.checkpoints.hub import HubError, download_checkpoint, is_hub_id, load_from_hub
-from playground.checkpoints.store import save_checkpoint
+from playground.checkpoints.store import CheckpointError, save_checkpoint
 from playground.config import ModelConfig
 from playground.model.gpt import GPT
 from playground.text.tokenizer import CharTokenizer
@@ -43,11 +43,15 @@ class StubHub:
 
     ``claimed``: {"owner/name": {filename: size}} sizes the listing reports for files the stub does not hold
     in memory (a 1.5 GB model.safetensors); a GET of such a file streams that many zero bytes.
+    ``history``: {"owner/name": {commit: {filename: bytes}}} a repo with several revisions, the last one main's;
+    a file with the same bytes in two of them has the same ETag, so the cache keeps one blob for both.
     """
 
-    def __init__(self, repos: dict[str, dict[str, bytes]], claimed: dict[str, dict[str, int]] | None = None):
+    def __init__(self, repos: dict[str, dict[str, bytes]], claimed: dict[str, dict[str, int]] | None = None,
+                 history: dict[str, dict[str, dict[str, bytes]]] | None = None):
         self.repos = repos
         self.claimed = claimed or {}
+        self.history = history or {}
         self.requests: list[tuple[str, str]] = []
         self.headers: list[dict[str, str]] = []
         self.bytes_sent = 0
@@ -99,7 +103,11 @@ class StubHub:
             return self.reply(handler, 404, b"Not Found", body=body)
         if repo.startswith("down/"):
             return self.reply(handler, 503, b"Service Unavailable", body=body)
-        files = self.repos.get(repo)
+        files, commit = self.repos.get(repo), SHA
+        if repo in self.history:
+            commit = list(self.history[repo])[-1] if revision == "main" else revision
+            files = self.history[repo].get(commit, {})
+            revision = SHA if commit in self.history[repo] else revision
         claimed = self.claimed.get(repo, {})
         if files is None:
             return self.reply(handler, 401, b'{"error": "Repository not found"}',
@@ -107,18 +115,21 @@ class StubHub:
         if revision not in ("main", SHA):
             return self.reply(handler, 404, b'{"error": "Invalid rev id"}',
                               {"X-Error-Code": "RevisionNotFound", "X-Error-Message": "Invalid rev id"}, body)
+        at = {"X-Repo-Commit": commit}
         sizes = {**{f: len(data) for f, data in files.items()}, **claimed}
         if kind == "revision":
             blobs = "blobs=true" in urlsplit(handler.path).query.lower()
             siblings = [{"rfilename": f, **({"size": size, "blobId": "0" * 40} if blobs else {}),
                          **({"lfs": {"size": size, "sha256": "0" * 64, "pointerSize": 134}}
                             if blobs and f.endswith(".safetensors") else {})} for f, size in sizes.items()]
-            info = {"id": repo, "sha": SHA, "private": False, "siblings": siblings}
-            return self.reply(handler, 200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
+            info = {"id": repo, "sha": commit, "private": False, "siblings": siblings}
+            return self.reply(handler, 200, json.dumps(info).encode(), {"Content-Type": "application/json", **at},
+                              body)
         if kind == "tree":
             tree = [{"type": "file", "path": f, "size": size, "oid": hashlib.sha1(files.get(f, b"")).hexdigest()}
                     for f, size in sizes.items()]
-            return self.reply(handler, 200, json.dumps(tree).encode(), {"Content-Type": "application/json"}, body)
+            return self.reply(handler, 200, json.dumps(tree).encode(), {"Content-Type": "application/json", **at},
+                              body)
         filename = "/".join(parts[resolve + 2:])
         span = handler.headers.get("Range", "")
         if span.startswith("bytes=") and body and filename in sizes:  # a header read (get_safetensors_metadata)
@@ -127,7 +138,7 @@ class StubHub:
             data = files[filename][first:last + 1] if filename in files else b"\0" * max(0, last + 1 - first)
             self.bytes_sent += len(data)
             return self.reply(handler, 206, data, {"Content-Range": f"bytes {first}-{last}/{sizes[filename]}",
-                                                   "Content-Type": "application/octet-stream"})
+                                                   "Content-Type": "application/octet-stream", **at})
         if filename in claimed:  # a large file: its bytes are made up as they are sent
             size = claimed[filename]
             self.reply(handler, 200, b"", {"Content-Length": str(size), "ETag": f'"big-{size}"',
@@ -144,7 +155,7 @@ class StubHub:
         if body:
             self.bytes_sent += len(data)
         self.reply(handler, 200, data, {"ETag": f'"{hashlib.sha256(data).hexdigest()}"',
-                                        "Content-Type": "application/octet-stream"}, body)
+                                        "Content-Type": "application/octet-stream", **at}, body)
 
 
 def make_tiny_checkpoint(folder: Path):
@@ -162,8 +173,33 @@ def tiny_checkpoint(tmp_path_factory):
     return make_tiny_checkpoint(tmp_path_factory.mktemp("saved"))
 
 
+OLD, NEW = "1" * 40, "2" * 40  # learner/evolving's two commits
+
+
+@pytest.fixture(scope="module")
+def evolving(tiny_checkpoint, tmp_path_factory):
+    """learner/evolving's revisions in GPT-2's layout: OLD, the tiny run exported; NEW, main, the same config.json,
+    tokenizer.json and card (the same blobs in a cache) beside weights that lack ln_f.bias, refused once loaded."""
+    from safetensors.torch import load_file, save_file
+
+    from playground.checkpoints import export
+    from playground.checkpoints import store as checkpoints
+
+    folder = tmp_path_factory.mktemp("evolving")
+    (folder / "weights").mkdir()
+    for name, data in tiny_checkpoint[2].items():
+        (folder / "weights" / name).write_bytes(data)
+    (folder / "old").mkdir()
+    export.write_gpt2(checkpoints.load_checkpoint(folder / "weights"), folder / "old", card_target="learner/evolving")
+    old = {p.name: p.read_bytes() for p in sorted((folder / "old").iterdir())}
+    state = load_file(str(folder / "old" / "model.safetensors"))
+    del state["transformer.ln_f.bias"]
+    save_file(state, str(folder / "new.safetensors"), metadata={"format": "pt"})
+    return {OLD: old, NEW: {**old, "model.safetensors": (folder / "new.safetensors").read_bytes()}}
+
+
 @pytest.fixture
-def stub_hub(tiny_checkpoint, tmp_path, monkeypatch):
+def stub_hub(tiny_checkpoint, evolving, tmp_path, monkeypatch):
     _, _, files = tiny_checkpoint
     no_weights = {k: v for k, v in files.items() if k != "model.safetensors"}
     stub = StubHub({
@@ -179,7 +215,7 @@ def stub_hub(tiny_checkpoint, tmp_path, monkeypatch):
         "learner/huge-weights": {"model.safetensors": 1_500_000_000},
         "learner/padded-weights": {"model.safetensors": 8 * 2**20},
         "learner/huge-config": {"config.json": 200 * 2**20, "model.safetensors": len(files["model.safetensors"])},
-    })
+    }, history={"learner/evolving": evolving})
     stub.thread.start()
     monkeypatch.setenv("HF_ENDPOINT", stub.url)
     monkeypatch.setenv("PLAYGROUND_CACHE_DIR", str(tmp_path / "playground-cache"))  # downloads go to its hub/
@@ -445,3 +481,36 @@ def test_the_playgrounds_hub_cache_is_pruned_by_size_the_least_used_first(stub_h
     assert not stale.exists() and path.is_dir()  # the stale repo went; the one just used stays, though over
     assert (shared / "weights").read_bytes() == b"w" * 50_000
     assert hub.prune_cache(own, 0, keep=path.parent.parent) == []  # the repo in use is never removed
+
+
+def test_a_refused_new_revision_leaves_the_cached_older_one_whole(stub_hub, tiny_checkpoint, tmp_path, monkeypatch):
+    """learner/evolving's new revision shares config.json and tokenizer.json (one blob each in the cache) with the
+    older one cached before. Refusing it deleted every blob its snapshot linked to, which left the older
+    revision's config.json and tokenizer.json dangling, and --revision <old> failed offline. It now goes through
+    huggingface_hub's scan_cache_dir(...).delete_revisions(...), which frees only what no other revision uses."""
+    model, _, _ = tiny_checkpoint
+    assert load_from_hub("learner/evolving", revision=OLD).name == "learner/evolving"
+    with pytest.raises(CheckpointError) as refused:
+        load_from_hub("learner/evolving")  # main: NEW, whose weights lack ln_f.bias
+    assert str(refused.value).startswith("learner/evolving") and NEW not in str(refused.value)  # the id, not a hash
+    repo = tmp_path / "playground-cache" / "hub" / "models--learner--evolving"
+    assert sorted(p.name for p in (repo / "snapshots").iterdir()) == [OLD]
+    kept = list((repo / "snapshots" / OLD).iterdir())
+    assert {p.name for p in kept} >= {"config.json", "tokenizer.json", "model.safetensors"}
+    assert all(p.resolve().is_file() for p in kept)  # no link left dangling
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    seen = len(stub_hub.requests)
+    again = load_from_hub("learner/evolving", revision=OLD)
+    assert len(stub_hub.requests) == seen
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        torch.testing.assert_close(again.model(ids).logits, model(ids).logits, atol=1e-5, rtol=0)
+
+
+def test_pruning_goes_through_the_librarys_scan_and_names_repo_ids(stub_hub, tmp_path):
+    own = tmp_path / "playground-cache" / "hub"
+    download_checkpoint("learner/evolving", revision=OLD)
+    kept = download_checkpoint("learner/tiny-char")
+    os.utime(own / "models--learner--evolving", (1, 1))  # used long ago
+    assert hub.prune_cache(own, 0, keep=kept.parent.parent) == ["learner/evolving"]
+    assert not (own / "models--learner--evolving").exists() and kept.is_dir()

@@ -143,9 +143,9 @@ def test_a_folder_of_pickled_weights_says_how_to_convert_them(tiny_family, tmp_p
         (folder / name).write_bytes(files[name])
     (folder / "pytorch_model.bin").write_bytes(b"\x80\x04 a pickle, never opened")
     with pytest.raises(CheckpointError, match=r"bin-only has pytorch_model.bin but no model.safetensors: pickled "
-                                              r"weights, and the playground never unpickles .* Convert it to "
-                                              r"safetensors with transformers: python -c .*from_pretrained\('"
-                                              + str(folder) + r"'\)\.save_pretrained\('bin-only-safetensors'\)"):
+                                              r"weights, and the playground never unpickles .* Convert it, "
+                                              r"weights and tokenizer together, with transformers: python -c .*"
+                                              r"s, d = '" + str(folder) + r"', 'bin-only-safetensors'; "):
         checkpoints.load_checkpoint(folder)
 
 

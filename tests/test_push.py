@@ -108,8 +108,11 @@ def test_a_pushed_run_opens_by_repo_id_with_the_same_logits(uploading_hub, saved
     assert "published" in captured.err and REPO_ID in captured.err
     [commit] = uploading_hub.commits
     assert commit["repo"] == REPO_ID
-    assert commit["files"] == sorted(["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                                      "README.md", "training.json"])  # GPT-2's layout (export.py)
+    assert commit["files"] == sorted(["config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+                                      "tokenizer_config.json", "README.md", "training.json"])  # GPT-2's layout
+    card = uploading_hub.repos[REPO_ID]["README.md"].decode()
+    assert f'from_pretrained("{REPO_ID}")' in card and "playground-publish-" not in card  # not the temporary folder
+    assert "| trained | 7 steps |" in card  # the run's own numbers
     assert checkpoints.OPTIMIZER_FILE not in commit["files"] and "notes.txt" not in commit["files"]
     assert "in GPT-2's layout" in captured.err and "AutoModelForCausalLM.from_pretrained" in captured.err
     assert "playground.push" in commit["header"]["summary"]
@@ -141,7 +144,7 @@ def test_a_pushed_run_opens_in_transformers(uploading_hub, saved_run, tmp_path):
 
 def test_a_run_gpt2_cannot_hold_goes_in_the_playgrounds_layout_and_says_why(uploading_hub, saved_run, capsys):
     model, folder = saved_run
-    config = ModelConfig(**{**model.config.to_dict(), "use_bias": True})
+    config = ModelConfig(**{**model.config.to_dict(), "use_bias": True, "head_bias": True})  # an older --use-bias run
     biased = GPT(config)
     with torch.no_grad():
         biased.lm_head.bias.fill_(0.25)

@@ -2,17 +2,21 @@
 
     export_gpt2("shakespeare-char", "out/shakespeare-gpt2")
     -> out/shakespeare-gpt2/  config.json (model_type gpt2), model.safetensors (GPT2LMHeadModel's names, Conv1D
-                              weights (in, out)), tokenizer.json, tokenizer_config.json, README.md, training.json
+                              weights (in, out)), generation_config.json, tokenizer.json, tokenizer_config.json,
+                              README.md, training.json
 
     AutoModelForCausalLM.from_pretrained("out/shakespeare-gpt2")  # the same logits, to float rounding
     AutoTokenizer.from_pretrained("out/shakespeare-gpt2")         # the same token IDs
+    pipeline("text-generation", model="out/shakespeare-gpt2")("ROMEO:")  # stops at the context (128 tokens)
 
 The mapping is gpt2.py's (the one key map, used both ways); a character vocabulary becomes a ``tokenizers``
 WordLevel model of its characters, a BPE run keeps its own tokenizer.json, and tokenizer_config.json names
 ``PreTrainedTokenizerFast`` so AutoTokenizer reads that file as it is instead of rebuilding GPT-2's own BPE.
+generation_config.json caps generation at the context (transformers' text-generation pipeline asks for 256 new
+tokens by default, and a position past ``n_positions`` has no embedding) and names the tokenizer's bos/eos token.
 The playground opens the exported folder too (checkpoints.load_checkpoint reads the GPT-2 layout). A model of the
-Llama family goes in that family's own layout instead (llama_layout.py: config.json with model_type llama, or qwen2
-where it has q/k/v biases; LlamaForCausalLM's names), which transformers and the playground open the same way.
+Llama family goes in that family's own layout instead (checkpoints/llama.py: config.json with model_type llama, or
+qwen2 where it has q/k/v biases; LlamaForCausalLM's names), which transformers and the playground open the same way.
 The folder is written beside its target and renamed into place, so a crash leaves no half of one. Knows nothing
 about the UI or the Hub (hub.publish_checkpoint uploads what this writes); the command line is cli/export.py.
 """
@@ -27,6 +31,7 @@ from typing import Any
 
 from safetensors.torch import save_file
 
+from playground import checks
 from playground.checkpoints import gpt2
 from playground.checkpoints import llama as llama_layout
 from playground.checkpoints import store as checkpoints
@@ -37,8 +42,11 @@ from playground.text.subword import BPETokenizer
 # (server/tenancy.py writes them): never exported or published
 OWNER_FIELD, CLIENT_FIELD = "owner", "client"
 PRIVATE_FIELDS = frozenset({OWNER_FIELD, CLIENT_FIELD})
-EXPORTED_FILES = (checkpoints.CONFIG_FILE, checkpoints.WEIGHTS_FILE, checkpoints.TOKENIZER_FILE,
-                  gpt2.TOKENIZER_CONFIG_FILE, checkpoints.CARD_FILE, checkpoints.TRAINING_FILE)
+GENERATION_CONFIG_FILE = "generation_config.json"  # what transformers' generate() and pipelines start from
+EXAMPLE_PROMPT = "ROMEO:"  # the card's pipeline example, where the vocabulary has its characters
+EXPORTED_FILES = (checkpoints.CONFIG_FILE, checkpoints.WEIGHTS_FILE, GENERATION_CONFIG_FILE,
+                  checkpoints.TOKENIZER_FILE, gpt2.TOKENIZER_CONFIG_FILE, checkpoints.CARD_FILE,
+                  checkpoints.TRAINING_FILE)
 
 
 class ExportError(ValueError):
@@ -62,24 +70,65 @@ def tokenizer_files(checkpoint: Checkpoint) -> tuple[str, dict[str, Any], int | 
     return text, config, bos_id
 
 
+def generation_config(checkpoint: Checkpoint, bos_id: int | None) -> dict[str, Any]:
+    """generation_config.json: generation stops at the context (max_length counts the prompt too), and the
+    tokenizer's bos/eos token where it has one. Context 128, characters -> {"max_length": 128}; GPT-2's BPE adds
+    "bos_token_id" and "eos_token_id" 50256."""
+    config: dict[str, Any] = {"max_length": checkpoint.config.context_size}
+    if bos_id is not None:
+        config.update(bos_token_id=bos_id, eos_token_id=bos_id)
+    return config
+
+
+def _run_rows(checkpoint: Checkpoint) -> list[tuple[str, str]]:
+    """The model's parameters, then the run's own numbers from its training.json (steps and corpus, validation
+    loss, time and device), as (what, value) rows; only what it records (a GPT-2 from the Hub records none)."""
+    training = checkpoint.training or {}
+    rows = [("parameters", f"{checkpoint.model.parameter_count():,}")]
+    corpus = training.get("corpus")
+    steps = training.get("steps_done")
+    if isinstance(steps, int) and steps > 0:
+        where = f" on {corpus['name']} ({corpus['characters']:,} characters)" if isinstance(corpus, dict) and \
+            isinstance(corpus.get("name"), str) and isinstance(corpus.get("characters"), int) else ""
+        by = " with nanoGPT" if training.get("source") == "nanoGPT" else ""
+        rows.append(("trained", f"{checks.count(steps, 'step')}{where}{by}"))
+    if checkpoint.val_loss is not None:
+        step = training["val_loss"][-1][0]
+        whose = "nanoGPT's best" if training.get("source") == "nanoGPT" else "the run's last"
+        rows.append(("validation loss", f"{checkpoint.val_loss:.4f} at step {step:,} ({whose}, cross-entropy in "
+                                        "nats)"))
+    seconds, device = training.get("wall_seconds"), training.get("device")
+    if isinstance(seconds, (int, float)) and isinstance(device, str):
+        rows.append(("training time", f"{seconds:,.0f} s on {device}"))
+    return rows
+
+
 def model_card(checkpoint: Checkpoint, target: str) -> str:
-    """A short README.md: what the model is and the two lines that open it in transformers."""
+    """A short README.md: what the model is, the run's own numbers, and how to open ``target`` (the folder written,
+    or the Hub repo id it is pushed to) in transformers."""
     config = checkpoint.config
+    table = "\n".join(f"| {what} | {value} |" for what, value in _run_rows(checkpoint))
+    tokenizer = checkpoint.tokenizer
+    prompt = tokenizer.start_text if tokenizer.find_unknown(EXAMPLE_PROMPT) else EXAMPLE_PROMPT
     family, shape = ("llama", "A Llama-family") if config.is_llama else ("gpt2", "A GPT-2-shaped")
-    return (f"---\nlibrary_name: transformers\ntags: [{family}, attention-playground]\n---\n\n# {checkpoint.name}\n\n"
+    return (f"---\nlibrary_name: transformers\npipeline_tag: text-generation\ntags: [{family}, attention-playground]\n"
+            f"---\n\n# {checkpoint.name}\n\n"
             f"{shape} model from Attention Playground ({checkpoint.description}): {config.layers_num} layers, "
             f"{config.heads_num} heads, embedding {config.embedding_dim}, context {config.context_size}, "
-            f"{config.vocabulary_size} {checkpoint.tokenizer.token_name}s.\n\n```python\n"
-            "from transformers import AutoModelForCausalLM, AutoTokenizer\n"
+            f"{config.vocabulary_size} {checkpoint.tokenizer.token_name}s.\n\n| | |\n| --- | --- |\n{table}\n\n"
+            "```python\nfrom transformers import AutoModelForCausalLM, AutoTokenizer, pipeline\n"
             f'model = AutoModelForCausalLM.from_pretrained("{target}")\n'
-            f'tokenizer = AutoTokenizer.from_pretrained("{target}")\n```\n')
+            f'tokenizer = AutoTokenizer.from_pretrained("{target}")\n'
+            f'print(pipeline("text-generation", model="{target}")({json.dumps(prompt)})[0]["generated_text"])\n```\n')
 
 
 def write_gpt2(checkpoint: Checkpoint, folder: Path, card_target: str | None = None) -> tuple[str, ...]:
     """Write ``checkpoint`` in the GPT-2 layout (a Llama-family model: in its own) into the existing empty ``folder``;
     return the files written.
 
-    Everything is mapped (and refused with an ExportError naming why) before the first file is written.
+    Everything is mapped (and refused with an ExportError naming why) before the first file is written. The card
+    names ``card_target`` (where the files will be read from: the folder they are renamed to, a Hub repo id),
+    else ``folder``.
     """
     config = checkpoint.config
     try:
@@ -96,6 +145,8 @@ def write_gpt2(checkpoint: Checkpoint, folder: Path, card_target: str | None = N
     folder = Path(folder)
     (folder / checkpoints.CONFIG_FILE).write_text(json.dumps(config_json, indent=2) + "\n", encoding="utf-8")
     save_file(state, str(folder / checkpoints.WEIGHTS_FILE), metadata={"format": "pt"})
+    (folder / GENERATION_CONFIG_FILE).write_text(json.dumps(generation_config(checkpoint, bos_id), indent=2) + "\n",
+                                                 encoding="utf-8")
     (folder / checkpoints.TOKENIZER_FILE).write_text(text, encoding="utf-8")
     (folder / gpt2.TOKENIZER_CONFIG_FILE).write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False) + "\n",
                                                      encoding="utf-8")
@@ -129,7 +180,7 @@ def export_gpt2(source: str | Path | Checkpoint, target: str | Path, *, director
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-export-{target.name}-", dir=target.parent))
     try:
         tmp.chmod(0o755)  # mkdtemp makes it private; an exported model is for sharing
-        write_gpt2(checkpoint, tmp)
+        write_gpt2(checkpoint, tmp, card_target=str(target))  # the card names where it lands, not ``tmp``
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".old-export-{target.name}-", dir=target.parent))
             target.rename(old / target.name)

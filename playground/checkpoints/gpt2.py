@@ -21,8 +21,8 @@ The same tables map the other way (``gpt2_config``, ``export_state_dict``; expor
 playground run opens in ``transformers``: biases it was trained without are written as zeros (GPT-2 always has
 them; a zero bias adds nothing), an untied head is stored as ``lm_head.weight`` with ``tie_word_embeddings``
 false, and a character vocabulary becomes a ``tokenizers`` WordLevel model that maps each character to its ID
-(``character_tokenizer_json``). What GPT-2 has no place for (a bias on the LM head that is not zero, an
-activation it lacks) is refused by name.
+(``character_tokenizer_json``). What GPT-2 has no place for (notebook 004's attention-only model, a bias on the
+LM head that is not zero, an activation it lacks) is refused saying what the model is.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def model_config(data: dict[str, Any]) -> ModelConfig:
     """A GPT-2 config.json -> ModelConfig: n_embd 768, n_head 12, n_layer 12, n_positions 1024, vocab_size 50257
     -> embedding_dim 768, heads_num 12, layers_num 12, context_size 1024, vocabulary_size 50257, with biases,
     the tanh GELU, layer_norm_epsilon and a tied head (``tie_word_embeddings`` false: a head of its own, without a
-    bias, which the playground's model holds as zeros). Dropout is 0: the playground runs these models, it does
+    bias, as GPT-2's). Dropout is 0: the playground runs these models, it does
     not train them. A setting the playground's model does not have is refused by name."""
     if not is_gpt2_config(data):
         raise LayoutError("config.json is not in the GPT-2 layout (its model_type is not gpt2)")
@@ -208,8 +208,6 @@ def map_state_dict(keys: Iterable[str], read: Callable[[str], torch.Tensor],
         if head.shape != embedding.shape or not torch.equal(head, embedding):
             raise LayoutError(f"weights: {checks.shown(head_key)} differs from wte.weight, but GPT-2's head is tied "
                               "to the token embedding")
-    if config.head_bias:  # an untied head: GPT-2 has no bias there, the playground's model holds zeros
-        state["lm_head.bias"] = torch.zeros(config.vocabulary_size)
     return state
 
 
@@ -245,6 +243,9 @@ def gpt2_config(config: ModelConfig, bos_token_id: int | None = None) -> dict[st
     """The config.json ``transformers`` reads for ``config``: embedding_dim 128, heads_num 4, layers_num 4,
     context_size 64, vocabulary_size 65 -> n_embd 128, n_head 4, n_layer 4, n_positions 64, vocab_size 65,
     with the activation and LayerNorm epsilon the run trained with. Refuses (LayoutError) what GPT-2 lacks."""
+    if not config.is_gpt:
+        raise LayoutError("notebook 004's model has no LayerNorm, MLP or residual, so it is not a GPT-2 (it is "
+                          "one attention layer whose heads read their own slices of the embedding)")
     if config.activation not in EXPORTED_ACTIVATIONS:
         raise LayoutError(f"activation {checks.shown(config.activation)} has no GPT-2 activation_function "
                           f"(GPT-2 knows {', '.join(EXPORTED_ACTIVATIONS)} here)")
@@ -270,7 +271,9 @@ def export_state_dict(state: dict[str, torch.Tensor], config: ModelConfig) -> di
     head_bias = state.pop("lm_head.bias", None)
     if head_bias is not None and bool(head_bias.abs().max() > 0):
         raise LayoutError(f"the LM head has a bias (largest {float(head_bias.abs().max()):.3g}), and GPT-2's head has "
-                          "none: train with a tied head (GPT-2's) or without biases to export")
+                          "none: the run was trained with --use-bias before it followed nanoGPT (biases in the "
+                          "blocks and LayerNorms, none on the head); train it again, with --use-bias or without, "
+                          "to export it")
     if config.tie_embeddings:
         state.pop(TIED_HEAD, None)
     expected = set(playground_names(config))

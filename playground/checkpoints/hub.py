@@ -25,11 +25,12 @@ Repo ids come from strangers, so before a byte of weights is fetched:
     few KiB a file) and must hold no more numbers than the config describes.
 Downloads go to the playground's own cache, ``<PLAYGROUND_CACHE_DIR>/hub`` (settings.cache_dir), never to the
 machine's shared Hugging Face cache (``HF_HUB_CACHE`` / ``HF_HOME``), which may hold its user's own files of the
-same repo: a download refused after the fact (a file that turned out bigger, weights that do not load) is
+same repo: a revision refused after the fact (a file that turned out bigger, weights that do not load) is
 removed from the playground's cache again, and past PLAYGROUND_MAX_HUB_CACHE_BYTES its least recently used repos
-go (``prune_cache``); nothing outside it is ever deleted. No request carries this server's
-HF token (``token=False``) unless the owner opts in with
-``PLAYGROUND_HUB_USE_TOKEN=1``: a visitor's id must not read the owner's private or gated repos.
+go (``prune_cache``), both through huggingface_hub's own ``scan_cache_dir(...).delete_revisions(...)``, which
+frees only the blobs no other cached revision links to; nothing outside it is ever deleted. No request carries
+this server's HF token (``token=False``) unless the owner opts in with ``PLAYGROUND_HUB_USE_TOKEN=1``: a visitor's
+id must not read the owner's private or gated repos.
 
 Settings are read when a function is called, not when huggingface_hub was imported:
 ``HF_ENDPOINT`` (a mirror or a test server), ``PLAYGROUND_CACHE_DIR`` (the cache, under ``hub/``), and
@@ -479,26 +480,46 @@ def _local_sizes(folder: Path) -> dict[str, int]:
     return {name: (folder / name).stat().st_size for name in names if (folder / name).is_file()}
 
 
-def remove_download(folder: Path) -> None:
-    """Delete a snapshot folder's files and the cached blobs they point to (a refused download), nothing else.
+def _scan(cache_root: Path):
+    """huggingface_hub's own ``scan_cache_dir`` of a cache the playground owns: its repos, each revision's files and
+    the blobs they link to; None when there is no cache there to scan. A repo it cannot read (a folder that is not
+    a cached repo, or one half written) is left out of ``repos``: callers treat it on its own."""
+    from huggingface_hub import scan_cache_dir
 
-    Only files inside the repo's own cache folder (``models--owner--name``) are touched.
+    try:
+        return scan_cache_dir(cache_root)
+    except Exception as exc:  # CacheNotFound, or an OS error reading the folder
+        logger.warning("cannot scan the playground's Hub cache %s: %s", cache_root, exc)
+        return None
+
+
+def _repo_id_of(repo_root: Path) -> str:
+    """The repo id a cache folder holds: "models--learner--tiny-char" -> "learner/tiny-char", "models--gpt2" ->
+    "gpt2"."""
+    return repo_root.name.removeprefix("models--").replace("--", "/")
+
+
+def remove_download(folder: Path) -> None:
+    """Delete one refused revision (a snapshot folder ``<cache>/models--owner--name/snapshots/<commit>``) through
+    huggingface_hub's ``scan_cache_dir(...).delete_revisions(...)``: its snapshot, the refs that name it and the blobs
+    no other cached revision of the repo links to. A repo's revisions share blobs (an unchanged config.json or
+    tokenizer.json is one blob), so deleting what the refused snapshot links to left an older revision's links
+    dangling; its last revision gone, the repo folder goes too. Nothing outside the repo's folder is touched.
     """
     folder = Path(folder)
-    repo_root = folder.parent.parent  # <cache>/models--owner--name/snapshots/<commit>
+    repo_root = folder.parent.parent
     if folder.parent.name != "snapshots" or not repo_root.name.startswith("models--"):
         return
-    root = repo_root.resolve()
-    for entry in list(folder.iterdir()) if folder.is_dir() else []:
-        target = entry.resolve()
-        for path in (target, entry):
-            if path.is_relative_to(root) and (path.is_file() or path.is_symlink()):
-                path.unlink(missing_ok=True)
-    try:
-        folder.rmdir()
-    except OSError:
-        pass
-    logger.info("removed the refused download %s", folder)
+    info = _scan(repo_root.parent)
+    revisions = [revision.commit_hash for repo in (info.repos if info is not None else ())
+                 if repo.repo_path.resolve() == repo_root.resolve() for revision in repo.revisions
+                 if revision.snapshot_path.resolve() == folder.resolve()]
+    if revisions:
+        info.delete_revisions(*revisions).execute()
+    elif folder.is_dir():  # a repo the scan cannot read: its snapshot's links go, blobs another may use stay
+        shutil.rmtree(folder, ignore_errors=True)
+    logger.info("removed %s at revision %s, which was refused, from the playground's Hub cache",
+                _repo_id_of(repo_root), folder.name)
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -513,10 +534,14 @@ def _folder_bytes(folder: Path) -> int:
 
 
 def prune_cache(cache_root: Path, max_bytes: int, keep: Path | None = None) -> list[str]:
-    """Remove whole repos (``models--owner--name`` folders) from a cache the playground owns, the least recently
-    used first, until what is left takes at most ``max_bytes``; ``keep`` (the repo just used) is never removed.
-    Returns the folder names removed. Only ever called on ``<PLAYGROUND_CACHE_DIR>/hub``, never the user's shared
-    Hugging Face cache."""
+    """Remove whole repos from a cache the playground owns, the least recently used first, until what is left takes
+    at most ``max_bytes``; ``keep`` (the repo just used) is never removed. Returns the repo ids removed.
+
+    The repos are huggingface_hub's ``scan_cache_dir``'s, and each goes with ``delete_revisions`` of all its
+    revisions; a folder the scan cannot read (not a cached repo, or half written) goes whole when its turn comes.
+    A repo's size is what its folder holds on disk (an interrupted download's partial blob too); when it was used
+    is its folder's time, which download_checkpoint touches. Only ever called on ``<PLAYGROUND_CACHE_DIR>/hub``,
+    never the user's shared Hugging Face cache."""
     root = Path(cache_root)
     if not root.is_dir():
         return []
@@ -529,16 +554,23 @@ def prune_cache(cache_root: Path, max_bytes: int, keep: Path | None = None) -> l
                 continue
             repos.append((used, entry.name, _folder_bytes(entry), entry))
     total = sum(size for _, _, size, _ in repos)
+    if total <= max_bytes:
+        return []
+    info = _scan(root)
+    scanned = {repo.repo_path.resolve(): repo for repo in (info.repos if info is not None else ())}
     removed = []
-    for _, name, size, entry in sorted(repos):
+    for _, _, size, entry in sorted(repos):
         if total <= max_bytes:
             break
         if keep is not None and entry.resolve() == Path(keep).resolve():
             continue
-        shutil.rmtree(entry, ignore_errors=True)
+        repo = scanned.get(entry.resolve())
+        if repo is not None:
+            info.delete_revisions(*(revision.commit_hash for revision in repo.revisions)).execute()
+        shutil.rmtree(entry, ignore_errors=True)  # what the scan could not read, or left (locks, partial blobs)
         total -= size
-        removed.append(name)
-        logger.info("pruned %s (%d bytes) from the playground's Hub cache %s", name, size, root)
+        removed.append(_repo_id_of(entry))
+        logger.info("pruned %s (%d bytes) from the playground's Hub cache %s", _repo_id_of(entry), size, root)
     return removed
 
 
@@ -561,6 +593,7 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
         if not isinstance(revision, str) or not revision.strip():
             raise HubError(f"the revision must be a branch, tag or commit hash, got {checks.shown(revision)}")
         revision = revision.strip()
+    asked = revision  # a branch, tag or commit hash the caller named; revision becomes the commit checked
     listing, status = (None, None) if offline() else _listing(repo_id, revision)
     local_only = listing is None
     if listing is not None:
@@ -591,7 +624,7 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
         raise
     except checkpoints.CheckpointError as exc:
         remove_download(folder)
-        raise naming_repo(exc, folder, repo_id) from None
+        raise in_repo_words(exc, repo_id, asked, folder) from None
     logger.info("Hub checkpoint %s is at %s", repo_id, path)
     if cache_dir is None:  # the playground's own cache: this repo was used now, the least used go past its size
         repo_root = path.parent.parent  # <cache>/models--owner--name/snapshots/<commit>
@@ -601,6 +634,19 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
             pass
         prune_cache(Path(_cache_dir(None)), settings.hub_cache_bytes(), keep=repo_root)
     return path
+
+
+def in_repo_words(exc: checkpoints.CheckpointError, repo_id: str, revision: str | None,
+                  snapshot: Path) -> checkpoints.CheckpointError:
+    """The loader's refusal of a downloaded snapshot, naming the repo instead of the snapshot folder (a commit hash
+    the learner never typed), and the revision when one was asked for:
+    "0123abcd...: model_type llama: ..." -> "learner/tiny-llama: model_type llama: ..." """
+    text = str(exc).replace(Path(snapshot).name, repo_id)
+    if not text.startswith(repo_id):
+        text = f"{repo_id}: {text}"
+    if revision is not None:
+        text += f" (revision {checks.shown(revision)})"
+    return type(exc)(text)
 
 
 def _local_shards(folder: Path) -> list[str]:
@@ -631,16 +677,8 @@ def load_from_hub(repo_id: str, device: torch.device | str = "cpu", *, revision:
         raise HubError(f"{repo_id}: {exc}") from None
     except checkpoints.CheckpointError as exc:
         remove_download(path)
-        raise naming_repo(exc, path, repo_id) from None
+        raise in_repo_words(exc, repo_id, revision, path) from None
     return dataclasses.replace(checkpoint, name=repo_id)
-
-
-def naming_repo(exc: checkpoints.CheckpointError, snapshot: Path, repo_id: str) -> checkpoints.CheckpointError:
-    """The loader's error about a downloaded snapshot, naming the repo: the loader names a folder by its name, which
-    for a snapshot is the commit hash ("0123...cdef/config.json is not valid" -> "owner/name/config.json is not
-    valid"); a message that does not name it gets the repo id in front."""
-    text = str(exc).replace(snapshot.name, repo_id)
-    return type(exc)(text if text.startswith(repo_id) else f"{repo_id}: {text}")
 
 
 def loading_cost(folder: Path) -> budget.Cost:
@@ -675,8 +713,9 @@ def publish_checkpoint(folder: Path, repo_id: str, *, token: str | None = None, 
 
     What goes is the checkpoint exported in GPT-2's layout (export.write_gpt2: config.json, model.safetensors,
     tokenizer.json, tokenizer_config.json, the card, the training record), never optimizer.safetensors or anything
-    else in the folder, and only a folder that loads with the one loader. A model GPT-2's layout cannot hold (a
-    bias on its LM head) goes in the playground's own layout, and ``Published.note`` says why. The token is
+    else in the folder, and only a folder that loads with the one loader. A model GPT-2's layout cannot hold
+    (notebook 004's, an older run's bias on its LM head) goes in the playground's own layout, and
+    ``Published.note`` says why. The token is
     ``token``, else huggingface_hub's own (``HF_TOKEN`` or ``hf auth login``); it needs write access.
     Raises HubError with what to do (log in, pick another name, go online); CheckpointError if the folder does not
     load.

@@ -26,8 +26,8 @@ embeddings), so conversion is renaming:
 
 Also: a ``torch.compile`` run's ``_orig_mod.`` prefix is stripped; older nanoGPT's causal-mask buffer
 ``transformer.h.{i}.attn.bias`` (not ``attn.c_attn.bias``, a real parameter) is dropped; weights become float32.
-nanoGPT has no LM-head bias, so with ``bias=True`` the playground's ``lm_head.bias`` is set to zeros, which
-leaves the logits exactly as nanoGPT computes them. Anything else missing, left over or of the wrong shape is
+With ``bias=True`` both have biases in the blocks and LayerNorms and none on the LM head (the playground's
+``use_bias`` follows nanoGPT), so the logits are exactly nanoGPT's. Anything missing, left over or of the wrong shape is
 refused with a ConversionError naming it.
 
     convert_nanogpt("out/ckpt.pt", "my-nanogpt", meta_path="data/shakespeare_char/meta.pkl")
@@ -74,7 +74,6 @@ _KEY_MAP = (  # nanoGPT name pattern -> playground name; {i} is the block
     (re.compile(r"^transformer\.ln_f\.(weight|bias)$"), r"ln_f.\1"),
     (re.compile(r"^lm_head\.weight$"), "lm_head.weight"),
 )
-ZERO_FILLED = ("lm_head.bias",)  # playground parameters nanoGPT never has: zeros change nothing
 # The most items a hashed value (a tuple, a frozenset, a class's arguments) may hold once written out. A real
 # checkpoint's largest is a tensor's rebuild arguments, a few dozen; a tuple (a, a) nested 60 deep is 2**60.
 MAX_SHARED_ITEMS = 100_000
@@ -274,9 +273,6 @@ def convert_state(state: dict[str, torch.Tensor], config: ModelConfig) -> dict[s
             raise ConversionError(f"{key} has shape {tuple(tensor.shape)}; model_args need "
                                   f"{tuple(expected[target])} for {target}")
         converted[target] = tensor.detach().to(torch.float32).clone()
-    for key in ZERO_FILLED:
-        if key in expected and key not in converted:
-            converted[key] = torch.zeros(expected[key])
     missing = sorted(set(expected) - set(converted))
     if missing or unexpected:
         parts = []
@@ -433,8 +429,7 @@ def model_card(name: str, config: ModelConfig, nano: NanoGPTCheckpoint, source_f
     return (
         f"---\nlibrary_name: attention-playground\ntags: [character-level, gpt, attention-playground, nanogpt]\n"
         f"---\n\n# {name}\n\nA character-level GPT trained with Karpathy's nanoGPT and converted to an Attention "
-        f"Playground checkpoint (weights renamed, the LM head untied"
-        f"{', its bias set to zeros' if config.use_bias else ''}; the maths is unchanged).{how}\n\n"
+        f"Playground checkpoint (weights renamed, the LM head untied; the maths is unchanged).{how}\n\n"
         f"| | |\n|---|---|\n{table}\n"
     )
 

@@ -504,16 +504,20 @@ def read_index(folder: Path) -> dict[str, str]:
 
 def missing_weights(name: str, found: Iterable[str], source: str | None = None) -> str:
     """Why the folder or repo ``name`` whose files are ``found`` has no weights to open, and what would open: a
-    pickle is named, with the command that converts it to safetensors (``source``: what from_pretrained reads)."""
+    pickle is named, with the one command that writes its weights as safetensors and its tokenizer beside them
+    (``source``: what from_pretrained reads), so the new folder opens as it is."""
     found = set(found)
     pickles = [file for file in PICKLED_WEIGHTS if file in found]
     if pickles:
         source = source or name
+        target = f"{Path(source).name}-safetensors"
         return (f"{name} has {' and '.join(pickles)} but no {WEIGHTS_FILE}: pickled weights, and the playground "
-                "never unpickles (loading a pickle can run any code). Convert it to safetensors with transformers: "
-                f"python -c \"from transformers import AutoModelForCausalLM as M; M.from_pretrained('{source}')"
-                f".save_pretrained('{Path(source).name}-safetensors')\" (a nanoGPT ckpt.pt: python -m "
-                "playground.convert), then open the new folder")
+                "never unpickles (loading a pickle can run any code). Convert it, weights and tokenizer together, "
+                "with transformers: python -c \"from transformers import AutoModelForCausalLM as M, "
+                "AutoTokenizer as T; "
+                f"s, d = {source!r}, {target!r}; M.from_pretrained(s).save_pretrained(d); "
+                "T.from_pretrained(s).save_pretrained(d)\" (a nanoGPT ckpt.pt: python -m playground.convert), then "
+                f"open {target}")
     return (f"{name} has no {WEIGHTS_FILE} (nor {INDEX_FILE} with its shards): a checkpoint keeps its weights "
             "there, in safetensors")
 

@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--embedding-dim", type=int)
     parser.add_argument("--context-size", type=int)
     parser.add_argument("--dropout-rate", type=float)
-    _add_bool(parser, "--use-bias", "biases in Linear and LayerNorm layers")
+    _add_bool(parser, "--use-bias", "biases in the blocks' Linear and LayerNorm layers, none on the LM head "
+                                    "(nanoGPT's bias=True: the run exports in GPT-2's layout)")
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--steps", type=int)
     parser.add_argument("--learning-rate", type=float)
