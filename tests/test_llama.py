@@ -505,3 +505,27 @@ def test_the_export_command_says_which_layout_it_wrote(tiny, tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out.strip() == str(tmp_path / "out")
     assert f"in the Llama family's layout to {tmp_path / 'out'}" in captured.err
+
+
+def test_the_modern_preset_trains_a_llama_that_reopens_and_samples(tmp_path, shakespeare_text):
+    """The Train tab's and the CLI's `modern` preset: the Llama family's blocks at the tiny preset's width, 4 query
+    heads over 2 K/V heads; a few steps lower the loss, and the checkpoint reopens as that family and samples."""
+    from dataclasses import replace
+
+    from playground.training.presets import TRAIN_PRESETS
+    from playground.training.run import RunRequest, prepare_run, run_training
+
+    preset = TRAIN_PRESETS["modern"]
+    train = replace(preset.train, steps=30, batch_size=8, time_budget_seconds=0.0, eval_interval=10, eval_batches=2,
+                    warmup_steps=2, checkpoint_interval=1000, sample_interval=1000, device="cpu",
+                    precision="float32")
+    model = {**preset.model.to_dict(), "layers_num": 1, "embedding_dim": 32, "context_size": 32}
+    result = run_training(prepare_run(RunRequest("modern", model, train, corpus_text=shakespeare_text[:20000],
+                                                 weights_dir=tmp_path)))
+    assert len(result.val_loss) >= 2 and result.val_loss[-1][1] < result.val_loss[0][1]
+    checkpoint = load_checkpoint("modern", directory=tmp_path)
+    assert isinstance(checkpoint.model, Llama)
+    config = checkpoint.config
+    assert (config.family, config.heads_num, config.kv_heads, config.activation) == ("llama", 4, 2, "silu")
+    tokens = list(stream(checkpoint.model, checkpoint.tokenizer, "ROMEO:", SamplingSettings(max_new_tokens=20, seed=0)))
+    assert len(tokens) == 20

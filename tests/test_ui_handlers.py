@@ -992,6 +992,33 @@ def test_the_decay_comes_last_and_each_preset_fills_its_own(train_ctx, monkeypat
                             time_budget_seconds=0.0, learning_rate_decay="step")
 
 
+def test_the_modern_preset_starts_a_llama_family_run_and_its_estimate_prices_the_grouped_heads(train_ctx,
+                                                                                                monkeypatch):
+    """The `modern` preset fills the family and K/V heads boxes; Start hands the run the Llama family's settings,
+    the estimate counts that model's parameters, and K/V heads that do not divide the heads are refused before Start."""
+    from playground.config import ModelConfig
+    from playground.model.families import build_model, family_settings
+
+    fields = train_tab.preset_fields("modern")
+    assert (fields["family"], fields["kv_heads_num"]) == ("llama", 2)
+    assert (train_tab.preset_fields("tiny")["family"], train_tab.preset_fields("tiny")["kv_heads_num"]) == ("gpt", None)
+    started = []
+    monkeypatch.setattr(train_ctx.jobs, "start", lambda request, visitor, **options: started.append(request))
+    form = {**{name: fields[name] for name in train_tab.PRESET_FIELDS if name != "run_name"}, "steps": 100}
+    train_tab.start_run(train_ctx, **form, corpus_choice=train_tab.CORPORA[0], run_name="modern-1",
+                        request=session("s"))
+    assert {k: started[0].model[k] for k in ("family", "kv_heads_num", "heads_num")} == {
+        "family": "llama", "kv_heads_num": 2, "heads_num": 4}
+    estimate = train_tab.estimate(*(fields[name] for name in train_tab.ESTIMATE_FIELDS), limits=train_ctx.limits,
+                                  default_corpus=train_ctx.corpus)
+    symbols = train_tab.CharTokenizer.train_from_text(train_ctx.corpus().text).vocabulary_size
+    config = ModelConfig(vocabulary_size=symbols, **family_settings({**started[0].model, "use_bias": False}))
+    assert estimate.startswith(f"**{build_model(config).parameter_count():,} parameters**")
+    odd = {**fields, "kv_heads_num": 3}  # said under the fields, before Start
+    assert "heads_num 4 is not divisible by kv_heads_num 3" in train_tab.estimate(
+        *(odd[name] for name in train_tab.ESTIMATE_FIELDS), limits=train_ctx.limits, default_corpus=train_ctx.corpus)
+
+
 def test_the_train_tab_says_before_start_when_tiny_shakespeare_is_not_here(train_ctx, monkeypatch):
     """Offline, "Tiny Shakespeare" trains on the built-in Sonnets: said under the choice, not only once running."""
     from playground.text import data

@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from playground.checkpoints import store as checkpoints
 from playground.cli.usage import UsageError, refuse_to_overwrite
-from playground.config import ARCHITECTURE_CHOICES, DECAY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
+from playground.config import ARCHITECTURE_CHOICES, DECAY_CHOICES, FAMILY_CHOICES, OPTIMIZER_CHOICES, PRECISION_CHOICES
 from playground.device import describe_training, pick_device
 from playground.text.data import TINY_SHAKESPEARE_CHARS, Corpus
 from playground.training import distributed
@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--architecture", choices=ARCHITECTURE_CHOICES,
                         help="the model: gpt, or notebook_004, notebook 004's attention-only model (default: the "
                              "preset's: notebook_004 for toy, gpt for the others)")
+    parser.add_argument("--family", choices=FAMILY_CHOICES,
+                        help="the blocks of a gpt model: gpt (learned positions, LayerNorm, GELU MLP) or llama (rotary "
+                             "positions, RMSNorm, SwiGLU, --kv-heads-num key/value heads) (default: the preset's: "
+                             "llama for modern, gpt for the others)")
+    parser.add_argument("--kv-heads-num", type=int,
+                        help="the llama family's key/value heads, each shared by heads-num / kv-heads-num query heads")
     parser.add_argument("--layers-num", type=int)
     parser.add_argument("--heads-num", type=int)
     parser.add_argument("--embedding-dim", type=int)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from playground.config import NOTEBOOK_004, ModelConfig
+from playground.config import LLAMA_FAMILY, NOTEBOOK_004, ModelConfig
 from playground.model.gpt import GPT, GPTOutput, KVCache
 from playground.model.llama import Llama
 from playground.textbook.notebook_004 import SimpleLanguageModel
@@ -72,6 +72,14 @@ def build_model(config: ModelConfig) -> GPT | Llama | NotebookLanguageModel:
     if config.is_llama:
         return Llama(config)
     return GPT(config)
+
+
+def family_settings(model: dict) -> dict:
+    """A run's model settings with what its family implies filled in: the Llama family's MLP is SwiGLU, so its
+    activation is silu unless given. {"family": "llama", "heads_num": 4} -> {..., "activation": "silu"}."""
+    if model.get("family") == LLAMA_FAMILY and model.get("activation") is None:
+        return {**model, "activation": "silu"}
+    return model
 
 
 def describe_architecture(config: ModelConfig) -> str:

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from playground.config import GPT_ARCHITECTURE, NOTEBOOK_004, TrainConfig
+from playground.config import GPT_ARCHITECTURE, GPT_FAMILY, LLAMA_FAMILY, NOTEBOOK_004, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class ModelShape:
     dropout_rate: float = 0.0
     use_bias: bool = False
     architecture: str = GPT_ARCHITECTURE  # config.ARCHITECTURE_CHOICES: the model it builds
+    family: str = GPT_FAMILY  # config.FAMILY_CHOICES: "llama" builds rotary positions, RMSNorm, SwiGLU
+    kv_heads_num: int | None = None  # the Llama family's key/value heads (None: one per query head)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``model`` settings of a RunRequest."""
@@ -65,6 +67,18 @@ TRAIN_PRESETS: dict[str, TrainPreset] = {
         "zero sized to end then) or 3,000 steps, whichever comes first; Muon, and the shape, learning rate and decay "
         "benchmarks/sweep.py found best for that minute",
         ModelShape(layers_num=2, heads_num=3, embedding_dim=96, context_size=64),
+        TrainConfig(batch_size=32, steps=3000, learning_rate=1.2e-2, warmup_steps=50, learning_rate_decay="linear",
+                    min_learning_rate_ratio=DECAY_FLOORS["linear"], eval_interval=100, eval_batches=10,
+                    checkpoint_interval=1000, sample_interval=200, optimizer="muon", time_budget_seconds=50.0),
+    ),
+    # The tiny preset's minute and recipe on the Llama family's blocks (model/llama.py): rotary positions instead of
+    # learned ones, 4 query heads over 2 key/value heads, RMSNorm, the SwiGLU MLP; the same width and context, so its
+    # curve sits beside tiny's.
+    "modern": TrainPreset(
+        "the tiny preset's minute on the Llama family's blocks: rotary positions, 4 query heads sharing 2 key/value "
+        "heads, RMSNorm and the SwiGLU MLP (as SmolLM2, Qwen2.5 and TinyLlama have them), Muon, 50 s of steps",
+        ModelShape(layers_num=2, heads_num=4, embedding_dim=96, context_size=64, family=LLAMA_FAMILY,
+                   kv_heads_num=2),
         TrainConfig(batch_size=32, steps=3000, learning_rate=1.2e-2, warmup_steps=50, learning_rate_decay="linear",
                     min_learning_rate_ratio=DECAY_FLOORS["linear"], eval_interval=100, eval_batches=10,
                     checkpoint_interval=1000, sample_interval=200, optimizer="muon", time_budget_seconds=50.0),

@@ -106,7 +106,8 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
         ("seed", str(train_config.seed)),
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
-    kind = "A character-level GPT" if config.is_gpt else "N" + describe_architecture(config)[1:]
+    described = describe_architecture(config)  # "notebook 004's ...", "Llama family (...)"
+    kind = "A character-level GPT" if config.is_gpt else f"A character-level model: {described}"
     return (
         f"---\nlibrary_name: attention-playground\ntags: [character-level, gpt, attention-playground]\n---\n\n"
         f"# {run.request.run_name}\n\n{kind} trained with Attention Playground's own CLI.\n\n"

@@ -26,7 +26,7 @@ from playground.budget import BudgetError, Cost, MemoryBudget, human
 from playground.checkpoints import store as checkpoints
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.device import describe, pick_device, training_dtype
-from playground.model.families import build_model, optimizer_refusal
+from playground.model.families import build_model, family_settings, optimizer_refusal
 from playground.model.gpt import GPT
 from playground.model.sampling import generate
 from playground.text.data import Corpus, CorpusError, TokenIdsDataset, load_corpus, split_train_val
@@ -209,7 +209,7 @@ def plan_run(request: RunRequest, limits: Limits | None = None) -> RunPlan:
             )
     else:
         tokenizer = CharTokenizer.train_from_text(corpus.text)
-        config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **request.model)
+        config = ModelConfig(vocabulary_size=tokenizer.vocabulary_size, **family_settings(request.model))
         check_size(config, limits, "the model")
     if refusal := optimizer_refusal(config, train_config.optimizer):
         raise ConfigError(refusal)

@@ -24,7 +24,9 @@ from playground.checkpoints import store as checkpoints
 from playground.config import (
     ARCHITECTURE_CHOICES,
     DECAY_CHOICES,
+    FAMILY_CHOICES,
     GPT_ARCHITECTURE,
+    GPT_FAMILY,
     NOTEBOOK_004,
     OPTIMIZER_CHOICES,
     ConfigError,
@@ -34,6 +36,7 @@ from playground.config import (
 )
 from playground.device import describe, offered_devices, pick_device
 from playground.lens.anatomy.book_models import LAB_TEXT
+from playground.model.families import family_settings
 from playground.server import admission, tenancy
 from playground.server.jobs import FAILED, FINISHED, STOPPED, JobStatus
 from playground.text.data import Corpus, decode_text, load_corpus
@@ -47,15 +50,15 @@ from playground.ui.events import wire
 
 CORPORA = ("Tiny Shakespeare", "uploaded .txt", "pasted text")
 # The fields a preset fills, by start_run's parameter names, in the order /train_preset returns them.
-# The run name, the optimizer, the time budget, the learning rate's decay and the architecture come last: start_run
-# takes the others first, in this order, and those later (each added after the API had callers, so a call that leaves
-# them out still works).
+# The run name, the optimizer, the time budget, the learning rate's decay, the architecture and the family come last:
+# start_run takes the others first, in this order, and those later (each added after the API had callers, so a call
+# that leaves them out still works).
 PRESET_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "learning_rate",
                  "warmup_steps", "dropout_rate", "seed", "device", "run_name", "optimizer", "time_budget_seconds",
-                 "learning_rate_decay", "architecture")
+                 "learning_rate_decay", "architecture", "family", "kv_heads_num")
 SETTINGS_FIELDS = PRESET_FIELDS[:PRESET_FIELDS.index("run_name")]  # start_run's leading parameters
 ESTIMATE_FIELDS = ("layers_num", "heads_num", "embedding_dim", "context_size", "batch_size", "steps", "dropout_rate",
-                   "optimizer", "time_budget_seconds", "architecture")
+                   "optimizer", "time_budget_seconds", "architecture", "family", "kv_heads_num")
 # The one place for the words the page uses for TrainConfig fields whose box is not labelled with the field's name:
 # the boxes' labels, the handlers' checks and in_labels (TrainConfig's own messages) all read them here (the time
 # budget's box also says what 0 means: TIME_BUDGET_LABEL).
@@ -69,6 +72,10 @@ DECAY_INFO = ("after the warm-up the learning rate falls, reaching its lowest at
 ARCHITECTURE_INFO = ("gpt: the playground's GPT (layers of attention and MLP, each head reading the whole "
                      "embedding). notebook_004: notebook 004's attention-only model, one layer whose heads each read "
                      "their own slice of the embedding, no MLP or norm (the toy preset's lab; layers_num 1)")
+FAMILY_INFO = ("the blocks of a gpt model. gpt: GPT-2's (learned positions, LayerNorm, a GELU MLP). llama: the Llama "
+               "family's, as SmolLM2, Qwen2.5 and TinyLlama have them (rotary positions, RMSNorm, the SwiGLU MLP, "
+               "query heads sharing the K/V heads below)")
+KV_HEADS_LABEL = "K/V heads (llama; empty: one per query head)"
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
                   "and the head. A Muon step costs a little more (the estimate counts it) and learns more per step")
@@ -91,7 +98,8 @@ def corpus_choices(corpus: Corpus) -> list[tuple[str, str]]:
 
 
 def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, steps, dropout_rate=0.0,
-             optimizer="adamw", time_budget_seconds=0.0, architecture=GPT_ARCHITECTURE, corpus_choice=CORPORA[0],
+             optimizer="adamw", time_budget_seconds=0.0, architecture=GPT_ARCHITECTURE, family=GPT_FAMILY,
+             kv_heads_num=None, corpus_choice=CORPORA[0],
              upload=None, pasted=None, limits: Limits | None = None, default_corpus: Callable[[], Corpus] = load_corpus,
              memory_budget: MemoryBudget | None = None) -> str:
     """Parameter count, a rough CPU time estimate (a time budget caps it) and the memory a run of the fields as
@@ -114,13 +122,14 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
         name = "the upload" if corpus_choice == CORPORA[1] else "the pasted text"
     corpus = name + ("'" if name.endswith("s") else "'s")  # "Tiny Shakespeare's", "the built-in Sonnets'"
     try:
-        config = ModelConfig(vocabulary_size=symbols, context_size=checks.whole_number(context_size, "context_size", 1),
-                             embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1),
-                             heads_num=checks.whole_number(heads_num, "heads_num", 1),
-                             layers_num=checks.whole_number(layers_num, "layers_num", 1),
-                             dropout_rate=0.0 if dropout_rate is None else dropout_rate,
-                             architecture=checks.choice(architecture or GPT_ARCHITECTURE, "the architecture",
-                                                        ARCHITECTURE_CHOICES))
+        config = ModelConfig(vocabulary_size=symbols, **family_settings(dict(
+            context_size=checks.whole_number(context_size, "context_size", 1),
+            embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1),
+            heads_num=checks.whole_number(heads_num, "heads_num", 1),
+            layers_num=checks.whole_number(layers_num, "layers_num", 1),
+            dropout_rate=0.0 if dropout_rate is None else dropout_rate,
+            architecture=checks.choice(architecture or GPT_ARCHITECTURE, "the architecture", ARCHITECTURE_CHOICES),
+            **family_fields(family, kv_heads_num))))
         batch = checks.whole_number(batch_size, FIELD_LABELS["batch_size"], 1)
         steps = checks.whole_number(steps, "steps", 1)
         budget = time_budget(time_budget_seconds)
@@ -204,6 +213,14 @@ def lab_corpus(name: str, pasted: str | None):
     return CORPORA[2], gr.skip() if isinstance(pasted, str) and pasted.strip() else LAB_TEXT
 
 
+def family_fields(family, kv_heads_num) -> dict:
+    """The family radio and the K/V heads box as model settings, checked: ("llama", 2) -> {"family": "llama",
+    "kv_heads_num": 2}; an empty box is None (one K/V head per query head)."""
+    return dict(family=checks.choice(family or GPT_FAMILY, "the family", FAMILY_CHOICES),
+                kv_heads_num=None if kv_heads_num in (None, "") else checks.whole_number(kv_heads_num,
+                                                                                       "kv_heads_num", 1, 64))
+
+
 def preset_values(name: str, weights: Path | None = None, taken=()) -> list:
     """/train_preset's outputs: ``preset_fields`` in PRESET_FIELDS order, the run name the first free
     ``<preset>-N`` in ``weights`` and not ``taken`` (so a preset never points at someone's run)."""
@@ -237,7 +254,7 @@ def start_run(ctx: AppContext, *, layers_num, heads_num, embedding_dim, context_
               learning_rate, warmup_steps, dropout_rate, seed, device, corpus_choice, upload=None, pasted=None,
               run_name=None, replace=False, token="", browser_token=None, optimizer="adamw",
               time_budget_seconds=0.0, learning_rate_decay="cosine", architecture=GPT_ARCHITECTURE,
-              resume=False, request: gr.Request = None):
+              family=GPT_FAMILY, kv_heads_num=None, resume=False, request: gr.Request = None):
     """Validate every field of the Train form, given by name (the API's /train_start takes the same names), then hand
     the run to the job manager.
 
@@ -253,7 +270,8 @@ def start_run(ctx: AppContext, *, layers_num, heads_num, embedding_dim, context_
                  embedding_dim=checks.whole_number(embedding_dim, "embedding_dim", 1, 4096),
                  context_size=checks.whole_number(context_size, "context_size", 1, limits.max_context_size),
                  dropout_rate=checks.real_number(dropout_rate, "dropout_rate", 0.0, 0.99), use_bias=False,
-                 architecture=checks.choice(architecture or GPT_ARCHITECTURE, "the architecture", ARCHITECTURE_CHOICES))
+                 architecture=checks.choice(architecture or GPT_ARCHITECTURE, "the architecture", ARCHITECTURE_CHOICES),
+                 **family_fields(family, kv_heads_num))
     steps = checks.whole_number(steps, "steps", 1, limits.max_steps)
     preset = TRAIN_PRESETS["toy" if model["architecture"] == NOTEBOOK_004 else "tiny"].train
     batch_size = checks.whole_number(batch_size, FIELD_LABELS["batch_size"], 1, 1024)
@@ -571,6 +589,8 @@ def build(ctx: AppContext) -> gr.State:
                                                  label=FIELD_LABELS["learning_rate_decay"], info=DECAY_INFO)
         fields["architecture"] = gr.Radio(list(ARCHITECTURE_CHOICES), value=first["architecture"],
                                           label="architecture", info=ARCHITECTURE_INFO)
+        fields["family"] = gr.Radio(list(FAMILY_CHOICES), value=first["family"], label="family", info=FAMILY_INFO)
+        fields["kv_heads_num"] = gr.Number(first["kv_heads_num"], label=KV_HEADS_LABEL, precision=0)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)
@@ -651,7 +671,7 @@ def build(ctx: AppContext) -> gr.State:
                      show_progress="hidden")
     run_inputs = [*settings, corpus, upload, pasted, fields["run_name"], replace_box, token, page_token,
                   fields["optimizer"], fields["time_budget_seconds"], fields["learning_rate_decay"],
-                  fields["architecture"]]
+                  fields["architecture"], fields["family"], fields["kv_heads_num"]]
     seen = gr.State([])  # what the status poll last drew (poll_status's key)
     started = wire(start.click(None, owner_token, [owner_token, page_token], js=MAKE_TOKEN_JS).then, start_run, ctx,
                    run_inputs,
