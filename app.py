@@ -19,7 +19,7 @@ def main() -> None:
     from playground.ui import build_app, launch_options
 
     fix_heap()  # large blocks mmapped and given back when freed: a request's peak the same in every process
-    from playground.ui.logs import CappedLines
+    from playground.server.logs import CappedLines
 
     sys.stderr = CappedLines(sys.stderr)  # before logging takes it: no log line longer than MAX_LOG_LINE
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -45,7 +45,7 @@ allocator's peaks vary by up to 2x between runs of the same request), on the CPU
     compare d 512, 8 heads, T 1024, batch 4: about 920 MiB; measured 553 to 798 MiB.
 
 What Gradio keeps per session between requests, once the app empties its per-session config copies (the figures
-and texts it keeps for deep links: ui/server.py), is set aside from the budget for every session it may keep:
+and texts it keeps for deep links: server/http.py), is set aside from the budget for every session it may keep:
 
     SESSION_FIXED                     the session's own objects and its small states (measured 14 KiB)
     512 bytes per sampled token       the Sample tab's history state (id, text, probability, ten candidates;

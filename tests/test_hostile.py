@@ -201,7 +201,7 @@ def test_a_huge_value_gradio_refuses_does_not_flood_the_log(hostile):
     the value: a 10 MB value wrote 10 MB of log per call. app.py's stderr cuts every line to MAX_LOG_LINE."""
     import httpx
 
-    from playground.ui.logs import MAX_LOG_LINE
+    from playground.server.logs import MAX_LOG_LINE
 
     before = hostile.log.stat().st_size
     base = hostile.url.rstrip("/") + "/gradio_api/call/tokenize"
@@ -531,8 +531,8 @@ def test_ten_megabyte_bodies_queued_in_numbers_stay_a_bounded_few(hostile):
     everyone together a few; the rest are refused at once (429) and nothing they sent is kept."""
     import uuid
 
+    from playground.server.http import QUEUE_UNIT_BYTES
     from playground.ui import QUEUE_PER_CLIENT, QUEUE_UNITS
-    from playground.ui.server import QUEUE_UNIT_BYTES
 
     base = hostile.url.rstrip("/") + "/gradio_api"
     holding, sending = uuid.uuid4().hex, uuid.uuid4().hex  # two pages: leaving one drops its events still waiting
@@ -644,7 +644,7 @@ def test_a_stride_0_checkpoint_is_charged_by_what_it_writes(hostile, tmp_path):
 def test_uploads_alone_keep_the_temp_space_within_its_quota(hostile, tmp_path):
     """The temp space was swept only when a call read an upload (a conversion, a corpus), so uploads never followed
     by a call stayed until Gradio's hourly clean-up: at the rate they came, any size. Each upload now makes room for
-    itself first (ui/server.py's UploadRoom): five of 30 MB into a 100 MiB quota leave it within the quota, the
+    itself first (server/http.py's UploadRoom): five of 30 MB into a 100 MiB quota leave it within the quota, the
     newest kept."""
     blob = tmp_path / "upload.bin"
     kept = []

@@ -15,8 +15,8 @@ import pytest
 from conftest import local_client
 
 from playground.config import Limits
+from playground.server.http import body_cap
 from playground.ui import SESSION_CAPACITY, build_app, launch_options
-from playground.ui.server import body_cap
 
 LIMITS = Limits(max_upload_bytes=1000)
 
@@ -215,7 +215,7 @@ def test_the_queue_is_shared_by_the_bytes_its_events_carry():
     a second from the same client does not, and large events from many clients stop at the total."""
     from types import SimpleNamespace
 
-    from playground.ui.server import QUEUE_UNIT_BYTES, QueueShare, payload_bytes, units
+    from playground.server.http import QUEUE_UNIT_BYTES, QueueShare, payload_bytes, units
 
     events = {}
 
@@ -246,7 +246,7 @@ def test_the_queue_is_shared_by_the_bytes_its_events_carry():
 def test_an_upload_makes_room_for_itself_before_gradio_reads_it():
     """UploadRoom sweeps the temp space for an upload's declared size (the most Gradio takes where none is declared,
     or where more is), then hands the request on; other routes pass untouched."""
-    from playground.ui.server import UploadRoom
+    from playground.server.http import UploadRoom
 
     swept, passed = [], []
 

@@ -23,6 +23,7 @@ from playground.budget import sessions_cost
 from playground.config import Limits
 from playground.device import pick_device
 from playground.server import temp_space, tenancy
+from playground.server.http import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
 from playground.ui import (
     attention_tab,
     chart_deck,
@@ -35,7 +36,6 @@ from playground.ui import (
     why_tab,
 )
 from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext, friendly
-from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
 from playground.walkthrough import STEP_TITLES
 
 TITLE = "Attention Playground"
@@ -143,7 +143,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     ctx = AppContext(limits=limits or Limits.from_env(),
                      weights=Path(weights) if weights else checkpoints.weights_dir(),
                      device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
-    # what Gradio keeps per session between requests (its config copies are emptied: ui/server.py's KeptValues)
+    # what Gradio keeps per session between requests (its config copies are emptied: server/http.py's KeptValues)
     ctx.budget.set_aside(sessions_cost(sessions=SESSION_CAPACITY, max_new_tokens=ctx.limits.max_new_tokens))
     checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
