@@ -251,6 +251,15 @@ def sessions_cost(*, sessions: int, max_new_tokens: int) -> Cost:
                                                * BYTES_PER_KEPT_TOKEN)))
 
 
+BODY_COPIES = 3  # a JSON body Gradio reads: its bytes, the decoded text, the values parsed from it
+
+
+def bodies_cost(total_bytes: int) -> Cost:
+    """What request bodies in flight hold at most: ``total_bytes`` of them at once (server/bodies.py), each read
+    whole and parsed."""
+    return Cost("request bodies in flight", (("their bytes, read and parsed", BODY_COPIES * total_bytes),))
+
+
 CONVERSION_SLACK = 8 * MIB  # the allocator's and the unpickler's own, beyond the tensors (measured under 1 MiB)
 
 

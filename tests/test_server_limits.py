@@ -175,13 +175,16 @@ def test_sessions_keep_no_inputs_or_outputs(server):
 
 def test_what_sessions_keep_is_set_aside_from_the_budget(server):
     """What Gradio keeps per session between requests (its states: the Sample tab's history at its longest) is
-    taken out of the memory budget for every session it may keep, so requests are admitted against what is left."""
-    from playground.budget import MemoryBudget, sessions_cost
+    taken out of the memory budget for every session it may keep, so requests are admitted against what is left;
+    so are the request bodies it may be reading at once (server/bodies.py's total)."""
+    from playground.budget import MemoryBudget, bodies_cost, sessions_cost
+    from playground.ui import BODIES_IN_FLIGHT
 
     kept = sessions_cost(sessions=SESSION_CAPACITY, max_new_tokens=LIMITS.max_new_tokens)
+    bodies = bodies_cost(BODIES_IN_FLIGHT * body_cap(LIMITS.max_upload_bytes))
     budget = server.playground_context.budget
-    assert budget.total == MemoryBudget().total - kept.bytes
-    assert f"{SESSION_CAPACITY} sessions kept" in budget.source
+    assert budget.total == MemoryBudget().total - kept.bytes - bodies.bytes
+    assert f"{SESSION_CAPACITY} sessions kept" in budget.source and "request bodies in flight" in budget.source
 
 
 def _share_call(share, server_app, client: str, body_bytes: int, chunks: int = 1) -> int:

@@ -19,10 +19,11 @@ import gradio as gr
 
 from playground import checkpoints
 from playground.architectures import require_gpt
-from playground.budget import sessions_cost
+from playground.budget import bodies_cost, sessions_cost
 from playground.config import Limits
 from playground.device import pick_device
 from playground.server import temp_space, tenancy
+from playground.server.bodies import BodiesInFlight
 from playground.server.http import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
 from playground.ui import (
     attention_tab,
@@ -47,6 +48,7 @@ FONT_WEIGHTS = (400, 700)
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
 QUEUE_SIZE = 64  # events waiting for a worker; past it Gradio answers "the queue is full" at once, holding nothing
 QUEUE_PER_CLIENT = 16  # units (an event, plus one per MiB of inputs) one client may have waiting or running: 429
+BODIES_IN_FLIGHT = 4  # the largest request bodies the server reads at once, for everyone together (BodiesInFlight)
 QUEUE_UNITS = 64  # units everyone's events may hold at once: a bound on the bytes of queued inputs (64 MiB or so)
 CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
 PHONE_WIDTH = 640  # px: below this the layout is a phone's
@@ -145,6 +147,8 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
                      device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
     # what Gradio keeps per session between requests (its config copies are emptied: server/http.py's KeptValues)
     ctx.budget.set_aside(sessions_cost(sessions=SESSION_CAPACITY, max_new_tokens=ctx.limits.max_new_tokens))
+    # the request bodies Gradio may hold at once (BodiesInFlight's total), each parsed into a copy or two
+    ctx.budget.set_aside(bodies_cost(bodies_in_flight(ctx.limits)["total"]))
     checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
@@ -208,6 +212,15 @@ def _open_in_attention(checkpoint: str, text: str, heading: str) -> tuple:
     return attention_tab.SOURCES[0], checkpoint, text, layer, head, position, STEP_TITLES[5]
 
 
+def bodies_in_flight(limits: Limits) -> dict:
+    """BodiesInFlight's shares: one visitor, the largest body and a few small calls beside it; everyone,
+    BODIES_IN_FLIGHT of the largest. What they hold is set aside from the memory budget (build_app)."""
+    largest = body_cap(limits.max_upload_bytes)
+    trusted = tenancy.trusts_forwarded()
+    return dict(per_client=largest + 2**20, total=BODIES_IN_FLIGHT * largest,
+                client_of=lambda scope: tenancy.scope_client(scope, trusted))
+
+
 def launch_options(limits: Limits | None = None) -> dict:
     """The keyword arguments every launch uses (app.py and the tests alike).
 
@@ -221,6 +234,8 @@ def launch_options(limits: Limits | None = None) -> dict:
     client with QUEUE_PER_CLIENT units in the queue already (an event, plus one per MiB of its inputs), so one client
     cannot fill the queue for everyone, and to anyone once everyone's make QUEUE_UNITS, so queued inputs stay small.
     UploadRoom sweeps Gradio's temp space before each upload, so uploads alone keep within max_temp_bytes.
+    BodiesInFlight holds every body Gradio reads against its client's share and everyone's (bodies_in_flight), and
+    answers 408 to one that stops coming.
     """
     from starlette.middleware import Middleware
 
@@ -241,6 +256,7 @@ def launch_options(limits: Limits | None = None) -> dict:
                 state_session_capacity=SESSION_CAPACITY,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
+                                           Middleware(BodiesInFlight, **bodies_in_flight(limits)),
                                            Middleware(UploadRoom, sweep=sweep_uploads, largest=max_file_size),
                                            Middleware(QueueShare, per_client=QUEUE_PER_CLIENT, total=QUEUE_UNITS,
                                                       trust_forwarded=tenancy.trusts_forwarded())]})

@@ -48,7 +48,7 @@ class AppContext:
     jobs: TrainingJobs | None = None  # made in __post_init__ so runs are capped by these limits
     training_clock: TrainingClock = field(default_factory=TrainingClock)  # each client's hour of the training slot
     long_work: LongWork | None = None  # the long samples' places (made in __post_init__, sized by the device)
-    trust_forwarded: bool = field(default_factory=tenancy.trusts_forwarded)  # whether X-Forwarded-For names the client
+    trust_forwarded: int = field(default_factory=tenancy.trusts_forwarded)  # proxies appending X-Forwarded-For
     budget: MemoryBudget = field(default_factory=MemoryBudget)  # the bytes every request reserves before it runs
     # PLAYGROUND_ADMIN_TOKEN: the Space owner's token, which may stop, resume or replace any visitor's run
     admin_token: str = field(default_factory=lambda: os.environ.get("PLAYGROUND_ADMIN_TOKEN", "").strip(),
