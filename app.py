@@ -30,7 +30,7 @@ def main() -> None:
     try:
         app.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                   **launch_options(app.playground_context.limits))
+                   **launch_options(app.playground_context.limits, app.playground_context.uploads))
     except KeyboardInterrupt:
         pass  # stopped before launch's own wait began; that wait catches it and returns
     finally:

@@ -239,3 +239,100 @@ def test_a_chunked_queue_join_is_weighed_by_the_bytes_that_arrive():
     first, second = run(two_at_once())
     assert first[0] == 200 and second[0] == 429 and "limit for one visitor is 16" in json.loads(second[1])["detail"]
     assert not share._joining
+
+
+def ledger(root, **options):
+    from playground.server.uploads import UploadLedger
+
+    settings = dict(root_of=lambda: root, max_bytes=1000, max_age_seconds=3600, per_client=400, largest=300)
+    return UploadLedger(**{**settings, **options})
+
+
+def put(path, size: int, age: float = 0.0):
+    import os
+    import time
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x" * size)
+    os.utime(path, (time.time() - age, time.time() - age))
+    return path
+
+
+def test_uploads_in_flight_are_reserved_in_the_quota_and_per_client(tmp_path):
+    """100 uploads held open put 3.1 GB on disk against a 500 MB quota: each is now reserved before its bytes land,
+    against its client's share and the quota, and one past either is refused."""
+    from playground.server.uploads import UploadRefusedError
+
+    uploads = ledger(tmp_path)
+    first = uploads.reserve("a", 300)
+    with pytest.raises(UploadRefusedError, match="one visitor at a time"):
+        uploads.reserve("a", 200)  # 300 + 200 > 400 for one client
+    held = [first, uploads.reserve("b", 300), uploads.reserve("c", 300)]
+    with pytest.raises(UploadRefusedError, match="taken by uploads under way"):
+        uploads.reserve("d", None)  # chunked: the largest, 300; 900 + 300 > 1000
+    uploads.release(held.pop(), written=[])
+    assert uploads.reserve("d", None).num_bytes == 300 and uploads.reserved == 900
+
+
+def test_the_sweep_never_counts_or_removes_an_upload_still_being_written(tmp_path):
+    """The sweep before each upload unlinked others still being written (their space stayed allocated)."""
+    from playground.server import temp_space
+
+    writing = put(tmp_path / "tmpabc123", 600)  # Gradio's file for an upload under way
+    stored = put(tmp_path / "f00d" / "old.txt", 600, age=60)
+    temp_space.sweep(tmp_path, 1000, 3600, incoming=600)
+    assert writing.is_file() and not stored.exists()
+    assert temp_space.usage(tmp_path, counted_only=True) == 0 and temp_space.usage(tmp_path) == 600
+
+
+def test_a_clients_own_oldest_uploads_make_room_for_theirs_and_an_unfinished_one_leaves_nothing(tmp_path):
+    """One client's uploads evicted everyone else's uploads and exports, and 740 MB of partial files stayed after
+    their connections dropped: a client's own earlier uploads make room for theirs first, and what an upload that
+    ended unwritten left half-written is removed."""
+    uploads = ledger(tmp_path)
+    theirs = put(tmp_path / "aa" / "theirs.txt", 300)
+    first = uploads.reserve("b", 300)
+    uploads.release(first, written=[str(theirs)])
+    others = put(tmp_path / "bb" / "others.txt", 300)
+    uploads.release(uploads.reserve("a", 300), written=[str(others)])
+    second = uploads.reserve("b", 300)  # b's 300 stored + 300 > 400: b's own first upload goes, a's stays
+    assert not theirs.exists() and others.is_file()
+    partial = put(tmp_path / "tmpdropped", 120)
+    uploads.release(second, written=None)  # the connection dropped: nothing else in flight, so it goes
+    assert not partial.exists() and uploads.reserved == 0
+
+
+def test_the_upload_route_reserves_before_gradio_reads_and_cleans_up_after_a_drop(tmp_path):
+    from playground.server.uploads import Uploads
+
+    async def gradio_upload(scope, receive, send):  # writes as it reads, like Gradio's multipart parser
+        partial = tmp_path / "tmpwriting"
+        with partial.open("wb") as file:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise OSError("client disconnected")
+                file.write(message.get("body", b""))
+                if not message.get("more_body"):
+                    break
+        stored = tmp_path / "cafe" / "upload.txt"
+        stored.parent.mkdir()
+        partial.rename(stored)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": json.dumps([str(stored)]).encode()})
+
+    uploads = ledger(tmp_path)
+    app = Uploads(gradio_upload, uploads, client_of=lambda scope: scope["client"][0])
+    assert run(call(app, scope("/gradio_api/upload", declared=200), Body([b"x" * 100] * 2)))[0] == 200
+    assert uploads._stored == {"10.0.0.1": [tmp_path / "cafe" / "upload.txt"]} and uploads.reserved == 0
+    refused = run(call(app, scope("/gradio_api/upload", declared=5000), Body([b"x"])))
+    assert refused[0] == 413 and "one visitor at a time" in json.loads(refused[1])["detail"]
+
+    class Dropped(Body):
+        async def receive(self):
+            if self.sent == 1:
+                return {"type": "http.disconnect"}
+            return await super().receive()
+
+    status, _ = run(call(app, scope("/gradio_api/upload", client="10.0.0.2", declared=200), Dropped([b"x" * 100] * 2)))
+    assert status == 400 and not (tmp_path / "tmpwriting").exists() and uploads.reserved == 0

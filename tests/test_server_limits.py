@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import http.client
 import json
 import socket
@@ -244,28 +242,3 @@ def test_the_queue_is_shared_by_the_bytes_its_events_carry():
         queued(address, [corpus])
     assert _share_call(share, server_app, "10.0.0.6", 100) == 200  # 55 + 1 <= 64
     assert _share_call(share, server_app, "10.0.0.6", len(corpus)) == 429  # 55 + 11 > 64: the total
-
-
-def test_an_upload_makes_room_for_itself_before_gradio_reads_it():
-    """UploadRoom sweeps the temp space for an upload's declared size (the most Gradio takes where none is declared,
-    or where more is), then hands the request on; other routes pass untouched."""
-    from playground.server.http import UploadRoom
-
-    swept, passed = [], []
-
-    async def gradio(scope, receive, send):
-        passed.append(scope["path"])
-
-    room = UploadRoom(gradio, sweep=swept.append, largest=1000)
-
-    async def requests():
-        for path, headers in (("/gradio_api/upload", [(b"content-length", b"600")]),
-                              ("/gradio_api/upload", []),  # chunked
-                              ("/gradio_api/upload/", [(b"content-length", b"5000")]),
-                              ("/gradio_api/queue/join", [(b"content-length", b"600")])):
-            await room({"type": "http", "method": "POST", "path": path, "headers": headers}, None, None)
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a thread of its own: a browser test's loop may run here
-        pool.submit(asyncio.run, requests()).result()
-    assert swept == [600, 1000, 1000]
-    assert passed == ["/gradio_api/upload", "/gradio_api/upload", "/gradio_api/upload/", "/gradio_api/queue/join"]

@@ -35,7 +35,6 @@ import json
 import logging
 from collections import Counter
 
-import anyio
 from starlette.datastructures import Headers
 
 from playground.server import routes, tenancy
@@ -130,26 +129,6 @@ class UnusedRoutes:
         await send({"type": "http.response.start", "status": 404,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
-
-
-class UploadRoom:
-    """Pure ASGI middleware: before Gradio writes an upload to its temp space, ``sweep(incoming)`` makes room for the
-    declared body within the space's quota (server/temp_space.py). Uploads were swept only when a call read them, so
-    uploads alone, never followed by a call, filled the disk at the rate they came."""
-
-    def __init__(self, app, sweep, largest: int):
-        self.app, self.sweep, self.largest = app, sweep, largest
-
-    async def __call__(self, scope, receive, send):
-        if (scope["type"] == "http" and scope.get("method") == "POST"
-                and scope.get("path", "").rstrip("/").endswith(UPLOAD_PATH_SUFFIX)):
-            declared = Headers(scope=scope).get("content-length", "")
-            incoming = int(declared) if declared.isdigit() else self.largest  # chunked: the most Gradio takes
-            try:
-                await anyio.to_thread.run_sync(self.sweep, min(incoming, self.largest))
-            except ValueError as exc:  # more than the whole quota: Gradio's own cap refuses it as it reads
-                logger.info("upload of %s bytes not swept for: %s", declared or "unknown", exc)
-        await self.app(scope, receive, send)
 
 
 _WARNED: set[str] = set()

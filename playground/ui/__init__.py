@@ -22,9 +22,10 @@ from playground.architectures import require_gpt
 from playground.budget import bodies_cost, sessions_cost
 from playground.config import Limits
 from playground.device import pick_device
-from playground.server import temp_space, tenancy
+from playground.server import tenancy
 from playground.server.bodies import BodiesInFlight
-from playground.server.http import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
+from playground.server.http import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, body_cap
+from playground.server.uploads import UploadLedger, Uploads
 from playground.ui import (
     attention_tab,
     chart_deck,
@@ -36,7 +37,7 @@ from playground.ui import (
     why_page,
     why_tab,
 )
-from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext, friendly
+from playground.ui.common import TAP_PX, AppContext, friendly, upload_ledger
 from playground.walkthrough import STEP_TITLES
 
 TITLE = "Attention Playground"
@@ -212,16 +213,14 @@ def _open_in_attention(checkpoint: str, text: str, heading: str) -> tuple:
     return attention_tab.SOURCES[0], checkpoint, text, layer, head, position, STEP_TITLES[5]
 
 
-def bodies_in_flight(limits: Limits) -> dict:
+def bodies_in_flight(limits: Limits, client_of=None) -> dict:
     """BodiesInFlight's shares: one visitor, the largest body and a few small calls beside it; everyone,
     BODIES_IN_FLIGHT of the largest. What they hold is set aside from the memory budget (build_app)."""
     largest = body_cap(limits.max_upload_bytes)
-    trusted = tenancy.trusts_forwarded()
-    return dict(per_client=largest + 2**20, total=BODIES_IN_FLIGHT * largest,
-                client_of=lambda scope: tenancy.scope_client(scope, trusted))
+    return dict(per_client=largest + 2**20, total=BODIES_IN_FLIGHT * largest, client_of=client_of)
 
 
-def launch_options(limits: Limits | None = None) -> dict:
+def launch_options(limits: Limits | None = None, uploads: UploadLedger | None = None) -> dict:
     """The keyword arguments every launch uses (app.py and the tests alike).
 
     ``theme``: Gradio's default, its fonts drawn from whole files (FONT_WEIGHTS).
@@ -233,7 +232,8 @@ def launch_options(limits: Limits | None = None) -> dict:
     deep-link route, which writes a file per call and which no component here uses. QueueShare answers 429 to a
     client with QUEUE_PER_CLIENT units in the queue already (an event, plus one per MiB of its inputs), so one client
     cannot fill the queue for everyone, and to anyone once everyone's make QUEUE_UNITS, so queued inputs stay small.
-    UploadRoom sweeps Gradio's temp space before each upload, so uploads alone keep within max_temp_bytes.
+    Uploads reserves each upload in the temp space's quota (``uploads``, the app's AppContext.uploads, so exports
+    count what uploads reserve) before Gradio writes it, a share per client inside it (server/uploads.py).
     BodiesInFlight holds every body Gradio reads against its client's share and everyone's (bodies_in_flight), and
     answers 408 to one that stops coming.
     """
@@ -244,9 +244,11 @@ def launch_options(limits: Limits | None = None) -> dict:
     # max_model_upload_bytes) before reading a byte more
     max_file_size = max(limits.max_upload_bytes, limits.max_model_upload_bytes)
 
-    def sweep_uploads(incoming: int) -> None:  # room for an upload in Gradio's temp space, before it is written
-        temp_space.sweep(Path(gr.utils.get_upload_folder()), limits.max_temp_bytes, TEMP_MAX_AGE_SECONDS,
-                         incoming=incoming)
+    uploads = uploads or upload_ledger(limits)
+    trusted = tenancy.trusts_forwarded()
+
+    def client_of(scope: dict) -> str:  # the HTTP middleware's view of who asks (tenancy's rule)
+        return tenancy.scope_client(scope, trusted)
 
     theme = gr.themes.Default(font=(gr.themes.LocalFont("Source Sans Pro", weights=FONT_WEIGHTS),
                                     "ui-sans-serif", "system-ui", "sans-serif"),
@@ -256,7 +258,7 @@ def launch_options(limits: Limits | None = None) -> dict:
                 state_session_capacity=SESSION_CAPACITY,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
-                                           Middleware(BodiesInFlight, **bodies_in_flight(limits)),
-                                           Middleware(UploadRoom, sweep=sweep_uploads, largest=max_file_size),
+                                           Middleware(BodiesInFlight, **bodies_in_flight(limits, client_of)),
+                                           Middleware(Uploads, ledger=uploads, client_of=client_of),
                                            Middleware(QueueShare, per_client=QUEUE_PER_CLIENT, total=QUEUE_UNITS,
-                                                      trust_forwarded=tenancy.trusts_forwarded())]})
+                                                      trust_forwarded=trusted)]})

@@ -25,6 +25,7 @@ from playground.data import Corpus, load_corpus
 from playground.server import admission, temp_space, tenancy
 from playground.server.admission import LongWork, TrainingClock
 from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
+from playground.server.uploads import UploadLedger
 from playground.walkthrough import lessons
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,15 @@ LONG_PER_CLIENT = 2  # long samples one client may have running or waiting at on
 TEMP_MAX_AGE_SECONDS = 3600  # files in Gradio's temp space older than this go at the next sweep
 
 
+def upload_ledger(limits: Limits) -> UploadLedger:
+    """The temp space's uploads under limits.max_temp_bytes, a quarter of it per client (at least one upload of
+    Gradio's largest file and its form's overhead)."""
+    largest = max(limits.max_upload_bytes, limits.max_model_upload_bytes) + 2**20
+    return UploadLedger(root_of=lambda: Path(gr.utils.get_upload_folder()), max_bytes=limits.max_temp_bytes,
+                        max_age_seconds=TEMP_MAX_AGE_SECONDS, per_client=max(limits.max_temp_bytes // 4, largest),
+                        largest=largest)
+
+
 @dataclass
 class AppContext:
     """Server-wide objects: made inside build_app(), never at import time."""
@@ -48,6 +58,7 @@ class AppContext:
     jobs: TrainingJobs | None = None  # made in __post_init__ so runs are capped by these limits
     training_clock: TrainingClock = field(default_factory=TrainingClock)  # each client's hour of the training slot
     long_work: LongWork | None = None  # the long samples' places (made in __post_init__, sized by the device)
+    uploads: UploadLedger | None = None  # what uploads in flight reserve in the temp space (made in __post_init__)
     trust_forwarded: int = field(default_factory=tenancy.trusts_forwarded)  # proxies appending X-Forwarded-For
     budget: MemoryBudget = field(default_factory=MemoryBudget)  # the bytes every request reserves before it runs
     # PLAYGROUND_ADMIN_TOKEN: the Space owner's token, which may stop, resume or replace any visitor's run
@@ -58,6 +69,8 @@ class AppContext:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        if self.uploads is None:  # the launch's middleware shares it (app.py gives it to launch_options)
+            self.uploads = upload_ledger(self.limits)
         if self.long_work is None:
             self.long_work = LongWork(places=self.model_concurrency, waiting=self.model_concurrency,
                                       per_client=LONG_PER_CLIENT, short_seconds=SHORT_SECONDS,
@@ -157,9 +170,10 @@ class AppContext:
 
     def sweep_temp_space(self, incoming: int = 0, keep=()) -> None:
         """Bring Gradio's temp space (uploads, exports) within limits.max_temp_bytes, ``incoming`` bytes about to be
-        written included, keeping ``keep`` (the upload a handler reads): server/temp_space.py."""
+        written and what uploads in flight reserve included, keeping ``keep`` (the upload a handler reads):
+        server/temp_space.py."""
         temp_space.sweep(Path(gr.utils.get_upload_folder()), self.limits.max_temp_bytes, TEMP_MAX_AGE_SECONDS,
-                         incoming=incoming, keep=[Path(path) for path in keep if path])
+                         incoming=incoming + self.uploads.reserved, keep=[Path(path) for path in keep if path])
 
     def client_of(self, request) -> str:
         """The share a request counts against: tenancy.client_hash of its client's address."""
