@@ -13,6 +13,7 @@ is decided on, not inherited); docs/admission.md shows the same table with the r
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -129,3 +130,80 @@ def table() -> str:
     rows = ["| Method | Route | Decision | Why |", "|---|---|---|---|"]
     rows += [f"| {route.methods} | `{route.path}` | {route.decision} | {route.why} |" for route in ROUTES]
     return "\n".join(rows)
+
+
+DIRECT_CALL = re.compile(r".*/gradio_api/(?:run|api)/([^/]+)/?")
+
+
+class DirectCalls:
+    """Pure ASGI middleware for the queue-skipping routes (``/gradio_api/run/<api_name>``): a call to an event that
+    runs in the browser only (no server function: a step's redraw, a query moved), or with the wrong number of
+    inputs, or inputs that are not a list, is refused here in Gradio's own error form (``{"error": ...}``) before
+    Gradio's pre-processing, which answered each with HTTP 500 and a traceback in the log (119 MB an hour from one
+    client). The body is read whole (BodiesInFlight bounds it) and handed on as it came."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        found = DIRECT_CALL.fullmatch(scope.get("path", "")) if scope["type"] == "http" else None
+        if found is None or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        refusal = self._refusal(scope.get("app"), found.group(1), body)
+        if refusal:
+            await _error(send, refusal)
+            return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    def _refusal(server_app, api_name: str, body: bytes) -> str:
+        """Why a direct call of ``api_name`` with ``body`` is refused ("" where Gradio may run it)."""
+        try:
+            fns = server_app.get_blocks().fns
+        except AttributeError:
+            return ""  # not Gradio's app: nothing to check against
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return "The request is not JSON: send {\"data\": [...]} with one value per input."
+        if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+            return "The request has no list of inputs: send {\"data\": [...]} with one value per input."
+        index = payload.get("fn_index")
+        if isinstance(index, int) and not isinstance(index, bool):
+            fn = fns.get(index)
+        else:
+            fn = next((fn for fn in fns.values() if getattr(fn, "api_name", None) == api_name), None)
+        if fn is None:
+            return f"This app has no event named {api_name[:64]!r}."
+        if getattr(fn, "fn", None) is None:
+            return f"{api_name[:64]!r} runs in the browser only: there is nothing to call on the server."
+        wanted = len(getattr(fn, "inputs", ()) or ())
+        if len(payload["data"]) != wanted:
+            return f"{api_name[:64]!r} takes {wanted} input{'s' * (wanted != 1)}, not {len(payload['data'])}."
+        return ""
+
+
+async def _error(send, message: str) -> None:
+    """Gradio's own form for a refused call (utils.error_payload with show_error): the page shows ``error``."""
+    body = json.dumps({"error": message, "visible": True, "title": "Error"}).encode()
+    await send({"type": "http.response.start", "status": 400,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

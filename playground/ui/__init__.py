@@ -17,7 +17,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground import checkpoints
+from playground import checkpoints, checks
 from playground.architectures import require_gpt
 from playground.budget import bodies_cost, sessions_cost
 from playground.config import Limits
@@ -25,6 +25,7 @@ from playground.device import pick_device
 from playground.server import tenancy
 from playground.server.bodies import BodiesInFlight
 from playground.server.http import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, body_cap
+from playground.server.routes import DirectCalls
 from playground.server.uploads import UploadLedger, Uploads
 from playground.ui import (
     attention_tab,
@@ -178,7 +179,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         why.button.click(functools.partial(_attention_tab, ctx), on_screen, tabs, js=why_tab.HEAD_ON_SCREEN_JS,
                          api_name="why_to_attention_tab", api_visibility="private", show_progress="hidden",
                          **ctx.fast_lane).success(
-            _open_in_attention, on_screen, list(attention),
+            functools.partial(_open_in_attention, ctx), on_screen, list(attention), preprocess=False,
             js=why_tab.HEAD_ON_SCREEN_JS, api_name="why_to_attention", api_visibility="private",
             show_progress="hidden", queue=False).then(
             None, None, None, js=attention_tab.QUERY_SHOWN_JS, api_name="why_to_attention_query",
@@ -206,9 +207,16 @@ def _attention_tab(ctx: AppContext, checkpoint: str, text: str, heading: str):
     return gr.Tabs(selected="attention")
 
 
-def _open_in_attention(checkpoint: str, text: str, heading: str) -> tuple:
+def _open_in_attention(ctx: AppContext, checkpoint, text, heading) -> tuple:
     """The Attention tab's controls for the Why tab's head: its checkpoint, text, layer, head and position, at step 6
-    (the weights its chain starts from), in attention_tab.Opened's order."""
+    (the weights its chain starts from), in attention_tab.Opened's order. It skips the queue, so its values are
+    checked here (Gradio's own checks of a Dropdown's value printed a traceback per call)."""
+    try:
+        checkpoint = checks.text(checkpoint, "the checkpoint", 200)
+        text = checks.text(text, "the text", ctx.limits.max_text_chars)
+        heading = checks.text(heading, "the head's heading", 1000)
+    except ValueError as exc:
+        raise gr.Error(str(exc), print_exception=False) from None
     layer, head, position = why_tab.head_on_screen(heading)
     return attention_tab.SOURCES[0], checkpoint, text, layer, head, position, STEP_TITLES[5]
 
@@ -261,4 +269,5 @@ def launch_options(limits: Limits | None = None, uploads: UploadLedger | None = 
                                            Middleware(BodiesInFlight, **bodies_in_flight(limits, client_of)),
                                            Middleware(Uploads, ledger=uploads, client_of=client_of),
                                            Middleware(QueueShare, per_client=QUEUE_PER_CLIENT, total=QUEUE_UNITS,
-                                                      trust_forwarded=trusted)]})
+                                                      trust_forwarded=trusted),
+                                           Middleware(DirectCalls)]})
