@@ -364,3 +364,14 @@ def test_a_direct_call_is_checked_before_gradio_reads_it():
                              ("why_to_attention", b'{"data": [1], "fn_index": 1}', "runs in the browser only")):
         status, answer = direct(api, body)
         assert status == 400 and words in json.loads(answer)["error"], answer
+
+
+def test_refusals_never_show_the_servers_paths(monkeypatch, tmp_path):
+    """Refusals showed the server's absolute weights path: a handler's message shows a path inside the weights folder
+    as weights/<run>, any other by its file's name, and leaves URLs and fractions alone."""
+    from playground.ui.common import message_for
+
+    monkeypatch.setenv("PLAYGROUND_WEIGHTS_DIR", str(tmp_path / "weights"))
+    message = message_for(ValueError(f"no config.json in {tmp_path}/weights/my-run; see https://huggingface.co/a/b, "
+                                     f"1/2 of /srv/secret/upload/ckpt.pt"))
+    assert message == "No config.json in weights/my-run; see https://huggingface.co/a/b, 1/2 of ckpt.pt"

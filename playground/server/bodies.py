@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 READ_TIMEOUT_SECONDS = 20.0  # a body that sends nothing for this long is answered 408 (a phone on a slow link
 # sends a 10 MB corpus in chunks far more often than this)
 UPLOAD_SUFFIX = "/upload"
+DISCARD_SECONDS = 2.0  # a refused body's rest is read and dropped while it keeps coming, at most this long a pause
 
 
 class _RefusedError(Exception):
@@ -128,7 +129,7 @@ class BodiesInFlight:
             if status == 408:
                 logger.info("a request to %s stopped sending its body: answered 408", scope.get("path", ""))
             else:
-                await _discard_rest(receive, complete, self.read_timeout, self.per_client)
+                await _discard_rest(receive, complete, min(self.read_timeout, DISCARD_SECONDS), self.per_client)
             await answer(send, status, message)
 
 

@@ -10,6 +10,7 @@ import functools
 import inspect
 import logging
 import os
+import re
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -221,11 +222,33 @@ def fold(text: str, what: str = "") -> str:
     return f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>" if text else ""
 
 
+# an absolute path on this server, as an exception's message quotes it (never a URL's "//" or "and/or")
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~])/(?:[^\s'\"`:;,()<>/]+/)*[^\s'\"`:;,()<>/]*")
+
+
+def hide_paths(text: str) -> str:
+    """``text`` with the server's absolute paths shown as a visitor may see them: inside the weights folder as
+    ``weights/<run>/...``, anywhere else by the file's name alone.
+
+        "no config.json in /srv/app/weights/my-run" -> "no config.json in weights/my-run"
+    """
+    weights = checkpoints.weights_dir().resolve()
+
+    def shown(found: re.Match) -> str:
+        path = Path(found.group(0))
+        try:
+            return str(Path("weights") / path.resolve().relative_to(weights))
+        except (ValueError, OSError):
+            return path.name or found.group(0)
+
+    return ABSOLUTE_PATH.sub(shown, text)
+
+
 def message_for(exc: BaseException) -> str:
     """An exception's message as a sentence: its first letter capitalised, unless its first word is a name that
     keeps its spelling: a field's as the page shows it (``embedding_dim must be at most 1024``) or one with digits
-    (``fp16 is not supported on CPU``)."""
-    text = str(exc).strip() or exc.__class__.__name__
+    (``fp16 is not supported on CPU``). The server's paths are hidden (hide_paths)."""
+    text = hide_paths(str(exc).strip()) or exc.__class__.__name__
     if any(character == "_" or character.isdigit() for character in text.split(" ", 1)[0]):
         return text
     return text[0].upper() + text[1:]
