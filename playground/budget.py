@@ -284,6 +284,16 @@ def converted_cost(*, parameters: int, read_bytes: int, upload_bytes: int) -> Co
     return Cost("converting this checkpoint", (("its weights, converted and saved, beyond the upload read", beyond),))
 
 
+BYTES_PER_TOKENIZER_TOKEN = 768  # a tokenizer's vocabulary and merges in memory, per token: issue 54's Hub repo of
+# 791,900 tokens (a 16 MiB vocab.json) held about 550 MiB for each checkpoint kept, 728 bytes a token
+
+
+def tokenizer_cost(vocabulary_size: int) -> Cost:
+    """What a loaded checkpoint's tokenizer holds beside its weights, from its vocabulary's size (a character
+    tokenizer's 65 symbols: 50 KB; a BPE repo's 791,900 tokens: 580 MiB)."""
+    return Cost("its tokenizer", (("its vocabulary and merges", BYTES_PER_TOKENIZER_TOKEN * int(vocabulary_size)),))
+
+
 def import_cost(*, stored_bytes: int, parameters: int, largest_tensor: int) -> Cost:
     """What loading a downloaded checkpoint's weights holds at its peak: the weights files as read (safetensors maps
     them, and every page read stays resident while the file is open), the model's float32 weights, and one

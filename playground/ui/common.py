@@ -20,7 +20,7 @@ import gradio as gr
 import torch
 
 from playground import checkpoints, loading
-from playground.budget import MemoryBudget
+from playground.budget import MemoryBudget, tokenizer_cost
 from playground.config import Limits
 from playground.data import Corpus, load_corpus
 from playground.server import admission, temp_space, tenancy
@@ -47,6 +47,11 @@ def upload_ledger(limits: Limits) -> UploadLedger:
     return UploadLedger(root_of=lambda: Path(gr.utils.get_upload_folder()), max_bytes=limits.max_temp_bytes,
                         max_age_seconds=TEMP_MAX_AGE_SECONDS, per_client=max(limits.max_temp_bytes // 4, largest),
                         largest=largest)
+
+
+def kept_bytes(checkpoint: checkpoints.Checkpoint) -> int:
+    """What a loaded checkpoint keeps in memory: its weights and its tokenizer (budget.tokenizer_cost)."""
+    return checkpoint.model.weights_bytes() + tokenizer_cost(checkpoint.config.vocabulary_size).bytes
 
 
 @dataclass
@@ -105,8 +110,8 @@ class AppContext:
         """A local checkpoint (reloaded when its files change) or a Hub repo id ``owner/name`` (downloaded
         once), loaded onto this server's device. The last ``CHECKPOINT_CACHE_SIZE`` stay loaded, keyed by
         their canonical form, so "big" and "big " are one entry; fewer when their weights' bytes together
-        (a GPT-2 holds 0.5 GB) pass CHECKPOINT_CACHE_SHARE of the memory budget, the last one loaded always kept.
-        The weights kept are held from the budget (``MemoryBudget.keep``)."""
+        (a GPT-2 holds 0.5 GB) and tokenizers pass CHECKPOINT_CACHE_SHARE of the memory budget, the last one loaded
+        always kept. What is kept is held from the budget (``MemoryBudget.keep``)."""
         key = loading.source_key(name)  # never a folder path: the API only reads this server's weights folder
         stamp = loading.weights_stamp(key, self.weights)
         with self._lock:
@@ -121,11 +126,10 @@ class AppContext:
             self._checkpoints.move_to_end(key)
             room = CHECKPOINT_CACHE_SHARE * self.budget.total
             while len(self._checkpoints) > CHECKPOINT_CACHE_SIZE or len(self._checkpoints) > 1 and sum(
-                    entry.model.weights_bytes() for _, entry in self._checkpoints.values()) > room:
+                    kept_bytes(entry) for _, entry in self._checkpoints.values()) > room:
                 self._checkpoints.popitem(last=False)
             # the models kept stay in memory between requests: held from the budget, so requests see what is left
-            self.budget.keep("loaded checkpoints",
-                             sum(entry.model.weights_bytes() for _, entry in self._checkpoints.values()))
+            self.budget.keep("loaded checkpoints", sum(kept_bytes(entry) for _, entry in self._checkpoints.values()))
         return loaded
 
     def remembered(self, key: tuple, compute):
