@@ -19,7 +19,7 @@ def main() -> None:
     from playground.ui import build_app, launch_options
 
     fix_heap()  # large blocks mmapped and given back when freed: a request's peak the same in every process
-    from playground.ui.logs import CappedLines
+    from playground.server.logs import CappedLines
 
     sys.stderr = CappedLines(sys.stderr)  # before logging takes it: no log line longer than MAX_LOG_LINE
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -30,7 +30,7 @@ def main() -> None:
     try:
         app.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                   **launch_options(app.playground_context.limits))
+                   **launch_options(app.playground_context.limits, app.playground_context.uploads))
     except KeyboardInterrupt:
         pass  # stopped before launch's own wait began; that wait catches it and returns
     finally:

@@ -45,7 +45,7 @@ allocator's peaks vary by up to 2x between runs of the same request), on the CPU
     compare d 512, 8 heads, T 1024, batch 4: about 920 MiB; measured 553 to 798 MiB.
 
 What Gradio keeps per session between requests, once the app empties its per-session config copies (the figures
-and texts it keeps for deep links: ui/server.py), is set aside from the budget for every session it may keep:
+and texts it keeps for deep links: server/http.py), is set aside from the budget for every session it may keep:
 
     SESSION_FIXED                     the session's own objects and its small states (measured 14 KiB)
     512 bytes per sampled token       the Sample tab's history state (id, text, probability, ten candidates;
@@ -251,6 +251,15 @@ def sessions_cost(*, sessions: int, max_new_tokens: int) -> Cost:
                                                * BYTES_PER_KEPT_TOKEN)))
 
 
+BODY_COPIES = 3  # a JSON body Gradio reads: its bytes, the decoded text, the values parsed from it
+
+
+def bodies_cost(total_bytes: int) -> Cost:
+    """What request bodies in flight hold at most: ``total_bytes`` of them at once (server/bodies.py), each read
+    whole and parsed."""
+    return Cost("request bodies in flight", (("their bytes, read and parsed", BODY_COPIES * total_bytes),))
+
+
 CONVERSION_SLACK = 8 * MIB  # the allocator's and the unpickler's own, beyond the tensors (measured under 1 MiB)
 
 
@@ -273,6 +282,16 @@ def converted_cost(*, parameters: int, read_bytes: int, upload_bytes: int) -> Co
     weights = 4 * parameters
     beyond = max(0, read_bytes + 2 * weights - upload_bytes)
     return Cost("converting this checkpoint", (("its weights, converted and saved, beyond the upload read", beyond),))
+
+
+BYTES_PER_TOKENIZER_TOKEN = 768  # a tokenizer's vocabulary and merges in memory, per token: issue 54's Hub repo of
+# 791,900 tokens (a 16 MiB vocab.json) held about 550 MiB for each checkpoint kept, 728 bytes a token
+
+
+def tokenizer_cost(vocabulary_size: int) -> Cost:
+    """What a loaded checkpoint's tokenizer holds beside its weights, from its vocabulary's size (a character
+    tokenizer's 65 symbols: 50 KB; a BPE repo's 791,900 tokens: 580 MiB)."""
+    return Cost("its tokenizer", (("its vocabulary and merges", BYTES_PER_TOKENIZER_TOKEN * int(vocabulary_size)),))
 
 
 def import_cost(*, stored_bytes: int, parameters: int, largest_tensor: int) -> Cost:

@@ -405,6 +405,8 @@ class Limits:
     max_runs_per_visitor: int = 5  # one visitor's runs: past it their own oldest go (as many as the curve overlay)
     run_keep_seconds: int = 3600  # a visitor's run is never removed for someone else's within this of its last save
     max_temp_bytes: int = 500_000_000  # Gradio's temp space (uploads, exports) together; the oldest go first
+    forwarded_proxies: int = 1  # proxies that append to X-Forwarded-For in front of a Space: the client is the hop
+    # the last of them appended (server/tenancy.client_address), never one the client sent
 
     @classmethod
     def from_env(cls) -> Limits:
@@ -423,4 +425,5 @@ class Limits:
             max_runs_per_visitor=_env_int("PLAYGROUND_MAX_RUNS_PER_VISITOR", cls.max_runs_per_visitor),
             run_keep_seconds=_env_int("PLAYGROUND_RUN_KEEP_SECONDS", cls.run_keep_seconds),
             max_temp_bytes=_env_int("PLAYGROUND_MAX_TEMP_BYTES", cls.max_temp_bytes),
+            forwarded_proxies=_env_int("PLAYGROUND_FORWARDED_PROXIES", cls.forwarded_proxies),
         )

@@ -126,10 +126,11 @@ def test_api_inputs_have_their_handlers_names(served):
     assert names["/attention_step"][:4] == ["source", "checkpoint", "layer", "head"]
     assert names["/model_view"][-3:] == ["dropout_seed", "forget_transpose", "book_inputs"]  # optional: older calls
     # still work
-    # optional after run_name; the optimizer, the time budget, the decay and the architecture last, so calls written
-    # before they existed still train a GPT with AdamW, no time budget and cosine decay
+    # optional after run_name; the optimizer, the time budget, the decay, the architecture and the family last, so
+    # calls written before they existed still train a GPT with AdamW, no time budget and cosine decay
     assert names["/train_start"][14:] == ["run_name", "replace", "token", "browser_token", "optimizer",
-                                          "time_budget_seconds", "learning_rate_decay", "architecture"]
+                                          "time_budget_seconds", "learning_rate_decay", "architecture", "family",
+                                          "kv_heads_num"]
     assert names["/train_stop"] == ["token", "browser_token"] and names["/compare"][0] == "embedding_dim"
     unnamed = {api: params for api, params in names.items() if any(p.startswith("param_") for p in params)}
     assert not unnamed
@@ -245,9 +246,10 @@ def test_train_start_status_stop(served):
     app, client, weights = served
     values = client.predict("tiny", api_name="/train_preset")
     # the tiny preset in the fields' order: the model's shape, batch, steps, learning rate, warm-up, dropout, seed,
-    # device, then the run name (a fresh one), the optimizer, the time budget, the decay and the architecture
+    # device, then the run name (a fresh one), the optimizer, the time budget, the decay, the architecture, the family
+    # and its K/V heads (0: one per query head)
     assert list(values) == [2, 3, 96, 64, 32, 3000, 1.2e-2, 50, 0.0, 1337, "auto", "tiny-1", "muon", 50.0, "linear",
-                            "gpt"]
+                            "gpt", "gpt", 0]
     fields = [1, 2, 16, 16, 4, 400, 3e-3, 2, 0.0, 0, "cpu"]
     status = client.predict(*fields, "pasted text", None, "the quick brown fox jumps over the lazy dog. " * 40,
                             "ui-run", api_name="/train_start")

@@ -222,3 +222,42 @@ def test_the_command_line_exports_and_refuses_to_write_over_a_folder(tmp_path):
     assert export_cli.main(["nothing-here", str(tmp_path / "y"), "--weights-dir", str(tmp_path)],
                            io.StringIO(), err) == 2
     assert err.getvalue().startswith("error: no checkpoint named 'nothing-here'")
+
+
+def test_replace_writes_over_an_earlier_export_only(tmp_path, monkeypatch):
+    """--replace deleted whatever folder it was given: someone's files, a home folder with .ssh, the weights folder
+    with the source run in it; "." gave a traceback. It writes over an earlier export (its files and nothing else)
+    and refuses the rest, naming what is there, with exit code 2 and no traceback."""
+    weights = tmp_path / "weights"
+    make_run(weights)
+    make_run(weights, name="other")
+
+    def export(folder) -> tuple[int, str]:
+        err = io.StringIO()
+        code = export_cli.main(["run", str(folder), "--weights-dir", str(weights), "--replace"], io.StringIO(), err)
+        return code, err.getvalue()
+
+    earlier = tmp_path / "out" / "run-gpt2"
+    assert export(earlier)[0] == 0 and export(earlier)[0] == 0  # an earlier export is replaced
+    (earlier / "notes.txt").write_text("mine")
+    code, message = export(earlier)
+    assert code == 2 and "notes.txt" in message and "not an earlier export alone" in message
+    assert (earlier / "notes.txt").read_text() == "mine"
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    (papers / "thesis.tex").write_text("years of work")
+    (papers / ".ssh").mkdir()
+    code, message = export(papers)
+    assert code == 2 and "thesis.tex" in message and ".ssh/" in message and (papers / "thesis.tex").is_file()
+    for folder, words in ((weights, "the weights folder"), (weights / "other", "not an earlier export alone"),
+                          (weights / "run", "the checkpoint itself")):
+        code, message = export(folder)
+        assert code == 2 and words in message, message
+        assert (weights / "other" / checkpoints.CONFIG_FILE).is_file() and (weights / "run").is_dir()
+    monkeypatch.setenv("HOME", str(papers))
+    assert "the home folder" in export(papers)[1]
+    monkeypatch.chdir(tmp_path / "out")
+    for folder in (".", ".."):
+        code, message = export(folder)
+        assert code == 2 and "the current folder" in message and "Traceback" not in message, message
+    assert (tmp_path / "out" / "run-gpt2").is_dir() and (papers / "thesis.tex").is_file()

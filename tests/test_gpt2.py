@@ -337,15 +337,19 @@ def test_sample_tab_streams_bpe_tokens_and_inspects_one(gpt2_ctx, tiny_gpt2):
 
 
 def test_the_checkpoint_cache_counts_a_models_real_bytes(gpt2_ctx):
-    """Two models whose weights together pass half the memory budget are not both kept: the older is dropped."""
+    """Two models whose weights and tokenizers together pass half the memory budget are not both kept: the older is
+    dropped."""
     import shutil
 
-    from playground.budget import BudgetError, Cost, MemoryBudget, human
+    from playground.budget import BYTES_PER_TOKENIZER_TOKEN, BudgetError, Cost, MemoryBudget, human
+    from playground.ui.common import kept_bytes
 
     shutil.copytree(gpt2_ctx.weights / "tiny-gpt2", gpt2_ctx.weights / "other-gpt2")
     first = gpt2_ctx.checkpoint("tiny-gpt2")
-    one = first.model.weights_bytes()
-    assert one == 4 * first.config.parameter_count()  # fp32, the tied matrix once
+    assert first.model.weights_bytes() == 4 * first.config.parameter_count()  # fp32, the tied matrix once
+    # and its tokenizer, priced by its vocabulary (issue 54: a 791,900-token vocab.json held 550 MiB per model kept)
+    one = kept_bytes(first)
+    assert one - first.model.weights_bytes() == BYTES_PER_TOKENIZER_TOKEN * first.config.vocabulary_size
     gpt2_ctx.budget = MemoryBudget(3 * one, "test")  # room for 1.5 models' weights
     gpt2_ctx.checkpoint("other-gpt2")
     assert gpt2_ctx.checkpoint("tiny-gpt2") is not first  # dropped, loaded again

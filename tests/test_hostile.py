@@ -201,7 +201,7 @@ def test_a_huge_value_gradio_refuses_does_not_flood_the_log(hostile):
     the value: a 10 MB value wrote 10 MB of log per call. app.py's stderr cuts every line to MAX_LOG_LINE."""
     import httpx
 
-    from playground.ui.logs import MAX_LOG_LINE
+    from playground.server.logs import MAX_LOG_LINE
 
     before = hostile.log.stat().st_size
     base = hostile.url.rstrip("/") + "/gradio_api/call/tokenize"
@@ -531,8 +531,8 @@ def test_ten_megabyte_bodies_queued_in_numbers_stay_a_bounded_few(hostile):
     everyone together a few; the rest are refused at once (429) and nothing they sent is kept."""
     import uuid
 
+    from playground.server.http import QUEUE_UNIT_BYTES
     from playground.ui import QUEUE_PER_CLIENT, QUEUE_UNITS
-    from playground.ui.server import QUEUE_UNIT_BYTES
 
     base = hostile.url.rstrip("/") + "/gradio_api"
     holding, sending = uuid.uuid4().hex, uuid.uuid4().hex  # two pages: leaving one drops its events still waiting
@@ -644,7 +644,7 @@ def test_a_stride_0_checkpoint_is_charged_by_what_it_writes(hostile, tmp_path):
 def test_uploads_alone_keep_the_temp_space_within_its_quota(hostile, tmp_path):
     """The temp space was swept only when a call read an upload (a conversion, a corpus), so uploads never followed
     by a call stayed until Gradio's hourly clean-up: at the rate they came, any size. Each upload now makes room for
-    itself first (ui/server.py's UploadRoom): five of 30 MB into a 100 MiB quota leave it within the quota, the
+    itself first (server/uploads.py): five of 30 MB into a 100 MiB quota leave it within the quota, the
     newest kept."""
     blob = tmp_path / "upload.bin"
     kept = []
@@ -656,6 +656,167 @@ def test_uploads_alone_keep_the_temp_space_within_its_quota(hostile, tmp_path):
         f"Gradio temp space {disk_bytes(hostile.gradio_tmp) / 2**20:.0f} MiB of {TEMP_QUOTA / 2**20:.0f} MiB"
     assert Path(kept[-1]).is_file()
     _unharmed(hostile, "uploads alone")
+
+
+def _open_bodies(server, path: str, count: int, declared: int, sent: int, address=lambda i: f"198.51.100.{i}",
+                 content_type: str = "application/json") -> list:
+    """``count`` connections to ``path``, each declaring ``declared`` bytes and sending ``sent`` of them, then
+    stalling; returns their sockets (the caller closes them). X-Forwarded-For: ``address(i)``."""
+    import socket
+
+    host, port = server.url.split("//")[1].rstrip("/").split(":")
+    opened = []
+    for i in range(count):
+        connection = socket.create_connection((host, int(port)), timeout=10)
+        connection.sendall((f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\n"
+                            f"Content-Length: {declared}\r\nX-Forwarded-For: {address(i)}\r\n\r\n").encode())
+        try:
+            connection.sendall(b"[" + b"1" * (sent - 1))
+        except OSError:  # answered and closed while it was sending: refused, as it should be
+            pass
+        opened.append(connection)
+    return opened
+
+
+def _status(connection) -> int | None:
+    """The HTTP status the server answers on ``connection`` within 5 s (None: none)."""
+    connection.settimeout(5)
+    try:
+        head = connection.recv(200)
+    except OSError:
+        return None
+    return int(head.split()[1]) if head.startswith(b"HTTP/1.1") else None
+
+
+def test_slow_bodies_on_the_queue_skipping_routes_are_bounded_and_dropped(hostile):
+    """245 connections to /gradio_api/run/why_to_attention, each declaring 11 MB and sending all but its last bytes,
+    were held whole until the server was OOM-killed; /gradio_api/cancel and /gradio_api/component_server did the
+    same. Bodies in flight are held against each client's share and everyone's: 30 such connections from 30
+    addresses leave the server answering and within its memory, most refused 429; those let in are dropped 408
+    once they stall; the component server is closed (404)."""
+    hostile.group.reset_peak()
+    declared, sent = 11_000_000, 1_000_000
+    opened = []
+    try:
+        for path in ("/gradio_api/run/why_to_attention", "/gradio_api/cancel"):
+            opened += _open_bodies(hostile, path, 15, declared, sent)
+        _healthy(hostile, "30 stalled 11 MB bodies open")
+        closed = _open_bodies(hostile, "/gradio_api/component_server", 1, declared, 1000)
+        assert _status(closed[0]) == 404
+        opened += closed
+        statuses = [_status(connection) for connection in opened[:-1]]
+        REPORT["30 stalled 11 MB bodies (run, cancel)"] = \
+            f"answered {sorted(set(map(str, statuses)))}; peak {hostile.group.peak_bytes() / GIB:.2f} GiB"
+        assert statuses.count(429) >= 20, statuses  # the total holds four such bodies at once
+    finally:
+        for connection in opened:
+            connection.close()
+    _unharmed(hostile, "slow bodies")
+
+
+def test_a_forged_forwarded_hop_is_not_a_fresh_share(hostile):
+    """With forwarding trusted, the first X-Forwarded-For hop as the client sent it was the client: each forged value
+    a fresh share. Only the hop the proxy appends (the last) counts: two stalled 11 MB bodies whose forged first hops
+    differ but whose last hop is one address are one client's, and the second is refused."""
+    opened = _open_bodies(hostile, "/gradio_api/run/why_to_attention", 2, 11_000_000, 1_000_000,
+                          address=lambda i: f"10.66.{i}.{i}, 203.0.113.44")
+    try:
+        assert _status(opened[1]) == 429
+    finally:
+        for connection in opened:
+            connection.close()
+    _unharmed(hostile, "forged forwarding")
+
+
+def test_chunked_queue_joins_are_weighed_by_their_bytes(hostile):
+    """A chunked join was weighed 1 unit whatever it carried: one address got 16 x 10 MB into the queue. Three
+    chunked joins of 10 MB at once from one address: one at most gets in, the others are refused."""
+    base = hostile.url.rstrip("/") + "/gradio_api/queue/join"
+
+    def join(i):
+        def body():
+            yield b'{"data": ["'
+            for _ in range(100):
+                yield b"a" * 100_000
+            yield b'", "this text", null], "fn_index": 0, "session_hash": "chunked%d"}' % i
+
+        try:
+            return httpx.post(base, content=body(), timeout=60, headers={"X-Forwarded-For": "203.0.113.45",
+                                                                        "Content-Type": "application/json"}).status_code
+        except httpx.HTTPError:
+            return None  # answered before it finished sending: refused
+
+    hostile.group.reset_peak()
+    with ThreadPoolExecutor(3) as pool:
+        statuses = list(pool.map(join, range(3)))
+    REPORT["3 chunked 10 MB joins from one address"] = f"statuses {statuses}"
+    assert statuses.count(200) <= 1, statuses
+    _unharmed(hostile, "chunked joins")
+
+
+def test_uploads_in_flight_are_reserved_and_dropped_ones_leave_nothing(hostile):
+    """100 uploads held open put 3.1 GB on disk against a 500 MB quota, and 740 MB of partial files stayed after the
+    connections dropped. Ten uploads declaring 30 MB from ten addresses, each sending 2 MB and stalling: those past
+    the 100 MiB quota are refused 413 before their bytes land; once they drop, no partial file is left."""
+    boundary = "hostileboundary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"big.bin\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode()
+    import socket
+
+    host, port = hostile.url.split("//")[1].rstrip("/").split(":")
+    opened, statuses = [], []
+    try:
+        for i in range(10):
+            connection = socket.create_connection((host, int(port)), timeout=10)
+            connection.sendall((f"POST /gradio_api/upload HTTP/1.1\r\nHost: {host}\r\nContent-Type: multipart/"
+                                f"form-data; boundary={boundary}\r\nContent-Length: 30000000\r\n"
+                                f"X-Forwarded-For: 198.51.100.{100 + i}\r\n\r\n").encode() + head)
+            opened.append(connection)
+            connection.settimeout(1)
+            try:  # a refusal comes at once, before a byte of the file is read
+                statuses.append(int(connection.recv(200).split()[1]))
+            except OSError:
+                statuses.append(None)
+                connection.sendall(os.urandom(2_000_000))  # let in: 2 MB of it, then it stalls
+        on_disk = disk_bytes(hostile.gradio_tmp)
+        REPORT["10 uploads of 30 MB held open"] = f"answered {statuses}; temp space {on_disk / 2**20:.0f} MiB"
+        assert statuses.count(413) >= 7 and on_disk <= TEMP_QUOTA, statuses
+    finally:
+        for connection in opened:
+            connection.close()
+    deadline = time.monotonic() + 30  # the server sees the drops as it next reads
+    while time.monotonic() < deadline and list(hostile.gradio_tmp.glob("tmp*")):
+        time.sleep(0.5)
+    assert not list(hostile.gradio_tmp.glob("tmp*")), sorted(hostile.gradio_tmp.glob("tmp*"))
+    _unharmed(hostile, "uploads in flight")
+
+
+def test_the_recording_route_is_closed(hostile):
+    """Gradio's /gradio_api/process_recording wrote each anonymous 10 MB part to the system temp folder and never
+    removed it (142 MB/s): it is closed, answered 404 before its body is read."""
+    answer = httpx.post(hostile.url.rstrip("/") + "/gradio_api/process_recording", timeout=30,
+                        files=[("files", ("part.webm", os.urandom(1_000_000), "video/webm"))],
+                        headers={"X-Forwarded-For": "203.0.113.46"})
+    assert answer.status_code == 404
+    _unharmed(hostile, "the recording route")
+
+
+def test_export_replace_never_deletes_what_is_not_an_export(hostile, tmp_path):
+    """``python -m playground.export RUN FOLDER --replace`` deleted whatever folder it was given. Against the server's
+    own weights folder, a home folder with .ssh and '.', it refuses (exit 2, no traceback) and deletes nothing."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("key")
+    env = {**os.environ, "HOME": str(home), "PLAYGROUND_WEIGHTS_DIR": str(hostile.weights)}
+    for folder in (str(hostile.weights), str(home), "."):
+        done = subprocess.run([sys.executable, "-m", "playground.export", SHIPPED, folder, "--replace"], cwd=home,
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert (home / ".ssh" / "id_ed25519").read_text() == "key"
+    _unharmed(hostile, "export --replace")
 
 
 def test_randomised_requests_at_the_caps_from_8_clients(hostile):

@@ -1,8 +1,8 @@
-"""The server's stderr keeps each line to MAX_LOG_LINE characters (playground.ui.logs)."""
+"""The server's stderr keeps each line to MAX_LOG_LINE characters (playground.server.logs)."""
 
 import io
 
-from playground.ui.logs import CappedLines
+from playground.server.logs import CappedLines
 
 
 def test_long_lines_are_cut_and_say_how_long_they_were_the_rest_pass_unchanged():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import http.client
 import json
 import socket
@@ -15,8 +13,8 @@ import pytest
 from conftest import local_client
 
 from playground.config import Limits
+from playground.server.http import body_cap
 from playground.ui import SESSION_CAPACITY, build_app, launch_options
-from playground.ui.server import body_cap
 
 LIMITS = Limits(max_upload_bytes=1000)
 
@@ -175,13 +173,16 @@ def test_sessions_keep_no_inputs_or_outputs(server):
 
 def test_what_sessions_keep_is_set_aside_from_the_budget(server):
     """What Gradio keeps per session between requests (its states: the Sample tab's history at its longest) is
-    taken out of the memory budget for every session it may keep, so requests are admitted against what is left."""
-    from playground.budget import MemoryBudget, sessions_cost
+    taken out of the memory budget for every session it may keep, so requests are admitted against what is left;
+    so are the request bodies it may be reading at once (server/bodies.py's total)."""
+    from playground.budget import MemoryBudget, bodies_cost, sessions_cost
+    from playground.ui import BODIES_IN_FLIGHT
 
     kept = sessions_cost(sessions=SESSION_CAPACITY, max_new_tokens=LIMITS.max_new_tokens)
+    bodies = bodies_cost(BODIES_IN_FLIGHT * body_cap(LIMITS.max_upload_bytes))
     budget = server.playground_context.budget
-    assert budget.total == MemoryBudget().total - kept.bytes
-    assert f"{SESSION_CAPACITY} sessions kept" in budget.source
+    assert budget.total == MemoryBudget().total - kept.bytes - bodies.bytes
+    assert f"{SESSION_CAPACITY} sessions kept" in budget.source and "request bodies in flight" in budget.source
 
 
 def _share_call(share, server_app, client: str, body_bytes: int, chunks: int = 1) -> int:
@@ -215,7 +216,7 @@ def test_the_queue_is_shared_by_the_bytes_its_events_carry():
     a second from the same client does not, and large events from many clients stop at the total."""
     from types import SimpleNamespace
 
-    from playground.ui.server import QUEUE_UNIT_BYTES, QueueShare, payload_bytes, units
+    from playground.server.http import QUEUE_UNIT_BYTES, QueueShare, payload_bytes, units
 
     events = {}
 
@@ -241,28 +242,3 @@ def test_the_queue_is_shared_by_the_bytes_its_events_carry():
         queued(address, [corpus])
     assert _share_call(share, server_app, "10.0.0.6", 100) == 200  # 55 + 1 <= 64
     assert _share_call(share, server_app, "10.0.0.6", len(corpus)) == 429  # 55 + 11 > 64: the total
-
-
-def test_an_upload_makes_room_for_itself_before_gradio_reads_it():
-    """UploadRoom sweeps the temp space for an upload's declared size (the most Gradio takes where none is declared,
-    or where more is), then hands the request on; other routes pass untouched."""
-    from playground.ui.server import UploadRoom
-
-    swept, passed = [], []
-
-    async def gradio(scope, receive, send):
-        passed.append(scope["path"])
-
-    room = UploadRoom(gradio, sweep=swept.append, largest=1000)
-
-    async def requests():
-        for path, headers in (("/gradio_api/upload", [(b"content-length", b"600")]),
-                              ("/gradio_api/upload", []),  # chunked
-                              ("/gradio_api/upload/", [(b"content-length", b"5000")]),
-                              ("/gradio_api/queue/join", [(b"content-length", b"600")])):
-            await room({"type": "http", "method": "POST", "path": path, "headers": headers}, None, None)
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a thread of its own: a browser test's loop may run here
-        pool.submit(asyncio.run, requests()).result()
-    assert swept == [600, 1000, 1000]
-    assert passed == ["/gradio_api/upload", "/gradio_api/upload", "/gradio_api/upload/", "/gradio_api/queue/join"]

@@ -95,8 +95,8 @@ def test_make_room_counts_bytes_keeps_what_it_is_told_and_never_half_does_it(tmp
 
 
 # ------------------------------------------------------------------------------------------- clients, not sessions
-def test_the_client_is_the_first_forwarded_hop_only_behind_a_trusted_proxy():
-    headers = {"x-forwarded-for": "203.0.113.7, 10.0.0.2"}
+def test_the_client_is_the_hop_the_proxy_appended_only_behind_a_trusted_proxy():
+    headers = {"x-forwarded-for": "10.9.9.9, 203.0.113.7"}  # the first hop is what the client sent: never read
     assert tenancy.client_address(headers, "10.0.0.2", trust_forwarded=True) == "203.0.113.7"
     assert tenancy.client_address(headers, "10.0.0.2", trust_forwarded=False) == "10.0.0.2"  # a forgeable header
     assert tenancy.client_address({}, "192.0.2.1", trust_forwarded=True) == "192.0.2.1"

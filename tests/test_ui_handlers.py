@@ -1001,7 +1001,7 @@ def test_the_modern_preset_starts_a_llama_family_run_and_its_estimate_prices_the
 
     fields = train_tab.preset_fields("modern")
     assert (fields["family"], fields["kv_heads_num"]) == ("llama", 2)
-    assert (train_tab.preset_fields("tiny")["family"], train_tab.preset_fields("tiny")["kv_heads_num"]) == ("gpt", None)
+    assert (train_tab.preset_fields("tiny")["family"], train_tab.preset_fields("tiny")["kv_heads_num"]) == ("gpt", 0)
     started = []
     monkeypatch.setattr(train_ctx.jobs, "start", lambda request, visitor, **options: started.append(request))
     form = {**{name: fields[name] for name in train_tab.PRESET_FIELDS if name != "run_name"}, "steps": 100}

@@ -926,15 +926,25 @@ def test_the_head_on_screen_is_read_from_its_heading_and_opens_in_the_attention_
     """The button under a head's chain opens it in the Attention tab: the head and position are the heading's (the
     head box may say "strongest"), at the softmax weights, on the same checkpoint and text; no head on screen yet is
     a clear error, not a traceback."""
+    from types import SimpleNamespace
+
+    from playground.config import Limits
     from playground.ui import _open_in_attention, attention_tab
+
+    ctx = SimpleNamespace(limits=Limits())
 
     assert why_tab.head_on_screen("### L3 H1 at position 85: looked most at `h`@63") == (3, 1, 85)
     assert why_tab.head_on_screen("L0 H2 at position 0") == (0, 2, 0)
     for shown in ("", "### Why `?` after `o`", None):
         with pytest.raises(gr.Error, match="No head is on screen to open"):
             why_tab.head_on_screen(shown)
-    assert _open_in_attention("shakespeare-char", "To be", "### L2 H3 at position 30 …") == (
+    assert _open_in_attention(ctx, "shakespeare-char", "To be", "### L2 H3 at position 30 …") == (
         attention_tab.SOURCES[0], "shakespeare-char", "To be", 2, 3, 30, "6. Softmax weights")
+    # it skips the queue and Gradio's checks (preprocess=False): a value of the wrong kind is refused, no traceback
+    for values in ((1, "To be", "L0 H0 at position 0"), ("shakespeare-char", "x" * 10**6, "L0 H0 at position 0")):
+        with pytest.raises(gr.Error, match="must be text|this server's limit") as refused:
+            _open_in_attention(ctx, *values)
+        assert not refused.value.print_exception
     assert list(attention_tab.Opened._fields) == ["source", "checkpoint", "text", "layer", "head", "query", "step"]
 
 

@@ -158,24 +158,66 @@ def write_gpt2(checkpoint: Checkpoint, folder: Path, card_target: str | None = N
     return tuple(name for name in EXPORTED_FILES if (folder / name).is_file())
 
 
+def is_export(folder: Path) -> bool:
+    """Whether ``folder`` holds an earlier export and nothing else: only files this module writes (no folders, no
+    links), a config.json of GPT-2's layout and its weights among them."""
+    try:
+        entries = list(folder.iterdir())
+        config = json.loads((folder / checkpoints.CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (all(entry.name in EXPORTED_FILES and entry.is_file() and not entry.is_symlink() for entry in entries)
+            and isinstance(config, dict) and config.get("model_type") == "gpt2"
+            and (folder / checkpoints.WEIGHTS_FILE).is_file())
+
+
+def check_target(target: Path, checkpoint: Checkpoint, *, replace: bool, directory: Path | None = None) -> None:
+    """Refuse (ExportError, naming what is there) a target that may not be written: a file; the current folder,
+    the home folder or one above them; the weights folder, a folder holding the checkpoint; a folder that holds
+    files, unless ``replace`` and they are an earlier export and nothing else (never someone's files or a run).
+
+        out/tiny-gpt2 (an earlier export) with replace -> written over;  ~ or . or weights/ -> refused
+    """
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise ExportError(f"{target} is {'a link' if target.is_symlink() else 'a file'}; give a new folder to export "
+                          "into")
+    resolved = target.resolve()
+    for folder, what in ((Path.cwd(), "the current folder"), (Path.home(), "the home folder")):
+        if resolved == folder.resolve() or resolved in folder.resolve().parents:
+            raise ExportError(f"{target} is {what}{'' if resolved == folder.resolve() else ' or above it'}; "
+                              "give a new folder to export into, such as out/" + checkpoint.name.replace("/", "-"))
+    weights = Path(directory) if directory is not None else checkpoints.weights_dir()
+    if resolved == weights.resolve() or resolved in weights.resolve().parents:
+        raise ExportError(f"{target} is the weights folder{'' if resolved == weights.resolve() else ' or above it'}; "
+                          "give a new folder to export into")
+    source = checkpoint.path.resolve()
+    if resolved == source or resolved in source.parents:
+        raise ExportError(f"{target} {'is' if resolved == source else 'holds'} the checkpoint itself; export into "
+                          "another folder")
+    if not target.exists() or not any(target.iterdir()):
+        return
+    if not replace:
+        raise ExportError(f"{target} already holds files: pass --replace to write over it, or another folder")
+    if not is_export(target):
+        names = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in target.iterdir())
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        raise ExportError(f"{target} holds {shown}, not an earlier export alone: --replace writes over an earlier "
+                          f"export only (GPT-2's config.json and {', '.join(EXPORTED_FILES[1:])}); give a new folder")
+
+
 def export_gpt2(source: str | Path | Checkpoint, target: str | Path, *, directory: Path | None = None,
                 replace: bool = False) -> Path:
     """Export ``source`` (a checkpoint name in ``directory``, a folder, or a loaded Checkpoint) to the folder
     ``target`` in GPT-2's layout; return ``target``.
 
-    ``target`` must not exist (or be empty) unless ``replace``; it is written in a temporary folder beside it,
-    then renamed into place. Raises ExportError, or CheckpointError when ``source`` does not load.
+    ``target`` must not exist (or be empty) unless ``replace``, and ``replace`` writes over an earlier export only
+    (``check_target``); it is written in a temporary folder beside it, then renamed into place. Raises ExportError,
+    or CheckpointError when ``source`` does not load.
     """
     checkpoint = source if isinstance(source, Checkpoint) else checkpoints.load_checkpoint(
         source if isinstance(source, Path) else str(source), directory=directory)
     target = Path(target).expanduser()
-    if target.exists():
-        if not target.is_dir():
-            raise ExportError(f"{target} is a file; give a folder to export into")
-        if any(target.iterdir()) and not replace:
-            raise ExportError(f"{target} already holds files: pass --replace to write over it, or another folder")
-    if target.resolve() == checkpoint.path.resolve():
-        raise ExportError(f"{target} is the checkpoint itself; export into another folder")
+    check_target(target, checkpoint, replace=replace, directory=directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-export-{target.name}-", dir=target.parent))
     try:

@@ -425,9 +425,10 @@ def _check_config(repo_id: str, folder: Path, sizes: dict[str, int], max_paramet
         stored = f"its {len(shards)} weight shards are" if shards else f"{checkpoints.WEIGHTS_FILE} is"
         raise HubError(f"{repo_id}'s {stored} {budget.human(weights)}, but its config.json describes "
                        f"{parameters:,} parameters, at most {budget.human(implied)} of {what}; it is not downloaded")
-    cost = budget.inference_cost(parameters=parameters, layers_num=config.layers_num, heads_num=config.heads_num,
-                                 embedding_dim=config.embedding_dim, context_size=config.context_size,
-                                 vocabulary_size=config.vocabulary_size)
+    cost = budget.combined("this forward pass", budget.inference_cost(
+        parameters=parameters, layers_num=config.layers_num, heads_num=config.heads_num,
+        embedding_dim=config.embedding_dim, context_size=config.context_size,
+        vocabulary_size=config.vocabulary_size), budget.tokenizer_cost(config.vocabulary_size))
     try:
         (memory_budget or budget.MemoryBudget()).check(cost, hint="pick a smaller checkpoint")
     except budget.BudgetError as exc:
@@ -683,13 +684,17 @@ def load_from_hub(repo_id: str, device: torch.device | str = "cpu", *, revision:
 
 def loading_cost(folder: Path) -> budget.Cost:
     """What loading a downloaded snapshot holds at its peak (``budget.import_cost``), priced from its config.json and
-    the sizes of its weights files (one model.safetensors, or the shards its index names)."""
+    the sizes of its weights files (one model.safetensors, or the shards its index names), and its tokenizer
+    (``budget.tokenizer_cost``: a 16 MiB vocab.json loaded under the parameter cap held 550 MiB)."""
     _, config = checkpoints.read_layout(folder)
     sizes = _local_sizes(folder)
     stored = sizes.get(checkpoints.WEIGHTS_FILE) or sum(sizes.get(shard, 0) for shard in _local_shards(folder))
     C = config.embedding_dim
     largest = max(config.vocabulary_size * C, config.context_size * C, config.mlp_width * C)  # embedding or MLP
-    return budget.import_cost(stored_bytes=stored, parameters=config.parameter_count(), largest_tensor=largest)
+    return budget.combined("loading this checkpoint",
+                           budget.import_cost(stored_bytes=stored, parameters=config.parameter_count(),
+                                              largest_tensor=largest),
+                           budget.tokenizer_cost(config.vocabulary_size))
 
 
 # ------------------------------------------------------------------------------------ publishing (the operator's)

@@ -30,10 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
                                        "its own; config.json, model.safetensors, tokenizer.json), which transformers "
                                        "opens.")
     parser.add_argument("run", help="a checkpoint name in the weights folder, or a checkpoint folder's path")
-    parser.add_argument("folder", type=Path, help="the folder to write (new, or empty; --replace to write over it)")
+    parser.add_argument("folder", type=Path, help="the folder to write (new, or empty; --replace to write over an "
+                        "earlier export)")
     parser.add_argument("--weights-dir", type=Path, default=None,
                         help="where named checkpoints live (default PLAYGROUND_WEIGHTS_DIR or weights/)")
-    parser.add_argument("--replace", action="store_true", help="write over a folder that already holds files")
+    parser.add_argument("--replace", action="store_true", help="write over an earlier export (only that: a folder "
+                        "holding anything else is refused)")
     return parser
 
 
@@ -45,7 +47,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         checkpoint = open_checkpoint(args.run, directory=args.weights_dir, allow_folders=True)
         if note := opened_from(checkpoint, args.run):
             print(f"note: {note}", file=err)
-        target = export_gpt2(checkpoint, args.folder, replace=args.replace)
+        target = export_gpt2(checkpoint, args.folder, replace=args.replace, directory=args.weights_dir)
     except (UsageError, ExportError, checkpoints.CheckpointError, HubError) as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE

@@ -7,7 +7,8 @@ may hold the training slot for in any hour: ``TrainingClock``; the run stops at 
 for its checkpoint). ``prepare`` is plan -> admit -> build, what the job manager calls. ``preview`` says the same
 costs and refusals for the Train tab's estimate without reserving anything. ``LongWork`` hands out the places long
 samples, comparisons and timing sweeps run in, so short requests never wait behind them and no client holds them
-all; ``checkpoint_bytes`` prices a converted checkpoint by what it writes.
+all; ``checkpoint_bytes`` prices a converted checkpoint by what it writes, and ``conversion_admitter`` admits an
+uploaded nanoGPT checkpoint by the shape it declares, before a tensor of it is converted.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from playground.budget import BudgetError, MemoryBudget
+from playground.budget import BudgetError, MemoryBudget, converted_cost
 from playground.checkpoints import store as checkpoints
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.model.families import optimizer_refusal
@@ -116,6 +117,20 @@ def checkpoint_bytes(config: ModelConfig) -> int:
     """What a checkpoint folder without optimizer state takes on disk: float32 weights (a tied matrix once) and
     its JSON files and card."""
     return 4 * config.parameter_count() + 64 * 1024
+
+
+def conversion_admitter(budget: MemoryBudget, held: contextlib.ExitStack, visitor: Visitor, weights, limits: Limits,
+                        upload_bytes: int) -> Callable[[ModelConfig, int], None]:
+    """What convert_nanogpt calls once an upload's declared shape is known (``before_converting``): reserve the memory
+    that shape takes to convert (held in ``held`` until the conversion ends) and make room for the checkpoint it
+    writes in the visitor-run quota. By the shape, not the upload's size: a few KB of stride-0 tensors can declare
+    73 MB of weights."""
+    def admit_shape(config: ModelConfig, read_bytes: int) -> None:
+        cost = converted_cost(parameters=config.parameter_count(), read_bytes=read_bytes, upload_bytes=upload_bytes)
+        held.enter_context(budget.reserve(cost, hint="its declared shape is too large for this server's memory now"))
+        tenancy.make_room_for(visitor, weights, checkpoint_bytes(config), limits)
+
+    return admit_shape
 
 
 def check_time(config: ModelConfig, train_config: TrainConfig, start_step: int, device_type: str, max_seconds: int,

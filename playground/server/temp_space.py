@@ -4,7 +4,10 @@ share ``max_bytes``, swept by age (older than ``max_age_seconds``) and then by s
 Gradio itself deletes what it served more than an hour ago every ten minutes (``delete_cache``), which bounds the
 space by time only: at a high enough rate an hour of files is any size. ``sweep`` runs before each write the app
 makes there (an export) and as each upload reaches a handler, so the space holds at most its quota whatever the
-rate. What is in use (``keep``: the upload a handler is reading) is never removed.
+rate. What is in use (``keep``: the upload a handler is reading) is never removed, nor is an upload still being
+written (``is_partial``: Gradio's ``tmp*`` file at the top of the folder, written to within PARTIAL_SECONDS), which
+is not counted either: the upload's reservation counts it (server/uploads.py). ``remove_partials`` removes what a
+dropped upload left.
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
+
+
+PARTIAL_SECONDS = 60.0  # an upload being written gets a chunk at least every read timeout (server/bodies.py, 20 s)
+PARTIAL_PREFIX = "tmp"  # Gradio's NamedTemporaryFile, at the top of its upload folder, until the upload is whole
 
 
 class TempSpaceError(ValueError):
@@ -36,9 +43,36 @@ def _files(root: Path) -> list[tuple[float, int, Path]]:
     return sorted(found)
 
 
-def usage(root: Path) -> int:
-    """Bytes of the files under ``root``."""
-    return sum(size for _, size, _ in _files(Path(root))) if Path(root).is_dir() else 0
+def is_partial(root: Path, path: Path, modified: float, now: float, *, stale_too: bool = False) -> bool:
+    """Whether ``path`` is an upload Gradio is still writing (``stale_too``: or one it stopped writing)."""
+    return (path.parent == Path(root) and path.name.startswith(PARTIAL_PREFIX)
+            and (stale_too or now - modified < PARTIAL_SECONDS))
+
+
+def usage(root: Path, *, counted_only: bool = False) -> int:
+    """Bytes of the files under ``root`` (``counted_only``: less the uploads still being written)."""
+    root, now = Path(root), time.time()
+    if not root.is_dir():
+        return 0
+    return sum(size for modified, size, path in _files(root)
+               if not (counted_only and is_partial(root, path, modified, now)))
+
+
+def remove_partials(root: Path, *, all_of_them: bool = False) -> int:
+    """Remove the uploads left half-written under ``root``: those no longer written to (``all_of_them``: every one,
+    when no upload is in flight). Returns the bytes removed."""
+    root, now, removed = Path(root), time.time(), 0
+    if not root.is_dir():
+        return 0
+    for modified, size, path in _files(root):
+        if is_partial(root, path, modified, now, stale_too=True) and (
+                all_of_them or not is_partial(root, path, modified, now)):
+            try:
+                path.unlink()
+            except OSError:
+                continue
+            removed += size
+    return removed
 
 
 def sweep(root: Path, max_bytes: int, max_age_seconds: float, *, incoming: int = 0, keep: Iterable[Path] = (),
@@ -58,8 +92,9 @@ def sweep(root: Path, max_bytes: int, max_age_seconds: float, *, incoming: int =
         return 0
     now = time.time() if now is None else now
     kept = {Path(path).resolve() for path in keep}
-    files = [entry for entry in _files(root) if entry[2].resolve() not in kept]
-    total = usage(root) + incoming
+    files = [entry for entry in _files(root) if not is_partial(root, entry[2], entry[0], now)]
+    total = sum(size for _, size, _ in files) + incoming
+    files = [entry for entry in files if entry[2].resolve() not in kept]
     removed = 0
     for modified, size, path in files:
         if now - modified <= max_age_seconds and total <= max_bytes:

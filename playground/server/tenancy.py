@@ -3,7 +3,7 @@ weights folder and whose they are, and making room for a new one.
 
 A visitor's run records its owner as ``"owner": owner_hash(token)`` in training.json (never the token), and the
 client it came from as ``"client": client_hash(address)`` (never the address). Quotas are by client: the address
-the Space's proxy forwards (the first hop of X-Forwarded-For, as Hugging Face Spaces set it), else the connection's,
+the Space's proxy appends to X-Forwarded-For (never a hop the client wrote itself), else the connection's,
 so a new session id or token is not a new share. The rules:
 
     shipped checkpoint           read-only for everyone            (checkpoints.SHIPPED_CHECKPOINTS)
@@ -48,24 +48,42 @@ def client_hash(address: str) -> str:
     return hashlib.sha256(f"attention-playground client:{address}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def trusts_forwarded() -> bool:
-    """Whether X-Forwarded-For names the client: on a Hugging Face Space (SPACE_ID set) its proxy sets it; elsewhere
-    only where PLAYGROUND_TRUST_FORWARDED_FOR=1 says a proxy in front does (a client could forge it otherwise)."""
-    return bool(os.environ.get("SPACE_ID")) or os.environ.get("PLAYGROUND_TRUST_FORWARDED_FOR", "").strip() == "1"
+def trusts_forwarded() -> int:
+    """How many proxies in front of the server append to X-Forwarded-For, 0 where none is trusted: on a Hugging Face
+    Space (SPACE_ID set) its proxy appends the address it saw; elsewhere only where PLAYGROUND_TRUST_FORWARDED_FOR=1
+    says a proxy in front does (a client could forge it otherwise). PLAYGROUND_FORWARDED_PROXIES (Limits) says how
+    many there are (1)."""
+    if os.environ.get("SPACE_ID") or os.environ.get("PLAYGROUND_TRUST_FORWARDED_FOR", "").strip() == "1":
+        return Limits.from_env().forwarded_proxies
+    return 0
 
 
-def client_address(headers, connection_host: str | None, trust_forwarded: bool) -> str:
-    """Who is asking, by address: the first hop of X-Forwarded-For where a proxy the server trusts sets it (a Space:
-    ``trust_forwarded``), else the connection's address; LOCAL_CLIENT without either. At most 64 characters are kept
-    (an address is shorter; a forged header longer)."""
+def client_address(headers, connection_host: str | None, trust_forwarded: int) -> str:
+    """Who is asking, by address: the hop of X-Forwarded-For that the last of ``trust_forwarded`` trusted proxies
+    appended (True: one), else the connection's address; LOCAL_CLIENT without either. Each proxy appends the
+    address it saw, so what the client sent itself comes first and is never read:
+
+        X-Forwarded-For: 6.6.6.6, 203.0.113.7   one proxy -> 203.0.113.7 (6.6.6.6 is the client's own claim)
+
+    A header with fewer hops than proxies came from none of them: the connection's address. At most 64 characters
+    are kept (an address is shorter; a forged header longer)."""
+    proxies = int(trust_forwarded)
     forwarded = ""
-    if trust_forwarded and headers is not None:
+    if proxies > 0 and headers is not None:
         try:
             forwarded = str(headers.get(FORWARDED_FOR) or "")
         except (AttributeError, TypeError):
             forwarded = ""
-    first = forwarded.split(",", 1)[0].strip()
-    return (first or (connection_host or "").strip() or LOCAL_CLIENT)[:64]
+    hops = [hop.strip() for hop in forwarded.split(",")] if forwarded else []
+    appended = hops[-proxies] if proxies > 0 and len(hops) >= proxies else ""
+    return (appended or (connection_host or "").strip() or LOCAL_CLIENT)[:64]
+
+
+def scope_client(scope: dict, trust_forwarded: int) -> str:
+    """client_address for an ASGI request's scope (the HTTP middleware's view of a request)."""
+    headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope.get("headers") or ()}
+    host = (scope.get("client") or (None,))[0]
+    return client_address(headers, host if isinstance(host, str) else None, trust_forwarded)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,18 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.budget import sessions_cost
+from playground import checks
+from playground.budget import bodies_cost, sessions_cost
 from playground.checkpoints import store as checkpoints
 from playground.config import Limits
 from playground.device import pick_device
 from playground.lens.walkthrough import STEP_TITLES
 from playground.model.families import require_gpt
-from playground.server import temp_space, tenancy
+from playground.server import tenancy
+from playground.server.bodies import BodiesInFlight
+from playground.server.http import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, body_cap
+from playground.server.routes import DirectCalls
+from playground.server.uploads import UploadLedger, Uploads
 from playground.ui import (
     attention_tab,
     chart_deck,
@@ -35,8 +40,7 @@ from playground.ui import (
     why_page,
     why_tab,
 )
-from playground.ui.common import TAP_PX, TEMP_MAX_AGE_SECONDS, AppContext, friendly
-from playground.ui.server import BodySizeLimit, KeptValues, QueueShare, UnusedRoutes, UploadRoom, body_cap
+from playground.ui.common import TAP_PX, AppContext, friendly, upload_ledger
 
 TITLE = "Attention Playground"
 # Gradio's default theme draws weight 600 (headings, labels, buttons) from a SemiBold Source Sans Pro that holds a few
@@ -47,6 +51,7 @@ FONT_WEIGHTS = (400, 700)
 SESSION_CAPACITY = 200  # sessions whose inputs and outputs Gradio keeps in memory
 QUEUE_SIZE = 64  # events waiting for a worker; past it Gradio answers "the queue is full" at once, holding nothing
 QUEUE_PER_CLIENT = 16  # units (an event, plus one per MiB of inputs) one client may have waiting or running: 429
+BODIES_IN_FLIGHT = 4  # the largest request bodies the server reads at once, for everyone together (BodiesInFlight)
 QUEUE_UNITS = 64  # units everyone's events may hold at once: a bound on the bytes of queued inputs (64 MiB or so)
 CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
 PHONE_WIDTH = 640  # px: below this the layout is a phone's
@@ -143,8 +148,10 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     ctx = AppContext(limits=limits or Limits.from_env(),
                      weights=Path(weights) if weights else checkpoints.weights_dir(),
                      device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
-    # what Gradio keeps per session between requests (its config copies are emptied: ui/server.py's KeptValues)
+    # what Gradio keeps per session between requests (its config copies are emptied: server/http.py's KeptValues)
     ctx.budget.set_aside(sessions_cost(sessions=SESSION_CAPACITY, max_new_tokens=ctx.limits.max_new_tokens))
+    # the request bodies Gradio may hold at once (BodiesInFlight's total), each parsed into a copy or two
+    ctx.budget.set_aside(bodies_cost(bodies_in_flight(ctx.limits)["total"]))
     checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
@@ -173,7 +180,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         why.button.click(functools.partial(_attention_tab, ctx), on_screen, tabs, js=why_tab.HEAD_ON_SCREEN_JS,
                          api_name="why_to_attention_tab", api_visibility="private", show_progress="hidden",
                          **ctx.fast_lane).success(
-            _open_in_attention, on_screen, list(attention),
+            functools.partial(_open_in_attention, ctx), on_screen, list(attention), preprocess=False,
             js=why_tab.HEAD_ON_SCREEN_JS, api_name="why_to_attention", api_visibility="private",
             show_progress="hidden", queue=False).then(
             None, None, None, js=attention_tab.QUERY_SHOWN_JS, api_name="why_to_attention_query",
@@ -201,14 +208,28 @@ def _attention_tab(ctx: AppContext, checkpoint: str, text: str, heading: str):
     return gr.Tabs(selected="attention")
 
 
-def _open_in_attention(checkpoint: str, text: str, heading: str) -> tuple:
+def _open_in_attention(ctx: AppContext, checkpoint, text, heading) -> tuple:
     """The Attention tab's controls for the Why tab's head: its checkpoint, text, layer, head and position, at step 6
-    (the weights its chain starts from), in attention_tab.Opened's order."""
+    (the weights its chain starts from), in attention_tab.Opened's order. It skips the queue, so its values are
+    checked here (Gradio's own checks of a Dropdown's value printed a traceback per call)."""
+    try:
+        checkpoint = checks.text(checkpoint, "the checkpoint", 200)
+        text = checks.text(text, "the text", ctx.limits.max_text_chars)
+        heading = checks.text(heading, "the head's heading", 1000)
+    except ValueError as exc:
+        raise gr.Error(str(exc), print_exception=False) from None
     layer, head, position = why_tab.head_on_screen(heading)
     return attention_tab.SOURCES[0], checkpoint, text, layer, head, position, STEP_TITLES[5]
 
 
-def launch_options(limits: Limits | None = None) -> dict:
+def bodies_in_flight(limits: Limits, client_of=None) -> dict:
+    """BodiesInFlight's shares: one visitor, the largest body and a few small calls beside it; everyone,
+    BODIES_IN_FLIGHT of the largest. What they hold is set aside from the memory budget (build_app)."""
+    largest = body_cap(limits.max_upload_bytes)
+    return dict(per_client=largest + 2**20, total=BODIES_IN_FLIGHT * largest, client_of=client_of)
+
+
+def launch_options(limits: Limits | None = None, uploads: UploadLedger | None = None) -> dict:
     """The keyword arguments every launch uses (app.py and the tests alike).
 
     ``theme``: Gradio's default, its fonts drawn from whole files (FONT_WEIGHTS).
@@ -220,7 +241,10 @@ def launch_options(limits: Limits | None = None) -> dict:
     deep-link route, which writes a file per call and which no component here uses. QueueShare answers 429 to a
     client with QUEUE_PER_CLIENT units in the queue already (an event, plus one per MiB of its inputs), so one client
     cannot fill the queue for everyone, and to anyone once everyone's make QUEUE_UNITS, so queued inputs stay small.
-    UploadRoom sweeps Gradio's temp space before each upload, so uploads alone keep within max_temp_bytes.
+    Uploads reserves each upload in the temp space's quota (``uploads``, the app's AppContext.uploads, so exports
+    count what uploads reserve) before Gradio writes it, a share per client inside it (server/uploads.py).
+    BodiesInFlight holds every body Gradio reads against its client's share and everyone's (bodies_in_flight), and
+    answers 408 to one that stops coming.
     """
     from starlette.middleware import Middleware
 
@@ -229,9 +253,11 @@ def launch_options(limits: Limits | None = None) -> dict:
     # max_model_upload_bytes) before reading a byte more
     max_file_size = max(limits.max_upload_bytes, limits.max_model_upload_bytes)
 
-    def sweep_uploads(incoming: int) -> None:  # room for an upload in Gradio's temp space, before it is written
-        temp_space.sweep(Path(gr.utils.get_upload_folder()), limits.max_temp_bytes, TEMP_MAX_AGE_SECONDS,
-                         incoming=incoming)
+    uploads = uploads or upload_ledger(limits)
+    trusted = tenancy.trusts_forwarded()
+
+    def client_of(scope: dict) -> str:  # the HTTP middleware's view of who asks (tenancy's rule)
+        return tenancy.scope_client(scope, trusted)
 
     theme = gr.themes.Default(font=(gr.themes.LocalFont("Source Sans Pro", weights=FONT_WEIGHTS),
                                     "ui-sans-serif", "system-ui", "sans-serif"),
@@ -241,6 +267,8 @@ def launch_options(limits: Limits | None = None) -> dict:
                 state_session_capacity=SESSION_CAPACITY,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
-                                           Middleware(UploadRoom, sweep=sweep_uploads, largest=max_file_size),
+                                           Middleware(BodiesInFlight, **bodies_in_flight(limits, client_of)),
+                                           Middleware(Uploads, ledger=uploads, client_of=client_of),
                                            Middleware(QueueShare, per_client=QUEUE_PER_CLIENT, total=QUEUE_UNITS,
-                                                      trust_forwarded=tenancy.trusts_forwarded())]})
+                                                      trust_forwarded=trusted),
+                                           Middleware(DirectCalls)]})

@@ -20,7 +20,6 @@ from playground import budget, checks
 from playground.budget import human
 from playground.checkpoints import store as checkpoints
 from playground.checkpoints.nanogpt import convert_nanogpt
-from playground.config import ModelConfig
 from playground.server import admission, tenancy
 from playground.ui.common import AppContext, keep_on_refusal
 from playground.ui.events import wire
@@ -58,12 +57,7 @@ def convert_upload(ctx: AppContext, ckpt, meta, characters, name, request: gr.Re
     ctx.sweep_temp_space(keep=[ckpt_path, meta_path])  # the uploads came into Gradio's temp space: within its quota
     with ctx.budget.reserve(budget.conversion_cost(upload_bytes=size), hint="try again when the server is less busy"), \
             contextlib.ExitStack() as held:
-        def admit(config: ModelConfig, read_bytes: int) -> None:  # by the shape it declares, not the upload's size
-            cost = budget.converted_cost(parameters=config.parameter_count(), read_bytes=read_bytes, upload_bytes=size)
-            held.enter_context(ctx.budget.reserve(cost, hint="its declared shape is too large for this server's "
-                                                  "memory now"))
-            tenancy.make_room_for(visitor, ctx.weights, admission.checkpoint_bytes(config), ctx.limits)
-
+        admit = admission.conversion_admitter(ctx.budget, held, visitor, ctx.weights, ctx.limits, size)
         target = convert_nanogpt(ckpt_path, name, meta_path=meta_path, characters=pasted or None,
                                  directory=ctx.weights, max_parameters=ctx.limits.max_parameters,
                                  command=f"uploaded {ckpt_path.name} through the app",

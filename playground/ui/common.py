@@ -10,6 +10,7 @@ import functools
 import inspect
 import logging
 import os
+import re
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from pathlib import Path
 import gradio as gr
 import torch
 
-from playground.budget import MemoryBudget
+from playground.budget import MemoryBudget, tokenizer_cost
 from playground.checkpoints import loading
 from playground.checkpoints import store as checkpoints
 from playground.config import Limits
@@ -26,6 +27,7 @@ from playground.lens.walkthrough import lessons
 from playground.server import admission, temp_space, tenancy
 from playground.server.admission import LongWork, TrainingClock
 from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
+from playground.server.uploads import UploadLedger
 from playground.text.data import Corpus, load_corpus
 
 logger = logging.getLogger(__name__)
@@ -39,6 +41,20 @@ LONG_PER_CLIENT = 2  # long samples one client may have running or waiting at on
 TEMP_MAX_AGE_SECONDS = 3600  # files in Gradio's temp space older than this go at the next sweep
 
 
+def upload_ledger(limits: Limits) -> UploadLedger:
+    """The temp space's uploads under limits.max_temp_bytes, a quarter of it per client (at least one upload of
+    Gradio's largest file and its form's overhead)."""
+    largest = max(limits.max_upload_bytes, limits.max_model_upload_bytes) + 2**20
+    return UploadLedger(root_of=lambda: Path(gr.utils.get_upload_folder()), max_bytes=limits.max_temp_bytes,
+                        max_age_seconds=TEMP_MAX_AGE_SECONDS, per_client=max(limits.max_temp_bytes // 4, largest),
+                        largest=largest)
+
+
+def kept_bytes(checkpoint: checkpoints.Checkpoint) -> int:
+    """What a loaded checkpoint keeps in memory: its weights and its tokenizer (budget.tokenizer_cost)."""
+    return checkpoint.model.weights_bytes() + tokenizer_cost(checkpoint.config.vocabulary_size).bytes
+
+
 @dataclass
 class AppContext:
     """Server-wide objects: made inside build_app(), never at import time."""
@@ -49,7 +65,8 @@ class AppContext:
     jobs: TrainingJobs | None = None  # made in __post_init__ so runs are capped by these limits
     training_clock: TrainingClock = field(default_factory=TrainingClock)  # each client's hour of the training slot
     long_work: LongWork | None = None  # the long samples' places (made in __post_init__, sized by the device)
-    trust_forwarded: bool = field(default_factory=tenancy.trusts_forwarded)  # whether X-Forwarded-For names the client
+    uploads: UploadLedger | None = None  # what uploads in flight reserve in the temp space (made in __post_init__)
+    trust_forwarded: int = field(default_factory=tenancy.trusts_forwarded)  # proxies appending X-Forwarded-For
     budget: MemoryBudget = field(default_factory=MemoryBudget)  # the bytes every request reserves before it runs
     # PLAYGROUND_ADMIN_TOKEN: the Space owner's token, which may stop, resume or replace any visitor's run
     admin_token: str = field(default_factory=lambda: os.environ.get("PLAYGROUND_ADMIN_TOKEN", "").strip(),
@@ -59,6 +76,8 @@ class AppContext:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        if self.uploads is None:  # the launch's middleware shares it (app.py gives it to launch_options)
+            self.uploads = upload_ledger(self.limits)
         if self.long_work is None:
             self.long_work = LongWork(places=self.model_concurrency, waiting=self.model_concurrency,
                                       per_client=LONG_PER_CLIENT, short_seconds=SHORT_SECONDS,
@@ -92,8 +111,8 @@ class AppContext:
         """A local checkpoint (reloaded when its files change) or a Hub repo id ``owner/name`` (downloaded
         once), loaded onto this server's device. The last ``CHECKPOINT_CACHE_SIZE`` stay loaded, keyed by
         their canonical form, so "big" and "big " are one entry; fewer when their weights' bytes together
-        (a GPT-2 holds 0.5 GB) pass CHECKPOINT_CACHE_SHARE of the memory budget, the last one loaded always kept.
-        The weights kept are held from the budget (``MemoryBudget.keep``)."""
+        (a GPT-2 holds 0.5 GB) and tokenizers pass CHECKPOINT_CACHE_SHARE of the memory budget, the last one loaded
+        always kept. What is kept is held from the budget (``MemoryBudget.keep``)."""
         key = loading.source_key(name)  # never a folder path: the API only reads this server's weights folder
         stamp = loading.weights_stamp(key, self.weights)
         with self._lock:
@@ -108,11 +127,10 @@ class AppContext:
             self._checkpoints.move_to_end(key)
             room = CHECKPOINT_CACHE_SHARE * self.budget.total
             while len(self._checkpoints) > CHECKPOINT_CACHE_SIZE or len(self._checkpoints) > 1 and sum(
-                    entry.model.weights_bytes() for _, entry in self._checkpoints.values()) > room:
+                    kept_bytes(entry) for _, entry in self._checkpoints.values()) > room:
                 self._checkpoints.popitem(last=False)
             # the models kept stay in memory between requests: held from the budget, so requests see what is left
-            self.budget.keep("loaded checkpoints",
-                             sum(entry.model.weights_bytes() for _, entry in self._checkpoints.values()))
+            self.budget.keep("loaded checkpoints", sum(kept_bytes(entry) for _, entry in self._checkpoints.values()))
         return loaded
 
     def remembered(self, key: tuple, compute):
@@ -158,9 +176,10 @@ class AppContext:
 
     def sweep_temp_space(self, incoming: int = 0, keep=()) -> None:
         """Bring Gradio's temp space (uploads, exports) within limits.max_temp_bytes, ``incoming`` bytes about to be
-        written included, keeping ``keep`` (the upload a handler reads): server/temp_space.py."""
+        written and what uploads in flight reserve included, keeping ``keep`` (the upload a handler reads):
+        server/temp_space.py."""
         temp_space.sweep(Path(gr.utils.get_upload_folder()), self.limits.max_temp_bytes, TEMP_MAX_AGE_SECONDS,
-                         incoming=incoming, keep=[Path(path) for path in keep if path])
+                         incoming=incoming + self.uploads.reserved, keep=[Path(path) for path in keep if path])
 
     def client_of(self, request) -> str:
         """The share a request counts against: tenancy.client_hash of its client's address."""
@@ -208,11 +227,33 @@ def fold(text: str, what: str = "") -> str:
     return f"<details><summary>{summary}</summary>\n\n{text}\n\n</details>" if text else ""
 
 
+# an absolute path on this server, as an exception's message quotes it (never a URL's "//" or "and/or")
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~])/(?:[^\s'\"`:;,()<>/]+/)*[^\s'\"`:;,()<>/]*")
+
+
+def hide_paths(text: str) -> str:
+    """``text`` with the server's absolute paths shown as a visitor may see them: inside the weights folder as
+    ``weights/<run>/...``, anywhere else by the file's name alone.
+
+        "no config.json in /srv/app/weights/my-run" -> "no config.json in weights/my-run"
+    """
+    weights = checkpoints.weights_dir().resolve()
+
+    def shown(found: re.Match) -> str:
+        path = Path(found.group(0))
+        try:
+            return str(Path("weights") / path.resolve().relative_to(weights))
+        except (ValueError, OSError):
+            return path.name or found.group(0)
+
+    return ABSOLUTE_PATH.sub(shown, text)
+
+
 def message_for(exc: BaseException) -> str:
     """An exception's message as a sentence: its first letter capitalised, unless its first word is a name that
     keeps its spelling: a field's as the page shows it (``embedding_dim must be at most 1024``) or one with digits
-    (``fp16 is not supported on CPU``)."""
-    text = str(exc).strip() or exc.__class__.__name__
+    (``fp16 is not supported on CPU``). The server's paths are hidden (hide_paths)."""
+    text = hide_paths(str(exc).strip()) or exc.__class__.__name__
     if any(character == "_" or character.isdigit() for character in text.split(" ", 1)[0]):
         return text
     return text[0].upper() + text[1:]

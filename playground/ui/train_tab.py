@@ -75,7 +75,7 @@ ARCHITECTURE_INFO = ("gpt: the playground's GPT (layers of attention and MLP, ea
 FAMILY_INFO = ("the blocks of a gpt model. gpt: GPT-2's (learned positions, LayerNorm, a GELU MLP). llama: the Llama "
                "family's, as SmolLM2, Qwen2.5 and TinyLlama have them (rotary positions, RMSNorm, the SwiGLU MLP, "
                "query heads sharing the K/V heads below)")
-KV_HEADS_LABEL = "K/V heads (llama; empty: one per query head)"
+KV_HEADS_LABEL = "K/V heads (llama; 0: one per query head)"
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
                   "and the head. A Muon step costs a little more (the estimate counts it) and learns more per step")
@@ -202,6 +202,7 @@ def preset_fields(name: str) -> dict[str, Any]:
     preset = TRAIN_PRESETS[name]
     values = {**preset.model.to_dict(), **preset.train.to_dict(), "run_name": name}
     values["device"] = device_box(values["device"])
+    values["kv_heads_num"] = values["kv_heads_num"] or 0  # the box's 0: one K/V head per query head
     return {field: values[field] for field in PRESET_FIELDS}
 
 
@@ -215,10 +216,9 @@ def lab_corpus(name: str, pasted: str | None):
 
 def family_fields(family, kv_heads_num) -> dict:
     """The family radio and the K/V heads box as model settings, checked: ("llama", 2) -> {"family": "llama",
-    "kv_heads_num": 2}; an empty box is None (one K/V head per query head)."""
-    return dict(family=checks.choice(family or GPT_FAMILY, "the family", FAMILY_CHOICES),
-                kv_heads_num=None if kv_heads_num in (None, "") else checks.whole_number(kv_heads_num,
-                                                                                       "kv_heads_num", 1, 64))
+    "kv_heads_num": 2}; 0 or an empty box is None (one K/V head per query head)."""
+    heads = None if kv_heads_num in (None, "") else checks.whole_number(kv_heads_num, "kv_heads_num", 0, 64)
+    return dict(family=checks.choice(family or GPT_FAMILY, "the family", FAMILY_CHOICES), kv_heads_num=heads or None)
 
 
 def preset_values(name: str, weights: Path | None = None, taken=()) -> list:
@@ -590,7 +590,7 @@ def build(ctx: AppContext) -> gr.State:
         fields["architecture"] = gr.Radio(list(ARCHITECTURE_CHOICES), value=first["architecture"],
                                           label="architecture", info=ARCHITECTURE_INFO)
         fields["family"] = gr.Radio(list(FAMILY_CHOICES), value=first["family"], label="family", info=FAMILY_INFO)
-        fields["kv_heads_num"] = gr.Number(first["kv_heads_num"], label=KV_HEADS_LABEL, precision=0)
+        fields["kv_heads_num"] = gr.Number(first["kv_heads_num"], label=KV_HEADS_LABEL)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
         upload = gr.File(label=".txt upload", file_types=[".txt"], type="filepath", visible=False)

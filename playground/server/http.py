@@ -10,7 +10,9 @@ and its message. A body declared larger than that is answered at once without re
 
 Gradio's ``/gradio_api/deep_link`` writes a session's components (figures included) to a new file under its upload
 folder on every call whose state differs, for the DeepLinkButton; Gradio has no switch to turn the route off and
-the playground has no such button, so ``UnusedRoutes`` answers it 404 before Gradio sees it.
+the playground has no such button, so ``UnusedRoutes`` answers it 404 before Gradio sees it, and so every route
+server/routes.py closes (the recording route, the component server, streaming, ...), before a byte of its body
+is read.
 
 Gradio's queue holds at most ``max_size`` events for everyone together, so one client sending calls faster than
 they are served filled it and every other visitor was told "the queue is full". ``QueueShare`` counts, when a
@@ -33,15 +35,13 @@ import json
 import logging
 from collections import Counter
 
-import anyio
 from starlette.datastructures import Headers
 
-from playground.server import tenancy
+from playground.server import routes, tenancy
 
 logger = logging.getLogger(__name__)
 
 UPLOAD_PATH_SUFFIX = "/upload"
-UNUSED_PATH_SUFFIXES = ("/gradio_api/deep_link",)  # Gradio routes that write files and that nothing here uses
 # the routes that put an event in Gradio's queue: the page's join, and the simple API's POST /call/<api_name>
 QUEUE_JOIN_SUFFIX = "/gradio_api/queue/join"
 QUEUE_CALL_PART = "/gradio_api/call/"
@@ -116,39 +116,19 @@ class BodySizeLimit:
 
 
 class UnusedRoutes:
-    """Pure ASGI middleware: 404 for Gradio routes the playground does not use (UNUSED_PATH_SUFFIXES)."""
+    """Pure ASGI middleware: 404 for Gradio routes the playground does not use (routes.closed), its body unread."""
 
     def __init__(self, app):
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or not scope.get("path", "").rstrip("/").endswith(UNUSED_PATH_SUFFIXES):
+        if scope["type"] != "http" or not routes.closed(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         body = json.dumps({"error": "This route is not used by Attention Playground."}).encode()
         await send({"type": "http.response.start", "status": 404,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
-
-
-class UploadRoom:
-    """Pure ASGI middleware: before Gradio writes an upload to its temp space, ``sweep(incoming)`` makes room for the
-    declared body within the space's quota (server/temp_space.py). Uploads were swept only when a call read them, so
-    uploads alone, never followed by a call, filled the disk at the rate they came."""
-
-    def __init__(self, app, sweep, largest: int):
-        self.app, self.sweep, self.largest = app, sweep, largest
-
-    async def __call__(self, scope, receive, send):
-        if (scope["type"] == "http" and scope.get("method") == "POST"
-                and scope.get("path", "").rstrip("/").endswith(UPLOAD_PATH_SUFFIX)):
-            declared = Headers(scope=scope).get("content-length", "")
-            incoming = int(declared) if declared.isdigit() else self.largest  # chunked: the most Gradio takes
-            try:
-                await anyio.to_thread.run_sync(self.sweep, min(incoming, self.largest))
-            except ValueError as exc:  # more than the whole quota: Gradio's own cap refuses it as it reads
-                logger.info("upload of %s bytes not swept for: %s", declared or "unknown", exc)
-        await self.app(scope, receive, send)
 
 
 _WARNED: set[str] = set()
@@ -190,9 +170,10 @@ class QueueShare:
     """Pure ASGI middleware: 429 for a client's join past ``per_client`` units of theirs in Gradio's queue, or past
     ``total`` units of everyone's. An event weighs one unit plus one per MiB of its inputs (``units``), so the bodies
     the queue holds are bounded in bytes, not only in number: 64 events of the 11 MB body cap would hold some 700 MB
-    outside the memory budget; 64 units hold 64 MiB at most."""
+    outside the memory budget; 64 units hold 64 MiB at most. A join that declares no length (chunked) weighs the
+    bytes that have arrived, and is refused part-way once they pass a share."""
 
-    def __init__(self, app, per_client: int, trust_forwarded: bool, total: int | None = None):
+    def __init__(self, app, per_client: int, trust_forwarded: int, total: int | None = None):
         self.app = app
         self.per_client = per_client
         self.total = total
@@ -209,23 +190,56 @@ class QueueShare:
         declared = headers.get("content-length", "")
         weight = units(int(declared) if declared.isdigit() else 0)
         queued = self._queued(scope.get("app"))
-        held = self._joining[client] + queued.get(client, 0)
-        if held + weight > self.per_client:
-            await _refuse(receive, send, f"You have {held} requests' worth waiting or running on this server (large "
-                                         f"inputs count more), its limit for one visitor is {self.per_client}: wait "
-                                         "for them to finish, then ask again.")
-            return
-        if self.total is not None and sum(self._joining.values()) + sum(queued.values()) + weight > self.total:
-            await _refuse(receive, send, "This server's queue is full of large requests: wait a moment, then ask "
-                                         "again.")
+        refusal = self._refusal(client, queued, weight)
+        if refusal:
+            await _refuse(receive, send, refusal)
             return
         self._joining[client] += weight
+        received, refused, started = 0, "", False
+
+        async def weighed_receive():
+            """A chunked join (no Content-Length) weighs what has arrived: it was 1 unit for 10 MB."""
+            nonlocal received, weight, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                grown = units(received) - weight
+                if grown > 0:
+                    refused = self._refusal(client, queued, grown)
+                    if refused:
+                        raise _QueueShareError
+                    self._joining[client] += grown
+                    weight += grown
+            return message
+
+        async def guarded_send(message):
+            nonlocal started
+            if refused:  # the app answering its failed read (FastAPI's 400): the refusal goes instead
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, weighed_receive, guarded_send)
+        except Exception:
+            if not refused:
+                raise
         finally:
             self._joining[client] -= weight
             if self._joining[client] <= 0:
                 del self._joining[client]
+        if refused and not started:
+            await _refuse(receive, send, refused)
+
+    def _refusal(self, client: str, queued: Counter[str], weight: int) -> str:
+        """Why ``weight`` more units for ``client`` would pass a share ("" where it would not)."""
+        held = self._joining[client] + queued.get(client, 0)
+        if held + weight > self.per_client:
+            return (f"You have {held} requests' worth waiting or running on this server (large inputs count more), "
+                    f"its limit for one visitor is {self.per_client}: wait for them to finish, then ask again.")
+        if self.total is not None and sum(self._joining.values()) + sum(queued.values()) + weight > self.total:
+            return "This server's queue is full of large requests: wait a moment, then ask again."
+        return ""
 
     def _address(self, headers, host) -> str:
         return tenancy.client_address(headers, host if isinstance(host, str) else None, self.trust_forwarded)
@@ -299,3 +313,7 @@ async def _answer(send, status: int, message: str) -> None:
 
 class _BodyTooLargeError(Exception):
     pass
+
+
+class _QueueShareError(Exception):
+    """Raised into Gradio's read of a chunked join that grew past a share."""
