@@ -13,6 +13,7 @@ nothing about threads or the UI: the job manager (server/jobs.py) and the CLI (c
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from playground.estimates import (
     memory_advice,
     memory_cost,
 )
+from playground.head_forming import snapshot_scores
 from playground.model import GPT
 from playground.optim_state import OptimizerStateError, flatten_optimizer_state, restore_optimizer_state
 from playground.optimizers import Optimizer, optimizer_name
@@ -102,6 +104,7 @@ class PreparedRun:
     memory: int = 0
     budget: MemoryBudget | None = None
     held_out: bool = True  # False: a text too short to hold out validation trains and validates on all of it
+    head_scores: list[dict] = field(default_factory=list)  # this session's probe snapshots' scores (head_forming)
 
     def release_memory(self) -> None:
         """Give the run's reserved bytes back to the budget (once; later calls do nothing)."""
@@ -348,8 +351,9 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
     Reports through optional callbacks: ``on_step(step, metrics)`` after every step; ``on_sample(step, text)``
     every ``sample_interval`` steps and at the last step (SAMPLE_CHARACTERS generated from the start text, seeded
     by the step);
-    ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention; by default
-    ``probe_text_for(run)``).
+    ``on_probe(snapshot)`` before the first step, after every evaluation and every ``probe_interval`` steps
+    (``probe_text``'s attention, by default ``probe_text_for(run)``'s, and every head's pattern scores, which
+    training.json keeps as ``head_scores`` whether or not anyone watches).
     Stops early, saving, when ``should_stop()`` is true or the run's ``max_seconds`` have passed;
     ``result.stop_reason`` says which (STOPPED_ON_REQUEST, STOPPED_BY_TIME_LIMIT).
 
@@ -380,12 +384,15 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
             result.stop_reason = STOPPED_BY_TIME_LIMIT
         return bool(result.stop_reason)
 
-    def probe(step: int) -> None:
-        if on_probe is None:
-            return
+    def probe(step: int) -> None:  # the snapshot's scores go into training.json whoever watches
         snapshot = probe_attention(run, probe_text, step)
-        if snapshot is not None:
-            on_probe(snapshot)
+        if snapshot is None:
+            return
+        ids = run.tokenizer.encode("".join(snapshot.tokens))
+        scores = snapshot_scores(run.model, ids, snapshot.weights, step, seed=config.seed)
+        run.head_scores.append(scores)
+        if on_probe is not None:
+            on_probe(dataclasses.replace(snapshot, scores=scores))
 
     def sample(step: int) -> None:
         if on_sample is not None:
@@ -397,7 +404,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
             on_step(step, metrics)
         if step % config.sample_interval == 0:
             sample(step)
-        if metrics.val_loss is not None:
+        if metrics.val_loss is not None or (config.probe_interval and step % config.probe_interval == 0):
             probe(step)
         if step % config.checkpoint_interval == 0 and step < config.steps:
             save()

@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING, Any
 from playground import checks
 from playground.architectures import describe_architecture
 from playground.device import describe_training
+from playground.head_forming import formed_heads
 from playground.train import TrainResult
 
 if TYPE_CHECKING:
     from playground.run import PreparedRun
 
-CURVE_FIELDS = ("train_loss", "val_loss", "val_seconds")  # training.json's curves, carried on by a resumed run
+# training.json's curves, carried on by a resumed run; head_scores: every head's pattern scores at each probe
+# snapshot (head_forming.py), [{"step": 25, "previous token": [[per head] per layer], ...}, ...]
+CURVE_FIELDS = ("train_loss", "val_loss", "val_seconds", "head_scores")
 SECONDS_FIELD = "seconds_before"  # in PreparedRun.history: [a resumed run's earlier wall_seconds]
 # what training_record writes: a resumed checkpoint's record keeps its other fields (PreparedRun.record)
 # who started a run, as the hashes a server records beside the run's own fields (server/tenancy.py writes them);
@@ -25,7 +28,7 @@ OWNER_FIELD, CLIENT_FIELD = "owner", "client"
 PRIVATE_FIELDS = frozenset({OWNER_FIELD, CLIENT_FIELD})
 RUN_RECORD_FIELDS = frozenset({"steps_done", "steps_planned", *CURVE_FIELDS, "tokens_per_second", "wall_seconds",
                                "eval_seconds", "step_seconds", "corpus", "device", "seed", "train_config",
-                               "stopped_early", "budget_reached", "processes"})
+                               "stopped_early", "budget_reached", "processes", "previous_token_heads"})
 
 
 def recorded_step_seconds(training: dict[str, Any] | None) -> float:
@@ -69,6 +72,11 @@ def training_record(run: PreparedRun, result: TrainResult) -> dict[str, Any]:
         "stopped_early": result.stopped,
         "budget_reached": result.budget_reached,
     }
+    new_scores = run.head_scores
+    first_new = new_scores[0]["step"] if new_scores else float("inf")  # a resumed run probes its first step again
+    record["head_scores"] = [s for s in run.history.get("head_scores", []) if s["step"] < first_new] + new_scores
+    # the heads that became previous-character heads, and at which step (head_forming.PREVIOUS_TOKEN_HEAD)
+    record["previous_token_heads"] = formed_heads(record["head_scores"])
     if result.processes > 1:
         record["processes"] = result.processes  # a distributed run: batch_size windows per rank and step
     return record
