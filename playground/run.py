@@ -335,9 +335,14 @@ def split_for_context(ids: torch.Tensor, context_size: int) -> tuple[torch.Tenso
                               "characters and the one after them, so even context_size 1 needs 2 characters")
         raise CorpusError(f"the corpus ({size}) is too short for context_size {context_size}: a window of "
                           f"context_size + 1 characters must fit in it; lower context_size to at most {len(ids) - 1}")
+    windows = len(ids) - context_size  # a window starts at each position that leaves context_size + 1 characters
     return ids, ids, [f"the corpus ({len(ids):,} characters) is too short to hold out its last 10% for context_size "
                       f"{context_size} (that needs {10 * (context_size + 1):,}), so the model trains and validates "
-                      "on the whole text: the validation loss measures memorising, not generalising"]
+                      "on the whole text: the validation loss measures memorising, not generalising",
+                      f"{len(ids):,} characters give {checks.count(windows, 'window')} of {context_size} to learn "
+                      f"from (one starting at each of the first {windows:,} characters): the model learns to go "
+                      "on from those and nothing else, so a sample from an empty prompt, which starts elsewhere, "
+                      f"seldom writes the text back; a prompt of the text's first {context_size} characters does"]
 
 
 def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None] | None = None,

@@ -465,10 +465,17 @@ def test_a_corpus_too_short_to_hold_out_validation_trains_and_validates_on_the_w
     assert len(run.train_data.data) == len(run.val_data.data) == 11
     assert run.notes == ["the corpus (11 characters) is too short to hold out its last 10% for context_size 8 (that "
                          "needs 90), so the model trains and validates on the whole text: the validation loss "
-                         "measures memorising, not generalising"]
+                         "measures memorising, not generalising",
+                         "11 characters give 3 windows of 8 to learn from (one starting at each of the first 3 "
+                         "characters): the model learns to go on from those and nothing else, so a sample from an "
+                         "empty prompt, which starts elsewhere, seldom writes the text back; a prompt of the text's "
+                         "first 8 characters does"]
     result = run_training(run)
     assert result.val_loss[-1][1] < 0.5  # from about ln(8) = 2.08 at the start: the text is memorised
     assert (tmp_path / "hello" / "model.safetensors").is_file()
+    from playground.sampling import generate
+
+    assert generate(run.model, run.tokenizer, "hello wo", max_new_tokens=3, greedy=True) == "rld"  # as the note says
 
 
 def test_bfloat16_autocast_trains_float32_weights_and_the_record_says_so(tmp_path, shakespeare_text):
