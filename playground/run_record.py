@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from playground import checks
 from playground.architectures import describe_architecture
 from playground.device import describe_training
+from playground.estimates import passes_over_text
 from playground.head_forming import formed_heads
 from playground.train import TrainResult
 
@@ -28,7 +29,8 @@ OWNER_FIELD, CLIENT_FIELD = "owner", "client"
 PRIVATE_FIELDS = frozenset({OWNER_FIELD, CLIENT_FIELD})
 RUN_RECORD_FIELDS = frozenset({"steps_done", "steps_planned", *CURVE_FIELDS, "tokens_per_second", "wall_seconds",
                                "eval_seconds", "step_seconds", "corpus", "device", "seed", "train_config",
-                               "stopped_early", "budget_reached", "processes", "previous_token_heads"})
+                               "stopped_early", "budget_reached", "processes", "previous_token_heads",
+                               "passes_over_text"})
 
 
 def recorded_step_seconds(training: dict[str, Any] | None) -> float:
@@ -72,6 +74,10 @@ def training_record(run: PreparedRun, result: TrainResult) -> dict[str, Any]:
         "stopped_early": result.stopped,
         "budget_reached": result.budget_reached,
     }
+    # measured, where the Train tab's figure before the run is estimated (estimates.passes_over_text says how)
+    record["passes_over_text"] = round(passes_over_text(
+        result.steps_done, run.request.train.batch_size, run.model.config.context_size, len(run.corpus.text),
+        result.processes), 2)
     new_scores = run.head_scores
     first_new = new_scores[0]["step"] if new_scores else float("inf")  # a resumed run probes its first step again
     record["head_scores"] = [s for s in run.history.get("head_scores", []) if s["step"] < first_new] + new_scores

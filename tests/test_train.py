@@ -46,6 +46,9 @@ def test_training_on_a_tiny_corpus_lowers_the_loss(tmp_path, shakespeare_text):
     record = json.loads((tmp_path / "t" / "training.json").read_text())
     assert record["steps_done"] == 60 and [s for s, _ in record["val_loss"]] == [10, 20, 30, 40, 50, 60]
     assert record["corpus"]["name"] == "pasted text" and record["tokens_per_second"] > 0
+    # the passes over the text the run made, measured (the Train tab's figure before it is an estimate): 60 steps of
+    # 8 windows of 16 characters over 20,000 characters
+    assert record["passes_over_text"] == pytest.approx(60 * 8 * 16 / 20000, abs=0.005)
 
 
 def test_should_stop_ends_early_and_keeps_a_checkpoint(tmp_path, shakespeare_text):
