@@ -55,6 +55,9 @@ from playground.tokenizer import CharTokenizer
 from playground.train import StepMetrics, TrainResult, configure_optimizer, train
 
 SAMPLE_CHARACTERS = 120  # the length of each sample a run reports
+# probe snapshots a run takes between evaluations, at most: a long run's probe_interval is widened to keep to it (the
+# job manager keeps every snapshot's weights in memory for the Train tab's slider)
+MAX_PROBE_SNAPSHOTS = 200
 STOPPED_ON_REQUEST, STOPPED_BY_TIME_LIMIT = "asked", "time limit"
 
 
@@ -375,6 +378,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
                      optimizer=optimizer, world=world)
     deadline = None if run.max_seconds is None else time.monotonic() + run.max_seconds
     probe_text = probe_text_for(run) if probe_text is None else probe_text
+    probe_every = config.probe_interval and max(config.probe_interval, -(-config.steps // MAX_PROBE_SNAPSHOTS))
 
     def save() -> None:  # with its model card where a command trains it: a card never falls behind its weights
         card = model_card(run, result, run.request.command) if run.request.command else None
@@ -409,7 +413,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
             on_step(step, metrics)
         if step % config.sample_interval == 0:
             sample(step)
-        if metrics.val_loss is not None or (config.probe_interval and step % config.probe_interval == 0):
+        if metrics.val_loss is not None or (probe_every and step % probe_every == 0):
             probe(step)
         if step % config.checkpoint_interval == 0 and step < config.steps:
             save()

@@ -92,3 +92,15 @@ def test_formed_heads_takes_the_first_snapshot_at_the_threshold():
     snapshots = [snapshot(0, [0.1, 0.1]), snapshot(25, [0.1, 0.35]), snapshot(50, [0.31, 0.2]),
                  snapshot(75, [0.5, 0.4])]
     assert formed_heads(snapshots) == [{"layer": 0, "head": 1, "step": 25}, {"layer": 0, "head": 0, "step": 50}]
+
+
+def test_a_long_run_widens_its_probe_interval_to_keep_its_snapshots_bounded(tmp_path, monkeypatch):
+    from playground import run as run_module
+
+    monkeypatch.setattr(run_module, "MAX_PROBE_SNAPSHOTS", 4)
+    config = TrainConfig(batch_size=4, steps=40, learning_rate=3e-3, warmup_steps=2, eval_interval=40,
+                         eval_batches=1, checkpoint_interval=1000, sample_interval=1000, seed=0, probe_interval=1)
+    run_training(prepare_run(RunRequest("b", SMALL, config, corpus_text=alternating_pairs(2000),
+                                        weights_dir=tmp_path)))
+    record = json.loads((tmp_path / "b" / "training.json").read_text())
+    assert [s["step"] for s in record["head_scores"]] == [0, 10, 20, 30, 40]  # every 10 steps, not every step
