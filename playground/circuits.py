@@ -879,15 +879,19 @@ class ScoreParts:
         return self.queries[:, query] @ self.keys[:, key].T
 
 
-def score_parts(model, token_ids: torch.Tensor, layer: int, head: int) -> ScoreParts:
+def score_parts(model, token_ids: torch.Tensor, layer: int, head: int,
+                positions: Sequence[int] | None = None) -> ScoreParts:
     """score_attribution's split at every query and key position at once (one pass through the blocks below
-    ``layer``); ScoreParts.pair(query, key) is one cell's table."""
+    ``layer``); ScoreParts.pair(query, key) is one cell's table. ``positions``: only those (in that order; the
+    queries', keys', scales' and scores' positions are then their indices in it), so one cell of a long text holds
+    two positions' parts in float64, not all of them."""
     ids = _checked_ids(model, token_ids)
     _check_head(model, layer, head)
     d = model.config.head_size
+    chosen = slice(None) if positions is None else torch.as_tensor(list(positions), dtype=torch.long)
     with _evaluating(model):
         names, kinds, parts = _parts_before(model, ids, layer)  # (P, T, C)
-        parts = parts.double()
+        parts = parts[:, chosen].double()  # (P, T or len(positions), C)
         w_query, w_key, _, b_query, b_key, _ = _head_projections(model, layer, head)
         if _is_notebook(model):
             normed, norm_bias = parts, None
@@ -910,6 +914,8 @@ def score_parts(model, token_ids: torch.Tensor, layer: int, head: int) -> ScoreP
                 side_names.append(f"L{layer} {what} bias")
             sides.append((pieces, side_names))
         scores = _own_scores(model, ids, layer, head)
+        if positions is not None:
+            scores = scores[chosen][:, chosen]
     (queries, query_names), (keys, key_names) = sides
     return ScoreParts(query_names, key_names, kinds, queries, keys, scales.cpu(), scores.float().cpu())
 
@@ -932,8 +938,7 @@ def score_attribution(model, token_ids: torch.Tensor, layer: int, head: int, que
     T = _checked_ids(model, token_ids).numel()
     query_position = _check_position(query_position, T)
     key_position = _check_position(key_position, T)
-    parts = score_parts(model, token_ids, layer, head)
-    return ScoreAttribution(layer, head, query_position, key_position,
-                            float(parts.scores[query_position, key_position]), parts.query_names, parts.key_names,
-                            parts.kinds, parts.pair(query_position, key_position).float().cpu(),
-                            float(parts.scales[query_position]), float(parts.scales[key_position]))
+    parts = score_parts(model, token_ids, layer, head, positions=[query_position, key_position])  # 0: query, 1: key
+    return ScoreAttribution(layer, head, query_position, key_position, float(parts.scores[0, 1]), parts.query_names,
+                            parts.key_names, parts.kinds, parts.pair(0, 1).float().cpu(), float(parts.scales[0]),
+                            float(parts.scales[1]))

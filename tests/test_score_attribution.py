@@ -50,12 +50,14 @@ def test_the_score_is_the_one_the_models_softmax_turns_into_its_weights(kind):
     T = IDS.numel()
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for head in range(model.config.heads_num):
-        scores = score_parts(model, IDS, layer, head).scores
+        every = score_parts(model, IDS, layer, head)
+        scores = every.scores
         torch.testing.assert_close(torch.softmax(scores.masked_fill(~mask, float("-inf")), -1), weights[head],
                                    atol=1e-5, rtol=0)
         one = score_attribution(model, IDS, layer, head, 9, 4)
         assert float(one.values.sum()) == pytest.approx(one.score, abs=1e-4)
         assert one.score == pytest.approx(float(scores[9, 4]), abs=1e-6)
+        torch.testing.assert_close(one.values, every.pair(9, 4).float())  # two positions' parts, as every one's
 
 
 def test_the_parts_are_the_embeddings_each_earlier_head_and_mlp_and_the_layers_own_biases():
