@@ -104,3 +104,26 @@ def test_a_long_run_widens_its_probe_interval_to_keep_its_snapshots_bounded(tmp_
                                         weights_dir=tmp_path)))
     record = json.loads((tmp_path / "b" / "training.json").read_text())
     assert [s["step"] for s in record["head_scores"]] == [0, 10, 20, 30, 40]  # every 10 steps, not every step
+
+
+def test_a_snapshots_scores_are_head_scores_own_rules():
+    """One place for each rule: the induction score is the Attention tab's table's, and the previous-token and
+    first-token scores on the probe sentence are looks_over_text's one-back and first-position shares."""
+    from test_circuits import tiny
+
+    from playground.head_forming import INDUCTION_SEQUENCES, snapshot_scores
+
+    model = tiny(True)
+    ids = torch.tensor([1, 5, 2, 7, 7, 3, 0, 12, 5, 4, 9])
+    with torch.no_grad():
+        weights = torch.stack([w[0] for w in model(ids.view(1, -1), return_attention=True).attention_weights])
+    record = snapshot_scores(model, ids, weights, step=25)
+    table = {(s.pattern, s.layer, s.head): s.score for s in head_scores.score_heads(model, INDUCTION_SEQUENCES)}
+    for layer in range(2):
+        for head in range(4):
+            assert record["induction"][layer][head] == pytest.approx(table["induction", layer, head], abs=1e-4)
+            looks = {(look.kind, look.what): look.share for look in head_scores.looks_over_text(weights[layer, head],
+                                                                                              ids)}
+            assert record["previous token"][layer][head] == pytest.approx(looks["distance", 1], abs=1e-4)
+            assert record["first token"][layer][head] == pytest.approx(looks["first", 0], abs=1e-4)
+    assert record["step"] == 25 and set(record) == {"step", *FORMING_PATTERNS}
