@@ -300,12 +300,16 @@ class TrainConfig:
     # (evaluations, samples and checkpoints not counted), and the learning rate's decay follows whichever of the
     # two is further along: "whatever a minute buys" on any machine (see ``progress``).
     time_budget_seconds: float = 0.0
+    # Steps between the probe snapshots a run records (the probe sentence's attention, every head's pattern scores:
+    # head_forming.py), on top of one at each evaluation; 0: at the evaluations only.
+    probe_interval: int = 0
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "steps", "eval_interval", "eval_batches", "checkpoint_interval",
                      "sample_interval"):
             _check_whole(self, name)
         _check_whole(self, "warmup_steps", minimum=0)
+        _check_whole(self, "probe_interval", minimum=0)
         _check_whole(self, "seed", minimum=0, maximum=MAX_SEED)
         for name in ("learning_rate", "min_learning_rate_ratio", "weight_decay", "grad_clip", "time_budget_seconds"):
             _check_real(self, name)

@@ -15,6 +15,7 @@ from conftest import REPO
 from playground.budget import BudgetError
 from playground.cli import train as train_cli
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
+from playground.model.families import family_settings
 from playground.model.gpt import GPT
 from playground.text.data import CorpusError, TokenIdsDataset
 from playground.training import estimates
@@ -46,6 +47,9 @@ def test_training_on_a_tiny_corpus_lowers_the_loss(tmp_path, shakespeare_text):
     record = json.loads((tmp_path / "t" / "training.json").read_text())
     assert record["steps_done"] == 60 and [s for s, _ in record["val_loss"]] == [10, 20, 30, 40, 50, 60]
     assert record["corpus"]["name"] == "pasted text" and record["tokens_per_second"] > 0
+    # the passes over the text the run made, measured (the Train tab's figure before it is an estimate): 60 steps of
+    # 8 windows of 16 characters over 20,000 characters
+    assert record["passes_over_text"] == pytest.approx(60 * 8 * 16 / 20000, abs=0.005)
 
 
 def test_should_stop_ends_early_and_keeps_a_checkpoint(tmp_path, shakespeare_text):
@@ -326,7 +330,7 @@ def test_cli_flags_lay_over_the_preset():
 @pytest.mark.parametrize("name", sorted(TRAIN_PRESETS))
 def test_every_preset_is_a_model_the_config_accepts(name):
     preset = TRAIN_PRESETS[name]
-    config = ModelConfig(vocabulary_size=65, **preset.model.to_dict())
+    config = ModelConfig(vocabulary_size=65, **family_settings(preset.model.to_dict()))
     assert config.parameter_count() > 0 and preset.train.steps > preset.train.warmup_steps
 
 
@@ -465,10 +469,17 @@ def test_a_corpus_too_short_to_hold_out_validation_trains_and_validates_on_the_w
     assert len(run.train_data.data) == len(run.val_data.data) == 11
     assert run.notes == ["the corpus (11 characters) is too short to hold out its last 10% for context_size 8 (that "
                          "needs 90), so the model trains and validates on the whole text: the validation loss "
-                         "measures memorising, not generalising"]
+                         "measures memorising, not generalising",
+                         "11 characters give 3 windows of 8 to learn from (one starting at each of the first 3 "
+                         "characters): the model learns to go on from those and nothing else, so a sample from an "
+                         "empty prompt, which starts elsewhere, seldom writes the text back; a prompt of the text's "
+                         "first 8 characters does"]
     result = run_training(run)
     assert result.val_loss[-1][1] < 0.5  # from about ln(8) = 2.08 at the start: the text is memorised
     assert (tmp_path / "hello" / "model.safetensors").is_file()
+    from playground.model.sampling import generate
+
+    assert generate(run.model, run.tokenizer, "hello wo", max_new_tokens=3, greedy=True) == "rld"  # as the note says
 
 
 def test_bfloat16_autocast_trains_float32_weights_and_the_record_says_so(tmp_path, shakespeare_text):

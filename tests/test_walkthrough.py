@@ -316,7 +316,14 @@ def test_the_readmes_csv_recipe_reads_an_export_with_a_comma_a_quote_and_a_line_
     read = eval(recipes[0], {"numpy": np})  # noqa: S307 (the documented line itself)
     assert read.dtype == np.float32 and np.array_equal(read, np.load(npy_path, allow_pickle=False))
     header = csv_path.read_text(encoding="utf-8").splitlines()[0]
-    assert '"' not in header and ",5:U+002C,6:␣,7:U+0022,8:o,9:r,10:U+0022,11:\\n,12:n," in header
+    assert '"' not in header and ",5:comma,6:␣,7:quote,8:o,9:r,10:quote,11:\\n,12:n," in header
+
+
+def test_a_label_with_a_comma_a_quote_or_a_line_break_is_spelled_in_words_a_learner_reads():
+    """Issue 52's learner read the header's "5:U+002C" as a bug: the comma is "comma", the quote "quote", and a line
+    break the \\n the page shows."""
+    text = to_csv(torch.zeros(1, 4), ["a"], ["5:,", '7:"', "11:\n", "12:\r"])
+    assert text.splitlines()[0] == ",5:comma,7:quote,11:\\n,12:\\r"
 
 
 def test_prepare_text():

@@ -72,17 +72,50 @@ def _diagonal_mean(weights: torch.Tensor, queries: torch.Tensor, keys: torch.Ten
     return weights[:, :, queries, keys].mean(dim=(0, 2))
 
 
+def previous_token_score(weights: torch.Tensor) -> torch.Tensor:
+    """(S, h, T, T) weights -> (h,): the mean weight from position p to p - 1 (p >= 1), on a probe or any text."""
+    positions = torch.arange(weights.size(-1))
+    return _diagonal_mean(weights, positions[1:], positions[:-1])
+
+
+def first_token_score(weights: torch.Tensor) -> torch.Tensor:
+    """(S, h, T, T) weights -> (h,): the mean weight on position 0 from the positions after it."""
+    return weights[:, :, 1:, 0].mean(dim=(0, 2))
+
+
+def same_token_score(weights: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    """(S, h, T, T) weights and the (S, T) tokens they read -> (h,): the mean weight a query puts on the earlier
+    copies of its own token, over the queries that have one (0 where none has). "abca": only the last a has an earlier
+    copy, so the score is each head's weight from position 3 on position 0."""
+    ids = token_ids.view(weights.size(0), -1).to(weights.device)
+    T = ids.size(1)
+    earlier = torch.ones(T, T, dtype=torch.bool, device=weights.device).tril(diagonal=-1)
+    copies = (ids[:, :, None] == ids[:, None, :]) & earlier  # (S, T queries, T keys)
+    has_copy = copies.any(dim=-1)  # (S, T)
+    if not bool(has_copy.any()):
+        return weights.new_zeros(weights.size(1))
+    on_copies = (weights * copies[:, None]).sum(dim=-1)  # (S, h, T)
+    return on_copies.transpose(0, 1)[:, has_copy].mean(dim=1)
+
+
+def spread_score(weights: torch.Tensor) -> torch.Tensor:
+    """(S, h, T, T) causal weights -> (h,): each query's entropy over the log of the positions it sees, averaged over
+    the queries after position 0: 1 for a head spreading its weight evenly, 0 for one that puts it all on one key."""
+    T = weights.size(-1)
+    entropy = -torch.special.xlogy(weights, weights).sum(dim=-1)[..., 1:]  # (S, h, T - 1)
+    most = torch.log(torch.arange(2, T + 1, dtype=weights.dtype, device=weights.device))  # log(p + 1), p >= 1
+    return (entropy / most).mean(dim=(0, 2))
+
+
 def score_weights(weights: torch.Tensor, repeat_length: int) -> dict[str, torch.Tensor]:
     """One layer's attention weights on a probe, (S, h, 2L, 2L) -> {pattern: (h,) scores}."""
-    T = weights.size(-1)
     L = repeat_length
-    positions = torch.arange(T)
     second_half = torch.arange(L, 2 * L - 1)  # L + i for i in 0..L-2: i + 1 stays inside the first half
     return {
-        "previous token": _diagonal_mean(weights, positions[1:], positions[:-1]),
+        "previous token": previous_token_score(weights),
         "induction": _diagonal_mean(weights, second_half, second_half - L + 1),
         "duplicate token": _diagonal_mean(weights, second_half, second_half - L),
-        "first token": weights[:, :, 1:, 0].mean(dim=(0, 2)),
+        "first token": first_token_score(weights),
     }
 
 

@@ -60,7 +60,7 @@ TRAIN_PRESETS: dict[str, TrainPreset] = {
         TrainConfig(batch_size=4, steps=200, learning_rate=1e-3, warmup_steps=0, learning_rate_decay="constant",
                     min_learning_rate_ratio=DECAY_FLOORS["constant"], weight_decay=0.01, grad_clip=0.0,
                     eval_interval=50, eval_batches=2, checkpoint_interval=200, sample_interval=50,
-                    precision="float32"),
+                    precision="float32", probe_interval=25),
     ),
     "tiny": TrainPreset(
         "about a minute on any machine: 50 s of training steps (a time budget, the learning rate's linear decay to "
@@ -69,7 +69,8 @@ TRAIN_PRESETS: dict[str, TrainPreset] = {
         ModelShape(layers_num=2, heads_num=3, embedding_dim=96, context_size=64),
         TrainConfig(batch_size=32, steps=3000, learning_rate=1.2e-2, warmup_steps=50, learning_rate_decay="linear",
                     min_learning_rate_ratio=DECAY_FLOORS["linear"], eval_interval=100, eval_batches=10,
-                    checkpoint_interval=1000, sample_interval=200, optimizer="muon", time_budget_seconds=50.0),
+                    checkpoint_interval=1000, sample_interval=200, optimizer="muon", time_budget_seconds=50.0,
+                    probe_interval=25),  # a head turns from a smear to a stripe between steps 100 and 200
     ),
     # The tiny preset's minute and recipe on the Llama family's blocks (model/llama.py): rotary positions instead of
     # learned ones, 4 query heads over 2 key/value heads, RMSNorm, the SwiGLU MLP; the same width and context, so its

@@ -25,6 +25,8 @@ class ProbeSnapshot:
     tokens: list[str]
     weights: torch.Tensor  # (layers, heads, T, T) on the CPU
     left_out: str = ""  # the probe's characters the run's vocabulary lacks, each once, in the order they came
+    # every head's pattern scores then (head_forming.snapshot_scores): {"step", pattern: [[per head] per layer]}
+    scores: dict | None = None
 
 
 def probe_attention(run: PreparedRun, text: str, step: int) -> ProbeSnapshot | None:

@@ -10,18 +10,23 @@ from typing import TYPE_CHECKING, Any
 
 from playground import checks
 from playground.device import describe_training
+from playground.lens.head_forming import formed_heads
 from playground.model.families import describe_architecture
+from playground.training.estimates import passes_over_text
 from playground.training.loop import TrainResult
 
 if TYPE_CHECKING:
     from playground.training.run import PreparedRun
 
-CURVE_FIELDS = ("train_loss", "val_loss", "val_seconds")  # training.json's curves, carried on by a resumed run
+# training.json's curves, carried on by a resumed run; head_scores: every head's pattern scores at each probe
+# snapshot (head_forming.py), [{"step": 25, "previous token": [[per head] per layer], ...}, ...]
+CURVE_FIELDS = ("train_loss", "val_loss", "val_seconds", "head_scores")
 SECONDS_FIELD = "seconds_before"  # in PreparedRun.history: [a resumed run's earlier wall_seconds]
 # what training_record writes: a resumed checkpoint's record keeps its other fields (PreparedRun.record)
 RUN_RECORD_FIELDS = frozenset({"steps_done", "steps_planned", *CURVE_FIELDS, "tokens_per_second", "wall_seconds",
                                "eval_seconds", "step_seconds", "corpus", "device", "seed", "train_config",
-                               "stopped_early", "budget_reached", "processes"})
+                               "stopped_early", "budget_reached", "processes", "previous_token_heads",
+                               "passes_over_text"})
 
 
 def recorded_step_seconds(training: dict[str, Any] | None) -> float:
@@ -65,6 +70,15 @@ def training_record(run: PreparedRun, result: TrainResult) -> dict[str, Any]:
         "stopped_early": result.stopped,
         "budget_reached": result.budget_reached,
     }
+    # measured, where the Train tab's figure before the run is estimated (estimates.passes_over_text says how)
+    record["passes_over_text"] = round(passes_over_text(
+        result.steps_done, run.request.train.batch_size, run.model.config.context_size, len(run.corpus.text),
+        result.processes), 2)
+    new_scores = run.head_scores
+    first_new = new_scores[0]["step"] if new_scores else float("inf")  # a resumed run probes its first step again
+    record["head_scores"] = [s for s in run.history.get("head_scores", []) if s["step"] < first_new] + new_scores
+    # the heads that became previous-character heads, and at which step (head_forming.PREVIOUS_TOKEN_HEAD)
+    record["previous_token_heads"] = formed_heads(record["head_scores"])
     if result.processes > 1:
         record["processes"] = result.processes  # a distributed run: batch_size windows per rank and step
     return record
@@ -107,7 +121,7 @@ def model_card(run: PreparedRun, result: TrainResult, command: str) -> str:
     ]
     table = "\n".join(f"| {name} | {value} |" for name, value in rows)
     described = describe_architecture(config)  # "notebook 004's ...", "Llama family (...)"
-    kind = "A character-level GPT" if config.is_gpt else f"A character-level model: {described}"
+    kind = "A character-level GPT" if config.is_gpt else described[:1].upper() + described[1:]
     return (
         f"---\nlibrary_name: attention-playground\ntags: [character-level, gpt, attention-playground]\n---\n\n"
         f"# {run.request.run_name}\n\n{kind} trained with Attention Playground's own CLI.\n\n"

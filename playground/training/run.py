@@ -13,6 +13,7 @@ nothing about threads or the UI: the job manager (server/jobs.py) and the CLI (c
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from playground.budget import BudgetError, Cost, MemoryBudget, human
 from playground.checkpoints import store as checkpoints
 from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
 from playground.device import describe, pick_device, training_dtype
+from playground.lens.head_forming import snapshot_scores
 from playground.model.families import build_model, family_settings, optimizer_refusal
 from playground.model.gpt import GPT
 from playground.model.sampling import generate
@@ -54,6 +56,9 @@ from playground.training.record import (
 )
 
 SAMPLE_CHARACTERS = 120  # the length of each sample a run reports
+# probe snapshots a run takes between evaluations, at most: a long run's probe_interval is widened to keep to it (the
+# job manager keeps every snapshot's weights in memory for the Train tab's slider)
+MAX_PROBE_SNAPSHOTS = 200
 STOPPED_ON_REQUEST, STOPPED_BY_TIME_LIMIT = "asked", "time limit"
 
 
@@ -103,6 +108,7 @@ class PreparedRun:
     memory: int = 0
     budget: MemoryBudget | None = None
     held_out: bool = True  # False: a text too short to hold out validation trains and validates on all of it
+    head_scores: list[dict] = field(default_factory=list)  # this session's probe snapshots' scores (head_forming)
 
     def release_memory(self) -> None:
         """Give the run's reserved bytes back to the budget (once; later calls do nothing)."""
@@ -333,9 +339,14 @@ def split_for_context(ids: torch.Tensor, context_size: int) -> tuple[torch.Tenso
                               "characters and the one after them, so even context_size 1 needs 2 characters")
         raise CorpusError(f"the corpus ({size}) is too short for context_size {context_size}: a window of "
                           f"context_size + 1 characters must fit in it; lower context_size to at most {len(ids) - 1}")
+    windows = len(ids) - context_size  # a window starts at each position that leaves context_size + 1 characters
     return ids, ids, [f"the corpus ({len(ids):,} characters) is too short to hold out its last 10% for context_size "
                       f"{context_size} (that needs {10 * (context_size + 1):,}), so the model trains and validates "
-                      "on the whole text: the validation loss measures memorising, not generalising"]
+                      "on the whole text: the validation loss measures memorising, not generalising",
+                      f"{len(ids):,} characters give {checks.count(windows, 'window')} of {context_size} to learn "
+                      f"from (one starting at each of the first {windows:,} characters): the model learns to go "
+                      "on from those and nothing else, so a sample from an empty prompt, which starts elsewhere, "
+                      f"seldom writes the text back; a prompt of the text's first {context_size} characters does"]
 
 
 def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None] | None = None,
@@ -349,8 +360,9 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
     Reports through optional callbacks: ``on_step(step, metrics)`` after every step; ``on_sample(step, text)``
     every ``sample_interval`` steps and at the last step (SAMPLE_CHARACTERS generated from the start text, seeded
     by the step);
-    ``on_probe(snapshot)`` before the first step and after every evaluation (``probe_text``'s attention; by default
-    ``probe_text_for(run)``).
+    ``on_probe(snapshot)`` before the first step, after every evaluation and every ``probe_interval`` steps
+    (``probe_text``'s attention, by default ``probe_text_for(run)``'s, and every head's pattern scores, which
+    training.json keeps as ``head_scores`` whether or not anyone watches).
     Stops early, saving, when ``should_stop()`` is true or the run's ``max_seconds`` have passed;
     ``result.stop_reason`` says which (STOPPED_ON_REQUEST, STOPPED_BY_TIME_LIMIT).
 
@@ -367,6 +379,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
                      optimizer=optimizer, world=world)
     deadline = None if run.max_seconds is None else time.monotonic() + run.max_seconds
     probe_text = probe_text_for(run) if probe_text is None else probe_text
+    probe_every = config.probe_interval and max(config.probe_interval, -(-config.steps // MAX_PROBE_SNAPSHOTS))
 
     def save() -> None:  # with its model card where a command trains it: a card never falls behind its weights
         card = model_card(run, result, run.request.command) if run.request.command else None
@@ -381,12 +394,15 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
             result.stop_reason = STOPPED_BY_TIME_LIMIT
         return bool(result.stop_reason)
 
-    def probe(step: int) -> None:
-        if on_probe is None:
-            return
+    def probe(step: int) -> None:  # the snapshot's scores go into training.json whoever watches
         snapshot = probe_attention(run, probe_text, step)
-        if snapshot is not None:
-            on_probe(snapshot)
+        if snapshot is None:
+            return
+        ids = run.tokenizer.encode("".join(snapshot.tokens))
+        scores = snapshot_scores(run.model, ids, snapshot.weights, step, seed=config.seed)
+        run.head_scores.append(scores)
+        if on_probe is not None:
+            on_probe(dataclasses.replace(snapshot, scores=scores))
 
     def sample(step: int) -> None:
         if on_sample is not None:
@@ -398,7 +414,7 @@ def run_training(run: PreparedRun, *, on_step: Callable[[int, StepMetrics], None
             on_step(step, metrics)
         if step % config.sample_interval == 0:
             sample(step)
-        if metrics.val_loss is not None:
+        if metrics.val_loss is not None or (probe_every and step % probe_every == 0):
             probe(step)
         if step % config.checkpoint_interval == 0 and step < config.steps:
             save()

@@ -3,7 +3,8 @@
     trace.py     trace_head -> HeadTrace: the seven stages' tensors (maths only)
     lessons.py   STEP_TITLES, each stage's formula and explanation, the what-ifs' sentences (words only)
     sources.py   HeadInputs from a checkpoint head, a seeded random head or TEXTBOOK_PRESETS
-    whatifs.py   mask leaks, softmax saturation, mask order, one query's row; the notes each stage shows
+    whatifs.py   mask leaks, softmax saturation, mask order, one query's row; the notes each stage shows;
+                 a model's head with W_K tied to W_Q or V = X, and the loss it costs
     export.py    a stage's matrices as CSV and .npy files
     text.py      typed text -> token IDs cut to the model's context
 
@@ -38,6 +39,9 @@ from playground.lens.walkthrough.trace import (
     trace_head,
 )
 from playground.lens.walkthrough.whatifs import (
+    HEAD_CHANGES,
+    HeadChange,
+    HeadChangeError,
     MaskLeak,
     Mix,
     QueryRow,
@@ -48,16 +52,21 @@ from playground.lens.walkthrough.whatifs import (
     row_entropy,
     saturation,
     stage_notes,
+    tied_query_key,
+    value_is_input,
     whatif_traces,
 )
 
 __all__ = [
     "DEFAULT_SWITCHES",
+    "HEAD_CHANGES",
     "STAGE_KEYS",
     "STEP_LABELS",
     "STEP_TITLES",
     "SWITCHED_STAGES",
     "TEXTBOOK_PRESETS",
+    "HeadChange",
+    "HeadChangeError",
     "HeadInputs",
     "HeadTrace",
     "MaskLeak",
@@ -85,7 +94,9 @@ __all__ = [
     "to_csv",
     "to_npy_bytes",
     "trace_checkpoint_head",
+    "tied_query_key",
     "trace_head",
+    "value_is_input",
     "whatif_traces",
     "write_stage",
 ]

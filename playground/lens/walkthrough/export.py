@@ -20,12 +20,13 @@ import torch
 from playground.lens.walkthrough.trace import STAGE_KEYS, HeadTrace
 
 _SPREADSHEET_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-_SPELLED = {",": "U+002C", '"': "U+0022", "\n": "U+000A", "\r": "U+000D"}  # never quoted: "5:," is "5:U+002C"
+# never quoted: "5:," is "5:comma", in words a learner reads (a header of "5:U+002C" was taken for a bug)
+_SPELLED = {",": "comma", '"': "quote", "\n": "\\n", "\r": "\\r"}
 
 
 def _safe_label(label: Any) -> str:
-    """A label no CSV reader splits or quotes: the comma, the quote and line breaks spelled as U+002C..., and one
-    that a spreadsheet would run as a formula behind an apostrophe."""
+    """A label no CSV reader splits or quotes: the comma and the quote spelled as words, line breaks as \\n and \\r,
+    and one that a spreadsheet would run as a formula behind an apostrophe."""
     text = "".join(_SPELLED.get(character, character) for character in str(label))
     return "'" + text if text.startswith(_SPREADSHEET_FORMULA_STARTS) else text
 
@@ -36,7 +37,7 @@ def to_csv(tensor: torch.Tensor, row_labels: list[str], col_labels: list[str]) -
     Numbers use the shortest form that reads back exactly as float32, the .npy's type ("-inf" for masked scores);
     read as float64 they differ from the float32 values by less than half a float32 step (about 6e-8 of their
     size). Labels that a spreadsheet would run as a formula (starting with = + - @) get a leading apostrophe, and
-    none is ever quoted (a comma token's is "U+002C"), so a line splits on every comma: ``numpy.loadtxt`` reads it.
+    none is ever quoted (a comma token's is "comma"), so a line splits on every comma: ``numpy.loadtxt`` reads it.
     """
     if not isinstance(tensor, torch.Tensor) or tensor.dim() != 2:
         raise ValueError("to_csv needs a 2-D tensor")

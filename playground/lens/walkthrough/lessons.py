@@ -332,3 +332,17 @@ def query_clamped(asked: int, length: int) -> str:
     """The warning when a query position is past the end of the text."""
     return (f"Query position {number_text(asked)} is past the end: the text has {length} tokens (0–{length - 1}), "
             f"so the last one, {length - 1}, is shown.")
+
+
+HEAD_CHANGE_WORDS = {
+    "tied query and key": "with one matrix for its query and key (W_K = W_Q), so a token can only look for what it "
+                          "offers",
+    "value is the input": "passing its input as it is (V = X), so it can only copy, not choose what to pass",
+}
+
+
+def head_change_summary(change: str, layer: int, head: int, original_loss: float, loss: float) -> str:
+    """One line on a head changed on the learner's text: what changed and what it cost the model."""
+    way = "worse" if loss > original_loss else "better"
+    return (f"L{layer} H{head} {HEAD_CHANGE_WORDS[change]}: the loss on your text goes from {fixed(original_loss)} "
+            f"to {fixed(loss)} ({fixed(abs(loss - original_loss))} {way}).")

@@ -6,21 +6,28 @@ weight. Each returns a plain dataclass; the sentences come from lessons.py. ``st
 analyses a stage shows (lessons.WHATIF_NOTES); ``whatif_traces`` says how many traces that costs. Knows
 nothing about the UI.
 
+Why Q, K and V are three projections, on a model and a text: ``tied_query_key`` runs the model with one head's W_K
+set to its W_Q (its scores turn symmetric: a token can only look for what it offers), ``value_is_input`` with its
+values set to the normed input it reads (it can only copy, not choose what to pass); each returns the changed
+pattern and the loss on the text beside the intact model's.
+
     mask_leak(**journey_preset().as_kwargs()).affected -> [(0, 'Your'), (1, 'journey'), ... (4, 'one')]
     whatif_traces("weights") -> 4        (the mask leak traces twice, saturation twice)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 from playground import checks
 from playground.lens.walkthrough import lessons
 from playground.lens.walkthrough.trace import HeadTrace, trace_head
-from playground.model.gpt import causal_mask
+from playground.model.gpt import GPT, causal_mask
 
 TRACES_PER_NOTE = {"mask_leak": 2, "saturation": 2, "mask_order": 2}  # how often each analysis traces the head
 TABLE_TOKENS = 16  # the saturation note prints a per-query table up to this many tokens
@@ -191,3 +198,112 @@ def stage_notes(key: str, trace: HeadTrace, x: torch.Tensor, w_query: torch.Tens
         notes.append(lessons.mask_order_note(
             mask_order_difference(x, w_query, w_key, w_value, scale=trace.scale, **common)))
     return notes
+
+
+HEAD_CHANGES = ("tied query and key", "value is the input")
+
+
+class HeadChangeError(ValueError):
+    """A head change was asked of a model, head or text it cannot run on; the message says what."""
+
+
+@dataclass
+class HeadChange:
+    """One head of a model changed, on a text: its pattern and the text's loss beside the intact model's."""
+
+    change: str  # one of HEAD_CHANGES
+    layer: int
+    head: int
+    scores: torch.Tensor  # (T, T) the changed head's scaled scores, before the mask
+    weights: torch.Tensor  # (T, T) its attention weights with the change
+    original_weights: torch.Tensor  # (T, T) the intact head's
+    written: torch.Tensor  # (T, C) what the changed head adds to the residual stream at each position
+    loss: float  # the mean next-token cross-entropy over the text with the change
+    original_loss: float  # the intact model's
+
+    @property
+    def loss_change(self) -> float:
+        """loss - original_loss: how much worse (above 0) the model predicts the text with the head changed."""
+        return self.loss - self.original_loss
+
+    @property
+    def summary(self) -> str:
+        return lessons.head_change_summary(self.change, self.layer, self.head, self.original_loss, self.loss)
+
+
+def _changed_forward(model: GPT, ids: torch.Tensor, layer: int, head: int, change: str | None):
+    """The model's forward pass on ``ids`` (1, T) as Block.forward runs it, head ``head`` of ``layer`` changed:
+    (logits (T, V), that head's scaled scores (T, T), weights (T, T), what it writes into the stream (T, C))."""
+    T = ids.size(1)
+    d = model.config.head_size
+    x = model.embed(ids)  # (1, T, C)
+    found = None
+    for index, block in enumerate(model.blocks):
+        normed = block.ln_1(x)  # (1, T, C)
+        if index != layer:
+            attended, _ = block.attn(normed)
+        else:
+            attention = block.attn
+            q, k, v = attention.project_qkv(normed)  # (1, h, T, d)
+            if change == "tied query and key":
+                k = k.clone()
+                k[:, head] = q[:, head]  # W_K := W_Q (and b_K := b_Q): the head's keys are its queries
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)  # (1, h, T, T)
+            weights = F.softmax(scores.masked_fill(~causal_mask(T, T, x.device), float("-inf")), dim=-1)
+            joined = (weights @ v).transpose(1, 2).reshape(x.shape)  # (1, T, C)
+            features = slice(head * d, (head + 1) * d)
+            if change == "value is the input":  # V = X: the head's output is the weighted normed input, as it is
+                joined = joined.clone()
+                joined[..., features] = 0.0
+                written = weights[0, head] @ normed[0]  # (T, C)
+                attended = attention.proj(joined) + written
+            else:
+                written = joined[0][:, features] @ attention.proj.weight[:, features].T  # (T, C)
+                attended = attention.proj(joined)
+            found = (scores[0, head], weights[0, head], written)
+        x = x + attended
+        x = x + block.mlp(block.ln_2(x))
+    return (model.lm_head(model.ln_f(x))[0], *found)
+
+
+def change_head(model: GPT, token_ids: torch.Tensor, layer: int, head: int, change: str) -> HeadChange:
+    """Run ``model`` on ``token_ids`` (T,) with head ``head`` of ``layer`` changed (one of HEAD_CHANGES); the
+    weights are untouched (the change is made in this pass alone)."""
+    if change not in HEAD_CHANGES:
+        raise HeadChangeError(f"the change must be one of {', '.join(HEAD_CHANGES)}, got {change!r}")
+    if not getattr(model.config, "is_gpt", True):
+        raise HeadChangeError("notebook 004's model has no residual stream to copy into; try a GPT checkpoint")
+    config = model.config
+    if not 0 <= layer < config.layers_num or not 0 <= head < config.heads_num:
+        raise HeadChangeError(f"layer {layer}, head {head} is not in this model: it has {config.layers_num} layers "
+                              f"of {config.heads_num} heads (numbered from 0)")
+    ids = torch.as_tensor(token_ids, dtype=torch.long).view(1, -1).to(next(model.parameters()).device)
+    if not 2 <= ids.size(1) <= config.context_size:
+        raise HeadChangeError(f"the text must be 2 to {config.context_size} tokens (one to read, one to predict), "
+                              f"got {ids.size(1)}")
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            intact = model(ids, return_attention=True)
+            logits, scores, weights, written = _changed_forward(model, ids, layer, head, change)
+            original_loss = F.cross_entropy(intact.logits[0, :-1].float(), ids[0, 1:])
+            loss = F.cross_entropy(logits[:-1].float(), ids[0, 1:])
+    finally:
+        model.train(was_training)
+    return HeadChange(change, layer, head, scores.float().cpu(), weights.float().cpu(),
+                      intact.attention_weights[layer][0, head].float().cpu(), written.float().cpu(), float(loss),
+                      float(original_loss))
+
+
+def tied_query_key(model: GPT, token_ids: torch.Tensor, layer: int, head: int) -> HeadChange:
+    """One matrix for Q and K: the head's W_K (and b_K) set to its W_Q. Its scores become symmetric before the mask,
+    score(i, j) = score(j, i): a token can no longer look for something other than what it offers."""
+    return change_head(model, token_ids, layer, head, "tied query and key")
+
+
+def value_is_input(model: GPT, token_ids: torch.Tensor, layer: int, head: int) -> HeadChange:
+    """No value projection: V = X, the normed input the head reads, and the head's output (its weights times X)
+    goes into the stream as it is, in place of W_O's reading of its values. It can only copy what it attends to, not
+    choose what of it to pass."""
+    return change_head(model, token_ids, layer, head, "value is the input")
