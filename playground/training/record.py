@@ -6,7 +6,7 @@ run.py calls these when it saves; nothing here trains or saves.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from playground import checks
 from playground.device import describe_training
@@ -14,9 +14,7 @@ from playground.lens.head_forming import formed_heads
 from playground.model.families import describe_architecture
 from playground.training.estimates import passes_over_text
 from playground.training.loop import TrainResult
-
-if TYPE_CHECKING:
-    from playground.training.run import PreparedRun
+from playground.training.requests import PreparedRun
 
 # training.json's curves, carried on by a resumed run; head_scores: every head's pattern scores at each probe
 # snapshot (head_forming.py), [{"step": 25, "previous token": [[per head] per layer], ...}, ...]

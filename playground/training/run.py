@@ -17,7 +17,6 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,7 +24,7 @@ import torch
 from playground import checks
 from playground.budget import BudgetError, Cost, MemoryBudget, human
 from playground.checkpoints import store as checkpoints
-from playground.config import ConfigError, Limits, ModelConfig, TrainConfig
+from playground.config import ConfigError, Limits, ModelConfig
 from playground.device import describe, pick_device, training_dtype
 from playground.lens.head_forming import snapshot_scores
 from playground.model.families import build_model, family_settings, optimizer_refusal
@@ -54,67 +53,13 @@ from playground.training.record import (
     recorded_step_seconds,
     training_record,
 )
+from playground.training.requests import PreparedRun, RunRequest
 
 SAMPLE_CHARACTERS = 120  # the length of each sample a run reports
 # probe snapshots a run takes between evaluations, at most: a long run's probe_interval is widened to keep to it (the
 # job manager keeps every snapshot's weights in memory for the Train tab's slider)
 MAX_PROBE_SNAPSHOTS = 200
 STOPPED_ON_REQUEST, STOPPED_BY_TIME_LIMIT = "asked", "time limit"
-
-
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """Everything a training run needs, as plain values (what the Train tab and the CLI collect)."""
-
-    run_name: str
-    model: dict[str, Any]  # MODEL_FIELDS by name, e.g. TRAIN_PRESETS["tiny"].model.to_dict()
-    train: TrainConfig
-    corpus_path: str | None = None
-    corpus_text: str | None = None
-    resume: bool = False
-    weights_dir: Path | None = None
-    uploaded: bool = False  # corpus_text is an uploaded file (its label says so)
-    corpus_name: str | None = None  # what to call the corpus (an upload's file name)
-    command: str | None = None  # the command line that trains it: each checkpoint then carries a model card
-
-
-@dataclass
-class PreparedRun:
-    """A run checked and ready for its first step; ``history`` holds a resumed checkpoint's loss curves.
-
-    ``memory`` bytes are held in ``budget`` (where the server reserved them) until ``release_memory`` (the job
-    manager calls it when the run ends, however it ends). ``record`` holds fields training.json keeps beside the
-    run's own: a resumed run's that this module does not write, then what ``build_run`` was given.
-    """
-
-    request: RunRequest
-    corpus: Corpus
-    tokenizer: CharTokenizer
-    model: GPT  # or architectures.NotebookLanguageModel (config.architecture "notebook_004")
-    train_data: TokenIdsDataset
-    val_data: TokenIdsDataset
-    device: torch.device
-    start_step: int
-    history: dict[str, list] = field(default_factory=dict)
-    step_seconds_before: float = 0.0  # a resumed run's earlier seconds of training steps: its time budget's clock
-    optimizer: Optimizer | None = None  # restored from the checkpoint on resume when it has one
-    notes: list[str] = field(default_factory=list)  # what a learner should know before it starts (a cold resume)
-    cost: Cost | None = None
-    estimated_seconds: float = 0.0
-    max_seconds: float | None = None  # the run stops and saves when its wall time passes this
-    record: dict[str, Any] = field(default_factory=dict)
-    memory: int = 0
-    budget: MemoryBudget | None = None
-    held_out: bool = True  # False: a text too short to hold out validation trains and validates on all of it
-    head_scores: list[dict] = field(default_factory=list)  # this session's probe snapshots' scores (head_forming)
-
-    def release_memory(self) -> None:
-        """Give the run's reserved bytes back to the budget (once; later calls do nothing)."""
-        held, self.memory = self.memory, 0
-        if held and self.budget is not None:
-            self.budget.release(held)
 
 
 def check_size(config: ModelConfig, limits: Limits, what: str) -> None:
