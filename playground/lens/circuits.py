@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 from playground.config import NOTEBOOK_004
 from playground.model.gpt import GPT, HEADS_OUTPUT_OVERRIDES
+from playground.model.modes import evaluating
 from playground.textbook.notebook_004 import MultiHeadAttention as NotebookAttention
 
 ABLATION_MODES = ("zero", "mean")
@@ -195,17 +196,6 @@ def _recorder(store: list):
     return record
 
 
-@contextmanager
-def _evaluating(model: GPT) -> Iterator[None]:
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        model.train(was_training)
-
-
 def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor) -> tuple[list[str], list[str], torch.Tensor,
                                                                        torch.Tensor]:
     """Every part's output at every position, (parts, T, C), and the final residual stream, (T, C): the blocks run
@@ -337,7 +327,7 @@ def logit_attributions(model: GPT, token_ids: torch.Tensor, target_ids, rival_id
         rivals = [_check_token(model, int(t), "rival") for t in torch.as_tensor(rival_ids).view(-1).tolist()]
         if len(rivals) != T:
             raise CircuitError(f"give one rival per position: {len(rivals)} rivals for {T} positions")
-    with _evaluating(model):
+    with evaluating(model):
         names, kinds, parts, stream = _parts_of_the_stream(model, ids)  # (P, T, C), (T, C)
         target_index = torch.tensor(targets, device=stream.device)
         rival_index = torch.tensor(rivals, device=stream.device) if rivals is not None else None
@@ -382,7 +372,7 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
     if attribution is None or (attribution.position, attribution.target_id) != (position % ids.size(1), target_id):
         attribution = logit_attribution(model, ids, position, target_id)
     position = attribution.position
-    with _evaluating(model):
+    with evaluating(model):
         out = model(ids, return_attention=True)
         x = out.attention_inputs[layer][0]  # (T, C): what the layer's attention read
         weights = out.attention_weights[layer][0, head, position]  # (T,)
@@ -429,7 +419,7 @@ def head_writes(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
     ids = _checked_ids(model, token_ids)
     config = model.config
     notebook = _is_notebook(model)
-    with _evaluating(model):
+    with evaluating(model):
         _, kinds, parts, stream = _parts_of_the_stream(model, ids)  # (P, T, C), (T, C)
         heads = parts[[i for i, kind in enumerate(kinds) if kind == "head"]]  # (L * h, T, C), layer by layer
         if notebook:
@@ -467,7 +457,7 @@ def every_key_reading(model: GPT, token_ids: torch.Tensor, attributions: Sequenc
     weights = torch.zeros(len(heads), T, T)
     shares = torch.zeros_like(weights)
     writes = torch.zeros_like(weights)
-    with _evaluating(model):
+    with evaluating(model):
         out = model(ids, return_attention=True)
         device = ids.device
         targets = torch.tensor([a.target_id for a in attributions], device=device)
@@ -536,7 +526,7 @@ def qk_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = 
     (n,) ids: only those rows and columns, (n, n) (a BPE vocabulary's (V, V) would take gigabytes)."""
     _check_head(model, layer, head)
     tokens = _check_tokens(model, tokens)
-    with _evaluating(model):
+    with evaluating(model):
         x = _embeddings_through(model, layer, tokens)  # (n, C)
         w_query, w_key, _, b_query, b_key, _ = _head_projections(model, layer, head)
         q = x @ w_query + (b_query if b_query is not None else 0)  # (V, d)
@@ -551,7 +541,7 @@ def ov_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = 
     (n,) ids: only those rows and those logits, (n, n)."""
     _check_head(model, layer, head)
     tokens = _check_tokens(model, tokens)
-    with _evaluating(model):
+    with evaluating(model):
         x = _embeddings_through(model, layer, tokens)  # (n, C)
         attention = _attentions(model)[layer]
         _, _, w_value, _, _, b_value = _head_projections(model, layer, head)
@@ -580,7 +570,7 @@ def head_means(model: GPT, token_ids: torch.Tensor) -> list[torch.Tensor]:
     ids = ids.view(1, -1) if ids.dim() == 1 else ids
     attentions = _attentions(model)
     joined: list[list[torch.Tensor]] = [[] for _ in attentions]
-    with _overriding({attn: _recorder(joined[i]) for i, attn in enumerate(attentions)}), _evaluating(model):
+    with _overriding({attn: _recorder(joined[i]) for i, attn in enumerate(attentions)}), evaluating(model):
         model(ids.to(_device(model)))
     return [outputs[0].mean(dim=(0, 1)) for outputs in joined]
 
@@ -635,7 +625,7 @@ def text_loss(model: GPT, token_ids: torch.Tensor) -> float:
     ids = torch.as_tensor(token_ids).view(1, -1).to(_device(model))
     if ids.size(1) < 2:
         raise CircuitError("the text needs at least two tokens to have a next token to predict")
-    with _evaluating(model):
+    with evaluating(model):
         logits = model(ids[:, :-1]).logits  # (1, T-1, V)
         return float(F.cross_entropy(logits[0], ids[0, 1:]))
 
@@ -661,7 +651,7 @@ def head_effects(model: GPT, token_ids: torch.Tensor, mode: str = "mean") -> lis
             return joined
         return knock_out
 
-    with _overriding({attn: replace(layer) for layer, attn in enumerate(_attentions(model))}), _evaluating(model):
+    with _overriding({attn: replace(layer) for layer, attn in enumerate(_attentions(model))}), evaluating(model):
         batch = ids[:, :-1].expand(rows, -1)  # (rows, T-1)
         logits = model(batch).logits  # (rows, T-1, V)
         losses = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:].expand(rows, -1), reduction="none").mean(1)
@@ -719,7 +709,7 @@ def knock_outs(model: GPT, token_ids: torch.Tensor, head_sets: Sequence[Sequence
             return knock_out
 
         with _overriding({attn: replace(layer) for layer, attn in enumerate(_attentions(model))}), \
-                _evaluating(model):
+                evaluating(model):
             logits = model(ids.expand(len(chunk), -1)).logits.float()  # (rows, T, V)
             losses = (F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:].expand(len(chunk), -1),
                                       reduction="none").mean(1).tolist() if T > 1 else [None] * len(chunk))
@@ -899,7 +889,7 @@ def score_parts(model, token_ids: torch.Tensor, layer: int, head: int,
     _check_head(model, layer, head)
     d = model.config.head_size
     chosen = slice(None) if positions is None else torch.as_tensor(list(positions), dtype=torch.long)
-    with _evaluating(model):
+    with evaluating(model):
         names, kinds, parts = _parts_before(model, ids, layer)  # (P, T, C)
         parts = parts[:, chosen].double()  # (P, T or len(positions), C)
         w_query, w_key, _, b_query, b_key, _ = _head_projections(model, layer, head)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from playground.model.modes import evaluating
+
 PATTERNS = ("previous token", "induction", "duplicate token", "first token")
 DEFAULT_SEQUENCES = 8
 MAX_REPEAT_LENGTH = 48  # L: the probe is 2L tokens, capped so the cost stays small on a big model
@@ -142,12 +144,8 @@ def score_heads(model, sequences: int = DEFAULT_SEQUENCES, seed: int = 0) -> lis
     config = model.config
     tokens = probe_tokens(config.vocabulary_size, config.context_size, sequences, seed)
     device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         output = model(tokens.to(device), return_attention=True)
-    finally:
-        model.train(was_training)
     L = tokens.size(1) // 2
     chance = chance_levels(L)
     scores = []

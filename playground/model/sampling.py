@@ -34,6 +34,7 @@ from playground import checks
 from playground.budget import Cost, inference_cost
 from playground.config import Limits, ModelConfig
 from playground.model.gpt import GPT, KVCache
+from playground.model.modes import evaluating
 from playground.text.tokenizer import Tokenizer
 
 
@@ -129,13 +130,9 @@ def stream(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSett
     The model runs in eval mode while this generates and goes back to the mode it was in afterwards (also
     when the caller stops early or an error ends it), so a training loop can sample mid-run.
     """
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model, no_grad=False):
         yield from _decode(model, tokenizer, prompt or start_text(tokenizer), settings,
                            use_cache and model.config.has_kv_cache)
-    finally:
-        model.train(was_training)
 
 
 def _decode(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSettings,

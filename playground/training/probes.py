@@ -1,18 +1,17 @@
 """The attention of a probe sentence during a run: what the Train tab draws forming as the model learns.
 
-``probe_attention(run, text, step)`` takes any prepared run (``run.PreparedRun``: its model, tokenizer, device and
+``probe_attention(run, text, step)`` takes any prepared run (``requests.PreparedRun``: its model, tokenizer, device and
 corpus) and returns every head's weights over the characters of ``text`` the run's vocabulary knows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from playground.training.run import PreparedRun
+from playground.model.modes import evaluating
+from playground.training.requests import PreparedRun
 
 PROBE_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 
@@ -39,14 +38,9 @@ def probe_attention(run: PreparedRun, text: str, step: int) -> ProbeSnapshot | N
     text = "".join(c for c in text if c not in left_out)[: run.model.config.context_size]
     if not text:
         return None
-    was_training = run.model.training
-    run.model.eval()
-    try:
-        with torch.no_grad():
-            ids = run.tokenizer.encode(text)[None].to(run.device)
-            weights = run.model(ids, return_attention=True).attention_weights
-    finally:
-        run.model.train(was_training)
+    with evaluating(run.model):
+        ids = run.tokenizer.encode(text)[None].to(run.device)
+        weights = run.model(ids, return_attention=True).attention_weights
     return ProbeSnapshot(step, list(text), torch.stack([w[0] for w in weights]).float().cpu(), left_out)
 
 

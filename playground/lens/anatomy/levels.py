@@ -36,6 +36,7 @@ from playground.config import ModelConfig
 from playground.lens.walkthrough.sources import JOURNEY_EMBEDDINGS, JOURNEY_TOKENS
 from playground.model.gpt import GPT, Block, causal_mask
 from playground.model.gpt import activation as model_activation
+from playground.model.modes import evaluating
 from playground.textbook import ForgottenTranspose, combine_heads, forgotten_transpose
 
 LEVELS = ("score", "head", "heads", "block", "model")  # the zoom levels, from one number to the whole model
@@ -51,18 +52,6 @@ FORGOTTEN_MAP_BYTES = 2 * 3 * 8 + 5 * 8
 
 def _cpu(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().to("cpu", torch.float32)
-
-
-@contextmanager
-def _evaluating(module: torch.nn.Module) -> Iterator[None]:
-    """Eval mode and no gradients inside; the module's own mode restored afterwards."""
-    was_training = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            yield
-    finally:
-        module.train(was_training)
 
 
 @contextmanager
@@ -266,7 +255,7 @@ def all_heads(model: GPT, token_ids: torch.Tensor, layer: int, forget_transpose:
     layer = checks.index(layer, "layer", config.layers_num, "layers")
     ids = check_token_ids(model, token_ids)
     attn = model.blocks[layer].attn
-    with _evaluating(model):
+    with evaluating(model):
         x = model.blocks[layer].ln_1(_stream_before(model, ids, layer))  # (T, C)
         T, C = x.shape
         q, k, v = (t[0] for t in attn.project_qkv(x[None]))  # (h, T, d) each
@@ -316,7 +305,7 @@ def textbook_heads(name: str, seed: int = TEXTBOOK_SEED, forget_transpose: bool 
             module = MultiHeadAttentionWrapper(3, 4, T, 0.0, num_heads=2)
         else:
             module = BatchedAttention(3, 2, T, 0.0, num_heads=2)
-    with _evaluating(module):
+    with evaluating(module):
         weights = module.attention_weights(batch)  # (2, h, T, T)
         if name == "wrapper":
             output = module(batch)  # (2, T, 4): the concatenation itself
@@ -443,7 +432,7 @@ def block_walk(block: Block, x: torch.Tensor, *, norm_order: str = "pre", causal
         hidden = act(block.mlp.fc(inp))  # (T, 4C)
         return block.mlp.proj(hidden), hidden  # (T, C)
 
-    with _evaluating(block):
+    with evaluating(block):
         x = x.detach().to(parameter.device, parameter.dtype)
         if norm_order == "pre":
             normed_1 = block.ln_1(x)
@@ -475,7 +464,7 @@ def block_input(model: GPT, token_ids: torch.Tensor, layer: int) -> torch.Tensor
     """The residual stream entering GPT block ``layer`` (T, C): embeddings, then the blocks before it as trained."""
     layer = checks.index(layer, "layer", model.config.layers_num, "layers")
     ids = check_token_ids(model, token_ids)
-    with _evaluating(model):
+    with evaluating(model):
         return _cpu(_stream_before(model, ids, layer))
 
 
@@ -520,7 +509,7 @@ def logit_lens(model: GPT, token_ids: torch.Tensor, top: int = TOP) -> LogitLens
     ids = check_token_ids(model, token_ids)
     top = checks.whole_number(top, "top", 1, model.config.vocabulary_size)
     T = ids.numel()
-    with _evaluating(model):
+    with evaluating(model):
         x = model.embed(ids[None])  # (1, T, C)
         streams = [("embeddings", x)]
         for layer, block in enumerate(model.blocks):
@@ -562,7 +551,7 @@ def block_lens(model: GPT, walk: BlockWalk, position: int, top: int = BLOCK_TOP)
     points = [point for point in walk.points if point.stream]
     parameter = next(model.parameters())
     rows = torch.stack([point.values[position] for point in points]).to(parameter.device, parameter.dtype)
-    with _evaluating(model):
+    with evaluating(model):
         probabilities = F.softmax(model.lm_head(model.ln_f(rows[None]))[0].float(), dim=-1)  # (points, V)
     top_probs, top_ids = probabilities.topk(top, dim=-1)
     return BlockLens([point.name for point in points], top_ids.cpu(), _cpu(top_probs))

@@ -21,6 +21,7 @@ from playground import checks
 from playground.lens import circuits
 from playground.lens.walkthrough.trace import HeadTrace, default_tokens, trace_head
 from playground.model.gpt import GPT
+from playground.model.modes import evaluating
 from playground.text.tokenizer import escape_char
 
 
@@ -80,13 +81,8 @@ def checkpoint_head_inputs(model: GPT, token_ids: torch.Tensor, layer: int, head
         tokens = [str(i) for i in token_ids.tolist()]
 
     parameter = next(model.parameters())
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            result = model(token_ids.to(parameter.device)[None], return_attention=True)
-    finally:
-        model.train(was_training)
+    with evaluating(model):
+        result = model(token_ids.to(parameter.device)[None], return_attention=True)
     x = result.attention_inputs[layer][0]  # (T, C)
     projections = model.blocks[layer].attn.head_projections(head)  # W (C, d) x3, then b (d,) or None x3
     w_query, w_key, w_value, b_query, b_key, b_value = (

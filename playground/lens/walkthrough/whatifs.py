@@ -28,6 +28,7 @@ from playground import checks
 from playground.lens.walkthrough import lessons
 from playground.lens.walkthrough.trace import HeadTrace, trace_head
 from playground.model.gpt import GPT, causal_mask
+from playground.model.modes import evaluating
 
 TRACES_PER_NOTE = {"mask_leak": 2, "saturation": 2, "mask_order": 2}  # how often each analysis traces the head
 TABLE_TOKENS = 16  # the saturation note prints a per-query table up to this many tokens
@@ -281,16 +282,11 @@ def change_head(model: GPT, token_ids: torch.Tensor, layer: int, head: int, chan
     if not 2 <= ids.size(1) <= config.context_size:
         raise HeadChangeError(f"the text must be 2 to {config.context_size} tokens (one to read, one to predict), "
                               f"got {ids.size(1)}")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            intact = model(ids, return_attention=True)
-            logits, scores, weights, written = _changed_forward(model, ids, layer, head, change)
-            original_loss = F.cross_entropy(intact.logits[0, :-1].float(), ids[0, 1:])
-            loss = F.cross_entropy(logits[:-1].float(), ids[0, 1:])
-    finally:
-        model.train(was_training)
+    with evaluating(model):
+        intact = model(ids, return_attention=True)
+        logits, scores, weights, written = _changed_forward(model, ids, layer, head, change)
+        original_loss = F.cross_entropy(intact.logits[0, :-1].float(), ids[0, 1:])
+        loss = F.cross_entropy(logits[:-1].float(), ids[0, 1:])
     return HeadChange(change, layer, head, scores.float().cpu(), weights.float().cpu(),
                       intact.attention_weights[layer][0, head].float().cpu(), written.float().cpu(), float(loss),
                       float(original_loss))
