@@ -186,7 +186,7 @@ def check_target(target: Path, checkpoint: Checkpoint, *, replace: bool, directo
         if resolved == folder.resolve() or resolved in folder.resolve().parents:
             raise ExportError(f"{target} is {what}{'' if resolved == folder.resolve() else ' or above it'}; "
                               "give a new folder to export into, such as out/" + checkpoint.name.replace("/", "-"))
-    weights = Path(directory) if directory is not None else checkpoints.weights_dir()
+    weights = checkpoints.weights_dir(directory)
     if resolved == weights.resolve() or resolved in weights.resolve().parents:
         raise ExportError(f"{target} is the weights folder{'' if resolved == weights.resolve() else ' or above it'}; "
                           "give a new folder to export into")

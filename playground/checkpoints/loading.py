@@ -66,7 +66,7 @@ def weights_stamp(key: SourceKey, directory: Path | None = None) -> int | None:
     """
     if key.kind == "hub":
         return None
-    if key.kind == "name" and not ((Path(directory) if directory is not None else checkpoints.weights_dir())
+    if key.kind == "name" and not (checkpoints.weights_dir(directory)
                                    / key.value).exists() and hub.is_canonical_id(key.value):
         return None  # no local run of that name: the Hub's canonical repo (open_checkpoint) is what it opens
     folder = Path(key.value) if key.kind == "folder" else checkpoints.resolve(key.value, directory)
@@ -98,7 +98,7 @@ def open_checkpoint(source: str | Path | SourceKey, *, directory: Path | None = 
         return checkpoints.load_checkpoint(key.value, directory=directory, device=device,
                                            max_parameters=max_parameters)
     except checkpoints.MissingCheckpointError as exc:
-        folder = directory if directory is not None else checkpoints.weights_dir()
+        folder = checkpoints.weights_dir(directory)
         what = "a name there, a folder path or a Hub id owner/name" if allow_folders else \
             "a name there or a Hub id owner/name"
         missing = f"{exc} in {folder}"

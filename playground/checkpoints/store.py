@@ -118,8 +118,11 @@ class Checkpoint:
         return int((self.training or {}).get("steps_done", 0))
 
 
-def weights_dir() -> Path:
-    """``PLAYGROUND_WEIGHTS_DIR`` or the repository's ``weights/``."""
+def weights_dir(directory: str | Path | None = None) -> Path:
+    """The folder checkpoints live in: ``directory`` where one is given (a test's, a server's), else
+    ``PLAYGROUND_WEIGHTS_DIR``, else the repository's ``weights/``."""
+    if directory is not None:
+        return Path(directory)
     return Path(os.environ.get("PLAYGROUND_WEIGHTS_DIR") or REPO_WEIGHTS_DIR)
 
 
@@ -149,7 +152,7 @@ def is_shipped(name: str) -> bool:
 
 def read_training(name: str, directory: Path | None = None) -> dict[str, Any] | None:
     """A checkpoint's training.json without loading its weights; None when it has none (or it is unreadable)."""
-    path = (Path(directory) if directory is not None else weights_dir()) / validate_name(name) / TRAINING_FILE
+    path = weights_dir(directory) / validate_name(name) / TRAINING_FILE
     try:
         training = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -159,7 +162,7 @@ def read_training(name: str, directory: Path | None = None) -> dict[str, Any] | 
 
 def exists(name: str, directory: Path | None = None) -> bool:
     """Whether anything (a checkpoint, or a folder that is not one) already has this name in the weights folder."""
-    return ((Path(directory) if directory is not None else weights_dir()) / validate_name(name)).exists()
+    return (weights_dir(directory) / validate_name(name)).exists()
 
 
 def fresh_run_name(directory: Path | None = None, stem: str = "my-run", taken=()) -> str:
@@ -177,7 +180,7 @@ def remove(name: str, directory: Path | None = None) -> None:
     """Delete a checkpoint folder: out of view in one rename (a ``.tmp-`` folder, which ``recover`` clears if a
     crash comes before the delete finishes), then deleted. Nothing happens when there is none."""
     name = validate_name(name)
-    parent = Path(directory) if directory is not None else weights_dir()
+    parent = weights_dir(directory)
     with _folder_lock(parent):
         source = parent / name
         if not source.exists():
@@ -274,7 +277,7 @@ def save_checkpoint(model: GPT, tokenizer: Tokenizer, name: str, *, directory: P
     """
     name = validate_name(name)
     check_vocabulary(tokenizer, model.config, name)
-    parent = Path(directory) if directory is not None else weights_dir()
+    parent = weights_dir(directory)
     parent.mkdir(parents=True, exist_ok=True)
     target = parent / name
     with _claimed_temporary(parent, name) as tmp:
@@ -325,7 +328,7 @@ def recover(directory: Path | None = None) -> None:
     is abandoned, whatever its age, when no live save holds its claim (see ``_claimed_temporary``), so a
     save running in another process is never touched. A folder it may not write to is left as it is.
     """
-    parent = Path(directory) if directory is not None else weights_dir()
+    parent = weights_dir(directory)
     if not parent.is_dir():
         return
     try:
@@ -373,12 +376,12 @@ def _complete(folder: Path) -> bool:
 
 def has_checkpoint(name: str, directory: Path | None = None) -> bool:
     """Whether the run ``name`` has saved a complete checkpoint (a failed run's last good one, if any)."""
-    return _complete((Path(directory) if directory is not None else weights_dir()) / validate_name(name))
+    return _complete(weights_dir(directory) / validate_name(name))
 
 
 def list_checkpoints(directory: Path | None = None) -> list[str]:
     """Names of complete checkpoints, the default first. Only reads: leftovers of crashes are ``recover``'s."""
-    parent = Path(directory) if directory is not None else weights_dir()
+    parent = weights_dir(directory)
     if not parent.is_dir():
         return []
     names = sorted(entry.name for entry in parent.iterdir() if not entry.name.startswith(".") and _complete(entry))
@@ -408,7 +411,7 @@ def resolve(name_or_path: str | Path, directory: Path | None = None) -> Path:
         if isinstance(name_or_path, Path):
             raise CheckpointError(f"{candidate} is not a checkpoint folder (no {CONFIG_FILE})")
     name = validate_name(text)
-    path = (Path(directory) if directory is not None else weights_dir()) / name
+    path = weights_dir(directory) / name
     if not path.is_dir():
         raise MissingCheckpointError(f"no checkpoint named {name!r}")
     return path

@@ -268,7 +268,7 @@ def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest
     if not world.is_main:
         return 0
     last_val = result.val_loss[-1][1] if result.val_loss else float("nan")
-    target = (run.request.weights_dir or checkpoints.weights_dir()) / run.request.run_name
+    target = checkpoints.weights_dir(run.request.weights_dir) / run.request.run_name
     budget = (f" (its {run.request.train.time_budget_seconds:g} s time budget ended it)" if result.budget_reached
               else " (stopped as asked)" if result.stopped else "")
     say(f"done: {result.steps_done} steps{budget}, val loss {last_val:.4f}, {result.tokens_per_second:,.0f} tok/s, "

@@ -26,7 +26,7 @@ def refuse_to_overwrite(name: str, directory: Path | None, name_flag: str, other
     free name."""
     if not checkpoints.exists(name, directory):
         return
-    folder = (Path(directory) if directory is not None else checkpoints.weights_dir()) / name
+    folder = checkpoints.weights_dir(directory) / name
     raise UsageError(f"{folder} already exists: pass {other + ' or ' if other else ''}--replace to start it over "
                      f"(what it holds is lost), or another {name_flag} such as "
                      f"{checkpoints.fresh_run_name(directory, name)}")

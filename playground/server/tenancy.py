@@ -164,7 +164,7 @@ class StoredRun:
 
 def stored_runs(directory: Path | None = None) -> list[StoredRun]:
     """Every run folder in the weights folder (not the shipped ones, not hidden leftovers), oldest save first."""
-    parent = Path(directory) if directory is not None else checkpoints.weights_dir()
+    parent = checkpoints.weights_dir(directory)
     runs = []
     if not parent.is_dir():
         return runs
@@ -209,7 +209,7 @@ def make_room(directory: Path | None, incoming_bytes: int, *, max_runs: int, max
 
         20 visitor runs, max_runs 20: the oldest (no one's within protect_seconds) goes, the new one is the 20th.
     """
-    parent = Path(directory) if directory is not None else checkpoints.weights_dir()
+    parent = checkpoints.weights_dir(directory)
     now = time.time() if now is None else now
     runs = [run for run in stored_runs(parent) if run.owner is not None and run.name != replacing]
     removable = [run for run in runs if run.name not in keep]

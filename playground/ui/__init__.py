@@ -146,7 +146,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     Checkpoints run on ``device`` (default ``PLAYGROUND_DEVICE``, else CUDA, then MPS, then CPU).
     """
     ctx = AppContext(limits=limits or Limits.from_env(),
-                     weights=Path(weights) if weights else checkpoints.weights_dir(),
+                     weights=checkpoints.weights_dir(weights or None),
                      device=pick_device(device or os.environ.get("PLAYGROUND_DEVICE") or "auto"))
     # what Gradio keeps per session between requests (its config copies are emptied: server/http.py's KeptValues)
     ctx.budget.set_aside(sessions_cost(sessions=SESSION_CAPACITY, max_new_tokens=ctx.limits.max_new_tokens))
