@@ -1,4 +1,4 @@
-"""playground.lens.circuits.score_attribution: one head's score of one key split by where the query and the key came
+"""playground.lens.score_attribution: one head's score of one key split by where the query and the key came
 from in the stream. The parts sum to the model's own score at every layer, head and position (random models with and
 without biases, notebook 004's, the shipped model), and the model's score is the one its softmax turns into the
 weights it attends with."""
@@ -9,14 +9,8 @@ import pytest
 import torch
 from test_circuits import IDS, notebook_model, tiny
 
-from playground.lens.circuits import (
-    CircuitError,
-    HeadVisit,
-    ScorePair,
-    parse_head_name,
-    score_attribution,
-    score_parts,
-)
+from playground.lens.circuits import CircuitError
+from playground.lens.score_attribution import HeadVisit, ScorePair, parse_head_name, score_attribution, score_parts
 
 
 def _every_cell_sums_to_the_score(model, ids) -> None:
