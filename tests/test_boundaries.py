@@ -86,3 +86,51 @@ def test_the_command_lines_never_load_the_server_layer():
                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())})
     assert result.returncode == 0, result.stderr[-2000:]
     assert cli and json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+# The package by concern, lowest first: a module imports only from its own folder or from a lower rank
+# (docs/development.md#layout). The floor's five modules may read each other.
+RANKS = {"floor": 0, "text": 1, "attention": 1, "textbook": 2, "model": 3, "checkpoints": 4, "lens": 5,
+         "training": 6, "server": 7, "cli": 7, "ui": 8, "doors": 9}
+FLOOR = ("__init__", "checks", "config", "settings", "device", "budget")
+DOORS = ("train", "sample", "convert", "export", "push")  # python -m playground.X: a few lines importing cli/
+MOST_TOP_LEVEL_MODULES = 12
+
+
+def _room(parts: tuple[str, ...]) -> str:
+    """The folder a module (its path's parts below playground/, or its dotted name's) belongs to."""
+    first = parts[0].removesuffix(".py")
+    if len(parts) == 1:
+        return "floor" if first in FLOOR else "doors" if first in DOORS else first
+    return first
+
+
+def test_every_import_points_down():
+    upward = []
+    for path in sorted(PLAYGROUND.rglob("*.py")):
+        mine = _room(path.relative_to(PLAYGROUND).parts)
+        for module in imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            parts = module.split(".")
+            if parts[0] != "playground" or len(parts) == 1:
+                continue
+            theirs = _room(tuple(parts[1:2]) if len(parts) == 2 and parts[1] in (*FLOOR, *DOORS) else tuple(parts[1:]))
+            if theirs in RANKS and theirs != mine and RANKS[theirs] >= RANKS[mine]:
+                upward.append(f"{path.relative_to(PLAYGROUND)} -> {module}")
+    assert not upward
+
+
+def test_the_top_level_holds_the_floor_and_the_doors_only():
+    modules = sorted(p.stem for p in PLAYGROUND.glob("*.py"))
+    assert set(modules) <= set(FLOOR) | set(DOORS) and len(modules) - 1 <= MOST_TOP_LEVEL_MODULES, modules
+
+
+def test_only_the_doors_and_the_command_lines_run_as_main():
+    """A library module with a __main__ block ran apply_process_defaults and the CLI from inside the library (train.py
+    had two): python -m playground.X lands on a door of a few lines that imports cli/ only."""
+    door_or_cli = [PLAYGROUND / f"{door}.py" for door in DOORS] + list((PLAYGROUND / "cli").glob("*.py"))
+    runs = [str(p.relative_to(PLAYGROUND)) for p in PLAYGROUND.rglob("*.py")
+            if '__name__ == "__main__"' in p.read_text(encoding="utf-8") and p not in door_or_cli]
+    assert not runs
+    for door in DOORS:
+        imported = imported_modules(ast.parse((PLAYGROUND / f"{door}.py").read_text(encoding="utf-8")))
+        assert all(m.startswith(("playground.cli", "playground.settings")) for m in imported), (door, imported)
