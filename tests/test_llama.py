@@ -529,3 +529,21 @@ def test_the_modern_preset_trains_a_llama_that_reopens_and_samples(tmp_path, sha
     assert (config.family, config.heads_num, config.kv_heads, config.activation) == ("llama", 4, 2, "silu")
     tokens = list(stream(checkpoint.model, checkpoint.tokenizer, "ROMEO:", SamplingSettings(max_new_tokens=20, seed=0)))
     assert len(tokens) == 20
+
+
+@pytest.mark.parametrize("name", REAL_CONFIGS)
+def test_the_forward_a_repo_is_priced_by_is_the_longest_text_this_server_runs(name, tmp_path):
+    """The check before download prices a forward at the server's context cap, not the model's own context: at
+    Qwen2.5's 32,768 positions its (heads, T, T) maps alone were priced past 20 GiB, and every such repo was refused
+    on a server that runs at most 1,024 tokens."""
+    from playground.budget import MemoryBudget
+    from playground.checkpoints import hub
+
+    (tmp_path / "config.json").write_text(json.dumps(REAL_CONFIGS[name]), encoding="utf-8")
+    sizes = {"config.json": 1, "tokenizer.json": 1, "model.safetensors": 1}
+    server = MemoryBudget(6 * 2**30, "a 6 GiB server")
+    config = hub._check_config("learner/model", tmp_path, sizes, None, server, max_context=1024)
+    assert config.context_size == REAL_CONFIGS[name]["max_position_embeddings"]
+    if config.context_size > 8192:
+        with pytest.raises(HubError, match="learner/model"):
+            hub._check_config("learner/model", tmp_path, sizes, None, server)

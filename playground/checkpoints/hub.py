@@ -400,10 +400,11 @@ def _shards(repo_id: str, folder: Path, sizes: dict[str, int]) -> list[str]:
 
 
 def _check_config(repo_id: str, folder: Path, sizes: dict[str, int], max_parameters: int | None,
-                  memory_budget: budget.MemoryBudget | None) -> ModelConfig:
+                  memory_budget: budget.MemoryBudget | None, max_context: int | None = None) -> ModelConfig:
     """The config must describe a model within the limits whose weights (one file or its shards) are no larger
-    than it implies (GPT-2's: its parameters and the old mask buffers), with the tokenizer files its layout reads;
-    returns it."""
+    than it implies (GPT-2's: its parameters and the old mask buffers), with the tokenizer files its layout reads,
+    and whose forward pass fits the budget at the longest text this server runs (``max_context``; default the
+    model's own context: Qwen2.5's 32,768 tokens priced its (h, T, T) maps at 22.6 GiB); returns it."""
     layout, config = checkpoints.read_layout(folder)
     checkpoints.check_size(config, repo_id, max_parameters)
     parameters = config.parameter_count()
@@ -427,7 +428,7 @@ def _check_config(repo_id: str, folder: Path, sizes: dict[str, int], max_paramet
                        f"{parameters:,} parameters, at most {budget.human(implied)} of {what}; it is not downloaded")
     cost = budget.combined("this forward pass", budget.inference_cost(
         parameters=parameters, layers_num=config.layers_num, heads_num=config.heads_num,
-        embedding_dim=config.embedding_dim, context_size=config.context_size,
+        embedding_dim=config.embedding_dim, context_size=min(config.context_size, max_context or config.context_size),
         vocabulary_size=config.vocabulary_size), budget.tokenizer_cost(config.vocabulary_size))
     try:
         (memory_budget or budget.MemoryBudget()).check(cost, hint="pick a smaller checkpoint")
@@ -576,7 +577,8 @@ def prune_cache(cache_root: Path, max_bytes: int, keep: Path | None = None) -> l
 
 
 def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Path | None = None,
-                        max_parameters: int | None = None, memory_budget: budget.MemoryBudget | None = None) -> Path:
+                        max_parameters: int | None = None, memory_budget: budget.MemoryBudget | None = None,
+                        max_context: int | None = None) -> Path:
     """Download (or find in the cache) the checkpoint files of a Hub repo; return the snapshot folder.
 
     Offline (``HF_HUB_OFFLINE=1`` / ``PLAYGROUND_OFFLINE=1``) it makes no request and returns the cached
@@ -584,9 +586,9 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
     weights are fetched, a repo outside ``PLAYGROUND_HUB_ALLOW``, one that is not a checkpoint, files too large
     for ``max_parameters``, a config above it or one whose weights (one file, or the shards its index names) are
     larger than it implies or hold more numbers than it describes (their safetensors headers, read on the Hub),
-    and a model whose forward pass does not fit ``memory_budget`` (a ``budget.MemoryBudget``; default: this
-    server's). Raises HubError (or CheckpointError for a config that is broken or too large); the repo id is
-    checked before any request.
+    and a model whose forward pass (at ``max_context`` tokens at most) does not fit ``memory_budget`` (a
+    ``budget.MemoryBudget``; default: this server's). Raises HubError (or CheckpointError for a config that is
+    broken or too large); the repo id is checked before any request.
     """
     repo_id = validate_repo_id(repo_id)
     check_allowed(repo_id)
@@ -610,7 +612,7 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
             if folder.name != listing.commit:
                 raise HubError(f"{repo_id} changed on the Hub while it was being checked; try again")
             revision = listing.commit  # what was checked is what is downloaded, even if the repo changes now
-            config = _check_config(repo_id, folder, listing.sizes, max_parameters, memory_budget)
+            config = _check_config(repo_id, folder, listing.sizes, max_parameters, memory_budget, max_context)
             shards = _shards(repo_id, folder, listing.sizes)
             _check_tensors(repo_id, revision, config, shards)
             files = wanted_files(listing.sizes) + shards
@@ -619,7 +621,7 @@ def download_checkpoint(repo_id: str, revision: str | None = None, cache_dir: Pa
         path = _snapshot(repo_id, revision, cache_dir, files, local_only, status)
         sizes = _local_sizes(path)  # what arrived (or was cached) is checked as the listing was
         _check_sizes(repo_id, sizes, max_parameters)
-        _check_config(repo_id, path, sizes, max_parameters, memory_budget)
+        _check_config(repo_id, path, sizes, max_parameters, memory_budget, max_context)
     except HubError:
         remove_download(folder)
         raise
@@ -662,14 +664,15 @@ def _local_shards(folder: Path) -> list[str]:
 
 def load_from_hub(repo_id: str, device: torch.device | str = "cpu", *, revision: str | None = None,
                   cache_dir: Path | None = None, max_parameters: int | None = None,
-                  memory_budget: budget.MemoryBudget | None = None) -> checkpoints.Checkpoint:
+                  memory_budget: budget.MemoryBudget | None = None,
+                  max_context: int | None = None) -> checkpoints.Checkpoint:
     """Download then load with ``checkpoints.load_checkpoint``; the Checkpoint is named after the repo.
 
     Raises HubError for Hub problems and CheckpointError when the files themselves are broken (a download
     that does not load is removed from the cache).
     """
     path = download_checkpoint(repo_id, revision=revision, cache_dir=cache_dir, max_parameters=max_parameters,
-                               memory_budget=memory_budget)
+                               memory_budget=memory_budget, max_context=max_context)
     repo_id = repo_id.strip()
     try:
         with (memory_budget or budget.MemoryBudget()).reserve(loading_cost(path), hint="try again in a moment"):

@@ -80,18 +80,20 @@ def weights_stamp(key: SourceKey, directory: Path | None = None) -> int | None:
 def open_checkpoint(source: str | Path | SourceKey, *, directory: Path | None = None,
                     device: torch.device | str = "cpu", max_parameters: int | None = None,
                     revision: str | None = None, allow_folders: bool = False,
-                    memory_budget: MemoryBudget | None = None) -> checkpoints.Checkpoint:
+                    memory_budget: MemoryBudget | None = None,
+                    max_context: int | None = None) -> checkpoints.Checkpoint:
     """Load ``source`` (a name in ``directory``, a Hub repo id, or with ``allow_folders`` a folder path).
 
     A Hub repo is checked before its weights are fetched: against ``PLAYGROUND_HUB_ALLOW``, ``max_parameters``
-    and ``memory_budget`` (default: a budget from this server's settings), and fetched without the server's
+    and ``memory_budget`` (default: a budget from this server's settings) for a forward of up to ``max_context``
+    tokens (default: the model's context), and fetched without the server's
     token (see hub.py). Raises CheckpointError (or HubError) with a message naming what was asked for and where
     it was looked for.
     """
     key = source if isinstance(source, SourceKey) else source_key(source, allow_folders=allow_folders)
     if key.kind == "hub":
         return hub.load_from_hub(key.value, device, revision=revision, max_parameters=max_parameters,
-                                 memory_budget=memory_budget)
+                                 memory_budget=memory_budget, max_context=max_context)
     if key.kind == "folder":
         return checkpoints.load_checkpoint(Path(key.value), device=device, max_parameters=max_parameters)
     try:
@@ -106,7 +108,7 @@ def open_checkpoint(source: str | Path | SourceKey, *, directory: Path | None = 
         raise checkpoints.MissingCheckpointError(f"{missing} (give {what})")
     try:  # a canonical Hub id without an owner (gpt2, distilgpt2): no local run has the name, so the Hub's repo
         checkpoint = hub.load_from_hub(key.value, device, revision=revision, max_parameters=max_parameters,
-                                       memory_budget=memory_budget)
+                                       memory_budget=memory_budget, max_context=max_context)
     except hub.HubError as exc:
         if not hub.is_not_found(exc):
             raise hub.HubError(f"{missing}, so the Hub repo {key.value} was tried: {exc}") from None

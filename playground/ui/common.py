@@ -121,7 +121,8 @@ class AppContext:
                 self._checkpoints.move_to_end(key)
                 return cached[1]
         loaded = loading.open_checkpoint(key, directory=self.weights, device=self.device,
-                                         max_parameters=self.limits.max_parameters, memory_budget=self.budget)
+                                         max_parameters=self.limits.max_parameters, memory_budget=self.budget,
+                                         max_context=self.limits.max_context_size)
         with self._lock:
             self._checkpoints[key] = (stamp, loaded)
             self._checkpoints.move_to_end(key)
