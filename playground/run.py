@@ -38,6 +38,7 @@ from playground.estimates import (
 from playground.model import GPT
 from playground.optim_state import OptimizerStateError, flatten_optimizer_state, restore_optimizer_state
 from playground.optimizers import Optimizer, optimizer_name
+from playground.precision import PrecisionChoice, resolve_precision
 from playground.presets import MODEL_FIELDS
 from playground.probes import ProbeSnapshot, probe_attention, probe_text_for
 from playground.run_record import (
@@ -102,6 +103,7 @@ class PreparedRun:
     memory: int = 0
     budget: MemoryBudget | None = None
     held_out: bool = True  # False: a text too short to hold out validation trains and validates on all of it
+    precision: PrecisionChoice | None = None  # the forward's dtype and why (build_run measures "auto" on the model)
 
     def release_memory(self) -> None:
         """Give the run's reserved bytes back to the budget (once; later calls do nothing)."""
@@ -231,7 +233,8 @@ def check_free_memory(plan: RunPlan) -> None:
 def build_run(plan: RunPlan, *, max_seconds: float | None = None, notes: list[str] = (),
               record: dict[str, Any] | None = None, memory: int = 0, budget: MemoryBudget | None = None,
               limits: Limits | None = None) -> PreparedRun:
-    """The model (a resumed checkpoint's weights, or fresh ones from the seed) and its optimizer, on the device.
+    """The model (a resumed checkpoint's weights, or fresh ones from the seed) and its optimizer, on the device, and
+    the forward's precision (precision "auto" is measured on the model: a few forward and backward passes).
 
     ``max_seconds``: the run stops and saves when its wall time passes this. ``notes`` go after the plan's;
     ``record`` goes into training.json; ``memory`` bytes held in ``budget`` stay with the run until its
@@ -247,6 +250,7 @@ def build_run(plan: RunPlan, *, max_seconds: float | None = None, notes: list[st
         torch.manual_seed(train_config.seed)
         model = build_model(plan.config)
     model.to(plan.device)
+    precision = resolve_precision(model, plan.device, train_config.precision, train_config.batch_size)
     optimizer = configure_optimizer(model, train_config, plan.device)
     restored = _restore_optimizer(optimizer, model, plan.name, request) if request.resume else []
     return PreparedRun(request, plan.corpus, plan.tokenizer, model,
@@ -255,7 +259,8 @@ def build_run(plan: RunPlan, *, max_seconds: float | None = None, notes: list[st
                        plan.history, step_seconds_before=plan.step_seconds_before, optimizer=optimizer,
                        notes=plan.notes + list(notes) + restored, cost=plan.cost,
                        estimated_seconds=plan.estimated_seconds, max_seconds=max_seconds,
-                       record={**carried, **(record or {})}, memory=memory, budget=budget, held_out=plan.held_out)
+                       record={**carried, **(record or {})}, memory=memory, budget=budget, held_out=plan.held_out,
+                       precision=precision)
 
 
 def prepare_run(request: RunRequest, limits: Limits | None = None) -> PreparedRun:

@@ -28,7 +28,7 @@ from playground.device import describe_training
 from playground.estimates import format_budget, format_seconds
 from playground.probes import ProbeSnapshot
 from playground.run import STOPPED_BY_TIME_LIMIT, PreparedRun, RunRequest, run_training
-from playground.run_record import seconds_before
+from playground.run_record import run_precision, seconds_before
 from playground.server import admission, tenancy
 from playground.server.tenancy import Visitor
 from playground.train import StepMetrics, TrainResult
@@ -181,7 +181,7 @@ class TrainingJobs:
                 job.owners = job.owners | ({run.record.get(tenancy.OWNER_FIELD)} - {None})
             self._update(job, start_step=run.start_step, step=run.start_step,
                          parameter_count=run.model.parameter_count(),
-                         device=describe_training(run.device, run.request.train.precision),
+                         device=describe_training(run.device, run_precision(run).dtype),
                          corpus=f"{run.corpus.label} ({len(run.corpus.text):,} characters)",
                          corpus_name=curves.corpus_name(run.corpus.name, len(run.corpus.text)),
                          time_limit_seconds=run.max_seconds, seconds_before=seconds_before(run),
