@@ -5,7 +5,9 @@ config (4 layers, 4 heads, embedding 128, context 64, batch 12, learning rate 1e
 and cosine decay to 1e-4, AdamW betas (0.9, 0.99), weight decay 0.1, grad clip 1, dropout 0, bias off, tied
 input/output embeddings, no torch.compile). Ours runs the same config through playground.train.train().
 
-    python benchmarks/train_speed.py                       # timing: 200 steps each, medians, ratio
+    python benchmarks/train_speed.py                       # the train command against the baseline's loop, each
+                                                           #   in its own process, alternating: ratio per pair
+    python benchmarks/train_speed.py --in-process          # + both loops in this process: medians per step
     python benchmarks/train_speed.py --full                # + ours for 2000 steps, val loss at 2000
     python benchmarks/train_speed.py --tiny-preset         # the "tiny" preset: val loss reached in 60 s
     python benchmarks/train_speed.py --compile             # + the baseline through torch.compile (nanoGPT's
@@ -20,7 +22,12 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import os
+import re
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +39,7 @@ from torch import nn
 from playground.config import ModelConfig, TrainConfig
 from playground.device import describe
 from playground.model.gpt import GPT
+from playground.settings import PROCESS_DEFAULTS
 from playground.text.data import Corpus, TokenIdsDataset, load_corpus, split_train_val
 from playground.text.tokenizer import CharTokenizer
 from playground.training.loop import evaluate, train
@@ -208,9 +216,95 @@ def time_ours(data: TokenIdsDataset, vocab: int, steps: int, model_fields: dict,
     return times
 
 
+def baseline_tokens_per_second(data: TokenIdsDataset, vocab: int, steps: int) -> float:
+    """The baseline's loop for ``steps`` steps from a fresh model: tokens over the loop's whole wall time (its first
+    steps included, as the train command's figure includes its own)."""
+    model, optimizer = nanogpt_baseline(vocab)
+    generator = torch.Generator().manual_seed(1337)
+    started = time.perf_counter()
+    for step in range(steps):
+        nanogpt_step(model, optimizer, data, generator, step)
+    return steps * BABY_BATCH * BABY["context_size"] / (time.perf_counter() - started)
+
+
+def command_flags(steps: int, corpus: Path, weights: Path) -> list[str]:
+    """``python -m playground.train``'s flags for the baby config: nanoGPT's shape, batch, schedule and AdamW, one
+    evaluation (at the end, outside the tokens/s), no checkpoint before the last."""
+    return ["--layers-num", "4", "--heads-num", "4", "--embedding-dim", "128", "--context-size", "64",
+            "--dropout-rate", "0", "--no-use-bias", "--batch-size", str(BABY_BATCH), "--steps", str(steps),
+            "--learning-rate", str(BABY_LR), "--warmup-steps", "100", "--learning-rate-decay", "cosine",
+            "--min-learning-rate-ratio", "0.1", "--optimizer", "adamw", "--time-budget-seconds", "0",
+            "--eval-interval", str(steps), "--eval-batches", "20", "--checkpoint-interval", str(steps),
+            "--seed", "1337", "--device", "cpu", "--corpus", str(corpus), "--run-name", "baby",
+            "--weights-dir", str(weights), "--replace"]
+
+
+def run_command(steps: int, corpus: Path, extra: list[str]) -> tuple[float, str]:
+    """The train command in a fresh process as a user runs it: (its "done:" line's tokens/s, the precision line)."""
+    with tempfile.TemporaryDirectory() as weights:
+        done = subprocess.run([sys.executable, "-m", "playground.train", *command_flags(steps, corpus, Path(weights)),
+                               *extra], capture_output=True, text=True, timeout=3600)
+    found = re.search(r"done: .*?, ([\d,]+) tok/s", done.stderr)
+    if done.returncode or not found:
+        raise SystemExit(f"the train command failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    precision = next((line for line in done.stderr.splitlines() if line.startswith("precision:")), "")
+    return float(found.group(1).replace(",", "")), precision
+
+
+def run_baseline(steps: int, corpus: Path, threads: int | None, same_environment: bool) -> float:
+    """The baseline's loop in a fresh process with the environment nanoGPT's train.py gets: none of the app's
+    process defaults (PROCESS_DEFAULTS) set; or, ``same_environment``, the train command's (its OpenMP threads
+    sleeping when idle), so that only the loops differ."""
+    env = {key: value for key, value in os.environ.items() if key not in PROCESS_DEFAULTS}
+    if same_environment:
+        env.update(PROCESS_DEFAULTS)
+    threads_flag = ["--threads", str(threads)] if threads else []
+    done = subprocess.run([sys.executable, __file__, "--baseline-worker", "--steps", str(steps), "--data",
+                           str(corpus), *threads_flag], capture_output=True, text=True, env=env, timeout=3600)
+    found = re.search(r"tokens/s ([\d.]+)", done.stdout)
+    if done.returncode or not found:
+        raise SystemExit(f"the baseline failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return float(found.group(1))
+
+
+def compare_command(pairs: int, steps: int, corpus: Path, threads: int | None, extra: list[str],
+                    same_environment: bool = False) -> None:
+    """``pairs`` rounds of the baseline then the train command (the order swapping each round), each a fresh
+    process of ``steps`` steps; prints each pair's ratio, then the median and range of the ratios."""
+    if threads:
+        extra = [*extra, "--threads", str(threads)]
+    print(f"\nthe train command against the baseline's loop, baby config, {steps} steps each, {pairs} alternating "
+          f"pairs (fresh processes; tokens/s over each loop's wall time, evaluation left out; the baseline with "
+          f"{'the command' if same_environment else 'nanoGPT'}'s environment):")
+    print(f"  python -m playground.train {' '.join(command_flags(steps, corpus, Path('WEIGHTS')))} {' '.join(extra)}")
+    ratios = []
+    for pair in range(pairs):
+        if pair % 2:
+            ours, precision = run_command(steps, corpus, extra)
+            baseline = run_baseline(steps, corpus, threads, same_environment)
+        else:
+            baseline = run_baseline(steps, corpus, threads, same_environment)
+            ours, precision = run_command(steps, corpus, extra)
+        ratios.append(ours / baseline)
+        print(f"  pair {pair + 1}: baseline {baseline:9,.0f} tokens/s, train command {ours:9,.0f} tokens/s, "
+              f"ratio {ratios[-1]:.3f}  ({precision or 'precision not printed'})", flush=True)
+    print(f"  ratio train command / baseline: median {statistics.median(ratios):.3f}, range {min(ratios):.3f}-"
+          f"{max(ratios):.3f} over {pairs} pairs (goal >= 1.00)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="timed steps per implementation")
+    parser.add_argument("--pairs", type=int, default=5, help="alternating pairs of the train command and the baseline")
+    parser.add_argument("--in-process", action="store_true",
+                        help="also time both loops in this process, step by step, with the matrix products' floor")
+    parser.add_argument("--command-flag", action="append", default=[], dest="command_flags", metavar="FLAG",
+                        help="a flag added to the train command's (repeatable), e.g. --command-flag=--precision="
+                             "float32")
+    parser.add_argument("--same-environment", action="store_true",
+                        help="run the baseline with the train command's process defaults (OMP_WAIT_POLICY=PASSIVE...) "
+                             "rather than none, as nanoGPT runs")
+    parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--full", action="store_true", help="also train ours 2000 steps and report val loss")
     parser.add_argument("--tiny-preset", action="store_true", help="train the tiny preset, report val loss vs time")
     parser.add_argument("--compile", action="store_true",
@@ -226,35 +320,45 @@ def main() -> None:
     tokenizer = CharTokenizer.train_from_text(corpus.text)
     train_ids, val_ids = split_train_val(tokenizer.encode(corpus.text))
     vocab = tokenizer.vocabulary_size
+    baby_data = TokenIdsDataset(train_ids, BABY["context_size"])
+    if args.baseline_worker:
+        print(f"tokens/s {baseline_tokens_per_second(baby_data, vocab, args.steps):.1f}")
+        return
     print(f"corpus {corpus.name} ({len(corpus.text):,} characters, {corpus.source}); {describe('cpu')}; "
           f"torch {torch.__version__}")
-    baby_data = TokenIdsDataset(train_ids, BABY["context_size"])
+    if args.pairs:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "tinyshakespeare.txt"  # the text just loaded, wherever it came from
+            path.write_text(corpus.text, encoding="utf-8")
+            compare_command(args.pairs, args.steps, path, args.threads, args.command_flags, args.same_environment)
     baby_config = TrainConfig(batch_size=BABY_BATCH, steps=BABY_STEPS, learning_rate=BABY_LR, warmup_steps=100,
                               min_learning_rate_ratio=0.1, weight_decay=0.1, grad_clip=1.0, eval_interval=250,
                               eval_batches=20, seed=1337, device="cpu")
     tokens_per_step = BABY_BATCH * BABY["context_size"]
     rows = []
-    for name, fn in (("nanoGPT-style baseline", lambda: time_baseline(baby_data, vocab, args.steps)),
-                     ("ours (playground.train)", lambda: time_ours(baby_data, vocab, args.steps, BABY, baby_config))):
-        times = fn()[10:]  # drop warm-up steps
-        median = statistics.median(times)
-        rows.append((name, median * 1000, tokens_per_step / median))
-    print(f"\nbaby config, {args.steps} steps each (first 10 dropped), medians:")
-    for name, ms, tps in rows:
-        print(f"  {name:26s} {ms:7.2f} ms/step  {tps:10,.0f} tokens/s")
-    print(f"  ratio ours / baseline: {rows[1][2] / rows[0][2]:.2f}x tokens/s "
-          f"(goal >= 1.00, stretch 1.25; reference nanoGPT on these machines: 15,400 tokens/s)")
-    floor = matmul_floor(nanogpt_baseline(vocab)[0], tokens_per_step) * 1000
-    baseline_ms = rows[0][1]
-    print(f"  the matrix products alone (the model's Linear shapes timed apart, attention's left out): "
-          f"{floor:.2f} ms/step; a step that did nothing else would be {baseline_ms / floor:.2f}x the baseline. "
-          f"1.25x needs {baseline_ms / 1.25:.2f} ms/step: {baseline_ms / 1.25 - floor:.2f} ms for attention, GELU, "
-          f"LayerNorm, the loss, the optimizer and autograd, on which the baseline spends "
-          f"{baseline_ms - floor:.2f} ms")
+    if args.in_process:
+        loops = (("nanoGPT-style baseline", lambda: time_baseline(baby_data, vocab, args.steps)),
+                 ("ours (playground.train)", lambda: time_ours(baby_data, vocab, args.steps, BABY, baby_config)))
+        for name, fn in loops:
+            times = fn()[10:]  # drop warm-up steps
+            median = statistics.median(times)
+            rows.append((name, median * 1000, tokens_per_step / median))
+        print(f"\nbaby config, {args.steps} steps each (first 10 dropped), medians:")
+        for name, ms, tps in rows:
+            print(f"  {name:26s} {ms:7.2f} ms/step  {tps:10,.0f} tokens/s")
+        print(f"  ratio ours / baseline: {rows[1][2] / rows[0][2]:.2f}x tokens/s "
+              f"(goal >= 1.00, stretch 1.25; reference nanoGPT on these machines: 15,400 tokens/s)")
+        floor = matmul_floor(nanogpt_baseline(vocab)[0], tokens_per_step) * 1000
+        baseline_ms = rows[0][1]
+        print(f"  the matrix products alone (the model's Linear shapes timed apart, attention's left out): "
+              f"{floor:.2f} ms/step; a step that did nothing else would be {baseline_ms / floor:.2f}x the baseline. "
+              f"1.25x needs {baseline_ms / 1.25:.2f} ms/step: {baseline_ms / 1.25 - floor:.2f} ms for attention, GELU, "
+              f"LayerNorm, the loss, the optimizer and autograd, on which the baseline spends "
+              f"{baseline_ms - floor:.2f} ms")
 
     if args.compile:
         first, times = time_compiled(baby_data, vocab, args.steps)
-        eager = rows[0][1] / 1000
+        eager = rows[0][1] / 1000 if rows else statistics.median(time_baseline(baby_data, vocab, args.steps)[10:])
         median = statistics.median(times[7:])  # the first 10 dropped, as above
         saved = eager - median
         print(f"\nthe baseline through torch.compile: first 3 steps {first:.1f} s (compilation), then "

@@ -1,19 +1,16 @@
-"""Which device computations run on: pick CUDA, then Apple MPS, then CPU, and describe it; and the dtype a training
-step's forward runs in there (float32, or bfloat16 autocast on a CPU that multiplies it natively).
+"""Which device computations run on: pick CUDA, then Apple MPS, then CPU, and describe it; and the dtypes a training
+step's forward can run in there (precision.py measures which of them "auto" takes).
 
 Probing happens when a function is called, never at import time.
 """
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from playground.config import PRECISION_CHOICES
 
 DEVICE_CHOICES = ("auto", "cuda", "mps", "cpu")
-CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of x86 CPUs that multiply bfloat16 natively
 
 
 class DeviceError(ValueError):
@@ -84,46 +81,21 @@ def supported_dtypes(device: torch.device | str) -> list[str]:
     return names
 
 
-@functools.cache
-def _cpuinfo() -> str:
-    """/proc/cpuinfo, read once per process ("" where there is none)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
-            return file.read()
-    except OSError:
-        return ""
-
-
-def cpu_multiplies_bfloat16(cpuinfo: str | None = None) -> bool:
-    """Whether this CPU has bfloat16 matrix instructions (AVX-512 BF16 or AMX; read from /proc/cpuinfo, so Linux
-    x86 only): there bfloat16 autocast makes a training step faster (1.24x on nanoGPT's CPU baby shape,
-    benchmarks/train_speed.py); elsewhere PyTorch emulates it, slower than float32."""
-    if cpuinfo is None:
-        cpuinfo = _cpuinfo()
-    flags = set()
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            flags.update(line.partition(":")[2].split())
-    return any(flag in flags for flag in CPU_BF16_FLAGS)
-
-
 def training_dtype(device: torch.device | str, precision: str = "auto") -> torch.dtype:
     """The dtype a training step's forward runs in under autocast (the weights and the optimizer stay float32).
 
-    "float32": no autocast. "bfloat16": bfloat16 autocast, refused where it cannot run. "auto": bfloat16 on a CPU
-    that multiplies it natively (cpu_multiplies_bfloat16), float32 everywhere else, CUDA and MPS included.
+    "float32": no autocast. "bfloat16": bfloat16 autocast, refused where it cannot run. "auto": float32 until it is
+    measured (precision.resolve_precision times the run's own model in both and takes the faster).
     """
     device = torch.device(device)
     if precision not in PRECISION_CHOICES:
         raise DeviceError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISION_CHOICES)}")
-    if precision == "auto":
-        return torch.bfloat16 if device.type == "cpu" and cpu_multiplies_bfloat16() else torch.float32
     if precision == "bfloat16" and "bfloat16" not in supported_dtypes(device):
         raise DeviceError(f"bfloat16 is not supported on {describe(device)}: use float32")
     return torch.bfloat16 if precision == "bfloat16" else torch.float32
 
 
-def describe_training(device: torch.device | str, precision: str = "auto") -> str:
-    """describe(device), and the autocast a training step uses there: "CPU · 2 threads · bfloat16 autocast"."""
-    dtype = training_dtype(device, precision)
+def describe_training(device: torch.device | str, dtype: torch.dtype = torch.float32) -> str:
+    """describe(device), and the autocast a training step's forward uses there (``dtype``, a resolved precision):
+    "CPU · 2 threads · bfloat16 autocast"."""
     return describe(device) + (" · bfloat16 autocast" if dtype == torch.bfloat16 else "")

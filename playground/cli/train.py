@@ -35,6 +35,7 @@ from playground.text.data import TINY_SHAKESPEARE_CHARS, Corpus
 from playground.training import distributed
 from playground.training.loop import StepMetrics, TrainingError
 from playground.training.presets import DECAY_FLOORS, MODEL_FIELDS, TRAIN_PRESETS
+from playground.training.record import run_precision
 from playground.training.run import RunRequest, prepare_run, run_training
 
 TRAIN_FIELDS = ("batch_size", "steps", "learning_rate", "warmup_steps", "eval_interval", "eval_batches",
@@ -90,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "matrix inside the blocks, AdamW trains the embeddings, head and norms (default: the "
                              "preset's: muon for tiny and small, adamw for toy and gpu)")
     parser.add_argument("--precision", choices=PRECISION_CHOICES,
-                        help="the forward pass's dtype: auto (default) is bfloat16 autocast on a CPU with bfloat16 "
-                             "matrix instructions (AVX-512 BF16, AMX), float32 elsewhere; the weights stay float32")
+                        help="the forward pass's dtype: auto (default) times a few forward and backward passes of "
+                             "the model in float32 and in bfloat16 autocast and takes the faster (float32 on MPS); "
+                             "the weights stay float32")
     parser.add_argument("--time-budget-seconds", type=float,
                         help="end the run once its training steps have taken this many seconds (evaluations and "
                              "checkpoints not counted), the learning rate's decay sized to end then; 0: none "
@@ -233,9 +235,11 @@ def _train(args: argparse.Namespace, argv: list[str] | None, request: RunRequest
         print(f"{where}error: {exc}", file=sys.stderr)
         return 2
     processes = f" × {world.world_size} processes" if world.distributed else ""
-    device = describe_training(run.device, run.request.train.precision)
+    precision = run_precision(run)
+    device = describe_training(run.device, precision.dtype)
     say(f"training {run.request.run_name}: {run.model.parameter_count():,} parameters on {device}"
         f"{processes}, corpus {run.corpus.name} ({len(run.corpus.text):,} characters, {run.corpus.source})")
+    say(f"precision: {precision.reason}")
     if run.corpus.source == "builtin" and request.corpus_path is None:
         say(fallback_note(run.corpus))
     for note in run.notes:  # a resumed run whose optimizer state could not come back, say

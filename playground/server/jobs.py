@@ -31,7 +31,7 @@ from playground.training import curves
 from playground.training.estimates import format_budget, format_seconds
 from playground.training.loop import StepMetrics, TrainResult
 from playground.training.probes import ProbeSnapshot
-from playground.training.record import seconds_before
+from playground.training.record import run_precision, seconds_before
 from playground.training.run import STOPPED_BY_TIME_LIMIT, PreparedRun, RunRequest, run_training
 
 logger = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ class TrainingJobs:
                 job.owners = job.owners | ({run.record.get(tenancy.OWNER_FIELD)} - {None})
             self._update(job, start_step=run.start_step, step=run.start_step,
                          parameter_count=run.model.parameter_count(),
-                         device=describe_training(run.device, run.request.train.precision),
+                         device=describe_training(run.device, run_precision(run).dtype),
                          corpus=f"{run.corpus.label} ({len(run.corpus.text):,} characters)",
                          corpus_name=curves.corpus_name(run.corpus.name, len(run.corpus.text)),
                          time_limit_seconds=run.max_seconds, seconds_before=seconds_before(run),

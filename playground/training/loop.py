@@ -7,8 +7,9 @@ about the UI, files or threads: it calls ``on_step(step, metrics)`` after every 
 uninterrupted one would and takes the very same steps (dropout masks excepted: they use torch's global
 generator; and with a time budget, whose clock is the machine's, the learning rates and the last step differ
 from run to run). The forward runs under bfloat16 autocast where ``TrainConfig.precision`` resolves to it
-(device.training_dtype); the weights, gradients and optimizer state stay float32. The run around it (corpus,
-tokenizer, checkpoints, samples, probes) lives in run.py, presets in presets.py, the command line in cli/train.py.
+(precision.resolve_precision: "auto" times both on the model and takes the faster); the weights, gradients and
+optimizer state stay float32. The run around it (corpus, tokenizer, checkpoints, samples, probes) lives in run.py,
+presets in presets.py, the command line in cli/train.py.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from dataclasses import dataclass, field
 import torch
 
 from playground.config import NOTEBOOK_004, TrainConfig
-from playground.device import training_dtype
 from playground.model.gpt import GPT
 from playground.text.data import TokenIdsDataset
 from playground.training import distributed
 from playground.training.distributed import SINGLE, World
 from playground.training.optimizers import Muon, Optimizer, OptimizerChain, hidden_matrices
+from playground.training.precision import resolve_precision
 
 
 class TrainingError(RuntimeError):
@@ -145,7 +146,10 @@ def train(model: GPT, config: TrainConfig, train_data: TokenIdsDataset, val_data
     device = next(model.parameters()).device
     if optimizer is None:
         optimizer = configure_optimizer(model, config, device)
-    dtype = training_dtype(device, config.precision)  # the forward's; weights, gradients and optimizer stay float32
+    # the forward's; weights, gradients and optimizer stay float32. "auto" is measured once per process and shape
+    dtype = resolve_precision(model, device, config.precision, config.batch_size).dtype
+    if world.distributed and config.precision == "auto":  # measured apart: bfloat16 only if every rank found it faster
+        dtype = torch.float32 if distributed.any_rank(dtype == torch.float32, world, device) else dtype
     network = distributed.wrap(model, world, device)  # model itself in a single process
     if world.distributed:  # dropout masks differ by rank too
         torch.manual_seed(batch_seed(config.seed, start_step, world.rank))

@@ -14,6 +14,7 @@ from playground.lens.head_forming import formed_heads
 from playground.model.families import describe_architecture
 from playground.training.estimates import passes_over_text
 from playground.training.loop import TrainResult
+from playground.training.precision import PrecisionChoice, resolve_precision
 from playground.training.requests import PreparedRun
 
 # training.json's curves, carried on by a resumed run; head_scores: every head's pattern scores at each probe
@@ -24,7 +25,7 @@ SECONDS_FIELD = "seconds_before"  # in PreparedRun.history: [a resumed run's ear
 RUN_RECORD_FIELDS = frozenset({"steps_done", "steps_planned", *CURVE_FIELDS, "tokens_per_second", "wall_seconds",
                                "eval_seconds", "step_seconds", "corpus", "device", "seed", "train_config",
                                "stopped_early", "budget_reached", "processes", "previous_token_heads",
-                               "passes_over_text"})
+                               "passes_over_text", "precision"})
 
 
 def recorded_step_seconds(training: dict[str, Any] | None) -> float:
@@ -39,6 +40,13 @@ def recorded_step_seconds(training: dict[str, Any] | None) -> float:
 def seconds_before(run: PreparedRun) -> float:
     """The wall seconds a resumed run had trained before this session: where its time axis goes on."""
     return float(run.history.get(SECONDS_FIELD, [0.0])[0]) if run.history.get(SECONDS_FIELD) else 0.0
+
+
+def run_precision(run: PreparedRun) -> PrecisionChoice:
+    """The forward's dtype a run trains in, and why: build_run's measurement (remembered for the process)."""
+    if run.precision is not None:
+        return run.precision
+    return resolve_precision(run.model, run.device, run.request.train.precision, run.request.train.batch_size)
 
 
 def training_record(run: PreparedRun, result: TrainResult) -> dict[str, Any]:
@@ -62,7 +70,8 @@ def training_record(run: PreparedRun, result: TrainResult) -> dict[str, Any]:
         "eval_seconds": round(result.eval_seconds, 2),
         "step_seconds": round(result.step_seconds, 2),  # every session's: the time budget's clock
         "corpus": {"name": run.corpus.name, "characters": len(run.corpus.text), "source": run.corpus.source},
-        "device": describe_training(run.device, run.request.train.precision),
+        "device": describe_training(run.device, run_precision(run).dtype),
+        "precision": run_precision(run).to_dict(),  # which dtype the forward ran in, and why
         "seed": run.request.train.seed,
         "train_config": run.request.train.to_dict(),
         "stopped_early": result.stopped,

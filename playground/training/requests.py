@@ -19,6 +19,7 @@ from playground.model.gpt import GPT
 from playground.text.data import Corpus, TokenIdsDataset
 from playground.text.tokenizer import CharTokenizer
 from playground.training.optimizers import Optimizer
+from playground.training.precision import PrecisionChoice
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class PreparedRun:
     memory: int = 0
     budget: MemoryBudget | None = None
     held_out: bool = True  # False: a text too short to hold out validation trains and validates on all of it
+    precision: PrecisionChoice | None = None  # the forward's dtype and why (build_run measures "auto" on the model)
     head_scores: list[dict] = field(default_factory=list)  # this session's probe snapshots' scores (head_forming)
 
     def release_memory(self) -> None:

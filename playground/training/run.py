@@ -43,6 +43,7 @@ from playground.training.estimates import (
 from playground.training.loop import StepMetrics, TrainResult, configure_optimizer, train
 from playground.training.optimizer_state import OptimizerStateError, flatten_optimizer_state, restore_optimizer_state
 from playground.training.optimizers import Optimizer, optimizer_name
+from playground.training.precision import resolve_precision
 from playground.training.presets import MODEL_FIELDS
 from playground.training.probes import ProbeSnapshot, probe_attention, probe_text_for
 from playground.training.record import (
@@ -183,7 +184,8 @@ def check_free_memory(plan: RunPlan) -> None:
 def build_run(plan: RunPlan, *, max_seconds: float | None = None, notes: list[str] = (),
               record: dict[str, Any] | None = None, memory: int = 0, budget: MemoryBudget | None = None,
               limits: Limits | None = None) -> PreparedRun:
-    """The model (a resumed checkpoint's weights, or fresh ones from the seed) and its optimizer, on the device.
+    """The model (a resumed checkpoint's weights, or fresh ones from the seed) and its optimizer, on the device, and
+    the forward's precision (precision "auto" is measured on the model: a few forward and backward passes).
 
     ``max_seconds``: the run stops and saves when its wall time passes this. ``notes`` go after the plan's;
     ``record`` goes into training.json; ``memory`` bytes held in ``budget`` stay with the run until its
@@ -199,6 +201,7 @@ def build_run(plan: RunPlan, *, max_seconds: float | None = None, notes: list[st
         torch.manual_seed(train_config.seed)
         model = build_model(plan.config)
     model.to(plan.device)
+    precision = resolve_precision(model, plan.device, train_config.precision, train_config.batch_size)
     optimizer = configure_optimizer(model, train_config, plan.device)
     restored = _restore_optimizer(optimizer, model, plan.name, request) if request.resume else []
     return PreparedRun(request, plan.corpus, plan.tokenizer, model,
@@ -207,7 +210,8 @@ def build_run(plan: RunPlan, *, max_seconds: float | None = None, notes: list[st
                        plan.history, step_seconds_before=plan.step_seconds_before, optimizer=optimizer,
                        notes=plan.notes + list(notes) + restored, cost=plan.cost,
                        estimated_seconds=plan.estimated_seconds, max_seconds=max_seconds,
-                       record={**carried, **(record or {})}, memory=memory, budget=budget, held_out=plan.held_out)
+                       record={**carried, **(record or {})}, memory=memory, budget=budget, held_out=plan.held_out,
+                       precision=precision)
 
 
 def prepare_run(request: RunRequest, limits: Limits | None = None) -> PreparedRun:

@@ -1,0 +1,126 @@
+"""Which dtype a training step's forward runs in: ``TrainConfig.precision`` resolved for one model on one device.
+
+"float32" and "bfloat16" are taken as asked (device.training_dtype refuses bfloat16 where it cannot run). "auto" is
+decided by measurement, not by what the CPU's flags promise: a few forward and backward passes of the run's own
+model at its own batch, in float32 and under bfloat16 autocast, alternating, and the faster median wins (on an AMD
+EPYC with AVX-512 BF16, nanoGPT's baby shape trained at 16.3k tokens/s in bfloat16 against 17.8k in float32). The
+answer is remembered for the process, per device, model shape and batch size, so a run measures once and the loop
+(train.train) reads the same answer its run recorded.
+
+Knows nothing of runs or files; run.py records the choice (``PrecisionChoice.reason``) in training.json.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from playground.device import describe, supported_dtypes, training_dtype
+
+PROBE_ROUNDS = 3  # timed (float32, bfloat16) pairs after one untimed warm-up pass of each
+REMEMBERED = 64  # choices kept per process (a server meets many shapes); the oldest is forgotten first
+
+_chosen: OrderedDict[tuple, PrecisionChoice] = OrderedDict()
+_lock = threading.Lock()  # one probe at a time: two at once would time each other
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The forward's dtype and why: ``reason`` is what training.json records under "precision"."""
+
+    dtype: torch.dtype
+    reason: str
+    float32_seconds: float | None = None  # the measured medians of a forward and backward pass, where measured
+    bfloat16_seconds: float | None = None
+
+    @property
+    def name(self) -> str:
+        return "bfloat16" if self.dtype == torch.bfloat16 else "float32"
+
+    def to_dict(self) -> dict:
+        return {"dtype": self.name, "reason": self.reason}
+
+
+def resolve_precision(model: nn.Module, device: torch.device | str, precision: str, batch_size: int, *,
+                      clock: Callable[[], float] = time.perf_counter) -> PrecisionChoice:
+    """``precision`` for ``model`` (already on ``device``) training on batches of ``batch_size``.
+
+    "auto" where bfloat16 autocast is offered (the CPU, CUDA with bfloat16; not MPS, whose autocast support varies):
+    measured once per process by ``measure_precision`` with ``clock``, then remembered.
+    """
+    device = torch.device(device)
+    dtype = training_dtype(device, precision)  # refuses an unknown precision, or bfloat16 where it cannot run
+    if precision != "auto":
+        return PrecisionChoice(dtype, f"{precision}, as asked")
+    if device.type not in ("cpu", "cuda") or "bfloat16" not in supported_dtypes(device):
+        return PrecisionChoice(torch.float32, f"auto: float32 (bfloat16 autocast is not measured on "
+                                              f"{describe(device)})")
+    key = (str(device), getattr(model, "config", type(model).__name__), batch_size)
+    with _lock:
+        if key not in _chosen:
+            _chosen[key] = measure_precision(model, device, batch_size, clock=clock)
+            while len(_chosen) > REMEMBERED:
+                _chosen.popitem(last=False)
+        return _chosen[key]
+
+
+def forget_choices() -> None:
+    """Forget every remembered choice (the next "auto" measures again)."""
+    with _lock:
+        _chosen.clear()
+
+
+def measure_precision(model: nn.Module, device: torch.device, batch_size: int, *,
+                      clock: Callable[[], float] = time.perf_counter, rounds: int = PROBE_ROUNDS) -> PrecisionChoice:
+    """Time forward and backward passes of ``model`` on random token windows of ``batch_size`` in float32 and under
+    bfloat16 autocast: one untimed pass of each, then ``rounds`` pairs (float32 first), each pass read from
+    ``clock`` before and after; bfloat16 when its median is lower, float32 on a tie.
+
+    Leaves the model as it found it: its weights (no optimizer step), its gradients, its train/eval mode, and
+    torch's random state (dropout draws from it), so a run draws the same masks measured or not.
+    """
+    config = model.config
+    parameters = list(model.parameters())
+    gradients = [parameter.grad for parameter in parameters]
+    was_training = model.training
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(config.vocabulary_size, (batch_size, config.context_size + 1), generator=generator)
+    x, y = ids[:, :-1].to(device), ids[:, 1:].to(device)
+
+    def one_pass(dtype: torch.dtype) -> None:
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            loss = model(x, y).loss
+        loss.backward()
+        for parameter in parameters:
+            parameter.grad = None
+        sync()
+
+    seconds: dict[torch.dtype, list[float]] = {torch.float32: [], torch.bfloat16: []}
+    model.train()
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            for dtype in seconds:
+                one_pass(dtype)
+            for _ in range(rounds):
+                for dtype, times in seconds.items():
+                    started = clock()
+                    one_pass(dtype)
+                    times.append(clock() - started)
+    finally:
+        model.train(was_training)
+        for parameter, gradient in zip(parameters, gradients):
+            parameter.grad = gradient
+    full, half = statistics.median(seconds[torch.float32]), statistics.median(seconds[torch.bfloat16])
+    dtype = torch.bfloat16 if half < full else torch.float32
+    faster = "bfloat16 autocast" if dtype == torch.bfloat16 else "float32"
+    return PrecisionChoice(dtype, f"auto: {faster} measured faster on {describe(device)} (a forward and backward "
+                                  f"pass of batch {batch_size}: float32 {full * 1000:.1f} ms, bfloat16 autocast "
+                                  f"{half * 1000:.1f} ms, medians of {rounds})", full, half)
