@@ -1,8 +1,8 @@
 """The estimates of requests that run the model without training bound the peak measured in a child process at the
 shipped model's shape (benchmarks/memory_sweep.py measures four shapes, PROCESSES children each), and stay within 2x
-of it so their refusals are honest: a forward pass with every head's maps (the
-Attention tab's source), sampling with the KV cache and without, the Model tab's levels (score and head, heads,
-block, the logit lens), the Attention tab's head table and the Why tab's reading. Each child measures every kind in
+of it so their refusals are honest: a forward pass with every head's maps (the Attention tab's source), sampling with
+the KV cache and without, the Model tab's levels (score and head, heads, block, the logit lens), the Attention tab's
+head table and the Why tab's reading. Each child measures every kind in
 turn, each inside a memory cgroup whose limit is what it holds after that kind's warm-up plus the estimate, so an
 estimate below the true peak is an OOM kill, not a number; where no group can be made, it measures without one. One
 process a shape measures every kind: its imports (torch, and gradio for the Why tab) cost more than most requests.
