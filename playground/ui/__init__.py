@@ -221,6 +221,9 @@ def launch_options(limits: Limits | None = None) -> dict:
     client with QUEUE_PER_CLIENT units in the queue already (an event, plus one per MiB of its inputs), so one client
     cannot fill the queue for everyone, and to anyone once everyone's make QUEUE_UNITS, so queued inputs stay small.
     UploadRoom sweeps Gradio's temp space before each upload, so uploads alone keep within max_temp_bytes.
+    ``_frontend=False`` skips launch()'s probe of its own page (one HEAD request, 3 s, no retry after a timeout),
+    which shut the server down with "a shareable link must be created" whenever a busy machine rendered the first
+    page more slowly; the server is up before launch() returns either way.
     """
     from starlette.middleware import Middleware
 
@@ -238,7 +241,7 @@ def launch_options(limits: Limits | None = None) -> dict:
                               font_mono=(gr.themes.LocalFont("IBM Plex Mono", weights=FONT_WEIGHTS),
                                          "ui-monospace", "Consolas", "monospace"))
     return dict(css=CSS, theme=theme, max_file_size=max_file_size, show_error=True,
-                state_session_capacity=SESSION_CAPACITY,
+                state_session_capacity=SESSION_CAPACITY, _frontend=False,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
                                            Middleware(UploadRoom, sweep=sweep_uploads, largest=max_file_size),
