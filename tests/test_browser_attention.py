@@ -316,8 +316,10 @@ def test_attention_export_downloads_the_numbers_shown(page):
     panel.get_by_role("button", name="Export this step (CSV + .npy)").click()
     link = panel.get_by_role("row", name=re.compile("^step6_attention_weights.csv")).get_by_role("link")
     expect(link).to_be_visible(timeout=WAIT_MS)
+    # the link's own click, dispatched: a pointer's click waits for the link to hold still under it, and on a busy
+    # machine the page was still moving it (charts drawn above it) when the wait ran out
     with page.expect_download() as download:
-        link.click()
+        link.dispatch_event("click")
     rows = list(csv.reader(io.StringIO(open(download.value.path(), encoding="utf-8").read())))
     trace = journey_preset().trace()
     labels = [f"{i}:{token}" for i, token in enumerate(trace.tokens)]  # positions keep repeated tokens apart

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
@@ -48,8 +47,7 @@ PARALLEL = 2  # children measured at once, one a core: each reads its own proces
 
 def _measure_all(children: list[list[str]]) -> list[int | str]:
     """Each child (``python -c`` and its arguments) run, PARALLEL at a time: the peak it prints, or why it failed
-    (each test then fails for its own shape alone). A family of shapes is measured together, once, by the first of
-    its tests: one after another they took 3 minutes of a 25-minute CI."""
+    (each shape then fails alone)."""
     def run(child: list[str]) -> int | str:
         done = subprocess.run([sys.executable, "-c", *child], cwd=REPO, capture_output=True, text=True, timeout=600)
         return json.loads(done.stdout) if done.returncode == 0 else f"exit {done.returncode}: {done.stderr[-2000:]}"
@@ -70,26 +68,24 @@ def _shapes(layers_num, heads_num, embedding_dim, context_size, batch_size, voca
                 context_size=context_size, vocabulary_size=vocabulary_size, batch_size=batch_size)
 
 
-TRAINING_SHAPES = [
-    (2, 3, 96, 64, 32),  # the tiny preset
-    (4, 4, 192, 128, 32),  # the shipped model's shape
-    (1, 1, 256, 1024, 16),  # long context, one head
-    (12, 4, 128, 64, 64),  # many layers
-    (1, 8, 512, 128, 128),  # a wide batch
-]
+# The guard shape of each kind measured here (benchmarks/memory_sweep.py measures the sweeps): one shape a request
+# kind keeps the estimate honest in every run of the suite; the sweep re-fits it across shapes when it changes.
+TRAINING_GUARD = (2, 3, 96, 64, 32)  # layers, heads, width, context, batch: the tiny preset
 
 
-@functools.cache
-def _training_peaks() -> dict:
-    return dict(zip(TRAINING_SHAPES, _measure_all([[MEASURE, *map(str, shape), "65"] for shape in TRAINING_SHAPES])))
+def training_peaks(shapes) -> dict:
+    """Each training shape's peak (or why its child failed), PARALLEL children at a time."""
+    return dict(zip(shapes, _measure_all([[MEASURE, *map(str, shape), "65"] for shape in shapes])))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("shape", TRAINING_SHAPES)
-def test_the_training_estimate_bounds_the_measured_peak(shape):
-    measured = _peak(_training_peaks(), shape)
-    estimate = budget.training_cost(**_shapes(*shape)).bytes
-    print(f"{shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}, "
+def training_estimate(shape) -> int:
+    return budget.training_cost(**_shapes(*shape)).bytes
+
+
+def test_the_training_estimate_bounds_the_measured_peak():
+    measured = _peak(training_peaks([TRAINING_GUARD]), TRAINING_GUARD)
+    estimate = training_estimate(TRAINING_GUARD)
+    print(f"{TRAINING_GUARD}: estimate {budget.human(estimate)}, measured {budget.human(measured)}, "
           f"ratio {estimate / measured:.2f}")
     assert measured <= estimate <= 2 * measured
 
@@ -99,30 +95,27 @@ MEASURE_DROPOUT = MEASURE.replace(
 ).replace("layers_num=L)", "layers_num=L, dropout_rate=p)")
 
 
-DROPOUT_SHAPES = [
-    (1, 8, 64, 512, 8, 0.5),  # one layer of big (B, h, T, T) blocks (64 MiB each: glibc maps them apart)
-    (4, 4, 192, 512, 4, 0.1),  # the small preset's shape, longer context: 16 MiB blocks that glibc's heap keeps
-    (2, 2, 128, 1024, 2, 0.1),  # the longest context
-    (1, 8, 64, 512, 8, 0.0),  # the first shape without dropout: scaled_dot_product_attention keeps no (T, T)
-]
+DROPOUT_GUARD = (2, 2, 128, 1024, 2, 0.1)  # and dropout: the longest context (1.74x its peak; 64 heads: 2.1x)
 
 
-@functools.cache
-def _dropout_peaks() -> dict:
-    return dict(zip(DROPOUT_SHAPES, _measure_all([[MEASURE_DROPOUT, *map(str, (L, h, C, T, B, 65, p))]
-                                                  for L, h, C, T, B, p in DROPOUT_SHAPES])))
+def dropout_peaks(shapes) -> dict:
+    return dict(zip(shapes, _measure_all([[MEASURE_DROPOUT, *map(str, (L, h, C, T, B, 65, p))]
+                                          for L, h, C, T, B, p in shapes])))
 
 
-@pytest.mark.parametrize("shape", DROPOUT_SHAPES)
-def test_the_training_estimate_with_dropout_bounds_the_measured_peak(shape):
+def dropout_estimate(shape) -> int:
+    L, h, C, T, B, p = shape
+    return budget.training_cost(**_shapes(L, h, C, T, B), heads_num=h,
+                                explicit_attention=budget.attention_is_explicit(p, "cpu")).bytes
+
+
+def test_the_training_estimate_with_dropout_bounds_the_measured_peak():
     """With dropout on a CPU attention keeps (B, h, T, T) tensors for backward, which the estimate counts. It must
     stay above the measured peak and within twice it plus FIXED_OVERHEAD: the estimate's fixed working space, which
-    a run this small never fills (the peak of the shape without dropout is 127 MiB, its estimate 171)."""
-    L, h, C, T, B, p = shape
-    measured = _peak(_dropout_peaks(), shape)
-    estimate = budget.training_cost(**_shapes(L, h, C, T, B), heads_num=h,
-                                    explicit_attention=budget.attention_is_explicit(p, "cpu")).bytes
-    print(f"{shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}")
+    a run this small never fills."""
+    measured = _peak(dropout_peaks([DROPOUT_GUARD]), DROPOUT_GUARD)
+    estimate = dropout_estimate(DROPOUT_GUARD)
+    print(f"{DROPOUT_GUARD}: estimate {budget.human(estimate)}, measured {budget.human(measured)}")
     assert measured <= estimate <= 2 * measured + budget.FIXED_OVERHEAD
 
 
@@ -259,18 +252,27 @@ print(json.dumps(peak() - base))
 """
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("shape", [(1024, 64, 16), (512, 1024, 1024)])
-def test_the_attention_view_estimate_bounds_the_measured_peak(shape):
-    """Step 6 with a switch off: the trace shown, the default beside it, and the notes' four traces."""
+ATTENTION_VIEW_GUARD = (512, 1024, 1024)  # length, width, head size: a full-size random head, 1.59x its peak (the
+# longest text with the model's head size, (1024, 64, 16), is 2.2x: benchmarks/memory_sweep.py)
+
+
+def attention_view_peak(shape) -> int:
+    """Step 6 with a switch off, in a child: the trace shown, the default beside it, and the notes' four traces."""
     run = subprocess.run([sys.executable, "-c", MEASURE_VIEW, *map(str, shape)], cwd=REPO, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
-    measured = json.loads(run.stdout)
+    return json.loads(run.stdout)
+
+
+def attention_view_estimate(shape) -> int:
     T, C, d = shape
-    estimate = budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, traces=6).bytes
-    print(f"{shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}")
-    assert measured <= estimate
+    return budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, traces=6).bytes
+
+
+def test_the_attention_view_estimate_bounds_the_measured_peak():
+    measured, estimate = attention_view_peak(ATTENTION_VIEW_GUARD), attention_view_estimate(ATTENTION_VIEW_GUARD)
+    print(f"{ATTENTION_VIEW_GUARD}: estimate {budget.human(estimate)}, measured {budget.human(measured)}")
+    assert measured <= estimate <= 2 * measured
 
 
 def test_one_trace_s_tensors_fit_its_share_of_the_estimate():
@@ -370,25 +372,15 @@ ATTENTION_SLACK = 2
 
 
 ATTENTION_RUNS = 2  # fresh processes a shape: the allocator's peak for one request varies from process to process
-ATTENTION_SHAPES = {
-    "compare": [  # embedding, heads, T, batch, dtype
-        (64, 4, 1024, 2, "float32"),
-        (256, 16, 512, 2, "float32"),
-        (1024, 64, 512, 1, "float32"),  # many narrow heads: a (T, T) mask per head in wrapper and sliced_heads
-        (512, 8, 1024, 4, "float32"),
-        (128, 8, 1024, 2, "bfloat16"),
-    ],
-    "timing": [  # embedding, heads, largest T, batch, dtype
-        (64, 4, 1024, 2, "float32"),  # the Compare tab's default sweep
-        (512, 8, 512, 4, "float32"),
-    ],
+ATTENTION_GUARDS = {  # embedding, heads, T (the timing sweep's largest), batch, dtype
+    "compare": (1024, 64, 512, 1, "float32"),  # many narrow heads: 1.45x (the tab's default is at 1.94x)
+    "timing": (64, 4, 1024, 2, "float32"),  # the Compare tab's default sweep
 }
+ATTENTION_COSTS = {"compare": budget.compare_cost, "timing": budget.timing_cost}
 
 
-@functools.cache
-def _attention_peaks(kind: str) -> dict:
-    """The worse of ATTENTION_RUNS fresh processes per shape of ``kind``."""
-    shapes = ATTENTION_SHAPES[kind]
+def attention_peaks(kind: str, shapes) -> dict:
+    """The worse of ATTENTION_RUNS fresh processes per shape of ``kind`` (or why one failed)."""
     runs = _measure_all([[ATTENTION_MEASURE, kind, *map(str, shape)] for shape in shapes
                          for _ in range(ATTENTION_RUNS)])
     peaks = {}
@@ -399,22 +391,23 @@ def _attention_peaks(kind: str) -> dict:
     return peaks
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("shape", ATTENTION_SHAPES["compare"])
-def test_the_compare_estimate_bounds_the_measured_peak(shape):
-    _estimate_bounds_measured("compare", budget.compare_cost, shape)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("shape", ATTENTION_SHAPES["timing"])
-def test_the_timing_estimate_bounds_the_measured_peak(shape):
-    _estimate_bounds_measured("timing", budget.timing_cost, shape)
-
-
-def _estimate_bounds_measured(kind, cost, shape):
-    measured = _peak(_attention_peaks(kind), shape)
+def attention_estimate(kind: str, shape) -> int:
     d, h, T, B, dtype = shape
-    estimate = cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=ITEMSIZE[dtype]).bytes
+    return ATTENTION_COSTS[kind](embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=ITEMSIZE[dtype]).bytes
+
+
+def test_the_compare_estimate_bounds_the_measured_peak():
+    _estimate_bounds_measured("compare")
+
+
+def test_the_timing_estimate_bounds_the_measured_peak():
+    _estimate_bounds_measured("timing")
+
+
+def _estimate_bounds_measured(kind):
+    shape = ATTENTION_GUARDS[kind]
+    measured = _peak(attention_peaks(kind, [shape]), shape)
+    estimate = attention_estimate(kind, shape)
     print(f"{kind} {shape}: estimate {budget.human(estimate)}, measured {budget.human(measured)}, "
           f"ratio {estimate / measured:.2f}")
     assert measured <= estimate <= ATTENTION_SLACK * measured

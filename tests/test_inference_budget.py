@@ -1,7 +1,8 @@
-"""The estimates of requests that run the model without training bound the highest peak measured in PROCESSES child
-processes, and stay within 2x of the lowest so their refusals are honest: a forward pass with every head's maps (the
-Attention tab's source), sampling with the KV cache and without, the Model tab's levels (score and head, heads,
-block, the logit lens), the Attention tab's head table and the Why tab's reading. Each child measures every kind in
+"""The estimates of requests that run the model without training bound the peak measured in a child process at the
+shipped model's shape (benchmarks/memory_sweep.py measures four shapes, PROCESSES children each), and stay within 2x
+of it so their refusals are honest: a forward pass with every head's maps (the Attention tab's source), sampling with
+the KV cache and without, the Model tab's levels (score and head, heads, block, the logit lens), the Attention tab's
+head table and the Why tab's reading. Each child measures every kind in
 turn, each inside a memory cgroup whose limit is what it holds after that kind's warm-up plus the estimate, so an
 estimate below the true peak is an OOM kill, not a number; where no group can be made, it measures without one. One
 process a shape measures every kind: its imports (torch, and gradio for the Why tab) cost more than most requests.
@@ -110,12 +111,8 @@ print(json.dumps(peaks))
 """
 
 PROCESSES = 2  # measured at once (one a core), each in its own memory group: a request's peak varies by process
-SHAPES = [  # layers, heads, width, context, vocabulary
-    (4, 4, 192, 128, 65),  # the shipped model's shape
-    (2, 8, 256, 512, 65),  # long context: the (h, T, T) maps dominate
-    (6, 6, 384, 256, 65),  # nanoGPT's Shakespeare-char shape
-    (2, 4, 128, 256, 4096),  # a large vocabulary: the logits dominate
-]
+GUARD = (4, 4, 192, 128, 65)  # layers, heads, width, context, vocabulary: the shipped model's shape (the suite's
+# guard of every kind; benchmarks/memory_sweep.py measures the others: long context, nanoGPT's, a large vocabulary)
 
 # At 2 layers, 8 heads, T 512 the same forward pass peaked at 35.1 to 36.9 MiB in some processes, 44 to 48.8 in most
 # and 61.4 to 73.1 in others with glibc's dynamic mmap threshold (freed (h, T, T) blocks kept resident or not); with
@@ -151,17 +148,22 @@ def _estimates(shape) -> dict[str, int]:
     }
 
 
-@functools.cache
-def _measured(shape) -> dict[str, list[int]]:
-    """Every kind's peaks at ``shape`` in PROCESSES children at once, each in its own memory group and measuring the
-    kinds one after another, each inside a limit of its estimate beyond its warm-up: the allocator's peak for one
+def measured(shape, processes: int = PROCESSES) -> dict[str, list[int]]:
+    """Every kind's peaks at ``shape`` in ``processes`` children at once, each in its own memory group and measuring
+    the kinds one after another, each inside a limit of its estimate beyond its warm-up: the allocator's peak for one
     request varies from process to process (at nanoGPT's shape, 59 to 60 MiB in seven of eight and 71.1 in the
     eighth), so each estimate is held against the highest and twice the lowest. One process measures every kind: a
     process's imports cost more than most of its requests."""
     estimates = _estimates(shape)
-    with ThreadPoolExecutor(PROCESSES) as pool:
-        runs = list(pool.map(lambda _: _peaks_in_one_process(shape, estimates), range(PROCESSES)))
+    with ThreadPoolExecutor(processes) as pool:
+        runs = list(pool.map(lambda _: _peaks_in_one_process(shape, estimates), range(processes)))
     return {kind: sorted(run[kind] for run in runs) for kind in estimates}
+
+
+@functools.cache
+def _guard_measured() -> dict[str, list[int]]:
+    """The guard shape measured once, by the first kind's test, for every kind."""
+    return measured(GUARD, processes=1)
 
 
 def _peaks_in_one_process(shape, estimates: dict[str, int]) -> dict[str, int]:
@@ -184,18 +186,17 @@ def _config(shape) -> ModelConfig:
                        layers_num=layers)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_the_estimate_of_each_request_bounds_its_measured_peak(shape, kind):
+def test_the_estimate_of_each_request_bounds_its_measured_peak(kind):
     """forward: a pass with every head's maps, as the Attention tab's source and the score and head levels need.
     cached, uncached: sampling from a full-context prompt past the context, with the KV cache (the default: the cache
     is full and rebuilt, the most cached sampling ever holds) and without it (a full window's pass for every token).
     score, heads, block, lens: the Model tab's levels; head_table: the Attention tab's ranked heads; why: the Why
-    tab's reading of a text and one head's circuits."""
-    estimate = _estimates(shape)[kind]
-    peaks = _measured(shape)[kind]
-    print(f"{kind} {shape}: peaks {[round(p / budget.MIB, 1) for p in peaks]} MiB, estimate "
+    tab's reading of a text and one head's circuits. One process at the guard shape: the sweep's two processes a
+    shape (benchmarks/memory_sweep.py) hold every kind to the highest and twice the lowest of their peaks."""
+    estimate = _estimates(GUARD)[kind]
+    peaks = _guard_measured()[kind]
+    print(f"{kind} {GUARD}: peaks {[round(p / budget.MIB, 1) for p in peaks]} MiB, estimate "
           f"{estimate / budget.MIB:.1f} MiB")
     assert peaks[-1] <= estimate <= 2 * peaks[0], \
         f"peaks {[round(p / budget.MIB, 1) for p in peaks]} MiB, estimate {estimate / budget.MIB:.1f} MiB"

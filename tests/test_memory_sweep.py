@@ -1,12 +1,13 @@
 """The training estimate holds inside a real memory limit: a child process trains a few steps in a cgroup v1 memory
 group whose limit is what it used after its imports plus the estimate, so an estimate below the true peak is an OOM
-kill, not a number; the group's own high-water mark then shows the estimate is not more than twice the peak. Small
-shapes, with and without dropout (dropout keeps explicit (B, h, T, T) attention on a CPU), so it stays fast enough for
-CI.
+kill, not a number; the group's own high-water mark then shows the estimate is not more than twice the peak.
 
 The same for the other requests a visitor can make that tests/test_budget.py and tests/test_inference_budget.py
 measure without a limit: converting an uploaded nanoGPT ckpt.pt, importing a GPT-2 layout repo from the (stub) Hub,
 and a comparison of every attention implementation.
+
+One guard shape a kind runs here; ``benchmarks/memory_sweep.py`` runs the sweeps (every shape, with and without
+dropout, through these functions) when an estimate changes.
 """
 
 from __future__ import annotations
@@ -94,13 +95,11 @@ def _peak_in_group(group, child: str, args: list[str], shape, estimate: int) -> 
     return json.loads(run.stdout)
 
 
-@pytest.mark.parametrize("shape", [
-    (2, 3, 96, 64, 32, 0.0),  # the tiny preset
-    (2, 3, 96, 64, 32, 0.2),  # the same with dropout: explicit attention
-    (1, 8, 64, 256, 8, 0.5),  # many heads, longer context, dropout: the (B, h, T, T) blocks dominate
-    (4, 4, 192, 128, 8, 0.0),  # the shipped model's shape
-])
-def test_the_training_estimate_holds_inside_a_memory_limit_of_that_size(group, shape):
+TRAINING_GUARD = (2, 3, 96, 64, 32, 0.0)  # layers, heads, width, context, batch, dropout: the tiny preset
+
+
+def training_in_group(group: Path, shape) -> tuple[int, int]:
+    """The training estimate of ``shape`` and the peak of a child training it inside a limit of that estimate."""
     L, h, C, T, B, p = shape
     config = ModelConfig(vocabulary_size=65, context_size=T, embedding_dim=C, heads_num=h, layers_num=L,
                          dropout_rate=p)
@@ -109,7 +108,12 @@ def test_the_training_estimate_holds_inside_a_memory_limit_of_that_size(group, s
                                     explicit_attention=budget.attention_is_explicit(p, "cpu")).bytes
     measured = _peak_in_group(group, CHILD, [str(group), *map(str, (L, h, C, T, B, 65, p, estimate))], shape,
                               estimate)
-    print(f"{shape}: estimate {budget.human(estimate)}, peak in the group {budget.human(measured)}")
+    return estimate, measured
+
+
+def test_the_training_estimate_holds_inside_a_memory_limit_of_that_size(group):
+    estimate, measured = training_in_group(group, TRAINING_GUARD)
+    print(f"{TRAINING_GUARD}: estimate {budget.human(estimate)}, peak in the group {budget.human(measured)}")
     assert measured <= estimate <= 2 * measured
 
 
@@ -146,14 +150,10 @@ print(json.dumps(rss('VmHWM') - own))
 """
 
 
-@pytest.mark.parametrize("shape", [
-    (2, 2, 16, 8, True),  # layers, heads, width, context, AdamW's moments saved: the conversion tests' model
-    (4, 4, 192, 128, True),  # the shipped model's shape: 22 MB with AdamW's moments
-    (4, 4, 192, 128, False),  # the weights alone: the converted copies outgrow the upload
-    (2, 4, 256, 64, True),  # wider
-    (4, 4, 128, 256, True),  # longer context
-])
-def test_the_conversion_estimate_holds_inside_a_memory_limit_of_that_size(group, tmp_path, shape):
+CONVERSION_GUARD = (4, 4, 192, 128, True)  # layers, heads, width, context, AdamW's moments saved: the shipped shape
+
+
+def conversion_in_group(group: Path, tmp_path: Path, shape) -> tuple[int, int]:
     """An uploaded nanoGPT ckpt.pt (weights, and AdamW's two moments where nanoGPT saves them) converted inside a
     limit of what the app reserves for it: the upload's estimate and the converted model's, together. The process's
     own peak (page cache aside, which the kernel reclaims before it kills) is at least half of that, the allocator's
@@ -186,8 +186,13 @@ def test_the_conversion_estimate_holds_inside_a_memory_limit_of_that_size(group,
                 + budget.converted_cost(parameters=model_config(args).parameter_count(), read_bytes=read_bytes,
                                         upload_bytes=size).bytes)
     measured = _peak_in_group(group, CONVERT_CHILD, [str(group), str(tmp_path), str(estimate)], shape, estimate)
-    print(f"{shape}: ckpt.pt {budget.human(size)}, estimate {budget.human(estimate)}, peak {budget.human(measured)}")
     assert (tmp_path / "weights" / "converted" / "model.safetensors").is_file()
+    return estimate, measured
+
+
+def test_the_conversion_estimate_holds_inside_a_memory_limit_of_that_size(group, tmp_path):
+    estimate, measured = conversion_in_group(group, tmp_path, CONVERSION_GUARD)
+    print(f"{CONVERSION_GUARD}: estimate {budget.human(estimate)}, peak {budget.human(measured)}")
     assert measured <= estimate <= 2 * measured + budget.CONVERSION_SLACK
 
 
@@ -210,11 +215,10 @@ print(json.dumps([rss('VmHWM') - own, rss() - own, checkpoint.model.weights_byte
 """
 
 
-@pytest.mark.parametrize("shape", [
-    (384, 4, 6, 256, "float32", False),  # width, layers, heads, context, stored dtype, old style: 28 MiB of weights
-    (384, 4, 6, 256, "float16", True),  # half precision, with the old mask buffers and a stored copy of the head
-])
-def test_the_hub_import_estimate_holds_inside_a_memory_limit_of_that_size(group, tmp_path, monkeypatch, shape):
+HUB_GUARD = (384, 4, 6, 256, "float32", False)  # width, layers, heads, context, stored dtype, old style: 28 MiB
+
+
+def hub_import_in_group(group: Path, tmp_path: Path, shape) -> tuple[int, int, int, int]:
     """A GPT-2 layout repo saved by transformers, served by the stub Hub, downloaded and loaded by the playground's
     one resolver inside a limit of what the Hub import reserves (``hub.loading_cost``); the process's peak (page cache
     aside) is at least half of it, and once loaded it holds the model's weights once (not the file's mapping too)."""
@@ -246,21 +250,26 @@ def test_the_hub_import_estimate_holds_inside_a_memory_limit_of_that_size(group,
     estimate = hub.loading_cost(tmp_path / "sweep").bytes
     stub = StubHub(served)
     stub.thread.start()
-    for name in ("PLAYGROUND_OFFLINE", "HF_HUB_OFFLINE", "PLAYGROUND_HUB_ALLOW"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", stub.url)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "users-hf-cache"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET", "8G")  # what the group allows is the test's limit, not the budget
     try:
-        measured, held, weights = _peak_in_group(group, HUB_CHILD, [str(group), "learner/sweep", str(estimate)],
-                                                 shape, estimate)
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            for name in ("PLAYGROUND_OFFLINE", "HF_HUB_OFFLINE", "PLAYGROUND_HUB_ALLOW"):
+                monkeypatch.delenv(name, raising=False)
+            monkeypatch.setenv("HF_ENDPOINT", stub.url)
+            monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "users-hf-cache"))
+            monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+            monkeypatch.setenv("PLAYGROUND_MEMORY_BUDGET", "8G")  # the group's limit is the test's, not the budget
+            measured, held, weights = _peak_in_group(group, HUB_CHILD, [str(group), "learner/sweep", str(estimate)],
+                                                     shape, estimate)
     finally:
         stub.server.shutdown()
         stub.server.server_close()
-    stored = len(served["learner/sweep"]["model.safetensors"])
-    print(f"{shape}: model.safetensors {budget.human(stored)}, estimate {budget.human(estimate)}, "
-          f"peak {budget.human(measured)}, held once loaded {budget.human(held)} for {budget.human(weights)}")
+    return estimate, measured, held, weights
+
+
+def test_the_hub_import_estimate_holds_inside_a_memory_limit_of_that_size(group, tmp_path):
+    estimate, measured, held, weights = hub_import_in_group(group, tmp_path, HUB_GUARD)
+    print(f"{HUB_GUARD}: estimate {budget.human(estimate)}, peak {budget.human(measured)}, held once loaded "
+          f"{budget.human(held)} for {budget.human(weights)}")
     assert measured <= estimate <= 2 * measured
     assert held < 1.25 * weights + budget.INFERENCE_OVERHEAD
 
@@ -282,15 +291,24 @@ print(json.dumps(int((group / "memory.max_usage_in_bytes").read_text()) - base))
 """
 
 
-@pytest.mark.parametrize("shape", [(64, 8, 1024, 2, "float32")])  # the Compare tab's default at its longest T, 8 heads
-def test_the_compare_estimate_holds_inside_a_memory_limit_of_that_size(group, shape):
-    """Every implementation's forward on one input inside a limit of what the Compare tab reserves
-    (``budget.compare_cost``), held to the same slack as its unlimited measurement in tests/test_budget.py: the
-    allocator's peak for one comparison varies from run to run."""
-    from test_budget import ATTENTION_SLACK, ITEMSIZE
+COMPARE_GUARD = (1024, 64, 512, 1, "float32")  # many narrow heads: 1.45x its peak (the tab's default 1.92x)
+
+
+def compare_in_group(group: Path, shape) -> tuple[int, int]:
+    from test_budget import ITEMSIZE
 
     d, h, T, B, dtype = shape
     estimate = budget.compare_cost(embedding_dim=d, heads_num=h, seq_len=T, batch=B, itemsize=ITEMSIZE[dtype]).bytes
-    measured = _peak_in_group(group, COMPARE_CHILD, [str(group), *map(str, shape), str(estimate)], shape, estimate)
-    print(f"compare {shape}: estimate {budget.human(estimate)}, peak in the group {budget.human(measured)}")
+    return estimate, _peak_in_group(group, COMPARE_CHILD, [str(group), *map(str, shape), str(estimate)], shape,
+                                    estimate)
+
+
+def test_the_compare_estimate_holds_inside_a_memory_limit_of_that_size(group):
+    """Every implementation's forward on one input inside a limit of what the Compare tab reserves
+    (``budget.compare_cost``), held to the same slack as its unlimited measurement in tests/test_budget.py: the
+    allocator's peak for one comparison varies from run to run."""
+    from test_budget import ATTENTION_SLACK
+
+    estimate, measured = compare_in_group(group, COMPARE_GUARD)
+    print(f"compare {COMPARE_GUARD}: estimate {budget.human(estimate)}, peak in the group {budget.human(measured)}")
     assert measured <= estimate <= ATTENTION_SLACK * measured

@@ -245,6 +245,9 @@ def launch_options(limits: Limits | None = None, uploads: UploadLedger | None = 
     count what uploads reserve) before Gradio writes it, a share per client inside it (server/uploads.py).
     BodiesInFlight holds every body Gradio reads against its client's share and everyone's (bodies_in_flight), and
     answers 408 to one that stops coming.
+    ``_frontend=False`` skips launch()'s probe of its own page (one HEAD request, 3 s, no retry after a timeout),
+    which shut the server down with "a shareable link must be created" whenever a busy machine rendered the first
+    page more slowly; the server is up before launch() returns either way.
     """
     from starlette.middleware import Middleware
 
@@ -264,7 +267,7 @@ def launch_options(limits: Limits | None = None, uploads: UploadLedger | None = 
                               font_mono=(gr.themes.LocalFont("IBM Plex Mono", weights=FONT_WEIGHTS),
                                          "ui-monospace", "Consolas", "monospace"))
     return dict(css=CSS, theme=theme, max_file_size=max_file_size, show_error=True,
-                state_session_capacity=SESSION_CAPACITY,
+                state_session_capacity=SESSION_CAPACITY, _frontend=False,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),
                                            Middleware(BodiesInFlight, **bodies_in_flight(limits, client_of)),
