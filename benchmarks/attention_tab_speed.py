@@ -15,11 +15,11 @@ import time
 
 import torch  # noqa: E402
 
-from playground import checkpoints, plots  # noqa: E402
+from playground import checkpoints  # noqa: E402
 from playground.config import Limits  # noqa: E402
 from playground.data import builtin_corpus  # noqa: E402
 from playground.device import describe  # noqa: E402
-from playground.ui import attention_tab  # noqa: E402
+from playground.ui import attention_tab, plots  # noqa: E402
 from playground.ui.common import AppContext  # noqa: E402
 from playground.walkthrough import STAGE_KEYS, STEP_TITLES, prepare_text, trace_checkpoint_head  # noqa: E402
 

@@ -35,8 +35,8 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_browser_phone import covered_labels
 
 from playground import checkpoints, head_scores
-from playground.plots import TOUCH_COLUMN_PX, _display_label
 from playground.ui import attention_tab, chart_deck
+from playground.ui.plots import TOUCH_COLUMN_PX, _display_label
 from playground.walkthrough import STEP_LABELS, STEP_TITLES, journey_preset, lessons
 
 pytestmark = pytest.mark.browser

@@ -132,7 +132,7 @@ def test_a_spare_sent_as_changes_is_the_figure_it_was_made_from(deck_page):
     moved, a title rewritten, a trace's values or a shape gone) and the page lays them over it when it keeps it."""
     import plotly.graph_objects as go
 
-    from playground import plots
+    from playground.ui import plots
 
     def heatmap(row, title, **extra):
         figure = plots.heatmap([[0.1, 0.2], [0.3, float("nan")]], ["a", "b"], ["c", "d"], title, highlight_row=row)

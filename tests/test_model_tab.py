@@ -14,12 +14,12 @@ from conftest import REPO
 from text_support import visible_words
 from torch.testing import assert_close
 
-from playground import anatomy, plots, walkthrough
+from playground import anatomy, walkthrough
 from playground.anatomy import lessons
 from playground.anatomy.lessons import LEVEL_TITLES
 from playground.budget import MemoryBudget
 from playground.config import Limits
-from playground.ui import model_tab, transpose_picture
+from playground.ui import model_tab, plots, transpose_picture
 from playground.ui.common import AppContext, friendly
 
 SCORE, HEAD, HEADS, BLOCK, MODEL = LEVEL_TITLES

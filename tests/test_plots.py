@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from playground import plots
-from playground.plots import (
+from playground.ui import plots
+from playground.ui.plots import (
     CELL_TEXT_LIMIT,
     LABEL_CHAR_PX,
     LABEL_GAP_PX,
@@ -79,7 +79,7 @@ def test_many_bars_label_every_kth_and_hover_names_each():
 
 
 def test_a_large_matrix_is_drawn_as_a_bounded_window():
-    from playground.plots import MAX_SIDE
+    from playground.ui.plots import MAX_SIDE
 
     tokens = [f"t{i}" for i in range(1024)]
     values = torch.arange(1024 * 1024, dtype=torch.float64).view(1024, 1024)

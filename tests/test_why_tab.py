@@ -17,9 +17,9 @@ import pytest
 import torch
 from text_support import MOST_WORDS, visible_words
 
-from playground import circuits, head_scores, plots
+from playground import circuits, head_scores
 from playground.config import Limits
-from playground.ui import why_page, why_tab
+from playground.ui import plots, why_page, why_tab
 from playground.ui.common import AppContext, friendly
 
 TEXT = "To be, or not to be: that is"  # 28 characters: the small checkpoint reads 32

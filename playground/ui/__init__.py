@@ -1,4 +1,4 @@
-"""The Gradio app: build_app() assembles the seven tabs. The only package besides plots.py that imports gradio.
+"""The Gradio app: build_app() assembles the seven tabs. The only package that imports gradio or plotly (plots.py).
 
 Owns the app-wide layout: the tab bar (all seven tabs stay visible on a phone: it wraps instead of hiding tabs
 behind an overflow menu), the CSS every tab shares (a Dataframe with ``elem_classes=["playground-table"]``

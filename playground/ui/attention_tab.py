@@ -29,11 +29,11 @@ import gradio as gr
 import numpy as np
 import torch
 
-from playground import budget, checks, plots, walkthrough
+from playground import budget, checks, walkthrough
 from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError
-from playground.ui import chart_deck, head_table
+from playground.ui import chart_deck, head_table, plots
 from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, scroll_to_js
 from playground.ui.events import wire
 from playground.ui.widgets import chips_html

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import gradio as gr
 import plotly.graph_objects as go
 
-from playground import plots
+from playground.ui import plots
 
 HOST_CLASS = "chart-deck-plot"
 WIDE_CLASS = "chart-deck-wide"  # a heatmap drawn wider than its slot, scrolled sideways (meta.touch_columns)

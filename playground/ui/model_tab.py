@@ -24,13 +24,13 @@ import gradio as gr
 import numpy as np
 import torch
 
-from playground import anatomy, checkpoints, checks, plots, walkthrough
+from playground import anatomy, checkpoints, checks, walkthrough
 from playground.anatomy import lessons
 from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PARTS
 from playground.architectures import require_gpt
 from playground.checks import count
 from playground.tokenizer import UnknownCharacterError, escape_char
-from playground.ui import chart_deck, transpose_picture
+from playground.ui import chart_deck, plots, transpose_picture
 from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown, fold
 from playground.ui.events import once_shown, wire
 

@@ -21,7 +21,7 @@ from dataclasses import replace
 import gradio as gr
 import torch
 
-from playground import checks, plots
+from playground import checks
 from playground.architectures import lab_prompt
 from playground.budget import human, inference_cost
 from playground.checks import count
@@ -36,7 +36,7 @@ from playground.sampling import (
     stream,
 )
 from playground.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
-from playground.ui import bring_model, chart_deck, publish
+from playground.ui import bring_model, chart_deck, plots, publish
 from playground.ui.common import TAP_PX, AppContext, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground import checkpoints, checks, curves, plots
+from playground import checkpoints, checks, curves
 from playground.anatomy.book_models import LAB_TEXT
 from playground.budget import MemoryBudget, human
 from playground.config import (
@@ -40,6 +40,7 @@ from playground.run import RunRequest
 from playground.server import admission, tenancy
 from playground.server.jobs import FAILED, FINISHED, STOPPED, JobStatus
 from playground.tokenizer import CharTokenizer, escape_char
+from playground.ui import plots
 from playground.ui.common import AppContext, default_corpus_choice, default_corpus_name, fold, friendly, keep_on_refusal
 from playground.ui.events import wire
 

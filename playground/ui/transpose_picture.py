@@ -16,7 +16,7 @@ import html
 from collections.abc import Sequence
 
 from playground.anatomy import ForgottenJoin
-from playground.plots import CATEGORY_COLOURS
+from playground.ui.plots import CATEGORY_COLOURS
 from playground.walkthrough.lessons import FOLD
 
 CAPTION = ("Each colour is one head's output, a block per token. Joined right, row t holds every head's block for "

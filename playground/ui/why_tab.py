@@ -27,9 +27,9 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from playground import budget, checkpoints, checks, circuits, head_scores, plots
+from playground import budget, checkpoints, checks, circuits, head_scores
 from playground.tokenizer import CharTokenizer, escape_text, labels
-from playground.ui import chart_deck
+from playground.ui import chart_deck, plots
 from playground.ui import why_page as script  # the page's own script: what the browser runs
 from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
