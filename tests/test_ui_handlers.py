@@ -741,7 +741,7 @@ def test_the_attention_page_gets_the_step_on_screen_then_every_step_under_one_ke
 
 
 def _laid_over(base, changes, key=None):
-    """The page's merge (attention_tab.POSITIONS_JS, chart_deck's): objects key by key, traces one by one."""
+    """The page's merge (page/attention.js, page/chart_deck.js): objects key by key, traces one by one."""
     if key == "data" and isinstance(base, list) and isinstance(changes, list):
         return [_laid_over(base[i] if i < len(base) else {}, trace) for i, trace in enumerate(changes)]
     if not isinstance(base, dict) or not isinstance(changes, dict):

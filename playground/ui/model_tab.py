@@ -862,12 +862,13 @@ def _picker_shown(picker: str, level: str, from_checkpoint: bool) -> bool:
 
 def _level_controls_js() -> str:
     """controls() for a new level, in the page: the pickers it uses shown, the others hidden (no server)."""
-    levels = dict(zip(LEVEL_TITLES, anatomy.LEVELS))
-    return (f"(source, level) => {{ const levels = {json.dumps(levels)}, pickers = {json.dumps(LEVEL_PICKERS)};\n"
-            f"  const books = {json.dumps(list(BOOK_SOURCES))}, checkpoint = source === {json.dumps(SOURCES[0])};\n"
-            "  const key = levels[level] || 'score';\n"
-            "  return Object.values(pickers).map(([used, onlyCheckpoint]) => books.includes(source) ? undefined :\n"
-            "    ({__type__: 'update', visible: used.includes(key) && (checkpoint || !onlyCheckpoint)}));\n}")
+    return "(source, level) => window.modelPage.levelControls(source, level)"  # page/model.js
+
+
+def page_constants() -> dict:
+    """What page/model.js reads (page_scripts' prelude): the levels by title, the pickers, the notebooks' models."""
+    return {"LEVELS": dict(zip(LEVEL_TITLES, anatomy.LEVELS)), "LEVEL_PICKERS": LEVEL_PICKERS,
+            "BOOK_SOURCES": list(BOOK_SOURCES), "CHECKPOINT_SOURCE": SOURCES[0]}
 
 
 def _first_parts(ctx: AppContext, name: str | None) -> list[str]:

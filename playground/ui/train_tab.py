@@ -443,8 +443,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
 # in the browser as an event of its own, before the handler's, and its value goes to the BrowserState, which keeps it
 # in localStorage. (A page-load event cannot make it: it fires before the Train tab's BrowserState has read
 # localStorage, and its new token would replace the stored one.)
-MAKE_TOKEN_JS = ("(token) => { if (!token) { const bytes = new Uint8Array(16); crypto.getRandomValues(bytes); "
-                 "token = Array.from(bytes, b => b.toString(16).padStart(2, '0')).join(''); } return [token, token]; }")
+MAKE_TOKEN_JS = "(token) => window.playgroundPage.ownerToken(token)"  # page/common.js
 
 
 X_AXES = ("steps", "seconds")

@@ -1276,8 +1276,7 @@ class ToAttention(NamedTuple):
 
 # the head and position on screen, as the page's head heading names them ("L3 H1 at position 85 …"): the page draws
 # a chosen head itself, so its heading, not the head box (which may say "strongest"), is what the learner sees
-HEAD_ON_SCREEN_JS = ("(checkpoint, text, heading) => [checkpoint, text, document.querySelector('#"
-                     + script.HEAD_ELEM_ID + " h3')?.innerText ?? heading]")
+HEAD_ON_SCREEN_JS = "(checkpoint, text, heading) => window.whyPage.headOnScreen(checkpoint, text, heading)"
 
 
 def head_on_screen(heading: str) -> tuple[int, int, int]:
