@@ -19,7 +19,7 @@ from text_support import MOST_WORDS, visible_words
 
 from playground import circuits, head_scores
 from playground.config import Limits
-from playground.ui import plots, why_page, why_tab
+from playground.ui import chain_plots, plots, why_page, why_tab
 from playground.ui.common import AppContext, friendly
 
 TEXT = "To be, or not to be: that is"  # 28 characters: the small checkpoint reads 32
@@ -551,7 +551,7 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
                 assert (chain.other, chain.other_probability) == (int(best.indices[1]),
                                                                   pytest.approx(float(best.values[1]), abs=1e-6))
     layer, head = why_tab._strongest(reading, T - 1)
-    figure = plots.chain_figure(**why_tab._chain_arguments(reading, T - 1, layer, head))
+    figure = chain_plots.chain_figure(**why_tab._chain_arguments(reading, T - 1, layer, head))
     bars = [trace for trace in figure.data if trace.type == "bar"]
     assert [len(trace.y) for trace in bars] == [T, T, T, 2]  # one bar per key read (no x: at 0, 1, ...)
     assert all(trace.x is None for trace in bars[:3])
@@ -842,10 +842,10 @@ def test_a_chain_whose_head_pushed_against_the_target_is_titled_by_what_it_favou
     arguments = dict(labels=["a", "b"], weights=[0.25, 0.75], writes=[2.0, -4.0], pushes=[0.5, -3.0], head="L3 H2",
                      target="x", position=1, part=-2.5, others=3.0, logit=0.5, probability=0.4, other="y",
                      other_probability=0.3, guessed=True, versus=versus)
-    against = plots.chain_changes(**arguments)["layout"]["title"]["text"].replace("<br>", " ")
+    against = chain_plots.chain_changes(**arguments)["layout"]["title"]["text"].replace("<br>", " ")
     assert against == ("How L3 H2's pattern at position 1 favoured 'y' over 'x'" if versus else
                        "How L3 H2's pattern at position 1 pushed 'x' down")
-    up = plots.chain_changes(**{**arguments, "part": 2.5})["layout"]["title"]["text"].replace("<br>", " ")
+    up = chain_plots.chain_changes(**{**arguments, "part": 2.5})["layout"]["title"]["text"].replace("<br>", " ")
     assert up == ("How L3 H2's pattern at position 1 made 'x' beat 'y'" if versus else
                   "How L3 H2's pattern at position 1 became 'x'")
 
@@ -856,7 +856,7 @@ def test_the_sums_panel_keeps_room_inside_it_under_every_bar_that_goes_down(part
     end was near the panel's floor the number sat on the names under the axis (a learner saw "-0.144" over "every
     other part", whose bar ended at +0.009). The panel reaches below each such end by the room it keeps above."""
     logit = part + others
-    changes = plots.chain_changes(["a", "b"], [0.5, 0.5], [1.0, 1.0], [0.5, 0.5], head="L1 H1", target="x",
+    changes = chain_plots.chain_changes(["a", "b"], [0.5, 0.5], [1.0, 1.0], [0.5, 0.5], head="L1 H1", target="x",
                                   position=1, part=part, others=others, logit=logit, probability=0.2, other="y",
                                   other_probability=0.1, guessed=True)
     bottom, top = changes["layout"]["yaxis4"]["range"]

@@ -29,7 +29,7 @@ import torch
 
 from playground import budget, checkpoints, checks, circuits, head_scores
 from playground.tokenizer import CharTokenizer, escape_text, labels
-from playground.ui import chart_deck, plots
+from playground.ui import chain_plots, chart_deck, plots
 from playground.ui import why_page as script  # the page's own script: what the browser runs
 from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
@@ -639,7 +639,7 @@ def _chain(reading: _Reading, position: int, layer: int, which: int) -> Chain:
 
 
 def _chain_arguments(reading: _Reading, position: int, layer: int, which: int) -> dict:
-    """The chain at ``position`` as plots.chain_changes' (and chain_figure's) arguments. Where not every key's label
+    """The chain at ``position`` as chain_changes' (and chain_figure's) arguments. Where not every key's label
     fits a phone, the tallest weights and the strongest pushes keep theirs, then the query (a stranger found the
     tallest bar unlabelled)."""
     chain = _chain(reading, position, layer, which)
@@ -657,8 +657,8 @@ def _chain_arguments(reading: _Reading, position: int, layer: int, which: int) -
 
 
 def _chain_changes(reading: _Reading, position: int, layer: int, which: int) -> dict:
-    """The chain's picture at ``position`` as changes to plots.chain_base (what the heads deck sends a view)."""
-    return plots.chain_changes(**_chain_arguments(reading, position, layer, which))
+    """The chain's picture at ``position`` as changes to chain_plots.chain_base (what the heads deck sends a view)."""
+    return chain_plots.chain_changes(**_chain_arguments(reading, position, layer, which))
 
 
 def _numbers(reading: _Reading, position: int, layer: int, which: int) -> dict:
@@ -997,7 +997,7 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
     with _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split) as (reading, position):
         heading, head_heading, knock_heading = _texts(reading, position)
         layer, which = _head_at(reading, position)
-        chain = plots.chain_figure(**_chain_arguments(reading, position, layer, which))
+        chain = chain_plots.chain_figure(**_chain_arguments(reading, position, layer, which))
         circuits_heading, qk, ov = _circuits_view(reading, layer, which)
         circuits_heading = circuits_heading.replace(HERE, _in_the_tables(reading, position, layer, which))
         # the tables are the head's, kept for every position: this position's outlines go on copies
@@ -1022,7 +1022,7 @@ def _bases(reading: _Reading) -> dict:
     """The figures every view's figures are changes to (position 0's): a base carries only the charts' kind, the
     parts' names and its look; every view's changes carry the rest."""
     def build():
-        figures = (_parts_figure(reading, 0), plots.chain_base(reading.versus))
+        figures = (_parts_figure(reading, 0), chain_plots.chain_base(reading.versus))
         return {name: json.loads(figure.to_json()) for name, figure in zip(("parts", "chain"), figures)}
     return reading.memo.get(("bases", reading.name, reading.versus), reading.model, build)
 
