@@ -19,7 +19,7 @@ from playground.anatomy import lessons
 from playground.anatomy.lessons import LEVEL_TITLES
 from playground.budget import MemoryBudget
 from playground.config import Limits
-from playground.ui import model_tab, plots, transpose_picture
+from playground.ui import model_tab, model_views, plots, transpose_picture
 from playground.ui.common import AppContext, friendly
 
 SCORE, HEAD, HEADS, BLOCK, MODEL = LEVEL_TITLES
@@ -176,7 +176,7 @@ def test_a_checkpoints_block_shows_how_attention_then_the_mlp_change_the_querys_
     rows = [lessons.BLOCK_POINTS.get(name, name) for name in lens.names]
     assert rows == ["block input", "+ attention", "+ MLP (the output)"]
     assert list(guesses.layout.yaxis.ticktext) == rows
-    shown = [[model_tab._token_label(loaded.tokenizer.decode([t])) for t in row] for row in lens.top_ids.tolist()]
+    shown = [[model_views.token_label(loaded.tokenizer.decode([t])) for t in row] for row in lens.top_ids.tolist()]
     assert [list(row) for row in trace.text] == shown
     assert np.allclose(np.array(trace.z, dtype=float), lens.top_probs.numpy(), atol=1e-6)
     assert trace.texttemplate == "%{text}<br>%{z:.2f}"  # each cell's probability in sight (a phone's cells are small)
