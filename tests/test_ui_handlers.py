@@ -27,7 +27,7 @@ from playground.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.server import tenancy
 from playground.server.admission import BusyError, LongWork
 from playground.server.jobs import NotYourRunError
-from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
+from playground.ui import attention_tab, attention_views, compare_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext, friendly, message_for
 from playground.walkthrough import STEP_TITLES, journey_preset, lessons
 
@@ -100,7 +100,7 @@ def test_step_ones_line_says_what_the_rows_are_where_they_come_from_and_a_checkp
     rows of the same character point the same way far more than rows of different ones."""
     shipped = AppContext(limits=Limits(), weights=REPO / "weights")
     text = "To be, or not to be: that is the question."
-    for source, kind in attention_tab.SOURCE_KINDS.items():
+    for source, kind in attention_views.SOURCE_KINDS.items():
         heading = attention_tab.attention_step(shipped, source, "shakespeare-char", 0, 0, 0, 16, 8, "journey", text,
                                                True, True, 1.0, False, STEP_TITLES[0], None)[0]
         assert f"**Look for:** {lessons.INPUT_LOOK_FOR[kind]}" in heading
@@ -670,7 +670,7 @@ def test_attention_masked_weights_are_grey_and_say_why(ctx):
 def test_attention_the_score_row_is_the_step_on_screen(ctx):
     """The bars under the heatmap follow the step: raw scores at step 3 (no mask yet), scaled at step 4, what goes
     into softmax from step 5 on. They showed the masked, scaled row at every step."""
-    inputs = attention_tab.head_inputs(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh")[0]
+    inputs = attention_views.head_inputs(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh")[0]
     trace = inputs.trace()
     for step, title, row, masked in ((3, "Raw scores of query 2", trace.scores[2], False),
                                      (4, "Scaled scores of query 2", trace.scaled_scores[2], False),

@@ -243,7 +243,7 @@ def model_query_spare(ctx: AppContext, source, checkpoint, text, level, layer, h
         settings = view_settings(level, layer, head, query, key, norm_order, attention, activation, dropout,
                                  dropout_seed, forget_transpose)
         views = checkpoint_views(ctx, checkpoint, checks.text(text, "The text", ctx.limits.max_text_chars),
-                                  settings, part, [query, *missing])
+                                 settings, part, [query, *missing])
     except (*REFUSALS, *FAILURES):
         return gr.skip()
     name = _level_title(level)
