@@ -4,7 +4,7 @@ send it numbers and figures.
 The page holds the decks why_tab sends (chart_deck: every position's parts, heads' chains, circuits, the ranking)
 and the knock-out numbers, and draws a new position, a head chosen in the list or by its bar, and a set of knocked
 out heads from them without asking the server; what it lacks it asks for through hidden boxes. The headings it
-writes are the ones why_tab writes from the same numbers (why_tab._knock_text and page/why_page.js's knockText:
+writes are the ones why_tab writes from the same numbers (why_views._knock_text and page/why_page.js's knockText:
 keep the two alike). This module holds the deck names, the elements' ids, the words both sides write (sent to the
 page in page_scripts' prelude) and the js= calls into page/why_page.js; no handler.
 """

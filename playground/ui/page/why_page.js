@@ -1,7 +1,7 @@
 // The Why tab in the page (playground/ui/why_page.py says what it holds): draws a new position, a head chosen in the
 // list or by its bar, and a set of knocked out heads from the decks and knock-out numbers the page holds, and asks
 // the server, through hidden boxes, for what it lacks. The headings it writes are the ones why_tab writes from the
-// same numbers (knockText is why_tab._knock_text: keep the two alike). Defines window.whyPage.
+// same numbers (knockText is why_views._knock_text: keep the two alike). Defines window.whyPage.
 window.whyPage = window.whyPage || (() => {
   const {STRONGEST, KNOCK_HINT, LOOK_FOR_KNOCK, KNOCK_FOLD, KNOCK_NAMED, KNOCK_COLUMNS, KNOCK_BARELY, KNOCK_FALLS,
          KNOCK_BARELY_MOVES, HERE, DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK, EVERY_KEY, KEY_CHAR_PX, KEY_GAP_PX,
@@ -34,7 +34,7 @@ window.whyPage = window.whyPage || (() => {
   }
   const fixed = value => value.toFixed(3);
   const signed = value => (value >= 0 ? '+' : '') + value.toFixed(3);
-  function knockText(position, knocked) {  // why_tab._knock_text, from the same numbers; null: not held
+  function knockText(position, knocked) {  // why_views._knock_text, from the same numbers; null: not held
     const names = knocked.join(', '), named = KNOCK_NAMED;
     const titled = knocked.length > named ? knocked.slice(0, named - 1).join(', ') + ' and ' +
       (knocked.length - named + 1) + ' more' : names;
