@@ -44,8 +44,8 @@ TAP_READ_MS = 60  # a tap's value is drawn this long after the tap, once its own
 
 
 PHONE_WIDTH = 640  # px: below this the page is a phone's, where an answer can land below the screen
-# an answer whose start lands below this fraction of a phone's screen is scrolled to: its picture fell below the screen
-# under a heading at 57% (an eighth learner scrolled after every step)
+# an answer whose start lands below this fraction of a phone's screen is scrolled to: under a heading at 57% its
+# picture falls below the screen
 REVEAL_BELOW = 0.4
 
 

@@ -437,7 +437,7 @@ def _inspections(ctx: AppContext, loaded, history: dict, positions, layer: int, 
         attention = dict(labels=context_labels, values=_shown(weights.tolist()),
                          title=f"What drawing #{position} attended to<br>layer {layer}, head {head}",
                          # the largest weights labelled first, then the last token read where it keeps clear of
-                         # them (a phone's tallest bar, 1 back, went unlabelled beside it: trial 16)
+                         # them (on a phone the tallest bar is often 1 back, beside it)
                          important=[*strongest.indices.tolist(), len(context_labels) - 1])
         back = len(context_labels)  # the last token it read is 1 back
         named = ", ".join(f"{context_labels[i]!r} ({back - i} back) {w:.2f}"

@@ -17,8 +17,8 @@ import json
 STRONGEST = "the head that pushed most"  # the head list's value (an API caller's too)
 STRONGEST_SHOWN = "the head with the longest bar"  # its label: a learner read "pushed most" as toward the guess, and a
 # head that pushed against it has the longest bar where no head decides
-# the list sits above the heading; a bar left of 0 said while nothing is knocked out (an eighth learner found those
-# bars unexplained; with heads knocked out, a sentence says so where the loss falls)
+# the list sits above the heading; what a bar left of 0 means is said while nothing is knocked out (with heads
+# knocked out, a sentence says so where the loss falls)
 KNOCK_HINT = ("Choose heads in the **knock out** list above to knock them out. A bar left of 0: the loss falls "
               "without that head.")
 # a bar to the left is a head the text does better without: a learner read the longest bar, one to the left, as the
@@ -29,7 +29,7 @@ KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # aroun
 # three times over). The heading names up to KNOCK_NAMED heads (past that the first three, then "and 2 more": the
 # list above names every one), the table's column says "knocked out", and the loss falling is said without the names.
 KNOCK_NAMED = 4
-# "as above": the charts above this block stay the intact model's (a tenth learner found nothing saying so)
+# "as above": the charts above this block stay the intact model's
 KNOCK_COLUMNS = "| | intact, as above | knocked out | change |"
 # A change in the loss smaller than this (nats) is said as none: over a short text, a head replaced by its mean moved
 # the loss by a few thousandths either way, and a learner read "the loss falls" as the head being broken

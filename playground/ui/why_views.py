@@ -375,12 +375,11 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     """The circuits' Look-for line: where this position's query and the key it looked at most sit in the head's
     tables below, in words: "**Look for:** outlined cells, position 30: QK row `e` ranks `f` 4th of the text's 32;
     OV row `f` ranks `␣` 39th of 65.", and where they are low "… QK row `o` ranks `h` 29th; OV row `h` ranks `?` 18th.
-    Both low: tables read characters, not layers 0–2; trust the chain above." A stranger read the tables' strongest
-    pairs, unrelated to the position, as what the head did here; a second, shown the ranks, found them contradicting
-    the chain (the head put 0.55 on `h` and wrote `?` from it), with the reason behind the fold; a later one, given
-    the reason, still read two answers. A low rank (_low: the key in QK, or the target in OV where the head pushed it
-    up) is named, its reason said, and that the chain holds: a head that looks by position (_by_position), at any
-    layer, reads what the tables leave out; past the first layer, the layers before. A target outside the tables (a
+    Both low: tables read characters, not layers 0–2; trust the chain above." The tables' strongest pairs are not
+    what the head did at this position, and their ranks can seem to contradict the chain: a low rank (_low: the key
+    in QK, or the target in OV where the head pushed it up) is named, its reason said, and that the chain holds: a
+    head that looks by position (_by_position), at any layer, reads what the tables leave out; past the first layer,
+    the layers before. A target outside the tables (a
     BPE guess) gives what the key's OV row promotes most instead. Where the query or the key is outside them (a long
     BPE text) nothing is outlined, and the line is LOOK_FOR_CIRCUITS. The same cells are outlined on the tables
     (_cell_shapes)."""
