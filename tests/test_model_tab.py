@@ -570,7 +570,7 @@ def test_a_spare_deck_is_the_servers_own_answer_for_that_layer_or_head(ctx):
 
 
 def _laid_over(base, changes, key=None):
-    """The page's merge (chart_deck.DECK_JS), to read a spare sent as changes: objects key by key (null removes the
+    """The page's merge (page/chart_deck.js), to read a spare sent as changes: objects key by key (null removes the
     key), a figure's traces one by one, anything else replaced."""
     if key == "data" and isinstance(base, list) and isinstance(changes, list):
         return [_laid_over(base[i] if i < len(base) else {}, trace) for i, trace in enumerate(changes)]
