@@ -43,7 +43,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from playground.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
 from playground.ui.attention_tab import DECK as ATTENTION_DECK
-from playground.ui.why_tab import ALONE, VERSUS
+from playground.ui.why_reading import ALONE, VERSUS
 from playground.walkthrough import STEP_LABELS, STEP_TITLES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -317,7 +317,7 @@ def test_a_head_chosen_and_a_head_knocked_out_are_drawn_in_the_page_as_the_serve
     view again). The page holds every head's reading at the position, every head's circuits and every head's
     knock-out alone: with the server held back, both are drawn. A set of heads is one small answer; the knock-out
     heading the page writes is the one /why writes (the same numbers, the same words)."""
-    from playground.ui.why_tab import ALONE
+    from playground.ui.why_reading import ALONE
 
     panel = open_tab(page, "Why")
     expect(panel.get_by_role("heading", name="at position", exact=False)).to_be_visible(timeout=WAIT_MS)
@@ -366,7 +366,7 @@ def test_the_split_switched_is_drawn_in_the_page_as_the_server_writes_it(page):
     """Issue 29: the split switch waited 0.6 s for the server, the one Why click the page did not draw. The page
     holds the other split's decks: with the server held back, a switch and the way back are drawn there, and the
     server's answer, let through, leaves the heading as the page wrote it."""
-    from playground.ui.why_tab import ALONE, VERSUS
+    from playground.ui.why_reading import ALONE, VERSUS
 
     panel = open_tab(page, "Why")
     heading = panel.get_by_role("heading", level=3).first

@@ -226,7 +226,7 @@ def test_the_look_for_lines_name_the_strongest_cells_by_the_colour_the_scales_gi
     import plotly.graph_objects as go
 
     from playground.anatomy.lessons import HEAD_LOOK_FOR
-    from playground.ui.why_tab import LOOK_FOR_CIRCUITS
+    from playground.ui.why_views import LOOK_FOR_CIRCUITS
     from playground.walkthrough.lessons import LOOK_FOR
 
     for name in ("Blues", "RdBu"):
