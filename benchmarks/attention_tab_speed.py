@@ -15,13 +15,17 @@ import time
 
 import torch  # noqa: E402
 
-from playground import plots  # noqa: E402
-from playground.checkpoints import store as checkpoints
+from playground import checkpoints  # noqa: E402
 from playground.config import Limits  # noqa: E402
 from playground.device import describe  # noqa: E402
-from playground.lens.walkthrough import STAGE_KEYS, STEP_TITLES, prepare_text, trace_checkpoint_head  # noqa: E402
+from playground.lens.walkthrough import (
+    STAGE_KEYS,  # noqa: E402
+    STEP_TITLES,  # noqa: E402
+    prepare_text,  # noqa: E402
+    trace_checkpoint_head,  # noqa: E402
+)
 from playground.text.data import builtin_corpus  # noqa: E402
-from playground.ui import attention_tab  # noqa: E402
+from playground.ui import attention_tab, plots  # noqa: E402
 from playground.ui.common import AppContext  # noqa: E402
 
 

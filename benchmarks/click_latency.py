@@ -44,7 +44,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from playground.lens.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES
 from playground.lens.walkthrough import STEP_LABELS, STEP_TITLES
 from playground.ui.attention_tab import DECK as ATTENTION_DECK
-from playground.ui.why_tab import ALONE, VERSUS
+from playground.ui.why_reading import ALONE, VERSUS
 
 REPO = Path(__file__).resolve().parents[1]
 SETTLE_MS = 400  # the panel unchanged this long: the answer is drawn

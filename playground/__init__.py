@@ -1,6 +1,6 @@
 """Attention Playground: the core library behind the web app.
 
-The core (everything except ``playground.ui`` and ``playground.plots``) knows nothing about
+The core (everything except ``playground.ui``) knows nothing about
 Gradio or Plotly, so it can be used from a notebook, a CLI or a test.
 """
 

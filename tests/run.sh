@@ -7,16 +7,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_DISABLE_TELEMETRY=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# Debian's Chromium installs in the background while pip fills the venv (both mostly wait on downloads and disk).
+# Debian's Chromium (and Node.js, which checks the page's scripts) installs in the background while pip fills the venv (both mostly wait on downloads and disk).
 install_chromium() {
   if [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs) >/dev/null
   elif command -v sudo >/dev/null; then
-    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
+    (sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs) >/dev/null
   fi
 }
 chromium_pid=
-if [ ! -x /usr/bin/chromium ]; then
+if [ ! -x /usr/bin/chromium ] || ! command -v node >/dev/null; then
   install_chromium &
   chromium_pid=$!
 fi

@@ -37,8 +37,8 @@ from test_browser_phone import covered_labels
 from playground.checkpoints import store as checkpoints
 from playground.lens import head_scores
 from playground.lens.walkthrough import STEP_LABELS, STEP_TITLES, journey_preset, lessons
-from playground.plots import TOUCH_COLUMN_PX, _display_label
-from playground.ui import attention_tab, chart_deck
+from playground.ui import attention_tab, attention_views, chart_deck
+from playground.ui.plots import TOUCH_COLUMN_PX, _display_label
 
 pytestmark = pytest.mark.browser
 
@@ -519,12 +519,12 @@ def test_show_with_an_emptied_text_says_why_once(page):
     panel = arrive(page)
     text = panel.get_by_label("Text (not used by the presets)")
     text.fill("")
-    expect(heading(panel)).to_have_text(attention_tab.EMPTY_TEXT, timeout=WAIT_MS)
+    expect(heading(panel)).to_have_text(attention_views.EMPTY_TEXT, timeout=WAIT_MS)
     panel.get_by_role("button", name="Show", exact=True).click()
     text.fill("ab")  # its answer comes after Show's
     expect(panel).to_contain_text("T = 2 tokens", timeout=WAIT_MS)
     expect(page.locator(WARNING_TOAST)).to_have_count(1)
-    expect(page.locator(WARNING_TOAST)).to_contain_text(attention_tab.EMPTY_TEXT)
+    expect(page.locator(WARNING_TOAST)).to_contain_text(attention_views.EMPTY_TEXT)
     expect_no_error(page)
 
 

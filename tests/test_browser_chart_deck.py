@@ -1,7 +1,8 @@
 """The page's chart deck (playground.ui.chart_deck) run in Chromium by itself: the order its answers arrive in.
 
-No app: a blank page holds the deck's hosts, a stand-in Plotly records what is drawn, and the ``js=`` functions the
-tabs wire are called in the orders a busy server produces (the answer for one click landing after the next click).
+No app: a blank page holds the page's scripts and the deck's hosts, a stand-in Plotly records what is drawn, and the
+``js=`` functions the tabs wire are called in the orders a busy server produces (the answer for one click landing
+after the next click).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 
 import pytest
 
-from playground.ui import chart_deck
+from playground.ui import chart_deck, page_scripts
 
 pytestmark = pytest.mark.browser
 
@@ -19,6 +20,7 @@ STEPS = ("4", "6")
 
 # Plotly stand-in: each host remembers the title it was drawn with
 PLOTLY = "window.Plotly = {react: (host, data, layout) => { host.dataset.title = layout.title; }, relayout() {}};"
+HEAD = page_scripts.head()  # the page's scripts, as the app sends them
 HOSTS = f'<div id="{DECK}-chart-0"><div class="{chart_deck.HOST_CLASS}"></div></div>'
 
 
@@ -34,7 +36,7 @@ def _figure(title: str) -> dict:
 @pytest.fixture
 def deck_page(browser):
     page = browser.new_page()
-    page.set_content(f"<html><body>{HOSTS}<script>{PLOTLY}</script></body></html>")
+    page.set_content(f"<html><head>{HEAD}</head><body>{HOSTS}<script>{PLOTLY}</script></body></html>")
     yield page
     page.close()
 
@@ -67,7 +69,7 @@ def test_a_views_texts_come_at_once_while_the_chart_library_loads_and_its_charts
     """A tab opened just after the page loaded waited 2-3.5 s for Plotly with no heading at all: its texts come at
     once, its charts once the library is in, and they are the view asked for last."""
     page = browser.new_page()
-    page.set_content(f"<html><body>{HOSTS}</body></html>")  # no Plotly yet
+    page.set_content(f"<html><head>{HEAD}</head><body>{HOSTS}</body></html>")  # no Plotly yet
     first, more = chart_deck.draw_js(DECK, 1), chart_deck.draw_js(DECK, 1, more=True)
     for js, view in ((first, "4"), (more, "6")):  # answered, not left waiting for the library (a bound: 10 s)
         answered = page.evaluate(f"args => Promise.race([({js})(...args), new Promise(resolve => setTimeout("
@@ -132,7 +134,7 @@ def test_a_spare_sent_as_changes_is_the_figure_it_was_made_from(deck_page):
     moved, a title rewritten, a trace's values or a shape gone) and the page lays them over it when it keeps it."""
     import plotly.graph_objects as go
 
-    from playground import plots
+    from playground.ui import plots
 
     def heatmap(row, title, **extra):
         figure = plots.heatmap([[0.1, 0.2], [0.3, float("nan")]], ["a", "b"], ["c", "d"], title, highlight_row=row)

@@ -150,12 +150,12 @@ def check_why_on_gpt2(page, panel, hub_server, shot: str) -> None:
     import torch
     from test_browser_why import check_three_views
 
-    from playground.ui import why_tab
+    from playground.ui import why_reading
 
     ids = hub_server.tokenizer.encode(TEXT)
     expect(panel.get_by_role("heading", name=f"at position {ids.numel() - 1}", exact=False)).to_be_visible(
         timeout=WAIT_MS)
-    shown = min(hub_server.tokenizer.vocabulary_size, why_tab.MAX_CIRCUIT_TOKENS)
+    shown = min(hub_server.tokenizer.vocabulary_size, why_reading.MAX_CIRCUIT_TOKENS)
     chain = check_three_views(page, panel, "L0 H1", shown, shot)
     assert chain["keys"] == ids.numel()  # one bar per BPE token read
     with torch.no_grad():

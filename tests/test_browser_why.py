@@ -17,7 +17,7 @@ from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
 from test_why_tab import save_toy_checkpoint
 
-from playground.ui import attention_tab, chart_deck, why_page, why_tab
+from playground.ui import attention_tab, chart_deck, why_page, why_reading, why_tab, why_views
 
 pytestmark = pytest.mark.browser
 
@@ -317,7 +317,7 @@ def test_a_head_chosen_and_a_head_knocked_out_are_drawn_in_the_page_as_the_serve
     view again). The page holds every head's reading at the position, every head's circuits and every head's
     knock-out alone: with the server held back, both are drawn. A set of heads is one small answer; the knock-out
     heading the page writes is the one /why writes (the same numbers, the same words)."""
-    from playground.ui.why_tab import ALONE
+    from playground.ui.why_reading import ALONE
 
     panel = open_tab(page, "Why")
     expect(panel.get_by_role("heading", name="at position", exact=False)).to_be_visible(timeout=WAIT_MS)
@@ -353,7 +353,6 @@ def test_a_head_chosen_and_a_head_knocked_out_are_drawn_in_the_page_as_the_serve
     expect_no_error(page)
 
     from playground.config import Limits
-    from playground.ui import why_tab
     from playground.ui.common import AppContext
 
     ctx = AppContext(limits=Limits(), weights=server.weights)
@@ -367,7 +366,7 @@ def test_the_split_switched_is_drawn_in_the_page_as_the_server_writes_it(page):
     """Issue 29: the split switch waited 0.6 s for the server, the one Why click the page did not draw. The page
     holds the other split's decks: with the server held back, a switch and the way back are drawn there, and the
     server's answer, let through, leaves the heading as the page wrote it."""
-    from playground.ui.why_tab import ALONE, VERSUS
+    from playground.ui.why_reading import ALONE, VERSUS
 
     panel = open_tab(page, "Why")
     heading = panel.get_by_role("heading", level=3).first
@@ -426,7 +425,7 @@ def test_on_a_phone_every_label_reads_and_a_new_position_is_drawn_in_the_page(ph
     expect(parts.locator(".ytick text")).to_have_count(22)  # every part named, one per row
     # a tap on a row opens its head: rows a finger can pick (a tenth learner's were 17-18 px apart)
     rows = parts.evaluate("p => [...p.querySelectorAll('.ytick text')].map(t => t.getBoundingClientRect().top)")
-    assert min(b - a for a, b in zip(rows, rows[1:])) >= why_tab.PART_TOUCH_ROW_PX - 0.5
+    assert min(b - a for a, b in zip(rows, rows[1:])) >= why_views.PART_TOUCH_ROW_PX - 0.5
     assert overlapping_labels(page) == []
     # a tap on an MLP's bar is answered by its note, value included, and leaves no value label over the chart (trial 15:
     # "L2 MLP: 0.827" stayed over the bars for seconds)
@@ -529,7 +528,6 @@ def test_the_toy_presets_model_explained_head_by_head(request, server, viewport)
     heads through their columns of the projection, the projection's bias and the output bias (the model's own
     logit); its circuits are over its 8 characters; a head knocked out is the server's numbers, written alike."""
     from playground.config import Limits
-    from playground.ui import why_tab
     from playground.ui.common import AppContext
 
     page = request.getfixturevalue(viewport)
@@ -677,14 +675,14 @@ def test_an_answer_made_for_inputs_the_page_no_longer_shows_is_left(page):
     """A text typed, then another checkpoint chosen: the text's answer, for the old model, came back after the new
     model's and was drawn over it (the GPT-2 test then read the shipped model's tables for 30 s). The page draws an
     answer only while its checkpoint, text, target and split are the ones the answer was made for."""
-    from playground.ui import chart_deck, why_page, why_tab
+    from playground.ui import chart_deck, why_page
 
     panel = open_tab(page, "Why")
     expect(panel.get_by_role("heading", level=3).first).to_contain_text("Why ", timeout=WAIT_MS)
     before = page.evaluate("() => window.chartDeck.decks.why.key")
     now = ["shakespeare-char", "To be", "", why_tab.VERSUS]
     take = f"args => ({why_page.take_js(False)})(...args)"
-    for field, other in enumerate(["another-run", "To be or", "e", why_tab.ALONE]):
+    for field, other in enumerate(["another-run", "To be or", "e", why_reading.ALONE]):
         made = [*now[:field], other, *now[field + 1:]]
         deck = chart_deck.deck_json("2:elsewhere", {"0": (["### Made for other inputs", "L0 H0"], [None])},
                                     settings=why_tab._settings(*made))

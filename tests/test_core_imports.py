@@ -5,13 +5,13 @@ from conftest import REPO
 
 
 def _core_modules() -> list[str]:
-    """Every module of the package but the UI (playground.ui.*, playground.plots): found, not listed."""
+    """Every module of the package but the UI (playground.ui.*): found, not listed."""
     import pkgutil
 
     import playground
 
     names = ["playground"] + [info.name for info in pkgutil.walk_packages(playground.__path__, "playground.")]
-    return sorted(name for name in names if not name.startswith(("playground.ui", "playground.plots")))
+    return sorted(name for name in names if not name.startswith("playground.ui"))
 
 
 CORE = _core_modules()

@@ -46,7 +46,7 @@ from playground.text.tokenizer import CharTokenizer
 L, h, C, T, V = map(int, sys.argv[1:6])
 group, kinds = Path(sys.argv[6]) if sys.argv[6] else None, json.loads(sys.argv[7])
 if 'why' in kinds:  # the Why tab's reading lives in its UI module: gradio's import is the process's, not a request's
-    from playground.ui import why_tab
+    from playground.ui import why_reading, why_tab, why_views
 torch.manual_seed(0)
 tokenizer = CharTokenizer([chr(33 + i) for i in range(V)])
 ids = torch.randint(0, V, (T,))
@@ -79,9 +79,9 @@ def run(kind, model):
     if kind == 'head_table':  # the Attention tab's head table: every head scored on the probes
         return head_scores.score_heads(model)
     if kind == 'why':  # the Why tab's reading of a text (every head ranked, means knocked out), then a head's circuits
-        reading = why_tab._read(model, tokenizer, ids, '', None, [], 'mean', why_tab._circuit_tokens(V, ids), 'x',
-                                why_tab.ReadingCache(0))
-        return reading, why_tab._read_circuits(reading, L - 1, 0)  # its tables, where it looks, what it writes
+        reading = why_reading._read(model, tokenizer, ids, '', None, [], 'mean', why_reading._circuit_tokens(V, ids),
+                                    'x', why_tab.ReadingCache(0))
+        return reading, why_views._read_circuits(reading, L - 1, 0)  # its tables, where it looks, what it writes
     raise ValueError(kind)
 def gpt():
     return GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval()
@@ -126,7 +126,7 @@ def _estimates(shape) -> dict[str, int]:
     """Every kind's estimate at ``shape``, as the server prices it (the views without their figures, which are priced
     by the cell from the Attention tab's measurement: tests/test_budget.py)."""
     from playground.lens import anatomy
-    from playground.ui import head_table, why_tab
+    from playground.ui import head_table, why_reading
 
     config = _config(shape)
     L, h, C, T, V = shape
@@ -134,7 +134,7 @@ def _estimates(shape) -> dict[str, int]:
                   vocabulary_size=V)
     view = dict(length=T, embedding_dim=C, heads_num=h, layers_num=L, vocabulary_size=V,
                 parameters=config.parameter_count(), heatmap_cells=0)
-    why = why_tab._cost(config, T, why_tab._circuit_tokens(V, torch.zeros(T, dtype=torch.long)))
+    why = why_reading._cost(config, T, why_reading._circuit_tokens(V, torch.zeros(T, dtype=torch.long)))
     return {
         "forward": budget.inference_cost(**shapes, attention_maps=True).bytes,
         "cached": sampling_cost(config, config.parameter_count()).bytes,

@@ -14,13 +14,12 @@ from conftest import REPO
 from text_support import visible_words
 from torch.testing import assert_close
 
-from playground import plots
 from playground.budget import MemoryBudget
 from playground.config import Limits
 from playground.lens import anatomy, walkthrough
 from playground.lens.anatomy import lessons
 from playground.lens.anatomy.lessons import LEVEL_TITLES
-from playground.ui import model_tab, transpose_picture
+from playground.ui import model_tab, model_views, plots, transpose_picture
 from playground.ui.common import AppContext, friendly
 
 SCORE, HEAD, HEADS, BLOCK, MODEL = LEVEL_TITLES
@@ -177,7 +176,7 @@ def test_a_checkpoints_block_shows_how_attention_then_the_mlp_change_the_querys_
     rows = [lessons.BLOCK_POINTS.get(name, name) for name in lens.names]
     assert rows == ["block input", "+ attention", "+ MLP (the output)"]
     assert list(guesses.layout.yaxis.ticktext) == rows
-    shown = [[model_tab._token_label(loaded.tokenizer.decode([t])) for t in row] for row in lens.top_ids.tolist()]
+    shown = [[model_views.token_label(loaded.tokenizer.decode([t])) for t in row] for row in lens.top_ids.tolist()]
     assert [list(row) for row in trace.text] == shown
     assert np.allclose(np.array(trace.z, dtype=float), lens.top_probs.numpy(), atol=1e-6)
     assert trace.texttemplate == "%{text}<br>%{z:.2f}"  # each cell's probability in sight (a phone's cells are small)
@@ -571,7 +570,7 @@ def test_a_spare_deck_is_the_servers_own_answer_for_that_layer_or_head(ctx):
 
 
 def _laid_over(base, changes, key=None):
-    """The page's merge (chart_deck.DECK_JS), to read a spare sent as changes: objects key by key (null removes the
+    """The page's merge (page/chart_deck.js), to read a spare sent as changes: objects key by key (null removes the
     key), a figure's traces one by one, anything else replaced."""
     if key == "data" and isinstance(base, list) and isinstance(changes, list):
         return [_laid_over(base[i] if i < len(base) else {}, trace) for i, trace in enumerate(changes)]

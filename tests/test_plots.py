@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from playground import plots
-from playground.plots import (
+from playground.ui import plots
+from playground.ui.plots import (
     CELL_TEXT_LIMIT,
     LABEL_CHAR_PX,
     LABEL_GAP_PX,
@@ -79,7 +79,7 @@ def test_many_bars_label_every_kth_and_hover_names_each():
 
 
 def test_a_large_matrix_is_drawn_as_a_bounded_window():
-    from playground.plots import MAX_SIDE
+    from playground.ui.plots import MAX_SIDE
 
     tokens = [f"t{i}" for i in range(1024)]
     values = torch.arange(1024 * 1024, dtype=torch.float64).view(1024, 1024)
@@ -227,7 +227,7 @@ def test_the_look_for_lines_name_the_strongest_cells_by_the_colour_the_scales_gi
 
     from playground.lens.anatomy.lessons import HEAD_LOOK_FOR
     from playground.lens.walkthrough.lessons import LOOK_FOR
-    from playground.ui.why_tab import LOOK_FOR_CIRCUITS
+    from playground.ui.why_views import LOOK_FOR_CIRCUITS
 
     for name in ("Blues", "RdBu"):
         red, green, blue = map(int, re.findall(r"\d+", go.Heatmap(z=[[0]], colorscale=name).colorscale[-1][1]))

@@ -283,9 +283,9 @@ def test_the_why_tab_explains_the_toys_guess_head_by_head(toy_ctx):
     import json
     import re
 
-    from playground.ui import why_tab
+    from playground.ui import why_reading, why_tab
 
-    view = why_tab.explain(toy_ctx, "toy-1", "hello wo", 4, "", why_tab.STRONGEST, ["L0 H1"], "zero", why_tab.ALONE)
+    view = why_tab.explain(toy_ctx, "toy-1", "hello wo", 4, "", why_tab.STRONGEST, ["L0 H1"], "zero", why_reading.ALONE)
     bars = view.parts.data[0]
     assert list(bars.customdata) == ["L0 H0", "L0 H1", "L0 attention bias", "output bias"]
     logit = float(re.search(r"its logit (-?[\d.]+) is the sum of these 4 bars", view.heading).group(1))

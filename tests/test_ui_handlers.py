@@ -29,7 +29,7 @@ from playground.server import tenancy
 from playground.server.admission import BusyError, LongWork
 from playground.server.jobs import NotYourRunError
 from playground.training.presets import DECAY_FLOORS, TRAIN_PRESETS
-from playground.ui import attention_tab, compare_tab, sample_tab, tokenize_tab, train_tab
+from playground.ui import attention_tab, attention_views, compare_tab, sample_tab, tokenize_tab, train_tab
 from playground.ui.common import AppContext, friendly, message_for
 
 
@@ -101,7 +101,7 @@ def test_step_ones_line_says_what_the_rows_are_where_they_come_from_and_a_checkp
     rows of the same character point the same way far more than rows of different ones."""
     shipped = AppContext(limits=Limits(), weights=REPO / "weights")
     text = "To be, or not to be: that is the question."
-    for source, kind in attention_tab.SOURCE_KINDS.items():
+    for source, kind in attention_views.SOURCE_KINDS.items():
         heading = attention_tab.attention_step(shipped, source, "shakespeare-char", 0, 0, 0, 16, 8, "journey", text,
                                                True, True, 1.0, False, STEP_TITLES[0], None)[0]
         assert f"**Look for:** {lessons.INPUT_LOOK_FOR[kind]}" in heading
@@ -671,7 +671,7 @@ def test_attention_masked_weights_are_grey_and_say_why(ctx):
 def test_attention_the_score_row_is_the_step_on_screen(ctx):
     """The bars under the heatmap follow the step: raw scores at step 3 (no mask yet), scaled at step 4, what goes
     into softmax from step 5 on. They showed the masked, scaled row at every step."""
-    inputs = attention_tab.head_inputs(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh")[0]
+    inputs = attention_views.head_inputs(ctx, "random weights", None, 0, 0, 0, 12, 4, "journey", "abcdefgh")[0]
     trace = inputs.trace()
     for step, title, row, masked in ((3, "Raw scores of query 2", trace.scores[2], False),
                                      (4, "Scaled scores of query 2", trace.scaled_scores[2], False),
@@ -742,7 +742,7 @@ def test_the_attention_page_gets_the_step_on_screen_then_every_step_under_one_ke
 
 
 def _laid_over(base, changes, key=None):
-    """The page's merge (attention_tab.POSITIONS_JS, chart_deck's): objects key by key, traces one by one."""
+    """The page's merge (page/attention.js, page/chart_deck.js): objects key by key, traces one by one."""
     if key == "data" and isinstance(base, list) and isinstance(changes, list):
         return [_laid_over(base[i] if i < len(base) else {}, trace) for i, trace in enumerate(changes)]
     if not isinstance(base, dict) or not isinstance(changes, dict):
@@ -896,7 +896,7 @@ def test_a_run_belongs_to_the_browser_that_started_it(train_ctx):
     assert mine == dict(layers_num=1, heads_num=1, embedding_dim=8, context_size=8, batch_size=2, steps=400,
                         learning_rate=3e-3, warmup_steps=0, dropout_rate=0.0, seed=0, device="cpu",
                         run_name="browser-run", optimizer="adamw", time_budget_seconds=0.0,
-                        learning_rate_decay="cosine", architecture="gpt")
+                        learning_rate_decay="cosine", architecture="gpt", family="gpt", kv_heads_num=0)
     # another visitor's page keeps its own values and gets a name no run has
     theirs = dict(zip(train_tab.PRESET_FIELDS, train_tab.arrival_fields(ctx, "token-of-browser-b", session("s2"))))
     assert theirs.pop("run_name") == "my-run-1" and all(value == gr.skip() for value in theirs.values())

@@ -17,10 +17,9 @@ import pytest
 import torch
 from text_support import MOST_WORDS, visible_words
 
-from playground import plots
 from playground.config import Limits
 from playground.lens import circuits, head_scores
-from playground.ui import why_page, why_tab
+from playground.ui import chain_plots, plots, why_page, why_reading, why_tab, why_views
 from playground.ui.common import AppContext, friendly
 
 TEXT = "To be, or not to be: that is"  # 28 characters: the small checkpoint reads 32
@@ -72,7 +71,7 @@ def kinds(tiny_weights, tmp_path_factory):
 
 
 def explain(ctx, text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knocked=(), mode="mean over the text",
-            split=why_tab.ALONE):
+            split=why_reading.ALONE):
     """The view through /why's handler; the logit-alone split unless told (test_against_the_runner_up_* read the
     default, the guess against the runner-up)."""
     return why_tab.explain(ctx, "shakespeare-char", text, position, target, head, list(knocked), mode, split)
@@ -85,7 +84,7 @@ def read(ctx, *arguments, **settings):
 
 
 def test_every_handler_makes_its_tables_and_knock_outs_while_the_reading_is_admitted(ctx, monkeypatch):
-    """The view's price counts a head's QK and OV tables and the knock-outs one tick away (why_tab._cost), but they
+    """The view's price counts a head's QK and OV tables and the knock-outs one tick away (why_reading._cost), but they
     were made after the reservation had ended, unpriced: a visitor's circuits ran beside other requests' full
     budget. Each table and each knock-out pass must be made while the budget holds the reading's price."""
     held = []
@@ -168,7 +167,7 @@ def test_the_strongest_head_is_the_one_with_the_largest_part(ctx):
     view = explain(ctx)
     assert view.head_heading.startswith(f"### {strongest} at position {len(TEXT) - 1}")
     assert f"What {strongest} does over your text" in view.circuits_heading
-    assert view.circuits_heading.count(" looks for `") == why_tab.PAIRS
+    assert view.circuits_heading.count(" looks for `") == why_reading.PAIRS
     pushes = [trace for trace in view.chain.data if trace.type == "bar"][2]
     assert len(pushes.y) == len(view.numbers["head"]["keys"]) == len(TEXT)  # every read position, no future
     assert view.numbers["head"]["name"] == strongest
@@ -222,9 +221,9 @@ def test_a_target_is_read_with_the_escapes_the_page_shows(typed, character):
     """A stranger could not set the target to a newline: the box is one line and "\\n" was refused. The page shows
     invisible characters as tokenizer.escape_char writes them; read_character reads them back (what it shows, typed,
     is what it means)."""
-    assert why_tab.read_character(typed) == character
+    assert why_reading.read_character(typed) == character
     if character.isprintable() and len(character) == 1 and character not in "\\":
-        assert why_tab.read_character(why_tab.escape_text(character)) == character
+        assert why_reading.read_character(why_reading.escape_text(character)) == character
 
 
 def test_a_newline_target_typed_as_the_page_shows_it(ctx):
@@ -276,7 +275,7 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
     """A stranger found the named head writing 1-2% of the logit while the MLPs wrote most, and nothing said so.
     The line is computed from the bars: the heads together, or the strongest, against the largest other part."""
     said = Counter()
-    for split in (why_tab.VERSUS, why_tab.ALONE):
+    for split in (why_tab.VERSUS, why_reading.ALONE):
         reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero", split=split)
         for position, attribution in enumerate(reading.attributions):
             parts = list(zip(attribution.names, attribution.kinds, attribution.values.tolist()))
@@ -284,11 +283,11 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
             strongest = max((part for part in parts if part[1] == "head"), key=lambda part: abs(part[2]))
             largest = max((part for part in parts if part[1] != "head"), key=lambda part: abs(part[2]))
             look_for = why_tab._heading(reading, position).split("\n\n")[1]
-            if abs(heads) < why_tab.QUIET_HEADS * abs(largest[2]):
+            if abs(heads) < why_views.QUIET_HEADS * abs(largest[2]):
                 said["heads"] += 1
                 assert f"the heads together write {heads:+.2f}, {largest[0]} {largest[2]:+.2f}; " \
                        f"all bars sum to {attribution.logit:+.2f};" in look_for
-            elif abs(strongest[2]) < why_tab.QUIET_HEADS * abs(largest[2]):
+            elif abs(strongest[2]) < why_views.QUIET_HEADS * abs(largest[2]):
                 said["head"] += 1
                 assert f"decides this one:** {strongest[0]} writes {strongest[2]:+.2f}, {largest[0]} " \
                        f"{largest[2]:+.2f}; all bars sum to {attribution.logit:+.2f}." in look_for
@@ -428,7 +427,7 @@ def test_the_knock_out_numbers_the_page_writes_from_are_the_model_under_ablated(
     guesses = intact.argmax(-1)
     assert sent["targets"] == [why_tab._label(loaded.tokenizer.label(int(g))) for g in guesses]
     for names in ("L0 H1", "L1 H0", "L1 H1, L0 H0", "L1 H1, L0 H0, L0 H1"):
-        heads = [why_tab._parse_head(name, 2, 2) for name in names.split(", ")]
+        heads = [why_reading._parse_head(name, 2, 2) for name in names.split(", ")]
         with circuits.ablated(model, heads, why_tab.MODES[mode], token_ids=ids), torch.no_grad():
             logits = model(ids.view(1, -1)).logits[0]  # (T, V)
         probabilities = torch.softmax(logits, dim=-1)
@@ -456,24 +455,24 @@ def test_a_knock_out_that_lowers_the_loss_says_the_head_was_hurting(ctx):
     said = {}
     for change in (-0.5, -0.011, -0.009, 0.0, 0.009, 0.011, 0.5):
         shown = reading._replace(knocks={**reading.knocks, name: dataclasses.replace(out, loss=intact.loss + change)})
-        text = why_tab._knock_text(shown, 0)
+        text = why_views._knock_text(shown, 0)
         assert f"### Knocked out: {name}" in text and f"| {change:+.3f} |" in text
-        said[change] = ("falls" if why_tab.KNOCK_FALLS[0] in text else
-                        "barely" if why_tab.KNOCK_BARELY_MOVES[0] in text else "")
+        said[change] = ("falls" if why_views.KNOCK_FALLS[0] in text else
+                        "barely" if why_views.KNOCK_BARELY_MOVES[0] in text else "")
     assert said == {-0.5: "falls", -0.011: "falls", -0.009: "barely", 0.0: "barely", 0.009: "barely", 0.011: "",
                     0.5: ""}
     # before any knock-out, the ranking's line names the heads the text is better without past KNOCK_BARELY, and
     # counts those that barely matter (a stranger saw the head that pushed most ranked below zero)
     for mode, named in (("zero", "zero"), ("mean", "mean over the text")):
         effects = circuits.head_effects(loaded.model, ids, mode)
-        worse = [circuits.head_name(e.layer, e.head) for e in effects if e.added <= -why_tab.KNOCK_BARELY][::-1][:3]
-        barely = sum(abs(e.added) < why_tab.KNOCK_BARELY for e in effects)
+        worse = [circuits.head_name(e.layer, e.head) for e in effects if e.added <= -why_views.KNOCK_BARELY][::-1][:3]
+        barely = sum(abs(e.added) < why_views.KNOCK_BARELY for e in effects)
         heading = explain(ctx, mode=named).knock_heading
         assert "Choose heads in the **knock out** list" in heading
         assert ("the loss falls: on this text" in heading) == bool(worse)
         if worse:
             assert f"Without {', '.join(worse)}" in heading
-        assert (f"{barely} of {len(effects)} move the loss by under {why_tab.KNOCK_BARELY} either way" in heading) \
+        assert (f"{barely} of {len(effects)} move the loss by under {why_views.KNOCK_BARELY} either way" in heading) \
             == bool(barely)
 
 
@@ -485,7 +484,7 @@ def test_the_pairs_in_words_are_among_the_texts_characters_and_a_downward_head_i
     for head in ("L0 H0", "L0 H1", "L1 H0", "L1 H1"):
         view = explain(ctx, text=text, head=head)
         quoted = re.findall(r"`([^`]+)` (?:looks for|promotes) `([^`]+)`", view.circuits_heading)
-        assert len(quoted) == 2 * why_tab.PAIRS and {c for pair in quoted for c in pair} <= set(text) | {"␣"}
+        assert len(quoted) == 2 * why_reading.PAIRS and {c for pair in quoted for c in pair} <= set(text) | {"␣"}
         part = float(re.search(r"Its part of the logit: ([-+][\d.]+)", view.head_heading).group(1))
         push = float(re.search(r"Pushed it (?:up|down) most: `[^`]+` at \d+ \(weight [\d.]+, ([-+][\d.]+)\)",
                                view.head_heading).group(1))
@@ -525,7 +524,7 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
     probabilities = torch.softmax(logits, dim=-1)
     versus = split == "versus"
     reading, _ = read(ctx, name, text, "", why_tab.STRONGEST, [], "zero",
-                      split=why_tab.VERSUS if versus else why_tab.ALONE)
+                      split=why_tab.VERSUS if versus else why_reading.ALONE)
     layers, heads = model.config.layers_num, model.config.heads_num
     for position in (0, T // 2, T - 1):
         best = torch.topk(probabilities[position], 2)
@@ -534,7 +533,7 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
         parts = circuits.logit_attribution(model, ids, position, target, rival if versus else None)  # its own pass
         for layer in range(layers):
             for head in range(heads):
-                chain = why_tab._chain(reading, position, layer, head)
+                chain = why_views._chain(reading, position, layer, head)
                 assert chain.target == target and chain.guessed
                 assert len(chain.labels) == chain.weights.numel() == chain.writes.numel() == position + 1
                 assert torch.equal(chain.pushes, chain.weights * chain.writes)  # drawn as computed
@@ -552,18 +551,18 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
                 assert (chain.other, chain.other_probability) == (int(best.indices[1]),
                                                                   pytest.approx(float(best.values[1]), abs=1e-6))
     layer, head = why_tab._strongest(reading, T - 1)
-    figure = plots.chain_figure(**why_tab._chain_arguments(reading, T - 1, layer, head))
+    figure = chain_plots.chain_figure(**why_tab._chain_arguments(reading, T - 1, layer, head))
     bars = [trace for trace in figure.data if trace.type == "bar"]
     assert [len(trace.y) for trace in bars] == [T, T, T, 2]  # one bar per key read (no x: at 0, 1, ...)
     assert all(trace.x is None for trace in bars[:3])
-    labels = [why_tab._label(label) for label in why_tab.labels(loaded.tokenizer, ids)]
+    labels = [why_tab._label(label) for label in why_views.labels(loaded.tokenizer, ids)]
     assert list(bars[0].customdata) == [plots._display_label(label) for label in labels]
     waterfall = next(trace for trace in figure.data if trace.type == "waterfall")
-    assert waterfall.y[0] == pytest.approx(float(why_tab._chain(reading, T - 1, layer, head).pushes.sum()), abs=1e-4)
+    assert waterfall.y[0] == pytest.approx(float(why_views._chain(reading, T - 1, layer, head).pushes.sum()), abs=1e-4)
     assert sum(waterfall.y[:2]) == pytest.approx(waterfall.y[2], abs=1e-4)  # the head's bar + the rest = the logit
 
 
-@pytest.mark.parametrize("split", [why_tab.ALONE, why_tab.VERSUS])
+@pytest.mark.parametrize("split", [why_reading.ALONE, why_tab.VERSUS])
 def test_the_head_heading_shows_at_most_60_words_before_its_fold(ctx, split):
     """Pictures first: the chain opens with one "Look for:" line and its numbers; the rest sits behind "more". So do
     the parts (with the line saying no head decides), the circuits (a stranger counted 94 words: the strongest pair
@@ -592,10 +591,10 @@ def test_the_knock_out_block_shows_at_most_60_words_before_its_fold_with_heads_k
         hurting = reading._replace(knocks={**reading.knocks, names: dataclasses.replace(out, loss=intact.loss - 0.5)})
         for position in range(len(TEXT)):
             for shown in (reading, hurting):
-                text = why_tab._knock_text(shown, position)
+                text = why_views._knock_text(shown, position)
                 assert visible_words(text) <= 60, text
-        assert "the loss falls" in why_tab._knock_text(hurting, 0)
-        heading = why_tab._knock_text(reading, 0).splitlines()[0]
+        assert "the loss falls" in why_views._knock_text(hurting, 0)
+        heading = why_views._knock_text(reading, 0).splitlines()[0]
         assert heading == ("### Knocked out: L0 H0, L0 H1, L1 H0 and 2 more" if len(knocked) == 5
                            else f"### Knocked out: {names}")
 
@@ -606,7 +605,7 @@ def test_a_text_longer_than_the_context_is_read_to_the_context_and_the_heading_s
     Like the Attention and Model tabs (walkthrough.prepare_text), the view reads the first tokens, and its heading
     keeps the limit, the reason and what to do in sight (within the 60 words)."""
     ctx, checkpoint, _ = kinds["toy"]
-    for split in (why_tab.VERSUS, why_tab.ALONE):
+    for split in (why_tab.VERSUS, why_reading.ALONE):
         view = why_tab.explain(ctx, checkpoint, "hello world", -1, "", why_tab.STRONGEST, [], "zero", split)
         assert view.numbers["position"] == 7  # -1: the last token read, "o" of "wo"
         assert "**Reads the first 8 of 11 tokens** (this checkpoint's most): shorten the text." \
@@ -630,14 +629,14 @@ def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule
     gives the head's part in numbers; elsewhere it says the pattern made the result. The parts' x axis says what the
     bars are."""
     said = Counter()
-    for split in (why_tab.VERSUS, why_tab.ALONE):
+    for split in (why_tab.VERSUS, why_reading.ALONE):
         reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero", split=split)
         for position, parts in enumerate(reading.attributions):
             layer, head = why_tab._strongest(reading, position)
             title = why_tab._chain_changes(reading, position, layer, head)["layout"]["title"]["text"]
             title = title.replace("<br>", " ")
             target = why_tab._label(reading.tokenizer.label(parts.target_id))
-            if why_tab._who_decides(parts, (layer, head)):
+            if why_views._who_decides(parts, (layer, head)):
                 said["hedged"] += 1
                 part = parts.head(layer, head)
                 assert (f"L{layer} H{head}'s part at position {position}: {part:+.3f}; "
@@ -653,7 +652,7 @@ def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule
             else:
                 assert axis == f"added to logit('{target}')"
     assert said["hedged"] > 0 and said["made"] > 0, said
-    assert why_tab._parts_figure(reading, 3).layout.xaxis.title.text == why_tab._parts_axis(reading, 3)
+    assert why_tab._parts_figure(reading, 3).layout.xaxis.title.text == why_views._parts_axis(reading, 3)
 
 
 def test_the_heads_heading_says_where_it_looked_at_this_query_from_its_attention_row(ctx):
@@ -719,7 +718,7 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     # behind the fold, past the first layer, the pairs are said to be the tables' (trial 16 read "`o` looks for `J`" as
     # a second answer), with the rule for a low rank
     fold = view.circuits_heading.split("<details>")[1]
-    assert "Like the tables, the pairs below read the characters alone" in fold and why_tab.LOW_RANKS in fold
+    assert "Like the tables, the pairs below read the characters alone" in fold and why_views.LOW_RANKS in fold
     reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     assert reading.effects[0].layer == 3 and reading.effects[0].head == 1  # the most needed head, too
     assert min(effect.added for effect in reading.effects) > -0.05
@@ -736,8 +735,8 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
     reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     said = {}
     for layer, head in why_tab._every_head(reading.model.config):
-        heading, _, _ = why_tab._read_circuits(reading, layer, head)
-        top = why_tab._looks(reading, layer, head)[0]
+        heading, _, _ = why_views._read_circuits(reading, layer, head)
+        top = why_views._looks(reading, layer, head)[0]
         with torch.no_grad():
             weights = reading.model(reading.ids[None], return_attention=True).attention_weights[layer][0, head]
         words = head_scores.word_numbers(why_tab.DEFAULT_TEXT)
@@ -758,7 +757,7 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
                                     "5%);")
     # behind the fold, a positional head's character pairs come with a warning (a learner read layer 0's "`!` looks
     # for `!`" against "1 back: 74%")
-    folds = {name: why_tab._read_circuits(reading, *why_tab._parse_head(name, 4, 4))[0].split("<details>")[1]
+    folds = {name: why_views._read_circuits(reading, *why_reading._parse_head(name, 4, 4))[0].split("<details>")[1]
              for name in ("L0 H2", "L2 H1")}
     assert "This head looks by position" in folds["L0 H2"] and "This head looks by position" not in folds["L2 H1"]
     assert said["L2 H1"].startswith("Looks at the word before (30% of its weight overall; by chance: 14%) and within "
@@ -768,7 +767,7 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
     # what each writes is the token its mean share raises most (circuits.head_writes), named in sight
     written = circuits.head_writes(reading.model, reading.ids)
     for name, line in said.items():
-        layer, head = why_tab._parse_head(name, 4, 4)
+        layer, head = why_reading._parse_head(name, 4, 4)
         top = reading.tokenizer.label(int(written[layer, head].argmax()))
         assert line.endswith(f"; writes `{why_tab._label(top)}` most."), line
 
@@ -799,8 +798,8 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             of_text, of_rows = ("", "") if why else (f" of the text's {len(in_text)}",
                                                      f" of {model.config.vocabulary_size}")
             assert ranks == (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks "
-                             f"`{name(looked)}` {why_tab._ordinal(qk_rank)}{of_text}; OV row `{name(looked)}` ranks "
-                             f"`{name(target)}` {why_tab._ordinal(ov_rank)}{of_rows}.")
+                             f"`{name(looked)}` {why_views._ordinal(qk_rank)}{of_text}; OV row `{name(looked)}` ranks "
+                             f"`{name(target)}` {why_views._ordinal(ov_rank)}{of_rows}.")
             # a second stranger read low ranks as the tables contradicting the chain: past the first layer they say
             # why, naming the layers whose writes the tables do not read
             # a third found "4th of 32" called low, and a target the head pushed down called low though the chain
@@ -813,7 +812,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             with torch.no_grad():
                 every = model(torch.tensor([ids]), return_attention=True).attention_weights[layer][0, head]
             top = head_scores.looks_over_text(every, torch.tensor(ids), head_scores.word_numbers(TEXT))[0]
-            clear = top.share >= why_tab.LOOKS_RATIO * top.chance and top.lift >= why_tab.LOOKS_CLEARLY
+            clear = top.share >= why_views.LOOKS_RATIO * top.chance and top.lift >= why_views.LOOKS_CLEARLY
             by_position = clear and top.kind in ("distance", "first")
             assert bool(why) == (low and (by_position or layer > 0))
             if why:
@@ -832,7 +831,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             assert [list(view.qk.layout.shapes), list(view.ov.layout.shapes)] == [
                 [go.layout.Shape(shape) for shape in outlines] for outlines in shapes]
     assert lines == 12 and whys > 0
-    assert [why_tab._ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111)] == \
+    assert [why_views._ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111)] == \
         ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th"]
 
 
@@ -843,10 +842,10 @@ def test_a_chain_whose_head_pushed_against_the_target_is_titled_by_what_it_favou
     arguments = dict(labels=["a", "b"], weights=[0.25, 0.75], writes=[2.0, -4.0], pushes=[0.5, -3.0], head="L3 H2",
                      target="x", position=1, part=-2.5, others=3.0, logit=0.5, probability=0.4, other="y",
                      other_probability=0.3, guessed=True, versus=versus)
-    against = plots.chain_changes(**arguments)["layout"]["title"]["text"].replace("<br>", " ")
+    against = chain_plots.chain_changes(**arguments)["layout"]["title"]["text"].replace("<br>", " ")
     assert against == ("How L3 H2's pattern at position 1 favoured 'y' over 'x'" if versus else
                        "How L3 H2's pattern at position 1 pushed 'x' down")
-    up = plots.chain_changes(**{**arguments, "part": 2.5})["layout"]["title"]["text"].replace("<br>", " ")
+    up = chain_plots.chain_changes(**{**arguments, "part": 2.5})["layout"]["title"]["text"].replace("<br>", " ")
     assert up == ("How L3 H2's pattern at position 1 made 'x' beat 'y'" if versus else
                   "How L3 H2's pattern at position 1 became 'x'")
 
@@ -857,7 +856,7 @@ def test_the_sums_panel_keeps_room_inside_it_under_every_bar_that_goes_down(part
     end was near the panel's floor the number sat on the names under the axis (a learner saw "-0.144" over "every
     other part", whose bar ended at +0.009). The panel reaches below each such end by the room it keeps above."""
     logit = part + others
-    changes = plots.chain_changes(["a", "b"], [0.5, 0.5], [1.0, 1.0], [0.5, 0.5], head="L1 H1", target="x",
+    changes = chain_plots.chain_changes(["a", "b"], [0.5, 0.5], [1.0, 1.0], [0.5, 0.5], head="L1 H1", target="x",
                                   position=1, part=part, others=others, logit=logit, probability=0.2, other="y",
                                   other_probability=0.1, guessed=True)
     bottom, top = changes["layout"]["yaxis4"]["range"]
@@ -880,7 +879,7 @@ def test_over_a_bpe_vocabulary_the_tables_line_names_what_the_key_promotes_where
     for position in range(reading.ids.numel()):
         layer, head = why_tab._strongest(reading, position)
         line = why_tab._in_the_tables(reading, position, layer, head)
-        looked = int(reading.ids[why_tab._looked_most(reading, position, layer, head)[0]])
+        looked = int(reading.ids[why_views._looked_most(reading, position, layer, head)[0]])
         written = circuits.ov_circuit(reading.model, layer, head, reading.subset)[rows.index(looked)]
         name = lambda token: why_tab._label(reading.tokenizer.label(token))  # noqa: E731
         target = reading.attributions[position].target_id
@@ -899,10 +898,10 @@ def test_a_head_looks_somewhere_with_half_again_an_even_spread_and_15_points_bey
     particular: 49% of its weight there against an even spread's 25% (word starts are a quarter of a text's keys).
     A fourth had read 9% on newlines, against 3%, as a head's job, which none of its chains showed."""
     look = lambda kind, share, chance: head_scores.Look(kind, 0, share, chance)  # noqa: E731
-    assert why_tab._clear(look("word start", 0.49, 0.25))
-    assert not why_tab._clear(look("token", 0.09, 0.03))  # three times an even spread, 6 points beyond it
-    assert not why_tab._clear(look("previous word", 0.24, 0.14))  # 10 points beyond
-    assert not why_tab._clear(look("own word", 0.60, 0.44))  # 16 points beyond, but under 1.5 times
+    assert why_views._clear(look("word start", 0.49, 0.25))
+    assert not why_views._clear(look("token", 0.09, 0.03))  # three times an even spread, 6 points beyond it
+    assert not why_views._clear(look("previous word", 0.24, 0.14))  # 10 points beyond
+    assert not why_views._clear(look("own word", 0.60, 0.44))  # 16 points beyond, but under 1.5 times
 
 
 def test_a_second_place_is_named_where_it_shares_no_key_with_the_first_and_comes_within_half_its_lift():
@@ -912,14 +911,14 @@ def test_a_second_place_is_named_where_it_shares_no_key_with_the_first_and_comes
     look = lambda kind, share, chance, what=0: head_scores.Look(kind, what, share, chance)  # noqa: E731
     reading = dataclasses.make_dataclass("Reading", ["ids"])(torch.tensor([7, 3, 5]))
     before, own = look("previous word", 0.30, 0.14), look("own word", 0.22, 0.11)
-    assert why_tab._beside(reading, [before, own]) == own
-    assert why_tab._beside(reading, [before, look("own word", 0.17, 0.11)]) is None  # 6 points: under half of 16
-    assert why_tab._beside(reading, [before, look("word start", 0.40, 0.23)]) is None  # starts are in both words
+    assert why_views._beside(reading, [before, own]) == own
+    assert why_views._beside(reading, [before, look("own word", 0.17, 0.11)]) is None  # 6 points: under half of 16
+    assert why_views._beside(reading, [before, look("word start", 0.40, 0.23)]) is None  # starts are in both words
     newline = look("token", 0.23, 0.03, what=5)
-    assert why_tab._beside(reading, [newline, look("first", 0.20, 0.05)]).kind == "first"
+    assert why_views._beside(reading, [newline, look("first", 0.20, 0.05)]).kind == "first"
     # a token at position 0 shares that key with it
-    assert why_tab._beside(reading, [look("token", 0.23, 0.03, what=7), look("first", 0.20, 0.05)]) is None
-    assert why_tab._beside(reading, [look("distance", 0.35, 0.04, 2), look("distance", 0.27, 0.05, 1)]).what == 1
+    assert why_views._beside(reading, [look("token", 0.23, 0.03, what=7), look("first", 0.20, 0.05)]) is None
+    assert why_views._beside(reading, [look("distance", 0.35, 0.04, 2), look("distance", 0.27, 0.05, 1)]).what == 1
 
 
 def test_the_head_on_screen_is_read_from_its_heading_and_opens_in_the_attention_tab():

@@ -1,4 +1,4 @@
-"""The Gradio app: build_app() assembles the seven tabs. The only package besides plots.py that imports gradio.
+"""The Gradio app: build_app() assembles the seven tabs. The only package that imports gradio or plotly (plots.py).
 
 Owns the app-wide layout: the tab bar (all seven tabs stay visible on a phone: it wraps instead of hiding tabs
 behind an overflow menu), the CSS every tab shares (a Dataframe with ``elem_classes=["playground-table"]``
@@ -34,6 +34,7 @@ from playground.ui import (
     chart_deck,
     compare_tab,
     model_tab,
+    page_scripts,
     sample_tab,
     tokenize_tab,
     train_tab,
@@ -114,7 +115,7 @@ input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--che
 }}
 /* on a phone, pinned so for a framed row sent from the Why tab (attention_tab.QUERY_SHOWN_JS) */
 #{attention_tab.STAGE_ELEM_ID}[data-pinned]{STAGE_STICKS.removeprefix(f"#{attention_tab.STAGE_ELEM_ID}")}
-/* the title of the chart scrolled under it (attention_tab.UNDER_HEADING_JS), and a rule where the charts go under */
+/* the title of the chart scrolled under it (page/attention.js), and a rule where the charts go under */
 #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open]))[data-under]::after {{ content: "Under it: " attr(data-under);
   display: block; padding: 2px 0 4px; font-size: var(--text-md); color: var(--body-text-color);
   border-bottom: 1px solid var(--border-color-primary); }}
@@ -153,6 +154,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     # the request bodies Gradio may hold at once (BodiesInFlight's total), each parsed into a copy or two
     ctx.budget.set_aside(bodies_cost(bodies_in_flight(ctx.limits)["total"]))
     checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
+    page_scripts.head()  # the page's scripts read once, here: a missing file fails the build, not a visitor's page
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
         if ctx.hidden_note():
@@ -232,6 +234,7 @@ def bodies_in_flight(limits: Limits, client_of=None) -> dict:
 def launch_options(limits: Limits | None = None, uploads: UploadLedger | None = None) -> dict:
     """The keyword arguments every launch uses (app.py and the tests alike).
 
+    ``head``: the page's own scripts (page_scripts: playground/ui/page/*.js after their constants).
     ``theme``: Gradio's default, its fonts drawn from whole files (FONT_WEIGHTS).
     ``show_error``: a payload Gradio's own components refuse before a handler runs (text in a number slot,
     an unknown choice sent to the API) reaches the client with Gradio's message instead of an empty error.
@@ -266,7 +269,7 @@ def launch_options(limits: Limits | None = None, uploads: UploadLedger | None = 
                                     "ui-sans-serif", "system-ui", "sans-serif"),
                               font_mono=(gr.themes.LocalFont("IBM Plex Mono", weights=FONT_WEIGHTS),
                                          "ui-monospace", "Consolas", "monospace"))
-    return dict(css=CSS, theme=theme, max_file_size=max_file_size, show_error=True,
+    return dict(css=CSS, head=page_scripts.head(), theme=theme, max_file_size=max_file_size, show_error=True,
                 state_session_capacity=SESSION_CAPACITY, _frontend=False,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),

@@ -20,475 +20,45 @@ import json
 import shutil
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 import gradio as gr
-import numpy as np
-import torch
 
-from playground import budget, checks, plots
-from playground.checks import count
+from playground import budget
 from playground.lens import walkthrough
-from playground.lens.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
-from playground.model.families import require_gpt
+from playground.lens.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES
 from playground.text.tokenizer import UnknownCharacterError
-from playground.ui import chart_deck, head_table
-from playground.ui.common import AppContext, RecentReadings, checkpoint_dropdown, fold, scroll_to_js
+from playground.ui import chart_deck, head_table, plots
+from playground.ui.attention_views import (
+    CONTROL_MIN_WIDTH,
+    DEFAULT_TEXT,
+    SCORES_MET,
+    SOURCES,
+    STAGE_ELEM_ID,
+    WEIGHTS_MET,
+    HeadCache,
+    View,
+    beside_changes,
+    coming_text,
+    head_request,
+    labels_that_matter,
+    mixes_text,
+    qkv_frames,
+    query_beside_keys,
+    score_bar_args,
+    stage_view,
+    stage_views,
+    step_index,
+    switch_settings,
+    weight_bar_args,
+)
+from playground.ui.common import AppContext, checkpoint_dropdown
 from playground.ui.events import wire
-from playground.ui.widgets import chips_html
 
-SOURCES = ("trained checkpoint", "random weights", "textbook preset")
-SOURCE_KINDS = dict(zip(SOURCES, ("checkpoint", "random", "textbook")))  # lessons.INPUT_LOOK_FOR's keys
-DEFAULT_TEXT = "To be, or not to be: that is the question."
-EMPTY_TEXT = "Type some text first"
 EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh folder per export
 _EXPORT_MAX_AGE_SECONDS = 3600
 EXPORT_BYTES_PER_NUMBER = 28  # at most, in the CSV (a float32's shortest repr and a comma) and the .npy (4) together
-MAX_SIZE = 1024  # embedding_dim and head_size of a random head
-FEATURE_STAGES = ("x", "qkv", "output")  # stages whose columns are features (labelled sparsely), not tokens
-STAGE_ELEM_ID = "attention-stage"  # the stage's heading, where a picked head takes the page
-CONTROL_MIN_WIDTH = 200  # the narrowest a control gets: on a phone (390 px) each takes a full-width row
-
-
-@dataclass
-class HeadRequest:
-    """What the settings ask for, checked, before any tensor is made: the head's sizes, how to build its inputs,
-    what a checkpoint's forward pass costs, and what to lower when the whole is too big."""
-
-    length: int
-    embedding_dim: int
-    head_size: int
-    build: Callable[[], walkthrough.HeadInputs]
-    notices: list[str] = field(default_factory=list)
-    forward: budget.Cost | None = None
-    hint: str = ""
-    about: str = ""  # what kind of model the weights come from (a checkpoint's description)
-    identity: tuple | None = None  # what the built inputs depend on, where building them is worth remembering
-    owner: object = None  # the loaded checkpoint they come from: a reloaded one is another
-
-    def cost(self, own: budget.Cost) -> budget.Cost:
-        """``own`` (the traces, figures or files) plus the checkpoint's forward pass when there is one."""
-        return budget.combined(own.what, self.forward, own) if self.forward else own
-
-
-def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,
-                 preset: str, text: str) -> HeadRequest:
-    """The head the settings ask for, sized but not built (raises UnknownCharacterError for a checkpoint)."""
-    text = checks.text(text, "The text", ctx.limits.max_text_chars)
-    if source == SOURCES[0]:
-        loaded = ctx.checkpoint(checkpoint or "")
-        config = loaded.config
-        require_gpt(config, loaded.name, "this step-by-step view of one head's weights")
-        prepared = walkthrough.prepare_text(text, loaded.tokenizer, config.context_size)
-        T = len(prepared.ids)
-        forward = budget.inference_cost(parameters=config.parameter_count(), layers_num=config.layers_num,
-                                        heads_num=config.heads_num, embedding_dim=config.embedding_dim,
-                                        context_size=T, vocabulary_size=config.vocabulary_size, attention_maps=True)
-        return HeadRequest(
-            T, config.embedding_dim, config.head_size, notices=prepared.notices, forward=forward,
-            build=lambda: walkthrough.checkpoint_head_inputs(loaded.model, prepared.ids, layer, head,
-                                                             tokens=prepared.tokens),
-            hint=f"use a shorter text (it is {T} tokens)", about=loaded.description,
-            identity=("checkpoint", id(loaded), tuple(prepared.ids.tolist()), layer, head), owner=loaded)
-    if source == SOURCES[1]:
-        if not text:
-            raise ValueError(EMPTY_TEXT)
-        limit = ctx.limits.max_context_size
-        notices = []
-        if len(text) > limit:
-            notices.append(f"{len(text) - limit} characters were dropped (the limit is {limit})")
-            text = text[:limit]
-        C = checks.whole_number(embedding_dim, "embedding_dim", 1, MAX_SIZE)
-        d = checks.whole_number(head_size, "head_size", 1, MAX_SIZE)
-        seed = checks.seed(seed)
-        return HeadRequest(len(text), C, d, notices=notices,
-                           build=lambda: walkthrough.random_head(text, C, d, seed),
-                           hint=f"use a shorter text (it is {len(text)} tokens) or lower embedding_dim ({C}) "
-                                f"or head_size ({d})")
-    if source == SOURCES[2]:
-        presets = walkthrough.TEXTBOOK_PRESETS
-        if preset not in presets:
-            raise ValueError(f"unknown preset {checks.shown(preset)}; choose one of {', '.join(presets)}")
-        inputs = presets[preset]()  # a handful of tokens: building it is the cheapest way to size it
-        return HeadRequest(inputs.x.size(0), inputs.x.size(1), inputs.w_query.size(1), build=lambda: inputs,
-                           notices=[f"Preset: {presets[preset].description}. The text box is not used."])
-    raise ValueError(f"unknown weight source {checks.shown(source)}; choose one of: {', '.join(SOURCES)}")
-
-
-HEAD_CACHE_SIZE = 8  # heads' inputs kept: a checkpoint head's x is (T, C), at most a few MB each
-
-
-class HeadCache(RecentReadings):
-    """The last HEAD_CACHE_SIZE checkpoint heads' inputs, keyed by the loaded checkpoint, the text's token ids,
-    the layer and the head: stepping through a text or moving its query runs the model's forward pass once, not
-    at every click (it was half of each answer's server time). Random heads and presets cost little to build and
-    are not kept."""
-
-    def __init__(self, size: int = HEAD_CACHE_SIZE) -> None:
-        super().__init__(size)
-
-    def build(self, request: HeadRequest) -> walkthrough.HeadInputs:
-        if request.identity is None:
-            return request.build()
-        return self.get(request.identity, request.owner, request.build)
-
-
-def head_inputs(ctx: AppContext, source: str, checkpoint: str | None, layer, head, seed, embedding_dim, head_size,
-                preset: str, text: str) -> tuple[walkthrough.HeadInputs, list[str]]:
-    """The head's inputs for the chosen source, and notices (e.g. how much text was dropped)."""
-    request = head_request(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
-    return request.build(), request.notices
-
-
-def _step_index(step) -> int:
-    if step in STEP_TITLES:
-        return STEP_TITLES.index(step)
-    return checks.whole_number(step, "step", 1, len(STEP_TITLES)) - 1
-
-
-def _switches(scale, mask, temperature, mask_before_scaling) -> dict:
-    """The trace's switches; trace_head refuses a temperature that is not above 0."""
-    return dict(scale=checks.flag(scale, "scale by 1/√d_k"), mask=checks.flag(mask, "causal mask"),
-                temperature=checks.real_number(temperature, "temperature"),
-                mask_before_scaling=checks.flag(mask_before_scaling, "mask before scaling"))
-
-
-def _colour_bound(*tensors: torch.Tensor) -> float:
-    """The largest |finite value| of all the tensors: one symmetric colour scale for all of them."""
-    largest = max((t[torch.isfinite(t)].abs().max().item() for t in tensors if torch.isfinite(t).any()),
-                  default=0.0)
-    return largest or 1.0
-
-
-def _heatmap_count(key: str, comparing: bool) -> int:
-    return 2 if comparing else len(walkthrough.stage_shapes(key, 1, 1, 1))
-
-
-def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None, key: str, position: int) -> list:
-    """The stage's heatmaps: Q, K and V on one scale; or the stage now and by default (when a switch differs)
-    on one scale; the scaled scores on the raw scores' scale too; weights always on 0-1. The query's row is framed,
-    and the window follows it past 128 tokens."""
-    if default is None:
-        shown = [(trace, matrix, "") for matrix in trace.matrices(key)]
-    else:
-        shown = [(trace, trace.matrices(key)[0], "now"), (default, default.matrices(key)[0], "default")]
-    if key == "weights":
-        scale = dict(colorscale="Blues", zmin=0.0, zmax=1.0)
-    else:
-        values = [matrix.values for _, matrix, _ in shown]
-        if key == "scaled_scores":  # on step 3's colour scale: the same pattern, paler (it had looked the same)
-            values += [source.matrices("scores")[0].values for source, _, _ in shown]
-        bound_ = _colour_bound(*values)
-        scale = dict(colorscale="RdBu", zmin=-bound_, zmax=bound_)
-    start = max(0, position - plots.MAX_SIDE // 2)
-    if key == "qkv":
-        return _qkv_figures(trace, position, start, scale)
-    figures = []
-    for source, matrix, tag in shown:
-        title = f"{tag} ({lessons.switches_text(source.switches, key)}): {matrix.name}" if tag else matrix.name
-        masked, hover = None, lessons.MASKED_SCORE_HOVER
-        if key == "weights":
-            sums = matrix.values.sum(dim=1)
-            title += f" · row sums {sums.min().item():.4f}–{sums.max().item():.4f}"
-            masked, hover = source.masked, lessons.MASKED_WEIGHT_HOVER
-        if key in ("masked_scores", "weights") and source.mask:
-            title += f" · {lessons.MASKED_LEGEND}"
-        square = matrix.col_labels == matrix.row_labels
-        figure = plots.heatmap(
-            matrix.values, matrix.row_labels, matrix.col_labels, title, **scale, masked=masked, masked_hover=hover,
-            highlight_row=position, first_row=start, first_col=start if square else 0,
-            sparse_columns=key in FEATURE_STAGES, x_title="key token" if square else "feature",
-            y_title="query token" if key not in FEATURE_STAGES else "token")
-        # a key per column: on a phone each keeps its label, the pattern scrolling sideways
-        figures.append(plots.wide_on_touch(figure, min(len(matrix.col_labels), plots.MAX_SIDE)) if square else figure)
-    return figures + [None] * (3 - len(figures))
-
-
-# Step 2's heatmaps as what they are for: each matrix's title says its role, the query's q row is framed in orange and
-# the rows of the keys it matches best are framed in green on K and on V (what it finds, and what it takes)
-QKV_TITLES = {"Q": "Q: what each token looks for (framed: the query)",
-              "K": "K: what each token offers (green: the keys the query matches best)",
-              "V": "V: what each token passes on (green: the values the query takes most)"}
-
-
-def _position_labels(trace: walkthrough.HeadTrace) -> list[str]:
-    """Each row's position and token ("41 ."), so a framed row can be found by number as well as by character."""
-    return [f"{i} {plots._display_label(token)}" for i, token in enumerate(trace.tokens)]
-
-
-def _qkv_frames(trace: walkthrough.HeadTrace, position: int, start: int) -> list[list[dict]]:
-    """The frames of Q, K and V for ``position``: its q row (orange), and the k and v rows it matches best (green)."""
-    best, _ = _best_keys(trace, position)
-    cols = min(trace.head_size, plots.MAX_SIDE)
-    first_row = max(0, min(start, max(0, trace.length - plots.MAX_SIDE)))
-    query = [plots.row_frame(position - first_row, cols)] if first_row <= position < first_row + plots.MAX_SIDE else []
-    matches = plots.match_frames(best, cols, start, trace.length)
-    return [query, matches, matches]
-
-
-# On a desktop Plotly shows its toolbar over a chart's top right corner while the pointer is on the chart: three
-# heatmaps in a row are 390-440 px wide, and the toolbar (some 200 px) lay over the first line of each two-line title
-TOOLBAR_ROOM_PX = 36  # the toolbar's band is 2-28 px from the chart's top
-
-
-def _below_the_toolbar(figure):
-    """``figure``'s top margin, where Plotly centres the title, taller by TOOLBAR_ROOM_PX: the title's first line
-    comes down below the toolbar's band (on a phone there is no toolbar: a little more room)."""
-    return figure.update_layout(margin=dict(t=figure.layout.margin.t + TOOLBAR_ROOM_PX))
-
-
-def _qkv_figures(trace: walkthrough.HeadTrace, position: int, start: int, scale: dict) -> list:
-    """Q, K and V on one colour scale, rows named by position and token, columns by the head's dimensions, framed
-    for ``position`` (_qkv_frames), their titles below the toolbar's band."""
-    labels = _position_labels(trace)
-    figures = []
-    for matrix, frames in zip(trace.matrices("qkv"), _qkv_frames(trace, position, start), strict=True):
-        figure = plots.heatmap(matrix.values, labels, matrix.col_labels, QKV_TITLES[matrix.name], **scale,
-                               first_row=start, sparse_columns=True, x_title="dimension of the head",
-                               y_title="position and token")
-        figure.update_layout(shapes=frames)
-        figures.append(_below_the_toolbar(figure))
-    return figures
-
-
-def _short(values) -> list[float]:
-    """float32 values written at their shortest (9 digits at most, each read back as the same float32): the bars'
-    JSON is about half as long, and each bar is the number the head computed."""
-    return [float(str(value)) for value in np.asarray(values, dtype=np.float32)]
-
-
-def _score_bar_args(trace: walkthrough.HeadTrace, key: str, position: int, token: str) -> dict:
-    """plots.bar_chart's arguments for the query's row of the scores as the step on screen has them: raw up to step
-    3, scaled at step 4, and from step 5 on what goes into softmax (masked cells grey, when the mask is on)."""
-    if key in ("x", "qkv", "scores"):
-        values, what, hidden = trace.scores[position], "Raw scores", None
-    elif key == "scaled_scores":
-        values, hidden = trace.scaled_scores[position], None
-        what = "Scaled scores" if trace.scale else "Scores (not scaled)"
-    else:
-        values, hidden, what = trace.masked_scores[position], trace.masked[position].tolist(), "Scores into softmax"
-    shown = [0.0 if hidden and hidden[j] else value for j, value in enumerate(_short(values))]
-    return dict(labels=trace.tokens, values=shown, title=f"{what} of query {position} ({token})", y_title="score",
-                masked=hidden, masked_hover=lessons.MASKED_SCORE_HOVER, important=_labels_that_matter(trace, position))
-
-
-def _weight_bar_args(trace: walkthrough.HeadTrace, position: int, token: str) -> dict:
-    """plots.bar_chart's arguments for the query's softmax weights (masked keys grey)."""
-    return dict(labels=trace.tokens, values=_short(trace.weights[position]),
-                title=f"Softmax weights of query {position} ({token})", y_title="weight",
-                masked=trace.masked[position].tolist(), masked_hover=lessons.MASKED_WEIGHT_HOVER,
-                important=_labels_that_matter(trace, position))
-
-
-def _score_bars(trace: walkthrough.HeadTrace, key: str, position: int, token: str):
-    """The query's row of the scores as the step on screen has them (_score_bar_args)."""
-    return plots.bar_chart(**_score_bar_args(trace, key, position, token))
-
-
-KEYS_BESIDE = 3  # keys drawn beside the query's row at step 2: those its q matches best
-
-
-def _best_keys(trace: walkthrough.HeadTrace, position: int) -> tuple[list[int], torch.Tensor]:
-    """The keys query ``position`` matches best (largest q·k among the keys it may see; softmax keeps the order, so
-    they are also those it takes most from), and its row of raw scores with the keys it may not see at -inf."""
-    scores = trace.scores[position].clone()
-    if trace.mask:
-        scores[position + 1:] = float("-inf")  # the mask will hide later keys: they are not what it reads
-    best = torch.topk(scores, min(KEYS_BESIDE, position + 1 if trace.mask else trace.length)).indices.tolist()
-    return best, scores
-
-
-class Beside(NamedTuple):
-    """What step 2's query-beside-keys picture shows for one query: its rows (q, then the best keys' k), their labels,
-    the title and the colour bound."""
-
-    rows: torch.Tensor  # (1 + keys, d)
-    labels: list[str]
-    title: str
-    bound: float
-
-
-def _beside(trace: walkthrough.HeadTrace, position: int) -> Beside:
-    token = trace.tokens[position]
-    best, scores = _best_keys(trace, position)
-    rows = torch.stack([trace.q[position], *(trace.k[j] for j in best)])
-    labels = [f"q of {position} ({token})"] + [f"k of {j} ({trace.tokens[j]}): q·k {scores[j].item():.2f}"
-                                              for j in best]
-    labels = [plots._display_label(label) for label in labels]
-    return Beside(rows, labels, f"The keys query {position} ({token}) matches best, beside its q", _colour_bound(rows))
-
-
-# the picture's hover names the cell by its row and dimension (the row's label is beside it): no text per cell, so a
-# position's picture, sent for the page to draw itself, is its numbers and labels (a few KB), not 13 KB of hover text
-BESIDE_HOVER = "row %{y}, d%{x}<br>value %{z:.6g}<extra></extra>"
-
-
-def _query_beside_keys(trace: walkthrough.HeadTrace, position: int, token: str):
-    """Step 2's picture of what Q and K are for: the query's q row above the k rows of the keys it matches best
-    (largest q·k among the keys it may see), feature by feature on one colour scale, each key's q·k named."""
-    shown = _beside(trace, position)
-    figure = plots.heatmap(shown.rows, shown.labels, [f"d{c}" for c in range(trace.head_size)], shown.title,
-                           colorscale="RdBu", zmin=-shown.bound, zmax=shown.bound, sparse_columns=True,
-                           x_title="dimension of the head", show_values=False)
-    # y as a list (Plotly sends an array as base64), so a position's changes name the rows as the figure does
-    return figure.update_traces(customdata=None, hovertemplate=BESIDE_HOVER)
-
-
-def _beside_changes(trace: walkthrough.HeadTrace) -> list[dict]:
-    """What _query_beside_keys draws at each position that it may not draw at another (its numbers, labels, title
-    and colour bound), without a figure per position: laid over that picture at another position (the page's merge)
-    each is the picture at its position. The rows are few (KEYS_BESIDE + 1), so each is labelled and the height stays
-    plots.heatmap's least."""
-    shown = [_beside(trace, position) for position in range(trace.length)]
-    data = plots.heatmap_traces_json([dict(z=each.rows.double().numpy(), y=np.arange(each.rows.size(0)),
-                                           zmin=-each.bound, zmax=each.bound) for each in shown])
-    changes = []
-    for each, values in zip(shown, data, strict=True):
-        title, top = plots._title_layout(each.title)
-        rows = list(range(each.rows.size(0)))
-        changes.append({"data": [values], "layout": {"title": title, "margin": {"t": top},
-                                                     "yaxis": {"tickvals": rows, "ticktext": each.labels}}})
-    return changes
-
-
-TOP_LABELLED = 3  # the largest weights of a query's row keep their labels where not every bar can have one
-
-
-def _labels_that_matter(trace: walkthrough.HeadTrace, position: int) -> list[int]:
-    """The bars whose labels a crowded row keeps: its largest weights, then the query itself (named in the title) where
-    it keeps clear of them. The query first had left its largest weight, two keys before it, unnamed: a learner read
-    the tall bar beside the query's label as the query looking at itself."""
-    weights = trace.weights[position]
-    return [*torch.topk(weights, min(TOP_LABELLED, weights.numel())).indices.tolist(), position]
-
-
-MIXES_SHOWN = 12  # value vectors named in the query's sentence, largest weight first
-NEGLIGIBLE_WEIGHT = 0.0005  # a weight that prints as 0.000: counted, not named
-
-
-def _mixes_text(row: walkthrough.QueryRow) -> str:
-    """Which value vectors the query mixes, largest weight first (behind a fold); the negligible ones counted."""
-    named = [mix for mix in row.mixes if mix.weight >= NEGLIGIBLE_WEIGHT][:MIXES_SHOWN]
-    rest = len(row.mixes) - len(named)
-    mixes = ", ".join(f"`{m.token}` ({m.position}) × {m.weight:.3f}" for m in named)
-    negligible = sum(mix.weight < NEGLIGIBLE_WEIGHT for mix in row.mixes)
-    more = ""
-    if rest:
-        more = (f" and {rest} more" + (f" ({negligible} of them with weights below {NEGLIGIBLE_WEIGHT:g})"
-                                       if negligible else ""))
-    return (f"Query **{row.position}** `{row.token}`: its output is the weighted sum of the value vectors it reads, "
-            f"the bars above.\n\n" + fold(f"It mixes the value vectors of: {mixes}{more}.", "the weights"))
-
-
-SCORES_MET, WEIGHTS_MET = STAGE_KEYS.index("scores"), STAGE_KEYS.index("weights")
-
-
-def _coming_text(position: int, token: str, index: int) -> str:
-    """Before softmax, the query's panel says what it will show, and at which step."""
-    coming = [(SCORES_MET, "its scores"), (WEIGHTS_MET, "its softmax weights")]
-    pending = [(met, what) for met, what in coming if met > index]
-    said = [f"{what}{' come' if not i else ''} at step {met + 1}" for i, (met, what) in enumerate(pending)]
-    return f"Query **{position}** `{token}` (framed in orange): {', '.join(said)}."
-
-
-class View(NamedTuple):
-    """What one step shows: the public outputs (heading to text_check), the query box's value and warnings."""
-
-    heading: str
-    plot_a: object
-    plot_b: object
-    plot_c: object
-    whatif: str
-    score_bars: object
-    weight_bars: object
-    query_md: str
-    text_check: str
-    query: int  # -1, or the position shown: a position past the end comes back clamped
-    warnings: list[str]
-
-    @property
-    def outputs(self) -> tuple:
-        return tuple(self)[:9]
-
-
-def _view(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale,
-          mask, temperature, mask_before_scaling, step, query, page: bool = False, heads=None) -> View:
-    """The step's view. ``page``: the page's own event, where an emptied text box clears the plots and says why in
-    the heading (the old plots stayed beside an empty box); an API call is refused instead."""
-    return _views(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
-                  temperature, mask_before_scaling, [_step_index(step)], query, page=page, heads=heads)[0]
-
-
-def _views(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale,
-           mask, temperature, mask_before_scaling, indices, query, page: bool = False, heads=None) -> list[View]:
-    """One View per step index in ``indices``, from one trace of the head (and one of the default, when a switch
-    differs). ``heads``: a HeadCache, so the head's inputs (a checkpoint's forward pass) are built once per text.
-    Where nothing can be traced (an empty text on the page, characters the checkpoint lacks) it is one View."""
-    asked = checks.whole_number(query if query not in (None, "") else -1, "query position", -1)
-    if page and source != SOURCES[2] and not text:
-        return [View(f"### {EMPTY_TEXT}\n\nEach step is computed over the tokens of a text: type one above (or pick "
-                     "a textbook preset).", None, None, None, "", None, None, "", "", asked, [EMPTY_TEXT])]
-    try:
-        request = head_request(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
-    except UnknownCharacterError as exc:
-        loaded = ctx.checkpoint(checkpoint or "")
-        html = chips_html(text[: loaded.config.context_size], loaded.tokenizer)
-        message = f"**{exc}** Remove the highlighted characters, or pick random weights / a preset."
-        return [View(message, None, None, None, "", None, None, "", html, asked, [str(exc)])]
-    switches = _switches(scale, mask, temperature, mask_before_scaling)
-    keys = [STAGE_KEYS[index] for index in indices]
-    differs = switches != walkthrough.DEFAULT_SWITCHES
-    T, C, d = request.length, request.embedding_dim, request.head_size
-    cells = sum(_heatmap_count(key, differs and key in walkthrough.SWITCHED_STAGES) * max(
-        min(rows, plots.MAX_SIDE) * min(cols, plots.MAX_SIDE) for rows, cols in walkthrough.stage_shapes(key, T, C, d))
-        for key in keys)
-    comparing = differs and any(key in walkthrough.SWITCHED_STAGES for key in keys)
-    cost = budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, heatmap_cells=cells, bars=2 * len(keys),
-                                      traces=1 + comparing + max(walkthrough.whatif_traces(key) for key in keys))
-    with ctx.budget.reserve(request.cost(cost), hint=request.hint):
-        inputs = heads.build(request) if heads is not None else request.build()
-        trace = inputs.trace(**switches)
-        default = inputs.trace() if comparing else None
-        stages = walkthrough.stages(trace)
-        position = trace.length - 1 if asked < 0 else min(asked, trace.length - 1)
-        warnings = [lessons.query_clamped(asked, trace.length)] if asked > position else []
-        row = walkthrough.query_row(trace, position)
-        heading_tail = (f"*{inputs.description}* · T = {count(trace.length, 'token')} · C = {trace.embedding_dim} · "
-                        f"d_k = {trace.head_size}")
-        if request.about:
-            heading_tail += f"\n\nModel: {request.about}"
-        if request.notices:
-            heading_tail += "\n\n" + "\n\n".join(f"ℹ️ {n}" for n in request.notices)
-        views = []
-        for index, key in zip(indices, keys):
-            shown_default = default if differs and key in walkthrough.SWITCHED_STAGES else None
-            identical = shown_default is not None and all(
-                torch.equal(now.values, then.values)
-                for now, then in zip(trace.matrices(key), shown_default.matrices(key), strict=True))
-            notes = [lessons.comparison_note(trace, key, identical),
-                     *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
-            figures = _figures(trace, shown_default, key, position)
-            # the query's panel shows only what the steps so far have introduced: scores from step 3, weights from 6
-            score_bars = (_score_bars(trace, key, position, row.token) if index >= SCORES_MET
-                          else _query_beside_keys(trace, position, row.token) if key == "qkv" else None)
-            weight_bars = (plots.bar_chart(**_weight_bar_args(trace, position, row.token)) if index >= WEIGHTS_MET
-                           else None)
-            stage = stages[index]
-            look_for = lessons.look_for(index, SOURCE_KINDS[source], trace.scale, trace.mask, trace.temperature,
-                                        trace.mask_before_scaling)
-            # the head named in sight (on a wide screen the heading stays at the top): a learner sent here from the
-            # Why tab saw nothing on the screen say which head the stages were of
-            whose = f" *({inputs.head})*" if inputs.head else ""
-            heading = (f"### {stage.title}\n\n**Look for:** {look_for}{whose}\n\n"
-                       + fold(f"`{stage.formula}`\n\n{stage.explanation}\n\n{heading_tail}"))
-            query_md = _mixes_text(row) if index >= WEIGHTS_MET else _coming_text(row.position, row.token, index)
-            whatif = "\n\n".join(note for note in notes if note)
-            views.append(View(heading, *figures, fold(whatif, "what the switches change") if whatif else "",
-                              score_bars, weight_bars, query_md, "", asked if asked < 0 else position, warnings))
-    return views
 
 
 def _warn(messages: list[str], already: list[str] | tuple = ()) -> list[str]:
@@ -505,8 +75,8 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
     """Plain handler: (heading, figure 1-3, what-if Markdown, query score bars, query weight bars, query
     Markdown, input check HTML) for one step. When a switch differs from its default, figures 1 and 2 are
     the stage now and by default."""
-    view = _view(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
-                 temperature, mask_before_scaling, step, query, heads=heads)
+    view = stage_view(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
+                      temperature, mask_before_scaling, step, query, heads=heads)
     _warn(view.warnings)
     return view.outputs
 
@@ -514,130 +84,13 @@ def attention_step(ctx: AppContext, source, checkpoint, layer, head, seed, embed
 DECK = "attention"  # the page's chart deck: figures 1-3, the query's score bars, its weight bars
 QUERY_ELEM_ID = "attention-query"  # the query position's box, which a click on a heatmap's row writes
 ROW_FOOT_PX = 80  # a framed row sent to the foot of the screen stops this far above it (room for the keys' labels)
-# The query position written by another tab (the Why tab's "Step through"), drawn as a typed one is (a position alone
-# that changed asked nothing of the server: the box answers its input event, not a change), and the page at the stage;
-# once the framed row is drawn for that query, where it lies outside the screen or under the stage's heading, which
-# stays at the top of a wide screen (ui.CSS), the chart's top is scrolled to the heading, or the row to the screen's
-# foot where it would not be on screen then. Where the heading does not stick (a phone), it is scrolled to the top of
-# the screen, and pinned there where the row would be below the screen, the row brought to the foot: two learners
-# sent to the last row of an 86-token heatmap saw neither the stage's name nor what to look for, a third on a phone
-# saw those and not the row
-QUERY_SHOWN_JS = """() => {
-  const box = document.querySelector('#""" + QUERY_ELEM_ID + """ input');
-  box?.dispatchEvent(new Event('input', {bubbles: true}));
-  const stage = document.getElementById('""" + STAGE_ELEM_ID + """');
-  """ + scroll_to_js(STAGE_ELEM_ID) + """
-  const query = box ? box.value : '';
-  const ROW_FOOT_PX = """ + str(ROW_FOOT_PX) + """;
-  let tries = 0;
-  const framed = () => {
-    const plot = [...document.querySelectorAll("[id^='""" + DECK + """-chart-'] .js-plotly-plot")]
-      .find(p => p.offsetParent && p._fullLayout && (p.layout.shapes || []).length);
-    const trace = plot && plot.data.find(t => t.type === 'heatmap' && Array.isArray(t.customdata));
-    const shape = plot && plot.layout.shapes[0], row = shape && Math.round((shape.y0 + shape.y1) / 2);
-    const cells = trace && trace.customdata[row];
-    if (cells && String(cells[0]).startsWith('row ' + query + ' ')) {
-      if (!stage) return;
-      const rowAt = () => plot.getBoundingClientRect().top + plot._fullLayout._size.t + plot._fullLayout.yaxis.l2p(row);
-      // a heatmap wider than its slot (a phone's) scrolled sideways to the row's heaviest key: it opened at key 0,
-      // and the row the Why tab sent read as white there (its cells' hovers end "value <number>")
-      const slot = plot.parentElement;
-      if (plot.wide && slot) {
-        let best = -1, most = -Infinity;
-        cells.forEach((cell, column) => {
-          const value = /value (\\S+)$/.exec(String(cell));
-          if (value && Number(value[1]) > most) { most = Number(value[1]); best = column; }
-        });
-        if (best >= 0) {
-          const x = plot._fullLayout._size.l + plot._fullLayout.xaxis.l2p(best);
-          slot.scrollLeft = Math.max(0, x - (slot.clientWidth + plot._fullLayout._size.l) / 2);
-        }
-      }
-      if (getComputedStyle(stage).position !== 'sticky') {
-        // the heading again, where the view drawn put it; where the row is then below the screen, the heading is
-        // pinned at the top (data-pinned, ui.CSS) and the row goes to the screen's foot (a phone's learner found
-        // the heading and no row; two before had found the row and no heading)
-        """ + scroll_to_js(STAGE_ELEM_ID) + """
-        if (rowAt() <= window.innerHeight - 40) return;
-        stage.dataset.pinned = '';
-      }
-      const top = plot.getBoundingClientRect().top, y = rowAt();
-      const under = stage.getBoundingClientRect().bottom, foot = window.innerHeight - ROW_FOOT_PX;
-      // the chart's top (its title) just under the heading where the row is on screen then; else the row near the
-      // screen's foot, as much of the chart above it in sight as fits (its title written under the heading)
-      if (y < under || y > window.innerHeight - 40) {
-        window.scrollBy({top: y - (top - under) <= foot ? top - under : y - foot});
-      }
-    } else if (++tries < 50) setTimeout(framed, 100);
-  };
-  setTimeout(framed, 100);
-}"""
-# A click (or a tap) on a heatmap's row makes that row's token the query: a learner could choose a query only by
-# typing its position, counting the characters to 85 by hand. The row is the one the cell's hover names ("row 12
-# (e), column ..."), so a window of a long text's rows picks the right position; the box's input event then draws
-# it as a typed position is drawn (QUERY_JS). On a touch screen a tap is read from the chart deck's tap event, not
-# from a click: after a sideways swipe a third of the taps picked nothing, Chromium sending no click with a place.
-ROW_PICK_JS = """
-if (!window.attentionRowPicks) {
-  window.attentionRowPicks = true;
-  const pick = (target, where) => {
-    const host = target.closest && target.closest("[id^='""" + DECK + """-chart-'] .js-plotly-plot");
-    const at = host && window.chartDeck && window.chartDeck.pointAt(host, where);
-    if (!at) return;
-    const [xaxis, yaxis] = [at.subplot.xaxis._id, at.subplot.yaxis._id];
-    const trace = (host.data || []).find(t => t.type === 'heatmap' && Array.isArray(t.customdata) &&
-                                              (t.xaxis || 'x') === xaxis && (t.yaxis || 'y') === yaxis);
-    const cells = trace && trace.customdata[Math.round(at.yval)];
-    const named = cells && /^row (\\d+) /.exec(cells[Math.round(at.xval)] || '');
-    const box = document.querySelector('#""" + QUERY_ELEM_ID + """ input');
-    if (!named || !box || box.value === named[1]) return;  // the query already: a tap reads the cell's value
-    window.chartDeck.picked(host);
-    box.value = named[1];
-    box.dispatchEvent(new Event('input', {bubbles: true}));
-  };
-  document.addEventListener('click', event => window.chartDeck?.touch || pick(event.target, event));
-  document.addEventListener('""" + chart_deck.TAP_EVENT + """', event => pick(event.target, event.detail));
-}
-"""
-# Where the stage's heading sticks to the top of a wide screen (ui.CSS), or is pinned there on a phone
-# (QUERY_SHOWN_JS), the title of the chart whose top has scrolled under it is written under the heading (the stage's
-# data-under, which ui.CSS shows): sent from the Why tab to the last row of an 86-token heatmap, a learner found its
-# title and colour bar hidden under the heading
-UNDER_HEADING_JS = """
-if (!window.attentionUnderHeading) {
-  window.attentionUnderHeading = true;
-  let queued = false;
-  const title = plot => String((plot.layout && plot.layout.title && (plot.layout.title.text ?? plot.layout.title))
-    || '').replace(/<br\\s*\\/?>/g, ' ').replace(/<[^>]+>/g, '').replace(/\\s+/g, ' ').trim();
-  const mark = () => {
-    queued = false;
-    const stage = document.getElementById('""" + STAGE_ELEM_ID + """');
-    if (!stage) return;
-    let under = '';
-    if (stage.offsetParent && getComputedStyle(stage).position === 'sticky') {
-      const edge = stage.getBoundingClientRect().bottom;
-      const plot = [...document.querySelectorAll("[id^='""" + DECK + """-chart-'] .js-plotly-plot")].find(p => {
-        if (!p.offsetParent || getComputedStyle(p).visibility === 'hidden' || !p.layout) return false;
-        const box = p.getBoundingClientRect(), named = p.querySelector('.gtitle');
-        // its title gone under the heading, and enough of the chart still below it to be read
-        return (named ? named.getBoundingClientRect().bottom : box.top) <= edge + 1 && box.bottom > edge + 60;
-      });
-      under = plot ? title(plot) : '';
-    }
-    // a heading pinned for a row sent from the Why tab (QUERY_SHOWN_JS) goes back to its place once no chart is
-    // under it (scrolled back up to the chart's top, or away from the charts, or the tab left)
-    if (!under && stage.hasAttribute('data-pinned')) stage.removeAttribute('data-pinned');
-    if ((stage.dataset.under || '') !== under) {
-      if (under) stage.dataset.under = under;
-      else delete stage.dataset.under;
-    }
-  };
-  const queue = () => { if (!queued) { queued = true; requestAnimationFrame(mark); } };
-  window.addEventListener('scroll', queue, {passive: true});
-  window.addEventListener('resize', queue);
-  document.addEventListener('""" + chart_deck.DRAWN_EVENT + """', queue);
-}
-"""
+# the page's side of the tab: page/attention.js's window.attentionPage (its constants: page_scripts.constants)
+# The query position written by another tab (the Why tab's "Step through"), drawn as a typed one is, the stage's
+# heading and the framed row brought onto the screen
+QUERY_SHOWN_JS = "() => window.attentionPage.queryShown()"
+# A click (or a tap) on a heatmap's row makes that row's token the query; the title of the chart scrolled under the
+# stage's heading is written under it
+PAGE_LISTENERS_JS = "window.attentionPage.listenForRowPicks(); window.attentionPage.listenUnderHeading();"
 DECK_SLOTS = range(5)
 DECK_TEXTS = 3  # the heading, the what-if notes, the query's sentence
 
@@ -666,8 +119,8 @@ def attention_page(ctx: AppContext, source, checkpoint, layer, head, seed, embed
     query, which this answer writes) are still the ones it was made for; attention_deck follows."""
     settings = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before_scaling, query)
-    view = _view(ctx, *settings[:-1], step, query, page=True, heads=heads)
-    deck = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[_step_index(step)]: _deck_view(view)},
+    view = stage_view(ctx, *settings[:-1], step, query, page=True, heads=heads)
+    deck = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[step_index(step)]: _deck_view(view)},
                                 settings=list(settings[:-1]))
     return deck, view.text_check, view.query, _warn(view.warnings, warned or ())
 
@@ -678,7 +131,7 @@ def attention_deck(ctx: AppContext, source, checkpoint, layer, head, seed, embed
     Nothing new where nothing can be traced (attention_page has said why)."""
     settings = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before_scaling, query)
-    views = _views(ctx, *settings[:-1], range(len(STEP_TITLES)), query, page=True, heads=heads)
+    views = stage_views(ctx, *settings[:-1], range(len(STEP_TITLES)), query, page=True, heads=heads)
     if len(views) != len(STEP_TITLES):
         return gr.skip()
     return chart_deck.deck_json(_deck_key(*settings), {title: _deck_view(view)
@@ -731,12 +184,12 @@ def attention_positions(ctx: AppContext, source, checkpoint, layer, head, seed, 
     "positions": [{"text": the query's sentence, "changes": [changes or null per slot]}, ... T]}``. A heatmap's changes
     are its frame (the page lays them over the step's heatmap it holds: only the frame moves), the bars' are
     _bar_changes less the base sent (the bars at position 0). The heading and the what-if notes are the same at every
-    position (the page keeps the step's). At step 2 the frames are Q's, K's and V's (_qkv_frames), and the query's q
+    position (the page keeps the step's). At step 2 the frames are Q's, K's and V's (qkv_frames), and the query's q
     beside its best keys (a new heatmap per position) is sent as its changes from the one at position 0. Nothing where
     nothing can be traced, or past POSITIONS_MAX_LENGTH tokens."""
     settings = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before_scaling)
-    index = _step_index(step)
+    index = step_index(step)
     key = STAGE_KEYS[index]
     if source != SOURCES[2] and not text:
         return gr.skip()
@@ -747,7 +200,7 @@ def attention_positions(ctx: AppContext, source, checkpoint, layer, head, seed, 
     T, C, d = request.length, request.embedding_dim, request.head_size
     if T > POSITIONS_MAX_LENGTH:
         return gr.skip()
-    switches = _switches(scale, mask, temperature, mask_before_scaling)
+    switches = switch_settings(scale, mask, temperature, mask_before_scaling)
     comparing = switches != walkthrough.DEFAULT_SWITCHES and key in walkthrough.SWITCHED_STAGES
     cost = budget.attention_view_cost(length=T, embedding_dim=C, head_size=d, bars=2 * T)
     with ctx.budget.reserve(request.cost(cost), hint=request.hint):
@@ -758,106 +211,44 @@ def attention_positions(ctx: AppContext, source, checkpoint, layer, head, seed, 
 
         def bars(position: int) -> list[dict | None]:
             token = trace.tokens[position]
-            return [_score_bar_args(trace, key, position, token) if index >= SCORES_MET else None,
-                    _weight_bar_args(trace, position, token) if index >= WEIGHTS_MET else None]
+            return [score_bar_args(trace, key, position, token) if index >= SCORES_MET else None,
+                    weight_bar_args(trace, position, token) if index >= WEIGHTS_MET else None]
 
         if key == "qkv":  # step 2's q beside its best keys: the picture at position 0, and each position's changes
-            bases = [None] * 3 + [json.loads(_query_beside_keys(trace, 0, trace.tokens[0]).to_json()), None]
-            besides = _beside_changes(trace)
+            bases = [None] * 3 + [json.loads(query_beside_keys(trace, 0, trace.tokens[0]).to_json()), None]
+            besides = beside_changes(trace)
         else:
             bases = [None] * 3 + [json.loads(plots.bar_chart(**args).to_json()) if args else None for args in bars(0)]
         shown = [plots._display_label(str(label)) for label in trace.tokens]
         positions = []
         for position in range(T):
             if key == "qkv":
-                frames = [{"layout": {"shapes": shapes}} for shapes in _qkv_frames(trace, position, 0)]
-                text = _coming_text(position, trace.tokens[position], index)
+                frames = [{"layout": {"shapes": shapes}} for shapes in qkv_frames(trace, position, 0)]
+                text = coming_text(position, trace.tokens[position], index)
                 changes = _pruned(besides[position], bases[3])
                 positions.append({"text": text, "changes": [*frames, changes, None]})
                 continue
             frames = [{"layout": {"shapes": [plots.row_frame(position, width)]}} if width else None
                       for width in widths[:3]]
             # both bar charts label the same tokens first (the query, its largest weights): one choice of ticks
-            ticks = plots._bar_ticks(shown, plots.BAR_LABEL_ROOM_PX, _labels_that_matter(trace, position))
+            ticks = plots._bar_ticks(shown, plots.BAR_LABEL_ROOM_PX, labels_that_matter(trace, position))
             changes = [_pruned(_bar_changes(**args, shown=shown, ticks=ticks), base) if args else None
                        for args, base in zip(bars(position), bases[3:])]
             if index >= WEIGHTS_MET:
-                text = _mixes_text(walkthrough.query_row(trace, position))
+                text = mixes_text(walkthrough.query_row(trace, position))
             else:
-                text = _coming_text(position, trace.tokens[position], index)
+                text = coming_text(position, trace.tokens[position], index)
             positions.append({"text": text, "changes": frames + changes})
     keys = {str(query): _deck_key(*settings, query) for query in range(-1, T)}
     return json.dumps({"step": STEP_TITLES[index], "length": T, "keys": keys, "bases": bases,
                        "positions": positions}, separators=(",", ":"))
 
 
-# The page's store of attention_positions' answers (a few settings' steps) and the draw of a new query position from
-# them: the view's figures are the step's held heatmaps with the new frame and the position's bars, laid over as the
-# chart deck lays changes over its bases; its texts are the step's heading and notes and the position's sentence. The
-# deck then holds that view under the key the server gives those settings, so its answers for them (the other steps,
-# the spare decks) add to what is drawn and draw nothing again. Where nothing is held for the step and the deck on
-# screen, or the box holds no position of the text (past its end, a decimal), null: the server answers.
-POSITIONS_JS = chart_deck.DECK_JS + """
-window.attentionPositions = window.attentionPositions || (() => {
-  const held = [];  // newest last
-  const merge = (base, changes) => window.chartDeck.merge(base, changes);  // objects key by key, traces one by one
-  function keep(raw) {
-    if (!raw) return;
-    const sent = JSON.parse(raw);
-    sent.known = new Set(Object.values(sent.keys));
-    const same = held.findIndex(each => each.step === sent.step && each.keys['-1'] === sent.keys['-1']);
-    if (same >= 0) held.splice(same, 1);
-    held.push(sent);
-    if (held.length > """ + str(POSITIONS_HELD) + """) held.shift();
-  }
-  async function move(value, step) {
-    const deck = window.chartDeck.decks['""" + DECK + """'];
-    const shown = deck && deck.views[step];
-    const sent = shown && held.find(each => each.step === step && each.known.has(deck.key));
-    const asked = value === null || value === '' ? NaN : Number(value);
-    if (!sent || !Number.isInteger(asked) || asked < -1 || asked >= sent.length) return null;
-    const at = sent.positions[asked < 0 ? sent.length - 1 : asked];
-    const figures = at.changes.map((changes, slot) => {
-      const base = sent.bases[slot] || shown.figures[slot];
-      return changes === null || !base ? null : merge(base, changes);
-    });
-    if (figures.some((figure, slot) => !figure !== (at.changes[slot] === null))) return null;
-    deck.key = sent.keys[String(asked)];
-    deck.views = {[step]: {texts: [shown.texts[0], shown.texts[1], at.text], figures}};
-    deck.raw = null;
-    // a heatmap drawn with the step's data has only its frame moved (Plotly.relayout, a few ms: Plotly.react draws the
-    // whole heatmap again); the deck is told it is drawn, and draws the rest
-    const moved = [];
-    at.changes.forEach((changes, slot) => {
-      if (!changes || sent.bases[slot] || Object.keys(changes).join() !== 'layout'
-          || Object.keys(changes.layout).join() !== 'shapes') return;
-      const host = document.querySelector('#""" + DECK + """-chart-' + slot + ' .""" + chart_deck.HOST_CLASS + """');
-      if (!host || !host._fullLayout || !host.signatures || host.dataset.stamp === undefined) return;
-      if (signatures(shown.figures[slot]).join('\\n') !== host.signatures.join('\\n')) return;
-      host.dataset.stamp = deck.key + '|' + step;
-      moved.push([host, figures[slot].layout.shapes]);
-    });
-    const drawn = await window.chartDeck.draw('""" + DECK + """', step);
-    moved.forEach(([host, shapes]) => window.Plotly.relayout(host, {shapes}));
-    return drawn;
-  }
-  const known = new WeakMap();  // a figure's traces as JSON (the deck's signatures of what a host draws), by data
-  function signatures(figure) {
-    if (!known.has(figure.data)) known.set(figure.data, figure.data.map(trace => JSON.stringify(trace)));
-    return known.get(figure.data);
-  }
-  return {keep, move, held};
-})();
-"""
-KEEP_POSITIONS_JS = f"(raw) => {{ {POSITIONS_JS}\n  window.attentionPositions.keep(raw);\n}}"
+# The page keeps attention_positions' answers (window.attentionPositions) and draws a new query position from them
+KEEP_POSITIONS_JS = "(raw) => { window.attentionPositions.keep(raw); }"
 # (query box, step) -> (heading, what-if notes, query sentence, asked of the server, drawn in the page): one of the
 # last two stamped, so the server is asked for the view, or for the rest of it (the other steps, the spare decks)
-QUERY_JS = (f"async (value, step) => {{ {POSITIONS_JS}\n"
-            "  const shown = await window.attentionPositions.move(value, step);\n"
-            "  const stamp = ' #' + Date.now();\n"
-            "  if (shown) return [...shown.texts, undefined, value + stamp];\n"
-            f"  window.chartDeck.forget({json.dumps(DECK)});  // its spares are of the query leaving\n"
-            "  return [undefined, undefined, undefined, value + stamp, undefined];\n}")
+QUERY_JS = "(value, step) => window.attentionPage.query(value, step)"
 
 
 def switch_label(scale, mask, mask_before_scaling, temperature) -> str:
@@ -880,11 +271,11 @@ def attention_spare(ctx: AppContext, source, checkpoint, layer, head, seed, embe
     for name in FLIPPED:
         flipped = dict(now, **{name: not now[name]})
         settings = (*base, flipped["scale"], flipped["mask"], temperature, flipped["mask_before_scaling"], query)
-        view = _view(ctx, *settings[:-1], step, query, page=True, heads=heads)
+        view = stage_view(ctx, *settings[:-1], step, query, page=True, heads=heads)
         if view.plot_a is None:
             return gr.skip()
         label = switch_label(flipped["scale"], flipped["mask"], flipped["mask_before_scaling"], temperature)
-        spares[label] = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[_step_index(step)]: _deck_view(view)})
+        spares[label] = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[step_index(step)]: _deck_view(view)})
     around = _deck_key(*base, scale, mask, temperature, mask_before_scaling, query)
     return chart_deck.spare_json(around, switch_label(scale, mask, mask_before_scaling, temperature), spares)
 
@@ -904,8 +295,8 @@ def export_step(ctx: AppContext, source, checkpoint, layer, head, seed, embeddin
                 scale, mask, temperature, mask_before_scaling, step) -> list[str]:
     """Write the current step's matrices as CSV and .npy files in Gradio's temp space; returns their paths."""
     request = head_request(ctx, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text)
-    switches = _switches(scale, mask, temperature, mask_before_scaling)
-    key = STAGE_KEYS[_step_index(step)]
+    switches = switch_settings(scale, mask, temperature, mask_before_scaling)
+    key = STAGE_KEYS[step_index(step)]
     T, C, d = request.length, request.embedding_dim, request.head_size
     numbers = sum(rows * cols for rows, cols in walkthrough.stage_shapes(key, T, C, d))
     cost = budget.attention_export_cost(length=T, embedding_dim=C, head_size=d, numbers=numbers)
@@ -932,15 +323,13 @@ def _fresh_export_folder() -> Path:
 
 
 def move_step(step, delta: int) -> str:
-    index = min(max(_step_index(step) + delta, 0), len(STEP_TITLES) - 1)
+    index = min(max(step_index(step) + delta, 0), len(STEP_TITLES) - 1)
     return STEP_TITLES[index]
 
 
 def _move_step_js(delta: int) -> str:
     """move_step in the page: the step picker moves without asking the server."""
-    return (f"(step) => {{ const titles = {json.dumps(list(STEP_TITLES))}; "
-            f"const i = Math.max(titles.indexOf(step), 0) + ({delta}); "
-            f"return titles[Math.min(Math.max(i, 0), titles.length - 1)]; }}")
+    return f"(step) => window.attentionPage.moveStep(step, {int(delta)})"
 
 
 def _source_groups(source: str) -> tuple:
@@ -1008,7 +397,7 @@ def build(ctx: AppContext) -> Opened:
         query = gr.Number(-1, label="query position (-1 = the last token)",
                           info="its row is framed in orange on the heatmaps; click a row to choose it",
                           elem_id=QUERY_ELEM_ID)
-        gr.HTML("", js_on_load=ROW_PICK_JS + UNDER_HEADING_JS, padding=False, min_height=0)
+        gr.HTML("", js_on_load=PAGE_LISTENERS_JS, padding=False, min_height=0)
         with gr.Row():
             chart_deck.hosts(DECK, DECK_SLOTS[3:])
         query_md = gr.Markdown(label="values mixed")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 import os
 import re
@@ -214,11 +215,8 @@ def default_corpus_choice(corpus: Corpus) -> str:
 def scroll_to_js(elem_id: str) -> str:
     """A JavaScript statement that scrolls the page to where element ``elem_id`` starts in it: for an element that
     sticks to the top of the screen (the Attention tab's stage heading, on a wide screen) its own place in the page,
-    not where it sticks, which ``scrollIntoView`` takes for already in view (a head picked from the table far below
-    left the page where it was)."""
-    return (f"{{ const at = document.getElementById({elem_id!r}); if (at) {{ const was = at.style.position; "
-            "at.style.position = 'static'; const top = at.getBoundingClientRect().top; at.style.position = was; "
-            "window.scrollBy({top}); } }")
+    not where it sticks, which ``scrollIntoView`` takes for already in view (page/common.js's scrollToStart)."""
+    return f"window.playgroundPage.scrollToStart({json.dumps(elem_id)});"
 
 
 def fold(text: str, what: str = "") -> str:

@@ -20,13 +20,14 @@ import plotly.graph_objects as go
 import torch
 from plotly.colors import qualitative
 
-from playground import budget, checks, plots
+from playground import budget, checks
 from playground.attention import IMPLEMENTATIONS, REFERENCE, source_of
 from playground.attention.base import CONTEXT, EXPLICIT_SOFTMAX, OUTPUT
 from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_seconds, time_implementations
 from playground.attention.equivalence import compare
 from playground.checks import count
 from playground.device import available_devices, describe, offered_devices, pick_device, supported_dtypes
+from playground.ui import plots
 from playground.ui.common import AppContext, fold, keep_on_refusal, message_for
 from playground.ui.events import once_shown, wire
 

@@ -133,8 +133,6 @@ def once_shown(arrival, element_id: str, api_name: str):
     (benchmarks/page_load_cpu.py). The Why tab keeps its own at load, so it opens drawn: its reading is kept per
     text (why_tab.ReadingCache), and held back it saved about 0.9 s on a server's first load and nothing measurable
     on the loads after (1.25 s against 1.13-1.31 s)."""
-    wait = ("() => new Promise(resolve => { const shown = () => { const element = document.getElementById("
-            f"{json.dumps(element_id)}); if (element && element.offsetParent !== null) resolve(); "
-            "else setTimeout(shown, 100); }; shown(); })")
+    wait = f"() => window.playgroundPage.whenShown({json.dumps(element_id)})"  # page/common.js
     return arrival.then(None, None, None, js=wait, api_name=api_name, api_visibility="private",
                         show_progress="hidden", queue=False)

@@ -21,7 +21,7 @@ from dataclasses import replace
 import gradio as gr
 import torch
 
-from playground import checks, plots
+from playground import checks
 from playground.budget import human, inference_cost
 from playground.checks import count
 from playground.config import ModelConfig
@@ -36,7 +36,7 @@ from playground.model.sampling import (
     stream,
 )
 from playground.text.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
-from playground.ui import bring_model, chart_deck, publish
+from playground.ui import bring_model, chart_deck, plots, publish
 from playground.ui.common import TAP_PX, AppContext, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
 
@@ -48,78 +48,27 @@ PICKED_ELEM_ID = "sample-picked"  # the hidden box a tap or click on a character
 INSPECT_ELEM_ID = "sample-inspect"  # the inspector's accordion
 PHONE_WIDTH = chart_deck.PHONE_WIDTH
 SLIDER_MIN_WIDTH = 200  # px: on a phone a slider takes a row of its own, its label on one line
-PICK_JS = """
-element.addEventListener('click', (event) => {
-    const picked = event.target.closest('[data-position]');
-    if (!picked || !element.contains(picked)) return;
-    element.querySelectorAll('.picked').forEach((old) => old.classList.remove('picked'));
-    picked.classList.add('picked');
-    const header = document.querySelector('#""" + INSPECT_ELEM_ID + """ > .label-wrap');
-    if (header && !header.classList.contains('open')) header.click();
-    const box = document.querySelector('#""" + PICKED_ELEM_ID + """ textarea');
-    if (!box) return;
-    box.value = picked.dataset.position + ' #' + Date.now();  // stamped: the same character again is a change again
-    box.dispatchEvent(new Event('input', {bubbles: true}));
-});
-"""
+# the page's side of the inspector: page/sample.js's window.samplePage
+PICK_JS = "window.samplePage.listen(element);"  # the coloured text's js_on_load: a click on a character picks it
+
+
 def step_pick_js(delta: int) -> str:
     """A js= function for the inspector's arrows: the picked character moved by ``delta`` within the text (its outline
     too), stamped like a tap. On a phone a character is a 10 px wide target; a tap near it and the arrows reach the
     one meant. Nothing picked yet: the first character."""
-    return """(picked) => {
-  const text = document.querySelector('.sample-coloured');
-  const chars = text ? text.querySelectorAll('[data-position]') : [];
-  if (!chars.length) return picked;
-  const now = String(picked || '').split(' #')[0].trim();
-  const last = Number(chars[chars.length - 1].dataset.position);
-  const next = now === '' ? 0 : Math.min(Math.max(Number(now) + (""" + str(delta) + """), 0), last);
-  text.querySelectorAll('.picked').forEach((old) => old.classList.remove('picked'));
-  text.querySelector('[data-position="' + next + '"]')?.classList.add('picked');
-  return next + ' #' + Date.now();
-}"""
+    return f"(picked) => window.samplePage.step(picked, {int(delta)})"
 
 
-# The inspector's first chart, once drawn, is brought fully onto the screen (it opens below the text): on a phone to
-# the top of the screen, on a wider one by as little as shows it whole (a stranger clicked a character on a desktop
-# and found both charts just below the screen)
-REVEAL_JS = """
-window.sampleReveal = window.sampleReveal || (() => {
-  const chart = document.getElementById('""" + INSPECT_DECK_ID + """-chart-0');
-  if (!chart) return;
-  const box = chart.getBoundingClientRect();
-  const phone = window.innerWidth < """ + str(PHONE_WIDTH) + """;
-  if (box.top < 0 || box.bottom > window.innerHeight) {
-    chart.scrollIntoView({behavior: 'smooth', block: phone ? 'start' : 'nearest'});
-  }
-});
-"""
 # A picked character: drawn from the deck the page holds when it is there for the layer and head in the fields
-# (no request); otherwise the stamped pick goes to the hidden "need" box, whose change asks the server.
-SHOW_PICKED_JS = ("async (picked, layer, head) => { " + chart_deck.DECK_JS + REVEAL_JS + """
-  const position = String(picked || '').split(' #')[0];
-  const deck = window.chartDeck.decks['""" + INSPECT_DECK_ID + """'];
-  const suffix = '|' + String(Number(layer)) + '|' + String(Number(head));
-  if (!position || !deck || !deck.key || !deck.key.endsWith(suffix) || !deck.views[position]) {
-    return [undefined, undefined, picked];
-  }
-  const shown = await window.chartDeck.draw('""" + INSPECT_DECK_ID + """', position);
-  window.sampleReveal();
-  return [Number(position), shown.texts[0], undefined];
-}""")
+# (no request); otherwise the stamped pick goes to the hidden "need" box, whose change asks the server. The
+# inspector's first chart, once drawn, is brought fully onto the screen (it opens below the text)
+SHOW_PICKED_JS = "(picked, layer, head) => window.samplePage.showPicked(picked, layer, head)"
 # The server's deck of one view arrived: kept and drawn (then revealed on a phone)
-DRAW_JS = ("async (raw, position) => { " + chart_deck.DECK_JS + REVEAL_JS + """
-  window.chartDeck.take('""" + INSPECT_DECK_ID + """', raw, false);
-  const shown = await window.chartDeck.draw('""" + INSPECT_DECK_ID + """', String(position));
-  if (shown) window.sampleReveal();
-  return shown ? shown.texts[0] : undefined;
-}""")
+DRAW_JS = "(raw, position) => window.samplePage.drawSent(raw, position)"
 # Every character's views arrived: kept, nothing drawn (``more``: added to a deck of the same text and head)
-TAKE_JS = "(raw) => { " + chart_deck.DECK_JS + "\n  window.chartDeck.take('" + INSPECT_DECK_ID + "', raw, %s);\n}"
+TAKE_JS = "(raw) => { window.samplePage.take(raw, %s); }"
 # A new generation starts: the views held belong to the old text, so a tap until the new ones arrive asks the server
-FORGET_JS = ("() => { " + chart_deck.DECK_JS + """
-  const deck = window.chartDeck.decks['""" + INSPECT_DECK_ID + """'];
-  if (deck) { deck.key = null; deck.views = {}; deck.raw = null; deck.bases = {}; }
-}""")
+FORGET_JS = "() => { window.samplePage.forget(); }"
 # On a touch screen each character is a tap target at least 44 px tall (a finger's, as the platforms' guidelines
 # say): its padding grows the coloured box (a 19 px glyph + 2 x 14 px = 47 px) and the lines stand 52 px apart, so no
 # two boxes overlap (tests/test_browser_phone.py measures it) whatever the monospace font's glyph box, up to 24 px
@@ -488,7 +437,7 @@ def _inspections(ctx: AppContext, loaded, history: dict, positions, layer: int, 
         attention = dict(labels=context_labels, values=_shown(weights.tolist()),
                          title=f"What drawing #{position} attended to<br>layer {layer}, head {head}",
                          # the largest weights labelled first, then the last token read where it keeps clear of
-                         # them (a phone's tallest bar, 1 back, went unlabelled beside it: trial 16)
+                         # them (on a phone the tallest bar is often 1 back, beside it)
                          important=[*strongest.indices.tolist(), len(context_labels) - 1])
         back = len(context_labels)  # the last token it read is 1 back
         named = ", ".join(f"{context_labels[i]!r} ({back - i} back) {w:.2f}"

@@ -174,9 +174,7 @@ def tokenize_live(ctx: AppContext, text: str, source: str, checkpoint: str | Non
 
 
 # a ``js=`` function: resolves once the tab's chips are drawn (the page's first paint), or after 4 s
-DRAWN_JS = ("() => new Promise(resolve => { const started = Date.now(); const drawn = () => "
-            "document.querySelector('.tok-chips .tok-chip') || Date.now() - started > 4000 ? resolve() : "
-            "setTimeout(drawn, 100); drawn(); })")
+DRAWN_JS = "() => window.playgroundPage.whenDrawn('.tok-chips .tok-chip', 4000)"
 
 
 def build(ctx: AppContext) -> None:

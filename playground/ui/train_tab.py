@@ -18,7 +18,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground import checks, plots
+from playground import checks
 from playground.budget import MemoryBudget, human
 from playground.checkpoints import store as checkpoints
 from playground.config import (
@@ -45,6 +45,7 @@ from playground.training import curves
 from playground.training.estimates import format_budget, format_seconds
 from playground.training.presets import DECAY_FLOORS, TRAIN_PRESETS
 from playground.training.run import RunRequest
+from playground.ui import plots
 from playground.ui.common import AppContext, default_corpus_choice, default_corpus_name, fold, friendly, keep_on_refusal
 from playground.ui.events import wire
 
@@ -343,6 +344,7 @@ def arrival_fields(ctx: AppContext, browser_token=None, request: gr.Request = No
             identify(ctx, "", browser_token, request, strict=False)):
         values = {**status.settings, "run_name": status.run_name}
         values["device"] = device_box(values.get("device", "auto"))
+        values["kv_heads_num"] = values.get("kv_heads_num") or 0  # the box's 0: one K/V head per query head
         return [values.get(name, gr.skip()) for name in PRESET_FIELDS]
     return [checkpoints.fresh_run_name(ctx.weights, taken={status.run_name}) if name == "run_name" else gr.skip()
             for name in PRESET_FIELDS]
@@ -462,8 +464,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
 # in the browser as an event of its own, before the handler's, and its value goes to the BrowserState, which keeps it
 # in localStorage. (A page-load event cannot make it: it fires before the Train tab's BrowserState has read
 # localStorage, and its new token would replace the stored one.)
-MAKE_TOKEN_JS = ("(token) => { if (!token) { const bytes = new Uint8Array(16); crypto.getRandomValues(bytes); "
-                 "token = Array.from(bytes, b => b.toString(16).padStart(2, '0')).join(''); } return [token, token]; }")
+MAKE_TOKEN_JS = "(token) => window.playgroundPage.ownerToken(token)"  # page/common.js
 
 
 X_AXES = ("steps", "seconds")

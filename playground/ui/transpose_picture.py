@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from playground.lens.anatomy import ForgottenJoin
 from playground.lens.walkthrough.lessons import FOLD
-from playground.plots import CATEGORY_COLOURS
+from playground.ui.plots import CATEGORY_COLOURS
 
 CAPTION = ("Each colour is one head's output, a block per token. Joined right, row t holds every head's block for "
            "token t; notebook 002's view without the transpose moves them: rows mix tokens.")

@@ -1,0 +1,54 @@
+"""The page's own scripts: ``playground/ui/page/*.js``, one file per concern, sent once in the page's head.
+
+Each file defines one object on ``window`` (``chartDeck``, ``whyPage``, ``attentionPage``, ``samplePage``...), and
+the tabs' ``js=`` strings are short calls into them. The values a script shares with Python (element ids, event
+names, deck names, the words both sides write) come from one generated prelude, ``window.playgroundConstants``,
+written here from the Python constants, so no constant is pasted into a script by hand. The files are read when the
+app is built (``head``, cached), not at import time.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+PAGE = Path(__file__).parent / "page"
+# in the order they run: common.js first (the others use it), chart_deck.js before the tabs that draw decks
+SCRIPTS = ("common.js", "chart_deck.js", "attention.js", "model.js", "why_page.js", "sample.js")
+
+
+def constants() -> dict:
+    """The Python values the page's scripts read, by script: ``window.playgroundConstants.<name>.<CONSTANT>``."""
+    from playground.lens.walkthrough import STEP_TITLES
+    from playground.ui import attention_tab, chart_deck, model_tab, plots, sample_tab, why_page
+
+    return {
+        "chartDeck": {name: getattr(chart_deck, name) for name in (
+            "TAP_READ_MS", "TAP_EVENT", "DRAWN_EVENT", "HOST_CLASS", "WIDE_CLASS", "PINNED_CLASS", "TICKED_CLASS",
+            "NARROW_WIDTH", "WAITING_ATTR", "PHONE_WIDTH", "REVEAL_BELOW")} | {"LABEL_STEPS": list(plots.LABEL_STEPS)},
+        "attention": {name: getattr(attention_tab, name) for name in (
+            "DECK", "QUERY_ELEM_ID", "STAGE_ELEM_ID", "ROW_FOOT_PX", "POSITIONS_HELD")}
+        | {"STEP_TITLES": list(STEP_TITLES)},
+        "model": model_tab.page_constants(),
+        "why": {name: getattr(why_page, name) for name in (
+            "STRONGEST", "KNOCK_HINT", "LOOK_FOR_KNOCK", "KNOCK_FOLD", "KNOCK_NAMED", "KNOCK_COLUMNS", "KNOCK_BARELY",
+            "KNOCK_FALLS", "KNOCK_BARELY_MOVES", "HERE", "DECK", "HEADS_DECK", "CIRCUITS_DECK", "RANKING_DECK",
+            "EVERY_KEY", "KEY_CHAR_PX", "KEY_GAP_PX", "KEY_GLYPHS", "HEADING_ELEM_ID", "NARROW_PX", "HEAD_ELEM_ID",
+            "PARTS_ELEM_ID", "PICKER_ELEM_ID", "PICKED_ELEM_ID", "PART_NOTE_ELEM_ID", "KNOCKED_ELEM_ID",
+            "CHOSEN_LINE_PX", "PART_NOTE_CLASS", "PART_NOTES", "PART_NOTE_STAYS")},
+        "sample": {name: getattr(sample_tab, name) for name in (
+            "INSPECT_DECK_ID", "INSPECT_ELEM_ID", "PICKED_ELEM_ID", "PHONE_WIDTH")},
+    }
+
+
+def prelude() -> str:
+    """``window.playgroundConstants = {...};``: constants() as JSON, safe inside a ``<script>`` element."""
+    return "window.playgroundConstants = " + json.dumps(constants(), ensure_ascii=False).replace("</", "<\\/") + ";"
+
+
+@functools.cache
+def head() -> str:
+    """The HTML for the page's head: the prelude, then every script in SCRIPTS, each in its own ``<script>``."""
+    sources = [prelude()] + [(PAGE / name).read_text(encoding="utf-8") for name in SCRIPTS]
+    return "".join(f"<script>\n{source}\n</script>\n" for source in sources)

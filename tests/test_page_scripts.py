@@ -1,0 +1,60 @@
+"""The page's own scripts (playground/ui/page/*.js): each parses, each is sent, and what they read is there."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from playground.ui import page_scripts
+
+PAGE_FILES = sorted(page_scripts.PAGE.glob("*.js"))
+NODE = shutil.which("node")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed (tests/run.sh installs Debian's nodejs)")
+@pytest.mark.parametrize("script", PAGE_FILES, ids=[path.name for path in PAGE_FILES])
+def test_every_page_script_parses(script: Path):
+    result = subprocess.run([NODE, "--check", str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_page_script_is_sent_and_only_those():
+    """A .js file left out of SCRIPTS would never reach the page, and its js= calls would fail there."""
+    assert sorted(page_scripts.SCRIPTS) == [path.name for path in PAGE_FILES]
+    head = page_scripts.head()
+    assert head.count("<script>") == len(PAGE_FILES) + 1  # the prelude, then each file
+    assert head.index("window.playgroundConstants =") < head.index("window.chartDeck =")
+
+
+def test_the_prelude_holds_every_constant_the_scripts_read():
+    """Each script reads its constants by destructuring ``window.playgroundConstants.<group>``: a name missing from
+    the prelude would be undefined in the page, not an error."""
+    prelude = page_scripts.prelude()
+    constants = json.loads(prelude.removeprefix("window.playgroundConstants = ").removesuffix(";"))
+    read = 0
+    for path in PAGE_FILES:
+        for names, group in re.findall(r"const \{([^}]*)\} = window\.playgroundConstants\.(\w+);", path.read_text()):
+            for name in (n.strip() for n in names.split(",")):
+                assert name in constants[group], f"{path.name} reads {group}.{name}"
+                read += 1
+    assert read > 40
+    assert constants["chartDeck"]["TAP_EVENT"] == "chartdecktap" and constants["why"]["DECK"] == "why"
+
+
+def test_the_prelude_cannot_end_its_script_element():
+    assert "</" not in page_scripts.prelude()
+
+
+def test_the_page_scripts_are_package_data():
+    """An installed package (pip install ., the Docker image) carries the scripts beside page_scripts.py."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["playground.ui"]
+    ui = REPO / "playground" / "ui"
+    assert {path for pattern in patterns for path in ui.glob(pattern)} == set(PAGE_FILES)
