@@ -134,3 +134,12 @@ def test_only_the_doors_and_the_command_lines_run_as_main():
     for door in DOORS:
         imported = imported_modules(ast.parse((PLAYGROUND / f"{door}.py").read_text(encoding="utf-8")))
         assert all(m.startswith(("playground.cli", "playground.settings")) for m in imported), (door, imported)
+
+
+MOST_LINES = 800  # a module past this does several jobs: split it by job (why_tab.py was 1,426 lines doing four)
+
+
+def test_no_module_is_over_800_lines():
+    long = {str(p.relative_to(PLAYGROUND)): n for p in PLAYGROUND.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MOST_LINES}
+    assert not long
