@@ -57,3 +57,29 @@ def test_the_python_pages_snippets_run_as_written(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Attention Playground checkpoint shakespeare-char" in result.stdout
     assert (tmp_path / "exported" / "shakespeare-char" / "generation_config.json").is_file()
+
+
+def test_the_layout_names_every_module_in_its_folder():
+    """docs/development.md's layout names every module of the package under its folder's entry (a moved or new
+    module shows here first)."""
+    text = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    layout = text[text.index("## Layout"):]
+    layout = layout[layout.index("```") + 3:]
+    layout = layout[:layout.index("```")]
+    entries, current = {}, None
+    for line in layout.splitlines():
+        match = re.match(r"^  (\S+)", line)
+        if match:
+            current = match.group(1).rstrip("/") if match.group(1).endswith("/") else ""
+        if current is not None:
+            entries.setdefault(current, []).append(line)
+    package = ROOT / "playground"
+    missing = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package)
+        if path.name == "__init__.py" and relative.parent != Path("."):
+            continue
+        folder = relative.parts[0] if len(relative.parts) > 1 else ""
+        if path.name not in " ".join(entries.get(folder, [])) and path.name != "__init__.py":
+            missing.append(str(relative))
+    assert not missing, f"docs/development.md's layout does not name: {missing}"
