@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from playground.config import LLAMA_FAMILY, NOTEBOOK_004, ModelConfig
+from playground.model.base import CountsItsWeights
 from playground.model.gpt import GPT, GPTOutput, KVCache
 from playground.model.llama import Llama
 from playground.textbook.notebook_004 import SimpleLanguageModel
@@ -28,7 +29,7 @@ class ArchitectureError(ValueError):
     """A view or an operation needs another kind of model than the checkpoint holds; the message says where to go."""
 
 
-class NotebookLanguageModel(SimpleLanguageModel):
+class NotebookLanguageModel(CountsItsWeights, SimpleLanguageModel):
     """Notebook 004's SimpleLanguageModel(vocabulary_size, context_size, embedding_dim, heads_num), answering as
     model.GPT does: ``forward(idx, targets)`` gives a GPTOutput with the loss (the notebook computes it outside,
     ``F.cross_entropy(logits.view(-1, V), y.view(-1))``: the same), and with ``return_attention`` its one layer's
@@ -41,13 +42,6 @@ class NotebookLanguageModel(SimpleLanguageModel):
     def __init__(self, config: ModelConfig):
         super().__init__(config.vocabulary_size, config.context_size, config.embedding_dim, config.heads_num)
         self.config = config
-
-    def parameter_count(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    def weights_bytes(self) -> int:
-        """Bytes the parameters take in memory (it has no buffers)."""
-        return sum(p.numel() * p.element_size() for p in self.parameters())
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
                 return_attention: bool = False, cache: KVCache | None = None) -> GPTOutput:

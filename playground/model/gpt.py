@@ -21,6 +21,7 @@ from torch import nn
 
 from playground.budget import attention_is_explicit
 from playground.config import ModelConfig
+from playground.model.base import CountsItsWeights, init_weights
 from playground.model.dropout import Dropout, dropout
 
 # Interventions on the heads' outputs for the forward passes of one request (playground.lens.circuits): {attention
@@ -186,7 +187,7 @@ class Block(nn.Module):
         return x, attention_input, weights
 
 
-class GPT(nn.Module):
+class GPT(CountsItsWeights, nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
@@ -198,26 +199,11 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(config.embedding_dim, config.vocabulary_size, bias=config.head_bias)
         if config.tie_embeddings:
             self.lm_head.weight = self.token_embedding.weight  # one (V, C) matrix reads tokens in and scores them out
-        self.apply(self._init_weights)
+        self.apply(init_weights)
         for name, parameter in self.named_parameters():
             if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
                 nn.init.normal_(parameter, mean=0.0, std=0.02 / math.sqrt(2 * config.layers_num))
 
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-
-    def parameter_count(self) -> int:
-        """Every parameter once (``parameters()`` yields a tied matrix once)."""
-        return sum(p.numel() for p in self.parameters())
-
-    def weights_bytes(self) -> int:
-        """Bytes the parameters and buffers take in memory, a tied matrix once."""
-        return sum(p.numel() * p.element_size() for p in self.parameters()) + \
-            sum(b.numel() * b.element_size() for b in self.buffers())
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token + position embeddings for positions start..start+T-1: (B, T) -> (B, T, C)."""

@@ -35,6 +35,7 @@ from torch import nn
 
 from playground.budget import attention_is_explicit
 from playground.config import ModelConfig
+from playground.model.base import CountsItsWeights, init_weights
 from playground.model.dropout import Dropout, dropout
 from playground.model.gpt import HEADS_OUTPUT_OVERRIDES, GPTOutput, KVCache, activation, causal_mask
 
@@ -249,7 +250,7 @@ class LlamaBlock(nn.Module):
         return x, attention_input, weights
 
 
-class Llama(nn.Module):
+class Llama(CountsItsWeights, nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         if not config.is_llama:
@@ -262,25 +263,7 @@ class Llama(nn.Module):
         self.lm_head = nn.Linear(config.embedding_dim, config.vocabulary_size, bias=False)
         if config.tie_embeddings:
             self.lm_head.weight = self.token_embedding.weight  # one (V, C) matrix reads tokens in and scores them out
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        """transformers' LlamaPreTrainedModel: every matrix N(0, 0.02), biases 0, RMSNorm's scale 1."""
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-
-    def parameter_count(self) -> int:
-        """Every parameter once (``parameters()`` yields a tied matrix once)."""
-        return sum(p.numel() for p in self.parameters())
-
-    def weights_bytes(self) -> int:
-        """Bytes the parameters and buffers take in memory, a tied matrix once (the rotary angles are computed on
-        each pass, not kept)."""
-        return sum(p.numel() * p.element_size() for p in self.parameters()) + \
-            sum(b.numel() * b.element_size() for b in self.buffers())
+        self.apply(init_weights)
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token embeddings (B, T) -> (B, T, C); positions enter later, as a rotation of q and k. ``start`` is the
