@@ -15,7 +15,7 @@ import time
 
 import torch  # noqa: E402
 
-from playground import checkpoints  # noqa: E402
+from playground.checkpoints import store as checkpoints  # noqa: E402
 from playground.config import Limits  # noqa: E402
 from playground.device import describe  # noqa: E402
 from playground.lens.walkthrough import (

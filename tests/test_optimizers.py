@@ -9,10 +9,10 @@ import torch
 from safetensors import safe_open
 
 from playground.checkpoints import store as checkpoints
-from playground.checkpoints.store import optimizer_state as optim_state
 from playground.cli import train as train_cli
 from playground.config import ConfigError, ModelConfig, TrainConfig
 from playground.model.gpt import GPT
+from playground.training import optimizer_state as optim_state
 from playground.training import optimizers
 from playground.training.loop import configure_optimizer
 from playground.training.optimizers import OptimizerChain, hidden_matrices, optimizer_name
