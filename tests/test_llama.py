@@ -23,9 +23,10 @@ from playground.checkpoints.hub import HubError
 from playground.checkpoints.store import CheckpointError, load_checkpoint, save_checkpoint
 from playground.config import ConfigError, ModelConfig
 from playground.lens import circuits
+from playground.model.base import POINTS, Recorder
 from playground.model.families import ArchitectureError, build_model, require_gpt
 from playground.model.gpt import KVCache
-from playground.model.llama import POINTS, Llama, Recorder, apply_rotary_pos_emb, rotary_cos_sin
+from playground.model.llama import Llama, apply_rotary_pos_emb, rotary_cos_sin
 from playground.model.sampling import SamplingSettings, sampling_cost, stream
 from playground.text.subword import BPETokenizer
 from playground.text.tokenizer import CharTokenizer

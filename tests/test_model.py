@@ -84,3 +84,55 @@ def test_tiny_gpt_overfits_hello_world():
         loss.backward()
         optimizer.step()
     assert loss.item() < 0.1
+
+
+def _seeded_gpt(**changes) -> GPT:
+    torch.manual_seed(0)
+    config = ModelConfig(**{**dict(vocabulary_size=20, context_size=12, embedding_dim=24, heads_num=3, layers_num=2,
+                                   use_bias=True), **changes})
+    return GPT(config).eval()
+
+
+def test_the_named_points_are_the_forward_pass_itself():
+    """GPT keeps TransformerLens's named points as the Llama family does (model.base.Recorder): each is the tensor the
+    pass computed, read back here from the modules' own weights, and keeping them changes no logit."""
+    from playground.model.base import POINTS, run_with_cache
+
+    model = _seeded_gpt()
+    ids = torch.randint(0, 20, (2, 10), generator=torch.Generator().manual_seed(1))
+    output, cache = run_with_cache(model, ids)
+    with torch.no_grad():
+        plain = model(ids, return_attention=True)
+        torch.testing.assert_close(output.logits, plain.logits)
+        assert set(cache.values) == {f"blocks.{layer}.{point}" for layer in range(2) for point in POINTS
+                                     if "rot_" not in point}  # GPT has no rotation: its q and k are the ones it scores
+        for layer, block in enumerate(model.blocks):
+            def at(point, layer=layer):
+                return cache[f"blocks.{layer}.{point}"]
+            torch.testing.assert_close(at("ln1.hook_normalized"), block.ln_1(at("hook_resid_pre")))
+            q, k, v = block.attn.project_qkv(at("ln1.hook_normalized"))
+            for name, tensor in (("attn.hook_q", q), ("attn.hook_k", k), ("attn.hook_v", v)):
+                torch.testing.assert_close(at(name), tensor)
+            torch.testing.assert_close(at("attn.hook_pattern"), plain.attention_weights[layer])
+            torch.testing.assert_close(at("attn.hook_pattern"), torch.softmax(at("attn.hook_attn_scores"), dim=-1))
+            torch.testing.assert_close(at("attn.hook_z"), at("attn.hook_pattern") @ v)
+            joined = at("attn.hook_z").transpose(1, 2).reshape(2, 10, 24)  # (B, T, h·d): the heads side by side
+            torch.testing.assert_close(at("hook_attn_out"), block.attn.proj(joined))
+            torch.testing.assert_close(at("hook_resid_mid"), at("hook_resid_pre") + at("hook_attn_out"))
+            torch.testing.assert_close(at("hook_mlp_out"), block.mlp(block.ln_2(at("hook_resid_mid"))))
+            torch.testing.assert_close(at("hook_resid_post"), at("hook_resid_mid") + at("hook_mlp_out"))
+        torch.testing.assert_close(model.lm_head(model.ln_f(cache["blocks.1.hook_resid_post"])), plain.logits)
+
+
+def test_a_recorder_keeps_only_what_it_is_asked_for_and_a_pass_without_one_keeps_nothing():
+    from playground.model.base import Recorder
+
+    model = _seeded_gpt(use_bias=False)
+    ids = torch.arange(8)[None]
+    recorder = Recorder({"attn.hook_pattern"}, layers={1})
+    with torch.no_grad():
+        model(ids, capture=recorder)
+    assert list(recorder.values) == ["blocks.1.attn.hook_pattern"] and recorder.values[
+        "blocks.1.attn.hook_pattern"].shape == (1, 3, 8, 8)
+    with pytest.raises(ValueError, match="no point named attn.hook_nothing"):
+        Recorder({"attn.hook_nothing"})

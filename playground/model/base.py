@@ -1,12 +1,20 @@
-"""What every model family answers the same way: its size, and GPT-2's (and Llama's) initialisation.
+"""What every model family answers the same way: its size, GPT-2's (and Llama's) initialisation, and the named
+points of a forward pass (TransformerLens's hook names), so a view written for one family reads the next.
 
 GPT, the Llama family and notebook 004's model mix ``CountsItsWeights`` in, so the budget, the cards and the
-views ask any of them ``parameter_count()`` and ``weights_bytes()`` alike.
+views ask any of them ``parameter_count()`` and ``weights_bytes()`` alike. GPT and the Llama family take
+``capture=Recorder(...)`` in their forward and keep POINTS per layer (a point a family lacks, the rotation in GPT,
+is never kept); ``run_with_cache`` is TransformerLens's name for the whole of it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import torch
 from torch import nn
+
+from playground.model.modes import evaluating
 
 
 class CountsItsWeights:
@@ -30,3 +38,64 @@ def init_weights(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
+# What a Recorder can keep per layer, as "blocks.{layer}.{point}", with its shape (h: query heads, h_kv: key/value
+# heads, d: head_size, C: embedding_dim, T: this pass's tokens, T_keys: the keys they read, the cached ones included).
+POINTS = {
+    "hook_resid_pre": "(B, T, C) the residual stream into the block",
+    "ln1.hook_normalized": "(B, T, C) the normed stream attention reads (LayerNorm in GPT, RMSNorm in Llama)",
+    "attn.hook_q": "(B, h, T, d) queries (before the rotation, in Llama)",
+    "attn.hook_k": "(B, h_kv, T, d) keys (before the rotation, in Llama): one per key/value head",
+    "attn.hook_v": "(B, h_kv, T, d) values: one per key/value head",
+    "attn.hook_rot_q": "(B, h, T, d) queries turned by their positions (Llama only)",
+    "attn.hook_rot_k": "(B, h_kv, T, d) keys turned by their positions (Llama only)",
+    "attn.hook_attn_scores": "(B, h, T, T_keys) q·k / sqrt(d), the future masked to -inf",
+    "attn.hook_pattern": "(B, h, T, T_keys) the attention weights, softmax of the scores",
+    "attn.hook_z": "(B, h, T, d) each head's output, its weights times the values",
+    "hook_attn_out": "(B, T, C) what attention adds to the stream (the output projection of the heads side by side)",
+    "hook_resid_mid": "(B, T, C) the stream after attention",
+    "ln2.hook_normalized": "(B, T, C) the normed stream the MLP reads",
+    "hook_mlp_out": "(B, T, C) what the MLP adds to the stream",
+    "hook_resid_post": "(B, T, C) the residual stream out of the block",
+}
+WEIGHT_POINTS = ("attn.hook_attn_scores", "attn.hook_pattern")  # asking for one makes that layer's attention explicit
+
+
+@dataclass
+class Recorder:
+    """Keeps the named points of one forward pass, detached: ``Recorder()`` every point of every layer,
+    ``Recorder({"attn.hook_rot_k"}, layers={0})`` one. After ``model(idx, capture=recorder)``,
+    ``recorder["blocks.0.attn.hook_rot_k"]`` is (B, h_kv, T, d). Nothing is kept on a pass without one."""
+
+    points: set[str] | frozenset[str] | None = None  # names from POINTS; None: all of them
+    layers: set[int] | frozenset[int] | None = None  # None: every layer
+    values: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.points or ()) - set(POINTS))
+        if unknown:
+            raise ValueError(f"no point named {', '.join(unknown)}; the points are {', '.join(POINTS)}")
+
+    def wants(self, layer: int, point: str) -> bool:
+        return (self.layers is None or layer in self.layers) and (self.points is None or point in self.points)
+
+    def record(self, layer: int, point: str, tensor: torch.Tensor) -> None:
+        if self.wants(layer, point):
+            self.values[f"blocks.{layer}.{point}"] = tensor.detach()
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.values[name]
+
+
+def record_point(recorder: Recorder | None, layer: int, point: str, tensor: torch.Tensor) -> None:
+    if recorder is not None:
+        recorder.record(layer, point, tensor)
+
+
+def run_with_cache(model: nn.Module, token_ids: torch.Tensor, points=None, layers=None):
+    """One forward of ``model`` (eval mode, no gradients) on ``token_ids`` (B, T) keeping the named points:
+    -> (its output, the Recorder). ``run_with_cache(model, ids)[1]["blocks.0.attn.hook_pattern"]`` is layer 0's
+    attention weights (B, h, T, T)."""
+    recorder = Recorder(points, layers)
+    with evaluating(model):
+        output = model(token_ids, capture=recorder)
+    return output, recorder

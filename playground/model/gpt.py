@@ -21,7 +21,7 @@ from torch import nn
 
 from playground.budget import attention_is_explicit
 from playground.config import ModelConfig
-from playground.model.base import CountsItsWeights, init_weights
+from playground.model.base import WEIGHT_POINTS, CountsItsWeights, Recorder, init_weights, record_point
 from playground.model.dropout import Dropout, dropout
 
 # Interventions on the heads' outputs for the forward passes of one request (playground.lens.circuits): {attention
@@ -113,9 +113,12 @@ class CausalSelfAttention(nn.Module):
         return w_query, w_key, w_value, bias[0, head], bias[1, head], bias[2, head]
 
     def forward(self, x: torch.Tensor, need_weights: bool = False, cache: KVCache | None = None,
-                layer: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+                layer: int = 0, recorder: Recorder | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, C = x.shape
         q, k, v = self.project_qkv(x)
+        record_point(recorder, layer, "attn.hook_q", q)
+        record_point(recorder, layer, "attn.hook_k", k)
+        record_point(recorder, layer, "attn.hook_v", v)
         if cache is not None:
             k, v = cache.append(layer, k, v)  # (B, h, T_past + T, d)
         key_len = k.size(2)
@@ -125,7 +128,9 @@ class CausalSelfAttention(nn.Module):
         if need_weights or attention_is_explicit(dropout_p, x.device.type):  # budget.training_cost prices it
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_size)  # (B, h, T, T_keys)
             scores = scores.masked_fill(~causal_mask(T, key_len, x.device), float("-inf"))
+            record_point(recorder, layer, "attn.hook_attn_scores", scores)
             weights = F.softmax(scores, dim=-1)
+            record_point(recorder, layer, "attn.hook_pattern", weights)
             y = dropout(weights, dropout_p, self.training) @ v  # (B, h, T, d)
             weights = weights if need_weights else None
         elif key_len == T:
@@ -135,6 +140,7 @@ class CausalSelfAttention(nn.Module):
         else:
             mask = causal_mask(T, key_len, x.device)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        record_point(recorder, layer, "attn.hook_z", y)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         overrides = HEADS_OUTPUT_OVERRIDES.get()
         if overrides and self in overrides:
@@ -179,11 +185,21 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, need_weights: bool = False, cache: KVCache | None = None,
-                layer: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                layer: int = 0,
+                recorder: Recorder | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        record_point(recorder, layer, "hook_resid_pre", x)
         attention_input = self.ln_1(x)
-        attended, weights = self.attn(attention_input, need_weights, cache, layer)
+        record_point(recorder, layer, "ln1.hook_normalized", attention_input)
+        attended, weights = self.attn(attention_input, need_weights, cache, layer, recorder)
+        record_point(recorder, layer, "hook_attn_out", attended)
         x = x + attended
-        x = x + self.mlp(self.ln_2(x))
+        record_point(recorder, layer, "hook_resid_mid", x)
+        mlp_input = self.ln_2(x)
+        record_point(recorder, layer, "ln2.hook_normalized", mlp_input)
+        mlp_out = self.mlp(mlp_input)
+        record_point(recorder, layer, "hook_mlp_out", mlp_out)
+        x = x + mlp_out
+        record_point(recorder, layer, "hook_resid_post", x)
         return x, attention_input, weights
 
 
@@ -216,13 +232,17 @@ class GPT(CountsItsWeights, nn.Module):
         return self.token_embedding(idx) + self.position_embedding(positions)  # (B, T, C)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
-                return_attention: bool = False, cache: KVCache | None = None) -> GPTOutput:
-        """idx (B, T) of token IDs -> logits (B, T, V); loss if targets; weights if asked."""
+                return_attention: bool = False, cache: KVCache | None = None,
+                capture: Recorder | None = None) -> GPTOutput:
+        """idx (B, T) of token IDs -> logits (B, T, V); loss if targets; weights if asked; ``capture`` keeps the
+        named points (base.Recorder)."""
         start = cache.length if cache is not None else 0
         x = self.dropout(self.embed(idx, start))
         weights_per_layer, inputs_per_layer = [], []
         for layer, block in enumerate(self.blocks):
-            x, attention_input, weights = block(x, return_attention, cache, layer)
+            need_weights = return_attention or (capture is not None and any(
+                capture.wants(layer, point) for point in WEIGHT_POINTS))
+            x, attention_input, weights = block(x, need_weights, cache, layer, capture)
             if return_attention:
                 weights_per_layer.append(weights)
                 inputs_per_layer.append(attention_input)

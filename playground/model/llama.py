@@ -27,7 +27,6 @@ refuses any other ``rope_scaling`` by name).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -35,61 +34,9 @@ from torch import nn
 
 from playground.budget import attention_is_explicit
 from playground.config import ModelConfig
-from playground.model.base import CountsItsWeights, init_weights
+from playground.model.base import WEIGHT_POINTS, CountsItsWeights, Recorder, init_weights, record_point
 from playground.model.dropout import Dropout, dropout
 from playground.model.gpt import HEADS_OUTPUT_OVERRIDES, GPTOutput, KVCache, activation, causal_mask
-
-# What a Recorder can keep per layer, as "blocks.{layer}.{point}", with its shape (h: query heads, h_kv: key/value
-# heads, d: head_size, C: embedding_dim, T: this pass's tokens, T_keys: the keys they read, the cached ones included).
-POINTS = {
-    "hook_resid_pre": "(B, T, C) the residual stream into the block",
-    "ln1.hook_normalized": "(B, T, C) the RMSNorm'd stream attention reads",
-    "attn.hook_q": "(B, h, T, d) queries before the rotation",
-    "attn.hook_k": "(B, h_kv, T, d) keys before the rotation: one per key/value head",
-    "attn.hook_v": "(B, h_kv, T, d) values: one per key/value head",
-    "attn.hook_rot_q": "(B, h, T, d) queries turned by their positions",
-    "attn.hook_rot_k": "(B, h_kv, T, d) keys turned by their positions",
-    "attn.hook_attn_scores": "(B, h, T, T_keys) q·k / sqrt(d), the future masked to -inf",
-    "attn.hook_pattern": "(B, h, T, T_keys) the attention weights, softmax of the scores",
-    "attn.hook_z": "(B, h, T, d) each head's output, its weights times the values",
-    "hook_attn_out": "(B, T, C) what attention adds to the stream (o_proj of the heads side by side)",
-    "hook_resid_mid": "(B, T, C) the stream after attention",
-    "ln2.hook_normalized": "(B, T, C) the RMSNorm'd stream the MLP reads",
-    "hook_mlp_out": "(B, T, C) what the MLP adds to the stream",
-    "hook_resid_post": "(B, T, C) the residual stream out of the block",
-}
-_WEIGHT_POINTS = ("attn.hook_attn_scores", "attn.hook_pattern")  # asking for one makes that layer's attention explicit
-
-
-@dataclass
-class Recorder:
-    """Keeps the named points of one forward pass, detached: ``Recorder()`` every point of every layer,
-    ``Recorder({"attn.hook_rot_k"}, layers={0})`` one. After ``model(idx, capture=recorder)``,
-    ``recorder["blocks.0.attn.hook_rot_k"]`` is (B, h_kv, T, d). Nothing is kept on a pass without one."""
-
-    points: set[str] | frozenset[str] | None = None  # names from POINTS; None: all of them
-    layers: set[int] | frozenset[int] | None = None  # None: every layer
-    values: dict[str, torch.Tensor] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.points or ()) - set(POINTS))
-        if unknown:
-            raise ValueError(f"no point named {', '.join(unknown)}; the points are {', '.join(POINTS)}")
-
-    def wants(self, layer: int, point: str) -> bool:
-        return (self.layers is None or layer in self.layers) and (self.points is None or point in self.points)
-
-    def record(self, layer: int, point: str, tensor: torch.Tensor) -> None:
-        if self.wants(layer, point):
-            self.values[f"blocks.{layer}.{point}"] = tensor.detach()
-
-    def __getitem__(self, name: str) -> torch.Tensor:
-        return self.values[name]
-
-
-def _record(recorder: Recorder | None, layer: int, point: str, tensor: torch.Tensor) -> None:
-    if recorder is not None:
-        recorder.record(layer, point, tensor)
 
 
 class RMSNorm(nn.Module):
@@ -170,12 +117,12 @@ class LlamaAttention(nn.Module):
         q = self.q_proj(x).view(B, T, h, d).transpose(1, 2)  # (B, h, T, d)
         k = self.k_proj(x).view(B, T, h_kv, d).transpose(1, 2)  # (B, h_kv, T, d)
         v = self.v_proj(x).view(B, T, h_kv, d).transpose(1, 2)  # (B, h_kv, T, d)
-        _record(recorder, layer, "attn.hook_q", q)
-        _record(recorder, layer, "attn.hook_k", k)
-        _record(recorder, layer, "attn.hook_v", v)
+        record_point(recorder, layer, "attn.hook_q", q)
+        record_point(recorder, layer, "attn.hook_k", k)
+        record_point(recorder, layer, "attn.hook_v", v)
         q, k = apply_rotary_pos_emb(q, k, cos, sin)  # each turned at its true position, start..start+T-1
-        _record(recorder, layer, "attn.hook_rot_q", q)
-        _record(recorder, layer, "attn.hook_rot_k", k)
+        record_point(recorder, layer, "attn.hook_rot_q", q)
+        record_point(recorder, layer, "attn.hook_rot_k", k)
         if cache is not None:
             k, v = cache.append(layer, k, v)  # (B, h_kv, T_past + T, d): the cache keeps the grouped heads, rotated
         key_len = k.size(2)
@@ -188,9 +135,9 @@ class LlamaAttention(nn.Module):
         if need_weights or attention_is_explicit(dropout_p, x.device.type):  # budget.training_cost prices it
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)  # (B, h, T, T_keys)
             scores = scores.masked_fill(~causal_mask(T, key_len, x.device), float("-inf"))
-            _record(recorder, layer, "attn.hook_attn_scores", scores)
+            record_point(recorder, layer, "attn.hook_attn_scores", scores)
             weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, h, T, T_keys)
-            _record(recorder, layer, "attn.hook_pattern", weights)
+            record_point(recorder, layer, "attn.hook_pattern", weights)
             y = dropout(weights, dropout_p, self.training) @ v  # (B, h, T, d)
             weights = weights if need_weights else None
         elif key_len == T:
@@ -200,7 +147,7 @@ class LlamaAttention(nn.Module):
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T, key_len, x.device),
                                                dropout_p=dropout_p)
-        _record(recorder, layer, "attn.hook_z", y)
+        record_point(recorder, layer, "attn.hook_z", y)
         y = y.transpose(1, 2).contiguous().view(B, T, h * d)  # (B, T, h·d): the heads side by side
         overrides = HEADS_OUTPUT_OVERRIDES.get()
         if overrides and self in overrides:
@@ -234,19 +181,19 @@ class LlamaBlock(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, need_weights: bool = False,
                 cache: KVCache | None = None, layer: int = 0,
                 recorder: Recorder | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        _record(recorder, layer, "hook_resid_pre", x)
+        record_point(recorder, layer, "hook_resid_pre", x)
         attention_input = self.input_layernorm(x)  # (B, T, C)
-        _record(recorder, layer, "ln1.hook_normalized", attention_input)
+        record_point(recorder, layer, "ln1.hook_normalized", attention_input)
         attended, weights = self.attn(attention_input, cos, sin, need_weights, cache, layer, recorder)
-        _record(recorder, layer, "hook_attn_out", attended)
+        record_point(recorder, layer, "hook_attn_out", attended)
         x = x + attended
-        _record(recorder, layer, "hook_resid_mid", x)
+        record_point(recorder, layer, "hook_resid_mid", x)
         mlp_input = self.post_attention_layernorm(x)
-        _record(recorder, layer, "ln2.hook_normalized", mlp_input)
+        record_point(recorder, layer, "ln2.hook_normalized", mlp_input)
         mlp_out = self.mlp(mlp_input)
-        _record(recorder, layer, "hook_mlp_out", mlp_out)
+        record_point(recorder, layer, "hook_mlp_out", mlp_out)
         x = x + mlp_out
-        _record(recorder, layer, "hook_resid_post", x)
+        record_point(recorder, layer, "hook_resid_post", x)
         return x, attention_input, weights
 
 
@@ -286,7 +233,7 @@ class Llama(CountsItsWeights, nn.Module):
         weights_per_layer, inputs_per_layer = [], []
         for layer, block in enumerate(self.blocks):
             need_weights = return_attention or (capture is not None and any(
-                capture.wants(layer, point) for point in _WEIGHT_POINTS))
+                capture.wants(layer, point) for point in WEIGHT_POINTS))
             x, attention_input, weights = block(x, cos, sin, need_weights, cache, layer, capture)
             if return_attention:
                 weights_per_layer.append(weights)
