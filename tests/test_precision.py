@@ -100,3 +100,13 @@ def test_a_run_records_which_precision_it_took_and_why(tmp_path, shakespeare_tex
     record = json.loads((tmp_path / "picked" / "training.json").read_text())
     assert record["precision"] == {"dtype": "bfloat16", "reason": measured.reason}
     assert record["device"].endswith(" · bfloat16 autocast")
+
+
+def test_a_large_models_probe_reads_fewer_windows_than_its_batch():
+    """The probe's passes stay within PROBE_FLOPS: the whole batch for nanoGPT's baby shape, one window for a
+    19.8M-parameter model at context 256 (its batch of 64, eight passes, took 98 s on 2 cores)."""
+    from playground.training.precision import probe_windows
+
+    assert probe_windows(800_000, 64, 12) == 12
+    assert probe_windows(19_800_000, 256, 64) == 1
+    assert 1 < probe_windows(3_000_000, 128, 64) < 64

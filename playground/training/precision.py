@@ -25,6 +25,10 @@ from torch import nn
 from playground.device import describe, supported_dtypes, training_dtype
 
 PROBE_ROUNDS = 3  # timed (float32, bfloat16) pairs after one untimed warm-up pass of each
+# A probe pass reads at most this many multiply-adds' worth of windows (6 x parameters x tokens for a forward and
+# backward pass), at least one window: nanoGPT's baby shape and the tiny preset probe their whole batch, a 19.8M-
+# parameter model at context 256 one window (its whole batch of 64 took 98 s to probe, eight passes, on 2 cores).
+PROBE_FLOPS = 2e10
 REMEMBERED = 64  # choices kept per process (a server meets many shapes); the oldest is forgotten first
 
 _chosen: OrderedDict[tuple, PrecisionChoice] = OrderedDict()
@@ -77,11 +81,18 @@ def forget_choices() -> None:
         _chosen.clear()
 
 
+def probe_windows(parameters: int, context_size: int, batch_size: int) -> int:
+    """How many of a batch's windows a probe pass reads: its whole batch where that is within PROBE_FLOPS, else as
+    many as are (at least one). 0.8M parameters, context 64, batch 12 -> 12; 19.8M, context 256, batch 64 -> 1."""
+    return max(1, min(batch_size, int(PROBE_FLOPS // (6 * parameters * context_size))))
+
+
 def measure_precision(model: nn.Module, device: torch.device, batch_size: int, *,
                       clock: Callable[[], float] = time.perf_counter, rounds: int = PROBE_ROUNDS) -> PrecisionChoice:
-    """Time forward and backward passes of ``model`` on random token windows of ``batch_size`` in float32 and under
-    bfloat16 autocast: one untimed pass of each, then ``rounds`` pairs (float32 first), each pass read from
-    ``clock`` before and after; bfloat16 when its median is lower, float32 on a tie.
+    """Time forward and backward passes of ``model`` on random token windows (``batch_size`` of them, or fewer for a
+    large model: ``probe_windows``) in float32 and under bfloat16 autocast: one untimed pass of each, then ``rounds``
+    pairs (float32 first), each pass read from ``clock`` before and after; bfloat16 when its median is lower, float32
+    on a tie.
 
     Leaves the model as it found it: its weights (no optimizer step), its gradients, its train/eval mode, and
     torch's random state (dropout draws from it), so a run draws the same masks measured or not.
@@ -92,7 +103,8 @@ def measure_precision(model: nn.Module, device: torch.device, batch_size: int, *
     was_training = model.training
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     generator = torch.Generator().manual_seed(0)
-    ids = torch.randint(config.vocabulary_size, (batch_size, config.context_size + 1), generator=generator)
+    windows = probe_windows(sum(p.numel() for p in parameters), config.context_size, batch_size)
+    ids = torch.randint(config.vocabulary_size, (windows, config.context_size + 1), generator=generator)
     x, y = ids[:, :-1].to(device), ids[:, 1:].to(device)
 
     def one_pass(dtype: torch.dtype) -> None:
@@ -122,5 +134,5 @@ def measure_precision(model: nn.Module, device: torch.device, batch_size: int, *
     dtype = torch.bfloat16 if half < full else torch.float32
     faster = "bfloat16 autocast" if dtype == torch.bfloat16 else "float32"
     return PrecisionChoice(dtype, f"auto: {faster} measured faster on {describe(device)} (a forward and backward "
-                                  f"pass of batch {batch_size}: float32 {full * 1000:.1f} ms, bfloat16 autocast "
+                                  f"pass of batch {windows}: float32 {full * 1000:.1f} ms, bfloat16 autocast "
                                   f"{half * 1000:.1f} ms, medians of {rounds})", full, half)
