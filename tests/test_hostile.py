@@ -17,6 +17,7 @@ never does. The stub Hub on 127.0.0.1 (HF_ENDPOINT) stands in for the Hugging Fa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -730,14 +731,19 @@ def test_a_forged_forwarded_hop_is_not_a_fresh_share(hostile):
 
 def test_chunked_queue_joins_are_weighed_by_their_bytes(hostile):
     """A chunked join was weighed 1 unit whatever it carried: one address got 16 x 10 MB into the queue. Three
-    chunked joins of 10 MB at once from one address: one at most gets in, the others are refused."""
+    chunked joins of 10 MB at once from one address: one at most gets in, the others are refused. Each holds its
+    last bytes until all three have sent the rest (or 5 s pass: a refused one stops sending), so they are in flight
+    together: on a quiet machine a join sent whole and answered before the next began was rightly let in."""
     base = hostile.url.rstrip("/") + "/gradio_api/queue/join"
+    together = threading.Barrier(3, timeout=5)
 
     def join(i):
         def body():
             yield b'{"data": ["'
             for _ in range(100):
                 yield b"a" * 100_000
+            with contextlib.suppress(threading.BrokenBarrierError):
+                together.wait()
             yield b'", "this text", null], "fn_index": 0, "session_hash": "chunked%d"}' % i
 
         try:

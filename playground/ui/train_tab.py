@@ -73,9 +73,10 @@ DECAY_INFO = ("after the warm-up the learning rate falls, reaching its lowest at
 ARCHITECTURE_INFO = ("gpt: the playground's GPT (layers of attention and MLP, each head reading the whole "
                      "embedding). notebook_004: notebook 004's attention-only model, one layer whose heads each read "
                      "their own slice of the embedding, no MLP or norm (the toy preset's lab; layers_num 1)")
-FAMILY_INFO = ("the blocks of a gpt model. gpt: GPT-2's (learned positions, LayerNorm, a GELU MLP). llama: the Llama "
-               "family's, as SmolLM2, Qwen2.5 and TinyLlama have them (rotary positions, RMSNorm, the SwiGLU MLP, "
-               "query heads sharing the K/V heads below)")
+FAMILY_INFO = ("the blocks of a gpt model. GPT-2's: learned positions, LayerNorm, a GELU MLP. Llama's, as SmolLM2, "
+               "Qwen2.5 and TinyLlama have them: rotary positions, RMSNorm, the SwiGLU MLP, query heads sharing the "
+               "K/V heads beside")
+FAMILY_LABELS = {"gpt": "GPT-2's blocks", "llama": "Llama's blocks"}  # the API's values stay the family names
 KV_HEADS_LABEL = "K/V heads (llama; 0: one per query head)"
 OPTIMIZER_INFO = ("adamw: AdamW trains every weight. muon: Muon orthogonalises each weight matrix's update "
                   "(Newton–Schulz), so every direction learns at a similar rate; AdamW still trains embeddings, norms "
@@ -590,7 +591,8 @@ def build(ctx: AppContext) -> gr.State:
                                                  label=FIELD_LABELS["learning_rate_decay"], info=DECAY_INFO)
         fields["architecture"] = gr.Radio(list(ARCHITECTURE_CHOICES), value=first["architecture"],
                                           label="architecture", info=ARCHITECTURE_INFO)
-        fields["family"] = gr.Radio(list(FAMILY_CHOICES), value=first["family"], label="family", info=FAMILY_INFO)
+        fields["family"] = gr.Radio([(FAMILY_LABELS[name], name) for name in FAMILY_CHOICES], value=first["family"],
+                                    label="family", info=FAMILY_INFO)
         fields["kv_heads_num"] = gr.Number(first["kv_heads_num"], label=KV_HEADS_LABEL)
     with gr.Row():
         corpus = gr.Radio(list(CORPORA), value=CORPORA[0], label="corpus")
