@@ -3,6 +3,7 @@ a file (and a heading, where the link names one); the Python page's snippets run
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -52,11 +53,13 @@ def test_the_python_pages_snippets_run_as_written(tmp_path):
     """docs/python.md's code blocks, in order, in one fresh interpreter started in an empty folder, offline."""
     blocks = re.findall(r"^```python\n(.*?)^```$", _body(ROOT / "docs" / "python.md"), flags=re.MULTILINE | re.DOTALL)
     assert len(blocks) >= 4
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     result = subprocess.run([sys.executable, "-c", "\n".join(blocks)], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=600)
+                            timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Attention Playground checkpoint shakespeare-char" in result.stdout
     assert (tmp_path / "exported" / "shakespeare-char" / "generation_config.json").is_file()
+    assert "<script" in (tmp_path / "head_view.html").read_text(encoding="utf-8")  # BertViz's page
 
 
 def test_the_layout_names_every_module_in_its_folder():
