@@ -41,6 +41,8 @@ def test_a_tiny_llama_explained_with_its_qk_table_at_a_distance(server, page):
     expect(distance).to_have_value("1")
     expect(panel).to_contain_text("how far back the key is")  # the box's one sentence of why
     parts = plot_titled(panel, "The logit of")
+    # the Llama's bars, in place of the shipped GPT's: one embedding, no position embedding
+    expect(parts.locator(".ytick text").filter(has_text="position embedding")).to_have_count(0, timeout=WAIT_MS)
     expect(parts.locator(".ytick text").first).to_have_text("token embedding", timeout=WAIT_MS)
     labels = parts.locator(".ytick text").all_text_contents()
     assert "position embedding" not in labels and "L1 H3" in labels and "L1 MLP" in labels
