@@ -22,7 +22,6 @@ from playground.checkpoints import store as checkpoints
 from playground.checkpoints.hub import HubError
 from playground.checkpoints.store import CheckpointError, load_checkpoint, save_checkpoint
 from playground.config import ConfigError, ModelConfig
-from playground.lens import circuits
 from playground.model.base import POINTS, Recorder
 from playground.model.families import ArchitectureError, build_model, require_gpt
 from playground.model.gpt import KVCache
@@ -430,24 +429,6 @@ def test_the_hub_refuses_before_the_weights_a_repo_too_large_or_holding_more_tha
 def test_an_empty_prompt_starts_from_a_sentencepiece_models_first_special_token_not_its_unknown():
     tokenizer = train_sentencepiece_style()
     assert tokenizer.start_text == "<s>"
-
-
-@pytest.mark.parametrize("call", [
-    lambda model, ids: circuits.logit_attributions(model, ids, [1] * ids.numel()),
-    lambda model, ids: circuits.head_writes(model, ids),
-    lambda model, ids: circuits.knock_outs(model, ids, [[(0, 1)]], [1] * ids.numel()),
-    lambda model, ids: circuits.qk_circuit(model, 0, 1),
-    lambda model, ids: circuits.ov_circuit(model, 0, 1),
-])
-def test_the_circuits_refuse_the_family_in_a_sentence_until_they_read_it(call):
-    """They read GPT's blocks (ln_1, the fused qkv); a Llama got an AttributeError from them. Knocking heads out
-    goes through the forward pass (HEADS_OUTPUT_OVERRIDES on each block's attn), which the family shares: it works."""
-    model = build_model(llama_config()).eval()
-    with pytest.raises(circuits.CircuitError, match="a Llama-family model .* open it in the Sample tab"):
-        call(model, torch.arange(8))
-    effects = circuits.head_effects(model, torch.arange(8), mode="zero")
-    assert len(effects) == 2 * 4 and len({effect.loss for effect in effects}) == 8  # each head changes the loss
-
 
 
 def test_muon_trains_the_blocks_matrices_of_a_llama_and_adamw_the_rest():

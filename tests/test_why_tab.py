@@ -301,10 +301,11 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
 
 
 def test_the_pickers_follow_the_checkpoint(ctx):
-    head, knocked = why_tab.controls(ctx, "shakespeare-char")
+    head, knocked, distance = why_tab.controls(ctx, "shakespeare-char")
     assert head.choices[0] == (why_page.STRONGEST_SHOWN, why_tab.STRONGEST) and len(head.choices) == 5
     assert [choice[0] for choice in knocked.choices] == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and knocked.value == []
-    assert why_tab.controls(ctx, "no-such-run") == (gr.skip(), gr.skip())
+    assert distance.visible is False  # learned positions: the QK tables have no distance (test_why_llama's have)
+    assert why_tab.controls(ctx, "no-such-run") == (gr.skip(), gr.skip(), gr.skip())
 
 
 def _merged(base: dict, changes: dict) -> dict:

@@ -1,5 +1,7 @@
 """Why the model predicted a character: direct logit attribution, each head's QK and OV circuits, and heads knocked
-out. The maths only, on playground.model.gpt.GPT (the character models and the GPT-2 layout alike); no figures, no UI.
+out. The maths only, on both families (playground.model.gpt.GPT: the character models and the GPT-2 layout;
+playground.model.llama.Llama: Llama, Qwen2, SmolLM2), read through family.py, and notebook 004's model; no figures,
+no UI.
 
     logit_attribution(model, ids, position=9, target_id=1)   the target's logit split into the parts that wrote it:
                                                               the embeddings, every head, every MLP, the biases;
@@ -9,6 +11,7 @@ out. The maths only, on playground.model.gpt.GPT (the character models and the G
                                                               logit difference attribution (softmax is blind to a
                                                               shift, so a guess is made against its rivals)
     qk_circuit(model, layer=0, head=2)                        (V, V): the score query character i gives key character j
+    qk_circuit(llama, layer=0, head=2, distance=3)            the same with rotary positions: the key 3 tokens back
     ov_circuit(model, layer=0, head=2)                        (V, V): the logits head writes when it attends to c
     key_contributions(model, ids, 9, 1, layer=0, head=2)      which attended tokens pushed the target, through it
     every_key_contribution(model, ids, attributions)          the same for every head at every position
@@ -25,17 +28,18 @@ Direct logit attribution works as TransformerLens's does: the residual stream af
 parts' outputs; the final LayerNorm is affine once its scale is frozen at the chosen position, so each part's
 centred output, divided by that scale, times the norm's gain, read by the target's row of the LM head, is its share
 of the logit. The norm's and the head's biases make one more part. A head's share is its output through its slice
-of the output projection; the projection's bias is a part of its own.
+of the output projection; the projection's bias is a part of its own. A Llama's final RMSNorm is read the same way,
+its scale sqrt(mean(x²) + eps) frozen, without the centring; a grouped head's part is its own z through its own slice
+of W_O (its V the shared K/V head's).
 
 The circuits read token embeddings alone (no position), through the layer's first LayerNorm: for layers past the
-first they are the direct path, as if the head read the embeddings straight from the input.
+first they are the direct path, as if the head read the embeddings straight from the input. With rotary positions
+the QK circuit is taken at a distance between query and key.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,9 +48,12 @@ import torch
 import torch.nn.functional as F
 
 from playground.config import NOTEBOOK_004
-from playground.model.gpt import GPT, HEADS_OUTPUT_OVERRIDES
+from playground.lens import family
+from playground.lens.family import head_name
+from playground.lens.family import overriding as _overriding
+from playground.lens.family import recorder as _recorder
+from playground.model.gpt import GPT
 from playground.model.modes import evaluating
-from playground.textbook.notebook_004 import MultiHeadAttention as NotebookAttention
 
 ABLATION_MODES = ("zero", "mean")
 
@@ -73,10 +80,6 @@ class LogitAttribution:
         return float(self.values[self.names.index(head_name(layer, head))])
 
 
-def head_name(layer: int, head: int) -> str:
-    return f"L{layer} H{head}"
-
-
 def _check_position(position: int, length: int) -> int:
     if isinstance(position, bool) or not isinstance(position, int):
         raise CircuitError(f"position must be a whole number, got {position!r}")
@@ -85,15 +88,7 @@ def _check_position(position: int, length: int) -> int:
     return position % length
 
 
-def _check_family(model) -> None:
-    """The circuits read GPT's blocks and notebook 004's heads; a Llama-family model is refused in a sentence."""
-    if getattr(model.config, "is_llama", False):
-        raise CircuitError("this is a Llama-family model (rotary positions, grouped K/V heads, RMSNorm, SwiGLU): its "
-                           "circuits are not drawn here yet; open it in the Sample tab")
-
-
 def _check_head(model: GPT, layer: int, head: int) -> None:
-    _check_family(model)
     config = model.config
     if not 0 <= layer < config.layers_num:
         raise CircuitError(f"layer {layer} is out of range: this model has {config.layers_num} layers (0 to "
@@ -129,7 +124,7 @@ def _head_projections(model, layer: int, head: int) -> tuple:
     """(W_Q, W_K, W_V, b_Q, b_K, b_V) of one head, each W (C, d) applied as ``x @ W``. Notebook 004's head reads
     only its own slice of the features: its matrices are zero outside it, and it has no biases."""
     if not _is_notebook(model):
-        return model.blocks[layer].attn.head_projections(head)
+        return family.head_projections(model, layer, head)
     attention, d = model.attn, model.config.head_size
     features = slice(head * d, (head + 1) * d)
     full = []
@@ -142,100 +137,26 @@ def _head_projections(model, layer: int, head: int) -> tuple:
 
 def _layer_input(model, layer: int, x: torch.Tensor) -> torch.Tensor:
     """What a layer's heads read from ``x``: through its first LayerNorm (notebook 004's model has none)."""
-    return x if _is_notebook(model) else model.blocks[layer].ln_1(x)
+    return x if _is_notebook(model) else family.attention_norm(model, layer)(x)
+
+
+def _output_weight(model, layer: int) -> torch.Tensor:
+    """(C, h·d): the weight that writes layer ``layer``'s heads, side by side, into the stream."""
+    return model.attn.proj.weight if _is_notebook(model) else family.output_projection(model, layer).weight
 
 
 def _unembedding(model) -> torch.nn.Linear:
     return model.output if _is_notebook(model) else model.lm_head
 
 
-_HOOKED: set[int] = set()  # notebook attention modules whose projection reads HEADS_OUTPUT_OVERRIDES
-_HOOK_LOCK = threading.Lock()
-
-
-def _override_hook(attention) -> None:
-    """Notebook 004's MultiHeadAttention (its own code, left as the notebook wrote it) gets what model.GPT's
-    attention does: HEADS_OUTPUT_OVERRIDES applied to the heads' outputs before ``proj``, by a hook on ``proj``'s
-    input that is a no-op outside an override (another thread's passes stay intact)."""
-    with _HOOK_LOCK:
-        if id(attention) in _HOOKED:
-            return
-
-        def apply(_proj, args):
-            overrides = HEADS_OUTPUT_OVERRIDES.get()
-            if overrides and attention in overrides:
-                return (overrides[attention](args[0]), *args[1:])
-            return None
-
-        attention.proj.register_forward_pre_hook(apply)
-        _HOOKED.add(id(attention))
-        weakref.finalize(attention, _HOOKED.discard, id(attention))
-
-
-@contextmanager
-def _overriding(replacements: dict) -> Iterator[None]:
-    """The model's heads' outputs changed by ``replacements`` ({attention module: fn}) in this thread's forward
-    passes only (model.HEADS_OUTPUT_OVERRIDES); one already in force runs first."""
-    current = dict(HEADS_OUTPUT_OVERRIDES.get() or {})
-    for module, replace in replacements.items():
-        if isinstance(module, NotebookAttention):
-            _override_hook(module)
-        before = current.get(module)
-        current[module] = replace if before is None else (lambda y, first=before, then=replace: then(first(y)))
-    token = HEADS_OUTPUT_OVERRIDES.set(current)
-    try:
-        yield
-    finally:
-        HEADS_OUTPUT_OVERRIDES.reset(token)
-
-
-def _recorder(store: list):
-    def record(y: torch.Tensor) -> torch.Tensor:
-        store.append(y)
-        return y
-    return record
-
-
 def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor) -> tuple[list[str], list[str], torch.Tensor,
                                                                        torch.Tensor]:
-    """Every part's output at every position, (parts, T, C), and the final residual stream, (T, C): the blocks run
-    one by one as Block.forward runs them, keeping each one's heads' outputs (before the projection) and MLP output."""
+    """Every part's output at every position, (parts, T, C), and the final residual stream, (T, C) (family.py's
+    stream_parts; notebook 004's model has no stream: _notebook_parts)."""
     ids = token_ids.view(1, -1)  # (1, T)
-    T = ids.size(1)
-    config = model.config
-    d = config.head_size
     if _is_notebook(model):
         return _notebook_parts(model, ids)
-    head_inputs: list[list[torch.Tensor]] = [[] for _ in model.blocks]  # per layer: (1, T, C) before proj
-    mlp_outputs: list[torch.Tensor] = []  # per layer (T, C)
-    with _overriding({block.attn: _recorder(head_inputs[i]) for i, block in enumerate(model.blocks)}):
-        x = model.embed(ids)  # (1, T, C)
-        for block in model.blocks:  # pre-norm: x + attn(ln_1(x)), then + mlp(ln_2(x))
-            attended, _ = block.attn(block.ln_1(x))
-            x = x + attended
-            mlp_out = block.mlp(block.ln_2(x))
-            mlp_outputs.append(mlp_out[0])
-            x = x + mlp_out
-    positions = torch.arange(T, device=ids.device)
-    names = ["token embedding", "position embedding"]
-    kinds = ["embedding", "embedding"]
-    parts = [model.token_embedding(ids[0]), model.position_embedding(positions)]  # (T, C) each
-    for layer, block in enumerate(model.blocks):
-        proj = block.attn.proj.weight  # (C, C): out x in
-        joined = head_inputs[layer][0][0]  # (T, C)
-        for head in range(config.heads_num):
-            features = slice(head * d, (head + 1) * d)
-            names.append(head_name(layer, head))
-            kinds.append("head")
-            parts.append(joined[:, features] @ proj[:, features].T)  # (T, C)
-        if block.attn.proj.bias is not None:
-            names.append(f"L{layer} attention bias")
-            kinds.append("bias")
-            parts.append(block.attn.proj.bias.expand(T, -1))
-        names.append(f"L{layer} MLP")
-        kinds.append("mlp")
-        parts.append(mlp_outputs[layer])
-    return names, kinds, torch.stack(parts), x[0]
+    return family.stream_parts(model, ids)
 
 
 def _notebook_parts(model, ids: torch.Tensor) -> tuple[list[str], list[str], torch.Tensor, torch.Tensor]:
@@ -260,12 +181,10 @@ def _notebook_parts(model, ids: torch.Tensor) -> tuple[list[str], list[str], tor
 
 
 def _frozen_norm(model, stream: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A GPT's final LayerNorm on the stream (T, C) with its scale frozen at each position: (scale (T,), gain (C,)).
-    A part's share reads (part - its mean) / scale * gain through the LM head."""
-    norm = model.ln_f
-    scale = torch.sqrt(stream.var(dim=-1, unbiased=False) + norm.eps)  # (T,)
-    gain = norm.weight if norm.weight is not None else torch.ones(stream.size(1), device=stream.device)
-    return scale, gain
+    """The final norm on the stream (T, C) with its scale frozen at each position: (scale (T,), gain (C,)). A part's
+    share reads (part - its mean, for a GPT's LayerNorm) / scale * gain through the LM head."""
+    norm = family.final_norm(model)
+    return family.frozen_scale(norm, stream), family.gain(norm, stream.size(1), stream.device)
 
 
 def _final_read(model, stream: torch.Tensor, targets: torch.Tensor,
@@ -273,9 +192,10 @@ def _final_read(model, stream: torch.Tensor, targets: torch.Tensor,
                                                              torch.Tensor]:
     """How each position's stream (T, C) becomes its target's logit: (scale (T,), readers (T, C), centred, the
     constant (T,), the logits (T,)). A GPT: its final LayerNorm, affine once its scale is frozen, then the LM head
-    (logit = centred stream / scale · reader + constant). Notebook 004's model: its output layer alone (scale 1,
-    not centred). ``rivals`` (T,): each position's reading is the target's minus its rival's (the readers, the
-    constants and the logits alike: the read is linear in the LM head's row once the scale is frozen)."""
+    (logit = centred stream / scale · reader + constant); a Llama the same through its RMSNorm, not centred.
+    Notebook 004's model: its output layer alone (scale 1, not centred). ``rivals`` (T,): each position's reading
+    is the target's minus its rival's (the readers, the constants and the logits alike: the read is linear in the
+    LM head's row once the scale is frozen)."""
     if rivals is not None:
         scale, readers, centred, constant, logits = _final_read(model, stream, targets)
         _, rival_readers, _, rival_constant, rival_logits = _final_read(model, stream, rivals)
@@ -288,22 +208,21 @@ def _final_read(model, stream: torch.Tensor, targets: torch.Tensor,
     if _is_notebook(model):
         logits = head(stream).gather(1, targets.view(T, 1))[:, 0]
         return torch.ones(T, device=stream.device), head.weight[targets], False, constant, logits
-    norm = model.ln_f
+    norm = family.final_norm(model)
     scale, gain = _frozen_norm(model, stream)
-    if norm.bias is not None:
+    if family.norm_bias(norm) is not None:
         constant = constant + head.weight[targets] @ norm.bias
     logits = head(norm(stream)).gather(1, targets.view(T, 1))[:, 0]  # (T,)
-    return scale, head.weight[targets] * gain, True, constant, logits
+    return scale, head.weight[targets] * gain, family.centres(model), constant, logits
 
 
 def _has_constant(model) -> bool:
     if _is_notebook(model):
         return model.output.bias is not None
-    return model.ln_f.bias is not None or model.lm_head.bias is not None
+    return family.norm_bias(family.final_norm(model)) is not None or model.lm_head.bias is not None
 
 
 def _checked_ids(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
-    _check_family(model)
     ids = torch.as_tensor(token_ids).view(-1)
     if ids.numel() == 0:
         raise CircuitError("the text is empty: there is no position to explain")
@@ -379,14 +298,16 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
         _, _, w_value, _, _, b_value = _head_projections(model, layer, head)
         values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
         d = model.config.head_size
-        written = values @ _attentions(model)[layer].proj.weight[:, head * d:(head + 1) * d].T  # (T, C)
+        written = values @ _output_weight(model, layer)[:, head * d:(head + 1) * d].T  # (T, C)
         reader = _readers(model, torch.tensor([target_id], device=ids.device))[0]  # (C,)
         if attribution.rival_id is not None:  # an attribution against a rival: its keys read the difference
             reader = reader - _readers(model, torch.tensor([attribution.rival_id], device=ids.device))[0]
         if _is_notebook(model):
             shares = weights * (written @ reader)  # (T,)
         else:
-            shares = weights * (((written - written.mean(dim=1, keepdim=True)) / attribution.scale) @ reader)  # (T,)
+            if family.centres(model):
+                written = written - written.mean(dim=1, keepdim=True)
+            shares = weights * ((written / attribution.scale) @ reader)  # (T,)
     return weights, shares
 
 
@@ -395,8 +316,7 @@ def _readers(model, targets: torch.Tensor) -> torch.Tensor:
     LM head's row; notebook 004's output row, no norm between)."""
     if _is_notebook(model):
         return model.output.weight[targets]
-    gain = model.ln_f.weight if model.ln_f.weight is not None else torch.ones(model.config.embedding_dim,
-                                                                             device=targets.device)
+    gain = family.gain(family.final_norm(model), model.config.embedding_dim, targets.device)
     return model.lm_head.weight[targets] * gain
 
 
@@ -426,7 +346,9 @@ def head_writes(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
             read = heads.mean(dim=1)  # (L * h, C): the output layer reads them as they are
         else:
             scale, gain = _frozen_norm(model, stream)
-            read = ((heads - heads.mean(dim=-1, keepdim=True)) / scale[None, :, None]).mean(dim=1) * gain
+            if family.centres(model):
+                heads = heads - heads.mean(dim=-1, keepdim=True)
+            read = (heads / scale[None, :, None]).mean(dim=1) * gain
         logits = read @ _unembedding(model).weight.T  # (L * h, V)
         logits = logits - logits.mean(dim=-1, keepdim=True)
     layers = 1 if notebook else config.layers_num
@@ -461,7 +383,7 @@ def every_key_reading(model: GPT, token_ids: torch.Tensor, attributions: Sequenc
         out = model(ids, return_attention=True)
         device = ids.device
         targets = torch.tensor([a.target_id for a in attributions], device=device)
-        notebook = _is_notebook(model)
+        centred = not _is_notebook(model) and family.centres(model)
         readers = _readers(model, targets)  # (T queries, C)
         if any(a.rival_id is not None for a in attributions):  # the difference's reader: the target's - the rival's
             rivals = torch.tensor([a.rival_id if a.rival_id is not None else a.target_id for a in attributions],
@@ -470,11 +392,11 @@ def every_key_reading(model: GPT, token_ids: torch.Tensor, attributions: Sequenc
         scales = torch.tensor([a.scale for a in attributions], device=device)  # (T,)
         for i, (layer, head) in enumerate(heads):
             x = out.attention_inputs[layer][0]  # (T, C)
-            proj = _attentions(model)[layer].proj.weight
+            proj = _output_weight(model, layer)
             _, _, w_value, _, _, b_value = _head_projections(model, layer, head)
             values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
             written = values @ proj[:, head * d:(head + 1) * d].T  # (T keys, C)
-            if not notebook:
+            if centred:
                 written = written - written.mean(dim=1, keepdim=True)
             push = written @ readers.T / scales  # (T keys, T queries)
             attended = out.attention_weights[layer][0, head]  # (T queries, T keys)
@@ -520,17 +442,45 @@ def _check_tokens(model: GPT, tokens: torch.Tensor | None) -> torch.Tensor | Non
     return tokens.to(_device(model))
 
 
-def qk_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = None) -> torch.Tensor:
+DEFAULT_DISTANCE = 1  # a rotary head's QK circuit, unless the caller picks: the key one token before the query
+
+
+def _check_distance(model, distance: int | None) -> int | None:
+    """A rotary model's distance (a whole number from 0 to context - 1; None: DEFAULT_DISTANCE); a GPT's is None:
+    its positions are embeddings the circuit leaves out, not a rotation."""
+    if not family.is_rotary(model):
+        if distance is not None:
+            raise CircuitError("this model's positions are learned embeddings, not a rotation: its QK circuit has no "
+                               "distance (leave it out)")
+        return None
+    distance = DEFAULT_DISTANCE if distance is None else distance
+    context = model.config.context_size
+    if isinstance(distance, bool) or not isinstance(distance, int) or not 0 <= distance < context:
+        raise CircuitError(f"the distance between query and key must be a whole number from 0 to {context - 1} (the "
+                           f"key that many tokens before the query), got {distance!r}")
+    return distance
+
+
+def qk_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = None,
+               distance: int | None = None) -> torch.Tensor:
     """(V, V): the scaled score a query of token i gives a key of token j in head ``head`` of ``layer``, from the
     token embeddings alone (no position) through the layer's norm, W_Q and W_K (with their biases). ``tokens``
-    (n,) ids: only those rows and columns, (n, n) (a BPE vocabulary's (V, V) would take gigabytes)."""
+    (n,) ids: only those rows and columns, (n, n) (a BPE vocabulary's (V, V) would take gigabytes).
+
+    With rotary positions (the Llama family) a score depends on how far the key sits before the query, so the
+    circuit is drawn at ``distance`` (default DEFAULT_DISTANCE): q turned by its position p, k by p - distance,
+    which is q turned by ``distance`` against an unturned k (the rotation matrix R(distance) between W_Q and W_K^T).
+    A grouped head's W_K is its shared K/V head's. A GPT takes no distance."""
     _check_head(model, layer, head)
     tokens = _check_tokens(model, tokens)
+    distance = _check_distance(model, distance)
     with evaluating(model):
         x = _embeddings_through(model, layer, tokens)  # (n, C)
         w_query, w_key, _, b_query, b_key, _ = _head_projections(model, layer, head)
         q = x @ w_query + (b_query if b_query is not None else 0)  # (V, d)
         k = x @ w_key + (b_key if b_key is not None else 0)
+        if distance is not None:  # R(p - distance)^T R(p) = R(distance): only the distance turns
+            q = family.rotate(model, q, torch.tensor([distance], device=q.device))
         return (q @ k.T) / math.sqrt(model.config.head_size)  # (V, V)
 
 
@@ -543,15 +493,14 @@ def ov_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = 
     tokens = _check_tokens(model, tokens)
     with evaluating(model):
         x = _embeddings_through(model, layer, tokens)  # (n, C)
-        attention = _attentions(model)[layer]
-        _, _, w_value, _, _, b_value = _head_projections(model, layer, head)
+        _, _, w_value, _, _, b_value = _head_projections(model, layer, head)  # a grouped head: its K/V head's W_V
         v = x @ w_value + (b_value if b_value is not None else 0)  # (V, d)
         d = model.config.head_size
-        written = v @ attention.proj.weight[:, head * d:(head + 1) * d].T  # (n, C)
+        written = v @ _output_weight(model, layer)[:, head * d:(head + 1) * d].T  # (n, C)
         if _is_notebook(model):  # straight into the output layer, without its bias (the same for every row)
             logits = written @ model.output.weight.T  # (n, V)
         else:
-            logits = model.lm_head(model.ln_f(written))  # (n, V)
+            logits = model.lm_head(family.final_norm(model)(written))  # (n, V)
         return logits if tokens is None else logits[:, tokens]  # (n, n)
 
 

@@ -16,7 +16,6 @@ from typing import Any
 import torch
 
 from playground.lens import head_scores
-from playground.model.modes import evaluating
 
 FORMING_PATTERNS = ("previous token", "same token", "first token", "spread", "induction")
 # A head is a previous-character head from the first snapshot at which it puts this much weight, on average, on the
@@ -45,8 +44,7 @@ def snapshot_scores(model, token_ids: torch.Tensor, weights: torch.Tensor, step:
     record["spread"] = [_rounded(head_scores.spread_score(w)) for w in per_layer]
     config = model.config
     probe = head_scores.probe_tokens(config.vocabulary_size, config.context_size, INDUCTION_SEQUENCES, seed)
-    with evaluating(model):
-        attention = model(probe.to(next(model.parameters()).device), return_attention=True).attention_weights
+    attention = head_scores.attention_patterns(model, probe)
     L = probe.size(1) // 2
     record["induction"] = [_rounded(head_scores.score_weights(w.float().cpu(), L)["induction"]) for w in attention]
     return record

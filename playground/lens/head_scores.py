@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from playground.config import NOTEBOOK_004
+from playground.model.base import run_with_cache
 from playground.model.modes import evaluating
 
 PATTERNS = ("previous token", "induction", "duplicate token", "first token")
@@ -136,20 +138,32 @@ def chance_levels(repeat_length: int) -> dict[str, float]:
 
 
 @torch.no_grad()
-def score_heads(model, sequences: int = DEFAULT_SEQUENCES, seed: int = 0) -> list[HeadScore]:
-    """Every (pattern, layer, head) of ``model`` (a playground GPT), ranked by how far above chance it scores.
+def attention_patterns(model, token_ids: torch.Tensor) -> list[torch.Tensor]:
+    """Each layer's attention weights on ``token_ids`` (B, T): (B, h, T, T) per layer, read at the named point
+    ``attn.hook_pattern`` (a GPT and the Llama family alike; a grouped head's row is its own, over the K/V head it
+    shares). Notebook 004's model keeps no named points: its one layer's weights come through ``return_attention``."""
+    device = next(model.parameters()).device
+    token_ids = token_ids.to(device)
+    if getattr(model.config, "architecture", None) == NOTEBOOK_004:
+        with evaluating(model):
+            return list(model(token_ids, return_attention=True).attention_weights)
+    _, points = run_with_cache(model, token_ids, {"attn.hook_pattern"})
+    return [points[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.config.layers_num)]
 
-    Runs the model once on the probe with ``return_attention=True``.
+
+@torch.no_grad()
+def score_heads(model, sequences: int = DEFAULT_SEQUENCES, seed: int = 0) -> list[HeadScore]:
+    """Every (pattern, layer, head) of ``model`` (either family, or notebook 004's), ranked by how far above chance
+    it scores.
+
+    Runs the model once on the probe, reading its attention_patterns.
     """
     config = model.config
     tokens = probe_tokens(config.vocabulary_size, config.context_size, sequences, seed)
-    device = next(model.parameters()).device
-    with evaluating(model):
-        output = model(tokens.to(device), return_attention=True)
     L = tokens.size(1) // 2
     chance = chance_levels(L)
     scores = []
-    for layer, weights in enumerate(output.attention_weights):
+    for layer, weights in enumerate(attention_patterns(model, tokens)):
         per_pattern = score_weights(weights.float().cpu(), L)
         for pattern in PATTERNS:
             for head, value in enumerate(per_pattern[pattern].tolist()):

@@ -9,7 +9,9 @@ can say which earlier heads made this query look for that key ("why more than on
     head_to_visit(pair)                                      the earlier head (and position) a view goes to
 
 The layer's norm scale is frozen at each position, as circuits.py's logit attribution freezes the final one; the
-norm's centring is linear, so it distributes over the parts. The maths only; no figures, no UI.
+norm's centring is linear, so it distributes over the parts. With rotary positions (the Llama family) each part's
+query or key is turned at its position, as the model turns the whole: the rotation is linear too, and a grouped head
+reads the K/V head it shares. The maths only; no figures, no UI.
 """
 
 from __future__ import annotations
@@ -20,16 +22,9 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.lens.circuits import (
-    _check_head,
-    _check_position,
-    _checked_ids,
-    _head_projections,
-    _is_notebook,
-    _overriding,
-    _recorder,
-    head_name,
-)
+from playground.lens import family
+from playground.lens.circuits import _check_head, _check_position, _checked_ids, _head_projections, _is_notebook
+from playground.model.base import run_with_cache
 from playground.model.modes import evaluating
 
 
@@ -121,40 +116,16 @@ def parse_head_name(name: str) -> tuple[int, int] | None:
 
 
 def _parts_before(model, ids: torch.Tensor, layer: int) -> tuple[list[str], list[str], torch.Tensor]:
-    """Every part's output at every position of the stream that layer ``layer`` reads, (parts, T, C): the
-    embeddings, then each earlier block's heads (each through its slice of the output projection), its projection's
-    bias and its MLP, run as Block.forward runs them. Notebook 004's one layer reads the embeddings alone."""
+    """Every part's output at every position of the stream that layer ``layer`` reads, (parts, T, C) (family.py's
+    stream_parts: the embeddings, then each earlier block's heads, its projection's bias and its MLP). Notebook
+    004's one layer reads the embeddings alone."""
     ids = ids.view(1, -1)  # (1, T)
-    T = ids.size(1)
-    positions = torch.arange(T, device=ids.device)
     if _is_notebook(model):
+        positions = torch.arange(ids.size(1), device=ids.device)
         return (["token embedding", "position embedding"], ["embedding", "embedding"],
                 torch.stack([model.token_emb(ids[0]), model.pos_emb(positions)]))
-    d = model.config.head_size
-    names, kinds = ["token embedding", "position embedding"], ["embedding", "embedding"]
-    parts = [model.token_embedding(ids[0]), model.position_embedding(positions)]  # (T, C) each
-    x = model.embed(ids)  # (1, T, C)
-    for before, block in enumerate(model.blocks[:layer]):
-        joined: list[torch.Tensor] = []
-        with _overriding({block.attn: _recorder(joined)}):
-            attended, _ = block.attn(block.ln_1(x))
-        x = x + attended
-        mlp_out = block.mlp(block.ln_2(x))
-        x = x + mlp_out
-        proj = block.attn.proj.weight  # (C, C): out x in
-        for head in range(model.config.heads_num):
-            features = slice(head * d, (head + 1) * d)
-            names.append(head_name(before, head))
-            kinds.append("head")
-            parts.append(joined[0][0][:, features] @ proj[:, features].T)  # (T, C)
-        if block.attn.proj.bias is not None:
-            names.append(f"L{before} attention bias")
-            kinds.append("bias")
-            parts.append(block.attn.proj.bias.expand(T, -1))
-        names.append(f"L{before} MLP")
-        kinds.append("mlp")
-        parts.append(mlp_out[0])
-    return names, kinds, torch.stack(parts)
+    names, kinds, parts, _ = family.stream_parts(model, ids, below=layer)
+    return names, kinds, parts
 
 
 def _own_scores(model, ids: torch.Tensor, layer: int, head: int) -> torch.Tensor:
@@ -167,9 +138,12 @@ def _own_scores(model, ids: torch.Tensor, layer: int, head: int) -> torch.Tensor
         module = model.attn.heads[head]
         q, k = module.query(part), module.key(part)  # (T, d)
         return (q @ k.T) / math.sqrt(d)
-    attention_input = model(ids.view(1, -1), return_attention=True).attention_inputs[layer]  # (1, T, C)
-    q, k, _ = model.blocks[layer].attn.project_qkv(attention_input)  # (1, h, T, d)
-    return (q[0, head] @ k[0, head].T) / math.sqrt(d)  # (T, T)
+    # the q and k the scores are taken from, through the named points: turned by their positions in a rotary model
+    names = ("attn.hook_rot_q", "attn.hook_rot_k") if family.is_rotary(model) else ("attn.hook_q", "attn.hook_k")
+    _, points = run_with_cache(model, ids.view(1, -1), set(names), {layer})
+    q, k = (points[f"blocks.{layer}.{name}"] for name in names)  # (1, h, T, d), (1, h_kv, T, d)
+    shared = head * k.size(1) // q.size(1)  # the K/V head this query head reads (itself without grouping)
+    return (q[0, head] @ k[0, shared].T) / math.sqrt(d)  # (T, T)
 
 
 @dataclass(frozen=True)
@@ -209,11 +183,17 @@ def score_parts(model, token_ids: torch.Tensor, layer: int, head: int,
             normed, norm_bias = parts, None
             scales = torch.ones(parts.size(1), dtype=torch.float64, device=parts.device)
         else:
-            norm = model.blocks[layer].ln_1
-            scales = torch.sqrt(parts.sum(dim=0).var(dim=-1, unbiased=False) + norm.eps)  # (T,)
+            norm = family.attention_norm(model, layer)
+            scales = family.frozen_scale(norm, parts.sum(dim=0))  # (T,)
             gain = norm.weight.double() if norm.weight is not None else 1.0
-            normed = (parts - parts.mean(dim=-1, keepdim=True)) / scales[None, :, None] * gain  # (P, T, C)
-            norm_bias = norm.bias.double() if norm.bias is not None else None
+            if family.centres(model):  # LayerNorm's centring; RMSNorm has none
+                parts = parts - parts.mean(dim=-1, keepdim=True)
+            normed = parts / scales[None, :, None] * gain  # (P, T, C)
+            bias = family.norm_bias(norm)
+            norm_bias = bias.double() if bias is not None else None
+        # each part's q or k turned at its own position (a rotary model): the rotation is linear, so the turned
+        # parts still sum to the turned vector
+        where = torch.arange(ids.numel(), device=parts.device)[chosen]
         root = d ** 0.25  # split sqrt(d) between the two sides
         sides = []
         for weight, bias, what in ((w_query, b_query, "query"), (w_key, b_key, "key")):
@@ -224,7 +204,7 @@ def score_parts(model, token_ids: torch.Tensor, layer: int, head: int,
                 own = own + (bias.double() if bias is not None else 0.0)
                 pieces = torch.cat([pieces, (own / root).expand(1, parts.size(1), d)])
                 side_names.append(f"L{layer} {what} bias")
-            sides.append((pieces, side_names))
+            sides.append((family.rotate(model, pieces, where), side_names))
         scores = _own_scores(model, ids, layer, head)
         if positions is not None:
             scores = scores[chosen][:, chosen]

@@ -155,6 +155,9 @@ class _Reading(NamedTuple):
     versus: bool  # the parts split logit(target) - logit(rival) (each attribution's rival_id), not the logit alone
     dropped: int = 0  # tokens past what the view reads (the text's last ones): the heading says so
     reads: str = "this view"  # what sets that limit: "this checkpoint" (its context) or "this view"
+    # rotary positions: the QK tables' distance from query back to key (a score depends on it); None: positions are
+    # embeddings, which the tables leave out
+    distance: int | None = None
 
 
 READING_CACHE_SIZE = 24  # pieces of readings kept: a text's every-position pass, its ranking, a few heads' circuits
@@ -236,14 +239,16 @@ def _cost(config, T: int, subset) -> budget.Cost:
 
 @contextlib.contextmanager
 def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str,
-             position=None, memo: ReadingCache | None = None,
-             split: str = VERSUS) -> Iterator[tuple[_Reading, int | None]]:
+             position=None, memo: ReadingCache | None = None, split: str = VERSUS,
+             distance=None) -> Iterator[tuple[_Reading, int | None]]:
     """The text read at every position for these settings (priced and admitted first), and ``position`` checked
     against it (None stays None), held admitted while the caller works with it: the price counts a head's circuit
     tables, its figures and the knock-outs one tick away, which the handlers make from the reading. ``memo``: pieces
-    read before (none kept when None)."""
+    read before (none kept when None). ``distance``: the QK tables' distance between query and key, for a model
+    with rotary positions (ignored by one whose positions are embeddings)."""
     loaded, ids, target, chosen, knocked_heads, mode, versus, dropped = _prepare(ctx, checkpoint, text, target, head,
                                                                                  knocked, mode, split)
+    distance = _distance(loaded.config, distance)
     T = ids.numel()
     if position is not None:
         position = _position(position, T)
@@ -252,7 +257,22 @@ def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     with ctx.budget.reserve(_cost(loaded.config, T, subset), hint=f"use a shorter text (it is {T} tokens)"):
         reading = _read(loaded.model, loaded.tokenizer, ids, target, chosen, knocked_heads, mode, subset,
                         loaded.name, memo, versus)
-        yield reading._replace(dropped=dropped, reads=_reads(loaded.config)), position
+        yield reading._replace(dropped=dropped, reads=_reads(loaded.config), distance=distance), position
+
+
+def _distance(config, distance) -> int | None:
+    """The QK tables' distance from query back to key, checked: a whole number from 0 to the context's last
+    position (circuits.DEFAULT_DISTANCE where none is given), for a model with rotary positions; None for one whose
+    positions are embeddings (the tables leave them out)."""
+    if not config.is_llama:
+        return None
+    if distance is None or distance == "":
+        return circuits.DEFAULT_DISTANCE
+    distance = checks.whole_number(distance, "distance")
+    if not 0 <= distance < config.context_size:
+        raise ValueError(f"distance {distance} is outside 0 to {config.context_size - 1}: the key sits that many "
+                         "tokens before the query, within the model's context")
+    return distance
 
 
 def _reads(config) -> str:

@@ -76,14 +76,15 @@ from playground.ui.why_views import (
 
 
 def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
-            knocked: list[str] | None = None, mode: str = "mean over the text", split: str = VERSUS, *,
-            memo: ReadingCache | None = None) -> WhyView:
+            knocked: list[str] | None = None, mode: str = "mean over the text", split: str = VERSUS,
+            distance=None, *, memo: ReadingCache | None = None) -> WhyView:
     """Plain handler (``/why``): why the model gives ``target`` (empty: its own guess) after
     ``text[: position + 1]``, the chosen head's chain and circuits, and what knocking out the ``knocked`` heads
     changes, as the page shows them (its texts and figures), with the parts and the chain as numbers too.
     ``split``: VERSUS, the parts of logit(target) - logit(runner-up); ALONE, of the target's logit (numbers' "split"
-    says which)."""
-    with _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split) as (reading, position):
+    says which). ``distance``: the QK table's distance from query back to key, for a model with rotary positions."""
+    with _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split,
+                  distance) as (reading, position):
         heading, head_heading, knock_heading = _texts(reading, position)
         layer, which = _head_at(reading, position)
         chain = chain_plots.chain_figure(**_chain_arguments(reading, position, layer, which))
@@ -97,6 +98,9 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
                        _ranking(reading))
 
 
+# the one sentence of why a rotary model's QK table needs a distance, under the box that sets it
+DISTANCE_INFO = ("rotary positions turn q and k, so a QK score depends on how far back the key is: the QK table is "
+                 "drawn for keys this many tokens back")
 MAX_SENT_CIRCUITS = 4  # heads whose circuits the page is sent ahead where every head's would be too many
 # every head's QK and OV tables are sent ahead while they hold at most this many cells (the shipped model's 16 heads
 # over its 65 characters: 135,200 cells, about 0.8 MB), so a head chosen in the list is drawn in the page
@@ -105,6 +109,11 @@ MAX_SENT_CIRCUIT_CELLS = 150_000
 
 def _key(*settings) -> str:
     return hashlib.sha1(repr(settings).encode()).hexdigest()[:16]
+
+
+def _circuits_key(reading: _Reading, checkpoint: str, text: str) -> str:
+    """The key of a text's circuits: a rotary model's are drawn at a distance, and change with it."""
+    return _key(checkpoint, text) if reading.distance is None else _key(checkpoint, text, reading.distance)
 
 
 def _bases(reading: _Reading) -> dict:
@@ -165,7 +174,7 @@ def _circuits_deck(reading: _Reading, checkpoint: str, text: str, heads) -> str:
                 del bases[name]["data"][0]["z"]
         views[circuits.head_name(layer, which)] = ([heading], [{"base": "qk", "changes": _heatmap_changes(qk)},
                                                                {"base": "ov", "changes": _heatmap_changes(ov)}])
-    return chart_deck.deck_json(_key(checkpoint, text), views, bases)
+    return chart_deck.deck_json(_circuits_key(reading, checkpoint, text), views, bases)
 
 
 def _every_circuit_fits(reading: _Reading) -> bool:
@@ -219,18 +228,19 @@ def _near_knocks(reading: _Reading) -> dict:
 
 def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
              knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None,
-             split: str = VERSUS, *, fresh: bool = False, memo: ReadingCache | None = None):
+             split: str = VERSUS, distance=None, *, fresh: bool = False, memo: ReadingCache | None = None):
     """The page's first answer to a change: (the parts at the position on screen, every head's reading there, the
     circuits of its head, the ranking, the knock-out numbers, ``shown`` updated). Circuits, a ranking and knock-out
     numbers the page holds (``shown``) are not sent again unless ``fresh``; why_deck follows with every other
     position."""
-    with _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split) as (reading, position):
+    with _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split,
+                  distance) as (reading, position):
         shown = dict(shown or {}) if not fresh else {}
         text_key = _key(checkpoint, text, target, reading.versus)
         deck = _position_deck(reading, text_key, [position], _settings(checkpoint, text, target, split))
         heads_deck = _heads_deck(reading, text_key, [(layer, which, position) for layer, which in reading.keys])
         layer, which = _head_at(reading, position)
-        circuits_key, ranking_key = _key(checkpoint, text), _key(checkpoint, text, mode)
+        circuits_key, ranking_key = _circuits_key(reading, checkpoint, text), _key(checkpoint, text, mode)
         knock_key = _key(checkpoint, text, target, mode)
         held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
         circuits_deck = gr.skip()
@@ -249,15 +259,16 @@ def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str,
 
 def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str = STRONGEST,
              knocked: list[str] | None = None, mode: str = "mean over the text", shown: dict | None = None,
-             split: str = VERSUS, *, memo: ReadingCache | None = None):
+             split: str = VERSUS, distance=None, *, memo: ReadingCache | None = None):
     """Every position's parts, the reading of the head that pushed most (and of the chosen head) at every position,
     and the circuits of every head (where they fit; else of the heads that push most somewhere in the text): the
     page then draws a new position or head by itself. (deck, heads deck, circuits deck, ``shown`` updated)."""
-    with _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split) as (reading, _):
+    with _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split,
+                  distance=distance) as (reading, _):
         T = reading.ids.numel()
         deck, heads_deck = _every_position_decks(reading, checkpoint, text, target, split)
         shown = dict(shown or {})
-        circuits_key = _key(checkpoint, text)
+        circuits_key = _circuits_key(reading, checkpoint, text)
         held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
         if _every_circuit_fits(reading):
             wanted = _every_head(reading.model.config)
@@ -327,14 +338,15 @@ def why_knock(ctx: AppContext, checkpoint: str, text: str, target: str, knocked:
 
 
 def controls(ctx: AppContext, checkpoint: str) -> tuple:
-    """The head pickers for this checkpoint's layers and heads (left as they are when it does not load)."""
+    """The head pickers for this checkpoint's layers and heads, and the QK tables' distance, shown for a model with
+    rotary positions (left as they are when it does not load)."""
     try:
         config = ctx.checkpoint(checkpoint or "").config
     except (ValueError, OSError, RuntimeError):
-        return gr.skip(), gr.skip()
+        return gr.skip(), gr.skip(), gr.skip()
     names = _head_names(config.layers_num, config.heads_num)
     return (gr.Dropdown(choices=_head_choices(names), value=STRONGEST),
-            gr.Dropdown(choices=names, value=[], multiselect=True))
+            gr.Dropdown(choices=names, value=[], multiselect=True), gr.Number(visible=config.is_llama))
 
 
 def _head_choices(names: list[str]) -> list[tuple[str, str]]:
@@ -342,16 +354,21 @@ def _head_choices(names: list[str]) -> list[tuple[str, str]]:
     return [(script.STRONGEST_SHOWN, STRONGEST), *((name, name) for name in names)]
 
 
-def _first_heads(ctx: AppContext) -> list[str]:
-    """The default checkpoint's head names, from its config alone (nothing is loaded at build time)."""
+def _first_config(ctx: AppContext):
+    """The default checkpoint's config alone (nothing is loaded at build time), or None."""
     names = ctx.checkpoint_names()
     if names:
         try:
-            config = checkpoints.read_config(checkpoints.resolve(names[0], ctx.weights))
-            return _head_names(config.layers_num, config.heads_num)
+            return checkpoints.read_config(checkpoints.resolve(names[0], ctx.weights))
         except checkpoints.CheckpointError:
             pass
-    return []
+    return None
+
+
+def _first_heads(ctx: AppContext) -> list[str]:
+    """The default checkpoint's head names."""
+    config = _first_config(ctx)
+    return [] if config is None else _head_names(config.layers_num, config.heads_num)
 
 
 class ToAttention(NamedTuple):
@@ -415,6 +432,10 @@ def build(ctx: AppContext) -> ToAttention:
         chart_deck.hosts(HEADS_DECK, [0])  # the chain: from the head's pattern to the next character
     gr.Markdown(fold(CHAIN_MORE, "how the chain is read"))  # the same for every head: not sent with each
     circuits_heading = gr.Markdown(label="what the head reads and writes")
+    first = _first_config(ctx)
+    # only a model with rotary positions has one: its QK scores depend on how far back the key is
+    distance = gr.Number(circuits.DEFAULT_DISTANCE, label="distance", precision=0, minimum=0, info=DISTANCE_INFO,
+                         visible=bool(first is not None and first.is_llama))
     with gr.Row():  # a host per head: every head's tables drawn out of sight while the page is idle
         chart_deck.hosts(CIRCUITS_DECK, [0, 1], views=heads)
     with gr.Row():
@@ -455,12 +476,13 @@ def build(ctx: AppContext) -> ToAttention:
     def answer(listener, name: str, fresh: bool = False):
         """``listener`` answers with the position on screen (drawn at once), then every other position. Returns the
         first answer's event."""
-        first = wire(listener, why_page, ctx, [*settings, shown, split], [*decks, shown],
+        first = wire(listener, why_page, ctx, [*settings, shown, split, distance], [*decks, shown],
                      fixed=dict(fresh=fresh, memo=memo),
                      api_name=name, api_visibility="private", **quick)
         keep_on_refusal(first, [*decks, shown], f"{name}_refused")
         first.success(**draw, js=script.take_js(False), api_name=f"{name}_draw", api_visibility="private")
-        drawn = wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown, split],
+        drawn = wire(first.success, why_deck, ctx, [checkpoint, text, target, head, knocked, mode, shown, split,
+                                                    distance],
                      [*decks[:3], shown], fixed=dict(memo=memo), api_name=f"{name}_deck", api_visibility="private",
                      **quick).then(
             **draw, js=script.take_js(True), api_name=f"{name}_deck_draw", api_visibility="private")
@@ -471,10 +493,11 @@ def build(ctx: AppContext) -> ToAttention:
         return first
 
     def pickers(listener, **options):
-        return wire(listener, controls, ctx, [checkpoint], [head, knocked], show_progress="hidden", **options)
+        return wire(listener, controls, ctx, [checkpoint], [head, knocked, distance], show_progress="hidden",
+                    **options)
 
-    wire(api_button.click, explain, ctx, [*settings, split], api_outputs, fixed=dict(memo=memo), api_name="why",
-         **quick)
+    wire(api_button.click, explain, ctx, [*settings, split, distance], api_outputs, fixed=dict(memo=memo),
+         api_name="why", **quick)
     arrival = gr.on(None, None, api_name="why_arrival", api_visibility="private")
     answer(pickers(arrival.then, api_name="why_arrival_controls", api_visibility="private").then, "why_load")
     # a new checkpoint resets the head pickers first, so the view never reads another model's head names
@@ -487,7 +510,8 @@ def build(ctx: AppContext) -> ToAttention:
     # follows either way (under the same keys it draws nothing again)
     split.change(None, [split, *on_screen], texts, js=script.SPLIT_JS, api_name="why_split_switch",
                  api_visibility="private", show_progress="hidden", queue=False)
-    answer(functools.partial(gr.on, [text.change, target.change, mode.change, split.change]), "why_update")
+    answer(functools.partial(gr.on, [text.change, target.change, mode.change, split.change, distance.change]),
+           "why_update")
     # a head chosen in the list, or by a click on its bar in the attribution chart, is drawn in the page from the
     # readings and circuits it holds; then its reading at every position follows, asked for once (the list's
     # input event comes twice: at the choice, and again as the box loses focus)

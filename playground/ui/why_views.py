@@ -74,6 +74,11 @@ CIRCUIT_MORE = ("Both tables read each character's token embedding alone, withou
                 "itself. QK: the scaled score a query character gives a key character (softmax runs over a row). OV: "
                 "the logits the head writes when all its weight is on one character, through W_V, W_O, the final "
                 "norm and the LM head.")
+ROTARY_MORE = ("Both tables read each token's embedding alone through the layer's RMSNorm: for a layer past the "
+               "first that is the direct path. Positions enter as a rotation of q and k, so a score depends on how far "
+               "back the key is: QK is drawn for keys the **distance** box's number of tokens back. A grouped head "
+               "reads the K/V head it shares. OV: the logits the head writes when all its weight is on one token, "
+               "through W_V, W_O, the final norm and the LM head.")
 NOTEBOOK_MORE = ("Notebook 004's model: one layer of heads, each reading its own slice of the embedding, then the "
                  "output projection and the output layer, with no norm, MLP or residual. Both tables read each "
                  "character's token embedding alone, without its position. QK: the scaled score a query character "
@@ -334,7 +339,8 @@ def _parts_changes(reading: _Reading, position: int) -> dict:
 def _circuits_view(reading: _Reading, layer: int, which: int) -> tuple[str, object, object]:
     """(heading, QK heatmap, OV heatmap) of one head over the vocabulary (or the subset). The text's heads are kept
     together, one piece of the memo (every head's are sent to the page, and would push the rest out one by one)."""
-    held = reading.memo.get(("circuits", reading.name, tuple(reading.ids.tolist())), reading.model, dict)
+    held = reading.memo.get(("circuits", reading.name, tuple(reading.ids.tolist()), reading.distance), reading.model,
+                            dict)
     if (layer, which) not in held:
         held[(layer, which)] = _read_circuits(reading, layer, which)
     return held[(layer, which)]
@@ -342,9 +348,10 @@ def _circuits_view(reading: _Reading, layer: int, which: int) -> tuple[str, obje
 
 def _tables(reading: _Reading, layer: int, which: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The head's QK and OV tables over the vocabulary (or the subset), kept with the text's other heads'."""
-    held = reading.memo.get(("tables", reading.name, tuple(reading.ids.tolist())), reading.model, dict)
+    held = reading.memo.get(("tables", reading.name, tuple(reading.ids.tolist()), reading.distance), reading.model,
+                            dict)
     if (layer, which) not in held:
-        held[(layer, which)] = (circuits.qk_circuit(reading.model, layer, which, reading.subset),
+        held[(layer, which)] = (circuits.qk_circuit(reading.model, layer, which, reading.subset, reading.distance),
                                 circuits.ov_circuit(reading.model, layer, which, reading.subset))
     return held[(layer, which)]
 
@@ -599,13 +606,26 @@ def _read_circuits(reading: _Reading, layer: int, which: int) -> tuple[str, obje
                f"<details><summary>more</summary>\n\n{_looks_more(reading, layer, which)}"
                f"{by_position}{direct_pairs}The strongest pairs among your text's characters: "
                f"{'; '.join(looks)}; {'; '.join(promotes)}.{shown_of}\n\n"
-               f"{CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE} {LOW_RANKS}\n\n</details>")
-    qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}{direct}: query (row) → key character",
+               f"{_more(config)} {LOW_RANKS}\n\n</details>")
+    apart = "" if reading.distance is None else f", {_back(reading.distance)}"  # a rotary model's: at one distance
+    qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}{apart}{direct}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
     ov_map = plots.vocabulary_heatmap(ov, vocabulary, f"OV of {chosen}{direct}: attended (row) → next character",
                                       x_title="promoted", y_title="attended",
                                       hover="attending to %{y}, the logit of %{x}: %{z:.3f}")
     return heading, qk_map, ov_map
+
+
+def _back(distance: int) -> str:
+    """Where a rotary QK table's key sits: "key 1 back", "key 3 back", "key at the query" (distance 0)."""
+    return "key at the query" if distance == 0 else f"key {distance} back"
+
+
+def _more(config) -> str:
+    """What the tables read, for this kind of model (behind the circuits' fold)."""
+    if config.is_llama:
+        return ROTARY_MORE
+    return CIRCUIT_MORE if config.is_gpt else NOTEBOOK_MORE
 
 
 def _ranking(reading: _Reading):
