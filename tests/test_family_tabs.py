@@ -7,6 +7,7 @@ of the cache the sampler really keeps, against a cache with one K/V head per que
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from playground.model.gpt import KVCache
 from playground.ui import model_tab, sample_tab
 from playground.ui.common import AppContext
 
+REPO_WEIGHTS = Path(__file__).resolve().parents[1] / "weights"
 NAMES = ("llama-4over2", "qwen2-4over2-tied", "llama-6over3-sentencepiece", "llama-4over1-tied")
 
 
@@ -198,3 +200,53 @@ def test_a_cache_with_one_kv_head_per_query_head_says_no_saving(ctx, weights):
     grouped = ctx.checkpoint("llama-4over2").config
     assert sample_tab.grouped_cache_sentence(grouped, 4, 4 * 4096).startswith(
         "2 K/V heads for 4 query heads: 4,096 bytes a token, half of 8,192")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_grouped_way_is_transformers_eager_attention_on_the_layers_own_weights(ctx, weights, name):
+    """The Compare tab's ways on a checkpoint's layer: its rotated q and grouped k, v are transformers' own, and every
+    way's heads are transformers' eager_attention_forward's (repeat_kv, then matmul) within 1e-5."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager_attention_forward
+
+    from playground.model import grouped_ways
+
+    reference, tokenizer = weights[1][name]
+    loaded = ctx.checkpoint(name)
+    config = loaded.config
+    ids = tokenizer.encode(PROMPT)
+    expected = reference_pass(reference, ids)
+    T, d = ids.numel(), config.head_size
+    layer = config.layers_num - 1
+    theirs = reference.model.layers[layer].self_attn
+    with torch.no_grad():
+        normed = reference.model.layers[layer].input_layernorm(expected.hidden_states[layer])
+        q = theirs.q_proj(normed).view(1, T, -1, d).transpose(1, 2)
+        k = theirs.k_proj(normed).view(1, T, -1, d).transpose(1, 2)
+        v = theirs.v_proj(normed).view(1, T, -1, d).transpose(1, 2)
+        q, k = apply_rotary_pos_emb(q, k, *reference.model.rotary_emb(normed, torch.arange(T)[None]))
+        future = torch.full((T, T), float("-inf")).triu(1)[None, None]
+        heads, _ = eager_attention_forward(theirs, q, k, v, future, d ** -0.5)  # (1, T, h, d)
+    ours_q, ours_k, ours_v, own = grouped_ways.rotated_qkv(loaded.model, ids, layer)
+    for ours, theirs_tensor in ((ours_q, q), (ours_k, k), (ours_v, v), (own, heads.transpose(1, 2))):
+        torch.testing.assert_close(ours, theirs_tensor, atol=1e-5, rtol=0)
+    for way in grouped_ways.WAYS:
+        with torch.no_grad():
+            torch.testing.assert_close(way.compute(ours_q, ours_k, ours_v), heads.transpose(1, 2), atol=1e-5, rtol=0)
+
+
+def test_the_compare_tab_lists_each_way_with_its_differences_and_bytes(ctx):
+    from playground.ui import compare_tab
+
+    summary, rows = compare_tab.checkpoint_heads(ctx, "llama-4over2", PROMPT, 1)
+    assert "4 query heads over 2 K/V heads" in summary
+    table = {row[0]: row for row in rows["data"]}
+    assert list(table) == ["repeat_kv, then matmul", "sdpa, enable_gqa", "sdpa after repeat_kv", "grouped matmul"]
+    assert all(float(row[1]) < 1e-5 and float(row[2]) < 1e-5 for row in rows["data"])
+    loaded = ctx.checkpoint("llama-4over2")
+    T = loaded.tokenizer.encode(PROMPT).numel()
+    d = loaded.config.head_size
+    kv_bytes = {name: int(row[4].replace(",", "")) for name, row in table.items()}
+    assert kv_bytes["sdpa, enable_gqa"] == 2 * 2 * T * d * 4 == kv_bytes["repeat_kv, then matmul"] // 2
+    assert table["sdpa, enable_gqa"][5] == "0" and int(table["grouped matmul"][5].replace(",", "")) == 4 * T * T * 4
+    with pytest.raises(ValueError, match="Pick a Llama-family checkpoint"):
+        compare_tab.checkpoint_heads(AppContext(limits=Limits(), weights=REPO_WEIGHTS), "shakespeare-char", PROMPT, 0)
