@@ -512,5 +512,6 @@ def build(ctx: AppContext) -> None:
     wire(which.change, show_source, None, which, code, api_name="compare_source", **ctx.fast_lane)
     own = [own_summary, own_rows]
     keep_on_refusal(wire(own_button.click, checkpoint_heads, ctx, [own_checkpoint, own_text, own_layer], own,
-                         api_name="compare_checkpoint_heads", trigger_mode="always_last", **ctx.long_lane),
+                         api_name="compare_checkpoint_heads", api_visibility="private", trigger_mode="always_last",
+                         **ctx.long_lane),
                     own, "compare_checkpoint_heads_refused")
