@@ -113,6 +113,7 @@ class GeneratedToken:
     candidates: list[tuple[str, float]]  # top 10 of the distribution it was drawn from: (tokenizer.label, p)
     cache_length: int  # keys/values each layer holds after this step (0 without the cache)
     context_length: int  # tokens the model read to draw it: the last ones before it, the prompt's included
+    cache_bytes: int = 0  # what the cache's key and value tensors take after this step (KVCache.bytes; 0 without)
 
 
 def start_text(tokenizer: Tokenizer) -> str:
@@ -173,7 +174,8 @@ def _decode(model: GPT, tokenizer: Tokenizer, prompt: str, settings: SamplingSet
         ids.append(token)
         pending = [token]
         yield GeneratedToken(token, text.step(token, final=step == settings.max_new_tokens - 1), float(probs[token]),
-                             candidates, cache.length if cache is not None else 0, seen)
+                             candidates, cache.length if cache is not None else 0, seen,
+                             cache.bytes if cache is not None else 0)
 
 
 def generate(model: GPT, tokenizer: Tokenizer, prompt: str, max_new_tokens: int = 200,

@@ -1,4 +1,5 @@
-"""Compare tab: the registered multi-head attention implementations run side by side on the same input.
+"""Compare tab: the registered multi-head attention implementations run side by side on the same input, and a
+Llama-family checkpoint's own layer computed each way that exists for grouped K/V heads (model.grouped_ways).
 
 Shows where they agree (equivalence after a weight transplant: the reference's weights copied into each),
 what they cost (parameters, time and memory against T), each head's map, and the real source of each module.
@@ -27,8 +28,11 @@ from playground.attention.costs import SWEEP_LENGTHS, compare_seconds, sweep_sec
 from playground.attention.equivalence import compare
 from playground.checks import count
 from playground.device import available_devices, describe, offered_devices, pick_device, supported_dtypes
+from playground.lens import walkthrough
+from playground.model import grouped_ways
+from playground.text.tokenizer import UnknownCharacterError
 from playground.ui import plots
-from playground.ui.common import AppContext, fold, keep_on_refusal, message_for
+from playground.ui.common import AppContext, checkpoint_dropdown, fold, keep_on_refusal, message_for
 from playground.ui.events import once_shown, wire
 
 MAX_T = 1024
@@ -350,6 +354,49 @@ def run_timing(ctx: AppContext, embedding_dim, heads_num, batch, dtype, device, 
     return timing, memory, notes
 
 
+CHECKPOINT_TEXT = "To be, or not to be: that is the question."
+WAYS_HEADERS = ["way", "max |diff| from repeat_kv", "max |diff| from the model's forward", "median ms",
+                "K and V read (bytes)", "weights made (bytes)", "what it is"]
+
+
+def checkpoint_heads(ctx: AppContext, checkpoint, text, layer) -> tuple[str, dict]:
+    """Plain handler: one layer of a Llama-family checkpoint, its own rotated q and grouped k, v computed each way
+    that exists for grouped K/V heads (model.grouped_ways) -> (summary Markdown, rows: each way's largest difference
+    from repeat_kv's and from the model's own forward, its median time and the bytes it holds)."""
+    text = checks.text(text, "The text", ctx.limits.max_text_chars)
+    loaded = ctx.checkpoint(checkpoint or "")
+    config = loaded.config
+    if not config.is_llama:
+        raise ValueError(f"{loaded.name} gives every query head its own K/V head, so its heads are computed one way: "
+                         "the implementations above compare it. Pick a Llama-family checkpoint (a modern run, "
+                         "SmolLM2, Qwen2.5, TinyLlama) to compare the ways of grouped K/V heads")
+    layer = checks.index(layer, "layer", config.layers_num, "layers")
+    try:
+        prepared = walkthrough.prepare_text(text, loaded.tokenizer, config.context_size)
+    except UnknownCharacterError as exc:
+        raise ValueError(f"{exc}: remove them") from None
+    T, h, C = prepared.ids.numel(), config.heads_num, config.embedding_dim
+    cost = budget.combined("this comparison", budget.inference_cost(
+        parameters=config.parameter_count(), layers_num=config.layers_num, heads_num=h, embedding_dim=C,
+        context_size=T, vocabulary_size=config.vocabulary_size), budget.Cost("", (
+            ("each way's weights, scores and K/V copies", budget.BYTES_PER_FLOAT * (3 * h * T * T + 4 * h * T * C)),)))
+    with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
+        ways = grouped_ways.layer_ways(loaded.model, prepared.ids, layer)
+    rows = [[row.name, f"{row.max_abs_diff:.3e}", f"{row.max_abs_diff_model:.3e}", f"{row.median_ms:.3f}",
+             f"{row.kv_bytes:,}", f"{row.weights_bytes:,}", row.what] for row in ways.rows]
+    group = ways.heads_num // ways.kv_heads
+    summary = (f"**Look for:** the two difference columns: every way computes layer {layer}'s heads from its own "
+               f"weights and rotation, so they agree within rounding; the bytes show what reading the grouped K and V "
+               f"as they are saves. {loaded.name}: {ways.heads_num} query heads over {ways.kv_heads} K/V heads "
+               f"({group} query heads a K/V head) of {ways.head_size} features, on {count(T, 'token')}.\n\n" + fold(
+                   "repeat_kv copies each K/V head for its query heads, as transformers' eager path does, and is the "
+                   "reference; the model's forward is llama.py's own (its named point attn.hook_z). A fused kernel "
+                   "never makes the (h, T, T) weights; sdpa with enable_gqa and the grouped matmul read each K/V head "
+                   f"once, {group}× less than the copies. Times are medians of {grouped_ways.REPEATS} runs on "
+                   f"{describe(next(loaded.model.parameters()).device)}.", "how the ways differ"))
+    return summary, {"headers": WAYS_HEADERS, "data": rows}
+
+
 DEFAULTS = (64, 4, 16, 2, 0, False, "fp32", "auto")  # embedding_dim, heads_num, T, batch, seed, bias, dtype, device
 
 
@@ -396,6 +443,18 @@ def build(ctx: AppContext) -> None:
         timing_plot = gr.Plot(label="time")
         memory_plot = gr.Plot(label="memory")
         timing_notes = gr.Markdown(label="timing notes")
+    with gr.Accordion("A checkpoint's own heads: grouped K/V heads, each way", open=False):
+        gr.Markdown("A Llama-family checkpoint's query heads share K/V heads. Its own layer, with its real q/k/v "
+                    "weights and the rotation, computed each way that exists for grouped heads.")
+        with gr.Row():
+            own_checkpoint = checkpoint_dropdown(ctx, "compare")
+            own_layer = gr.Number(0, label="layer", info="from 0")
+            own_button = gr.Button("Compare its heads")
+        own_text = gr.Textbox(CHECKPOINT_TEXT, label="Text (the checkpoint reads it)", lines=1)
+        own_summary = gr.Markdown(label="the checkpoint's heads")
+        own_rows = gr.Dataframe(label="Each way on the checkpoint's layer", interactive=False, wrap=True,
+                                elem_classes=["playground-table", "wide-table"],
+                                column_widths=["16%", "12%", "12%", "9%", "11%", "11%", "29%"])
     with gr.Accordion("Source code (the module that ran)", open=False):
         which = gr.Dropdown(list(IMPLEMENTATIONS), value=REFERENCE, label="implementation")
         code = gr.Code(source_of(REFERENCE), language="python", label="source")
@@ -451,3 +510,8 @@ def build(ctx: AppContext) -> None:
     keep_on_refusal(wire(priced.then, timing, None, timing_inputs, timed, api_name="compare_timing", **ctx.long_lane),
                     timed, "compare_timing_refused")
     wire(which.change, show_source, None, which, code, api_name="compare_source", **ctx.fast_lane)
+    own = [own_summary, own_rows]
+    keep_on_refusal(wire(own_button.click, checkpoint_heads, ctx, [own_checkpoint, own_text, own_layer], own,
+                         api_name="compare_checkpoint_heads", api_visibility="private", trigger_mode="always_last",
+                         **ctx.long_lane),
+                    own, "compare_checkpoint_heads_refused")

@@ -29,6 +29,7 @@ from playground.lens.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PA
 from playground.ui import chart_deck
 from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown, fold
 from playground.ui.events import once_shown, wire
+from playground.ui.model_family_views import checkpoint_view, checkpoint_views
 from playground.ui.model_views import (
     ATTENTION_MODES,
     BOOK_INPUTS,
@@ -40,8 +41,6 @@ from playground.ui.model_views import (
     SOURCES,
     View,
     book_view,
-    checkpoint_view,
-    checkpoint_views,
     textbook_view,
     view_settings,
 )

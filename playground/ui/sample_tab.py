@@ -153,21 +153,44 @@ def _span(position: int, token) -> str:
             f'{155 + shade * 100 // 255},{80 + shade * 175 // 255})">{text}</span>')
 
 
+SHARES = {2: "half", 3: "a third", 4: "a quarter"}  # kv_heads / heads_num said in words where it is one of these
+
+
+def grouped_cache_sentence(config: ModelConfig, length: int, cache_bytes: int) -> str:
+    """For a model whose query heads share K/V heads, the bytes the real cache (``cache_bytes``, the sum of its
+    tensors' sizes over ``length`` tokens) takes a token, against a cache with one K/V head per query head:
+    '2 K/V heads for 4 query heads: 4,096 bytes a token, half of 8,192 with one K/V head per query head'.
+    '' where every query head has its own K/V head, or the cache is empty."""
+    heads, kv_heads = config.heads_num, config.kv_heads
+    if kv_heads == heads or not length or not cache_bytes:
+        return ""
+    per_token = cache_bytes // length  # every layer holds one key and one value per K/V head for each token
+    ungrouped = per_token * heads // kv_heads
+    share = SHARES.get(heads // kv_heads, f"1/{heads // kv_heads}")  # heads_num is a multiple of kv_heads
+    return (f"{kv_heads} K/V head{'s' * (kv_heads != 1)} for {heads} query heads: {per_token:,} bytes a token, "
+            f"{share} of {ungrouped:,} with one K/V head per query head (each K/V head's keys and values are read by "
+            f"{heads // kv_heads} query heads; the cache keeps them once)")
+
+
 def _cache_line(config: ModelConfig, length: int, use_cache: bool, rebuilt: int = 0, unit: str = "tokens",
-                first_rebuilt: int = 0) -> str:
-    """What the KV cache held at the end, and, once it was rebuilt past the context (first before new token
-    ``first_rebuilt``), what that changed."""
+                first_rebuilt: int = 0, cache_bytes: int = 0) -> str:
+    """What the KV cache held at the end (``cache_bytes``: its tensors' bytes, from the sampler's own cache), and,
+    once it was rebuilt past the context (first before new token ``first_rebuilt``), what that changed."""
     if not config.has_kv_cache:
         return (f"No KV cache: notebook 004's model re-reads its last {config.context_size} {unit} at every step (the "
                 f"notebook's idx[:, -{config.context_size}:])")
     if not use_cache:
         return "KV cache off: every step recomputes keys and values for the whole window"
-    numbers = 2 * config.layers_num * config.heads_num * length * config.head_size
+    numbers = 2 * config.layers_num * config.kv_heads * length * config.head_size
     layers = "the model's one layer" if config.layers_num == 1 else f"each of the {config.layers_num} layers"
-    line = (f"KV cache: {layers} holds {length} keys and {length} values per head, one "
+    per = "per head" if config.kv_heads == config.heads_num else "per K/V head"
+    line = (f"KV cache: {layers} holds {length} keys and {length} values {per}, one "
             f"of each for every token the model sees now (the prompt and what it has written, up to its context); a "
             f"new token computes only its own key and value and reads the rest from the cache "
             f"({numbers:,} numbers, {human(numbers * 4)} in fp32)")
+    grouped = grouped_cache_sentence(config, length, cache_bytes)
+    if grouped:
+        line += f". {grouped}"
     if rebuilt:
         half = rebuild_length(config.context_size)
         line += (f". It filled the model's context of {config.context_size} and was rebuilt from the last {half} "
@@ -306,7 +329,8 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
             if config.has_kv_cache else f"{rate:,.0f} {unit}/s"
         stats = (f"{said}. {len(tokens)} {unit} in "
                  f"{duration(elapsed)} on {device}.\n\n"
-                 + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer), first_rebuilt))
+                 + _cache_line(config, cache_length, use_cache, rebuilt, _plural(tokenizer), first_rebuilt,
+                               cache_bytes))
         return prompt + "".join(t.text for t in tokens), "".join(spans), "\n\n".join([stats, *notes])
 
     with ctx.long_work.hold(ctx.client_of(request), estimate), \
@@ -314,14 +338,14 @@ def sample(ctx: AppContext, checkpoint: str, prompt: str, max_new_tokens, temper
         started = last_shown = clock()
         yield (prompt, "", f"Generating {settings.max_new_tokens} {_plural(tokenizer)}…",
                {"generating": True, "speeds": all_speeds})  # a tap now waits for the finished text
-        cache_length = 0
+        cache_length = cache_bytes = 0
         for token in stream(loaded.model, tokenizer, prompt, settings, use_cache=use_cache):
             spans.append(_span(len(tokens), token))
             tokens.append(token)
             if token.cache_length < cache_length:  # the cache shrank: rebuilt from the last half
                 rebuilt += 1
                 first_rebuilt = first_rebuilt or len(tokens)
-            cache_length = token.cache_length
+            cache_length, cache_bytes = token.cache_length, token.cache_bytes
             now = clock()
             if now - started > limit and len(tokens) < settings.max_new_tokens:  # slower than estimated: busy
                 notes.append(f"stopped after {len(tokens)} of {settings.max_new_tokens} {_plural(tokenizer)} at "

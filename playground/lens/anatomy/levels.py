@@ -34,6 +34,7 @@ from playground.attention import MultiHeadAttentionWrapper
 from playground.attention.batched import BatchedAttention
 from playground.config import ModelConfig
 from playground.lens.walkthrough.sources import JOURNEY_EMBEDDINGS, JOURNEY_TOKENS
+from playground.model.base import run_with_cache
 from playground.model.gpt import GPT, Block, causal_mask
 from playground.model.gpt import activation as model_activation
 from playground.model.modes import evaluating
@@ -499,6 +500,26 @@ class LogitLens:
         return self.stages[0].top_ids.size(0)
 
 
+def final_norm(model: GPT):
+    """The norm the LM head reads after the last block: GPT's ln_f (LayerNorm), the Llama family's norm (RMSNorm)."""
+    return model.norm if model.config.is_llama else model.ln_f
+
+
+def _streams(model: GPT, ids: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """The residual stream (1, T, C) after the embeddings and after each block (in eval mode, without gradients):
+    GPT's blocks run one by one; the Llama family's read at hook_resid_post (its blocks need the rotation's angles)."""
+    x = model.embed(ids[None])  # (1, T, C)
+    streams = [("embeddings", x)]
+    if model.config.is_llama:
+        _, recorder = run_with_cache(model, ids[None], points={"hook_resid_post"})
+        return streams + [(f"block {layer + 1}", recorder[f"blocks.{layer}.hook_resid_post"])
+                          for layer in range(model.config.layers_num)]
+    for layer, block in enumerate(model.blocks):
+        x = block(x)[0]
+        streams.append((f"block {layer + 1}", x))
+    return streams
+
+
 def logit_lens(model: GPT, token_ids: torch.Tensor, top: int = TOP) -> LogitLens:
     """The top ``top`` next tokens at every position after the embeddings and after each block.
 
@@ -510,14 +531,11 @@ def logit_lens(model: GPT, token_ids: torch.Tensor, top: int = TOP) -> LogitLens
     top = checks.whole_number(top, "top", 1, model.config.vocabulary_size)
     T = ids.numel()
     with evaluating(model):
-        x = model.embed(ids[None])  # (1, T, C)
-        streams = [("embeddings", x)]
-        for layer, block in enumerate(model.blocks):
-            x = block(x)[0]
-            streams.append((f"block {layer + 1}", x))
+        streams = _streams(model, ids)
+        norm = final_norm(model)
 
         def probabilities(stream: torch.Tensor) -> torch.Tensor:
-            return F.softmax(model.lm_head(model.ln_f(stream))[0].float(), dim=-1)  # (T, V)
+            return F.softmax(model.lm_head(norm(stream))[0].float(), dim=-1)  # (T, V)
 
         final = probabilities(streams[-1][1]).topk(1, dim=-1).indices[:, 0]  # (T,) the model's own top choice
         stages = []
@@ -552,7 +570,7 @@ def block_lens(model: GPT, walk: BlockWalk, position: int, top: int = BLOCK_TOP)
     parameter = next(model.parameters())
     rows = torch.stack([point.values[position] for point in points]).to(parameter.device, parameter.dtype)
     with evaluating(model):
-        probabilities = F.softmax(model.lm_head(model.ln_f(rows[None]))[0].float(), dim=-1)  # (points, V)
+        probabilities = F.softmax(model.lm_head(final_norm(model)(rows[None]))[0].float(), dim=-1)  # (points, V)
     top_probs, top_ids = probabilities.topk(top, dim=-1)
     return BlockLens([point.name for point in points], top_ids.cpu(), _cpu(top_probs))
 
