@@ -397,6 +397,72 @@ def test_fast_views_answer_while_long_jobs_run(hostile):
     _unharmed(hostile, "fast views beside long jobs")
 
 
+def _tokenizer(server):
+    """A visitor of its own timing tokenize: a function answering the seconds one call took."""
+    client = _client(server, "192.0.2.60")
+
+    def tokenize() -> float:
+        started = time.monotonic()
+        client.predict(text="Hello world", source="loaded checkpoint", checkpoint=SHIPPED, api_name="/tokenize")
+        return time.monotonic() - started
+
+    tokenize()  # the first call opens the checkpoint
+    return tokenize
+
+
+def _median_and_p90(latencies: list[float]) -> tuple[float, float]:
+    ordered = sorted(latencies)
+    return ordered[len(ordered) // 2], ordered[int(0.9 * (len(ordered) - 1))]
+
+
+def test_four_why_loops_from_one_client_leave_the_fast_lane_to_others(hostile):
+    """Four Why loops from one client held the fast lane's four places: another visitor's tokenize went from 0.25 s
+    to 2.0 s median. A client holds at most two places (server/fast_lane.py): the others' tokenize answers within
+    a second, median and nine in ten."""
+    text = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun. "
+            * 3)[:256]
+    stop, errors, done = threading.Event(), [], []
+
+    def loop(index: int):
+        client = _client(hostile, "192.0.2.70")
+        while not stop.is_set():
+            try:
+                client.predict(checkpoint=SHIPPED, text=text, position=-1 - index, target="", head="", knocked=[],
+                               mode="mean over the text", api_name="/why")
+                done.append(index)
+            except Exception as exc:  # a busy refusal is the lane's to give; anything else is a failure
+                if "busy" not in str(exc):
+                    errors.append(repr(exc))
+                    return
+
+    tokenize = _tokenizer(hostile)
+    alone = _median_and_p90([tokenize() for _ in range(5)])[0]  # this machine's pace now, nothing else running
+    loops = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(4)]
+    for thread in loops:
+        thread.start()
+    latencies = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(done) < 4:  # the loops are going
+            assert time.monotonic() < deadline and not errors, errors
+            time.sleep(0.1)
+        while not errors and len(latencies) < 12:
+            latencies.append(tokenize())
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for thread in loops:
+            thread.join(120)
+    assert not errors, errors
+    median, p90 = _median_and_p90(latencies)
+    REPORT["tokenize beside 4 Why loops from one client"] = \
+        f"{len(latencies)} calls: median {median:.2f} s, 90th percentile {p90:.2f} s, slowest {max(latencies):.2f} s " \
+        f"(alone: {alone:.2f} s; {len(done)} Why views answered)"
+    allowed = max(1.0, 5 * alone)
+    assert len(latencies) >= 5 and median < allowed and p90 < allowed, (alone, latencies)
+    _unharmed(hostile, "four Why loops from one client")
+
+
 def _wait_for_the_slot(client, seconds=120):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and "RUNNING" in json.dumps(client.predict(api_name="/train_status")).upper():

@@ -30,6 +30,7 @@ from playground.config import Limits
 from playground.lens.walkthrough import lessons
 from playground.server import admission, temp_space, tenancy
 from playground.server.admission import LongWork, TrainingClock
+from playground.server.fast_lane import FastLane
 from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
 from playground.server.uploads import UploadLedger
 from playground.text.data import Corpus, load_corpus
@@ -37,7 +38,15 @@ from playground.text.data import Corpus, load_corpus
 logger = logging.getLogger(__name__)
 
 TAP_PX = 44  # px: on a touch screen every tab, option, tick box, fold and arrow is a finger's target this tall
-FAST_SLOTS = 4  # quick views served at once
+FAST_SLOTS = 4  # quick views served at once (server/fast_lane.py's places)
+FAST_LANE = "fast"  # its concurrency_id
+FAST_PER_CLIENT = 1  # of them one client holds at once: beside one client's four Why loops another visitor's
+# tokenize took 3.25 s median with four, 2.18 s with two, 1.52 s with one (alone 0.47-0.83 s, a loaded machine):
+# each view's small tensor operations hold the GIL between them, so two at once starve the rest
+FAST_WORKERS = 3 * FAST_SLOTS  # Gradio's workers for the lane: more than its places, so a client's calls waiting
+# for their share never hold the others' place in Gradio's queue
+FAST_CALL_SECONDS = 10.0  # a quick view running longer stops holding one of the lane's places
+FAST_WAIT_SECONDS = 30.0  # a quick view waiting longer than this for a place is refused as busy
 CHECKPOINT_CACHE_SIZE = 4  # loaded checkpoints kept in memory, least recently used dropped first
 CHECKPOINT_CACHE_SHARE = 0.5  # and their weights' bytes together at most this share of the memory budget
 SHORT_SECONDS = 2.0  # a sample estimated to take at most this long is short: it never waits behind long ones
@@ -70,6 +79,8 @@ class AppContext:
     training_clock: TrainingClock = field(default_factory=TrainingClock)  # each client's hour of the training slot
     long_work: LongWork | None = None  # the long samples' places (made in __post_init__, sized by the device)
     uploads: UploadLedger | None = None  # what uploads in flight reserve in the temp space (made in __post_init__)
+    fast_places: FastLane = field(default_factory=lambda: FastLane(  # the fast lane's places, shared by client
+        FAST_SLOTS, FAST_PER_CLIENT, FAST_CALL_SECONDS, FAST_WAIT_SECONDS))
     trust_forwarded: int = field(default_factory=tenancy.trusts_forwarded)  # proxies appending X-Forwarded-For
     budget: MemoryBudget = field(default_factory=MemoryBudget)  # the bytes every request reserves before it runs
     # PLAYGROUND_ADMIN_TOKEN: the Space owner's token, which may stop, resume or replace any visitor's run
@@ -165,8 +176,8 @@ class AppContext:
     @property
     def fast_lane(self) -> dict:
         """Event options for quick views (tokenize, attention steps, inspect): their own slots, never queued
-        behind long jobs."""
-        return dict(concurrency_id="fast", concurrency_limit=FAST_SLOTS)
+        behind long jobs; each call takes one of fast_places' places, a share per client (events.share_fast_lane)."""
+        return dict(concurrency_id=FAST_LANE, concurrency_limit=FAST_WORKERS)
 
     @property
     def long_lane(self) -> dict:
