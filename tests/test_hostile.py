@@ -82,6 +82,7 @@ def hostile(tmp_path_factory):
         raise
     group.watch(server.process.pid)
     server.group = group
+    server.stub = stub
     server.gradio_tmp = root / "gradio-tmp"
     server.shipped_hash = _tree_hash(server.weights / SHIPPED)
     print(f"\nhostile server under {group.kind}, limit {LIMIT / GIB:.1f} GiB")
@@ -861,6 +862,43 @@ def test_uploads_in_flight_are_reserved_and_dropped_ones_leave_nothing(hostile):
         time.sleep(0.5)
     assert not list(hostile.gradio_tmp.glob("tmp*")), sorted(hostile.gradio_tmp.glob("tmp*"))
     _unharmed(hostile, "uploads in flight")
+
+
+def test_a_tokenizer_bomb_loaded_again_and_again_is_refused_at_once(hostile):
+    """A Hub repo with a 15 MB vocab.json (791,900 tokens, 12.7M parameters, under the cap) loaded, its tokenizer kept
+    with each of the 4 kept checkpoints (+550 MiB each); the fifth such id OOM-killed a fresh server, and each load
+    froze every visitor's calls for 2-6 s (here it held the GIL 10 s at a time). Five such ids (one whose config
+    claims GPT-2's vocabulary beside the large vocab.json), each asked for twice: each refused at once, in words,
+    before its tokenizer or weights are fetched; another visitor's tokenize answers meanwhile."""
+    repos = []
+    for index, vocab_size in enumerate([791_900] * 4 + [50_257]):
+        repo = f"stranger/vocab-bomb-{index}"
+        config = {"model_type": "gpt2", "vocab_size": vocab_size, "n_positions": 64, "n_embd": 16, "n_layer": 1,
+                  "n_head": 2, "architectures": ["GPT2LMHeadModel"]}
+        hostile.stub.repos[repo] = {"config.json": json.dumps(config).encode()}
+        hostile.stub.claimed[repo] = {"vocab.json": 14_824_034, "merges.txt": 14,
+                                      "model.safetensors": 4 * 16 * vocab_size + 4 * 16 * 64}
+        repos.append(repo)
+    hostile.group.reset_peak()
+    tokenize = _tokenizer(hostile)
+    alone = _median_and_p90([tokenize() for _ in range(3)])[0]
+    client, refusals, took = _client(hostile, "192.0.2.80"), [], []
+    for repo in repos * 2:
+        started = time.monotonic()
+        refusals.append(_refusal(lambda repo=repo: client.predict(
+            text="Hello world", source="loaded checkpoint", checkpoint=repo, api_name="/tokenize")))
+        took.append(time.monotonic() - started)
+        took.append(tokenize())
+    assert all(refusal and "not downloaded" in refusal for refusal in refusals), refusals
+    assert sum("262,144" in refusal for refusal in refusals) == 8, refusals
+    fetched = [path for method, path in hostile.stub.requests if "vocab-bomb" in path and "/resolve/" in path]
+    assert all(path.endswith("config.json") for path in fetched), fetched  # neither the tokenizer nor the weights
+    median = _median_and_p90(took)[0]
+    REPORT["5 tokenizer bombs, twice each"] = \
+        f"refused in {median:.2f} s median, slowest {max(took):.2f} s (tokenize alone {alone:.2f} s); peak " \
+        f"{hostile.group.peak_bytes() / GIB:.2f} GiB"
+    assert median < max(1.0, 5 * alone), took
+    _unharmed(hostile, "tokenizer bombs")
 
 
 def test_the_recording_route_is_closed(hostile):
