@@ -418,8 +418,9 @@ def _median_and_p90(latencies: list[float]) -> tuple[float, float]:
 
 def test_four_why_loops_from_one_client_leave_the_fast_lane_to_others(hostile):
     """Four Why loops from one client held the fast lane's four places: another visitor's tokenize went from 0.25 s
-    to 2.0 s median. A client holds at most two places (server/fast_lane.py): the others' tokenize answers within
-    a second, median and nine in ten."""
+    to 2.0 s median. A client holds one place at a time (server/fast_lane.py): the others' tokenize answers within
+    a second, median and nine in ten (on a machine so busy that it takes a fifth of that alone, within 5 times its
+    pace alone)."""
     text = ("ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun. "
             * 3)[:256]
     stop, errors, done = threading.Event(), [], []
