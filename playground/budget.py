@@ -484,6 +484,7 @@ class MemoryBudget:
         self.source = source or "this server's budget"
         self._reserved = 0
         self._kept: dict[str, int] = {}  # standing holds by what keeps them (``keep``), beside _reserved
+        self._shrink: dict[str, Callable[[int], None]] = {}  # what can give its hold back when a request needs it
         self._lock = threading.Lock()
         if derived:  # the server's own budget: what its process keeps whatever runs is not for requests
             self.set_aside(kernel_cache_cost())
@@ -505,6 +506,11 @@ class MemoryBudget:
         """Reserve ``cost`` now or raise BudgetError; returns the bytes to give back with ``release``."""
         self.check(cost, hint)
         with self._lock:
+            short = cost.bytes - (self.total - self._reserved - sum(self._kept.values()))
+            shrinkers = list(self._shrink.values()) if short > 0 else []
+        for shrink in shrinkers:  # caches kept between requests give way (outside the lock: they call keep)
+            shrink(short)
+        with self._lock:
             kept = sum(self._kept.values())
             free = self.total - self._reserved - kept
             if cost.bytes > free:
@@ -521,12 +527,21 @@ class MemoryBudget:
         self.total = max(0, self.total - cost.bytes)
         self.source = f"{self.source}, less {human(cost.bytes)} for {cost.what}"
 
-    def keep(self, what: str, num_bytes: int) -> None:
+    def keep(self, what: str, num_bytes: int, shrink: Callable[[int], None] | None = None) -> None:
         """Hold ``num_bytes`` for ``what`` until the next call for it replaces them: memory the server keeps for now
-        (the loaded checkpoints), already in use, so never refused; requests see what is left, and while it is over
-        the budget they are refused until it shrinks."""
+        (the loaded checkpoints, the Why tab's readings), already in use, so never refused; requests see what is left,
+        and while it is over the budget they are refused until it shrinks. ``shrink(short)``: what ``what`` does to
+        give back about ``short`` bytes (and call ``keep`` with what it still holds) when a request would be refused
+        for want of them: a cache evicts, a request runs."""
         with self._lock:
             self._kept[what] = int(num_bytes)
+            if shrink is not None:
+                self._shrink[what] = shrink
+
+    def kept_for(self, what: str) -> int:
+        """The bytes ``keep`` holds for ``what`` now."""
+        with self._lock:
+            return self._kept.get(what, 0)
 
     @property
     def kept(self) -> int:

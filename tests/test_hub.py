@@ -514,3 +514,21 @@ def test_pruning_goes_through_the_librarys_scan_and_names_repo_ids(stub_hub, tmp
     os.utime(own / "models--learner--evolving", (1, 1))  # used long ago
     assert hub.prune_cache(own, 0, keep=kept.parent.parent) == ["learner/evolving"]
     assert not (own / "models--learner--evolving").exists() and kept.is_dir()
+
+
+@pytest.mark.parametrize("vocab_size, refusal", [(791_900, "791,900 tokens, more than the 262,144"),
+                                                 (50_257, "more than a vocabulary of 50,257 tokens needs")])
+def test_a_tokenizer_too_large_to_build_is_refused_before_it_is_fetched(stub_hub, vocab_size, refusal):
+    """Issue 54's tokenizer bomb: a GPT-2 layout repo with a 15 MB vocab.json (791,900 tokens, 12.7M parameters,
+    under the cap) loaded, holding the GIL for 10 s at a time while its tokenizer was built, 57 s a load: every
+    visitor's calls waited. Refused from its config and the listing's sizes, before a byte of it is fetched; and a
+    config that claims GPT-2's vocabulary cannot bring the large vocab.json either."""
+    config = {"model_type": "gpt2", "vocab_size": vocab_size, "n_positions": 64, "n_embd": 16, "n_layer": 1,
+              "n_head": 2, "architectures": ["GPT2LMHeadModel"]}
+    repo = f"stranger/vocab-bomb-{vocab_size}"
+    stub_hub.repos[repo] = {"config.json": json.dumps(config).encode()}
+    stub_hub.claimed[repo] = {"vocab.json": 14_824_034, "merges.txt": 14, "model.safetensors": 4 * 16 * vocab_size}
+    with pytest.raises(HubError, match=refusal) as refused:
+        load_from_hub(repo)
+    assert "not downloaded" in str(refused.value)
+    assert not {"vocab.json", "model.safetensors"} & set(stub_hub.requested_files())

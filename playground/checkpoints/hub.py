@@ -73,6 +73,9 @@ PICKLE_PATTERNS = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.pickle", "*.ckpt")
 MAX_REPO_ID_LENGTH = 96
 MAX_SMALL_FILE_BYTES = 1 * 2**20  # config.json, vocabulary.json, training.json, README.md: a few KiB each
 MAX_TOKENIZER_BYTES = 16 * 2**20  # tokenizer.json: GPT-2's is 1.4 MiB (50,257 tokens and 50,000 merges)
+# Building a tokenizer holds the GIL (every visitor's calls wait): a 791,900-token vocab.json held it 10 s at a time,
+# 57 s a load. Gemma's 256,000 tokens pass; a config's vocabulary bounds its files (Llama 3's tokenizer.json: 71 B)
+MAX_HUB_VOCABULARY, TOKENIZER_BYTES_PER_TOKEN, TOKENIZER_SLACK_BYTES = 262_144, 128, 2**20
 WEIGHTS_HEADER_BYTES = 1 * 2**20  # room for model.safetensors' JSON header (names, shapes, offsets)
 _PART = r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?"
 _REPO_ID_PATTERN = re.compile(rf"^(?:{_PART}/)?{_PART}$")
@@ -383,6 +386,22 @@ def _check_sizes(repo_id: str, sizes: dict[str, int], max_parameters: int | None
                            "it is not downloaded")
 
 
+def _check_tokenizer_size(repo_id: str, vocabulary_size: int, sizes: dict[str, int]) -> None:
+    """Refuse a tokenizer past MAX_HUB_VOCABULARY tokens or whose files (those the loader reads) hold more than
+    TOKENIZER_BYTES_PER_TOKEN a declared token."""
+    if vocabulary_size > MAX_HUB_VOCABULARY:
+        raise HubError(f"{repo_id}'s vocabulary has {vocabulary_size:,} tokens, more than the {MAX_HUB_VOCABULARY:,} "
+                       "this server reads (building a tokenizer holds every visitor's calls while it runs); it is "
+                       "not downloaded")
+    read = [checkpoints.TOKENIZER_FILE] if checkpoints.TOKENIZER_FILE in sizes else list(BPE_FILES)
+    stored = sum(max(0, sizes.get(name, 0)) for name in read)
+    allowed = TOKENIZER_BYTES_PER_TOKEN * vocabulary_size + TOKENIZER_SLACK_BYTES
+    if stored > allowed:
+        raise HubError(f"{repo_id}'s {' and '.join(name for name in read if name in sizes)} hold "
+                       f"{budget.human(stored)}, more than a vocabulary of {vocabulary_size:,} tokens needs (at most "
+                       f"{budget.human(allowed)}); it is not downloaded")
+
+
 def _shards(repo_id: str, folder: Path, sizes: dict[str, int]) -> list[str]:
     """The shard files the repo's model.safetensors.index.json names (each one the repo holds); [] when the
     weights are one model.safetensors."""
@@ -407,6 +426,7 @@ def _check_config(repo_id: str, folder: Path, sizes: dict[str, int], max_paramet
     model's own context: Qwen2.5's 32,768 tokens priced its (h, T, T) maps at 22.6 GiB); returns it."""
     layout, config = checkpoints.read_layout(folder)
     checkpoints.check_size(config, repo_id, max_parameters)
+    _check_tokenizer_size(repo_id, config.vocabulary_size, sizes)
     parameters = config.parameter_count()
     implied = largest_weights_bytes(parameters)
     what = "fp32 weights"

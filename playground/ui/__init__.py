@@ -33,6 +33,7 @@ from playground.ui import (
     attention_tab,
     chart_deck,
     compare_tab,
+    events,
     model_tab,
     page_scripts,
     sample_tab,
@@ -193,6 +194,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         finished_run.change(lambda name: gr.Dropdown(choices=ctx.checkpoint_names(), value=name) if name else gr.skip(),
                             finished_run, sample_checkpoint, api_name="sample_follow_run", api_visibility="private",
                             show_progress="hidden")
+    events.share_fast_lane(app, ctx)  # after every event is registered
     # api_open=False: no call skips the queue (Gradio opens /gradio_api/run/<api_name> everywhere but on a Space)
     app.queue(default_concurrency_limit=4, max_size=QUEUE_SIZE, api_open=False)
     app.playground_context = ctx  # for tests and app.py; not looked up by the UI itself

@@ -6,6 +6,7 @@ neither the browser nor the API ever sees a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -13,11 +14,13 @@ import logging
 import os
 import re
 import threading
+import weakref
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
 import torch
 
 from playground.budget import MemoryBudget, tokenizer_cost
@@ -27,6 +30,7 @@ from playground.config import Limits
 from playground.lens.walkthrough import lessons
 from playground.server import admission, temp_space, tenancy
 from playground.server.admission import LongWork, TrainingClock
+from playground.server.fast_lane import FastLane
 from playground.server.jobs import JobBusyError, NotYourRunError, TrainingJobs
 from playground.server.uploads import UploadLedger
 from playground.text.data import Corpus, load_corpus
@@ -34,7 +38,15 @@ from playground.text.data import Corpus, load_corpus
 logger = logging.getLogger(__name__)
 
 TAP_PX = 44  # px: on a touch screen every tab, option, tick box, fold and arrow is a finger's target this tall
-FAST_SLOTS = 4  # quick views served at once
+FAST_SLOTS = 4  # quick views served at once (server/fast_lane.py's places)
+FAST_LANE = "fast"  # its concurrency_id
+FAST_PER_CLIENT = 1  # of them one client holds at once: beside one client's four Why loops another visitor's
+# tokenize took 3.25 s median with four, 2.18 s with two, 1.52 s with one (alone 0.47-0.83 s, a loaded machine):
+# each view's small tensor operations hold the GIL between them, so two at once starve the rest
+FAST_WORKERS = 3 * FAST_SLOTS  # Gradio's workers for the lane: more than its places, so a client's calls waiting
+# for their share never hold the others' place in Gradio's queue
+FAST_CALL_SECONDS = 10.0  # a quick view running longer stops holding one of the lane's places
+FAST_WAIT_SECONDS = 30.0  # a quick view waiting longer than this for a place is refused as busy
 CHECKPOINT_CACHE_SIZE = 4  # loaded checkpoints kept in memory, least recently used dropped first
 CHECKPOINT_CACHE_SHARE = 0.5  # and their weights' bytes together at most this share of the memory budget
 SHORT_SECONDS = 2.0  # a sample estimated to take at most this long is short: it never waits behind long ones
@@ -67,6 +79,8 @@ class AppContext:
     training_clock: TrainingClock = field(default_factory=TrainingClock)  # each client's hour of the training slot
     long_work: LongWork | None = None  # the long samples' places (made in __post_init__, sized by the device)
     uploads: UploadLedger | None = None  # what uploads in flight reserve in the temp space (made in __post_init__)
+    fast_places: FastLane = field(default_factory=lambda: FastLane(  # the fast lane's places, shared by client
+        FAST_SLOTS, FAST_PER_CLIENT, FAST_CALL_SECONDS, FAST_WAIT_SECONDS))
     trust_forwarded: int = field(default_factory=tenancy.trusts_forwarded)  # proxies appending X-Forwarded-For
     budget: MemoryBudget = field(default_factory=MemoryBudget)  # the bytes every request reserves before it runs
     # PLAYGROUND_ADMIN_TOKEN: the Space owner's token, which may stop, resume or replace any visitor's run
@@ -162,8 +176,8 @@ class AppContext:
     @property
     def fast_lane(self) -> dict:
         """Event options for quick views (tokenize, attention steps, inspect): their own slots, never queued
-        behind long jobs."""
-        return dict(concurrency_id="fast", concurrency_limit=FAST_SLOTS)
+        behind long jobs; each call takes one of fast_places' places, a share per client (events.share_fast_lane)."""
+        return dict(concurrency_id=FAST_LANE, concurrency_limit=FAST_WORKERS)
 
     @property
     def long_lane(self) -> dict:
@@ -329,26 +343,117 @@ def checkpoint_dropdown(ctx: AppContext, tab: str, **kwargs) -> gr.Dropdown:
     return dropdown
 
 
+def held_bytes(value) -> int:
+    """About the bytes ``value`` holds: its tensors' storages (each once: a view counts the storage it keeps alive),
+    numpy arrays, strings and bytes, walked through lists, tuples, sets, dicts and dataclasses' fields, plus 64 bytes
+    per object; a model (``torch.nn.Module``) counts nothing here, its checkpoint holds it."""
+    total, seen, stack = 0, set(), [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or item is None or isinstance(item, (bool, int, float, torch.nn.Module)):
+            continue
+        seen.add(id(item))
+        total += 64
+        if isinstance(item, torch.Tensor):
+            storage = item.untyped_storage()
+            if ("storage", storage.data_ptr()) not in seen:
+                seen.add(("storage", storage.data_ptr()))
+                total += storage.nbytes()
+        elif isinstance(item, (str, bytes, bytearray)):
+            total += len(item)
+        elif isinstance(item, np.ndarray):
+            total += int(item.nbytes)
+        elif isinstance(item, dict):
+            stack.extend(_settled(lambda d=item: [part for pair in d.items() for part in pair]))
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(_settled(lambda c=item: list(c)))
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            stack.extend(_settled(lambda d=item: list(vars(d).values())))
+    return total
+
+
+def _settled(read) -> list:
+    """``read()`` of a container another thread may be filling (a reading's dict of heads): tried again when it
+    changed size under the read."""
+    for _ in range(8):
+        try:
+            return read()
+        except RuntimeError:
+            continue
+    return []
+
+
+def _weak(model):
+    """A weak reference to ``model`` (a plain one where it takes none): a reading never keeps a model loaded."""
+    try:
+        return weakref.ref(model)
+    except TypeError:
+        return lambda: model
+
+
 class RecentReadings:
     """The last ``size`` values a tab read from a loaded model, keyed by what they read and kept only for the model
-    object they were read from (a checkpoint reloaded is read afresh): a click that needs what the last click
-    read does not run the model again. Thread-safe; ``compute`` runs outside the lock."""
+    object they were read from (a checkpoint reloaded, or dropped from the loaded ones, is read afresh): a click that
+    needs what the last click read does not run the model again. Thread-safe; ``compute`` runs outside the lock.
 
-    def __init__(self, size: int) -> None:
+    Given the server's ``budget``, what is kept is held from it as ``what`` (``MemoryBudget.keep``, re-measured with
+    ``measure`` once a reading's pieces are filled in), at most ``share`` of its total, and given back, the least
+    recently used first, when a request needs the room: the Why tab's readings kept +625 MiB between requests
+    outside the budget."""
+
+    def __init__(self, size: int, budget: MemoryBudget | None = None, what: str = "readings kept",
+                 share: float = 0.25) -> None:
         self.size = size
-        self._entries: OrderedDict = OrderedDict()  # key -> (model, value)
+        self.budget = budget
+        self.what = what
+        self.share = share
+        self._entries: OrderedDict = OrderedDict()  # key -> (weak reference to the model, value, bytes)
         self._lock = threading.Lock()
 
     def get(self, key, model, compute):
         with self._lock:
             hit = self._entries.get(key)
-            if hit is not None and hit[0] is model:
+            if hit is not None and hit[0]() is model:
                 self._entries.move_to_end(key)
                 return hit[1]
         value = compute()
         with self._lock:
-            self._entries[key] = (model, value)
+            self._entries[key] = (_weak(model), value, held_bytes(value))
             self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            self._settle()
         return value
+
+    @property
+    def held(self) -> int:
+        """The bytes of what is kept, as last measured."""
+        with self._lock:
+            return sum(entry[2] for entry in self._entries.values())
+
+    def measure(self) -> int:
+        """Measure every kept value again (a reading's dict of heads grows after it is kept), drop those of models no
+        longer loaded, and hold the total from the budget; returns it."""
+        with self._lock:
+            for key, (model, value, _) in list(self._entries.items()):
+                self._entries[key] = (model, value, held_bytes(value))
+            return self._settle()
+
+    def shrink(self, short: int) -> None:
+        """Give back at least ``short`` bytes, the least recently used first (the budget asks when a request needs
+        them)."""
+        with self._lock:
+            freed = 0
+            while self._entries and freed < short:
+                freed += self._entries.popitem(last=False)[1][2]
+            self._settle()
+
+    def _settle(self) -> int:
+        """Under the lock: drop what passes the size, the share of the budget or outlived its model; hold the rest."""
+        for key in [key for key, entry in self._entries.items() if entry[0]() is None]:
+            del self._entries[key]
+        room = self.share * self.budget.total if self.budget is not None else float("inf")
+        held = sum(entry[2] for entry in self._entries.values())
+        while self._entries and (len(self._entries) > self.size or held > room):
+            held -= self._entries.popitem(last=False)[1][2]
+        if self.budget is not None:
+            self.budget.keep(self.what, held, shrink=self.shrink)
+        return held

@@ -12,6 +12,8 @@ Gradio would have. No Gradio class is patched and no signature is rewritten.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import json
 import logging
@@ -21,7 +23,8 @@ from typing import Any
 import gradio as gr
 
 from playground import checks
-from playground.ui.common import AppContext, friendly
+from playground.server.fast_lane import FastLaneBusyError
+from playground.ui.common import FAST_LANE, AppContext, friendly
 
 logger = logging.getLogger(__name__)
 
@@ -136,3 +139,47 @@ def once_shown(arrival, element_id: str, api_name: str):
     wait = f"() => window.playgroundPage.whenShown({json.dumps(element_id)})"  # page/common.js
     return arrival.then(None, None, None, js=wait, api_name=api_name, api_visibility="private",
                         show_progress="hidden", queue=False)
+
+
+def share_fast_lane(app: gr.Blocks, ctx: AppContext) -> int:
+    """Every event of the fast lane (``ctx.fast_lane``) made to hold one of ``ctx.fast_places``' places while it runs:
+    a share per client and a time cap per call (server/fast_lane.py), whichever way it was registered. Its client is
+    the request Gradio is serving (``LocalContext.request``), named as every share names it (``ctx.client_of``).
+    Returns how many events it covers."""
+    covered = 0
+    for block_fn in app.fns.values():
+        fn = block_fn.fn
+        if block_fn.concurrency_id != FAST_LANE or fn is None or inspect.iscoroutinefunction(fn) \
+                or inspect.isasyncgenfunction(fn):
+            continue
+        block_fn.fn = _in_place(ctx, fn)
+        covered += 1
+    return covered
+
+
+@contextlib.contextmanager
+def _place(ctx: AppContext):
+    from gradio.context import LocalContext
+
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(ctx.fast_places.place(ctx.client_of(LocalContext.request.get(None))))
+        except FastLaneBusyError as exc:
+            raise gr.Error(str(exc), print_exception=False) from None
+        yield
+
+
+def _in_place(ctx: AppContext, fn: Callable) -> Callable:
+    """``fn`` (a function or a generator) holding a place of the fast lane while it runs; its signature unchanged
+    (``functools.wraps``: Gradio reads it for the request and progress it gives)."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def held(*arguments, **settings):
+            with _place(ctx):
+                yield from fn(*arguments, **settings)
+    else:
+        @functools.wraps(fn)
+        def held(*arguments, **settings):
+            with _place(ctx):
+                return fn(*arguments, **settings)
+    return held

@@ -168,8 +168,8 @@ class ReadingCache(RecentReadings):
     ranking, a knock-out's pass, a head's circuits): a new head, knock-out or position reads the text once, not at
     every click."""
 
-    def __init__(self, size: int = READING_CACHE_SIZE) -> None:
-        super().__init__(size)
+    def __init__(self, size: int = READING_CACHE_SIZE, budget=None) -> None:
+        super().__init__(size, budget, what="the Why tab's readings")
 
 def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str,
              split: str = VERSUS):
@@ -257,7 +257,10 @@ def _reading(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     with ctx.budget.reserve(_cost(loaded.config, T, subset), hint=f"use a shorter text (it is {T} tokens)"):
         reading = _read(loaded.model, loaded.tokenizer, ids, target, chosen, knocked_heads, mode, subset,
                         loaded.name, memo, versus)
-        yield reading._replace(dropped=dropped, reads=_reads(loaded.config), distance=distance), position
+        try:
+            yield reading._replace(dropped=dropped, reads=_reads(loaded.config), distance=distance), position
+        finally:  # what the handler added to the reading's pieces is held from the budget before its own is let go
+            memo.measure()
 
 
 def _distance(config, distance) -> int | None:

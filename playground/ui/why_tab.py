@@ -471,7 +471,7 @@ def build(ctx: AppContext) -> ToAttention:
     in_page = dict(inputs=on_screen, outputs=[*texts, need, need_knock, want_head], js=script.SHOW_EVENT_JS,
                    api_visibility="private", show_progress="hidden", queue=False)
 
-    memo = ReadingCache()
+    memo = ReadingCache(budget=ctx.budget)  # held from the server's budget, which evicts it
 
     def answer(listener, name: str, fresh: bool = False):
         """``listener`` answers with the position on screen (drawn at once), then every other position. Returns the

@@ -1,0 +1,68 @@
+"""What the tabs keep between requests (the Why tab's readings, the Attention tab's heads) is held from the server's
+one memory budget, at most a share of it, and given back when a request needs the room: the Why tab's readings kept
++625 MiB between requests outside the budget (issue 54)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+from playground import budget
+from playground.config import Limits
+from playground.ui import why_tab
+from playground.ui.common import AppContext, RecentReadings, held_bytes
+
+TEXT = "To be, or not to be: that is"
+READINGS = "the Why tab's readings"
+
+
+@pytest.fixture
+def ctx(tiny_weights):
+    return AppContext(limits=Limits(), weights=tiny_weights, budget=budget.MemoryBudget(512 * budget.MIB, "test"))
+
+
+def test_held_bytes_counts_each_storage_once_and_walks_containers():
+    block = torch.zeros(1000)  # 4,000 bytes
+    value = {"a": block, "b": [block[:10], (block[500:],)], "c": "x" * 1000, "model": torch.nn.Linear(100, 100)}
+    assert 5000 <= held_bytes(value) < 6000  # the storage once, the text, a few objects; the module nothing
+
+
+def test_the_why_tabs_readings_are_held_from_the_budget_as_measured(ctx):
+    memo = why_tab.ReadingCache(budget=ctx.budget)
+    why_tab.why_page(ctx, "shakespeare-char", TEXT, 3, "", "L0 H1", [], "zero", memo=memo)
+    why_tab.why_deck(ctx, "shakespeare-char", TEXT, "", memo=memo)
+    held = ctx.budget.kept_for(READINGS)
+    assert held == memo.held > 100_000  # the text's every-position pass, its keys, the heads' circuits
+    assert ctx.budget.reserved == 0  # the reading's own price is given back; what it keeps is held instead
+    # the heads' circuit tables are filled in after their piece is kept: measured again when the reading ends
+    assert held == sum(held_bytes(value) for _, value, _ in memo._entries.values())
+
+
+def test_a_request_needing_the_room_evicts_the_readings(ctx):
+    memo = why_tab.ReadingCache(budget=ctx.budget)
+    why_tab.why_deck(ctx, "shakespeare-char", TEXT, "", memo=memo)
+    held = ctx.budget.kept_for(READINGS)
+    assert held > 0
+    free = ctx.budget.free
+    assert free == ctx.budget.total - ctx.budget.kept  # the readings are held beside the loaded checkpoint
+    with ctx.budget.reserve(budget.Cost("a big request", (("maps", free + held // 2),))):  # half the readings' room
+        assert ctx.budget.kept_for(READINGS) == memo.held <= held // 2
+    past = ctx.budget.total - ctx.budget.kept_for("loaded checkpoints") + 1  # more than every reading gives back
+    with pytest.raises(budget.BudgetError, match="loaded models"):  # what no cache can give back still refuses
+        ctx.budget.acquire(budget.Cost("too big", (("maps", past),)))
+
+
+def test_readings_keep_to_their_share_of_the_budget_and_never_outlive_their_model():
+    memory = budget.MemoryBudget(40_000, "test")
+    cache = RecentReadings(100, memory, what="readings", share=0.25)  # 10,000 bytes
+    model = torch.nn.Linear(2, 2)
+    for i in range(10):
+        cache.get(i, model, lambda: torch.zeros(1000))  # about 4,064 bytes each
+    assert cache.held == memory.kept_for("readings") <= 10_000
+    assert cache.get(9, model, lambda: None) is not None  # the last kept
+    del model
+    gc.collect()
+    cache.measure()
+    assert cache.held == memory.kept_for("readings") == 0
