@@ -133,3 +133,10 @@ def test_shifting_the_text_moves_a_gpt_heads_scores():
     assert not proof.rotary and proof.max_abs_difference > 1e-3
     assert "Learned positions" in proof.sentence
     assert walkthrough.shift_proof(model, ids, 1, 2, 0).max_abs_difference == 0.0
+
+
+def test_a_head_change_on_a_llama_says_it_runs_gpts_blocks_not_that_it_is_notebook_004(tiny):
+    _, tokenizer, folder = tiny("llama-4over2")
+    ids = torch.as_tensor(tokenizer.encode(TEXT))
+    with pytest.raises(walkthrough.HeadChangeError, match="Llama-family model: try a GPT checkpoint"):
+        walkthrough.tied_query_key(open_folder(folder).model, ids, 0, 0)
