@@ -7,7 +7,7 @@ before and after their turn and each pair's angle; the shift proof keeps its sco
 from __future__ import annotations
 
 import pytest
-from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot
+from browser_support import SCREENSHOTS, WAIT_MS, cut_labels, expect_no_error, open_tab, plot_titled, screenshot
 from playwright.sync_api import expect
 from test_browser_attention import arrive, pick_step
 from test_llama import make_tiny
@@ -59,6 +59,7 @@ def test_a_llama_head_steps_through_its_rotation_and_the_shift_proof(request, ll
     expect(section).to_contain_text("depends only on the distance")
     expect(plot_titled(section, "Query")).to_be_visible(timeout=WAIT_MS)
     expect(plot_titled(section, "Angle (radians)")).to_be_visible(timeout=WAIT_MS)
+    assert cut_labels(page) == []
 
     shift = page.locator(f"#{rotation_views.SHIFT_ELEM_ID}")
     shift.get_by_label("shift the positions by k", exact=True).fill("7")
@@ -67,7 +68,8 @@ def test_a_llama_head_steps_through_its_rotation_and_the_shift_proof(request, ll
     expect(shift).to_contain_text("Rotary positions")
     pick_step(panel, 3)  # the scores the proof compared
     expect_no_error(page)
-    screenshot(page, f"attention-rotation{'-phone' if viewport == 'phone' else ''}", publish=False)
+    section.screenshot(path=str(SCREENSHOTS / f"attention-rotation-stage{'-phone' if viewport == 'phone' else ''}.png"))
+    screenshot(page, f"attention-rotation{'-phone' if viewport == 'phone' else ''}", publish=False)  # back at the top
 
     # the same control on the shipped GPT: its learned positions move the scores
     choose_checkpoint(panel, "shakespeare-char")
