@@ -109,20 +109,22 @@ class LlamaAttention(nn.Module):
         self.dropout_rate = config.dropout_rate
         self.resid_dropout = Dropout(config.dropout_rate)
 
+    def key_value_head(self, head: int) -> int:
+        """The K/V head query head ``head`` reads: head // (heads_num / kv_heads_num), as repeat_kv copies it."""
+        return head // self.num_key_value_groups
+
     def head_projections(self, head: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                                    torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-        """Query head ``head``'s (w_query, w_key, w_value) each (C, d), for ``x @ W``, and its biases (d,) or None,
-        as model.gpt's CausalSelfAttention gives them. Its key and value are those of the K/V head it shares,
-        head // num_key_value_groups (4 query heads over 2: heads 2 and 3 read K/V head 1). Before the rotation:
-        ``x @ w_query + b_query`` is ``attn.hook_q[:, head]``. Detached views of the parameters."""
-        d, shared = self.head_size, head // self.num_key_value_groups
-        rows, kv_rows = slice(head * d, (head + 1) * d), slice(shared * d, (shared + 1) * d)
-        w_query = self.q_proj.weight.detach()[rows].T  # (C, d)
-        w_key, w_value = self.k_proj.weight.detach()[kv_rows].T, self.v_proj.weight.detach()[kv_rows].T
-        if self.q_proj.bias is None:
-            return w_query, w_key, w_value, None, None, None
-        return (w_query, w_key, w_value, self.q_proj.bias.detach()[rows], self.k_proj.bias.detach()[kv_rows],
-                self.v_proj.bias.detach()[kv_rows])
+        """Query head ``head``'s (w_query, w_key, w_value) each (C, d), for ``x @ W``, and its biases (d,) or None, as
+        GPT's CausalSelfAttention.head_projections gives them: w_key and w_value are those of the K/V head it shares
+        (key_value_head). ``x @ w_query + b_query`` is hook_q[:, head] before the rotation. Detached views."""
+        d, g = self.head_size, self.key_value_head(head)
+        rows_q, rows_kv = slice(head * d, (head + 1) * d), slice(g * d, (g + 1) * d)
+        weights = [projection.weight.detach()[rows].T for projection, rows in  # (C, d) each
+                   ((self.q_proj, rows_q), (self.k_proj, rows_kv), (self.v_proj, rows_kv))]
+        biases = [None if projection.bias is None else projection.bias.detach()[rows] for projection, rows in
+                  ((self.q_proj, rows_q), (self.k_proj, rows_kv), (self.v_proj, rows_kv))]
+        return (*weights, *biases)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, need_weights: bool = False,
                 cache: KVCache | None = None, layer: int = 0,

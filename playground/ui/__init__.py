@@ -208,7 +208,8 @@ def _attention_tab(ctx: AppContext, checkpoint: str, text: str, heading: str):
     left the Attention tab showing the last model's head under the new one's name, beside four refusals)."""
     why_tab.head_on_screen(heading)
     loaded = ctx.checkpoint(checkpoint or "")  # the one the Why tab has just read: held in the cache
-    require_gpt(loaded.config, loaded.name, "the Attention tab's step-by-step view")
+    if not loaded.config.is_llama:  # the step-by-step view reads the Llama family's heads as GPT's
+        require_gpt(loaded.config, loaded.name, "the Attention tab's step-by-step view")
     return gr.Tabs(selected="attention")
 
 

@@ -29,7 +29,7 @@ from playground import budget
 from playground.lens import walkthrough
 from playground.lens.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES
 from playground.text.tokenizer import UnknownCharacterError
-from playground.ui import chart_deck, head_table, plots
+from playground.ui import chart_deck, head_table, plots, rotation_views
 from playground.ui.attention_views import (
     CONTROL_MIN_WIDTH,
     DEFAULT_TEXT,
@@ -368,6 +368,7 @@ def build(ctx: AppContext) -> Opened:
         with gr.Group(visible=first_source == SOURCES[2]) as preset_group:
             preset = gr.Dropdown([(f"{k}: {v.description}", k) for k, v in walkthrough.TEXTBOOK_PRESETS.items()],
                                  value="journey", label="preset")
+    kv_line = gr.Markdown()  # a grouped model's K/V head for the picked query head (rotation_views.kv_text)
     text = gr.Textbox(DEFAULT_TEXT, label="Text (not used by the presets)", lines=2)
     with gr.Row():  # one column per switch: side by side on a desktop, a full-width row each on a phone
         with gr.Column(min_width=CONTROL_MIN_WIDTH):
@@ -393,6 +394,7 @@ def build(ctx: AppContext) -> Opened:
     with gr.Row():
         chart_deck.hosts(DECK, DECK_SLOTS[:3])
     whatif = gr.Markdown(label="what if")
+    rotation = rotation_views.build(first_source)  # 2½: drawn for a rotary checkpoint; the shift proof for any
     with gr.Accordion("One query token", open=True):
         query = gr.Number(-1, label="query position (-1 = the last token)",
                           info="its row is framed in orange on the heatmaps; click a row to choose it",
@@ -524,4 +526,6 @@ def build(ctx: AppContext) -> Opened:
           queue=False)
     wire(export.click, export_step, ctx, settings, files, api_name="attention_export", show_progress="hidden",
          **ctx.fast_lane)
+    rotation_views.connect(ctx, rotation, kv_line, [source, checkpoint, layer, head, text, query],
+                           [show_button.click, query.change, *input_changes[:5]], heads=heads)
     return Opened(source, checkpoint, text, layer, head, query, step)

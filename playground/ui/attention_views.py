@@ -59,7 +59,8 @@ def head_request(ctx: AppContext, source: str, checkpoint: str | None, layer, he
     if source == SOURCES[0]:
         loaded = ctx.checkpoint(checkpoint or "")
         config = loaded.config
-        require_gpt(config, loaded.name, "this step-by-step view of one head's weights")
+        if not config.is_llama:  # GPT's and the Llama family's heads are read alike (their named points)
+            require_gpt(config, loaded.name, "this step-by-step view of one head's weights")
         prepared = walkthrough.prepare_text(text, loaded.tokenizer, config.context_size)
         T = len(prepared.ids)
         forward = budget.inference_cost(parameters=config.parameter_count(), layers_num=config.layers_num,
@@ -145,7 +146,8 @@ def _heatmap_count(key: str, comparing: bool) -> int:
     return 2 if comparing else len(walkthrough.stage_shapes(key, 1, 1, 1))
 
 
-def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None, key: str, position: int) -> list:
+def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None, key: str, position: int,
+             sharing: str = "") -> list:
     """The stage's heatmaps: Q, K and V on one scale; or the stage now and by default (when a switch differs)
     on one scale; the scaled scores on the raw scores' scale too; weights always on 0-1. The query's row is framed,
     and the window follows it past 128 tokens."""
@@ -163,7 +165,7 @@ def _figures(trace: walkthrough.HeadTrace, default: walkthrough.HeadTrace | None
         scale = dict(colorscale="RdBu", zmin=-bound_, zmax=bound_)
     start = max(0, position - plots.MAX_SIDE // 2)
     if key == "qkv":
-        return _qkv_figures(trace, position, start, scale)
+        return _qkv_figures(trace, position, start, scale, sharing)
     figures = []
     for source, matrix, tag in shown:
         title = f"{tag} ({lessons.switches_text(source.switches, key)}): {matrix.name}" if tag else matrix.name
@@ -218,13 +220,15 @@ def _below_the_toolbar(figure):
     return figure.update_layout(margin=dict(t=figure.layout.margin.t + TOOLBAR_ROOM_PX))
 
 
-def _qkv_figures(trace: walkthrough.HeadTrace, position: int, start: int, scale: dict) -> list:
+def _qkv_figures(trace: walkthrough.HeadTrace, position: int, start: int, scale: dict, sharing: str = "") -> list:
     """Q, K and V on one colour scale, rows named by position and token, columns by the head's dimensions, framed
-    for ``position`` (qkv_frames), their titles below the toolbar's band."""
+    for ``position`` (qkv_frames), their titles below the toolbar's band. ``sharing``: a grouped model's K/V head
+    (walkthrough.kv_sharing's sentence), named on K and V, which are that shared head's."""
     labels = _position_labels(trace)
     figures = []
     for matrix, frames in zip(trace.matrices("qkv"), qkv_frames(trace, position, start), strict=True):
-        figure = plots.heatmap(matrix.values, labels, matrix.col_labels, QKV_TITLES[matrix.name], **scale,
+        title = QKV_TITLES[matrix.name] + (f" · {sharing}" if sharing and matrix.name in ("K", "V") else "")
+        figure = plots.heatmap(matrix.values, labels, matrix.col_labels, title, **scale,
                                first_row=start, sparse_columns=True, x_title="dimension of the head",
                                y_title="position and token")
         figure.update_layout(shapes=frames)
@@ -448,7 +452,7 @@ def stage_views(ctx: AppContext, source, checkpoint, layer, head, seed, embeddin
                 for now, then in zip(trace.matrices(key), shown_default.matrices(key), strict=True))
             notes = [lessons.comparison_note(trace, key, identical),
                      *walkthrough.stage_notes(key, trace, **inputs.as_kwargs())]
-            figures = _figures(trace, shown_default, key, position)
+            figures = _figures(trace, shown_default, key, position, inputs.sharing)
             # the query's panel shows only what the steps so far have introduced: scores from step 3, weights from 6
             score_bars = (_score_bars(trace, key, position, row.token) if index >= SCORES_MET
                           else query_beside_keys(trace, position, row.token) if key == "qkv" else None)
@@ -460,6 +464,10 @@ def stage_views(ctx: AppContext, source, checkpoint, layer, head, seed, embeddin
             # the head named in sight (on a wide screen the heading stays at the top): a learner sent here from the
             # Why tab saw nothing on the screen say which head the stages were of
             whose = f" *({inputs.head})*" if inputs.head else ""
+            if key == "qkv" and (inputs.sharing or trace.rotary):  # what only the Llama family has
+                whose += "".join([f" K/V: {inputs.sharing}." if inputs.sharing else "",
+                                  " Q and K here are turned by their positions (2½. Rotation, below)."
+                                  if trace.rotary else ""])
             heading = (f"### {stage.title}\n\n**Look for:** {look_for}{whose}\n\n"
                        + fold(f"`{stage.formula}`\n\n{stage.explanation}\n\n{heading_tail}"))
             query_md = mixes_text(row) if index >= WEIGHTS_MET else coming_text(row.position, row.token, index)

@@ -1,8 +1,10 @@
 """One head step by step: the trace, where weights come from, what-ifs, export. The maths behind the Attention tab.
 
-    trace.py     trace_head -> HeadTrace: the seven stages' tensors (maths only)
+    trace.py     trace_head -> HeadTrace: the seven stages' tensors (maths only), q and k turned where rotary
+    rotation.py  a rotary head's rotation stage (each pair's angle, q and k before and after) and the shift proof
     lessons.py   STEP_TITLES, each stage's formula and explanation, the what-ifs' sentences (words only)
-    sources.py   HeadInputs from a checkpoint head, a seeded random head or TEXTBOOK_PRESETS
+    sources.py   HeadInputs from a checkpoint head (any family, through its named points), a seeded random head
+                 or TEXTBOOK_PRESETS; which K/V head a query head shares (kv_sharing)
     whatifs.py   mask leaks, softmax saturation, mask order, one query's row; the notes each stage shows;
                  a model's head with W_K tied to W_Q or V = X, and the loss it costs
     export.py    a stage's matrices as CSV and .npy files
@@ -18,12 +20,23 @@ playground.attention, which does not import this package.
 
 from playground.lens.walkthrough.export import to_csv, to_npy_bytes, write_stage
 from playground.lens.walkthrough.lessons import STEP_LABELS, STEP_TITLES, Stage, notes_at, stages
+from playground.lens.walkthrough.rotation import (
+    ROTATION_TEXT,
+    RotationAt,
+    ShiftProof,
+    pair_angles,
+    pair_labels,
+    rotation_at,
+    shift_proof,
+)
 from playground.lens.walkthrough.sources import (
     TEXTBOOK_PRESETS,
     HeadInputs,
+    KVSharing,
     TextbookPreset,
     checkpoint_head_inputs,
     journey_preset,
+    kv_sharing,
     lab_preset,
     random_head,
     trace_checkpoint_head,
@@ -60,6 +73,7 @@ from playground.lens.walkthrough.whatifs import (
 __all__ = [
     "DEFAULT_SWITCHES",
     "HEAD_CHANGES",
+    "ROTATION_TEXT",
     "STAGE_KEYS",
     "STEP_LABELS",
     "STEP_TITLES",
@@ -69,25 +83,33 @@ __all__ = [
     "HeadChangeError",
     "HeadInputs",
     "HeadTrace",
+    "KVSharing",
     "MaskLeak",
     "Mix",
     "PreparedText",
     "QueryRow",
+    "RotationAt",
     "Saturation",
+    "ShiftProof",
     "Stage",
     "StageMatrix",
     "TextbookPreset",
     "checkpoint_head_inputs",
     "journey_preset",
+    "kv_sharing",
     "lab_preset",
     "mask_leak",
     "mask_order_difference",
     "notes_at",
+    "pair_angles",
+    "pair_labels",
     "prepare_text",
     "query_row",
     "random_head",
+    "rotation_at",
     "row_entropy",
     "saturation",
+    "shift_proof",
     "stage_notes",
     "stage_shapes",
     "stages",

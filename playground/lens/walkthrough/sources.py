@@ -1,8 +1,10 @@
 """Where a traced head's weights come from: a trained checkpoint, a seeded random head, the textbook presets.
 
 Owns ``HeadInputs`` (what trace_head needs) and the functions that build it. A checkpoint head takes its
-weights from the model's own head slicing (``CausalSelfAttention.head_projections``) and its x from the
-input the model's attention saw in that layer. Knows nothing about lesson text, files or the UI.
+weights from the family's own head slicing (``head_projections``: GPT's fused qkv, the Llama family's q/k/v
+projections, K and V those of the shared K/V head) and its x from the named point ``ln1.hook_normalized`` of its
+layer, whichever the family; a rotary family adds its positions' angles. Knows nothing about lesson text, files or
+the UI.
 
     journey_preset().trace().output[0] -> tensor([-0.4519, 0.2216])   (the book's CausalAttention)
 """
@@ -20,8 +22,9 @@ from torch import nn
 from playground import checks
 from playground.lens import circuits
 from playground.lens.walkthrough.trace import HeadTrace, default_tokens, trace_head
+from playground.model.base import run_with_cache
 from playground.model.gpt import GPT
-from playground.model.modes import evaluating
+from playground.model.llama import rotary_cos_sin
 from playground.text.tokenizer import escape_char
 
 
@@ -39,12 +42,16 @@ class HeadInputs:
     b_value: torch.Tensor | None = None
     description: str = ""
     head: str = ""  # which head of a model it is ("L3 H2", as the Why tab names it), named beside each stage
+    rotation: tuple[torch.Tensor, torch.Tensor] | None = None  # (cos, sin) (T, d_k) each: a rotary head's angles
+    rope_theta: float | None = None  # the base of those angles
+    sharing: str = ""  # which K/V head it reads, shared with which query heads (a grouped model's)
 
     def as_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for trace_head, mask_leak and mask_order_difference."""
         return {
             "x": self.x, "w_query": self.w_query, "w_key": self.w_key, "w_value": self.w_value,
             "tokens": list(self.tokens), "b_query": self.b_query, "b_key": self.b_key, "b_value": self.b_value,
+            "rotation": self.rotation,
         }
 
     def trace(self, **switches: Any) -> HeadTrace:
@@ -58,7 +65,9 @@ def checkpoint_head_inputs(model: GPT, token_ids: torch.Tensor, layer: int, head
                            tokens: list[str] | None = None) -> HeadInputs:
     """The real input of ``layer`` and head ``head``'s query/key/value weights (and biases) for token_ids.
 
-    token_ids is a 1-D LongTensor of at most context_size IDs; tensors come back on the CPU in float32.
+    token_ids is a 1-D LongTensor of at most context_size IDs; tensors come back on the CPU in float32. Any family
+    whose blocks keep the named points (GPT, the Llama family); a rotary one's angles come with them, and a grouped
+    one's K and V are the shared K/V head's (``sharing`` says which).
     """
     config = model.config
     layer = checks.index(layer, "layer", config.layers_num, "layers")
@@ -81,18 +90,48 @@ def checkpoint_head_inputs(model: GPT, token_ids: torch.Tensor, layer: int, head
         tokens = [str(i) for i in token_ids.tolist()]
 
     parameter = next(model.parameters())
-    with evaluating(model):
-        result = model(token_ids.to(parameter.device)[None], return_attention=True)
-    x = result.attention_inputs[layer][0]  # (T, C)
-    projections = model.blocks[layer].attn.head_projections(head)  # W (C, d) x3, then b (d,) or None x3
+    _, cache = run_with_cache(model, token_ids.to(parameter.device)[None], {"ln1.hook_normalized"}, {layer})
+    x = cache[f"blocks.{layer}.ln1.hook_normalized"][0]  # (T, C): the normed stream this layer's attention reads
+    attention = model.blocks[layer].attn
+    projections = attention.head_projections(head)  # W (C, d) x3, then b (d,) or None x3
     w_query, w_key, w_value, b_query, b_key, b_value = (
         None if tensor is None else tensor.detach().to("cpu", torch.float32) for tensor in projections
     )
+    rotation = rope_theta = None
+    if config.is_llama:  # positions enter as a rotation of q and k, not in x
+        rope_theta = config.rope_theta
+        rotation = rotary_cos_sin(torch.arange(T), config.head_size, rope_theta)  # (T, d) each, float32
     return HeadInputs(
         x.detach().to("cpu", torch.float32), w_query, w_key, w_value, list(tokens), b_query, b_key, b_value,
         description=f"layer {layer}, head {head} of the model, on {checks.count(T, 'token')}",
-        head=circuits.head_name(layer, head),
+        head=circuits.head_name(layer, head), rotation=rotation, rope_theta=rope_theta,
+        sharing=kv_sharing(config.heads_num, config.kv_heads, head).sentence if config.is_llama else "",
     )
+
+
+@dataclass(frozen=True)
+class KVSharing:
+    """Which K/V head a query head reads, and every query head that reads it (grouped-query attention)."""
+
+    head: int
+    kv_head: int
+    sharers: tuple[int, ...]
+
+    @property
+    def sentence(self) -> str:
+        """'query heads 0 and 1 read K/V head 0', or 'query head 2 reads K/V head 2 alone'."""
+        if len(self.sharers) == 1:
+            return f"query head {self.head} reads K/V head {self.kv_head} alone"
+        names = ", ".join(str(h) for h in self.sharers[:-1]) + f" and {self.sharers[-1]}"
+        return f"query heads {names} read K/V head {self.kv_head}"
+
+
+def kv_sharing(heads_num: int, kv_heads: int, head: int) -> KVSharing:
+    """Query head ``head`` of ``heads_num`` over ``kv_heads`` K/V heads reads K/V head head // (heads_num /
+    kv_heads), as repeat_kv copies it: kv_sharing(4, 2, 1) -> K/V head 0, shared by query heads (0, 1)."""
+    group = heads_num // kv_heads  # query heads per K/V head
+    kv_head = head // group
+    return KVSharing(head, kv_head, tuple(range(kv_head * group, (kv_head + 1) * group)))
 
 
 def trace_checkpoint_head(model: GPT, token_ids: torch.Tensor, layer: int, head: int,

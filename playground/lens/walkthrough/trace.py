@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from playground import checks
 from playground.model.gpt import causal_mask
+from playground.model.llama import rotate_half
 
 STAGE_KEYS = ("x", "qkv", "scores", "scaled_scores", "masked_scores", "weights", "output")
 SWITCHED_STAGES = ("scaled_scores", "masked_scores", "weights", "output")  # the stages the switches can change
@@ -42,7 +43,7 @@ class HeadTrace:
     """
 
     x: torch.Tensor  # (T, C)
-    q: torch.Tensor  # (T, d_k)
+    q: torch.Tensor  # (T, d_k)  what the scores read: turned by each position's angles in a rotary head
     k: torch.Tensor  # (T, d_k)
     v: torch.Tensor  # (T, d_k)
     scores: torch.Tensor  # (T, T)  q @ k.T
@@ -55,6 +56,13 @@ class HeadTrace:
     mask: bool = True
     temperature: float = 1.0
     mask_before_scaling: bool = False
+    q_before: torch.Tensor | None = None  # (T, d_k) a rotary head's queries before the rotation; None without one
+    k_before: torch.Tensor | None = None  # (T, d_k)
+
+    @property
+    def rotary(self) -> bool:
+        """Whether positions entered this head as a rotation of q and k (the Llama family), not in x."""
+        return self.q_before is not None
 
     @property
     def length(self) -> int:
@@ -140,8 +148,12 @@ def trace_head(
     b_query: torch.Tensor | None = None,
     b_key: torch.Tensor | None = None,
     b_value: torch.Tensor | None = None,
+    rotation: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> HeadTrace:
     """Run one head on x (T, C) with weights (C, d_k) and keep every stage.
+
+    ``rotation``: (cos, sin), each (T, d_k), the angles of each position (model.llama.rotary_cos_sin): q and k are
+    turned by them before the scores, as a rotary model (Llama) turns them; q_before and k_before keep them unturned.
 
     ``temperature`` divides the (scaled) scores; ``mask_before_scaling`` puts −∞ into the raw scores and
     then scales, which gives the same weights because −∞ / √d_k is −∞.
@@ -164,6 +176,8 @@ def trace_head(
     for name, b in (("b_query", b_query), ("b_key", b_key), ("b_value", b_value)):
         if b is not None and tuple(b.shape) != (d_k,):
             raise ValueError(f"{name} must have shape ({d_k},), got {tuple(b.shape)}")
+    if rotation is not None and any(tuple(part.shape) != (T, d_k) for part in rotation):
+        raise ValueError(f"the rotation's cos and sin must each have shape ({T}, {d_k})")
     temperature = checks.real_number(temperature, "temperature")
     if temperature <= 0:
         raise ValueError(f"temperature must be above 0, got {temperature}")
@@ -182,6 +196,12 @@ def trace_head(
             k = k + b_key
         if b_value is not None:
             v = v + b_value
+        q_before = k_before = None
+        if rotation is not None:  # each pair of features (i, i + d/2) turned by its position's angle
+            cos, sin = rotation
+            q_before, k_before = q, k
+            q = q * cos + rotate_half(q) * sin  # (T, d_k)
+            k = k * cos + rotate_half(k) * sin  # (T, d_k)
         scores = q @ k.T  # (T, T)
         divisor = (math.sqrt(d_k) if scale else 1.0) * temperature
         scaled_scores = scores / divisor  # (T, T)
@@ -198,5 +218,5 @@ def trace_head(
     return HeadTrace(
         x=x, q=q, k=k, v=v, scores=scores, scaled_scores=scaled_scores, masked_scores=masked_scores,
         weights=weights, output=output, tokens=tokens, scale=bool(scale), mask=bool(mask),
-        temperature=temperature, mask_before_scaling=bool(mask_before_scaling),
+        temperature=temperature, mask_before_scaling=bool(mask_before_scaling), q_before=q_before, k_before=k_before,
     )

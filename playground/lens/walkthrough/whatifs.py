@@ -272,6 +272,9 @@ def change_head(model: GPT, token_ids: torch.Tensor, layer: int, head: int, chan
     weights are untouched (the change is made in this pass alone)."""
     if change not in HEAD_CHANGES:
         raise HeadChangeError(f"the change must be one of {', '.join(HEAD_CHANGES)}, got {change!r}")
+    if getattr(model.config, "is_llama", False):  # _changed_forward runs GPT's blocks
+        raise HeadChangeError("the head changes run a GPT's blocks so far; this is a Llama-family model: try a GPT "
+                              "checkpoint")
     if not getattr(model.config, "is_gpt", True):
         raise HeadChangeError("notebook 004's model has no residual stream to copy into; try a GPT checkpoint")
     config = model.config
