@@ -136,3 +136,27 @@ def test_a_recorder_keeps_only_what_it_is_asked_for_and_a_pass_without_one_keeps
         "blocks.1.attn.hook_pattern"].shape == (1, 3, 8, 8)
     with pytest.raises(ValueError, match="no point named attn.hook_nothing"):
         Recorder({"attn.hook_nothing"})
+
+
+@pytest.mark.parametrize("family", ["gpt", "llama"])
+def test_run_with_cache_stops_once_it_holds_what_it_asked_for(family):
+    """stop_when_kept: the blocks above the last layer asked for are not run (the Attention tab reads one layer's
+    input), and what is kept equals a whole pass's."""
+    from playground.model.base import run_with_cache
+    from playground.model.families import build_model, family_settings
+
+    torch.manual_seed(0)
+    config = ModelConfig(**family_settings(dict(vocabulary_size=20, context_size=12, embedding_dim=24, heads_num=4,
+                                                layers_num=4, family=family,
+                                                **({"kv_heads_num": 2} if family == "llama" else {}))))
+    model = build_model(config).eval()
+    ids = torch.randint(0, 20, (1, 10), generator=torch.Generator().manual_seed(1))
+    ran = []
+    for layer, block in enumerate(model.blocks):
+        block.register_forward_pre_hook(lambda module, args, layer=layer: ran.append(layer))
+    output, cache = run_with_cache(model, ids, {"ln1.hook_normalized"}, {1}, stop_when_kept=True)
+    assert output is None and ran == [0, 1]
+    ran.clear()
+    _, whole = run_with_cache(model, ids, {"ln1.hook_normalized"}, {1})
+    assert ran == [0, 1, 2, 3]
+    torch.testing.assert_close(cache["blocks.1.ln1.hook_normalized"], whole["blocks.1.ln1.hook_normalized"])

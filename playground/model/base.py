@@ -60,6 +60,11 @@ POINTS = {
 WEIGHT_POINTS = ("attn.hook_attn_scores", "attn.hook_pattern")  # asking for one makes that layer's attention explicit
 
 
+class _StopForwardError(Exception):
+    """Not a failure: raised from inside a forward by a Recorder with ``stop_when_kept`` once it holds every point it
+    asked for, and caught by run_with_cache."""
+
+
 @dataclass
 class Recorder:
     """Keeps the named points of one forward pass, detached: ``Recorder()`` every point of every layer,
@@ -69,6 +74,9 @@ class Recorder:
     points: set[str] | frozenset[str] | None = None  # names from POINTS; None: all of them
     layers: set[int] | frozenset[int] | None = None  # None: every layer
     values: dict[str, torch.Tensor] = field(default_factory=dict)
+    # True: once every point asked for (named points of named layers) is kept, the forward stops there (the layers
+    # above are not run: a view of layer 3 of 30 costs 4 blocks); run_with_cache catches the stop
+    stop_when_kept: bool = False
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.points or ()) - set(POINTS))
@@ -81,6 +89,9 @@ class Recorder:
     def record(self, layer: int, point: str, tensor: torch.Tensor) -> None:
         if self.wants(layer, point):
             self.values[f"blocks.{layer}.{point}"] = tensor.detach()
+            if (self.stop_when_kept and self.points is not None and self.layers is not None
+                    and len(self.values) == len(self.points) * len(self.layers)):
+                raise _StopForwardError
 
     def __getitem__(self, name: str) -> torch.Tensor:
         return self.values[name]
@@ -91,11 +102,15 @@ def record_point(recorder: Recorder | None, layer: int, point: str, tensor: torc
         recorder.record(layer, point, tensor)
 
 
-def run_with_cache(model: nn.Module, token_ids: torch.Tensor, points=None, layers=None):
+def run_with_cache(model: nn.Module, token_ids: torch.Tensor, points=None, layers=None, stop_when_kept: bool = False):
     """One forward of ``model`` (eval mode, no gradients) on ``token_ids`` (B, T) keeping the named points:
     -> (its output, the Recorder). ``run_with_cache(model, ids)[1]["blocks.0.attn.hook_pattern"]`` is layer 0's
-    attention weights (B, h, T, T)."""
-    recorder = Recorder(points, layers)
+    attention weights (B, h, T, T). ``stop_when_kept`` (with ``points`` and ``layers`` named) stops the forward once
+    they are all kept, as TransformerLens's ``stop_at_layer`` does: the output is then None."""
+    recorder = Recorder(points, layers, stop_when_kept=stop_when_kept)
     with evaluating(model):
-        output = model(token_ids, capture=recorder)
+        try:
+            output = model(token_ids, capture=recorder)
+        except _StopForwardError:
+            output = None
     return output, recorder

@@ -90,7 +90,8 @@ def checkpoint_head_inputs(model: GPT, token_ids: torch.Tensor, layer: int, head
         tokens = [str(i) for i in token_ids.tolist()]
 
     parameter = next(model.parameters())
-    _, cache = run_with_cache(model, token_ids.to(parameter.device)[None], {"ln1.hook_normalized"}, {layer})
+    _, cache = run_with_cache(model, token_ids.to(parameter.device)[None], {"ln1.hook_normalized"}, {layer},
+                              stop_when_kept=True)  # the blocks above the layer are not run
     x = cache[f"blocks.{layer}.ln1.hook_normalized"][0]  # (T, C): the normed stream this layer's attention reads
     attention = model.blocks[layer].attn
     projections = attention.head_projections(head)  # W (C, d) x3, then b (d,) or None x3
