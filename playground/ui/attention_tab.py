@@ -29,7 +29,7 @@ from playground import budget
 from playground.lens import walkthrough
 from playground.lens.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES
 from playground.text.tokenizer import UnknownCharacterError
-from playground.ui import chart_deck, head_table, plots
+from playground.ui import chart_deck, head_table, plots, score_views
 from playground.ui.attention_views import (
     CONTROL_MIN_WIDTH,
     DEFAULT_TEXT,
@@ -393,6 +393,8 @@ def build(ctx: AppContext) -> Opened:
     with gr.Row():
         chart_deck.hosts(DECK, DECK_SLOTS[:3])
     whatif = gr.Markdown(label="what if")
+    opened = Opened(source, checkpoint, text, layer, head, None, step)  # its query box follows
+    score_views.build_changes(ctx, opened)  # why Q, K and V are three matrices: tie W_K to W_Q, V = X
     with gr.Accordion("One query token", open=True):
         query = gr.Number(-1, label="query position (-1 = the last token)",
                           info="its row is framed in orange on the heatmaps; click a row to choose it",
@@ -401,6 +403,7 @@ def build(ctx: AppContext) -> Opened:
         with gr.Row():
             chart_deck.hosts(DECK, DECK_SLOTS[3:])
         query_md = gr.Markdown(label="values mixed")
+        score_views.build_attention(ctx, opened._replace(query=query), QUERY_SHOWN_JS)  # why this score
     # /attention_step's figures, for API clients: never shown in the page, which draws the same figures from the deck
     plot_a, plot_b, plot_c = (gr.Plot(label=f"matrix {n}", visible=False) for n in (1, 2, 3))
     query_scores, query_weights = gr.Plot(label="score row", visible=False), gr.Plot(label="softmax row", visible=False)
