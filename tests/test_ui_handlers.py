@@ -204,6 +204,18 @@ def test_the_scaling_what_if_on_a_head_already_peaked_says_why_its_maps_look_ali
     assert "already peaked" not in note(1, 0)
 
 
+def test_a_query_left_past_the_end_by_a_change_of_text_follows_it_without_a_warning(ctx):
+    """Issue 52, trip 7: the Why tab's "Step through this head" left position 85 in the query box; the textbook preset
+    (6 tokens) then warned "Query position 85 is past the end", a position the learner never typed there. A change of
+    the text under the query (``moved``) clamps it quietly; a typed position past the end is still said."""
+    settings = ["textbook preset", "shakespeare-char", 0, 0, 0, 16, 8, "journey", "", True, True, 1.0, False,
+                STEP_TITLES[5], 85, []]
+    _, _, query, warned = attention_tab.attention_page(ctx, *settings, moved=True)
+    assert query == 5 and warned == []
+    _, _, query, warned = attention_tab.attention_page(ctx, *settings)
+    assert query == 5 and [w for w in warned if "Query position 85 is past the end" in w]
+
+
 @pytest.mark.parametrize("source", ["trained checkpoint", "random weights"])
 def test_emptying_the_text_box_clears_the_attention_plots_on_the_page_and_is_refused_through_the_api(ctx, source):
     """The old text's heatmaps stayed beside an empty box (a toast said why, then went)."""
