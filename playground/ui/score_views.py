@@ -319,8 +319,8 @@ def build_why(ctx: AppContext, checkpoint, text, head_heading) -> None:
         words = gr.Markdown(label="why this score in words")
         gr.HTML("", js_on_load=LISTEN_JS, padding=False, min_height=0)
     wire(button.click, why_score_on_screen, ctx, [checkpoint, text, head_heading, key], [plot, words],
-         js=WHY_ON_SCREEN_JS, api_name="why_score", show_progress="hidden", trigger_mode="always_last",
-         **ctx.fast_lane)
+         js=WHY_ON_SCREEN_JS, api_name="why_score", api_visibility="private", show_progress="hidden",
+         trigger_mode="always_last", **ctx.fast_lane)
 
 
 def build_attention(ctx: AppContext, opened, query_shown_js: str) -> tuple:
@@ -336,7 +336,8 @@ def build_attention(ctx: AppContext, opened, query_shown_js: str) -> tuple:
     gr.HTML("", js_on_load=LISTEN_JS, padding=False, min_height=0)
     wire(button.click, attention_score, ctx, [opened.source, opened.checkpoint, opened.text, opened.layer,
                                               opened.head, opened.query, key], [plot, words],
-         api_name="attention_score", show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
+         api_name="attention_score", api_visibility="private", show_progress="hidden",
+         trigger_mode="always_last", **ctx.fast_lane)
     picked.change(None, [picked, opened.layer, opened.head, opened.query], [opened.layer, opened.head, opened.query],
                  js=OPENED_JS, api_name="attention_score_open", api_visibility="private", show_progress="hidden",
                  queue=False).then(None, None, None, js=query_shown_js, api_name="attention_score_opened",
@@ -355,4 +356,5 @@ def build_changes(ctx: AppContext, opened) -> None:
         words = gr.Markdown(label="what broke")
     wire(button.click, attention_change, ctx, [opened.source, opened.checkpoint, opened.text, opened.layer,
                                                opened.head, change], [plot, words],
-         api_name="attention_qkv_whatif", show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
+         api_name="attention_qkv_whatif", api_visibility="private", show_progress="hidden",
+         trigger_mode="always_last", **ctx.fast_lane)
