@@ -10,6 +10,9 @@ end of a server answer that follows it, in elements it keeps hidden). A third, "
 inside a chart on screen: the Model tab draws the levels not shown out of sight while the page is idle (chart_deck's
 hosts per view), which "chart ms" counts.
 
+"Why this score" (the Why tab's, on L3 H1, and the Attention tab's, on layer 3) and the Q, K and V what-ifs are timed
+from the button's click (the key typed first, untimed) to the picture and its words.
+
 "Why: step through a head" is timed from the click to the Attention tab's heatmap drawn with the Why tab's position
 framed (the tab changes on the way), by Playwright from outside the page.
 
@@ -286,6 +289,33 @@ def interactions(page: Page):
     # heading says which ("... and not ..." against the runner-up, "its logit ... is the sum" alone)
     yield "Why: the split switch", "Why", None, [(radio(ALONE), f"{ANYWHERE}its logit "), (radio(VERSUS), " and not ")]
 
+    # why this score (issue 52): the key typed untimed, the clock from the button's click to the picture and its words
+    def score(key, button="Why this score"):
+        def act():
+            panel().get_by_label("key position", exact=True).fill(str(key))
+            page.evaluate(ARM_JS)
+            panel().get_by_role("button", name=button, exact=True).click()
+        return act
+
+    keys = (10, 40, 70, 20)
+    yield "Why: why this score", "Why", choose("head", "L3 H1"), [(score(k), f"{ANYWHERE}@{k} from ") for k in keys]
+    yield "Attention: why this score", "Attention", number("layer", 3), [(score(k), f"{ANYWHERE}@{k} from ")
+                                                                         for k in (5, 20, 30, 12)]
+
+    def what_if(label):
+        def act():
+            fold = panel().get_by_role("button", name="Run this what-if", exact=True)
+            if not fold.is_visible():
+                panel().get_by_text("What if Q and K were one matrix, or V were X?").click()
+            panel().get_by_role("radio", name=label, exact=True).check()
+            page.evaluate(ARM_JS)
+            fold.click()
+        return act
+
+    yield "Attention: a Q, K, V what-if", "Attention", None, [
+        (what_if("tie W_K to W_Q (one matrix for Q and K)"), f"{ANYWHERE}on the token itself"),
+        (what_if("V = X (no value matrix)"), f"{ANYWHERE}only what it passes on changed")]
+
 
 # the Attention tab's framed row is the query the Why tab sent, drawn on a chart on screen
 FRAMED_JS = """query => [...document.querySelectorAll("[id^='""" + ATTENTION_DECK + """-chart-'] .js-plotly-plot")]
@@ -356,7 +386,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="clicks per interaction")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
-    parser.add_argument("--only", default="", help="time only the interactions whose name starts with this")
+    parser.add_argument("--only", default="", help="time only the interactions whose name starts with this (several: "
+                                                   "separated by |)")
     parser.add_argument("--while-training", action="store_true",
                         help="time the clicks while a training run (the tiny preset) goes")
     args = parser.parse_args()
@@ -383,7 +414,7 @@ def main() -> None:
                       f"{'seen ms':>9}{'seen p90':>9}{'clicks':>8}")
                 try:
                     for name, tab, setup, cycle in interactions(page):
-                        if not name.startswith(args.only):
+                        if not name.startswith(tuple(args.only.split("|"))):
                             continue
                         open_tab(page, tab)
                         if setup is not None:
@@ -406,7 +437,7 @@ def main() -> None:
                         print(f"{name:<36}" + "".join(f"{value:>{width}.0f}" for width, value in zip(widths, figures))
                               + f"{len(settled):>8}")
                     name = "Why: step through a head"
-                    if name.startswith(args.only):
+                    if name.startswith(tuple(args.only.split("|"))):
                         try:
                             print(f"{name:<36}" + "".join(f"{value:>{width}.0f}" for width, value in
                                                           zip((10, 9), percentiles(step_through(page, args.repeats))))

@@ -189,6 +189,33 @@ def test_attention_unknown_characters_are_highlighted(ctx):
     assert "tok-unknown" in result[-1] and "not in the vocabulary" in result[0]
 
 
+def test_the_scaling_what_if_on_a_head_already_peaked_says_why_its_maps_look_alike():
+    """Issue 52, trip 8: scaling switched off on the shipped model's L0 H2 (the strongest previous-character head, which
+    the ranked table opens) drew two maps a learner could not tell apart (largest weight 0.967 scaled, 1.000 without),
+    and nothing said why. A head whose rows are spread (L1 H0: 0.293 -> 0.788) is not called peaked."""
+    def note(layer, head):
+        return attention_tab.attention_step(ctx_shipped(), "trained checkpoint", "shakespeare-char", layer, head, 0, 16,
+                                            8, "journey", "To be, or not to be: that is the question.", False, True,
+                                            1.0, False, STEP_TITLES[5], None)[4]
+
+    peaked = note(0, 2)
+    assert "This head is already peaked" in peaked and "0.967 of their weight" in peaked
+    assert "look alike" in peaked and "another head" in peaked
+    assert "already peaked" not in note(1, 0)
+
+
+def test_a_query_left_past_the_end_by_a_change_of_text_follows_it_without_a_warning(ctx):
+    """Issue 52, trip 7: the Why tab's "Step through this head" left position 85 in the query box; the textbook preset
+    (6 tokens) then warned "Query position 85 is past the end", a position the learner never typed there. A change of
+    the text under the query (``moved``) clamps it quietly; a typed position past the end is still said."""
+    settings = ["textbook preset", "shakespeare-char", 0, 0, 0, 16, 8, "journey", "", True, True, 1.0, False,
+                STEP_TITLES[5], 85, []]
+    _, _, query, warned = attention_tab.attention_page(ctx, *settings, moved=True)
+    assert query == 5 and warned == []
+    _, _, query, warned = attention_tab.attention_page(ctx, *settings)
+    assert query == 5 and [w for w in warned if "Query position 85 is past the end" in w]
+
+
 @pytest.mark.parametrize("source", ["trained checkpoint", "random weights"])
 def test_emptying_the_text_box_clears_the_attention_plots_on_the_page_and_is_refused_through_the_api(ctx, source):
     """The old text's heatmaps stayed beside an empty box (a toast said why, then went)."""

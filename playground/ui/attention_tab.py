@@ -25,11 +25,11 @@ from typing import NamedTuple
 
 import gradio as gr
 
-from playground import budget
+from playground import budget, checks
 from playground.lens import walkthrough
-from playground.lens.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES
+from playground.lens.walkthrough import STAGE_KEYS, STEP_LABELS, STEP_TITLES, lessons
 from playground.text.tokenizer import UnknownCharacterError
-from playground.ui import chart_deck, head_table, plots, rotation_views
+from playground.ui import chart_deck, head_table, plots, rotation_views, score_views
 from playground.ui.attention_views import (
     CONTROL_MIN_WIDTH,
     DEFAULT_TEXT,
@@ -113,13 +113,19 @@ def _deck_view(view: View) -> tuple[list[str], list]:
 
 def attention_page(ctx: AppContext, source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text,
                    scale, mask, temperature, mask_before_scaling, step, query, warned, *,
-                   heads: HeadCache | None = None):
+                   heads: HeadCache | None = None, moved: bool = False):
     """The page's first answer to a change: (a deck holding the step on screen, the input check HTML, the query
     box's value (clamped to the text), the warnings sent). The page draws the deck, where its inputs (all but the
-    query, which this answer writes) are still the ones it was made for; attention_deck follows."""
+    query, which this answer writes) are still the ones it was made for; attention_deck follows. ``moved``: the text
+    under the query changed (a source, preset, text, checkpoint or head), so a position past its end was not asked
+    for here: it goes to the last token without a warning (the Why tab's "Step through" left position 85 in the box,
+    and the textbook preset then warned that 85 was past the end of its 6 tokens)."""
     settings = (source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before_scaling, query)
     view = stage_view(ctx, *settings[:-1], step, query, page=True, heads=heads)
+    asked = checks.whole_number(query if query not in (None, "") else -1, "query position", -1)
+    if moved and 0 <= view.query < asked:
+        view = view._replace(warnings=[w for w in view.warnings if w != lessons.query_clamped(asked, view.query + 1)])
     deck = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[step_index(step)]: _deck_view(view)},
                                 settings=list(settings[:-1]))
     return deck, view.text_check, view.query, _warn(view.warnings, warned or ())
@@ -395,6 +401,8 @@ def build(ctx: AppContext) -> Opened:
         chart_deck.hosts(DECK, DECK_SLOTS[:3])
     whatif = gr.Markdown(label="what if")
     rotation = rotation_views.build(first_source)  # 2½: drawn for a rotary checkpoint; the shift proof for any
+    opened = Opened(source, checkpoint, text, layer, head, None, step)  # its query box follows
+    score_views.build_changes(ctx, opened)  # why Q, K and V are three matrices: tie W_K to W_Q, V = X
     with gr.Accordion("One query token", open=True):
         query = gr.Number(-1, label="query position (-1 = the last token)",
                           info="its row is framed in orange on the heatmaps; click a row to choose it",
@@ -403,6 +411,7 @@ def build(ctx: AppContext) -> Opened:
         with gr.Row():
             chart_deck.hosts(DECK, DECK_SLOTS[3:])
         query_md = gr.Markdown(label="values mixed")
+        score_views.build_attention(ctx, opened._replace(query=query), QUERY_SHOWN_JS)  # why this score
     # /attention_step's figures, for API clients: never shown in the page, which draws the same figures from the deck
     plot_a, plot_b, plot_c = (gr.Plot(label=f"matrix {n}", visible=False) for n in (1, 2, 3))
     query_scores, query_weights = gr.Plot(label="score row", visible=False), gr.Plot(label="softmax row", visible=False)
@@ -431,9 +440,10 @@ def build(ctx: AppContext) -> Opened:
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
     first_io = dict(inputs=[*settings, query, warned], outputs=[deck, text_check, query, warned])
 
-    def first(listener, **options):
-        """``listener`` answers with the step on screen and what the page holds beside it (attention_page)."""
-        return wire(listener, attention_page, ctx, fixed=dict(heads=heads), **first_io, **options)
+    def first(listener, moved: bool = False, **options):
+        """``listener`` answers with the step on screen and what the page holds beside it (attention_page);
+        ``moved``: the text under the query changed (attention_page's ``moved``)."""
+        return wire(listener, attention_page, ctx, fixed=dict(heads=heads, moved=moved), **first_io, **options)
 
     spare = gr.Textbox(visible=False, label="spare decks")  # the step on screen, one switch away (attention_spare)
     # the step on screen at every query position (attention_positions); a new position drawn in the page (its value
@@ -512,7 +522,7 @@ def build(ctx: AppContext) -> Opened:
     keep_spares(moved.then, "attention_moved", every_position=False)  # the positions held are still right
     input_changes = [text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
                      embedding_dim.change, head_size.change, preset.change]
-    answer(first(functools.partial(gr.on, input_changes), api_name="attention_update_inputs",
+    answer(first(functools.partial(gr.on, input_changes), moved=True, api_name="attention_update_inputs",
                  api_visibility="private", js=chart_deck.wait_js(DECK), **quick), "attention_update_inputs")
     # spares are made around the text, the head and the query on screen: a change to any of them makes them wrong
     # (a new query drawn in the page moves the deck to its own key, whose spares follow; QUERY_JS forgets them where

@@ -15,13 +15,13 @@ from pathlib import Path
 
 PAGE = Path(__file__).parent / "page"
 # in the order they run: common.js first (the others use it), chart_deck.js before the tabs that draw decks
-SCRIPTS = ("common.js", "chart_deck.js", "attention.js", "model.js", "why_page.js", "sample.js")
+SCRIPTS = ("common.js", "chart_deck.js", "attention.js", "model.js", "why_page.js", "sample.js", "score.js")
 
 
 def constants() -> dict:
     """The Python values the page's scripts read, by script: ``window.playgroundConstants.<name>.<CONSTANT>``."""
     from playground.lens.walkthrough import STEP_TITLES
-    from playground.ui import attention_tab, chart_deck, model_tab, plots, sample_tab, why_page
+    from playground.ui import attention_tab, chart_deck, model_tab, plots, sample_tab, score_views, why_page
 
     return {
         "chartDeck": {name: getattr(chart_deck, name) for name in (
@@ -37,6 +37,8 @@ def constants() -> dict:
             "EVERY_KEY", "KEY_CHAR_PX", "KEY_GAP_PX", "KEY_GLYPHS", "HEADING_ELEM_ID", "NARROW_PX", "HEAD_ELEM_ID",
             "PARTS_ELEM_ID", "PICKER_ELEM_ID", "PICKED_ELEM_ID", "PART_NOTE_ELEM_ID", "KNOCKED_ELEM_ID",
             "CHOSEN_LINE_PX", "PART_NOTE_CLASS", "PART_NOTES", "PART_NOTE_STAYS")},
+        "score": {name: getattr(score_views, name) for name in (
+            "WHY_SCORE_ELEM_ID", "ATTENTION_SCORE_ELEM_ID", "ATTENTION_SCORE_PICKED_ELEM_ID")},
         "sample": {name: getattr(sample_tab, name) for name in (
             "INSPECT_DECK_ID", "INSPECT_ELEM_ID", "PICKED_ELEM_ID", "PHONE_WIDTH")},
     }

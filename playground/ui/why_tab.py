@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 from playground import checks
 from playground.checkpoints import store as checkpoints
 from playground.lens import circuits
-from playground.ui import chain_plots, chart_deck
+from playground.ui import chain_plots, chart_deck, score_views
 from playground.ui import why_page as script  # the page's own script: what the browser runs
 from playground.ui.common import AppContext, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
@@ -431,6 +431,7 @@ def build(ctx: AppContext) -> ToAttention:
     with gr.Row():
         chart_deck.hosts(HEADS_DECK, [0])  # the chain: from the head's pattern to the next character
     gr.Markdown(fold(CHAIN_MORE, "how the chain is read"))  # the same for every head: not sent with each
+    score_views.build_why(ctx, checkpoint, text, head_heading)  # why the head scored the key it looked at
     circuits_heading = gr.Markdown(label="what the head reads and writes")
     first = _first_config(ctx)
     # only a model with rotary positions has one: its QK scores depend on how far back the key is
