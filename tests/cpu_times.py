@@ -22,26 +22,34 @@ import pytest
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
+def _stat_seconds(pid: int) -> float:
+    """utime + stime + cutime + cstime of ``pid`` in seconds (0 if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (name) ": state ppid ...; utime is the 12th
+    return sum(int(f) for f in fields[11:15]) / TICKS
+
+
+def _children(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (/proc/PID/task/TID/children)."""
+    found = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(child) for child in children.read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            continue
+    return found
+
+
 def _descendants_seconds(root: int) -> float:
     """CPU seconds of every live process under ``root`` (not ``root`` itself), and of the children they reaped."""
-    parents, seconds = {}, {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (name) ": state ppid ...; utime is the 12th
-        parents[int(entry.name)] = int(fields[1])
-        seconds[int(entry.name)] = sum(int(f) for f in fields[11:15]) / TICKS  # utime stime cutime cstime
-    total = 0.0
-    for pid in seconds:
-        ancestor = parents.get(pid)
-        while ancestor and ancestor != root:
-            ancestor = parents.get(ancestor)
-        if ancestor == root:
-            total += seconds[pid]
+    total, stack = 0.0, _children(root)
+    while stack:
+        pid = stack.pop()
+        total += _stat_seconds(pid)
+        stack += _children(pid)
     return total
 
 
@@ -60,8 +68,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     if config.getoption("--cpu-times") is not None or config.getoption("--cpu-times-json"):
-        if not Path("/proc/self/stat").is_file():
-            raise pytest.UsageError("--cpu-times reads /proc: Linux only")
+        if not list(Path("/proc/self/task").glob("*/children")):
+            raise pytest.UsageError("--cpu-times reads /proc/PID/task/TID/children: Linux only")
         config.pluginmanager.register(CpuTimes(config), "cpu-times-recorder")
 
 
