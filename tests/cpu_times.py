@@ -6,7 +6,10 @@ process under it spent (the app.py a browser test drives, Chromium, the children
 what a quiet CI machine's 2 cores have to give it. Wall seconds are printed beside them as a cross-check.
 
 A test's figure is its setup, call and teardown: the first test to use a session or module fixture carries that
-fixture's start (app.py's), the last its end. Linux only (it reads /proc); elsewhere the option says so.
+fixture's start (app.py's), the last its end. A process that ends unreaped by the test process (Chromium and
+Playwright's driver, closed at the session's end) takes the CPU counted for it while it lived out of the reading: the
+test whose teardown ends it shows a negative figure, flagged, and its file's sum is that much low. Linux only (it
+reads /proc); elsewhere the option says so.
 """
 
 from __future__ import annotations
@@ -97,6 +100,10 @@ class CpuTimes:
             write(f"{cpu:9.1f} CPU s {wall:9.1f} wall s  {count:4d} tests  {name}")
         total_cpu, total_wall = sum(r[0] for r in files.values()), sum(r[1] for r in files.values())
         write(f"{total_cpu:9.1f} CPU s {total_wall:9.1f} wall s  {len(self.tests):4d} tests  in all")
+        for nodeid, (cpu, _) in self.tests.items():
+            if cpu < 0:
+                write(f"{nodeid}: {cpu:.1f} CPU s: processes ended in its teardown unreaped, the CPU counted for "
+                      "them in earlier tests went with them; its file's figure is low by as much")
         shown = self.config.getoption("--cpu-times") or 0
         if shown:
             write(f"the {shown} costliest tests:")
