@@ -14,7 +14,8 @@ apply_process_defaults()
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-pytest_plugins = ["browser_support", "docker_support"]  # the browser tests' fixtures; the Docker build
+# the browser tests' fixtures; the Docker build; --cpu-times=N (CPU seconds per file and test)
+pytest_plugins = ["browser_support", "docker_support", "cpu_times"]
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = Path(os.environ.get("PLAYGROUND_TINY_SHAKESPEARE", REPO.parent / "shared" / "data" /

@@ -34,4 +34,6 @@ fi
 [ -x /usr/bin/chromium ] || { echo "Debian's chromium is needed for the browser tests (apt-get install chromium)"; exit 1; }
 
 .venv/bin/python -m ruff check .
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=40 "$@"  # the slowest 40: CI (.ci/run, installs included) must stay within 15 minutes
+# the slowest 40 by wall time, and every file's and the costliest 40 tests' CPU seconds (tests/cpu_times.py): CI (.ci/run,
+# installs included) must stay within 15 minutes
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=40 --cpu-times=40 "$@"

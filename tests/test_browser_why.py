@@ -694,7 +694,7 @@ def test_an_answer_made_for_inputs_the_page_no_longer_shows_is_left(page):
     assert drawn[0] == "### Made for these inputs" and page.evaluate("() => window.chartDeck.decks.why.key") == "2:here"
 
 
-# the deck's waiting note is on screen and its charts have faded out (chart_deck.waiting_css)
+# the deck's waiting note is on screen and its charts have faded out (page/app.css)
 WAITING_SHOWN_JS = """deck => {
     const note = getComputedStyle(document.getElementById(deck + '-chart-0'), '::before');
     const hosts = [...document.querySelectorAll(`[id^="${deck}-chart-"] .js-plotly-plot`)].filter(p => p.offsetParent);

@@ -57,4 +57,20 @@ def test_the_page_scripts_are_package_data():
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     patterns = setuptools["package-data"]["playground.ui"]
     ui = REPO / "playground" / "ui"
-    assert {path for pattern in patterns for path in ui.glob(pattern)} == set(PAGE_FILES)
+    assert {path for pattern in patterns for path in ui.glob(pattern)} == {*PAGE_FILES, page_scripts.PAGE / "app.css"}
+
+
+def test_the_stylesheet_is_filled_from_the_python_constants():
+    """page/app.css names the ids, classes and widths the scripts and tabs share; each is filled from Python."""
+    from playground.ui import TAP_PX, attention_tab, chart_deck, launch_options, why_page
+
+    css = page_scripts.stylesheet()
+    assert "${" not in css
+    assert f"#{attention_tab.STAGE_ELEM_ID}[data-pinned]:not(:has(details[open]))" in css
+    assert f'html[{chart_deck.WAITING_ATTR}~="{attention_tab.DECK}"] #{attention_tab.DECK}-chart-0::before' in css
+    assert f'content: "{chart_deck.WAITING_NOTE}"' in css and f"ease {chart_deck.WAITING_AFTER_S}s both" in css
+    assert f"@media (max-width: {chart_deck.PHONE_WIDTH}px)" in css
+    assert f"@media (max-width: {chart_deck.NARROW_WIDTH}px)" in css and css.count(f".{chart_deck.TICKED_CLASS})") == 4
+    assert f"#{why_page.PART_NOTE_ELEM_ID}:not(:has(p.{why_page.PART_NOTE_CLASS}" in css
+    assert css.count(f"min-height: {TAP_PX}px") == 2
+    assert launch_options()["css"] == css

@@ -1,12 +1,8 @@
 """The Gradio app: build_app() assembles the seven tabs. The only package that imports gradio or plotly (plots.py).
 
 Owns the app-wide layout: the tab bar (all seven tabs stay visible on a phone: it wraps instead of hiding tabs
-behind an overflow menu), the CSS every tab shares (a Dataframe with ``elem_classes=["playground-table"]``
-keeps TABLE_MIN_WIDTH on a phone and scrolls sideways instead of squeezing its columns to a letter each; on a phone
-Plotly's toolbar is hidden, since it sat over the charts' titles and labels, and a checkpoint picker takes a row's
-whole width, so its arrow leaves the name readable; Gradio
-sizes the columns from that width, so percentages in ``column_widths`` still hold; on a narrow phone a chart's x axis
-of many labels shows every k-th, NARROW_TICKS), and the launch options.
+behind an overflow menu), the stylesheet every tab shares (page/app.css, read and filled by page_scripts when the
+app is built), and the launch options.
 """
 
 from __future__ import annotations
@@ -39,10 +35,10 @@ from playground.ui import (
     sample_tab,
     tokenize_tab,
     train_tab,
-    why_page,
     why_tab,
 )
-from playground.ui.common import TAP_PX, AppContext, friendly, upload_ledger
+from playground.ui.common import TAP_PX as TAP_PX  # the tests' tap size
+from playground.ui.common import AppContext, friendly, upload_ledger
 
 TITLE = "Attention Playground"
 # Gradio's default theme draws weight 600 (headings, labels, buttons) from a SemiBold Source Sans Pro that holds a few
@@ -56,90 +52,8 @@ QUEUE_PER_CLIENT = 16  # units (an event, plus one per MiB of inputs) one client
 BODIES_IN_FLIGHT = 4  # the largest request bodies the server reads at once, for everyone together (BodiesInFlight)
 QUEUE_UNITS = 64  # units everyone's events may hold at once: a bound on the bytes of queued inputs (64 MiB or so)
 CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
-PHONE_WIDTH = 640  # px: below this the layout is a phone's
-TABLE_MIN_WIDTH = 600  # px: a table keeps this width on a phone and scrolls sideways
-WIDE_TABLE_MIN_WIDTH = 1100  # px: the same for a table of many columns (class ``wide-table`` as well)
-STICKY_MIN_WIDTH, STICKY_MIN_HEIGHT = 900, 600  # px: a screen where the Attention tab's stage heading stays in view
-# the stage heading held at the top of the screen, its fold shut: above Gradio's labels (--layer-4), which showed
-# through it
-STAGE_STICKS = (f"#{attention_tab.STAGE_ELEM_ID}:not(:has(details[open])) {{ position: sticky; top: 0; "
-                "z-index: calc(var(--layer-4) + 1); background: var(--body-background-fill); }")
-NARROW_WIDTH = chart_deck.NARROW_WIDTH  # px: a phone held upright, where a heatmap's matrix is about 200 px wide
-# (at least, at most, keep every k-th) x-axis tick labels on a narrow screen: a 42-token heatmap's labels were 4 px
-# apart and ran into one smear; the server cannot know the width, so the page thins them, and the hover names each
-NARROW_TICKS = ((23, 44, 2), (45, 66, 3), (67, 88, 4), (89, None, 6))
-
 # button.sm: a small button ("Step through this head in the Attention tab") was 26 px tall on a phone
 TAP_TARGETS = ('[role="tab"], [data-testid$="-radio-label"], label.checkbox-container, button.label-wrap, button.sm')
-# A single-choice dropdown's arrow lies over the right end of its box (Gradio draws it absolutely, at --size-5 from
-# the edge): its text stops before the arrow. On a phone the Why tab's Checkpoint box, sharing its row, was 106 px
-# wide and its arrow covered "shakespeare-char"'s last letters: a checkpoint picker (common.checkpoint_dropdown's
-# label) takes the row's whole width there.
-DROPDOWN_TEXT = '.secondary-wrap > input[role="combobox"]:has(+ .icon-wrap)'
-CHECKPOINT_PICKER = '.form > .block:has(input[role="combobox"][aria-label="Checkpoint"])'
-
-
-def _narrow_tick_rules() -> str:
-    """CSS quantity queries: an x axis with ``at least``..``at most`` tick labels shows only every k-th."""
-    rules = []
-    for low, high, keep in NARROW_TICKS:
-        count = f":nth-last-child(n+{low})" + (f":nth-last-child(-n+{high})" if high else "")
-        rules.append(f"  .js-plotly-plot:not(.{chart_deck.WIDE_CLASS}):not(.{chart_deck.TICKED_CLASS}) "
-                     f".xaxislayer-above > .xtick:first-child{count} ~ "
-                     f".xtick:not(:nth-child({keep}n+1)) text {{ display: none; }}")
-    return "\n".join(rules)
-
-
-CSS = f"""
-.tok-chips {{ font-size: 1rem; }}
-footer {{ visibility: hidden; }}
-/* a chosen radio keeps its dot under the pointer: Gradio's hover rule, as specific and later, painted it white on
-   white (two strangers read the Model tab's zoom level as unselected right after clicking it) */
-input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--checkbox-background-color-selected);
-  border-color: var(--checkbox-border-color-selected); background-image: var(--radio-circle); }}
-/* a chart deck's host until its first chart is drawn (Plotly marks the host): opening a tab had shown blank space */
-.{chart_deck.HOST_CLASS}:not(.js-plotly-plot)::before {{ content: "drawing the chart…"; display: block;
-  padding: 2em 0; opacity: 0.6; }}
-/* the Attention tab's view while the server draws the view of new settings (a head sent from the Why tab) */
-{chart_deck.waiting_css(attention_tab.DECK)}
-/* the Why tab's note under its chart takes no room until a note is written in it */
-#{why_page.PART_NOTE_ELEM_ID}:not(:has(p.{why_page.PART_NOTE_CLASS}:not([hidden]))) {{ display: none; }}
-{DROPDOWN_TEXT} {{ padding-right: calc(var(--size-5) + var(--size-2)); text-overflow: ellipsis; }}
-/* Gradio's container clips what runs over its sides; as a scroller (overflow: hidden) it also kept anything inside
-   from sticking to the top of the screen: "clip" clips the same and scrolls nothing */
-.gradio-container {{ overflow: clip !important; }}
-/* on a wide screen the Attention tab's stage heading and its Look-for line stay at the top while the stage's charts
-   scroll under them (its fold shut): an 86-token heatmap is 1,218 px tall, and a learner sent to its framed last row
-   saw neither the stage's name nor what to look for. Above Gradio's labels (--layer-4), which showed through it */
-@media (min-width: {STICKY_MIN_WIDTH}px) and (min-height: {STICKY_MIN_HEIGHT}px) {{
-  {STAGE_STICKS}
-}}
-/* on a phone, pinned so for a framed row sent from the Why tab (attention_tab.QUERY_SHOWN_JS) */
-#{attention_tab.STAGE_ELEM_ID}[data-pinned]{STAGE_STICKS.removeprefix(f"#{attention_tab.STAGE_ELEM_ID}")}
-/* the title of the chart scrolled under it (page/attention.js), and a rule where the charts go under */
-#{attention_tab.STAGE_ELEM_ID}:not(:has(details[open]))[data-under]::after {{ content: "Under it: " attr(data-under);
-  display: block; padding: 2px 0 4px; font-size: var(--text-md); color: var(--body-text-color);
-  border-bottom: 1px solid var(--border-color-primary); }}
-@media (max-width: {PHONE_WIDTH}px) {{
-  .js-plotly-plot .modebar-container {{ display: none; }}
-  {CHECKPOINT_PICKER} {{ min-width: 100% !important; }}  /* over the block's own inline min-width */
-  .playground-table .table-wrap {{ overflow-x: auto; }}
-  .playground-table .table-wrap > .upload-container {{ min-width: {TABLE_MIN_WIDTH}px; }}
-  .playground-table.wide-table .table-wrap > .upload-container {{ min-width: {WIDE_TABLE_MIN_WIDTH}px; }}
-  /* a Markdown table's words and numbers whole (Gradio's prose breaks anywhere: the Why tab's knock-out table read
-     "0.82 / 9" and "inta / ct" on a phone), scrolling sideways where it is wider than the screen */
-  .prose table {{ display: block; max-width: 100%; overflow-x: auto; }}
-  .prose table th, .prose table td {{ overflow-wrap: normal; word-break: normal; padding: 8px 10px; }}
-}}
-@media (max-width: {NARROW_WIDTH}px) {{
-{_narrow_tick_rules()}
-}}
-@media (pointer: coarse) {{
-  .js-plotly-plot .modebar-container {{ display: none; }}
-  {TAP_TARGETS} {{ min-height: {TAP_PX}px; }}
-  [role="tabpanel"] details > summary {{ padding-block: 12px; min-height: {TAP_PX}px; box-sizing: border-box; }}
-}}
-"""
 
 
 def build_app(weights: Path | None = None, limits: Limits | None = None, device: str | None = None) -> gr.Blocks:
@@ -156,6 +70,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
     ctx.budget.set_aside(bodies_cost(bodies_in_flight(ctx.limits)["total"]))
     checkpoints.recover(ctx.weights)  # once, at start-up: what saves killed mid-way left (listing only reads)
     page_scripts.head()  # the page's scripts read once, here: a missing file fails the build, not a visitor's page
+    page_scripts.stylesheet()  # and its stylesheet, filled: a name it reads that Python lacks fails here too
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=CACHE_SWEEP) as app:
         gr.Markdown(f"# {TITLE}\nLearn attention by doing it: on your own text, with real trained weights.")
         if ctx.hidden_note():
@@ -237,7 +152,8 @@ def bodies_in_flight(limits: Limits, client_of=None) -> dict:
 def launch_options(limits: Limits | None = None, uploads: UploadLedger | None = None) -> dict:
     """The keyword arguments every launch uses (app.py and the tests alike).
 
-    ``head``: the page's own scripts (page_scripts: playground/ui/page/*.js after their constants).
+    ``css``: its stylesheet (page_scripts: playground/ui/page/app.css filled). ``head``: the page's own scripts
+    (page_scripts: playground/ui/page/*.js after their constants).
     ``theme``: Gradio's default, its fonts drawn from whole files (FONT_WEIGHTS).
     ``show_error``: a payload Gradio's own components refuse before a handler runs (text in a number slot,
     an unknown choice sent to the API) reaches the client with Gradio's message instead of an empty error.
@@ -272,7 +188,8 @@ def launch_options(limits: Limits | None = None, uploads: UploadLedger | None = 
                                     "ui-sans-serif", "system-ui", "sans-serif"),
                               font_mono=(gr.themes.LocalFont("IBM Plex Mono", weights=FONT_WEIGHTS),
                                          "ui-monospace", "Consolas", "monospace"))
-    return dict(css=CSS, head=page_scripts.head(), theme=theme, max_file_size=max_file_size, show_error=True,
+    return dict(css=page_scripts.stylesheet(), head=page_scripts.head(), theme=theme, max_file_size=max_file_size,
+                show_error=True,
                 state_session_capacity=SESSION_CAPACITY, _frontend=False,
                 app_kwargs={"middleware": [Middleware(KeptValues), Middleware(UnusedRoutes),
                                            Middleware(BodySizeLimit, max_bytes=body_cap(limits.max_upload_bytes)),

@@ -144,9 +144,9 @@ def forget_js(deck: str) -> str:
 
 def wait_js(deck: str) -> str:
     """A ``js=`` function for an event that asks the server for ``deck``'s view of new settings, passing its inputs on
-    as they are: it marks the deck as waiting (waiting_css) until a first answer made for the settings on screen
-    (draw_js's ``settings``) is drawn, or settle_js says it was refused. On a busy server the Why tab's "Step through
-    this head" showed the old head for 4-8 s, and nothing said a new one was coming. In the event itself: Gradio
+    as they are: it marks the deck as waiting (page/app.css shows it) until a first answer made for the settings on
+    screen (draw_js's ``settings``) is drawn, or settle_js says it was refused. On a busy server the Why tab's "Step
+    through this head" showed the old head for 4-8 s, and nothing said a new one was coming. In the event itself: Gradio
     runs the events of one change one after another, so a separate one ran only once the answer was drawn."""
     return f"(...values) => {{ window.chartDeck.waiting({json.dumps(deck)}, true); return values; }}"
 
@@ -155,23 +155,6 @@ def settle_js(deck: str) -> str:
     """A ``js=`` function with no inputs or outputs, for a first answer that failed: ``deck`` waits no more (the
     refusal's toast says why, and the view before stays)."""
     return f"() => {{ window.chartDeck.waiting({json.dumps(deck)}, false); }}"
-
-
-def waiting_css(deck: str) -> str:
-    """The CSS that shows ``deck`` waiting (wait_js) once it has waited WAITING_AFTER_S: its charts faded, and
-    WAITING_NOTE over the top left of its first slot. Laid over the chart, not in the page's flow: a line that came
-    and went above the charts made Chromium's scroll anchoring move the page by that line, and a phone sent to a
-    head's stage found its heading above the screen."""
-    waiting = f'html[{WAITING_ATTR}~="{deck}"]'
-    delay = f"{WAITING_AFTER_S}s"
-    return f"""
-{waiting} [id^="{deck}-chart-"] .{HOST_CLASS} {{ opacity: 0.35; transition: opacity 0.2s ease {delay}; }}
-{waiting} #{deck}-chart-0 {{ position: relative; }}
-{waiting} #{deck}-chart-0::before {{ content: {json.dumps(WAITING_NOTE, ensure_ascii=False)}; position: absolute;
-  top: 4px; left: 4px; z-index: 5; padding: 0.3em 0.7em; font-weight: 600; border-radius: var(--radius-md);
-  background: var(--background-fill-primary); border: 1px solid var(--border-color-primary);
-  box-shadow: var(--shadow-drop); pointer-events: none; animation: deck-waiting-note 0.2s ease {delay} both; }}
-@keyframes deck-waiting-note {{ from {{ opacity: 0; }} to {{ opacity: 1; }} }}"""
 
 
 def adopt_js(deck: str, texts: int, label_js: str) -> str:

@@ -1,10 +1,12 @@
-"""The page's own scripts: ``playground/ui/page/*.js``, one file per concern, sent once in the page's head.
+"""The page's own scripts, ``playground/ui/page/*.js`` (one file per concern, sent once in the page's head), and its
+stylesheet, ``page/app.css``.
 
 Each file defines one object on ``window`` (``chartDeck``, ``whyPage``, ``attentionPage``, ``samplePage``...), and
 the tabs' ``js=`` strings are short calls into them. The values a script shares with Python (element ids, event
 names, deck names, the words both sides write) come from one generated prelude, ``window.playgroundConstants``,
 written here from the Python constants, so no constant is pasted into a script by hand. The files are read when the
-app is built (``head``, cached), not at import time.
+app is built (``head``, cached), not at import time. The stylesheet's ``${NAME}`` are filled the same way, from the
+Python constants the scripts and tabs share (``style_constants``), when the app is built (``stylesheet``).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from string import Template
 
 PAGE = Path(__file__).parent / "page"
 # in the order they run: common.js first (the others use it), chart_deck.js before the tabs that draw decks
 SCRIPTS = ("common.js", "chart_deck.js", "attention.js", "model.js", "why_page.js", "sample.js", "score.js")
+STYLESHEET = "app.css"
 
 
 def constants() -> dict:
@@ -54,3 +58,23 @@ def head() -> str:
     """The HTML for the page's head: the prelude, then every script in SCRIPTS, each in its own ``<script>``."""
     sources = [prelude()] + [(PAGE / name).read_text(encoding="utf-8") for name in SCRIPTS]
     return "".join(f"<script>\n{source}\n</script>\n" for source in sources)
+
+
+def style_constants() -> dict[str, str]:
+    """The Python values the stylesheet reads, as ``${NAME}``: class names, element ids, widths the scripts share."""
+    from playground import ui
+    from playground.ui import attention_tab, chart_deck, why_page
+
+    values = {name: getattr(chart_deck, name) for name in (
+        "HOST_CLASS", "WIDE_CLASS", "TICKED_CLASS", "WAITING_ATTR", "WAITING_AFTER_S", "PHONE_WIDTH", "NARROW_WIDTH")}
+    values |= {name: getattr(why_page, name) for name in ("PART_NOTE_ELEM_ID", "PART_NOTE_CLASS")}
+    values |= {"STAGE_ELEM_ID": attention_tab.STAGE_ELEM_ID, "ATTENTION_DECK": attention_tab.DECK,
+               "WAITING_NOTE": json.dumps(chart_deck.WAITING_NOTE, ensure_ascii=False),  # a CSS string
+               "TAP_TARGETS": ui.TAP_TARGETS, "TAP_PX": ui.TAP_PX}
+    return {name: str(value) for name, value in values.items()}
+
+
+@functools.cache
+def stylesheet() -> str:
+    """``page/app.css`` with its ``${NAME}`` filled from style_constants (a name it lacks fails the build)."""
+    return Template((PAGE / STYLESHEET).read_text(encoding="utf-8")).substitute(style_constants())

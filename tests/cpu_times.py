@@ -1,0 +1,114 @@
+"""CPU seconds per test and per file: ``pytest --cpu-times=40`` prints every file's and the 40 costliest tests'.
+
+On a machine shared with other work a test's wall time says more about the neighbours than about the test (under
+load 13-17 a browser test's wall seconds were 7-10 times its CPU seconds); the CPU seconds the test process and every
+process under it spent (the app.py a browser test drives, Chromium, the children a memory test measures in) are
+what a quiet CI machine's 2 cores have to give it. Wall seconds are printed beside them as a cross-check.
+
+A test's figure is its setup, call and teardown: the first test to use a session or module fixture carries that
+fixture's start (app.py's), the last its end. A process that ends unreaped by the test process (Chromium and
+Playwright's driver, closed at the session's end) takes the CPU counted for it while it lived out of the reading: the
+test whose teardown ends it shows a negative figure, flagged, and its file's sum is that much low. Linux only (it
+reads /proc); elsewhere the option says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat_seconds(pid: int) -> float:
+    """utime + stime + cutime + cstime of ``pid`` in seconds (0 if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (name) ": state ppid ...; utime is the 12th
+    return sum(int(f) for f in fields[11:15]) / TICKS
+
+
+def _children(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (/proc/PID/task/TID/children)."""
+    found = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(child) for child in children.read_text().split()]
+        except OSError:  # the thread ended meanwhile
+            continue
+    return found
+
+
+def _descendants_seconds(root: int) -> float:
+    """CPU seconds of every live process under ``root`` (not ``root`` itself), and of the children they reaped."""
+    total, stack = 0.0, _children(root)
+    while stack:
+        pid = stack.pop()
+        total += _stat_seconds(pid)
+        stack += _children(pid)
+    return total
+
+
+def tree_cpu_seconds() -> float:
+    """This process's CPU seconds, its reaped children's, and every live descendant's."""
+    own = os.times()
+    return own.user + own.system + own.children_user + own.children_system + _descendants_seconds(os.getpid())
+
+
+def pytest_addoption(parser):
+    parser.addoption("--cpu-times", type=int, default=None, metavar="N",
+                     help="print CPU seconds (this process and its descendants) per file and for the N costliest "
+                          "tests")
+    parser.addoption("--cpu-times-json", default=None, metavar="PATH", help="also write them to PATH as JSON")
+
+
+def pytest_configure(config):
+    if config.getoption("--cpu-times") is not None or config.getoption("--cpu-times-json"):
+        if not list(Path("/proc/self/task").glob("*/children")):
+            raise pytest.UsageError("--cpu-times reads /proc/PID/task/TID/children: Linux only")
+        config.pluginmanager.register(CpuTimes(config), "cpu-times-recorder")
+
+
+class CpuTimes:
+    def __init__(self, config):
+        self.config = config
+        self.tests: dict[str, tuple[float, float]] = {}  # nodeid -> (CPU s, wall s)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        cpu, wall = tree_cpu_seconds(), time.monotonic()
+        yield
+        self.tests[item.nodeid] = (tree_cpu_seconds() - cpu, time.monotonic() - wall)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+        for nodeid, (cpu, wall) in self.tests.items():
+            row = files[nodeid.split("::")[0]]
+            row[0] += cpu
+            row[1] += wall
+            row[2] += 1
+        write = terminalreporter.write_line
+        terminalreporter.section("CPU seconds (the test process and its descendants), wall seconds")
+        for name, (cpu, wall, count) in sorted(files.items(), key=lambda kv: -kv[1][0]):
+            write(f"{cpu:9.1f} CPU s {wall:9.1f} wall s  {count:4d} tests  {name}")
+        total_cpu, total_wall = sum(r[0] for r in files.values()), sum(r[1] for r in files.values())
+        write(f"{total_cpu:9.1f} CPU s {total_wall:9.1f} wall s  {len(self.tests):4d} tests  in all")
+        for nodeid, (cpu, _) in self.tests.items():
+            if cpu < 0:
+                write(f"{nodeid}: {cpu:.1f} CPU s: processes ended in its teardown unreaped, the CPU counted for "
+                      "them in earlier tests went with them; its file's figure is low by as much")
+        shown = self.config.getoption("--cpu-times") or 0
+        if shown:
+            write(f"the {shown} costliest tests:")
+            for nodeid, (cpu, wall) in sorted(self.tests.items(), key=lambda kv: -kv[1][0])[:shown]:
+                write(f"{cpu:9.1f} CPU s {wall:9.1f} wall s  {nodeid}")
+        path = self.config.getoption("--cpu-times-json")
+        if path:
+            Path(path).write_text(json.dumps({"files": files, "tests": self.tests}, indent=1))
