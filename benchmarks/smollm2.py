@@ -17,6 +17,8 @@ process with the server's heap (``budget.fix_heap``) and ``--threads`` torch thr
             kept, against the Hub check's price for it (budget.inference_cost + budget.tokenizer_cost)
   step      the median of ``--repeats`` Sample-tab steps at 128 tokens: the 128th token read against a KV cache of
             127 (what each next token costs), and one uncached 128-token forward (what a prompt of 128 costs)
+  head      the median time to trace one head of the middle layer at 128 tokens, the Attention tab's server work for
+            a new head, layer or text (the forward stops at that layer: run_with_cache's stop_when_kept)
 
 Targets (issue 51): open within 20 s; peak <= estimate <= 2 x peak; a step within 300 ms (median).
 """
@@ -147,6 +149,20 @@ def child(kind: str, source: str, threads: int, forward_tokens: int, repeats: in
                 full.append(time.perf_counter() - started)
         return {"cached_ms": 1000 * statistics.median(cached[1:]), "forward_ms": 1000 * statistics.median(full[1:]),
                 "cache_bytes_a_token": cache.bytes // cache.length, "name": str(name)}
+    if kind == "head":
+        from playground.lens.walkthrough.sources import trace_checkpoint_head
+
+        loaded = open_it()
+        model, config = loaded.model.eval(), loaded.config
+        ids = torch.randint(0, config.vocabulary_size, (STEP_TOKENS,))
+        layer = config.layers_num // 2
+        times = []
+        with torch.no_grad():
+            for repeat in range(repeats + 1):  # the first is a warm-up
+                started = time.perf_counter()
+                trace_checkpoint_head(model, ids, layer, repeat % config.heads_num)
+                times.append(time.perf_counter() - started)
+        return {"head_ms": 1000 * statistics.median(times[1:]), "layer": layer}
     raise ValueError(kind)
 
 
@@ -202,6 +218,10 @@ def main() -> int:
             print(f"step, {label}: {step['cached_ms']:.1f} ms the {STEP_TOKENS}th token against a cache of "
                   f"{STEP_TOKENS - 1} (median of {args.repeats}; target <= 300 ms), {step['forward_ms']:.1f} ms a "
                   f"{STEP_TOKENS}-token forward; its cache {step['cache_bytes_a_token']:,} bytes a token")
+            head = measure("head", source, args)
+            print(f"Attention tab, {label}: {head['head_ms']:.1f} ms to trace a head of layer {head['layer']} at "
+                  f"{STEP_TOKENS} tokens (what a new head, layer or text asks of the server; the steps between "
+                  f"stages are drawn in the page), median of {args.repeats}")
     return 0
 
 

@@ -66,7 +66,7 @@ BASE_ARGS: dict[str, list] = {
     "/model_view": ["trained checkpoint", "shakespeare-char", "To be", "4. The block", 0, 0, -1, 0, "pre", "decoder",
                     "gelu", 0.1, 0, False, "your text"],
     "/why": ["shakespeare-char", "To be, or not", -1, "", "the head that pushed most", ["L0 H1"], "mean over the text",
-             "the guess against the runner-up"],
+             "the guess against the runner-up", 1],
     "/compare": [8, 2, 4, 1, 0, False, "fp32", "cpu"],
     "/compare_timing": [8, 2, 1, "fp32", "cpu", 16],
     "/compare_source": ["batched"],

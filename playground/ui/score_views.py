@@ -154,7 +154,7 @@ def score_figure(attribution: ScoreAttribution, tokens: list[str], pairs: int = 
                                         touch_row_px=36)
     shown = [plots._display_label(label) for label in labels]
     figure.update_traces(customdata=[[label, w] for label, w in zip(shown, where)],
-                         hovertemplate="%{customdata[0]}: %{x:+.4f}<extra></extra>")
+                         hovertemplate="%{customdata[0]}: %{x:.4f}<extra></extra>")
     return figure
 
 
@@ -305,7 +305,7 @@ def attention_change(ctx: AppContext, source: str, checkpoint: str, text: str, l
 
 
 def _key_box() -> gr.Number:
-    return gr.Number(-1, label="key position", info="-1: the key this query weights most", minimum=-1, precision=0)
+    return gr.Number(-1, label="key position", info="-1: the key this query weights most")
 
 
 def build_why(ctx: AppContext, checkpoint, text, head_heading) -> None:

@@ -435,7 +435,7 @@ def build(ctx: AppContext) -> ToAttention:
     circuits_heading = gr.Markdown(label="what the head reads and writes")
     first = _first_config(ctx)
     # only a model with rotary positions has one: its QK scores depend on how far back the key is
-    distance = gr.Number(circuits.DEFAULT_DISTANCE, label="distance", precision=0, minimum=0, info=DISTANCE_INFO,
+    distance = gr.Number(circuits.DEFAULT_DISTANCE, label="distance", info=DISTANCE_INFO,
                          visible=bool(first is not None and first.is_llama))
     with gr.Row():  # a host per head: every head's tables drawn out of sight while the page is idle
         chart_deck.hosts(CIRCUITS_DECK, [0, 1], views=heads)
