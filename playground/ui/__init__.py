@@ -115,10 +115,13 @@ input[type="radio"]:checked:hover:not([disabled]) {{ background-color: var(--che
 }}
 /* on a phone, pinned so for a framed row sent from the Why tab (attention_tab.QUERY_SHOWN_JS) */
 #{attention_tab.STAGE_ELEM_ID}[data-pinned]{STAGE_STICKS.removeprefix(f"#{attention_tab.STAGE_ELEM_ID}")}
-/* the title of the chart scrolled under it (page/attention.js), and a rule where the charts go under */
+/* the title of the chart scrolled under it (page/attention.js), and a rule where the charts go under: hung below
+   the heading over the charts (absolute, clicks go through), so the page's layout never changes with it (in the flow,
+   the line added and removed itself ten times a second at a chart's foot, the page jumping 27 px each time) */
 #{attention_tab.STAGE_ELEM_ID}:not(:has(details[open]))[data-under]::after {{ content: "Under it: " attr(data-under);
   display: block; padding: 2px 0 4px; font-size: var(--text-md); color: var(--body-text-color);
-  border-bottom: 1px solid var(--border-color-primary); }}
+  border-bottom: 1px solid var(--border-color-primary); position: absolute; top: 100%; left: 0; right: 0;
+  background: var(--body-background-fill); pointer-events: none; }}
 @media (max-width: {PHONE_WIDTH}px) {{
   .js-plotly-plot .modebar-container {{ display: none; }}
   {CHECKPOINT_PICKER} {{ min-width: 100% !important; }}  /* over the block's own inline min-width */
