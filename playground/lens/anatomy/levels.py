@@ -483,7 +483,7 @@ def textbook_block(seed: int = TEXTBOOK_SEED) -> Block:
 class LensStage:
     """What the model would predict if it stopped here: ln_f + lm_head on the residual stream at this point."""
 
-    name: str  # "embeddings", "block 1", ...
+    name: str  # "embeddings", "layer 0", ...
     top_ids: torch.Tensor  # (T, top) the most likely next tokens, most likely first
     top_probs: torch.Tensor  # (T, top) their probabilities
     next_probs: torch.Tensor  # (T-1,) the probability of the token that actually comes next in the text
@@ -514,7 +514,7 @@ def logit_lens(model: GPT, token_ids: torch.Tensor, top: int = TOP) -> LogitLens
         streams = [("embeddings", x)]
         for layer, block in enumerate(model.blocks):
             x = block(x)[0]
-            streams.append((f"block {layer + 1}", x))
+            streams.append((f"layer {layer}", x))
 
         def probabilities(stream: torch.Tensor) -> torch.Tensor:
             return F.softmax(model.lm_head(model.ln_f(stream))[0].float(), dim=-1)  # (T, V)
