@@ -114,7 +114,7 @@ def probe_heatmap(weights: torch.Tensor, tokens: Sequence[str], title: str) -> g
     """One head's (T, T) probe weights: the cells the causal mask hides grey (not white, "value 0"), and an orange
     dashed line along the lower edge of the 1-back stripe (query p on key p - 1), so a previous-character head's stripe
     is not read as the diagonal (each character on itself); the masked corner says which is which."""
-    T = len(tokens)
+    T = weights.size(-1)
     hidden = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
     figure = heatmap(weights, tokens, tokens, title, show_values=False, x_title="key (looked at)", y_title="query",
                      masked=hidden, masked_hover="masked: a later character, which the query cannot see")
@@ -128,5 +128,8 @@ def probe_heatmap(weights: torch.Tensor, tokens: Sequence[str], title: str) -> g
                                     f"<span style='color:{ONE_BACK_COLOUR}'>- - -</span> under it: the 1-back stripe"
                                     "<br>(each query's previous character)"),
                               font=dict(size=10, color="#333"), bgcolor="rgba(255,255,255,0.8)")
+    # the axes hold the cells only (a shape would widen Plotly's automatic range by a blank strip)
     figure.update_layout(meta={**(figure.layout.meta or {}), "one_back": True})
+    figure.update_xaxes(range=[-0.5, T - 0.5], autorange=False)
+    figure.update_yaxes(range=[T - 0.5, -0.5], autorange=False)
     return figure
