@@ -96,6 +96,12 @@ def test_the_status_draws_the_forming_lines_while_a_run_trains_and_once_it_has_f
     finished = dataclasses.replace(status, state="finished", step=400, probes=probes)
     *_, probe, slider, forming = train_tab.render_status(finished, 0, 0, snapshot=1)
     assert "step 100" in probe.layout.title.text and slider.value == 1
+    # the slider says how often a snapshot comes (it said "at each evaluation" while they came every 25 steps)
+    assert "(4 saved, at each evaluation)" in slider.label  # a run whose probe interval is not known
+    every = dataclasses.replace(finished, settings={"probe_interval": 25}, steps=3000)
+    assert "(4 saved, every 25 steps and at each evaluation)" in train_tab.render_status(every)[4].label
+    widened = dataclasses.replace(every, steps=20000)  # at most MAX_PROBE_SNAPSHOTS: every 100 steps
+    assert "every 100 steps" in train_tab.render_status(widened)[4].label
     assert any(s.x0 == s.x1 == 100 and s.line.width == 6 for s in forming.layout.shapes)  # the heatmap's snapshot
     assert {t.name for t in forming.data if t.mode == "markers"} == {"L0 H0 formed", "L1 H1 formed"}
     # the induction panel's even spread: L = min(48, 64 // 2) = 32

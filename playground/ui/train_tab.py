@@ -45,7 +45,7 @@ from playground.text.tokenizer import CharTokenizer, escape_char
 from playground.training import curves
 from playground.training.estimates import format_budget, format_seconds
 from playground.training.presets import DECAY_FLOORS, TRAIN_PRESETS
-from playground.training.run import RunRequest
+from playground.training.run import MAX_PROBE_SNAPSHOTS, RunRequest
 from playground.ui import forming_plots, plots
 from playground.ui.common import AppContext, default_corpus_choice, default_corpus_name, fold, friendly, keep_on_refusal
 from playground.ui.events import wire
@@ -461,9 +461,19 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
             _repeat_length(status.settings.get("context_size")))
     # a resumed run's snapshots are this session's (they live in memory, not in the checkpoint), unlike its curve
     since = f" since resuming at step {status.start_step}" if status.start_step else ""
+    every = _probe_every(status.settings.get("probe_interval"), status.steps)
     slider = gr.Slider(minimum=0, maximum=max(last, 1), value=max(index, 0), step=1,
-                       label=f"snapshot ({len(status.probes)} saved{since}, at each evaluation)")
+                       label=f"snapshot ({len(status.probes)} saved{since}, "
+                             f"{f'every {every} steps and ' if every else ''}at each evaluation)")
     return text, figure, samples, probe_figure, slider, forming_figure
+
+
+def _probe_every(interval, steps) -> int:
+    """Steps between a run's probe snapshots (run.py's rule: its probe_interval, widened to keep a long run to
+    MAX_PROBE_SNAPSHOTS); 0 where it takes them at evaluations only."""
+    if not isinstance(interval, int) or interval <= 0:
+        return 0
+    return max(interval, -(-int(steps or 0) // MAX_PROBE_SNAPSHOTS))
 
 
 def _repeat_length(context_size) -> int | None:
