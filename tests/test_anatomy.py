@@ -321,7 +321,7 @@ def test_textbook_block_is_seeded_and_runs_on_the_books_inputs():
 
 def test_logit_lens_last_stage_is_the_models_prediction(model):
     lens = logit_lens(model, IDS, top=5)
-    assert [s.name for s in lens.stages] == ["embeddings", "block 1", "block 2", "block 3"]
+    assert [s.name for s in lens.stages] == ["embeddings", "layer 0", "layer 1", "layer 2"]
     with torch.no_grad():
         probs = torch.softmax(model(IDS[None]).logits[0], dim=-1)  # (T, V)
         first = torch.softmax(model.lm_head(model.ln_f(model.embed(IDS[None])))[0], dim=-1)
@@ -378,7 +378,7 @@ def test_level_titles_and_the_model_map():
     assert lessons.level_key("3. All heads") == "heads" and lessons.level_key("block") == "block"
     with pytest.raises(ValueError, match="not one of the levels"):
         lessons.level_key("6. Everything")
-    assert lessons.map_parts(2) == ["Embeddings", "Block 1", "Block 2", "Final norm", "LM head",
+    assert lessons.map_parts(2) == ["Embeddings", "Layer 0", "Layer 1", "Final norm", "LM head",
                                     "Next-character probabilities"]
 
 

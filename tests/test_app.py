@@ -191,7 +191,7 @@ def test_model_view_zooms_through_the_api(served):
     settings = ["trained checkpoint", "shakespeare-char", "To be", "4. The block", 1, 1, -1, 0, "post", "encoder",
                 "relu", 0.5, 3]
     part, heading, *figures, numbers = client.predict(*settings, api_name="/model_view")
-    assert part == "Block 2" and "post-norm (notebooks 002/003), encoder (no mask), ReLU" in heading
+    assert part == "Layer 1" and "post-norm (notebooks 002/003), encoder (no mask), ReLU" in heading
     # plain values, not gr.Plot updates (an API client got {"__type__": "update", ...} instead of the figure)
     assert [figure is None for figure in figures] == [False, False, False, False] and isinstance(numbers, str)
     assert all("__type__" not in figure and "plot" in figure for figure in figures)

@@ -100,7 +100,7 @@ def test_a_first_answer_made_for_inputs_the_page_has_left_is_not_drawn(deck_page
 
 def test_more_views_for_the_view_drawn_leave_its_texts_alone(deck_page):
     """The rest of a deck arriving for the view on screen sets nothing: a control clicked since keeps its value (the
-    Model tab's map reverted under a click on 'Block 3')."""
+    Model tab's map reverted under a click on 'Layer 2')."""
     first, more = chart_deck.draw_js(DECK, 1), chart_deck.draw_js(DECK, 1, more=True)
     only_six = chart_deck.deck_json("on", {"6": (["on step 6"], [_figure("on 6")])})
     assert call(deck_page, first, only_six, "6") == ["on step 6"]

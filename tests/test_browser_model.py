@@ -101,9 +101,9 @@ def test_model_tab_zooms_from_one_score_to_the_whole_model(page):
     expect(plot_titled(panel, "The model's top 10 next characters")).to_be_visible(timeout=WAIT_MS)
     screenshot(page, "model-lens")
 
-    panel.get_by_role("radio", name="Block 3", exact=True).check()  # the model map
+    panel.get_by_role("radio", name="Layer 2", exact=True).check()  # the model map
     expect(heading(panel)).to_have_text(LEVEL_TITLES[3], timeout=WAIT_MS)
-    expect(panel).to_contain_text("block 3 (layer 2)", timeout=WAIT_MS)
+    expect(panel).to_contain_text("layer 2 of shakespeare-char", timeout=WAIT_MS)
     panel.get_by_role("radio", name="LM head", exact=True).check()
     expect(panel).to_contain_text("Look for: LM head turns the normalised stream", timeout=WAIT_MS)
 
@@ -173,7 +173,7 @@ def test_the_notebooks_own_models_on_the_text_and_on_their_own_inputs(page):
     expect_no_error(page)
     panel.get_by_role("radio", name="trained checkpoint", exact=True).check()  # back: the levels return
     expect(heading(panel)).to_have_text(LEVEL_TITLES[0], timeout=WAIT_MS)
-    expect(panel.get_by_role("radio", name="Block 1", exact=True)).to_be_visible()
+    expect(panel.get_by_role("radio", name="Layer 0", exact=True)).to_be_visible()
     expect_no_error(page)
 
 

@@ -33,7 +33,7 @@ def ctx() -> AppContext:
 
 
 def view(ctx, level, *, source="trained checkpoint", text=TEXT, layer=1, head=2, query=-1, key=3,
-         switches=GPT_SWITCHES, forget=False, part="Block 2", handler=model_tab.model_view):
+         switches=GPT_SWITCHES, forget=False, part="Layer 1", handler=model_tab.model_view):
     return handler(ctx, source, "shakespeare-char", text, level, layer, head, query, key, *switches, forget,
                    part=part)
 
@@ -52,7 +52,7 @@ def test_every_level_draws_its_figures_and_says_what_to_look_for(ctx, level, cou
     assert result.heading.startswith(f"### {level}") and "**Look for:**" in result.heading
     assert len(figures(result)) == count
     assert result.parts == lessons.map_parts(4)  # the shipped model: 4 blocks
-    assert result.part == ("Next-character probabilities" if level == MODEL else "Block 2")
+    assert result.part == ("Next-character probabilities" if level == MODEL else "Layer 1")
     for figure in figures(result):
         json.loads(figure.to_json())  # each figure serialises as the browser receives it
 
@@ -247,7 +247,7 @@ def test_the_model_level_reads_each_block_through_the_lm_head(ctx):
     assert len(set(looks.values())) == len(lessons.MODEL_PARTS)
     for part in lessons.MODEL_PARTS[:3]:
         assert looks[part].startswith(f"**{part}**")
-    assert "embeddings: `" in result.heading and "block 4: `" in result.heading
+    assert "embeddings: `" in result.heading and "layer 3: `" in result.heading
     assert titles(result)[1] == "The model's top 10 next characters at every position"
 
 
@@ -302,8 +302,8 @@ def test_a_view_over_the_memory_budget_says_what_to_lower(tmp_path):
 
 
 def test_the_model_map_navigates():
-    assert model_tab.navigate("Block 3", SCORE, 0) == (SCORE, 2, "Block 3")  # inside a block: keep the level
-    assert model_tab.navigate("Block 1", MODEL, 3) == (BLOCK, 0, "Block 1")
+    assert model_tab.navigate("Layer 2", SCORE, 0) == (SCORE, 2, "Layer 2")  # inside a block: keep the level
+    assert model_tab.navigate("Layer 0", MODEL, 3) == (BLOCK, 0, "Layer 0")
     assert model_tab.navigate("LM head", HEADS, 1) == (MODEL, 1, "LM head")
     assert model_tab.navigate("Embeddings", BLOCK, 2) == (MODEL, 2, "Embeddings")
     with pytest.raises(gr.Error, match="Unknown part of the model"):
@@ -312,7 +312,7 @@ def test_the_model_map_navigates():
 
 def test_the_shown_view_and_the_controls_follow_the_level_and_the_model(ctx):
     texts, drawn = model_tab._deck_view(view(ctx, HEAD))
-    assert texts[3] == "Block 2" and [figure is not None for figure in drawn] == [True, True, False, False]
+    assert texts[3] == "Layer 1" and [figure is not None for figure in drawn] == [True, True, False, False]
     checkpoint, layer, head, key, switches, forget, model_map, level, book_inputs, _ = model_tab.controls(
         ctx, "textbook inputs", None, BLOCK)
     assert not checkpoint.visible and not layer.visible and not head.visible and switches.visible
@@ -359,7 +359,7 @@ def test_the_heads_grid_fits_a_phone_two_square_panels_a_row():
 
 
 def test_word_labels_that_cannot_stand_side_by_side_on_a_phone_are_slanted():
-    names = ["embeddings", "block 1", "block 2", "block 3", "block 4", "final norm"]
+    names = ["embeddings", "layer 0", "layer 1", "layer 2", "layer 3", "final norm"]
     assert plots.word_tick_angle(names) == -45 and plots.word_tick_angle(names[:2]) == 0
     assert plots.word_tick_angle(list("abcdefghijklmnopqrstuvwxyz")) == 0  # characters are thinned, not slanted
     assert plots.bar_chart(names, [0.1] * 6).layout.xaxis.tickangle == -45

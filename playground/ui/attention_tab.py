@@ -452,10 +452,17 @@ def build(ctx: AppContext) -> Opened:
     drawn = gr.Textbox(visible=False, label="query position drawn in the page")
     need = gr.Textbox(visible=False, label="query position asked of the server")
 
+    shown_checkpoint = gr.State(checkpoint.value)  # the checkpoint whose views are on screen
+
     def answer(event, name: str) -> None:
         """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping),
-        then the step on screen one switch away (kept for a what-if click)."""
+        then the step on screen one switch away (kept for a what-if click). A refused checkpoint (`gpt2` offline)
+        goes back to the one on screen: its name had stayed in the box above the old model's charts."""
         event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
+        event.success(lambda value: value, checkpoint, shown_checkpoint, api_name=f"{name}_shown",
+                      api_visibility="private", show_progress="hidden", queue=False)
+        event.failure(lambda value: value, shown_checkpoint, checkpoint, api_name=f"{name}_checkpoint_back",
+                      api_visibility="private", show_progress="hidden", queue=False)
         event.failure(None, js=chart_deck.settle_js(DECK), api_name=f"{name}_settle", api_visibility="private",
                       show_progress="hidden", queue=False)
         drawn = wire(event.success, attention_deck, ctx, [*settings[:-1], query], deck, fixed=dict(heads=heads),

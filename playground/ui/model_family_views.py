@@ -175,7 +175,7 @@ def _family_views(ctx: AppContext, loaded, text: str, settings: Settings, part, 
             walked = family.gated_block_walk(loaded.model, ids, layer)
 
             def shown(settings):
-                return _block_view(loaded, walked, tokens, settings, f"block {layer + 1} (layer {layer}) of {where}",
+                return _block_view(loaded, walked, tokens, settings, f"layer {layer} of {where}",
                                    list(notes))
         else:
             def shown(settings):

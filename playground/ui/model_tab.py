@@ -1,6 +1,6 @@
 """Model tab: zoom from one score to the whole model, on the learner's own text or on the book's inputs.
 
-A model map at the top (Embeddings -> Block 1..N -> Final norm -> LM head -> Next-character probabilities)
+A model map at the top (Embeddings -> Layer 0..N-1 -> Final norm -> LM head -> Next-character probabilities)
 picks the part; the level picker zooms: 1. one score (q_i, k_j, their products and sum), 2. one head (its
 weights; the Attention tab steps through its seven stages), 3. all heads (weights, concatenation, output
 projection; notebook 001's numbers on the textbook inputs; a switch that forgets notebook 002's transpose and
@@ -269,9 +269,9 @@ def navigate(part, level, layer) -> tuple[str, object, str]:
     """A click on the model map -> (level, layer, the part clicked): a block keeps a level inside the block
     (score, head, heads, block) or goes to the block level; every other part goes to the model level."""
     current = lessons.level_key(level) if level in LEVEL_TITLES else "score"
-    if isinstance(part, str) and part.startswith("Block "):
-        number = checks.whole_number(part.removeprefix("Block "), "block", 1)
-        return (level if current != "model" else LEVEL_TITLES[anatomy.LEVELS.index("block")]), number - 1, part
+    if isinstance(part, str) and part.startswith("Layer "):
+        number = checks.whole_number(part.removeprefix("Layer "), "layer", 0)
+        return (level if current != "model" else LEVEL_TITLES[anatomy.LEVELS.index("block")]), number, part
     if part in MODEL_PARTS:
         return LEVEL_TITLES[anatomy.LEVELS.index("model")], layer, part
     raise ValueError(f"unknown part of the model {checks.shown(part)}")
@@ -358,7 +358,7 @@ def build(ctx: AppContext) -> None:
                          info="Embeddings → blocks → final norm → LM head → next-character probabilities")
     level = gr.Radio(list(zip(LEVEL_LABELS, LEVEL_TITLES)), value=LEVEL_TITLES[0], label="Zoom level")
     with gr.Row():
-        layer = gr.Number(0, label="layer", min_width=CONTROL_MIN_WIDTH, info="from 0: layer 0 is Block 1 on the map",
+        layer = gr.Number(0, label="layer", min_width=CONTROL_MIN_WIDTH, info="from 0, as on the map",
                           visible=first_source == SOURCES[0])
         head = gr.Number(0, label="head", min_width=CONTROL_MIN_WIDTH)
         query = gr.Number(-1, label="query position (-1 = last)", min_width=CONTROL_MIN_WIDTH)

@@ -481,7 +481,7 @@ def checkpoint_views(ctx: AppContext, checkpoint, text: str, settings: Settings,
 
             def shown(settings):
                 return _block_view(loaded.model.blocks[layer], x, tokens, h, settings,
-                                   f"block {layer + 1} (layer {layer}) of {where}", notes, lessons.GPT_SWITCHES,
+                                   f"layer {layer} of {where}", notes, lessons.GPT_SWITCHES,
                                    loaded), ""
         else:
             def shown(settings):

@@ -74,7 +74,8 @@ FORGET_JS = "() => { window.samplePage.forget(); }"
 # two boxes overlap (tests/test_browser_phone.py measures it) whatever the monospace font's glyph box, up to 24 px
 # (Noto Sans Mono's is 22 px: at 48 px apart its boxes overlapped by 2 px)
 COLOURED_CSS = """
-.sample-coloured { font-family: monospace; white-space: pre-wrap; line-height: 1.9; font-size: 1rem; }
+.sample-coloured { font-family: monospace; white-space: pre-wrap; overflow-wrap: anywhere; line-height: 1.9;
+                  font-size: 1rem; }
 .sample-coloured [data-position] { cursor: pointer; color: #111; border-radius: 2px; }
 .sample-coloured .picked { outline: 2px solid #2563eb; outline-offset: 1px; }
 @media (pointer: coarse) {
@@ -463,9 +464,9 @@ def _inspections(ctx: AppContext, loaded, history: dict, positions, layer: int, 
                          # the largest weights labelled first, then the last token read where it keeps clear of
                          # them (on a phone the tallest bar is often 1 back, beside it)
                          important=[*strongest.indices.tolist(), len(context_labels) - 1])
-        back = len(context_labels)  # the last token it read is 1 back
-        named = ", ".join(f"{context_labels[i]!r} ({back - i} back) {w:.2f}"
-                          for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
+        query = len(context_labels) - 1  # the query is the last token it read; "1 back" is the one before it
+        named = ", ".join(f"{context_labels[i]!r} ({'the query itself' if i == query else f'{query - i} back'}) "
+                          f"{w:.2f}" for w, i in zip(strongest.values.tolist(), strongest.indices.tolist()))
         shorter = ""
         before = len(history["prompt_ids"]) + position  # tokens before it: more than it read after a rebuild
         if len(context_labels) < min(before, config.context_size):
@@ -475,7 +476,8 @@ def _inspections(ctx: AppContext, loaded, history: dict, positions, layer: int, 
                        f"{config.context_size})")
         note = (f"{tokenizer.token_name.capitalize()} #{position} ({drawn!r}) was drawn with probability "
                 f"{token['probability']:.3f} from the distribution after temperature, top-k and top-p; the model "
-                f"saw the last {len(context_labels)} {_plural(tokenizer)}{shorter}. Strongest attention: {named}.")
+                f"saw the last {len(context_labels)} {_plural(tokenizer)}{shorter}. The query is the last of them, "
+                f"{context_labels[query]!r}; strongest attention: {named}.")
         shown[position] = (top, attention, note)
     return shown
 

@@ -35,6 +35,7 @@ from playground.config import (
     TrainConfig,
 )
 from playground.device import describe, offered_devices, pick_device
+from playground.lens import head_scores
 from playground.lens.anatomy.book_models import LAB_TEXT
 from playground.model.families import family_settings
 from playground.server import admission, tenancy
@@ -44,8 +45,8 @@ from playground.text.tokenizer import CharTokenizer, escape_char
 from playground.training import curves
 from playground.training.estimates import format_budget, format_seconds
 from playground.training.presets import DECAY_FLOORS, TRAIN_PRESETS
-from playground.training.run import RunRequest
-from playground.ui import plots
+from playground.training.run import MAX_PROBE_SNAPSHOTS, RunRequest
+from playground.ui import forming_plots, plots
 from playground.ui.common import AppContext, default_corpus_choice, default_corpus_name, fold, friendly, keep_on_refusal
 from playground.ui.events import wire
 
@@ -312,7 +313,8 @@ def start_run(ctx: AppContext, *, layers_num, heads_num, embedding_dim, context_
         raise
     # The snapshot slider is left to the status poll: shrunk here (a new run has one snapshot), a poll already on
     # its way with the last run's position would be refused by the slider's new maximum.
-    return (*render_status(ctx.jobs.status(), owned=True)[:4], gr.skip())
+    rendered = render_status(ctx.jobs.status(), owned=True)
+    return (*rendered[:4], gr.skip(), rendered[5])
 
 
 def visitors_text(corpus_choice, upload, pasted, limits: Limits) -> tuple[str | None, str | None]:
@@ -377,7 +379,7 @@ def poll_status(ctx: AppContext, layer, head, snapshot_index, seen, token="", br
     owned = ctx.jobs.owned_by(identify(ctx, token, browser_token, request, strict=False))
     key = [status.state, status.run_name, status.step, len(status.probes), len(status.samples), owned, layer, head]
     if seen == key:
-        return (*[gr.skip()] * 5, seen, gr.skip())
+        return (*[gr.skip()] * 6, seen, gr.skip())
     follow = not seen or seen[:6] != key[:6]
     finished = owned and status.state in (FINISHED, STOPPED)
     return (*render_status(status, layer or 0, head or 0, None if follow else snapshot_index, owned), key,
@@ -386,13 +388,13 @@ def poll_status(ctx: AppContext, layer, head, snapshot_index, seen, token="", br
 
 def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: int | None = None,
                   owned: bool | None = None):
-    """(status Markdown, loss figure, samples text, probe heatmap, snapshot slider) for one poll.
+    """(status Markdown, loss figure, samples text, probe heatmap, snapshot slider, heads forming) for one poll.
 
     ``owned``: whether the page asking owns the run (None: not said). It names no owner either way.
     """
     if status.state == "idle":
         return ("No run yet. Pick a preset, adjust, press **Start**.", plots.line_chart({}, "loss"), "",
-                None, gr.Slider(minimum=0, maximum=1, value=0, step=1))
+                None, gr.Slider(minimum=0, maximum=1, value=0, step=1), None)
     done = max(0, status.step - status.start_step)
     by_steps = status.step / status.steps if status.steps else 0
     progress = max(status.progress, by_steps)
@@ -430,7 +432,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
     figure = plots.line_chart({"train": status.train_loss[::stride], "validation": status.val_loss},
                               "Loss (cross-entropy, nats)")
     samples = "\n\n".join(f"--- step {step} ---\n{sample}" for step, sample in reversed(status.samples[-5:]))
-    probe_figure = None
+    probe_figure = forming_figure = None
     last = len(status.probes) - 1
     index = last if snapshot is None else max(0, min(int(snapshot), last))
     if status.probes:
@@ -451,14 +453,34 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
             listed = ", ".join(f"'{escape_char(c)}'" for c in probe.left_out[:12]) + (
                 f" and {len(probe.left_out) - 12} more" if len(probe.left_out) > 12 else "")
             unshown += f" (without {listed}: not in this run's vocabulary)"
-        probe_figure = plots.heatmap(probe.weights[layer, head], probe.tokens, probe.tokens,
-                                     f"Probe attention at step {probe.step} · layer {layer} head {head}{unshown}",
-                                     show_values=False, x_title="key (looked at)", y_title="query")
+        probe_figure = forming_plots.probe_heatmap(
+            probe.weights[layer, head], probe.tokens,
+            f"Probe attention at step {probe.step} · layer {layer} head {head}{unshown}")
+        forming_figure = forming_plots.forming_chart(
+            [p.scores for p in status.probes], (layer, head), probe.step,
+            _repeat_length(status.settings.get("context_size")))
     # a resumed run's snapshots are this session's (they live in memory, not in the checkpoint), unlike its curve
     since = f" since resuming at step {status.start_step}" if status.start_step else ""
+    every = _probe_every(status.settings.get("probe_interval"), status.steps)
     slider = gr.Slider(minimum=0, maximum=max(last, 1), value=max(index, 0), step=1,
-                       label=f"snapshot ({len(status.probes)} saved{since}, at each evaluation)")
-    return text, figure, samples, probe_figure, slider
+                       label=f"snapshot ({len(status.probes)} saved{since}, "
+                             f"{f'every {every} steps and ' if every else ''}at each evaluation)")
+    return text, figure, samples, probe_figure, slider, forming_figure
+
+
+def _probe_every(interval, steps) -> int:
+    """Steps between a run's probe snapshots (run.py's rule: its probe_interval, widened to keep a long run to
+    MAX_PROBE_SNAPSHOTS); 0 where it takes them at evaluations only."""
+    if not isinstance(interval, int) or interval <= 0:
+        return 0
+    return max(interval, -(-int(steps or 0) // MAX_PROBE_SNAPSHOTS))
+
+
+def _repeat_length(context_size) -> int | None:
+    """The induction probe's L for a run of ``context_size`` (head_scores.probe_tokens's rule), None where unknown."""
+    if not isinstance(context_size, int) or context_size < 4:
+        return None
+    return min(head_scores.MAX_REPEAT_LENGTH, context_size // 2)
 
 
 # The page's side of a start: make this browser's owner token (128 random bits) the first time one is needed. It runs
@@ -636,6 +658,7 @@ def build(ctx: AppContext) -> gr.State:
                 probe_head = gr.Number(0, label="head")
             snapshot = gr.Slider(0, 1, value=0, step=1, label="snapshot")
             probe_plot = gr.Plot(label="Probe sentence attention")
+    forming_plot = gr.Plot(label="Heads forming")
     timer = gr.Timer(1.0)
     owner_token = gr.BrowserState("", storage_key=OWNER_STORAGE_KEY, secret=OWNER_STORAGE_SECRET)
     # what the events read of it: a hidden box that mirrors it, so the API's browser_token has a default ("") that an
@@ -645,7 +668,7 @@ def build(ctx: AppContext) -> gr.State:
           api_visibility="private", show_progress="hidden")
 
     settings = [fields[name] for name in SETTINGS_FIELDS]
-    outputs = [status_md, loss_plot, samples, probe_plot, snapshot]
+    outputs = [status_md, loss_plot, samples, probe_plot, snapshot, forming_plot]
 
     def preset_changed(name):
         return preset_values(name, ctx.weights, {ctx.jobs.status().run_name})
@@ -703,7 +726,10 @@ def build(ctx: AppContext) -> gr.State:
     wire(timer.tick, poll_status, ctx, [probe_layer, probe_head, snapshot, seen, token, page_token],
          [*outputs, seen, finished_run], own_checks=("snapshot_index",), api_name="train_status",
          show_progress="hidden", trigger_mode="always_last")
-    snapshot.release(friendly(lambda layer, head, index: render_status(ctx.jobs.status(), layer or 0, head or 0,
-                                                                       index)),
-                     [probe_layer, probe_head, snapshot], outputs, api_name="train_replay", api_visibility="private")
+    # a drag ends in release; a number typed in the slider's box is an input (release came only once the box lost
+    # focus: Enter moved the slider but not the chart)
+    gr.on([snapshot.release, snapshot.input],
+          friendly(lambda layer, head, index: render_status(ctx.jobs.status(), layer or 0, head or 0, index)),
+          [probe_layer, probe_head, snapshot], outputs, api_name="train_replay", api_visibility="private",
+          trigger_mode="always_last")
     return finished_run

@@ -5,7 +5,7 @@ The ONE place the level titles live (the tab's level picker, its headings and th
 ``/model_view`` use ``LEVEL_TITLES``). Holds words only: the numbers come from levels.py, and each function
 here turns them into sentences a learner reads, the way walkthrough/lessons.py does for the seven stages.
 
-    LEVEL_TITLES[0] -> "1. One score"        map_parts(4) -> ["Embeddings", "Block 1", ..., "Block 4",
+    LEVEL_TITLES[0] -> "1. One score"        map_parts(4) -> ["Embeddings", "Layer 0", ..., "Layer 3",
                                                              "Final norm", "LM head", "Next-character probabilities"]
 """
 
@@ -79,8 +79,9 @@ def level_key(title_or_key: str) -> str:
 
 
 def block_part(layer: int) -> str:
-    """The map's name for block ``layer`` (counted from 0): "Block 1" for layer 0."""
-    return f"Block {layer + 1}"
+    """The map's name for block ``layer``: "Layer 0". Layers and heads are counted from 0 everywhere on screen (L3 H1 is
+    layer 3, head 1; notebook 003's layer1 and layer2 are layers 0 and 1)."""
+    return f"Layer {layer}"
 
 
 def map_parts(layers_num: int) -> list[str]:

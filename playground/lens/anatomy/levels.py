@@ -484,7 +484,7 @@ def textbook_block(seed: int = TEXTBOOK_SEED) -> Block:
 class LensStage:
     """What the model would predict if it stopped here: ln_f + lm_head on the residual stream at this point."""
 
-    name: str  # "embeddings", "block 1", ...
+    name: str  # "embeddings", "layer 0", ...
     top_ids: torch.Tensor  # (T, top) the most likely next tokens, most likely first
     top_probs: torch.Tensor  # (T, top) their probabilities
     next_probs: torch.Tensor  # (T-1,) the probability of the token that actually comes next in the text
@@ -512,11 +512,11 @@ def _streams(model: GPT, ids: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
     streams = [("embeddings", x)]
     if model.config.is_llama:
         _, recorder = run_with_cache(model, ids[None], points={"hook_resid_post"})
-        return streams + [(f"block {layer + 1}", recorder[f"blocks.{layer}.hook_resid_post"])
+        return streams + [(f"layer {layer}", recorder[f"blocks.{layer}.hook_resid_post"])
                           for layer in range(model.config.layers_num)]
     for layer, block in enumerate(model.blocks):
         x = block(x)[0]
-        streams.append((f"block {layer + 1}", x))
+        streams.append((f"layer {layer}", x))
     return streams
 
 
