@@ -115,7 +115,7 @@ def test_every_level_reads_transformers_numbers(ctx, weights, name):
     probabilities = torch.softmax(expected.logits[0], -1)
     top = probabilities.topk(anatomy.TOP, dim=-1)
     torch.testing.assert_close(lens.stages[-1].top_probs, top.values, atol=1e-5, rtol=0)
-    assert [stage.name for stage in lens.stages] == ["embeddings", *(f"block {n + 1}" for n in
+    assert [stage.name for stage in lens.stages] == ["embeddings", *(f"layer {n}" for n in
                                                                      range(config.layers_num))]
 
 
