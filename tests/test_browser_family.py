@@ -5,12 +5,15 @@ console error, no error toast. Screenshots: family-model-score, family-model-blo
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from browser_support import WAIT_MS, expect_no_error, open_tab, plot_titled, screenshot
 from playwright.sync_api import Locator, expect
 from test_browser_model import heading, zoom
 
 from playground.lens.anatomy.lessons import LEVEL_TITLES
+from playground.ui import train_tab
 
 pytestmark = pytest.mark.browser
 
@@ -71,3 +74,46 @@ def test_the_compare_tab_computes_a_llamas_own_layer_each_grouped_way(page, llam
         expect(table.get_by_role("gridcell", name=way, exact=True)).to_be_visible(timeout=WAIT_MS)
     expect_no_error(page)
     screenshot(page, "family-compare", publish=False)
+
+
+def sample(panel: Locator, checkpoint: str, prompt: str, new_tokens: int) -> str:
+    """Generate ``new_tokens`` from ``checkpoint`` with the KV cache on; the finished text."""
+    pick(panel, checkpoint)
+    expect(panel).to_contain_text(f"{checkpoint} · ", timeout=WAIT_MS)
+    panel.get_by_label("Prompt", exact=True).fill(prompt)
+    panel.get_by_label("max new tokens", exact=True).fill(str(new_tokens))
+    cache = panel.get_by_label("KV cache", exact=True)
+    if not cache.is_checked():
+        cache.click()
+    panel.get_by_role("button", name="Generate", exact=True).click()
+    expect(panel).to_contain_text(re.compile(rf"with the KV cache.*\b{new_tokens} (characters|tokens) in"),
+                                  timeout=2 * WAIT_MS)
+    return panel.get_by_label("Text", exact=True).input_value()
+
+
+def test_the_sample_tab_generates_from_a_llama_and_prices_its_grouped_cache(page, llama):
+    panel = open_tab(page, "Sample")
+    text = sample(panel, llama, "ROMEO:", 12)
+    assert text.startswith("ROMEO:") and len(text) > len("ROMEO:")
+    # the cache the sampler kept: 2 layers x (K and V) x 2 K/V heads x head size 8 x 4 bytes a token
+    expect(panel).to_contain_text("2 K/V heads for 4 query heads", use_inner_text=False)
+    expect_no_error(page)
+
+
+def test_the_modern_preset_trains_a_llama_in_the_train_tab_and_the_sample_tab_samples_it(page, server):
+    panel = open_tab(page, "Train")
+    panel.get_by_label("preset").click()
+    page.get_by_role("option", name="modern", exact=True).click()
+    expect(panel.get_by_label("Llama's blocks", exact=True)).to_be_checked(timeout=WAIT_MS)
+    expect(panel.get_by_label(train_tab.KV_HEADS_LABEL, exact=True)).to_have_value("2")
+    for label, value in (("steps", 30), (train_tab.TIME_BUDGET_LABEL, 0)):
+        panel.get_by_label(label, exact=True).fill(str(value))
+    name = panel.get_by_label("run name (folder in weights/)").input_value()
+    panel.get_by_role("button", name="Start", exact=True).click()
+    expect(panel).to_contain_text(re.compile(rf"FINISHED · run {re.escape(name)}"), timeout=4 * WAIT_MS)
+    assert (server.weights / name / "config.json").is_file()
+    panel = open_tab(page, "Sample")
+    text = sample(panel, name, "ROMEO:", 20)
+    assert text.startswith("ROMEO:") and len(text) == len("ROMEO:") + 20  # a character model: a token a character
+    expect(panel).to_contain_text("2 K/V heads for 4 query heads", use_inner_text=False)
+    expect_no_error(page)
