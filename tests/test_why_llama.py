@@ -5,6 +5,8 @@ distance the learner picks, with the sentence that says why it needs one; the bo
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from test_llama import make_tiny
@@ -82,3 +84,17 @@ def test_a_new_distance_sends_the_circuits_again_under_a_new_key(llama):
     assert decks[2] is not None and not isinstance(decks[2], str)  # the same distance: held, not sent again
     again = why_tab.why_page(ctx, *settings, shown, why_reading.ALONE, 2)
     assert isinstance(again[2], str) and again[-1]["circuits"] != shown["circuits"]
+
+
+def test_the_look_for_line_says_which_distance_its_qk_rank_reads(llama):
+    """A rotary head's QK table holds one distance: the line names it, and where the key the head looked at most
+    sits at another, how far back that key is."""
+    ctx, _, _ = llama
+    for distance in (0, 1, 3):
+        heading = explain(ctx, distance=distance).circuits_heading
+        assert f"` at distance {distance}" in heading
+        back = re.search(r"this key sits (\d+) back: set distance (\d+)", heading)
+        if back:
+            assert back.group(1) == back.group(2) != str(distance)
+    assert "at distance" not in why_tab.explain(ctx, "shakespeare-char", TEXT, -1, "", why_tab.STRONGEST, [],
+                                                "mean over the text", why_reading.ALONE, None).circuits_heading

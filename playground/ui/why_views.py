@@ -420,8 +420,13 @@ def _in_the_tables(reading: _Reading, position: int, layer: int, which: int) -> 
     of_text, of_rows = ("", "") if why else (f" of the text's {len(in_text)}", f" of {len(rows)}")
     promotes = (f"ranks `{name(column)}` {_ordinal(ov_rank)}{of_rows}" if ov_rank is not None
                 else f"promotes `{name(column)}` most")  # a BPE guess outside the table's tokens: its row's first
-    return (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks `{name(key)}` "
-            f"{_ordinal(qk_rank)}{of_text}; OV row `{name(key)}` {promotes}.{why}")
+    at = ""
+    if reading.distance is not None:  # rotary positions: the QK table holds one distance, the key may sit at another
+        back = position - _looked_most(reading, position, layer, which)[0]
+        at = (f" at distance {reading.distance}" if back == reading.distance
+              else f" at distance {reading.distance} (this key sits {back} back: set distance {back} to read its own)")
+    return (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}`{at} ranks "
+            f"`{name(key)}` {_ordinal(qk_rank)}{of_text}; OV row `{name(key)}` {promotes}.{why}")
 
 
 def _looks(reading: _Reading, layer: int, which: int) -> list[head_scores.Look]:
