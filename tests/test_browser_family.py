@@ -117,3 +117,16 @@ def test_the_modern_preset_trains_a_llama_in_the_train_tab_and_the_sample_tab_sa
     assert text.startswith("ROMEO:") and len(text) == len("ROMEO:") + 20  # a character model: a token a character
     expect(panel).to_contain_text("2 K/V heads for 4 query heads", use_inner_text=False)
     expect_no_error(page)
+
+
+def test_the_tokenize_tab_reads_a_llamas_own_tokenizer(page, llama, server):
+    from playground.checkpoints.loading import open_checkpoint
+
+    expected = open_checkpoint(llama, directory=server.weights).tokenizer.encode("Hello world").tolist()
+    panel = open_tab(page, "Tokenize")
+    panel.get_by_label("Text", exact=True).fill("Hello world")
+    panel.get_by_role("radio", name="loaded checkpoint", exact=True).check()
+    pick(panel, llama)
+    expect(panel.get_by_label("Token IDs")).to_have_value(str(expected), timeout=WAIT_MS)
+    expect(panel).to_contain_text("the checkpoint's own tokenizer")
+    expect_no_error(page)
