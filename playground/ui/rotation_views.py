@@ -158,6 +158,6 @@ def connect(ctx: AppContext, rotation: Rotation, kv_line: gr.Markdown, head_cont
     wire(functools.partial(gr.on, triggers), rotation_view, ctx, head_controls,
          [rotation.section, rotation.text, rotation.turned, rotation.angles, kv_line, rotation.shift_group],
          fixed=dict(heads=heads), api_name="attention_rotation", api_visibility="private", show_progress="hidden",
-         trigger_mode="always_last", **ctx.fast_lane)
+         trigger_mode="always_last")
     wire(rotation.prove.click, shift_view, ctx, [*head_controls[:5], rotation.shift], rotation.proof,
          api_name="attention_shift", api_visibility="private", show_progress="hidden", **ctx.fast_lane)
