@@ -1,6 +1,7 @@
 """The server's CPU time per page load: app.py started as click_latency.py starts it, the page loaded in Chromium
 ``--loads`` times, each time until the server has been idle for 2 s; prints the CPU seconds the server spent on each
-load (the first views the page asks for on arrival) and the wall time until it was idle.
+load (the first views the page asks for on arrival), those the browser spent (Chromium and Playwright's driver: every
+process under this one but the server) and the wall time until the server was idle.
 
     python benchmarks/page_load_cpu.py [--loads 3]
 """
@@ -29,6 +30,32 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (/proc/PID/task/TID/children)."""
+    found, stack = [], [pid]
+    while stack:
+        for task in Path(f"/proc/{stack.pop()}/task").glob("*"):
+            try:
+                children = [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            stack += children
+    return found
+
+
+def browser_seconds(exclude: int) -> dict[int, float]:
+    """CPU seconds so far of every process under this one but ``exclude`` (the server): Chromium and the driver."""
+    seconds = {}
+    for pid in descendants(os.getpid()):
+        if pid != exclude:
+            try:
+                seconds[pid] = cpu_seconds(pid)
+            except OSError:
+                continue
+    return seconds
+
+
 def wait_idle(pid: int) -> None:
     last, quiet = cpu_seconds(pid), 0.0
     while quiet < IDLE_S:
@@ -52,11 +79,15 @@ def main() -> None:
                 browser = playwright.chromium.launch(executable_path=args.chromium, args=["--no-sandbox"])
                 for n in range(args.loads):
                     before, started = cpu_seconds(process.pid), time.perf_counter()
+                    browser_before = browser_seconds(process.pid)
                     page = browser.new_page(viewport={"width": 1440, "height": 900})
                     page.goto(f"http://127.0.0.1:{port}/")
                     page.get_by_role("heading", name="Attention Playground").wait_for()
                     wait_idle(process.pid)
-                    print(f"page load {n + 1}: server CPU {cpu_seconds(process.pid) - before:.2f} s, idle after "
+                    browser_after = browser_seconds(process.pid)  # a process ended meanwhile is left out
+                    browser_cpu = sum(now - browser_before.get(pid, 0.0) for pid, now in browser_after.items())
+                    print(f"page load {n + 1}: server CPU {cpu_seconds(process.pid) - before:.2f} s, browser CPU "
+                          f"{browser_cpu:.2f} s, idle after "
                           f"{time.perf_counter() - started - IDLE_S:.1f} s")
                     page.close()
                 browser.close()

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 HELLO_IDS = "[20, 43, 50, 50, 53, 1, 61, 53, 56, 50, 42]"
 
 
-def test_tokens_are_shown_on_arrival_and_follow_the_typing(page):
+def test_tokens_are_shown_on_arrival_follow_the_typing_and_every_source(page):
     panel = open_tab(page, "Tokenize")
     chips = panel.locator(".tok-chips")
     expect(chips.locator(".tok-chip")).to_have_count(11, timeout=WAIT_MS)  # "Hello world", before any click
@@ -44,9 +44,11 @@ def test_tokens_are_shown_on_arrival_and_follow_the_typing(page):
     expect_no_error(page)
     screenshot(page, "tokenize")
 
+    every_vocabulary_source_and_the_checkpoint_field(page, panel)  # on the same page: one page opened, not two
 
-def test_every_vocabulary_source_and_the_checkpoint_field(page):
-    panel = open_tab(page, "Tokenize")
+
+def every_vocabulary_source_and_the_checkpoint_field(page, panel):
+    """From the text box's default: each source, the checkpoint field, and what each refuses in place."""
     ids = panel.get_by_label("Token IDs")
     expect(ids).to_have_value(HELLO_IDS, timeout=WAIT_MS)
     panel.get_by_label("Text", exact=True).fill("abba")

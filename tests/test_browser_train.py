@@ -120,7 +120,7 @@ def test_each_preset_changes_the_fields_and_names_a_fresh_run(page, server):
     expect_no_error(page)
 
 
-def test_an_uploaded_txt_trains_as_an_uploaded_file(page, tmp_path, server):
+def test_an_uploaded_txt_trains_as_an_uploaded_file_and_is_replaced_only_with_the_box_ticked(page, tmp_path, server):
     panel = open_tab(page, "Train")
     upload_label = panel.get_by_text(".txt upload", exact=True)
     expect(upload_label).to_be_hidden()  # shown only for the corpus that needs it
@@ -145,16 +145,11 @@ def test_an_uploaded_txt_trains_as_an_uploaded_file(page, tmp_path, server):
     wait_for_step(panel, 1)
     stop_and_wait(panel, name)
     expect_no_error(page)
+    an_existing_run_is_replaced_only_with_the_box_ticked(page, panel, name)  # on this page, of this run
 
 
-def test_an_existing_run_is_replaced_only_with_the_box_ticked(page, server):
-    panel = open_tab(page, "Train")
-    fill(panel, SMALL_RUN)
-    name = run_name(panel, server)
-    click(panel, "Start")
-    wait_for_step(panel, 1)
-    stop_and_wait(panel, name)
-
+def an_existing_run_is_replaced_only_with_the_box_ticked(page: Page, panel: Locator, name: str) -> None:
+    """``name``, a stopped run of this page's, started again: refused until "replace it" is ticked."""
     expect_errors(page, "already exists")
     click(panel, "Start")
     refusal(page, f'run named \'{name}\' already exists: tick "replace it"')

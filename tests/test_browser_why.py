@@ -695,11 +695,13 @@ def test_an_answer_made_for_inputs_the_page_no_longer_shows_is_left(page):
 
 
 # the deck's waiting note is on screen and its charts have faded out (page/app.css)
+# the deck's hosts, drawn or not yet (a tab never opened before has no old view: its hosts fade as charts would)
 WAITING_SHOWN_JS = """deck => {
     const note = getComputedStyle(document.getElementById(deck + '-chart-0'), '::before');
-    const hosts = [...document.querySelectorAll(`[id^="${deck}-chart-"] .js-plotly-plot`)].filter(p => p.offsetParent);
+    const hosts = [...document.querySelectorAll(`[id^="${deck}-chart-"] .HOST_CLASS`)].filter(p => p.offsetParent);
     return note.content !== 'none' && Number(note.opacity) === 1 && hosts.length > 0
-        && hosts.every(host => Number(getComputedStyle(host).opacity) < 0.5); }"""
+        && hosts.every(host => Number(getComputedStyle(host).opacity) < 0.5); }""".replace("HOST_CLASS",
+                                                                                    chart_deck.HOST_CLASS)
 
 
 def test_the_head_on_screen_opens_in_the_attention_tab(page):
@@ -716,9 +718,10 @@ def test_the_head_on_screen_opens_in_the_attention_tab(page):
     expect(shown).to_be_visible(timeout=WAIT_MS)
     layer, head = map(int, re.match(r"L(\d+) H(\d+)", shown.inner_text()).groups())
     text = panel.get_by_label("Text", exact=True).input_value()
-    # while the server draws the head (held here), the Attention tab says so over its old view, faded (a learner on a
-    # busy server saw the old head for 4-8 s with nothing to say that a new one was coming)
-    release = hold_events(page, {"attention_update_inputs", "attention_update_query"})
+    # while the server draws the head (held here), the Attention tab says so over its view, faded (a learner on a
+    # busy server saw the old head for 4-8 s with nothing to say that a new one was coming); never opened before, the
+    # tab's first view (attention_load, made once the tab is shown) is of the head, held with the rest
+    release = hold_events(page, {"attention_load", "attention_update_inputs", "attention_update_query"})
     panel.get_by_role("button", name="Step through this head in the Attention tab").click()
     tab = page.get_by_role("tab", name="Attention", exact=True)
     expect(tab).to_have_attribute("aria-selected", "true", timeout=WAIT_MS)

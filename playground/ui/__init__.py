@@ -95,9 +95,14 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         on_screen = [why.checkpoint, why.text, why.head_heading]
         # through the queue (its fast lane): a refusal of an event that skips it reached the page as a failed request
         # and no toast, so a learner's click did nothing
-        why.button.click(functools.partial(_attention_tab, ctx), on_screen, tabs, js=why_tab.HEAD_ON_SCREEN_JS,
-                         api_name="why_to_attention_tab", api_visibility="private", show_progress="hidden",
-                         **ctx.fast_lane).success(
+        # (marked under way in the page: the Attention tab's first view, made once the tab is shown, waits for it)
+        opening = why.button.click(functools.partial(_attention_tab, ctx), on_screen, tabs,
+                                   js=attention_tab.opening_js(why_tab.HEAD_ON_SCREEN_JS),
+                                   api_name="why_to_attention_tab", api_visibility="private", show_progress="hidden",
+                                   **ctx.fast_lane)
+        opening.failure(None, js=attention_tab.OPENED_JS, api_name="why_to_attention_refused", api_visibility="private",
+                        show_progress="hidden", queue=False)
+        opening.success(
             functools.partial(_open_in_attention, ctx), on_screen, list(attention), preprocess=False,
             js=why_tab.HEAD_ON_SCREEN_JS, api_name="why_to_attention", api_visibility="private",
             show_progress="hidden", queue=False).then(

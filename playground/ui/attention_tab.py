@@ -7,7 +7,7 @@ twice, now and by default, on one colour scale. The maths, the lesson text, the 
 shows at which step live in playground.lens.walkthrough; what a view costs lives in playground.budget. This module
 lays them out, and puts exports where Gradio serves files from.
 
-The view renders when the page loads and whenever a setting changes; the Show button (``/attention_step``)
+The view renders when the tab is first opened and whenever a setting changes; the Show button (``/attention_step``)
 does the same for API clients. Refusals arrive as a toast only: the events hide their progress, so the
 previous figures stay as they were instead of carrying an "Error" badge.
 """
@@ -54,7 +54,7 @@ from playground.ui.attention_views import (
     weight_bar_args,
 )
 from playground.ui.common import AppContext, checkpoint_dropdown
-from playground.ui.events import wire
+from playground.ui.events import once_shown, wire
 
 EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh folder per export
 _EXPORT_MAX_AGE_SECONDS = 3600
@@ -88,6 +88,13 @@ ROW_FOOT_PX = 80  # a framed row sent to the foot of the screen stops this far a
 # The query position written by another tab (the Why tab's "Step through"), drawn as a typed one is, the stage's
 # heading and the framed row brought onto the screen
 QUERY_SHOWN_JS = "() => window.attentionPage.queryShown()"
+OPENED_JS = "() => window.attentionPage.opening(false)"  # the Why tab's opening refused: the first view waits no more
+
+
+def opening_js(values_js: str) -> str:
+    """``values_js`` (the page's values for an event that opens this tab from another) after marking the opening
+    under way, so the tab's first view waits for its values (attention.js's whenOpened)."""
+    return f"(...values) => {{ window.attentionPage.opening(true); return ({values_js})(...values); }}"
 # A click (or a tap) on a heatmap's row makes that row's token the query; the title of the chart scrolled under the
 # stage's heading is written under it
 PAGE_LISTENERS_JS = "window.attentionPage.listenForRowPicks(); window.attentionPage.listenUnderHeading();"
@@ -493,10 +500,12 @@ def build(ctx: AppContext) -> Opened:
     wire(api_step.click, attention_step, ctx, [*settings, query], outputs, fixed=dict(heads=heads),
          api_name="attention_step", **quick)
     answer(first(show_button.click, api_name="attention_show", api_visibility="private", **quick), "attention_show")
-    # on arrival: gr.on without triggers or inputs runs once the page has loaded; the view then reads the page's
-    # values (a tab Gradio renders lazily still gets them: its figures are drawn when it is opened)
-    answer(first(gr.on(None, None, api_name="attention_arrival", api_visibility="private").then,
-                 api_name="attention_load", api_visibility="private", **quick), "attention_load")
+    # on arrival: gr.on without triggers or inputs runs once the page has loaded, held in the page until the visitor
+    # first opens the tab (events.once_shown; the Tokenize tab comes first); the view then reads the page's values
+    # (and, where the Why tab opened it, until its head is in the controls: attention.js's whenOpened)
+    arrival = once_shown(gr.on(None, None, api_name="attention_arrival", api_visibility="private"), QUERY_ELEM_ID,
+                         "attention_arrival_shown", then_js="window.attentionPage.whenOpened()")
+    answer(first(arrival.then, api_name="attention_load", api_visibility="private", **quick), "attention_load")
     # a step is drawn in the page from the deck already there (the server is not asked)
     step.change(**draw, api_name="attention_step_change", api_visibility="private")
     keep_spares(step.change, "attention_step_change")  # the new step one switch away, for a what-if click there

@@ -65,6 +65,7 @@ window.attentionPage = window.attentionPage || (() => {
   const {DECK, QUERY_ELEM_ID, STAGE_ELEM_ID, ROW_FOOT_PX, STEP_TITLES} = window.playgroundConstants.attention;
   const {TAP_EVENT, DRAWN_EVENT} = window.playgroundConstants.chartDeck;
   const {scrollToStart} = window.playgroundPage;
+  const OPENING_MOST_MS = 30000;  // an opening never ended (the page missed its answer) holds the first view no longer
   const CHARTS = "[id^='" + DECK + "-chart-'] .js-plotly-plot";  // the deck's drawn charts
 
   // The query position written by another tab (the Why tab's "Step through"), drawn as a typed one is (the box
@@ -73,7 +74,22 @@ window.attentionPage = window.attentionPage || (() => {
   // the chart's top is scrolled to the heading, or the row to the screen's foot where it would not be on screen then.
   // Where the heading does not stick (a phone), it is scrolled to the top of the screen, and pinned there where the
   // row would be below the screen, the row brought to the foot.
+  // the Why tab's "Step through this head" under way (opening(true)) until its values are in this tab's controls
+  // (queryShown, or opening(false) on a refusal): the tab's first view, held until the tab is shown
+  // (events.once_shown), waits for them too (whenOpened), else it could read the defaults and draw last
+  let openingSince = 0;
+  function opening(on) {
+    openingSince = on ? Date.now() : 0;
+  }
+  function whenOpened() {
+    return new Promise(resolve => {
+      const opened = () => !openingSince || Date.now() - openingSince > OPENING_MOST_MS ? resolve()
+        : setTimeout(opened, 50);
+      opened();
+    });
+  }
   function queryShown() {
+    opening(false);
     const box = document.querySelector('#' + QUERY_ELEM_ID + ' input');
     box?.dispatchEvent(new Event('input', {bubbles: true}));
     const stage = document.getElementById(STAGE_ELEM_ID);
@@ -205,5 +221,5 @@ window.attentionPage = window.attentionPage || (() => {
     return STEP_TITLES[Math.min(Math.max(i, 0), STEP_TITLES.length - 1)];
   }
 
-  return {queryShown, listenForRowPicks, listenUnderHeading, query, moveStep};
+  return {opening, whenOpened, queryShown, listenForRowPicks, listenUnderHeading, query, moveStep};
 })();
