@@ -218,7 +218,9 @@ def check_three_views(page: Page, panel, knock: str, vocabulary: int, shot: str)
     # at most its rank among every column
     words = panel.get_by_role("heading", name=f"What {head} does over your text").locator("xpath=..").inner_text()
     # (where the ranks are low, the line says so and which answer holds, and leaves out the rows' lengths)
-    line = re.search(r"Look for: outlined cells, position (\d+): QK row (\S+) ranks (\S+) (\d+)\w\w(?: of the text's "
+    # (a rotary model's line names the distance its QK table reads: "QK row e at distance 1 (this key sits 8 ...)")
+    line = re.search(r"Look for: outlined cells, position (\d+): QK row (\S+)(?: at distance \d+(?: \(this key "
+                     r"sits \d+ back: set distance \d+ to read its own\))?)? ranks (\S+) (\d+)\w\w(?: of the text's "
                      r"(\d+))?; OV row (\S+) "
                      r"(?:ranks (\S+) (\d+)\w\w(?: of (\d+))?|promotes (\S+) most)\.( \w+ low: [^.]+; trust the chain "
                      r"above\.)?", words)

@@ -583,7 +583,8 @@ def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, la
     """Peak memory of one view of ``level`` on T = ``length`` tokens, from what the level runs (float32): a
     forward pass (budget.inference_cost), the level's own tensors and the figures.
 
-      score, head   a pass with every layer's maps (checkpoint_head_inputs), then one head's trace: the tensors of
+      score, head   a pass up to the layer's normed input, no maps, no LM head (checkpoint_head_inputs stops there:
+                    run_with_cache's stop_when_kept), then one head's trace: the tensors of
                     budget.attention_view_cost (its working space is the pass's)
       heads         the stream up to the layer, a pass without maps (_stream_before), then 4 (h, T, T) and 4 (T, C);
                     forgetting the transpose adds 6 (T, C) floats (both joins and projections, and their CPU copies)
@@ -600,9 +601,9 @@ def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, la
     level = checks.choice(level, "level", LEVELS)
     T, C, h, V = length, embedding_dim, heads_num, vocabulary_size
     traced = level in ("score", "head")
-    # a pass without maps stops before the LM head (the logit lens prices its own (T, V))
+    # every level's pass is without maps and stops before the LM head (the logit lens prices its own (T, V))
     forward = budget.inference_cost(parameters=parameters, layers_num=layers_num, heads_num=h, embedding_dim=C,
-                                    context_size=T, vocabulary_size=V if traced else 0, attention_maps=traced)
+                                    context_size=T, vocabulary_size=0, attention_maps=False)
     f = budget.BYTES_PER_FLOAT
     if traced:
         trace = budget.attention_view_cost(length=T, embedding_dim=C, head_size=max(1, C // h))
