@@ -10,11 +10,9 @@ import torch
 
 from playground import budget, checks
 from playground.checks import count
-from playground.lens import anatomy, walkthrough
+from playground.lens import anatomy
 from playground.lens.anatomy import family_lessons, lessons
 from playground.lens.anatomy import family_levels as family
-from playground.lens.anatomy.lessons import LEVEL_TITLES
-from playground.text.tokenizer import UnknownCharacterError
 from playground.ui import model_views, plots
 from playground.ui.common import AppContext
 from playground.ui.model_views import (
@@ -115,13 +113,9 @@ def view_cost(level: str, config, length: int, cells: int, bars: int) -> budget.
 def _family_views(ctx: AppContext, loaded, text: str, settings: Settings, part, queries: list) -> list[View]:
     config = loaded.config
     parts = lessons.map_parts(config.layers_num)
-    try:
-        prepared = walkthrough.prepare_text(text, loaded.tokenizer, config.context_size)
-    except UnknownCharacterError as exc:
-        message = (f"### {LEVEL_TITLES[anatomy.LEVELS.index(settings.level)]}\n\n**{exc}.** Remove them, or pick "
-                   "the textbook inputs.")
-        return [View(_current_part(settings.level, 0, part, parts), message, None, None, None, None, "", parts)
-                for _ in queries]
+    prepared, refused = model_views.prepared_text(loaded, text, settings, part, parts, queries)
+    if refused:
+        return refused
     ids, tokens = prepared.ids, prepared.tokens
     T, C, h, d, L = len(tokens), config.embedding_dim, config.heads_num, config.head_size, config.layers_num
     level = settings.level

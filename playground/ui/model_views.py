@@ -419,6 +419,18 @@ def checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings, 
     return checkpoint_views(ctx, checkpoint, text, settings, part, [settings.query])[0]
 
 
+def prepared_text(loaded, text: str, settings: Settings, part, parts: list[str], queries: list):
+    """(the checkpoint's tokens of ``text``, None), or (None, a view per query position saying which characters its
+    tokenizer does not know): the text step every checkpoint's views start from."""
+    try:
+        return walkthrough.prepare_text(text, loaded.tokenizer, loaded.config.context_size), None
+    except UnknownCharacterError as exc:
+        message = (f"### {LEVEL_TITLES[anatomy.LEVELS.index(settings.level)]}\n\n**{exc}.** Remove them, or pick "
+                   "the textbook inputs.")
+        return None, [View(_current_part(settings.level, 0, part, parts), message, None, None, None, None, "", parts)
+                      for _ in queries]
+
+
 def checkpoint_views(ctx: AppContext, checkpoint, text: str, settings: Settings, part, queries: list) -> list[View]:
     """The view of ``settings`` at each query position of ``queries``, the model run once for all of them (a spare
     round of query positions costs their figures, not a forward pass each) under one reservation for them all."""
@@ -426,13 +438,9 @@ def checkpoint_views(ctx: AppContext, checkpoint, text: str, settings: Settings,
     config = loaded.config
     require_gpt(config, loaded.name, "the Model tab")
     parts = lessons.map_parts(config.layers_num)
-    try:
-        prepared = walkthrough.prepare_text(text, loaded.tokenizer, config.context_size)
-    except UnknownCharacterError as exc:
-        message = (f"### {LEVEL_TITLES[anatomy.LEVELS.index(settings.level)]}\n\n**{exc}.** Remove them, or pick "
-                   "the textbook inputs.")
-        return [View(_current_part(settings.level, 0, part, parts), message, None, None, None, None, "", parts)
-                for _ in queries]
+    prepared, refused = prepared_text(loaded, text, settings, part, parts, queries)
+    if refused:
+        return refused
     ids, tokens = prepared.ids, prepared.tokens
     T, C, h, d, L = len(tokens), config.embedding_dim, config.heads_num, config.head_size, config.layers_num
     level = settings.level
