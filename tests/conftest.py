@@ -93,3 +93,18 @@ def pytest_runtest_makereport(item, call):
     server = item.funcargs.get("server") if report.when == "call" and report.failed else None
     if server is not None and hasattr(server, "log_tail"):
         report.sections.append(("app.py's log, its end", server.log_tail(4000)))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """name -> (transformers' reference model, its tokenizer, the folder it saved), a tiny Llama-family model of
+    test_llama.SHAPES built once for the module (a module may define its own ``tiny`` instead)."""
+    from test_llama import make_tiny
+
+    built = {}
+
+    def get(name: str):
+        if name not in built:
+            built[name] = make_tiny(tmp_path_factory.mktemp(name), name)
+        return built[name]
+    return get

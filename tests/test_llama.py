@@ -82,18 +82,6 @@ def make_tiny(folder: Path, name: str):
     return model, tokenizer, folder
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """name -> (reference, tokenizer, folder), each built once for the module."""
-    built = {}
-
-    def get(name: str):
-        if name not in built:
-            built[name] = make_tiny(tmp_path_factory.mktemp(name), name)
-        return built[name]
-    return get
-
-
 def open_folder(folder: Path) -> checkpoints.Checkpoint:
     return loading.open_checkpoint(folder, allow_folders=True)
 

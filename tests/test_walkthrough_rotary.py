@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_llama import SHAPES, make_tiny, open_folder
+from test_llama import SHAPES, open_folder
 
 from playground.config import ModelConfig
 from playground.lens import walkthrough
@@ -19,17 +19,6 @@ from playground.model.llama import rotary_cos_sin
 
 TEXT = "To be, or not to be: that is the question"
 GROUPED = ("llama-4over2", "llama-4over1-tied", "llama-6over3-sentencepiece", "qwen2-4over2-tied")
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    built = {}
-
-    def get(name: str):
-        if name not in built:
-            built[name] = make_tiny(tmp_path_factory.mktemp(name), name)
-        return built[name]
-    return get
 
 
 @pytest.mark.parametrize("name", GROUPED)
