@@ -136,6 +136,18 @@ def server(tmp_path_factory) -> Iterator[AppServer]:
 
 
 @pytest.fixture(scope="session")
+def offline_server(tmp_path_factory) -> Iterator[AppServer]:
+    """app.py offline, on a home whose cache has no Tiny Shakespeare: the built-in Sonnets stand in for it. One for
+    the session, shared by the modules that need it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "SHARED_CORPUS", Path("/nonexistent/tinyshakespeare.txt"))  # none cached
+        servers = start_app(tmp_path_factory.mktemp("offline-server"), {"PLAYGROUND_OFFLINE": "1"})
+        server = next(servers)
+    yield server
+    servers.close()
+
+
+@pytest.fixture(scope="session")
 def browser():
     if not CHROMIUM.is_file():
         pytest.fail(f"Debian's Chromium is needed for the browser tests and {CHROMIUM} is missing: "

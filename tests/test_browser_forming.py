@@ -10,9 +10,7 @@ tab: a sample without spaces wrapping inside its box. On a phone, the forming ch
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import browser_support
 import pytest
 from browser_support import (
     DESKTOP,
@@ -25,7 +23,6 @@ from browser_support import (
     open_tab,
     plot_titled,
     screenshot,
-    start_app,
 )
 from playwright.sync_api import Locator, Page, expect
 
@@ -41,16 +38,6 @@ SMALL_RUN = [("layers_num", 2), ("embedding_dim", 16), ("heads_num", 2), ("conte
 HEADS = ["L0 H0", "L0 H1", "L1 H0", "L1 H1"]
 FORMING = "Heads forming"
 PROBE = "Probe attention at step"
-
-
-@pytest.fixture(scope="module")
-def offline_server(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(browser_support, "SHARED_CORPUS", Path("/nonexistent/tinyshakespeare.txt"))
-        servers = start_app(tmp_path_factory.mktemp("forming-server"), {"PLAYGROUND_OFFLINE": "1"})
-        server = next(servers)
-    yield server
-    servers.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,7 @@ Each test leaves the controls it changed as it found them, so the next one start
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import browser_support
 import pytest
 from browser_support import (
     DESKTOP,
@@ -25,7 +23,6 @@ from browser_support import (
     open_page,
     open_tab,
     plot_titled,
-    start_app,
     x_labels,
 )
 from playwright.sync_api import Locator, Page, expect
@@ -43,17 +40,6 @@ RUN_MS = 180_000  # a toy run, or a generation, on a busy 2-core machine (one to
 DEFAULT_TOKENS = len("To be, or not to be: that is the question.")  # the Attention tab's text: 42 tokens
 # an upload without the probe's 'R', 'O', 'M', 'B' or '?' (the learner's probe read "E : \n u t ␣ s o f t ...")
 UPLOAD = "JULIET:\nsoft, what light through yonder window breaks.\nit is the east, and juliet is the sun.\n" * 40
-
-
-@pytest.fixture(scope="module")
-def offline_server(tmp_path_factory):
-    """app.py offline, on a home whose cache has no Tiny Shakespeare: the built-in Sonnets stand in for it."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(browser_support, "SHARED_CORPUS", Path("/nonexistent/tinyshakespeare.txt"))  # nothing cached
-        servers = start_app(tmp_path_factory.mktemp("offline-server"), {"PLAYGROUND_OFFLINE": "1"})
-        server = next(servers)
-    yield server
-    servers.close()
 
 
 @pytest.fixture(scope="module")
