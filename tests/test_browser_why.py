@@ -17,7 +17,7 @@ from browser_support import plot_titled as any_plot_titled
 from playwright.sync_api import Page, expect
 from test_why_tab import save_toy_checkpoint
 
-from playground.ui import attention_tab, chart_deck, why_page, why_reading, why_tab, why_views
+from playground.ui import attention_tab, chart_deck, why_decks, why_page, why_reading, why_tab, why_views
 
 pytestmark = pytest.mark.browser
 
@@ -687,11 +687,11 @@ def test_an_answer_made_for_inputs_the_page_no_longer_shows_is_left(page):
     for field, other in enumerate(["another-run", "To be or", "e", why_reading.ALONE]):
         made = [*now[:field], other, *now[field + 1:]]
         deck = chart_deck.deck_json("2:elsewhere", {"0": (["### Made for other inputs", "L0 H0"], [None])},
-                                    settings=why_tab._settings(*made))
+                                    settings=why_decks.settings_of(*made))
         assert page.evaluate(take, [deck, None, None, None, None, *now, 0, why_tab.STRONGEST, []]) == [None] * 4
         assert page.evaluate("() => window.chartDeck.decks.why.key") == before
     deck = chart_deck.deck_json("2:here", {"0": (["### Made for these inputs", "L0 H0"], [None])},
-                                settings=why_tab._settings(*now))
+                                settings=why_decks.settings_of(*now))
     drawn = page.evaluate(take, [deck, None, None, None, None, *now, 0, why_tab.STRONGEST, []])
     assert drawn[0] == "### Made for these inputs" and page.evaluate("() => window.chartDeck.decks.why.key") == "2:here"
 

@@ -81,7 +81,7 @@ def run(kind, model):
     if kind == 'why':  # the Why tab's reading of a text (every head ranked, means knocked out), then a head's circuits
         reading = why_reading._read(model, tokenizer, ids, '', None, [], 'mean', why_reading._circuit_tokens(V, ids),
                                     'x', why_tab.ReadingCache(0))
-        return reading, why_views._read_circuits(reading, L - 1, 0)  # its tables, where it looks, what it writes
+        return reading, why_views.read_circuits(reading, L - 1, 0)  # its tables, where it looks, what it writes
     raise ValueError(kind)
 def gpt():
     return GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval()

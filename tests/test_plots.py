@@ -227,7 +227,7 @@ def test_the_look_for_lines_name_the_strongest_cells_by_the_colour_the_scales_gi
 
     from playground.lens.anatomy.lessons import HEAD_LOOK_FOR
     from playground.lens.walkthrough.lessons import LOOK_FOR
-    from playground.ui.why_views import LOOK_FOR_CIRCUITS
+    from playground.ui.why_sentences import LOOK_FOR_CIRCUITS
 
     for name in ("Blues", "RdBu"):
         red, green, blue = map(int, re.findall(r"\d+", go.Heatmap(z=[[0]], colorscale=name).colorscale[-1][1]))

@@ -13,7 +13,7 @@ from test_llama import make_tiny
 
 from playground.config import Limits
 from playground.lens import circuits
-from playground.ui import why_reading, why_tab, why_views
+from playground.ui import why_reading, why_sentences, why_tab
 from playground.ui.common import AppContext
 
 TEXT = "To be, or not to be, that is"
@@ -70,7 +70,8 @@ def test_the_distance_box_is_shown_for_a_rotary_model_only_with_its_reason(llama
     ctx, _, _ = llama
     assert why_tab.controls(ctx, "tiny-llama")[2].visible is True
     assert why_tab.controls(ctx, "shakespeare-char")[2].visible is False
-    assert "how far back the key is" in why_tab.DISTANCE_INFO and "how far back the key is" in why_views.ROTARY_MORE
+    assert "how far back the key is" in why_tab.DISTANCE_INFO
+    assert "how far back the key is" in why_sentences.ROTARY_MORE
     shipped = why_tab.explain(ctx, "shakespeare-char", TEXT, -1, "", why_tab.STRONGEST, [], "mean over the text",
                               why_reading.ALONE, 5)  # a GPT's tables have no distance: the box's number is not read
     assert "back" not in shipped.qk.layout.title.text and "RMSNorm" not in shipped.circuits_heading

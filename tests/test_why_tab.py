@@ -19,7 +19,8 @@ from text_support import MOST_WORDS, visible_words
 
 from playground.config import Limits
 from playground.lens import circuits, head_scores
-from playground.ui import chain_plots, plots, why_page, why_reading, why_tab, why_views
+from playground.text.tokenizer import escape_text, labels
+from playground.ui import chain_plots, plots, why_decks, why_page, why_reading, why_sentences, why_tab, why_views
 from playground.ui.common import AppContext, friendly
 
 TEXT = "To be, or not to be: that is"  # 28 characters: the small checkpoint reads 32
@@ -78,8 +79,8 @@ def explain(ctx, text=TEXT, position=-1, target="", head=why_tab.STRONGEST, knoc
 
 
 def read(ctx, *arguments, **settings):
-    """why_tab._reading's (reading, position), admitted and then given back: the tests look at it afterwards."""
-    with why_tab._reading(ctx, *arguments, **settings) as answer:
+    """why_reading.reading_for's (reading, position), admitted and then given back: the tests look at it afterwards."""
+    with why_reading.reading_for(ctx, *arguments, **settings) as answer:
         return answer
 
 
@@ -167,7 +168,7 @@ def test_the_strongest_head_is_the_one_with_the_largest_part(ctx):
     view = explain(ctx)
     assert view.head_heading.startswith(f"### {strongest} at position {len(TEXT) - 1}")
     assert f"What {strongest} does over your text" in view.circuits_heading
-    assert view.circuits_heading.count(" looks for `") == why_reading.PAIRS
+    assert view.circuits_heading.count(" looks for `") == why_sentences.PAIRS
     pushes = [trace for trace in view.chain.data if trace.type == "bar"][2]
     assert len(pushes.y) == len(view.numbers["head"]["keys"]) == len(TEXT)  # every read position, no future
     assert view.numbers["head"]["name"] == strongest
@@ -282,12 +283,12 @@ def test_the_look_for_line_says_when_no_head_decides(ctx):
             heads = sum(value for _, kind, value in parts if kind == "head")
             strongest = max((part for part in parts if part[1] == "head"), key=lambda part: abs(part[2]))
             largest = max((part for part in parts if part[1] != "head"), key=lambda part: abs(part[2]))
-            look_for = why_tab._heading(reading, position).split("\n\n")[1]
-            if abs(heads) < why_views.QUIET_HEADS * abs(largest[2]):
+            look_for = why_sentences.heading(reading, position).split("\n\n")[1]
+            if abs(heads) < why_sentences.QUIET_HEADS * abs(largest[2]):
                 said["heads"] += 1
                 assert f"the heads together write {heads:+.2f}, {largest[0]} {largest[2]:+.2f}; " \
                        f"all bars sum to {attribution.logit:+.2f};" in look_for
-            elif abs(strongest[2]) < why_views.QUIET_HEADS * abs(largest[2]):
+            elif abs(strongest[2]) < why_sentences.QUIET_HEADS * abs(largest[2]):
                 said["head"] += 1
                 assert f"decides this one:** {strongest[0]} writes {strongest[2]:+.2f}, {largest[0]} " \
                        f"{largest[2]:+.2f}; all bars sum to {attribution.logit:+.2f}." in look_for
@@ -357,7 +358,7 @@ def test_the_page_is_sent_every_position_once_and_each_is_the_apis_view(ctx):
     assert sorted(held) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"] and shown["heads"] == list(held)  # every head's
     chosen = explain(ctx, position=3, head="L1 H1", mode="zero")
     reading, _ = read(ctx, "shakespeare-char", TEXT, "", "L1 H1", [], "zero")
-    line = why_tab._in_the_tables(reading, 3, 1, 1)
+    line = why_sentences.in_the_tables(reading, 3, 1, 1)
     assert line and held["L1 H1"]["texts"][0].count(why_tab.HERE) == 1
     assert held["L1 H1"]["texts"][0].replace(why_tab.HERE, line) == chosen.circuits_heading
     bases = json.loads(circuits_deck)["bases"]
@@ -426,9 +427,9 @@ def test_the_knock_out_numbers_the_page_writes_from_are_the_model_under_ablated(
     with torch.no_grad():
         intact = torch.softmax(model(ids.view(1, -1)).logits[0], dim=-1)
     guesses = intact.argmax(-1)
-    assert sent["targets"] == [why_tab._label(loaded.tokenizer.label(int(g))) for g in guesses]
+    assert sent["targets"] == [escape_text(loaded.tokenizer.label(int(g))) for g in guesses]
     for names in ("L0 H1", "L1 H0", "L1 H1, L0 H0", "L1 H1, L0 H0, L0 H1"):
-        heads = [why_reading._parse_head(name, 2, 2) for name in names.split(", ")]
+        heads = [why_reading.parse_head(name, 2, 2) for name in names.split(", ")]
         with circuits.ablated(model, heads, why_tab.MODES[mode], token_ids=ids), torch.no_grad():
             logits = model(ids.view(1, -1)).logits[0]  # (T, V)
         probabilities = torch.softmax(logits, dim=-1)
@@ -450,30 +451,32 @@ def test_a_knock_out_that_lowers_the_loss_says_the_head_was_hurting(ctx):
     though trained to help, a rise as nothing more than the table; the page writes the same (test_browser_why)."""
     loaded = ctx.checkpoint("shakespeare-char")
     ids = loaded.tokenizer.encode(TEXT)
-    name = circuits.head_name(*next(iter(why_tab._every_head(loaded.model.config))))
+    name = circuits.head_name(*next(iter(why_reading.every_head(loaded.model.config))))
     reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [name], "zero")
     intact, out = reading.knocks[""], reading.knocks[name]
     said = {}
     for change in (-0.5, -0.011, -0.009, 0.0, 0.009, 0.011, 0.5):
-        shown = reading._replace(knocks={**reading.knocks, name: dataclasses.replace(out, loss=intact.loss + change)})
-        text = why_views._knock_text(shown, 0)
+        changed = dataclasses.replace(out, loss=intact.loss + change)
+        shown = dataclasses.replace(reading, knocks={**reading.knocks, name: changed})
+        text = why_sentences.knock_text(shown, 0)
         assert f"### Knocked out: {name}" in text and f"| {change:+.3f} |" in text
-        said[change] = ("falls" if why_views.KNOCK_FALLS[0] in text else
-                        "barely" if why_views.KNOCK_BARELY_MOVES[0] in text else "")
+        said[change] = ("falls" if why_sentences.KNOCK_FALLS[0] in text else
+                        "barely" if why_sentences.KNOCK_BARELY_MOVES[0] in text else "")
     assert said == {-0.5: "falls", -0.011: "falls", -0.009: "barely", 0.0: "barely", 0.009: "barely", 0.011: "",
                     0.5: ""}
     # before any knock-out, the ranking's line names the heads the text is better without past KNOCK_BARELY, and
     # counts those that barely matter (a stranger saw the head that pushed most ranked below zero)
     for mode, named in (("zero", "zero"), ("mean", "mean over the text")):
         effects = circuits.head_effects(loaded.model, ids, mode)
-        worse = [circuits.head_name(e.layer, e.head) for e in effects if e.added <= -why_views.KNOCK_BARELY][::-1][:3]
-        barely = sum(abs(e.added) < why_views.KNOCK_BARELY for e in effects)
+        barely_moves = why_sentences.KNOCK_BARELY
+        worse = [circuits.head_name(e.layer, e.head) for e in effects if e.added <= -barely_moves][::-1][:3]
+        barely = sum(abs(e.added) < why_sentences.KNOCK_BARELY for e in effects)
         heading = explain(ctx, mode=named).knock_heading
         assert "Choose heads in the **knock out** list" in heading
         assert ("the loss falls: on this text" in heading) == bool(worse)
         if worse:
             assert f"Without {', '.join(worse)}" in heading
-        assert (f"{barely} of {len(effects)} move the loss by under {why_views.KNOCK_BARELY} either way" in heading) \
+        assert (f"{barely} of {len(effects)} move the loss by under {barely_moves} either way" in heading) \
             == bool(barely)
 
 
@@ -485,7 +488,7 @@ def test_the_pairs_in_words_are_among_the_texts_characters_and_a_downward_head_i
     for head in ("L0 H0", "L0 H1", "L1 H0", "L1 H1"):
         view = explain(ctx, text=text, head=head)
         quoted = re.findall(r"`([^`]+)` (?:looks for|promotes) `([^`]+)`", view.circuits_heading)
-        assert len(quoted) == 2 * why_reading.PAIRS and {c for pair in quoted for c in pair} <= set(text) | {"␣"}
+        assert len(quoted) == 2 * why_sentences.PAIRS and {c for pair in quoted for c in pair} <= set(text) | {"␣"}
         part = float(re.search(r"Its part of the logit: ([-+][\d.]+)", view.head_heading).group(1))
         push = float(re.search(r"Pushed it (?:up|down) most: `[^`]+` at \d+ \(weight [\d.]+, ([-+][\d.]+)\)",
                                view.head_heading).group(1))
@@ -534,7 +537,7 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
         parts = circuits.logit_attribution(model, ids, position, target, rival if versus else None)  # its own pass
         for layer in range(layers):
             for head in range(heads):
-                chain = why_views._chain(reading, position, layer, head)
+                chain = reading.chain(position, layer, head)
                 assert chain.target == target and chain.guessed
                 assert len(chain.labels) == chain.weights.numel() == chain.writes.numel() == position + 1
                 assert torch.equal(chain.pushes, chain.weights * chain.writes)  # drawn as computed
@@ -551,15 +554,15 @@ def test_the_chain_from_a_heads_pattern_to_the_probability_is_the_models_own_num
                 assert chain.probability == pytest.approx(float(best.values[0]), abs=1e-6)
                 assert (chain.other, chain.other_probability) == (int(best.indices[1]),
                                                                   pytest.approx(float(best.values[1]), abs=1e-6))
-    layer, head = why_tab._strongest(reading, T - 1)
-    figure = chain_plots.chain_figure(**why_tab._chain_arguments(reading, T - 1, layer, head))
+    layer, head = reading.strongest(T - 1)
+    figure = chain_plots.chain_figure(**why_views.chain_arguments(reading, T - 1, layer, head))
     bars = [trace for trace in figure.data if trace.type == "bar"]
     assert [len(trace.y) for trace in bars] == [T, T, T, 2]  # one bar per key read (no x: at 0, 1, ...)
     assert all(trace.x is None for trace in bars[:3])
-    labels = [why_tab._label(label) for label in why_views.labels(loaded.tokenizer, ids)]
-    assert list(bars[0].customdata) == [plots._display_label(label) for label in labels]
+    shown = [escape_text(label) for label in labels(loaded.tokenizer, ids)]
+    assert list(bars[0].customdata) == [plots._display_label(label) for label in shown]
     waterfall = next(trace for trace in figure.data if trace.type == "waterfall")
-    assert waterfall.y[0] == pytest.approx(float(why_views._chain(reading, T - 1, layer, head).pushes.sum()), abs=1e-4)
+    assert waterfall.y[0] == pytest.approx(float(reading.chain(T - 1, layer, head).pushes.sum()), abs=1e-4)
     assert sum(waterfall.y[:2]) == pytest.approx(waterfall.y[2], abs=1e-4)  # the head's bar + the rest = the logit
 
 
@@ -583,19 +586,20 @@ def test_the_knock_out_block_shows_at_most_60_words_before_its_fold_with_heads_k
     heading, the table's column and the sentence under it). At every position, one head, three and every head knocked
     out, and each set as if it lowered the loss (the longest block: a head can hurt a text): at most 60 words. Past
     four heads the heading names three and counts the rest; the list above it names them all."""
-    every = why_tab._head_names(2, 2)
+    every = why_reading.head_names(2, 2)
     assert visible_words("a | b |\n|---|:---:|\n| -0.5 | p(`c`) |") == 4
     for knocked in ([every[1]], every[:3], every, [*every, "L1 H1"]):  # 4 heads: one named twice makes five
         reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, knocked, "mean over the text")
-        names = why_tab._names(reading.knocked_heads)
+        names = why_reading.heads_named(reading.knocked_heads)
         intact, out = reading.knocks[""], reading.knocks[names]
-        hurting = reading._replace(knocks={**reading.knocks, names: dataclasses.replace(out, loss=intact.loss - 0.5)})
+        falls = dataclasses.replace(out, loss=intact.loss - 0.5)
+        hurting = dataclasses.replace(reading, knocks={**reading.knocks, names: falls})
         for position in range(len(TEXT)):
             for shown in (reading, hurting):
-                text = why_views._knock_text(shown, position)
+                text = why_sentences.knock_text(shown, position)
                 assert visible_words(text) <= 60, text
-        assert "the loss falls" in why_views._knock_text(hurting, 0)
-        heading = why_views._knock_text(reading, 0).splitlines()[0]
+        assert "the loss falls" in why_sentences.knock_text(hurting, 0)
+        heading = why_sentences.knock_text(reading, 0).splitlines()[0]
         assert heading == ("### Knocked out: L0 H0, L0 H1, L1 H0 and 2 more" if len(knocked) == 5
                            else f"### Knocked out: {names}")
 
@@ -613,14 +617,15 @@ def test_a_text_longer_than_the_context_is_read_to_the_context_and_the_heading_s
             in view.heading
         reading, _ = read(ctx, checkpoint, "hello world", "", why_tab.STRONGEST, [], "zero", split=split)
         for position in range(8):  # with the line saying no head decides, where it does
-            assert visible_words(why_tab._heading(reading, position)) <= 60, why_tab._heading(reading, position)
+            heading = why_sentences.heading(reading, position)
+            assert visible_words(heading) <= 60, heading
     assert "reads at most" not in why_tab.explain(ctx, checkpoint, "hello wo", -1, "").heading
     with pytest.raises(ValueError, match="outside the text's 8 tokens"):
         why_tab.explain(ctx, checkpoint, "hello world", 9, "")
     ctx, checkpoint, _ = kinds["shipped"]  # 40 characters, context 32: the same, in the page's decks too
     reading, _ = read(ctx, checkpoint, "a" * 40, "", why_tab.STRONGEST, [], "zero")
     assert reading.ids.numel() == 32 and reading.dropped == 8
-    deck = json.loads(why_tab._position_deck(reading, "k", [31]))
+    deck = json.loads(why_decks.position_deck(reading, "k", [31]))
     assert "the first 32 of 40 tokens** (this checkpoint's most)" in json.dumps(deck)
 
 
@@ -633,11 +638,11 @@ def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule
     for split in (why_tab.VERSUS, why_reading.ALONE):
         reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero", split=split)
         for position, parts in enumerate(reading.attributions):
-            layer, head = why_tab._strongest(reading, position)
-            title = why_tab._chain_changes(reading, position, layer, head)["layout"]["title"]["text"]
+            layer, head = reading.strongest(position)
+            title = why_views.chain_changes(reading, position, layer, head)["layout"]["title"]["text"]
             title = title.replace("<br>", " ")
-            target = why_tab._label(reading.tokenizer.label(parts.target_id))
-            if why_views._who_decides(parts, (layer, head)):
+            target = escape_text(reading.tokenizer.label(parts.target_id))
+            if why_sentences.who_decides(parts, (layer, head)):
                 said["hedged"] += 1
                 part = parts.head(layer, head)
                 assert (f"L{layer} H{head}'s part at position {position}: {part:+.3f}; "
@@ -646,14 +651,14 @@ def test_the_chain_title_hedges_where_no_head_decides_by_the_look_for_lines_rule
             else:
                 said["made"] += 1
                 assert title.startswith(f"How L{layer} H{head}'s pattern at position {position}")
-            axis = why_tab._parts_changes(reading, position)["layout"]["xaxis"]["title"]["text"]
+            axis = why_views.parts_changes(reading, position)["layout"]["xaxis"]["title"]["text"]
             if split == why_tab.VERSUS:
-                rival = why_tab._label(reading.tokenizer.label(parts.rival_id))
+                rival = escape_text(reading.tokenizer.label(parts.rival_id))
                 assert axis == f"added to logit('{target}') − logit('{rival}')"
             else:
                 assert axis == f"added to logit('{target}')"
     assert said["hedged"] > 0 and said["made"] > 0, said
-    assert why_tab._parts_figure(reading, 3).layout.xaxis.title.text == why_views._parts_axis(reading, 3)
+    assert why_views.parts_figure(reading, 3).layout.xaxis.title.text == why_sentences.parts_axis(reading, 3)
 
 
 def test_the_heads_heading_says_where_it_looked_at_this_query_from_its_attention_row(ctx):
@@ -665,7 +670,7 @@ def test_the_heads_heading_says_where_it_looked_at_this_query_from_its_attention
     reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero")
     for position in (0, 9, len(TEXT) - 1):
         for layer, head in ((0, 1), (1, 0)):
-            heading = why_tab._head_heading(reading, position, layer, head)
+            heading = why_sentences.head_heading(reading, position, layer, head)
             said = re.search(r"After `([^`]+)` it looked most at (.*?)\. ", heading)
             assert said and said.group(1) == reading.tokens[position], heading
             keys = re.findall(r"`([^`]+)`@(\d+) \(([\d.]+)\)", said.group(2))
@@ -719,7 +724,7 @@ def test_the_default_text_on_the_shipped_model_is_decided_by_the_head_that_looks
     # behind the fold, past the first layer, the pairs are said to be the tables' (trial 16 read "`o` looks for `J`" as
     # a second answer), with the rule for a low rank
     fold = view.circuits_heading.split("<details>")[1]
-    assert "Like the tables, the pairs below read the characters alone" in fold and why_views.LOW_RANKS in fold
+    assert "Like the tables, the pairs below read the characters alone" in fold and why_sentences.LOW_RANKS in fold
     reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     assert reading.effects[0].layer == 3 and reading.effects[0].head == 1  # the most needed head, too
     assert min(effect.added for effect in reading.effects) > -0.05
@@ -735,16 +740,16 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
     ctx = AppContext(limits=Limits(), weights=REPO / "weights")
     reading, _ = read(ctx, "shakespeare-char", why_tab.DEFAULT_TEXT, "", why_tab.STRONGEST, [], "mean over the text")
     said = {}
-    for layer, head in why_tab._every_head(reading.model.config):
-        heading, _, _ = why_views._read_circuits(reading, layer, head)
-        top = why_views._looks(reading, layer, head)[0]
+    for layer, head in why_reading.every_head(reading.model.config):
+        heading, _, _ = why_views.read_circuits(reading, layer, head)
+        top = reading.looks(layer, head)[0]
         with torch.no_grad():
             weights = reading.model(reading.ids[None], return_attention=True).attention_weights[layer][0, head]
         words = head_scores.word_numbers(why_tab.DEFAULT_TEXT)
         assert top == head_scores.looks_over_text(weights, reading.ids, words)[0]
         said[circuits.head_name(layer, head)] = heading.split("\n\n")[1].replace(why_page.HERE, "")
         for position in range(reading.ids.numel()):
-            shown = heading.replace(why_page.HERE, why_tab._in_the_tables(reading, position, layer, head))
+            shown = heading.replace(why_page.HERE, why_sentences.in_the_tables(reading, position, layer, head))
             assert visible_words(shown.split("<details>")[0]) <= MOST_WORDS, shown
         assert "Where else it looks over your text" in heading.split("<details>")[1]
     assert said["L0 H2"] == "Looks 1 back (92% of its weight overall; by chance: 5%); writes `␣` most."
@@ -758,7 +763,7 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
                                     "5%);")
     # behind the fold, a positional head's character pairs come with a warning (a learner read layer 0's "`!` looks
     # for `!`" against "1 back: 74%")
-    folds = {name: why_views._read_circuits(reading, *why_reading._parse_head(name, 4, 4))[0].split("<details>")[1]
+    folds = {name: why_views.read_circuits(reading, *why_reading.parse_head(name, 4, 4))[0].split("<details>")[1]
              for name in ("L0 H2", "L2 H1")}
     assert "This head looks by position" in folds["L0 H2"] and "This head looks by position" not in folds["L2 H1"]
     assert said["L2 H1"].startswith("Looks at the word before (30% of its weight overall; by chance: 14%) and within "
@@ -768,9 +773,9 @@ def test_every_head_of_the_shipped_model_says_what_it_looks_for_within_60_words_
     # what each writes is the token its mean share raises most (circuits.head_writes), named in sight
     written = circuits.head_writes(reading.model, reading.ids)
     for name, line in said.items():
-        layer, head = why_reading._parse_head(name, 4, 4)
+        layer, head = why_reading.parse_head(name, 4, 4)
         top = reading.tokenizer.label(int(written[layer, head].argmax()))
-        assert line.endswith(f"; writes `{why_tab._label(top)}` most."), line
+        assert line.endswith(f"; writes `{escape_text(top)}` most."), line
 
 
 def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the_tables(ctx):
@@ -782,7 +787,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
     ids = tokenizer.encode(TEXT).tolist()
     reading, _ = read(ctx, "shakespeare-char", TEXT, "", why_tab.STRONGEST, [], "zero")
     lines = whys = 0
-    for layer, head in why_tab._every_head(model.config):
+    for layer, head in why_reading.every_head(model.config):
         qk, ov = circuits.qk_circuit(model, layer, head), circuits.ov_circuit(model, layer, head)
         for position in (0, 9, len(ids) - 1):
             with torch.no_grad():
@@ -792,15 +797,16 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             in_text = sorted(set(ids))
             qk_rank = int((qk[query, in_text] > qk[query, looked]).sum()) + 1
             ov_rank = int((ov[looked] > ov[looked, target]).sum()) + 1
-            line = why_tab._in_the_tables(reading, position, layer, head)
-            name = lambda i: why_tab._label(tokenizer.label(i))  # noqa: E731
+            line = why_sentences.in_the_tables(reading, position, layer, head)
+            name = lambda i: escape_text(tokenizer.label(i))  # noqa: E731
             ranks, why = (re.split(r" (?=(?:Both|QK|OV) low: )", line) + [""])[:2]
             # where they are low the line says which answer holds, and leaves out the rows' lengths
             of_text, of_rows = ("", "") if why else (f" of the text's {len(in_text)}",
                                                      f" of {model.config.vocabulary_size}")
             assert ranks == (f"\n\n**Look for:** outlined cells, position {position}: QK row `{name(query)}` ranks "
-                             f"`{name(looked)}` {why_views._ordinal(qk_rank)}{of_text}; OV row `{name(looked)}` ranks "
-                             f"`{name(target)}` {why_views._ordinal(ov_rank)}{of_rows}.")
+                             f"`{name(looked)}` {why_sentences.ordinal(qk_rank)}{of_text}; OV row `{name(looked)}` "
+                             "ranks "
+                             f"`{name(target)}` {why_sentences.ordinal(ov_rank)}{of_rows}.")
             # a second stranger read low ranks as the tables contradicting the chain: past the first layer they say
             # why, naming the layers whose writes the tables do not read
             # a third found "4th of 32" called low, and a target the head pushed down called low though the chain
@@ -813,7 +819,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             with torch.no_grad():
                 every = model(torch.tensor([ids]), return_attention=True).attention_weights[layer][0, head]
             top = head_scores.looks_over_text(every, torch.tensor(ids), head_scores.word_numbers(TEXT))[0]
-            clear = top.share >= why_views.LOOKS_RATIO * top.chance and top.lift >= why_views.LOOKS_CLEARLY
+            clear = top.share >= why_reading.LOOKS_RATIO * top.chance and top.lift >= why_reading.LOOKS_CLEARLY
             by_position = clear and top.kind in ("distance", "first")
             assert bool(why) == (low and (by_position or layer > 0))
             if why:
@@ -824,7 +830,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
                 whys += 1
             lines += 1
             # the same cells outlined on /why's tables, as the heads deck sends them to the page
-            shapes = why_tab._cell_shapes(reading, position, layer, head)
+            shapes = why_views.cell_shapes(reading, position, layer, head)
             V = model.config.vocabulary_size
             assert shapes == [plots.cell_outline(query, looked, V), plots.cell_outline(looked, target, V)]
             view = why_tab.explain(ctx, "shakespeare-char", TEXT, position, "", circuits.head_name(layer, head), [],
@@ -832,7 +838,7 @@ def test_the_circuits_heading_says_where_this_positions_query_and_key_sit_in_the
             assert [list(view.qk.layout.shapes), list(view.ov.layout.shapes)] == [
                 [go.layout.Shape(shape) for shape in outlines] for outlines in shapes]
     assert lines == 12 and whys > 0
-    assert [why_views._ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111)] == \
+    assert [why_sentences.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111)] == \
         ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th"]
 
 
@@ -878,11 +884,11 @@ def test_over_a_bpe_vocabulary_the_tables_line_names_what_the_key_promotes_where
     rows = reading.subset.tolist()
     said = Counter()
     for position in range(reading.ids.numel()):
-        layer, head = why_tab._strongest(reading, position)
-        line = why_tab._in_the_tables(reading, position, layer, head)
-        looked = int(reading.ids[why_views._looked_most(reading, position, layer, head)[0]])
+        layer, head = reading.strongest(position)
+        line = why_sentences.in_the_tables(reading, position, layer, head)
+        looked = int(reading.ids[reading.looked_most(position, layer, head)[0]])
         written = circuits.ov_circuit(reading.model, layer, head, reading.subset)[rows.index(looked)]
-        name = lambda token: why_tab._label(reading.tokenizer.label(token))  # noqa: E731
+        name = lambda token: escape_text(reading.tokenizer.label(token))  # noqa: E731
         target = reading.attributions[position].target_id
         if target in rows:
             said["ranked"] += 1
@@ -899,10 +905,10 @@ def test_a_head_looks_somewhere_with_half_again_an_even_spread_and_15_points_bey
     particular: 49% of its weight there against an even spread's 25% (word starts are a quarter of a text's keys).
     A fourth had read 9% on newlines, against 3%, as a head's job, which none of its chains showed."""
     look = lambda kind, share, chance: head_scores.Look(kind, 0, share, chance)  # noqa: E731
-    assert why_views._clear(look("word start", 0.49, 0.25))
-    assert not why_views._clear(look("token", 0.09, 0.03))  # three times an even spread, 6 points beyond it
-    assert not why_views._clear(look("previous word", 0.24, 0.14))  # 10 points beyond
-    assert not why_views._clear(look("own word", 0.60, 0.44))  # 16 points beyond, but under 1.5 times
+    assert why_reading.clear(look("word start", 0.49, 0.25))
+    assert not why_reading.clear(look("token", 0.09, 0.03))  # three times an even spread, 6 points beyond it
+    assert not why_reading.clear(look("previous word", 0.24, 0.14))  # 10 points beyond
+    assert not why_reading.clear(look("own word", 0.60, 0.44))  # 16 points beyond, but under 1.5 times
 
 
 def test_a_second_place_is_named_where_it_shares_no_key_with_the_first_and_comes_within_half_its_lift():
@@ -910,16 +916,17 @@ def test_a_second_place_is_named_where_it_shares_no_key_with_the_first_and_comes
     their own word: a place that shares no key with the first (the two add) and gets half the first's weight beyond
     an even spread is named beside it, and left out of the fold's list of other places."""
     look = lambda kind, share, chance, what=0: head_scores.Look(kind, what, share, chance)  # noqa: E731
-    reading = dataclasses.make_dataclass("Reading", ["ids"])(torch.tensor([7, 3, 5]))
+    text = dataclasses.make_dataclass("Text", ["ids"])(torch.tensor([7, 3, 5]))  # all beside reads of a reading
+    beside = functools.partial(why_reading.Reading.beside, text)
     before, own = look("previous word", 0.30, 0.14), look("own word", 0.22, 0.11)
-    assert why_views._beside(reading, [before, own]) == own
-    assert why_views._beside(reading, [before, look("own word", 0.17, 0.11)]) is None  # 6 points: under half of 16
-    assert why_views._beside(reading, [before, look("word start", 0.40, 0.23)]) is None  # starts are in both words
+    assert beside([before, own]) == own
+    assert beside([before, look("own word", 0.17, 0.11)]) is None  # 6 points: under half of 16
+    assert beside([before, look("word start", 0.40, 0.23)]) is None  # starts are in both words
     newline = look("token", 0.23, 0.03, what=5)
-    assert why_views._beside(reading, [newline, look("first", 0.20, 0.05)]).kind == "first"
+    assert beside([newline, look("first", 0.20, 0.05)]).kind == "first"
     # a token at position 0 shares that key with it
-    assert why_views._beside(reading, [look("token", 0.23, 0.03, what=7), look("first", 0.20, 0.05)]) is None
-    assert why_views._beside(reading, [look("distance", 0.35, 0.04, 2), look("distance", 0.27, 0.05, 1)]).what == 1
+    assert beside([look("token", 0.23, 0.03, what=7), look("first", 0.20, 0.05)]) is None
+    assert beside([look("distance", 0.35, 0.04, 2), look("distance", 0.27, 0.05, 1)]).what == 1
 
 
 def test_the_head_on_screen_is_read_from_its_heading_and_opens_in_the_attention_tab():

@@ -4,30 +4,25 @@ Three views of one checkpoint at one position: **why this character** (the targe
 wrote it, and for the chosen head one picture from its pattern to the next character: its weights, what it writes
 from each key, their product, the sum that is its bar, the logit and the probability), **what the head reads and
 writes** (its QK and OV circuits over the vocabulary, the strongest pairs in words) and **knock heads out** (the
-loss and the prediction without them, and every head ranked by the loss it adds). The maths is playground.lens.circuits;
-why_reading checks the inputs, prices the reading and runs it, why_views says and draws what it found, and this
-module holds the handlers, the decks the page is sent and the tab's wiring. Renders on arrival and on every edit
-(``/why`` for API clients).
+loss and the prediction without them, and every head ranked by the loss it adds). The maths is
+playground.lens.circuits; why_reading checks the inputs, prices the reading and runs it (its Reading answers what the
+views ask), why_sentences says what it found, why_views draws it, why_decks packs it for the page, and this module
+holds the handlers and the tab's wiring. Renders on arrival and on every edit (``/why`` for API clients).
 """
 
 from __future__ import annotations
 
-import base64
 import functools
-import hashlib
-import json
 import re
-from collections import Counter
 from typing import NamedTuple
 
 import gradio as gr
-import numpy as np
 import plotly.graph_objects as go
 
 from playground import checks
 from playground.checkpoints import store as checkpoints
 from playground.lens import circuits
-from playground.ui import chain_plots, chart_deck, score_views
+from playground.ui import chain_plots, chart_deck, score_views, why_decks
 from playground.ui import why_page as script  # the page's own script: what the browser runs
 from playground.ui.common import AppContext, checkpoint_dropdown, fold, keep_on_refusal
 from playground.ui.events import wire
@@ -40,39 +35,26 @@ from playground.ui.why_page import (
     STRONGEST,
 )
 from playground.ui.why_reading import (
-    CHAIN_MORE,
     DEFAULT_TEXT,
-    HEAD_NAMES_INFO,
-    MAX_RANKED_HEADS,
     MODES,
     SPLITS,
-    STEP_THROUGH_PX,
     VERSUS,
     ReadingCache,
     WhyView,
-    _every_head,
-    _head_at,
-    _head_names,
-    _label,
-    _names,
-    _Reading,
-    _reading,
-    _strongest,
+    head_names,
+    heads_named,
+    reading_for,
 )
-from playground.ui.why_views import (
-    _cell_shapes,
-    _chain_arguments,
-    _chain_changes,
-    _circuits_view,
-    _head_heading,
-    _heading,
-    _in_the_tables,
-    _numbers,
-    _parts_changes,
-    _parts_figure,
-    _ranking,
-    _texts,
-)
+from playground.ui.why_sentences import in_the_tables, texts
+from playground.ui.why_views import cell_shapes, chain_arguments, circuits_view, numbers, parts_figure, ranking
+
+HEAD_NAMES_INFO = "L3 H1 is layer 3's head 1, L2 MLP layer 2's MLP (both counted from 0)"  # the bars' names
+STEP_THROUGH_PX = 320  # the step-through button's width: its words on one line, within a phone's 358 px
+CHAIN_MORE = ("② is what the head would add to the target's logit if all its weight were on that key: the key's "
+              "value, through the head's share of the output projection, read the way the bars above read every "
+              "part. The weights add up to 1, so the pushes add up to exactly this head's bar. \"Every other part\" "
+              "is the embeddings, the other heads, the MLPs and the biases. Softmax compares every character's "
+              "logit: a push helps the probability only as far as it lifts this logit above the others.")
 
 
 def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
@@ -83,147 +65,24 @@ def explain(ctx: AppContext, checkpoint: str, text: str, position, target: str, 
     changes, as the page shows them (its texts and figures), with the parts and the chain as numbers too.
     ``split``: VERSUS, the parts of logit(target) - logit(runner-up); ALONE, of the target's logit (numbers' "split"
     says which). ``distance``: the QK table's distance from query back to key, for a model with rotary positions."""
-    with _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split,
-                  distance) as (reading, position):
-        heading, head_heading, knock_heading = _texts(reading, position)
-        layer, which = _head_at(reading, position)
-        chain = chain_plots.chain_figure(**_chain_arguments(reading, position, layer, which))
-        circuits_heading, qk, ov = _circuits_view(reading, layer, which)
-        circuits_heading = circuits_heading.replace(HERE, _in_the_tables(reading, position, layer, which))
+    with reading_for(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split,
+                     distance) as (reading, position):
+        heading, head_heading, knock_heading = texts(reading, position)
+        layer, which = reading.head_at(position)
+        chain = chain_plots.chain_figure(**chain_arguments(reading, position, layer, which))
+        circuits_heading, qk, ov = circuits_view(reading, layer, which)
+        circuits_heading = circuits_heading.replace(HERE, in_the_tables(reading, position, layer, which))
         # the tables are the head's, kept for every position: this position's outlines go on copies
         qk, ov = (go.Figure(figure).update_layout(shapes=shapes)
-                  for figure, shapes in zip((qk, ov), _cell_shapes(reading, position, layer, which)))
-        return WhyView(heading, _parts_figure(reading, position), head_heading, chain,
-                       _numbers(reading, position, layer, which), circuits_heading, qk, ov, knock_heading,
-                       _ranking(reading))
+                  for figure, shapes in zip((qk, ov), cell_shapes(reading, position, layer, which)))
+        return WhyView(heading, parts_figure(reading, position), head_heading, chain,
+                       numbers(reading, position, layer, which), circuits_heading, qk, ov, knock_heading,
+                       ranking(reading))
 
 
 # the one sentence of why a rotary model's QK table needs a distance, under the box that sets it
 DISTANCE_INFO = ("rotary positions turn q and k, so a QK score depends on how far back the key is: the QK table is "
                  "drawn for keys this many tokens back")
-MAX_SENT_CIRCUITS = 4  # heads whose circuits the page is sent ahead where every head's would be too many
-# every head's QK and OV tables are sent ahead while they hold at most this many cells (the shipped model's 16 heads
-# over its 65 characters: 135,200 cells, about 0.8 MB), so a head chosen in the list is drawn in the page
-MAX_SENT_CIRCUIT_CELLS = 150_000
-
-
-def _key(*settings) -> str:
-    return hashlib.sha1(repr(settings).encode()).hexdigest()[:16]
-
-
-def _circuits_key(reading: _Reading, checkpoint: str, text: str) -> str:
-    """The key of a text's circuits: a rotary model's are drawn at a distance, and change with it."""
-    return _key(checkpoint, text) if reading.distance is None else _key(checkpoint, text, reading.distance)
-
-
-def _bases(reading: _Reading) -> dict:
-    """The figures every view's figures are changes to (position 0's): a base carries only the charts' kind, the
-    parts' names and its look; every view's changes carry the rest."""
-    def build():
-        figures = (_parts_figure(reading, 0), chain_plots.chain_base(reading.versus))
-        return {name: json.loads(figure.to_json()) for name, figure in zip(("parts", "chain"), figures)}
-    return reading.memo.get(("bases", reading.name, reading.versus), reading.model, build)
-
-
-def _settings(checkpoint: str, text: str, target: str, split: str) -> dict:
-    """The inputs a view was made for, as the page holds them: it leaves an answer for inputs it no longer shows."""
-    return {"checkpoint": checkpoint, "text": text, "target": target, "split": split}
-
-
-def _position_deck(reading: _Reading, key: str, positions, settings: dict | None = None) -> str:
-    """The deck of these positions' parts, keyed "<T>:<key>" (the page reads the text's length from it): each view's
-    texts are its heading and the name of the head with the longest bar there. ``settings``: the inputs it answers
-    (_settings)."""
-    views = {str(p): ([_heading(reading, p), circuits.head_name(*_strongest(reading, p))],
-                      [{"base": "parts", "changes": _parts_changes(reading, p)}]) for p in positions}
-    return chart_deck.deck_json(f"{reading.ids.numel()}:{key}", views, {"parts": _bases(reading)["parts"]},
-                                settings=settings)
-
-
-def _heads_deck(reading: _Reading, key: str, views) -> str:
-    """The deck of heads' readings, one view "<head>@<position>" per (layer, head, position) in ``views``: its
-    heading and its chain, from where it looked to the next character's probability."""
-    sent = {f"{circuits.head_name(layer, which)}@{p}": ([_head_heading(reading, p, layer, which),
-                                                         _in_the_tables(reading, p, layer, which),
-                                                         json.dumps(_cell_shapes(reading, p, layer, which))],
-                                                        [{"base": "chain",
-                                                          "changes": _chain_changes(reading, p, layer, which)}])
-            for layer, which, p in views}
-    return chart_deck.deck_json(key, sent, {"chain": _bases(reading)["chain"]})
-
-
-def _heatmap_changes(figure) -> dict:
-    """A circuit's heatmap as changes to another of its kind (a base): its table, as float32 in base64 (Plotly's
-    typed arrays; the values already rounded to 4 significant digits), its colour range and its title."""
-    trace = figure.data[0]
-    table = np.asarray(trace.z, dtype=np.float32)
-    return {"data": [{"z": {"dtype": "f4", "bdata": base64.b64encode(table.tobytes()).decode(),
-                            "shape": ", ".join(map(str, table.shape))}, "zmin": trace.zmin, "zmax": trace.zmax}],
-            "layout": {"title": figure.layout.title.to_plotly_json(), "margin": {"t": figure.layout.margin.t}}}
-
-
-def _circuits_deck(reading: _Reading, checkpoint: str, text: str, heads) -> str:
-    """The circuits of these heads, each table as changes to one QK and one OV base (the labels and the look, sent
-    once): every head of the shipped model is some 0.7 MB."""
-    views, bases = {}, {}
-    for layer, which in heads:
-        heading, qk, ov = _circuits_view(reading, layer, which)
-        for name, figure in (("qk", qk), ("ov", ov)):
-            if name not in bases:
-                bases[name] = json.loads(figure.to_json())
-                del bases[name]["data"][0]["z"]
-        views[circuits.head_name(layer, which)] = ([heading], [{"base": "qk", "changes": _heatmap_changes(qk)},
-                                                               {"base": "ov", "changes": _heatmap_changes(ov)}])
-    return chart_deck.deck_json(_circuits_key(reading, checkpoint, text), views, bases)
-
-
-def _every_circuit_fits(reading: _Reading) -> bool:
-    config = reading.model.config
-    n = config.vocabulary_size if reading.subset is None else reading.subset.numel()
-    return config.layers_num * config.heads_num * 2 * n * n <= MAX_SENT_CIRCUIT_CELLS
-
-
-def _knock_json(reading: _Reading, key: str, names: str | None = None, near: dict | None = None) -> str:
-    """The numbers the page writes the knock-out heading from (why_page's knockText, as _knock_text does): per set
-    of heads knocked out ("" the intact model; ``names``: only that set), the loss and, at each position, the guess
-    and the target's probability. Every head alone comes with the ranking, so ticking one asks the server nothing.
-    ``near``: the sets one tick away from ``names`` (_near_knocks), sent with it ("near" names it: the page asks no
-    more)."""
-    knocks = reading.knocks if names is None else {name: reading.knocks[name] for name in ("", names)}
-    if near is not None:
-        knocks = {**near, **knocks}
-    guessed = sorted({guess for knock in knocks.values() for guess in knock.guesses})
-    return json.dumps({
-        "key": key, "note": reading.ranking_note,
-        "targets": [_label(reading.tokenizer.label(target)) for target in reading.targets],
-        "labels": {str(i): _label(reading.tokenizer.label(i)) for i in guessed},
-        "sets": {name: {"loss": knock.loss, "guesses": knock.guesses, "p": knock.target_probabilities}
-                 for name, knock in knocks.items()},
-        **({"near": [names]} if near is not None else {})})
-
-
-def _near_knocks(reading: _Reading) -> dict:
-    """The knock-outs one tick away from the knocked heads (each other head added after them, each of them taken off)
-    that the reading does not hold, by their names: one batched pass, made while the reading is admitted (its price
-    counts the ranking's pass, which this one follows); none where the model has more heads than are ranked (each
-    would be a forward pass)."""
-    every = _every_head(reading.model.config)
-    knocked = reading.knocked_heads
-    if not knocked or len(every) > MAX_RANKED_HEADS:
-        return {}
-    sets = [[*knocked, lh] if lh not in knocked else [k for k in knocked if k != lh] for lh in every]
-    sets = [heads for heads in sets if heads and _names(heads) not in reading.knocks]
-    if not sets:
-        return {}
-    model, ids = reading.model, reading.ids
-    text_key = (reading.name, tuple(ids.tolist()))
-
-    def read():
-        means = reading.memo.get(("means", *text_key), model, lambda: circuits.head_means(model, ids)) \
-            if reading.mode == "mean" else None
-        return circuits.knock_outs(model, ids, sets, reading.targets, reading.mode, means)
-    near = reading.memo.get(("near", *text_key, tuple(reading.targets), tuple(knocked), reading.mode), model, read)
-    return {_names(knock.heads): knock for knock in near}
 
 
 def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str, head: str = STRONGEST,
@@ -233,26 +92,29 @@ def why_page(ctx: AppContext, checkpoint: str, text: str, position, target: str,
     circuits of its head, the ranking, the knock-out numbers, ``shown`` updated). Circuits, a ranking and knock-out
     numbers the page holds (``shown``) are not sent again unless ``fresh``; why_deck follows with every other
     position."""
-    with _reading(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split,
-                  distance) as (reading, position):
+    with reading_for(ctx, checkpoint, text, target, head, knocked, mode, position, memo, split,
+                     distance) as (reading, position):
         shown = dict(shown or {}) if not fresh else {}
-        text_key = _key(checkpoint, text, target, reading.versus)
-        deck = _position_deck(reading, text_key, [position], _settings(checkpoint, text, target, split))
-        heads_deck = _heads_deck(reading, text_key, [(layer, which, position) for layer, which in reading.keys])
-        layer, which = _head_at(reading, position)
-        circuits_key, ranking_key = _circuits_key(reading, checkpoint, text), _key(checkpoint, text, mode)
-        knock_key = _key(checkpoint, text, target, mode)
+        text_key = why_decks.deck_key(checkpoint, text, target, reading.versus)
+        made_for = why_decks.settings_of(checkpoint, text, target, split)
+        deck = why_decks.position_deck(reading, text_key, [position], made_for)
+        here = [(layer, which, position) for layer, which in reading.keys]
+        heads_deck = why_decks.heads_deck(reading, text_key, here)
+        layer, which = reading.head_at(position)
+        circuits_key = why_decks.circuits_key(reading, checkpoint, text)
+        ranking_key = why_decks.deck_key(checkpoint, text, mode)
+        knock_key = why_decks.deck_key(checkpoint, text, target, mode)
         held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
         circuits_deck = gr.skip()
         if circuits.head_name(layer, which) not in held:
-            circuits_deck = _circuits_deck(reading, checkpoint, text, [(layer, which)])
+            circuits_deck = why_decks.circuits_deck(reading, checkpoint, text, [(layer, which)])
             held = [*held, circuits.head_name(layer, which)]
         ranking_deck = gr.skip()
         if shown.get("ranking") != ranking_key:
-            ranking_deck = chart_deck.deck_json(ranking_key, {"ranking": ([], [_ranking(reading)])})
-        names = _names(reading.knocked_heads)
-        knock = _knock_json(reading, knock_key) if shown.get("knock") != knock_key else \
-            _knock_json(reading, knock_key, names) if names else gr.skip()
+            ranking_deck = chart_deck.deck_json(ranking_key, {"ranking": ([], [ranking(reading)])})
+        names = heads_named(reading.knocked_heads)
+        knock = why_decks.knock_json(reading, knock_key) if shown.get("knock") != knock_key else \
+            why_decks.knock_json(reading, knock_key, names) if names else gr.skip()
         return deck, heads_deck, circuits_deck, ranking_deck, knock, {"circuits": circuits_key, "heads": held,
                                                                       "ranking": ranking_key, "knock": knock_key}
 
@@ -263,55 +125,31 @@ def why_deck(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     """Every position's parts, the reading of the head that pushed most (and of the chosen head) at every position,
     and the circuits of every head (where they fit; else of the heads that push most somewhere in the text): the
     page then draws a new position or head by itself. (deck, heads deck, circuits deck, ``shown`` updated)."""
-    with _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split,
-                  distance=distance) as (reading, _):
-        T = reading.ids.numel()
-        deck, heads_deck = _every_position_decks(reading, checkpoint, text, target, split)
+    with reading_for(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split,
+                     distance=distance) as (reading, _):
+        deck, heads_deck = why_decks.every_position_decks(reading, checkpoint, text, target, split)
         shown = dict(shown or {})
-        circuits_key = _circuits_key(reading, checkpoint, text)
+        circuits_key = why_decks.circuits_key(reading, checkpoint, text)
         held = shown.get("heads", []) if shown.get("circuits") == circuits_key else []
-        if _every_circuit_fits(reading):
-            wanted = _every_head(reading.model.config)
-        else:
-            pushed = Counter(_strongest(reading, p) for p in range(T))
-            wanted = [lh for lh, _ in pushed.most_common()][:MAX_SENT_CIRCUITS]
-        missing = [lh for lh in wanted if circuits.head_name(*lh) not in held]
+        missing = [lh for lh in why_decks.circuits_wanted(reading) if circuits.head_name(*lh) not in held]
         circuits_deck = gr.skip()
         if missing:
-            circuits_deck = _circuits_deck(reading, checkpoint, text, missing)
+            circuits_deck = why_decks.circuits_deck(reading, checkpoint, text, missing)
             held = [*held, *(circuits.head_name(*lh) for lh in missing)]
         return deck, heads_deck, circuits_deck, {**shown, "circuits": circuits_key, "heads": held}
-
-
-def _every_position_decks(reading: _Reading, checkpoint: str, text: str, target: str,
-                          split: str) -> tuple[str, str]:
-    """(every position's parts, the reading of the head that pushed most and of the chosen head at every position),
-    as the decks the page keeps."""
-    T = reading.ids.numel()
-    text_key = _key(checkpoint, text, target, reading.versus)
-    views = {(*_strongest(reading, p), p) for p in range(T)}
-    if reading.head is not None:
-        views |= {(*reading.head, p) for p in range(T)}
-    return (_position_deck(reading, text_key, range(T), _settings(checkpoint, text, target, split)),
-            _heads_deck(reading, text_key, sorted(views, key=lambda v: (v[2], v[0], v[1]))))
 
 
 def why_split_spare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str = STRONGEST,
                     knocked: list[str] | None = None, mode: str = "mean over the text", split: str = VERSUS, *,
                     memo: ReadingCache | None = None) -> str:
     """The other split's decks at every position (why_deck's parts and heads' readings, split the other way), for
-    the page to keep beside the split on screen: a switch of the split is drawn there at once (why_page.SPLIT_JS),
-    and the server's answer for it, under the same keys, draws nothing again. Asking the server took 0.6 s a switch,
-    most of it making these figures again. ``{"around": the deck on screen's key, "label": the split they are, "from":
-    the split on screen, "decks": {deck name: deck}}``."""
-    split = split or VERSUS
-    other = next(each for each in SPLITS if each != checks.choice(split, "split", SPLITS))
-    with _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=other) as (reading, _):
-        deck, heads_deck = _every_position_decks(reading, checkpoint, text, target, other)
-        # The split on screen reads the same tokens, the other way: its key needs no second reading.
-        around = f"{reading.ids.numel()}:{_key(checkpoint, text, target, not reading.versus)}"
-        return (f'{{"around": {json.dumps(around)}, "label": {json.dumps(other)}, "from": {json.dumps(split)}, '
-                f'"decks": {{{json.dumps(DECK)}: {deck}, {json.dumps(HEADS_DECK)}: {heads_deck}}}}}')
+    the page to keep beside the split on screen (why_decks.split_spare_json): a switch of the split is drawn there at
+    once (why_page.SPLIT_JS), and the server's answer for it, under the same keys, draws nothing again, where asking
+    the server would make these figures again."""
+    split = checks.choice(split or VERSUS, "split", SPLITS)
+    other = next(each for each in SPLITS if each != split)
+    with reading_for(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=other) as (reading, _):
+        return why_decks.split_spare_json(reading, checkpoint, text, target, split)
 
 
 def why_head_views(ctx: AppContext, checkpoint: str, text: str, target: str, head: str,
@@ -321,20 +159,21 @@ def why_head_views(ctx: AppContext, checkpoint: str, text: str, target: str, hea
     position is drawn in the page too (the heads deck; nothing for the head that pushed most, sent already)."""
     if (head or STRONGEST) == STRONGEST:
         return gr.skip()
-    with _reading(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split) as (reading, _):
-        return _heads_deck(reading, _key(checkpoint, text, target, reading.versus),
-                           [(*reading.head, p) for p in range(reading.ids.numel())])
+    with reading_for(ctx, checkpoint, text, target, head, knocked, mode, memo=memo, split=split) as (reading, _):
+        return why_decks.heads_deck(reading, why_decks.deck_key(checkpoint, text, target, reading.versus),
+                                    [(*reading.head, p) for p in range(reading.ids.numel())])
 
 
 def why_knock(ctx: AppContext, checkpoint: str, text: str, target: str, knocked: list[str] | None = None,
               mode: str = "mean over the text", split: str = VERSUS, *, memo: ReadingCache | None = None):
     """A set of heads knocked out (several heads: one forward pass) and the sets one tick away from it (one more
     batched pass), which the page writes the knock-out heading from: the next tick is drawn in the page."""
-    with _reading(ctx, checkpoint, text, target, STRONGEST, knocked, mode, memo=memo, split=split) as (reading, _):
-        names = _names(reading.knocked_heads)
+    with reading_for(ctx, checkpoint, text, target, STRONGEST, knocked, mode, memo=memo, split=split) as (reading, _):
+        names = heads_named(reading.knocked_heads)
         if not names:
             return gr.skip()
-        return _knock_json(reading, _key(checkpoint, text, target, mode), names, _near_knocks(reading))
+        return why_decks.knock_json(reading, why_decks.deck_key(checkpoint, text, target, mode), names,
+                                    reading.near_knocks())
 
 
 def controls(ctx: AppContext, checkpoint: str) -> tuple:
@@ -344,7 +183,7 @@ def controls(ctx: AppContext, checkpoint: str) -> tuple:
         config = ctx.checkpoint(checkpoint or "").config
     except (ValueError, OSError, RuntimeError):
         return gr.skip(), gr.skip(), gr.skip()
-    names = _head_names(config.layers_num, config.heads_num)
+    names = head_names(config.layers_num, config.heads_num)
     return (gr.Dropdown(choices=_head_choices(names), value=STRONGEST),
             gr.Dropdown(choices=names, value=[], multiselect=True), gr.Number(visible=config.is_llama))
 
@@ -368,7 +207,7 @@ def _first_config(ctx: AppContext):
 def _first_heads(ctx: AppContext) -> list[str]:
     """The default checkpoint's head names."""
     config = _first_config(ctx)
-    return [] if config is None else _head_names(config.layers_num, config.heads_num)
+    return [] if config is None else head_names(config.layers_num, config.heads_num)
 
 
 class ToAttention(NamedTuple):
