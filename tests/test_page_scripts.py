@@ -74,3 +74,60 @@ def test_the_stylesheet_is_filled_from_the_python_constants():
     assert f"#{why_page.PART_NOTE_ELEM_ID}:not(:has(p.{why_page.PART_NOTE_CLASS}" in css
     assert css.count(f"min-height: {TAP_PX}px") == 2
     assert launch_options()["css"] == css
+
+
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+ARROW = re.compile(r"(?:async )?(?:\([\w\s,.]*\)|\w+) => (?P<body>.+)", re.S)
+CALL = re.compile(r"window\.\w+(?:\.\w+)+\((?P<arguments>.*)\)", re.S)
+LOGIC = re.compile(r"=>|[?;`()]|&&|\|\||\b(?:if|else|for|while|return|new|function|await)\b")
+MOST_CHARACTERS = 160  # the longest js= value, its strings left out: a call with its arguments named
+
+
+def one_call(js: str) -> bool:
+    """Whether ``js`` (a js= or js_on_load value) is one call into a page script's public function, with plain
+    arguments (names, numbers, strings, JSON, a page function's name), or hands a value back as it is: no condition,
+    loop, nested function or second statement, which belong in playground/ui/page/*.js."""
+    code = STRING.sub('""', js.strip())
+    if len(code) > MOST_CHARACTERS:
+        return False
+    arrow = ARROW.fullmatch(code)
+    body = (arrow["body"] if arrow else code).strip()
+    if body.startswith("{") and body.endswith("}"):
+        body = body[1:-1].strip()
+    body = body.removesuffix(";").strip()
+    if re.fullmatch(r"\w+", body):  # (token) => token, () => null
+        return True
+    call = CALL.fullmatch(body)
+    return bool(call) and not LOGIC.search(call["arguments"])
+
+
+def test_a_call_is_told_from_logic():
+    assert one_call('(raw) => { window.chartDeck.keep("deck", raw); }')
+    assert one_call('async (raw, view, ...now) => window.chartDeck.drawEvent({"deck": "a;b"}, raw, view, now)')
+    assert one_call("window.whyPage.listen();") and one_call("(token) => token")
+    assert one_call("(...values) => window.chartDeck.adoptEvent(\"model\", 3, window.modelPage.spareLabel, values)")
+    assert not one_call("(offer, replaced, current) => (offer && current === replaced) ? offer : current")
+    assert not one_call("window.attentionPage.listenForRowPicks(); window.attentionPage.listenUnderHeading();")
+    assert not one_call("(...values) => { window.chartDeck.waiting(\"a\", true); return values; }")
+    assert not one_call("(v) => window.chartDeck.adopt(v.map(x => String(Number(x))).join('|'))")
+    assert not one_call("() => window.playgroundPage.whenShown(\"x\").then(() => window.attentionPage.whenOpened())")
+    assert not one_call("(c, t, h, key) => [...window.whyPage.headOnScreen(c, t, h), key]")
+
+
+def test_every_js_value_in_the_app_is_one_call_into_a_page_script(tiny_weights):
+    """Page logic lives in page/*.js, where node --check reads it: what the app hands Gradio as ``js=`` (every event)
+    or ``js_on_load`` (every HTML block but those left at Gradio's own default) is one call into it, or a value
+    handed back as it is."""
+    import inspect
+
+    import gradio as gr
+
+    from playground.ui import build_app
+
+    gradios = inspect.signature(gr.HTML.__init__).parameters["js_on_load"].default
+    app = build_app(weights=tiny_weights)
+    values = [fn.js for fn in app.fns.values() if fn.js]
+    values += [block.js_on_load for block in app.blocks.values()
+               if getattr(block, "js_on_load", None) not in (None, "", gradios)]
+    assert len(values) > 60
+    assert [js for js in values if not one_call(js)] == []

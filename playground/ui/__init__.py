@@ -97,7 +97,7 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
         # and no toast, so a learner's click did nothing
         # (marked under way in the page: the Attention tab's first view, made once the tab is shown, waits for it)
         opening = why.button.click(functools.partial(_attention_tab, ctx), on_screen, tabs,
-                                   js=attention_tab.opening_js(why_tab.HEAD_ON_SCREEN_JS),
+                                   js=why_tab.STEP_THROUGH_JS,
                                    api_name="why_to_attention_tab", api_visibility="private", show_progress="hidden",
                                    **ctx.fast_lane)
         opening.failure(None, js=attention_tab.OPENED_JS, api_name="why_to_attention_refused", api_visibility="private",

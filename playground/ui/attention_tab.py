@@ -90,14 +90,9 @@ ROW_FOOT_PX = 80  # a framed row sent to the foot of the screen stops this far a
 QUERY_SHOWN_JS = "() => window.attentionPage.queryShown()"
 OPENED_JS = "() => window.attentionPage.opening(false)"  # the Why tab's opening refused: the first view waits no more
 
-
-def opening_js(values_js: str) -> str:
-    """``values_js`` (the page's values for an event that opens this tab from another) after marking the opening
-    under way, so the tab's first view waits for its values (attention.js's whenOpened)."""
-    return f"(...values) => {{ window.attentionPage.opening(true); return ({values_js})(...values); }}"
 # A click (or a tap) on a heatmap's row makes that row's token the query; the title of the chart scrolled under the
 # stage's heading is written under it
-PAGE_LISTENERS_JS = "window.attentionPage.listenForRowPicks(); window.attentionPage.listenUnderHeading();"
+LISTEN_JS = "window.attentionPage.listen();"
 DECK_SLOTS = range(5)
 DECK_TEXTS = 3  # the heading, the what-if notes, the query's sentence
 
@@ -269,7 +264,7 @@ def switch_label(scale, mask, mask_before_scaling, temperature) -> str:
     return f"{int(bool(scale))}{int(bool(mask))}{int(bool(mask_before_scaling))}|{float(temperature):.2f}"
 
 
-SWITCH_LABEL_JS = ("(v) => `${v[0] ? 1 : 0}${v[1] ? 1 : 0}${v[2] ? 1 : 0}|${Number(v[3]).toFixed(2)}`")
+SWITCH_LABEL_JS = "window.attentionPage.switchLabel"  # page/attention.js: the same name, in the page
 FLIPPED = ("scale", "mask", "mask_before_scaling")  # the switches whose other setting is made ahead
 
 
@@ -414,7 +409,7 @@ def build(ctx: AppContext) -> Opened:
         query = gr.Number(-1, label="query position (-1 = the last token)",
                           info="its row is framed in orange on the heatmaps; click a row to choose it",
                           elem_id=QUERY_ELEM_ID)
-        gr.HTML("", js_on_load=PAGE_LISTENERS_JS, padding=False, min_height=0)
+        gr.HTML("", js_on_load=LISTEN_JS, padding=False, min_height=0)
         with gr.Row():
             chart_deck.hosts(DECK, DECK_SLOTS[3:])
         query_md = gr.Markdown(label="values mixed")
@@ -504,7 +499,7 @@ def build(ctx: AppContext) -> Opened:
     # first opens the tab (events.once_shown; the Tokenize tab comes first); the view then reads the page's values
     # (and, where the Why tab opened it, until its head is in the controls: attention.js's whenOpened)
     arrival = once_shown(gr.on(None, None, api_name="attention_arrival", api_visibility="private"), QUERY_ELEM_ID,
-                         "attention_arrival_shown", then_js="window.attentionPage.whenOpened()")
+                         "attention_arrival_shown", then_js="window.attentionPage.whenOpened")
     answer(first(arrival.then, api_name="attention_load", api_visibility="private", **quick), "attention_load")
     # a step is drawn in the page from the deck already there (the server is not asked)
     step.change(**draw, api_name="attention_step_change", api_visibility="private")

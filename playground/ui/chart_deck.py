@@ -134,7 +134,7 @@ def keep_js(deck: str) -> str:
 def held_js(deck: str) -> str:
     """A ``js=`` function with no inputs -> the labels of the spares the page holds around ``deck``'s view on screen,
     as a JSON list (for a textbox the server reads: it makes only the spares the page lacks)."""
-    return f"() => JSON.stringify(window.chartDeck.held({json.dumps(deck)}))"
+    return f"() => window.chartDeck.heldJson({json.dumps(deck)})"
 
 
 def forget_js(deck: str) -> str:
@@ -148,7 +148,7 @@ def wait_js(deck: str) -> str:
     screen (draw_js's ``settings``) is drawn, or settle_js says it was refused. On a busy server the Why tab's "Step
     through this head" showed the old head for 4-8 s, and nothing said a new one was coming. In the event itself: Gradio
     runs the events of one change one after another, so a separate one ran only once the answer was drawn."""
-    return f"(...values) => {{ window.chartDeck.waiting({json.dumps(deck)}, true); return values; }}"
+    return f"(...values) => window.chartDeck.waitEvent({json.dumps(deck)}, values)"
 
 
 def settle_js(deck: str) -> str:

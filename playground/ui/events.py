@@ -137,9 +137,10 @@ def once_shown(arrival, element_id: str, api_name: str, then_js: str = ""):
     text (why_tab.ReadingCache), and held back it saved about 0.9 s on a server's first load and nothing measurable
     on the loads after (1.25 s against 1.13-1.31 s). The Attention tab's is held too: a page load's server CPU went
     from 2.06-2.84 s to 1.82-2.18 s, the browser's from 5.29-5.82 s to 4.82-5.60 s (loads 2-4 of two runs each).
-    ``then_js``: a promise to wait for as well once the element is shown."""
-    wait = f"window.playgroundPage.whenShown({json.dumps(element_id)})"  # page/common.js
-    wait = f"() => {wait}.then(() => {then_js})" if then_js else f"() => {wait}"
+    ``then_js``: a page function (its name, "window.attentionPage.whenOpened") whose promise is waited for as well
+    once the element is shown."""
+    after = f", {then_js}" if then_js else ""
+    wait = f"() => window.playgroundPage.whenShown({json.dumps(element_id)}{after})"  # page/common.js
     return arrival.then(None, None, None, js=wait, api_name=api_name, api_visibility="private",
                         show_progress="hidden", queue=False)
 

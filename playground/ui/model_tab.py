@@ -152,7 +152,7 @@ def spare_label(layer, head, query) -> str:
     return f"{number(layer)}|{number(head)}|{number(query)}"
 
 
-SPARE_LABEL_JS = "(v) => v.map(x => String(Number(x))).join('|')"
+SPARE_LABEL_JS = "window.modelPage.spareLabel"  # page/model.js: the same name, in the page
 
 
 def model_spare(ctx: AppContext, source, checkpoint, text, level, layer, head, query, key, norm_order, attention,

@@ -134,7 +134,7 @@ def fitting_prompt(ctx: AppContext, name: str, prompt: str, offered: str) -> tup
 
 
 # in the page, as the offer arrives: the offer only where the box still holds what it replaces
-KEEP_TYPED_JS = "(offer, replaced, current) => (offer && current === replaced) ? offer : current"
+KEEP_TYPED_JS = "(offer, replaced, current) => window.samplePage.keepTyped(offer, replaced, current)"
 
 
 def _plural(tokenizer: Tokenizer) -> str:

@@ -269,8 +269,7 @@ def head_change_view(ctx: AppContext, checkpoint: str, text: str, layer, head, c
 
 HEADING_AT = re.compile(r"(?:#+\s*)?L(\d+) H(\d+) at position (\d+)")  # the Why tab's head heading (why_tab's)
 # the Why tab's head on screen, as the page's head heading names it (a head drawn in the page is not in the head box)
-WHY_ON_SCREEN_JS = ("(checkpoint, text, heading, key) => "
-                    "[...window.whyPage.headOnScreen(checkpoint, text, heading), key]")
+WHY_ON_SCREEN_JS = "(checkpoint, text, heading, key) => window.scorePage.whyOnScreen(checkpoint, text, heading, key)"
 LISTEN_JS = "window.scorePage.listen();"
 OPENED_JS = "(picked, layer, head, query) => window.scorePage.opened(picked, layer, head, query)"
 NOT_A_CHECKPOINT = ("{what} reads a trained checkpoint's layers: choose \"trained checkpoint\" under Weights from "

@@ -73,16 +73,14 @@ PART_NOTE_STAYS = " The views below stay **{head}**'s, outlined above."
 ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
 
 
-SETTINGS = "checkpoint, text, target, split"  # the inputs an answer was made for (why_tab._settings), as the page holds
-
 
 def take_js(more: bool) -> str:
     """A ``js=`` function (the four decks, the knock-out numbers, checkpoint, text, target, split, position, head,
-    knocked) -> the four headings: keeps what arrived and draws the view on screen. An answer made for other inputs
-    than the page's now is left (a text typed, then a checkpoint chosen: the text's answer came second and drew the
-    old model over the new one). ``more``: a follow-up, ignored where the settings changed since its first answer."""
-    return (f"(raw, heads, circuits, ranking, knock, {SETTINGS}, {ARGUMENTS}) => window.whyPage.take("
-            f"{json.dumps(more)}, [raw, heads, circuits, ranking], knock, {{{SETTINGS}}}, {ARGUMENTS})")
+    knocked) -> the four headings: keeps what arrived and draws the view on screen (page/why_page.js's takeEvent). An
+    answer made for other inputs than the page's now (why_decks.settings_of) is left: answers can arrive out of order,
+    and an old model's must not draw over the new one's. ``more``: a follow-up, ignored where the settings changed
+    since its first answer."""
+    return f"(...values) => window.whyPage.takeEvent({json.dumps(more)}, values)"
 
 
 # a new position, a head chosen, heads ticked: drawn in the page from what it holds; what is not there is asked for

@@ -222,6 +222,8 @@ class ToAttention(NamedTuple):
 # the head and position on screen, as the page's head heading names them ("L3 H1 at position 85 …"): the page draws
 # a chosen head itself, so its heading, not the head box (which may say "strongest"), is what the learner sees
 HEAD_ON_SCREEN_JS = "(checkpoint, text, heading) => window.whyPage.headOnScreen(checkpoint, text, heading)"
+# the same, marking the Attention tab's opening under way: its first view, made once the tab is shown, waits for it
+STEP_THROUGH_JS = "(checkpoint, text, heading) => window.whyPage.stepThrough(checkpoint, text, heading)"
 
 
 def head_on_screen(heading: str) -> tuple[int, int, int]:

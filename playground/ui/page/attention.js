@@ -221,5 +221,17 @@ window.attentionPage = window.attentionPage || (() => {
     return STEP_TITLES[Math.min(Math.max(i, 0), STEP_TITLES.length - 1)];
   }
 
-  return {opening, whenOpened, queryShown, listenForRowPicks, listenUnderHeading, query, moveStep};
+  // the tab's listeners, once: a click on a heatmap's row, the chart under the heading (attention_tab.LISTEN_JS)
+  function listen() {
+    listenForRowPicks();
+    listenUnderHeading();
+  }
+
+  // the page's name for a setting of the what-if switches, [scale, mask, mask before scaling, temperature] -> "110|1.00"
+  // (attention_tab.switch_label says the same in Python)
+  function switchLabel(v) {
+    return `${v[0] ? 1 : 0}${v[1] ? 1 : 0}${v[2] ? 1 : 0}|${Number(v[3]).toFixed(2)}`;
+  }
+
+  return {opening, whenOpened, queryShown, listen, listenForRowPicks, listenUnderHeading, query, moveStep, switchLabel};
 })();

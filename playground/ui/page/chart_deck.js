@@ -404,6 +404,11 @@ window.chartDeck = window.chartDeck || (() => {
     if (names.size) root.setAttribute(WAITING_ATTR, [...names].join(' '));
     else root.removeAttribute(WAITING_ATTR);
   }
+  // a js= event that asks the server for a deck's view of new settings: the deck waits, the inputs pass on (wait_js)
+  function waitEvent(name, values) {
+    waiting(name, true);
+    return values;
+  }
   function forget(name) {  // the settings the spares were made around are changing: none of them is right now,
     // nor any made around them still on the way
     if (decks[name]) { decks[name].spares = {}; decks[name].invalid = decks[name].key; }
@@ -430,6 +435,9 @@ window.chartDeck = window.chartDeck || (() => {
   function held(name) {  // the labels of the spares around the deck on screen
     const deck = decks[name];
     return deck && deck.spares && deck.spares[deck.key] ? Object.keys(deck.spares[deck.key]) : [];
+  }
+  function heldJson(name) {  // held's labels as JSON, for a textbox the server reads (held_js)
+    return JSON.stringify(held(name));
   }
   async function adopt(name, label, view) {
     const deck = decks[name];
@@ -496,5 +504,5 @@ window.chartDeck = window.chartDeck || (() => {
     return shown ? shown.texts : unchanged(texts);
   }
   return {take, draw, redraw, decks, keep, forget, waiting, adopt, merge, held, late, pointAt, picked, revealing,
-          fits, touch, drawEvent, adoptEvent};
+          fits, touch, drawEvent, adoptEvent, waitEvent, heldJson};
 })();

@@ -12,15 +12,17 @@ window.playgroundPage = window.playgroundPage || (() => {
     at.style.position = was;
     window.scrollBy({top});
   }
-  // resolves once the element ``id`` is on screen (its tab first opened): events.once_shown
-  function whenShown(id) {
-    return new Promise(resolve => {
+  // resolves once the element ``id`` is on screen (its tab first opened), and then once ``after`` (a function that
+  // returns a promise, or none) has resolved: events.once_shown
+  function whenShown(id, after) {
+    const shown = new Promise(resolve => {
       const shown = () => {
         const element = document.getElementById(id);
         if (element && element.offsetParent !== null) resolve(); else setTimeout(shown, 100);
       };
       shown();
     });
+    return after ? shown.then(after) : shown;
   }
   // resolves once an element matching ``selector`` is in the page, or after ``most_ms``: the Tokenize tab's chips
   // drawn is the page's first paint (tokenize_tab.DRAWN_JS)

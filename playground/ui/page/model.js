@@ -9,5 +9,9 @@ window.modelPage = window.modelPage || (() => {
     return Object.values(LEVEL_PICKERS).map(([used, onlyCheckpoint]) => BOOK_SOURCES.includes(source) ? undefined :
       ({__type__: 'update', visible: used.includes(key) && (checkpoint || !onlyCheckpoint)}));
   }
-  return {levelControls};
+  // the page's name for a layer, a head and a query position: [1, 0, 5] -> "1|0|5" (model_tab.spare_label in Python)
+  function spareLabel(v) {
+    return v.map(x => String(Number(x))).join('|');
+  }
+  return {levelControls, spareLabel};
 })();

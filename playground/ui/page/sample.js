@@ -81,5 +81,11 @@ window.samplePage = window.samplePage || (() => {
     if (deck) { deck.key = null; deck.views = {}; deck.raw = null; deck.bases = {}; }
   }
 
-  return {listen, step, reveal, showPicked, drawSent, take, forget};
+  // a prompt offered by the server, taken only where the box still holds the prompt it replaces (the learner may
+  // have typed meanwhile): sample_tab.KEEP_TYPED_JS
+  function keepTyped(offer, replaced, current) {
+    return offer && current === replaced ? offer : current;
+  }
+
+  return {listen, step, reveal, showPicked, drawSent, take, forget, keepTyped};
 })();

@@ -48,5 +48,9 @@ window.scorePage = window.scorePage || (() => {
     const found = /^L(\d+) H(\d+)@(\d+)/.exec(typeof picked === 'string' ? picked : '');
     return found ? [Number(found[1]), Number(found[2]), Number(found[3])] : [layer, head, query];
   }
-  return {listen, opened, barAt};
+  // the Why tab's head on screen and the key asked about: (checkpoint, text, heading, key) for why_score
+  function whyOnScreen(checkpoint, text, heading, key) {
+    return [...window.whyPage.headOnScreen(checkpoint, text, heading), key];
+  }
+  return {listen, opened, barAt, whyOnScreen};
 })();

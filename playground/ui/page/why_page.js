@@ -286,6 +286,12 @@ window.whyPage = window.whyPage || (() => {
   // (the four decks, the knock-out numbers, the settings the page holds, position, head, knocked) -> the four
   // headings: keeps what arrived and draws the view on screen. An answer made for other settings than the page's now
   // is left. more: a follow-up, ignored where the settings changed since its first answer.
+  // take's js= event: (the four decks, the knock-out numbers, checkpoint, text, target, split, position, head, knocked)
+  // as Gradio hands them (why_page.take_js)
+  function takeEvent(more, [raw, heads, circuits, ranking, knock, checkpoint, text, target, split, position, head,
+                             knocked]) {
+    return take(more, [raw, heads, circuits, ranking], knock, {checkpoint, text, target, split}, position, head, knocked);
+  }
   async function take(more, [raw, heads, circuits, ranking], knock, settings, position, head, knocked) {
     if (window.chartDeck.late(raw, settings)) return [undefined, undefined, undefined, undefined];
     window.chartDeck.take(DECK, raw, more);
@@ -321,6 +327,12 @@ window.whyPage = window.whyPage || (() => {
   function headOnScreen(checkpoint, text, heading) {
     return [checkpoint, text, document.querySelector('#' + HEAD_ELEM_ID + ' h3')?.innerText ?? heading];
   }
-  return {headOnScreen, show, pick, takeKnock, knockText, holdsKnock, forget, keepSplit, switchSplit, holdsSplit, listen, knockChosen,
-          take, takeHeads, takeMoreKnock, split, pickedHead};
+  // "Step through this head": the Attention tab marked as opening (its first view waits for these values), then the
+  // head on screen (why_tab.STEP_THROUGH_JS)
+  function stepThrough(checkpoint, text, heading) {
+    window.attentionPage.opening(true);
+    return headOnScreen(checkpoint, text, heading);
+  }
+  return {headOnScreen, stepThrough, show, pick, takeKnock, knockText, holdsKnock, forget, keepSplit, switchSplit, holdsSplit, listen, knockChosen,
+          take, takeEvent, takeHeads, takeMoreKnock, split, pickedHead};
 })();
