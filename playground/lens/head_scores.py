@@ -270,8 +270,8 @@ def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor, words=None) 
 def strongest_look(weights: torch.Tensor) -> tuple[int, int, float] | None:
     """(query, key, weight) of a text's (T, T) causal attention weights where a weight lies furthest beyond an even
     spread (1 / (query + 1)), position 0 left out (where a head parks weight it has no use for); None for a text of
-    one token. One concrete look of a head that has no one place: a learner read L3 H1's "no one place" as nothing
-    to say, where it put 0.55 on the `h` of "wherefore" from the end of the question.
+    one token. One concrete look of a head that has no one place, which "no one place" alone leaves unsaid (the
+    shipped model's L3 H1 puts 0.55 on the `h` of "wherefore" from the end of the question).
 
     [[1, 0, 0], [0.5, 0.5, 0], [0.1, 0.1, 0.8]] -> (2, 2, 0.8): 0.8 - 1/3 is the furthest beyond an even spread.
     """

@@ -91,10 +91,10 @@ def build_app(weights: Path | None = None, limits: Limits | None = None, device:
             with gr.Tab("Sample", id="sample"):
                 sample_checkpoint = sample_tab.build(ctx)
         # the head on the Why tab's screen, stepped through in the Attention tab at its softmax weights
-        # (the tab first: the controls of a tab not yet drawn took the values, but its query box kept its own)
+        # (the tab first: the controls of a tab not yet drawn take the values, but its query box keeps its own)
         on_screen = [why.checkpoint, why.text, why.head_heading]
-        # through the queue (its fast lane): a refusal of an event that skips it reached the page as a failed request
-        # and no toast, so a learner's click did nothing
+        # through the queue (its fast lane): a refusal of an event that skips it reaches the page as a failed request
+        # and no toast, so the click would seem to do nothing
         # (marked under way in the page: the Attention tab's first view, made once the tab is shown, waits for it)
         opening = why.button.click(functools.partial(_attention_tab, ctx), on_screen, tabs,
                                    js=why_tab.STEP_THROUGH_JS,

@@ -341,8 +341,8 @@ TOP_LABELLED = 3  # the largest weights of a query's row keep their labels where
 
 def labels_that_matter(trace: walkthrough.HeadTrace, position: int) -> list[int]:
     """The bars whose labels a crowded row keeps: its largest weights, then the query itself (named in the title) where
-    it keeps clear of them. The query first had left its largest weight, two keys before it, unnamed: a learner read
-    the tall bar beside the query's label as the query looking at itself."""
+    it keeps clear of them: the largest weights first, since a tall unnamed bar beside the query's label reads as the
+    query looking at itself."""
     weights = trace.weights[position]
     return [*torch.topk(weights, min(TOP_LABELLED, weights.numel())).indices.tolist(), position]
 
@@ -461,8 +461,8 @@ def stage_views(ctx: AppContext, source, checkpoint, layer, head, seed, embeddin
             stage = stages[index]
             look_for = lessons.look_for(index, SOURCE_KINDS[source], trace.scale, trace.mask, trace.temperature,
                                         trace.mask_before_scaling)
-            # the head named in sight (on a wide screen the heading stays at the top): a learner sent here from the
-            # Why tab saw nothing on the screen say which head the stages were of
+            # the head named in sight (on a wide screen the heading stays at the top): opened from the Why tab, the
+            # stages say whose they are
             whose = f" *({inputs.head})*" if inputs.head else ""
             if key == "qkv" and (inputs.sharing or trace.rotary):  # what only the Llama family has
                 whose += "".join([f" K/V: {inputs.sharing}." if inputs.sharing else "",

@@ -36,7 +36,7 @@ CHAIN_COLOURS = ("#e03131", "#2f9e44")  # down, up: a bar's colour is 1 where it
 CHAIN_WEIGHT_COLOUR = "#4c6ef5"
 CHAIN_HEIGHT = 1000
 # px below panels ① to ④: the keys' labels under ① and ③ (two lines under ④) and the next panel's title, up to
-# three lines (a stranger counted 10 labels of ① and ③ run into the titles of ② and ④ on a phone)
+# three lines (on a phone, less room runs the labels of ① and ③ into the titles of ② and ④)
 CHAIN_GAPS_PX = (104, 64, 104, 92)
 CHAIN_PLOT_PX = CHAIN_HEIGHT - 104 - 40  # the panels' height with gaps: less a two-line title's top margin, the bottom
 CHAIN_STEP_WIDTH = 38  # characters per line of a panel's title: a phone's plot
@@ -132,7 +132,7 @@ def chain_changes(labels: Sequence[str], weights: Sequence[float], writes: Seque
     low, high = min(0.0, part, logit), max(0.0, part, logit)
     room = 0.3 * (high - low or 1.0)  # above (and below) the bars, for their numbers
     # a bar that goes down has its number under its lower end: room for it inside the panel, or it sits on the
-    # names under the axis (a learner saw "-0.144" over "every other part", whose bar ended at +0.009)
+    # names under the axis, and reads as theirs
     ends = [end for end, down in ((part, part < 0), (logit, others < 0), (logit, logit < 0)) if down]
     bottom = min([low, *(end - room for end in ends)])
     return {"data": [{"y": rounded(weights), "customdata": shown},

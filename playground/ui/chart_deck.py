@@ -89,8 +89,8 @@ def hosts(deck: str, slots: Sequence[int], views: Sequence[str] = ()) -> None:
 def plotly_loader(after_js: str) -> None:
     """A hidden chart that makes Gradio load Plotly into the page (window.Plotly), which the decks draw with: put in
     the page once ``after_js`` (a ``js=`` function whose promise resolves when the page may spend a second on it)
-    does. A tab's own hidden chart loaded Plotly when the tab was first opened, and its charts stayed blank 1.3-2.3 s;
-    one mounted with the page took the browser's time from the first paint (2.4-2.8 s became 3.4-3.9 s)."""
+    does: a tab's own hidden chart would load Plotly only when the tab is first opened, its charts blank 1.3-2.3 s
+    meanwhile, and one mounted with the page delays the first paint (2.4-2.8 s against 3.4-3.9 s measured)."""
     loader = gr.Plot(go.Figure(), visible=False, show_label=False, label="chart library")
     gr.on(None, None, None, js=after_js, api_name="chart_library_wait", api_visibility="private",
           show_progress="hidden", queue=False).then(

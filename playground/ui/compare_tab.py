@@ -213,7 +213,7 @@ def run_comparison(ctx: AppContext, embedding_dim, heads_num, seq_len, batch, se
                   "data": [[row.name, f"{row.parameters:,}", row.parameter_formula] for row in result.rows]}
     agreeing = [r.name for r in result.rows if r.within_tolerance]
     atol, rtol = result.rows[0].atol, result.rows[0].rtol
-    # the verdict and one Look-for line in sight, the rules behind the fold (a stranger counted 80 words unfolded)
+    # the verdict and one Look-for line in sight, the rules behind the fold (pictures first: 60 words at most)
     summary = (f"**Look for:** the **agrees** column, and maps that look alike. {len(agreeing)} of "
                f"{sum(r.compared for r in result.rows)} compared implementations agree with the reference within the "
                f"{dtype} tolerance on {describe(chosen)} (input {B} × {T} × {d}, {count(h, 'head')} of width "

@@ -131,12 +131,11 @@ def wire(listener: Callable, fn: Callable, ctx: AppContext | None, inputs, outpu
 def once_shown(arrival, element_id: str, api_name: str, then_js: str = ""):
     """``arrival`` (the page's load, ``gr.on(None, ...)``) held in the page until the element ``element_id`` is on
     screen, that is until the visitor first opens its tab: what follows it (a tab's first view) runs then, not on
-    every page load. Each page load made the Model and Compare tabs' first views (a comparison in the long lane)
-    whether or not the visitor opened them: the server's CPU per page load went from 1.4-2.3 s to 1.0-1.6 s
-    (benchmarks/page_load_cpu.py). The Why tab keeps its own at load, so it opens drawn: its reading is kept per
-    text (why_tab.ReadingCache), and held back it saved about 0.9 s on a server's first load and nothing measurable
-    on the loads after (1.25 s against 1.13-1.31 s). The Attention tab's is held too: a page load's server CPU went
-    from 2.06-2.84 s to 1.82-2.18 s, the browser's from 5.29-5.82 s to 4.82-5.60 s (loads 2-4 of two runs each).
+    every page load, whether or not the visitor opens the tab (held back, a page load's server CPU
+    measured 1.0-1.6 s against 1.4-2.3 s: benchmarks/page_load_cpu.py; the Attention tab's, 1.82-2.18 s against
+    2.06-2.84 s). The Why tab keeps its own at load, so it opens drawn: its reading is kept per text
+    (why_reading.ReadingCache), so holding it back saves about 0.9 s on a server's first load and nothing measurable
+    after.
     ``then_js``: a page function (its name, "window.attentionPage.whenOpened") whose promise is waited for as well
     once the element is shown."""
     after = f", {then_js}" if then_js else ""

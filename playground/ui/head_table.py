@@ -70,7 +70,7 @@ def _listed(names: list[str]) -> str:
 
 def open_head(event: gr.SelectData) -> tuple:
     """A picked row -> the Attention tab's source, layer, head and step: the softmax weights, the pattern the row was
-    ranked by (a stranger's pick landed on step 1, the input X, where no pattern shows)."""
+    ranked by (step 1, the input X, shows no pattern)."""
     row = event.row_value if event is not None else None
     if not row or len(row) < 3:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()

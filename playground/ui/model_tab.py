@@ -467,8 +467,8 @@ def build(ctx: AppContext) -> None:
     # landed below the screen, the page scrolls to its heading
     level.change(**dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=LEVEL_ELEM_ID, more=True)),
                  api_name="model_level", api_visibility="private")
-    # (no spares made for a new level: made meanwhile, they took the 2 cores the page draws the level with, 220 ->
-    # 445 ms at load 6; a new level's layers and heads are the server's until its next answer)
+    # (no spares made for a new level: made meanwhile, they take the 2 cores the page draws the level with, 220 ->
+    # 445 ms measured at load 6; a new level's layers and heads are the server's until its next answer)
     # a new layer or head is drawn at once from a spare deck where the page holds one; the server's answer follows
     # either way (for the other levels) and draws nothing again where the spare was drawn
     for name, control in (("layer", layer.input), ("head", head.change), ("query", query.change)):

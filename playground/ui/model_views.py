@@ -151,7 +151,7 @@ def _weights_figure(weights: torch.Tensor, visible: torch.Tensor, tokens: list[s
 def _reads_figure(weights: torch.Tensor, visible: torch.Tensor, tokens: list[str], title: str, query: int, head: int,
                   dropped: torch.Tensor | None = None, zmax: float = 1.0):
     """Every head's attention weights at one query (heads x keys, ``weights`` (h, T)): what attention read there, beside
-    what it changed in the guess (a learner saw one head's whole pattern and could not say what attention read). The
+    what it changed in the guess (one head's whole pattern does not say what attention read at the query). The
     keys the query may not see are grey (and, after dropout, the ``dropped`` (h, T) ones); ``head``'s row is framed.
 
     A cell's hover is its head and key and, from the colour's own value, its weight; a grey cell's, from the grey
@@ -333,7 +333,7 @@ def _block_view(block, x: torch.Tensor, tokens: list[str], heads_num: int, setti
                 notes: list[str], trained_as: str, loaded: checkpoints.Checkpoint | None = None) -> tuple:
     """Level 4. What every head reads at the query; of a checkpoint's block (``loaded``: its final norm and LM head
     read the stream), what the query's stream would give as the next character after each part (anatomy.block_lens):
-    a learner could not say what the output projection and the MLP add. The textbook's block has no LM head: each
+    what the output projection and the MLP add, in the next character. The textbook's block has no LM head: each
     token's ‖x‖ at each point there."""
     T = x.size(0)
     head = checks.index(settings.head, "head", heads_num, "heads per layer")

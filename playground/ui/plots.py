@@ -256,7 +256,7 @@ def vocabulary_heatmap(matrix: torch.Tensor, labels: Sequence[str], title: str =
     n = len(shown)
     title_layout, top = _title_layout(title)
     step = max(1, math.ceil(n / 48))  # about 48 tick labels at most on each axis; the hover names every cell
-    # a thin colour bar: Plotly's own took a sixth of a phone's chart, the cells squeezed beside it
+    # a thin colour bar: Plotly's own takes a sixth of a phone's chart, the cells squeezed beside it
     figure = go.Figure(go.Heatmap(z=z, x=shown, y=shown, colorscale="RdBu", zmid=0.0, zmin=-largest, zmax=largest,
                                   hovertemplate=hover + "<extra></extra>", xgap=0, ygap=0,
                                   colorbar=dict(thickness=COLORBAR_PX, tickfont=dict(size=10))))
@@ -669,7 +669,7 @@ def category_heatmap(categories: torch.Tensor | Sequence[Sequence[int]], words: 
     rows, cols = v.shape
     n = max(1, len(category_names))
     # z is minus the category: a colour bar runs up from its least value, and this one reads category 0 at its top, in
-    # the order the rows and the picture's legend read (a learner found head 3 at the top of the bar)
+    # the order the rows and the picture's legend read (head 0 at the top, not the last head)
     colours = [CATEGORY_COLOURS[k % len(CATEGORY_COLOURS)] for k in reversed(range(n))]
     scale = [[edge, colour] for k, colour in enumerate(colours) for edge in (k / n, (k + 1) / n)]
     cell_words = np.array([[_display_label(str(w)) for w in list(line)[cols_shown]]

@@ -42,8 +42,8 @@ MAX_WORD_CHARS = 64  # the merges of a word or two: a step per merge, each listi
 
 def source_choices(corpus: Corpus) -> list[tuple[str, str]]:
     """The vocabulary radio's (label, value) pairs, the corpus's labelled with what it counts in ("corpus: the
-    built-in Sonnets (no Tiny Shakespeare)" on a server without it: a learner saw "Tiny Shakespeare" ticked over the
-    Sonnets' counts); the values stay the API's."""
+    built-in Sonnets (no Tiny Shakespeare)" on a server without it, so the label names the counts shown); the values
+    stay the API's."""
     return [(f"corpus: {default_corpus_choice(corpus)}" if value == SOURCES[1] else value, value) for value in SOURCES]
 
 

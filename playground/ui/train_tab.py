@@ -142,7 +142,7 @@ def estimate(layers_num, heads_num, embedding_dim, context_size, batch_size, ste
                              budget=memory_budget)
     by_steps, seconds, memory = cost.by_steps, cost.seconds, cost.memory
     duration = "under a second" if seconds < 1 else f"about {format_seconds(seconds)}"
-    # the numbers and the warnings in sight; what qualifies them behind the fold (a stranger counted over 100 words)
+    # the numbers and the warnings in sight; what qualifies them behind the fold (pictures first: 60 words at most)
     text = (f"**{config.parameter_count():,} parameters** (with {corpus} {checks.count(symbols, 'symbol')}) · "
             f"{batch * config.context_size:,} tokens per step · {duration} of training steps on a quiet 2-core CPU "
             f"· needs about {human(memory)} of memory")
@@ -559,8 +559,8 @@ SHARED_TEXT_NOTE = ("⚠️ What you upload or paste is not private: the run it 
 
 
 def corpus_note(ctx: AppContext, choice) -> str:
-    """Said under the corpus choice before Start: that an upload or pasted text is shared with every visitor (a
-    stranger read another visitor's pasted "password" back from the run's samples), and when "Tiny Shakespeare" would
+    """Said under the corpus choice before Start: that an upload or pasted text is shared with every visitor (its
+    samples show what was pasted, to anyone), and when "Tiny Shakespeare" would
     train on something else (a server offline, or whose download failed, uses the built-in Sonnets)."""
     if choice in (CORPORA[1], CORPORA[2]):
         return SHARED_TEXT_NOTE

@@ -28,9 +28,9 @@ MORE = ("The heads' outputs lie in memory as (h, T, d_k): head 0's T rows first,
 HEIGHT_PX = 360  # the grid's height at most: a long text's blocks get thinner, never the picture taller
 WIDTH_PX = 280  # the blocks' width at most, all heads together (fits a phone beside the row labels)
 LABELLED_PX = 14  # blocks at least this tall carry their token's name
-PERIOD_S = 12  # one cycle: the right join, the move, the notebook's join, the move back (at 8 s a learner found
-# each join gone before it was read); a pointer on the picture, or a tap on a phone, holds it still, and three
-# choices above it show it moving or hold either join (a learner's hold froze whichever join was showing)
+PERIOD_S = 12  # one cycle: the right join, the move, the notebook's join, the move back (long enough to read each
+# join); a pointer on the picture, or a tap on a phone, holds it still, and three choices above it show it moving or
+# hold either join by name (a hold alone freezes whichever join is showing)
 STATES = (("move", "moving"), ("right", "joined right"), ("wrong", "notebook 002's join"))
 
 STYLE = """<style>

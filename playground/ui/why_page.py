@@ -4,7 +4,7 @@ send it numbers and figures.
 The page holds the decks why_tab sends (chart_deck: every position's parts, heads' chains, circuits, the ranking)
 and the knock-out numbers, and draws a new position, a head chosen in the list or by its bar, and a set of knocked
 out heads from them without asking the server; what it lacks it asks for through hidden boxes. The headings it
-writes are the ones why_tab writes from the same numbers (why_views._knock_text and page/why_page.js's knockText:
+writes are the ones the server writes from the same numbers (why_sentences.knock_text and page/why_page.js's knockText:
 keep the two alike). This module holds the deck names, the elements' ids, the words both sides write (sent to the
 page in page_scripts' prelude) and the js= calls into page/why_page.js; no handler.
 """
@@ -15,31 +15,30 @@ import json
 
 # the words the server and the page both write
 STRONGEST = "the head that pushed most"  # the head list's value (an API caller's too)
-STRONGEST_SHOWN = "the head with the longest bar"  # its label: a learner read "pushed most" as toward the guess, and a
-# head that pushed against it has the longest bar where no head decides
+# its label: "pushed most" reads as toward the guess, and where no head decides the longest bar can push against it
+STRONGEST_SHOWN = "the head with the longest bar"
 # the list sits above the heading; what a bar left of 0 means is said while nothing is knocked out (with heads
 # knocked out, a sentence says so where the loss falls)
 KNOCK_HINT = ("Choose heads in the **knock out** list above to knock them out. A bar left of 0: the loss falls "
               "without that head.")
-# a bar to the left is a head the text does better without: a learner read the longest bar, one to the left, as the
-# head the text needed most
+# a bar to the left is a head the text does better without, however long: the line says which way is needed
 LOOK_FOR_KNOCK = "**Look for:** heads the text needs (right) or does better without (left)."
 KNOCK_FOLD = ("<details><summary>more</summary>\n\n", "\n\n</details>")  # around the ranking's words
-# Pictures first: the knock-out block showed about 65 words before its fold with a head knocked out (the heads' names
-# three times over). The heading names up to KNOCK_NAMED heads (past that the first three, then "and 2 more": the
+# Pictures first (at most 60 words before the fold, the heads' names said once): the heading names up to KNOCK_NAMED
+# heads (past that the first three, then "and 2 more": the
 # list above names every one), the table's column says "knocked out", and the loss falling is said without the names.
 KNOCK_NAMED = 4
 # "as above": the charts above this block stay the intact model's
 KNOCK_COLUMNS = "| | intact, as above | knocked out | change |"
-# A change in the loss smaller than this (nats) is said as none: over a short text, a head replaced by its mean moved
-# the loss by a few thousandths either way, and a learner read "the loss falls" as the head being broken
+# A change in the loss smaller than this (nats) is said as none: over a short text, a head replaced by its mean moves
+# the loss by a few thousandths either way, and "the loss falls" would say the head hurts
 KNOCK_BARELY = 0.01
 KNOCK_FALLS = ("**Without it the loss falls**: trained to help, it hurts this text.",  # one head, several
                "**Without them the loss falls**: trained to help, they hurt this text.")
 KNOCK_BARELY_MOVES = (f"**The loss barely moves** (under {KNOCK_BARELY}): this text hardly needs it.",
                       f"**The loss barely moves** (under {KNOCK_BARELY}): this text hardly needs them.")
 # where the circuits' heading (one per head) takes the line on this position's query and key in its tables (the
-# head's reading at the position carries it: why_tab._in_the_tables)
+# head's reading at the position carries it: why_sentences.in_the_tables)
 HERE = "<!-- here -->"
 
 DECK, HEADS_DECK, CIRCUITS_DECK, RANKING_DECK = "why", "why-heads", "why-circuits", "why-ranking"
@@ -58,8 +57,8 @@ PART_NOTE_ELEM_ID = "why-part-note"  # under the parts: what a clicked bar that 
 KNOCKED_ELEM_ID = "why-knocked"  # the knock-out list
 CHOSEN_LINE_PX = 2.5  # the outline of the chosen head's bar in the parts chart
 PART_NOTE_CLASS = "why-part-note"  # the note's paragraph in it (the element takes no room without one shown)
-# A stranger clicked an MLP's bar and nothing happened: a part that is not a head has no attention pattern to open,
-# and the page says so, and what its bar is, where it was clicked ({name}: the bar's)
+# A part that is not a head has no attention pattern to open: a click on its bar says so, and what its bar is, where
+# it was clicked ({name}: the bar's), so the click does not look ignored
 PART_NOTES = {
     "mlp": "**{name}** has no attention pattern to open: an MLP reads only this position's own stream and writes "
            "back into it. Its bar, {value}, is what that write adds to the bars' total here.",
@@ -67,8 +66,8 @@ PART_NOTES = {
                  "any layer, read straight by the final norm and the LM head. Its bar: {value}.",
     "bias": "**{name}**: a constant, the same whatever the text, with no pattern to open. Its bar: {value}.",
 }
-# after a part's note, which head the views below still show (a learner tapped an MLP's bar and found the head
-# before it still outlined and open, and read the view as half changed); {head}: the outlined bar's
+# after a part's note, which head the views below still show (the head before stays outlined and open, which without
+# this line reads as a view half changed); {head}: the outlined bar's
 PART_NOTE_STAYS = " The views below stay **{head}**'s, outlined above."
 ARGUMENTS = "position, head, knocked"  # what the page's view is drawn for: the last inputs of each drawing event
 
@@ -96,8 +95,8 @@ SPLIT_JS = f"(split, {ARGUMENTS}) => window.whyPage.split(split, {ARGUMENTS})"
 TAKE_KNOCK_JS = f"(knock, {ARGUMENTS}) => window.whyPage.takeMoreKnock(knock, {ARGUMENTS})"
 
 
-# (the view of the model before is taken off, not left under the new name; "the other model's view is taken off"
-# read as a fault to a stranger)
+# (the view of the model before is taken off, not left under the new name; the heading says why nothing is drawn and
+# what to do, not that something was removed)
 STALE = ("### No view of this checkpoint\n\nIt cannot read this text (the message says why and what to do), so "
          "nothing is drawn here. Change the text, or choose another checkpoint.")
 # the checkpoint's first answer refused: the headings say so and every chart is taken off (the next answer draws)

@@ -360,7 +360,7 @@ def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
     if not text:
         raise ValueError("the text is empty: type a few characters for the model to read")
     unknown = tokenizer.find_unknown(text)
-    if unknown:  # what to do, with the characters: a stranger switched to the toy and read only a count
+    if unknown:  # which characters, and what to do: a count alone does not say how to fix the text
         distinct = list(dict.fromkeys(u.character for u in unknown))
         listed = " ".join(escape_text(c) for c in distinct[:12]) + (" ..." if len(distinct) > 12 else "")
         known = getattr(tokenizer, "characters", None)
@@ -370,8 +370,8 @@ def _prepare(ctx: AppContext, checkpoint: str, text: str, target: str, head: str
                          f"text in the characters it knows{knows}, or choose another checkpoint")
     ids = tokenizer.encode(text)
     limit = min(MAX_TOKENS, config.context_size)
-    # a text longer than the model reads: its first tokens, said on the page (as the Attention and Model tabs
-    # do). A stranger pasted the Train tab's own "hello world" into the toy (context 8) and read only a refusal.
+    # a text longer than the model reads: its first tokens, said on the page (as the Attention and Model tabs do),
+    # rather than a refusal (the toy's context is 8: the Train tab's own "hello world" is longer)
     dropped = max(0, ids.numel() - limit)
     ids = ids[:limit]
     if target:

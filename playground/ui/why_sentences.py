@@ -75,8 +75,8 @@ NOTEBOOK_MORE = ("Notebook 004's model: one layer of heads, each reading its own
 def who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> str:
     """A sentence where the heads together, or the head named, write little beside the largest other part (an MLP,
     an embedding, a bias), from the numbers: "No head decides this one: the heads together write +0.30, L2 MLP
-    +2.90; all bars sum to +4.10; the longest head bar is L2 H3's." (the head the list opens, which may have pushed
-    against the guess: a learner expected a green one); "" where a head does decide."""
+    +2.90; all bars sum to +4.10; the longest head bar is L2 H3's." (the head the list opens, named because it may
+    have pushed against the guess: a red bar); "" where a head does decide."""
     values = parts.values.tolist()
     others = [(abs(v), name, v) for name, kind, v in zip(parts.names, parts.kinds, values) if kind != "head"]
     heads = [v for kind, v in zip(parts.kinds, values) if kind == "head"]
@@ -95,8 +95,8 @@ def who_decides(parts: circuits.LogitAttribution, named: tuple[int, int]) -> str
 
 def who_pushed(parts: circuits.LogitAttribution, named: tuple[int, int], target: str) -> str:
     """Where the head named decides (who_decides says nothing), that it pushed hardest, its part and which way:
-    " **L3 H1 pushed hardest** for `?`: +2.81." (a learner read "-2.66" under a typed target as a push for it; the
-    character last, "against `.`." read as "..")."""
+    " **L3 H1 pushed hardest** for `?`: +2.81." The way is a word, since a sign alone under a typed target does not
+    say for which character; the character comes before the number, so "`.`." never reads as ".."."""
     part = parts.head(*named)
     way = "for" if part >= 0 else "against"
     return f" **{circuits.head_name(*named)} pushed hardest** {way} `{target}`: {part:+.2f}."
@@ -134,12 +134,12 @@ def head_heading(reading: Reading, position: int, layer: int, which: int) -> str
     pushed = "Pushed it up most" if float(shares[top]) >= 0 else "Pushed it down most"
     parts = reading.attributions[position]
     what = "the logit" if parts.rival_id is None else "the logit difference"
-    # what the head looked for at this query, beside the circuits' pair over the vocabulary (a stranger read "␣ looks
-    # for a" as what it did here)
+    # what the head looked for at this query, the keys themselves: the circuits' pairs are over the vocabulary, not
+    # this position
     looked = reading.looked_most(position, layer, which)
     at = " and ".join(f"{token_at(reading, i)} ({float(weights[i]):.2f})" for i in looked)
     # a head below zero said in words: where no head decides, the head with the longest bar can be one that worked
-    # against the guess, and a stranger found only its sign saying so
+    # against the guess, which its sign alone says too quietly
     against = f", **against** `{reading.label(parts.target_id)}`" if part < 0 else ""
     return (f"### {circuits.head_name(layer, which)} at position {position}\n\n{LOOK_FOR_HEAD}\n\nIts part "
             f"of {what}: {part:+.3f} of {parts.logit:+.3f}{against}. After `{reading.tokens[position]}` it looked most "
@@ -191,8 +191,8 @@ def parts_title(reading: Reading, position: int) -> str:
 
 
 def parts_axis(reading: Reading, position: int) -> str:
-    """What the parts' bars are, under them: "added to logit('u') − logit('a')", in the logit's own units (a stranger
-    read a bare "logit" as the model's; another read "share of" as a fraction, where the bars add up to +2.852)."""
+    """What the parts' bars are, under them: "added to logit('u') − logit('a')", in the logit's own units (a bare
+    "logit" would be the model's; "share of" would read as a fraction, where the bars add up to the logit)."""
     target, rival = reading.contest(position)
     return f"added to logit('{target}')" if rival is None else f"added to logit('{target}') − logit('{rival}')"
 
@@ -202,11 +202,11 @@ def in_the_tables(reading: Reading, position: int, layer: int, which: int) -> st
     tables below, in words: "**Look for:** outlined cells, position 30: QK row `e` ranks `f` 4th of the text's 32;
     OV row `f` ranks `␣` 39th of 65.", and where they are low "… QK row `o` ranks `h` 29th; OV row `h` ranks `?` 18th.
     Both low: tables read characters, not layers 0–2; trust the chain above." The tables' strongest pairs are not
-    what the head did at this position, and their ranks can seem to contradict the chain: a low rank (low: the key
+    what the head did at this position, and their ranks can seem to contradict the chain: a low rank (is_low: the key
     in QK, or the target in OV where the head pushed it up) is named, its reason said, and that the chain holds: a
-    head that looks by position (_by_position), at any layer, reads what the tables leave out; past the first layer,
-    the layers before. A target outside the tables (a
-    BPE guess) gives what the key's OV row promotes most instead. Where the query or the key is outside them (a long
+    head that looks by position (why_reading.by_position), at any layer, reads what the tables leave out; past the
+    first layer, the layers before. A target outside the tables (a BPE guess) gives what the key's OV row promotes
+    most instead. Where the query or the key is outside them (a long
     BPE text) nothing is outlined, and the line is LOOK_FOR_CIRCUITS. The same cells are outlined on the tables
     (cell_shapes)."""
     cells = reading.table_cells(position, layer, which)
@@ -226,10 +226,10 @@ def in_the_tables(reading: Reading, position: int, layer: int, which: int) -> st
     pushed_up = reading.attributions[position].head(layer, which) > 0
     lows = [kind for kind, low in (("QK", is_low(qk_rank, len(in_text))),
                                    ("OV", ov_rank is not None and pushed_up and is_low(ov_rank, len(rows)))) if low]
-    low = " Both low:" if len(lows) == 2 else f" {''.join(lows)} low:"  # which rank (a learner could not tell)
-    # which answer holds, said with the reason: a learner given low ranks beside the chain's key read two answers.
-    # Then the ranks go without their rows' lengths ("29th", not "29th of the text's 32"): "low" says as much, and
-    # the words in sight stay within 60
+    low = " Both low:" if len(lows) == 2 else f" {''.join(lows)} low:"  # which rank is low, by name
+    # which answer holds, said with the reason: low ranks beside the chain's key would otherwise read as a second
+    # answer. Then the ranks go without their rows' lengths ("29th", not "29th of the text's 32"): "low" says as
+    # much, and the words in sight stay within 60
     why = ""
     if lows and by_position(reading.looks(layer, which)):
         why = f"{low} tables leave out position; {CHAIN_HOLDS}."
@@ -261,15 +261,15 @@ def look_name(reading: Reading, look: head_scores.Look) -> str:
 
 
 def looks_line(reading: Reading, layer: int, which: int) -> str:
-    """What the head does over the learner's text, in sight under "What L0 H2 does over your text": "Looks 1 back (92%
+    """What the head does over the reader's text, in sight under "What L0 H2 does over your text": "Looks 1 back (92%
     of its weight overall; by chance: 5%); writes `␣` most.", with a second place where one shares no key with the first
-    and comes near it (_beside: "Looks at `\\n` (23% …) and at position 0 (20%; 5%)"); where no place gets LOOKS_RATIO
-    times an even spread and LOOKS_CLEARLY beyond it (_clear), that where it looks changes from query to query, the
-    chain above being what it did at the position on screen; its strongest look and the place that comes nearest are
-    behind the fold (looks_more): in sight, "most weight: the word before" read as a second answer beside the chain's
-    key at that position. The QK and OV tables cannot say either: a previous-token head looks by position, which
-    they leave out, and a later layer's head reads what the layers before wrote. What it writes is the token _writes
-    puts first. Only what it writes where its weights were not read."""
+    and comes near it (Reading.beside: "Looks at `\\n` (23% …) and at position 0 (20%; 5%)"); where no place gets
+    LOOKS_RATIO times an even spread and LOOKS_CLEARLY beyond it (why_reading.clear), that where it looks changes from
+    query to query, the chain above being what it did at the position on screen; its strongest look and the place that
+    comes nearest are behind the fold (looks_more), where they cannot read as a second answer beside the chain's key.
+    The QK and OV tables cannot say either: a previous-token head looks by position, which they leave out, and a later
+    layer's head reads what the layers before wrote. What it writes is the token Reading.writes puts first. Only what
+    it writes where its weights were not read."""
     looks = reading.looks(layer, which)
     writes = f"writes `{reading.label(reading.writes(layer, which)[0][0])}` most"
     if not looks:
@@ -279,7 +279,7 @@ def looks_line(reading: Reading, layer: int, which: int) -> str:
         second = reading.beside(looks)
         beside = "" if second is None else \
             f" and {look_name(reading, second)} ({second.share:.0%}; {second.chance:.0%})"
-        # "overall": a learner read the text's average as where the head looked at the position on screen
+        # "overall": the text's average, not where the head looked at the position on screen
         return (f"\n\nLooks {look_name(reading, top)} ({top.share:.0%} of its weight overall; by "
                 f"chance: {top.chance:.0%}){beside}; {writes}.")
     return f"\n\n{NO_ONE_PLACE}; {writes}."
@@ -308,9 +308,8 @@ def token_at(reading: Reading, position: int) -> str:
 
 def looks_more(reading: Reading, layer: int, which: int) -> str:
     """For the fold: the next LOOKS_LISTED places the head looks over the text, those with LOOKS_RATIO times an even
-    spread (a learner read "at itself 8% (6%)" as a place it looks). A character model's words are said to be runs of
-    letters (a learner asked whether the space after a word is in it). Then the WRITES_LISTED tokens it writes
-    most, with their shares."""
+    spread ("at itself 8% (6%)" is no place it looks). A character model's words are said to be runs of letters, so
+    the space after a word is in none. Then the WRITES_LISTED tokens it writes most, with their shares."""
     writes = ", ".join(f"`{reading.label(token)}` {value:+.2f}"
                        for token, value in reading.writes(layer, which))
     wrote = (f"What it writes most over your text, its mean share of each logit less the mean over every logit: "
@@ -332,7 +331,7 @@ def looks_more(reading: Reading, layer: int, which: int) -> str:
 
 def is_low(rank: int, of: int) -> bool:
     """A rank in a table's row the chain would not lead a reader to expect: past TABLE_RANK_SHOWN and a quarter of
-    the row (a learner read "4th of 32" called low as a contradiction)."""
+    the row ("4th of 32" is not low)."""
     return rank > max(TABLE_RANK_SHOWN, of // 4)
 
 

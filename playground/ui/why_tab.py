@@ -237,8 +237,8 @@ def head_on_screen(heading: str) -> tuple[int, int, int]:
 
 
 def build(ctx: AppContext) -> ToAttention:
-    # the other tabs start from "To be, or not to be"; "the guess's lead": knocked out, the head leaves the guess
-    # standing, and a stranger read "writes most of the guess" against that
+    # the other tabs start from "To be, or not to be"; "the guess's lead", not "the guess": knocked out, the head
+    # leaves the guess standing
     gr.Markdown("Which parts of the model wrote its guess for the next character, what one head looks for and "
                 "writes, and what the model loses without it. The text starts as Juliet's line, where one head "
                 "writes most of the guess's lead over the runner-up; type your own.")
@@ -254,7 +254,7 @@ def build(ctx: AppContext) -> ToAttention:
     with gr.Row():
         chart_deck.hosts(DECK, [0])
     # what a clicked MLP, embedding or bias bar is, and the script that picks a head by its bar: one element of no
-    # height until a note is written (two empty ones left a gap under the chart that a learner took for a failure)
+    # height until a note is written (an empty element's gap under the chart looks like something failed to draw)
     gr.HTML("", elem_id=script.PART_NOTE_ELEM_ID, js_on_load=script.PICK_JS, padding=False, min_height=0)
     picked = gr.Textbox(visible="hidden", label="head picked on the chart", elem_id=script.PICKED_ELEM_ID)
     heads = _first_heads(ctx)
@@ -262,10 +262,9 @@ def build(ctx: AppContext) -> ToAttention:
     head = gr.Dropdown(_head_choices(heads), value=STRONGEST, label="head", allow_custom_value=True,
                        info=HEAD_NAMES_INFO, elem_id=script.PICKER_ELEM_ID)
     head_heading = gr.Markdown(label="the head's reading", elem_id=script.HEAD_ELEM_ID)
-    # a learner who found the deciding head here retyped the text, the layer, the head and the position to see its
-    # seven stages in the Attention tab
-    # as wide as its words (on one line: at Gradio's 160 px they wrapped), in the primary colour: a thin grey bar
-    # across the page was easy to miss
+    # the head on screen opened in the Attention tab at its seven stages, with nothing to type again; as wide as its
+    # words (on one line: at Gradio's 160 px they wrap), in the primary colour: a thin grey bar across the page is easy
+    # to miss
     with gr.Row():
         to_attention = gr.Button("Step through this head in the Attention tab", size="sm", variant="primary", scale=0,
                                  min_width=STEP_THROUGH_PX)

@@ -104,8 +104,8 @@ def circuits_view(reading: Reading, layer: int, which: int) -> tuple[str, object
 
 
 def cell_shapes(reading: Reading, position: int, layer: int, which: int) -> list[list[dict]]:
-    """The outlines of _table_cells on the QK and the OV table (Plotly shapes, [QK's, OV's]): the row this position
-    reads and, inside it, the cell. Empty where _table_cells is None."""
+    """The outlines of Reading.table_cells on the QK and the OV table (Plotly shapes, [QK's, OV's]): the row this
+    position reads and, inside it, the cell. Empty where table_cells is None."""
     cells = reading.table_cells(position, layer, which)
     if cells is None:
         return [[], []]

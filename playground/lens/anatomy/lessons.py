@@ -125,7 +125,7 @@ def score_text(cell: ScoreCell, query: int, key: int, query_token: str, key_toke
 
 def score_look_for(query: int, key: int, masked: bool, total: float, scaled: float, head_size: int) -> str:
     """Level 1's one line: what the three pictures show at a glance. The framed cell is the scaled score, so the line
-    goes from the bars' sum to it (a learner read "the raw score −1.6285, the framed cell" over a cell of −0.2350)."""
+    goes from the bars' sum to it: the raw score is not the number in the framed cell."""
     if masked:
         return f"key {key} comes after query {query}: the mask makes this score −∞, its weight exactly 0."
     return (f"the products' bars add up to the raw score {total:.4f}; ÷ √{head_size} it is the framed cell, "
@@ -366,8 +366,8 @@ def switches_text(walk: BlockWalk) -> str:
 
 
 def what_each_part_adds(walk: BlockWalk) -> str:
-    """In plain words, what the block's two parts add to the stream, with this model's sizes: a learner who had the
-    formula could not say what the output projection and the MLP are for."""
+    """In plain words, what the block's two parts add to the stream, with this model's sizes: what the output
+    projection and the MLP are for, which the formula alone does not say."""
     C, h, hidden = walk.points[0].values.size(1), walk.weights.size(0), walk.mlp_hidden.size(1)
     f = "GELU" if walk.activation == "gelu" else "ReLU"
     return (f"**What each part adds.** Attention moves information *between* positions: each of the {h} heads reads "
@@ -433,7 +433,7 @@ def block_look_for(walk: BlockWalk, guesses: bool = False) -> str:
     changed = "where each head looks from the query; " + (
         "how attention, then the MLP, change its next-character guess; " if guesses else "")
     if walk.norm_order == "pre":
-        # "brings its copy back to scale" read as shrinking it: an eighth learner saw ‖x‖ rise from 2.6 to 9.3 there
+        # not "brings its copy back to scale", which reads as shrinking it: ‖x‖ can rise (2.6 to 9.3) through a norm
         return f"{changed}the stream's length ‖x‖ grows at each residual add; each LayerNorm sets its copy to a " \
                "length of its own, longer or shorter than the stream's."
     return f"{changed}after each residual add a LayerNorm sets the stream back to its own scale: it cannot build up."
@@ -468,9 +468,8 @@ def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequen
     return text
 
 
-# The model level's Look-for line by the part of the map clicked: where that part is in the pictures (a tenth learner
-# clicked Embeddings, Final norm, LM head and the probabilities and saw one view with one line four times; what each
-# part was sat behind the fold)
+# The model level's Look-for line by the part of the map clicked: where that part is in the pictures, so Embeddings,
+# Final norm, LM head and the probabilities each say their own in sight (what each part is also sits behind the fold)
 LENS_LOOK_FOR_BY_PART = {
     EMBEDDINGS: "**Embeddings** are the left chart's first column: the token and position embeddings alone, read "
                 "through the final norm and LM head, guess from the current character only.",

@@ -560,8 +560,8 @@ class BlockLens:
 
 def block_lens(model: GPT, walk: BlockWalk, position: int, top: int = BLOCK_TOP) -> BlockLens:
     """Read the stream at ``position`` after each of ``walk``'s stream points through the model's final LayerNorm
-    and LM head, as logit_lens does between blocks: what attention, then the MLP, change in the guess. A learner
-    could say neither what the output projection nor what the MLP adds; this shows it in the next character. Of the
+    and LM head, as logit_lens does between blocks: what attention, then the MLP, change in the guess, which shows
+    what the output projection and the MLP add in the next character. Of the
     last block the last point is the model's own prediction, of any block the first is logit_lens's stage before it.
     """
     position = checks.index(position, "position", walk.points[0].values.size(0), "positions")

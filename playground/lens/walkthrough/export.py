@@ -20,7 +20,7 @@ import torch
 from playground.lens.walkthrough.trace import STAGE_KEYS, HeadTrace
 
 _SPREADSHEET_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-# never quoted: "5:," is "5:comma", in words a learner reads (a header of "5:U+002C" was taken for a bug)
+# never quoted: "5:," is "5:comma", in words anyone reads (a code point such as "5:U+002C" looks like a bug)
 _SPELLED = {",": "comma", '"': "quote", "\n": "\\n", "\r": "\\r"}
 
 

@@ -21,7 +21,7 @@ STEP_TITLES = ("1. Input X", "2. Q, K, V", "3. Raw scores QKᵀ", "4. Scaled ÷ 
                "6. Softmax weights", "7. Output = weights · V")  # one per trace.STAGE_KEYS entry, in order
 STEP_LABELS = ("1 · X", "2 · Q K V", "3 · QKᵀ", "4 · ÷√d_k", "5 · mask", "6 · softmax",
                "7 · output")  # the step picker's short labels (its values stay STEP_TITLES), so it fits a phone
-# step 1's line, by where the head's input comes from: a learner found a checkpoint's X "looks random"
+# step 1's line, by where the head's input comes from: a checkpoint's X is trained, and says what to see in it
 INPUT_LOOK_FOR = {
     "checkpoint": "one row per token, the numbers this head reads: rows of the same character look alike, each "
                   "starting from that character's embedding.",
@@ -45,20 +45,20 @@ LOOK_FOR = (
 FOLD = "more"  # the summary of every fold
 
 
-# steps 4 and 5 with their switch off, where "now" is drawn beside the "default" (an eighth learner read "on a
-# smaller scale" over unscaled scores, and "grey above the diagonal" over a mask turned off)
+# steps 4 and 5 with their switch off, where "now" is drawn beside the "default": the line says what "now" shows,
+# not the default's words (no "smaller scale" over unscaled scores, no grey over a mask turned off)
 SCALING_OFF_LOOK_FOR = ("scaling is off: “now” keeps step 3's size; the “default”, ÷√d_k, is smaller, so softmax "
                         "does not saturate.")
 MASK_OFF_LOOK_FOR = ("the mask is off: “now” has no grey, so tokens see later ones; the “default” greys every cell "
                      "above the diagonal.")
-# step 6 with a switch off (a ninth learner found its line unchanged while steps 4 and 5 spoke of theirs)
+# step 6 with a switch off: its line changes with the switch, as steps 4 and 5 do
 MASK_OFF_WEIGHTS_LOOK_FOR = ("the mask is off: “now” puts weight on later tokens too, above the diagonal; each row "
                              "still sums to 1.")
 SCALING_OFF_WEIGHTS_LOOK_FOR = ("scaling is off: “now”'s rows are more peaked than the “default”'s, a few dark cells "
                                 "taking nearly all of each row.")
 
 
-# a temperature or the mask's order changed the charts while the line stayed the default's (a tenth learner)
+# a temperature or the mask's order changes the charts: the line says so, not the default's words
 SHARPER_LOOK_FOR = ("τ {t:g}, below 1, divides the scores by less than 1: “now”'s rows are more peaked than the "
                     "“default”'s; each still sums to 1.")
 FLATTER_LOOK_FOR = ("τ {t:g}, above 1, shrinks the scores: “now”'s rows spread their weight more evenly than the "
@@ -99,7 +99,7 @@ WHATIF_NOTES: dict[str, tuple[str, ...]] = {
 
 MASKED_SCORE_HOVER = "masked (−∞)"
 SMALL_HEAD = 4  # d_k up to this: scaling divides by 2 at most, and the lesson says it changes little
-# a masked cell's hover, on two lines: on one it ran past a phone's screen (a tenth learner read "because the score w")
+# a masked cell's hover, on two lines: on one it runs past a phone's screen
 MASKED_WEIGHT_HOVER = "masked: weight exactly 0<br>because the score was −∞"
 MASKED_LEGEND = "grey\u00a0=\u00a0masked"  # no-break spaces: a wrapped title keeps it whole
 
@@ -209,7 +209,7 @@ def _name_tokens(items: list[tuple[int, str]], limit: int = 8) -> str:
 def mask_leak_summary(tokens: list[str], affected: list[tuple[int, str]], mask: bool,
                       unmoved_weight: float = 0.0) -> str:
     """One sentence on which earlier tokens' outputs changed when the text's last token changed, and that this test
-    changes the last token whatever the query on screen (a learner at query 10 took "the last token" for the query);
+    changes the last token whatever the query on screen ("the last token" is not the query);
     when some did not, why: ``unmoved_weight``, the largest weight one of them put on it, is too small to move an
     output in float32."""
     T = len(tokens)
@@ -241,7 +241,7 @@ def fixed(number: float, digits: int = 3) -> str:
 
 
 # a head whose rows already put this much on one token on average (with scaling) looks the same without it: its maps,
-# on a 0-1 colour scale, differ where a learner cannot see it (the shipped model's L0 H0 on Hamlet's line: 0.967)
+# on a 0-1 colour scale, differ where no one can see it (the shipped model's L0 H0 on Hamlet's line: 0.967)
 PEAKED = 0.9
 
 

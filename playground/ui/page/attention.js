@@ -121,8 +121,7 @@ window.attentionPage = window.attentionPage || (() => {
         }
         if (getComputedStyle(stage).position !== 'sticky') {
           // the heading again, where the view drawn put it; where the row is then below the screen, the heading is
-          // pinned at the top (data-pinned, ui.CSS) and the row goes to the screen's foot (a phone's learner found
-          // the heading and no row; two before had found the row and no heading)
+          // pinned at the top (data-pinned, ui.CSS) and the row goes to the screen's foot: on a phone both are in sight
           scrollToStart(STAGE_ELEM_ID);
           if (rowAt() <= window.innerHeight - 40) return;
           stage.dataset.pinned = '';

@@ -77,10 +77,9 @@ window.chartDeck = window.chartDeck || (() => {
                       yval: subplot.yaxis.p2c(y - subplot.yaxis._offset)} : null;
   }
   // a tap on a touch screen shows the value under it, as a hover would; a finger that moved is a swipe, which shows
-  // none, and the value shown goes at the next touch anywhere else or once the page has scrolled on (a stranger's
-  // labels stayed over the cells after swipes and after taps beside the charts); a tap that picks something in its
-  // chart (picked(host): a heatmap's row made the query) shows none, as its chart is redrawn for the pick (the
-  // tapped cell's value stayed over the new frame)
+  // none, and the value shown goes at the next touch anywhere else or once the page has scrolled on, so no label stays
+  // over the cells; a tap that picks something in its chart (picked(host): a heatmap's row made the query) shows
+  // none, as its chart is redrawn for the pick and the tapped cell's value would sit over the new frame
   const tapped = new Set();  // the charts showing a tap's value
   let tappedAt = 0;  // the page's scroll then
   function hide(Plotly, host) { Plotly.Fx.unhover(host); tapped.delete(host); }
@@ -167,7 +166,7 @@ window.chartDeck = window.chartDeck || (() => {
     return host.clientWidth;
   }
   // a wide heatmap's row labels and its y title stay at its slot's left edge as the slot scrolls sideways, the labels
-  // over a strip of the page's background (swiped to the last keys, a learner could not tell which row was which)
+  // over a strip of the page's background, so the rows stay named when swiped to the last keys
   function pinRows(host) {
     const labels = host.querySelector('.yaxislayer-above'), title = host.querySelector('.g-ytitle');
     const slot = host.parentElement, size = host._fullLayout && host._fullLayout._size;

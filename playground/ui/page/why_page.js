@@ -81,8 +81,8 @@ window.whyPage = window.whyPage || (() => {
     }
     return texts;
   }
-  // the chosen head's bar outlined in the parts chart: the views under it are that bar's (a learner clicked a bar and
-  // saw nothing in the chart say which head the page had opened)
+  // the chosen head's bar outlined in the parts chart: the views under it are that bar's, and the chart says which
+  // head the page has opened
   function markChosen(head) {
     const plot = [...document.querySelectorAll('#' + PARTS_ELEM_ID + ' .js-plotly-plot')].find(p => p.offsetParent);
     const bars = plot && plot.data && plot.data[0];
