@@ -38,6 +38,7 @@ from playground.ui import (
     why_tab,
 )
 from playground.ui.common import TAP_PX as TAP_PX  # the tests' tap size
+from playground.ui.common import TAP_TARGETS as TAP_TARGETS
 from playground.ui.common import AppContext, friendly, upload_ledger
 
 TITLE = "Attention Playground"
@@ -52,8 +53,6 @@ QUEUE_PER_CLIENT = 16  # units (an event, plus one per MiB of inputs) one client
 BODIES_IN_FLIGHT = 4  # the largest request bodies the server reads at once, for everyone together (BodiesInFlight)
 QUEUE_UNITS = 64  # units everyone's events may hold at once: a bound on the bytes of queued inputs (64 MiB or so)
 CACHE_SWEEP = (600, 3600)  # every 10 minutes, delete files Gradio served more than an hour ago
-# button.sm: a small button ("Step through this head in the Attention tab") was 26 px tall on a phone
-TAP_TARGETS = ('[role="tab"], [data-testid$="-radio-label"], label.checkbox-container, button.label-wrap, button.sm')
 
 
 def build_app(weights: Path | None = None, limits: Limits | None = None, device: str | None = None) -> gr.Blocks:

@@ -38,6 +38,8 @@ from playground.text.data import Corpus, load_corpus
 logger = logging.getLogger(__name__)
 
 TAP_PX = 44  # px: on a touch screen every tab, option, tick box, fold and arrow is a finger's target this tall
+# the elements page/app.css makes TAP_PX tall (button.sm: a small button, as "Step through this head", is 26 px)
+TAP_TARGETS = ('[role="tab"], [data-testid$="-radio-label"], label.checkbox-container, button.label-wrap, button.sm')
 FAST_SLOTS = 4  # quick views served at once (server/fast_lane.py's places)
 FAST_LANE = "fast"  # its concurrency_id
 FAST_PER_CLIENT = 1  # of them one client holds at once: beside one client's four Why loops another visitor's

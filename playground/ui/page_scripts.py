@@ -62,15 +62,14 @@ def head() -> str:
 
 def style_constants() -> dict[str, str]:
     """The Python values the stylesheet reads, as ``${NAME}``: class names, element ids, widths the scripts share."""
-    from playground import ui
-    from playground.ui import attention_tab, chart_deck, why_page
+    from playground.ui import attention_tab, chart_deck, common, why_page
 
     values = {name: getattr(chart_deck, name) for name in (
         "HOST_CLASS", "WIDE_CLASS", "TICKED_CLASS", "WAITING_ATTR", "WAITING_AFTER_S", "PHONE_WIDTH", "NARROW_WIDTH")}
     values |= {name: getattr(why_page, name) for name in ("PART_NOTE_ELEM_ID", "PART_NOTE_CLASS")}
     values |= {"STAGE_ELEM_ID": attention_tab.STAGE_ELEM_ID, "ATTENTION_DECK": attention_tab.DECK,
                "WAITING_NOTE": json.dumps(chart_deck.WAITING_NOTE, ensure_ascii=False),  # a CSS string
-               "TAP_TARGETS": ui.TAP_TARGETS, "TAP_PX": ui.TAP_PX}
+               "TAP_TARGETS": common.TAP_TARGETS, "TAP_PX": common.TAP_PX}
     return {name: str(value) for name, value in values.items()}
 
 
