@@ -414,8 +414,8 @@ def _cost(config, T: int, subset) -> budget.Cost:
 
 @contextlib.contextmanager
 def reading_for(ctx: AppContext, checkpoint: str, text: str, target: str, head: str, knocked, mode: str,
-             position=None, memo: ReadingCache | None = None, split: str = VERSUS,
-             distance=None) -> Iterator[tuple[Reading, int | None]]:
+                position=None, memo: ReadingCache | None = None, split: str = VERSUS,
+                distance=None) -> Iterator[tuple[Reading, int | None]]:
     """The text read at every position for these settings (priced and admitted first), and ``position`` checked
     against it (None stays None), held admitted while the caller works with it: the price counts a head's circuit
     tables, its figures and the knock-outs one tick away, which the handlers make from the reading. ``memo``: pieces
