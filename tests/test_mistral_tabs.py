@@ -62,6 +62,8 @@ def test_the_mask_stage_draws_the_window_and_says_so(mistral):
     T = tokenizer.encode(PROMPT).numel()
     shown = attention_view(ctx, "tiny-mistral", 5)
     assert "Mistral's sliding window: each query sees at most 5 keys back" in shown.heading
+    assert "from row 5 on grey left of a band 5 keys wide" in shown.heading  # the Look-for line
+    assert "Click an earlier row: more of it is grey" not in shown.heading  # not true of a window's band
     assert "i − j ≥ 5" in shown.heading  # the formula behind the fold
     grey = np.nan_to_num(np.asarray(shown.plot_a.data[1].z, dtype=float), nan=0.0).astype(bool)  # (rows, cols) shown
     rows, cols = grey.shape

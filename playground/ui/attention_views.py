@@ -465,7 +465,9 @@ def stage_views(ctx: AppContext, source, checkpoint, layer, head, seed, embeddin
             # the head named in sight (on a wide screen the heading stays at the top): a learner sent here from the
             # Why tab saw nothing on the screen say which head the stages were of
             whose = f" *({inputs.head})*" if inputs.head else ""
-            if key in ("masked_scores", "weights") and trace.mask and trace.window is not None:  # Mistral's
+            if trace.mask and trace.window is not None and key == "masked_scores":  # Mistral's sliding window
+                look_for = lessons.window_look_for(trace.window)
+            elif trace.mask and trace.window is not None and key == "weights":
                 whose += f" {lessons.window_sentence(trace.window)}"
             if key == "qkv" and (inputs.sharing or trace.rotary):  # what only the Llama family has
                 whose += "".join([f" K/V: {inputs.sharing}." if inputs.sharing else "",

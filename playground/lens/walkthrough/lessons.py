@@ -120,6 +120,12 @@ def window_sentence(window: int) -> str:
             "before it); older keys are masked too.")
 
 
+def window_look_for(window: int) -> str:
+    """Step 5's Look-for line where a sliding window masks too: the band of keys each row keeps, then the sentence."""
+    return (f"grey above the diagonal, and from row {window} on grey left of a band {window} keys wide. "
+            f"{window_sentence(window)}")
+
+
 def stages(trace: HeadTrace) -> list[Stage]:
     """The seven steps in order, with formulas and explanations that reflect this trace's switches."""
     T, C, d = trace.length, trace.embedding_dim, trace.head_size
