@@ -106,3 +106,19 @@ def test_the_why_tab_explains_a_mistral_with_transformers_logit(mistral):
     assert sum(view.parts.data[0].x) == pytest.approx(float(logits.max()), abs=1e-4)
     assert "Knocked out: L1 H2" in view.knock_heading and view.chain is not None
     assert len(view.ranking.data[0].x) == 2 * 4
+
+
+def test_the_compare_tabs_grouped_ways_mask_with_the_window(mistral):
+    from playground.model import grouped_ways
+    from playground.ui import compare_tab
+
+    ctx, _, tokenizer = mistral
+    loaded = ctx.checkpoint("tiny-mistral")
+    ids = tokenizer.encode(PROMPT)
+    q, k, v, own = grouped_ways.rotated_qkv(loaded.model, ids, 1)  # own: the model's hook_z, transformers' (above)
+    for way in grouped_ways.WAYS:
+        with torch.no_grad():
+            torch.testing.assert_close(way.compute(q, k, v, WINDOW), own, atol=1e-5, rtol=0)
+            assert (way.compute(q, k, v) - own).abs().max() > 1e-3, way.name  # causal alone is not the model
+    _, rows = compare_tab.checkpoint_heads(ctx, "tiny-mistral", PROMPT, 1)
+    assert all(float(row[1]) < 1e-5 and float(row[2]) < 1e-5 for row in rows["data"])
