@@ -122,3 +122,23 @@ def test_the_compare_tabs_grouped_ways_mask_with_the_window(mistral):
             assert (way.compute(q, k, v) - own).abs().max() > 1e-3, way.name  # causal alone is not the model
     _, rows = compare_tab.checkpoint_heads(ctx, "tiny-mistral", PROMPT, 1)
     assert all(float(row[1]) < 1e-5 and float(row[2]) < 1e-5 for row in rows["data"])
+
+
+def test_the_why_tabs_looks_read_against_an_even_spread_over_the_window():
+    """A head spreading its weight evenly over each query's window adds nothing anywhere: every Look's lift is 0, and
+    no distance of the window or more is scored (read against the causal spread alone, the lifts were not 0)."""
+    from playground.lens import head_scores
+
+    T, window = 20, 4
+    seen = causal_mask(T, T, window=window).float()
+    even = seen / seen.sum(1, keepdim=True)  # (T, T) rows sum to 1
+    ids = torch.tensor([1, 2, 3, 1, 2, 3, 4, 5, 1, 2, 6, 7, 1, 3, 2, 4, 5, 6, 1, 2])
+    words = head_scores.word_numbers("ab cd efg hi jk lmno")
+    looks = head_scores.looks_over_text(even, ids, words, window)
+    assert max(abs(look.lift) for look in looks) < 1e-6
+    assert max(look.what for look in looks if look.kind == "distance") == window - 1
+    assert max(abs(look.lift) for look in head_scores.looks_over_text(even, ids, words)) > 0.05
+    peaked = even.clone()
+    peaked[9] = 0.0
+    peaked[9, 7] = 1.0  # query 9 puts everything on key 7
+    assert head_scores.strongest_look(peaked, window) == (9, 7, 1.0)

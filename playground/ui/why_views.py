@@ -439,7 +439,8 @@ def _looks(reading: _Reading, layer: int, which: int) -> list[head_scores.Look]:
         words = None
         if isinstance(reading.tokenizer, CharTokenizer):  # a BPE token's letters are not its word's
             words = head_scores.word_numbers("".join(reading.tokenizer.characters[i] for i in reading.ids.tolist()))
-        return head_scores.looks_over_text(reading.keys[(layer, which)][0], reading.ids, words)
+        return head_scores.looks_over_text(reading.keys[(layer, which)][0], reading.ids, words,
+                                           reading.model.config.sliding_window)
 
     return reading.memo.get(("looks", reading.name, tuple(reading.ids.tolist()), layer, which), reading.model, read)
 
@@ -516,7 +517,7 @@ def _no_one_place_more(reading: _Reading, layer: int, which: int) -> str:
         return ""
     top = looks[0]
     nearest = NEAREST.get(top.kind) or _look_name(reading, top).removeprefix("at ")
-    strongest = head_scores.strongest_look(reading.keys[(layer, which)][0])
+    strongest = head_scores.strongest_look(reading.keys[(layer, which)][0], reading.model.config.sliding_window)
     example = "" if strongest is None else \
         f"Its strongest look: {_at(reading, strongest[0])} to {_at(reading, strongest[1])} ({strongest[2]:.2f}). "
     return (f"{example}Nearest to one place: {nearest}, {top.share:.0%} of its weight (by chance: "
