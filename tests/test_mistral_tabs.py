@@ -142,3 +142,21 @@ def test_the_why_tabs_looks_read_against_an_even_spread_over_the_window():
     peaked[9] = 0.0
     peaked[9, 7] = 1.0  # query 9 puts everything on key 7
     assert head_scores.strongest_look(peaked, window) == (9, 7, 1.0)
+
+
+def test_the_probes_chance_levels_keep_to_the_window(mistral):
+    """An even spread over a window of 4 puts nothing 5 or 6 back (the induction and duplicate keys of a repeat of
+    6), 1/4 on the previous token once a query sees 4 keys; without a window the causal spread's levels stay."""
+    from playground.lens import head_scores
+
+    L = 6
+    causal = head_scores.chance_levels(L)
+    assert causal["previous token"] == pytest.approx(sum(1 / (p + 1) for p in range(1, 2 * L)) / (2 * L - 1))
+    windowed = head_scores.chance_levels(L, 4)
+    assert windowed["induction"] == windowed["duplicate token"] == 0.0
+    assert windowed["previous token"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4 * (2 * L - 3)) / (2 * L - 1))
+    assert windowed["first token"] == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / (2 * L - 1))
+    ctx = mistral[0]
+    scored = head_scores.score_heads(ctx.checkpoint("tiny-mistral").model, sequences=2)  # repeats of 32, window 5
+    induction = [score for score in scored if score.pattern == "induction"]
+    assert len(induction) == 2 * 4 and all(score.chance == 0.0 and score.score < 1e-6 for score in induction)

@@ -124,17 +124,19 @@ def score_weights(weights: torch.Tensor, repeat_length: int) -> dict[str, torch.
     }
 
 
-def chance_levels(repeat_length: int) -> dict[str, float]:
-    """What a causal head spreading its weight evenly gets: position p sees p + 1 positions, weight 1 / (p + 1)."""
+def chance_levels(repeat_length: int, window: int | None = None) -> dict[str, float]:
+    """What a causal head spreading its weight evenly gets: position p sees p + 1 positions, weight 1 / (p + 1).
+    ``window`` (Mistral's sliding window): p sees min(p + 1, window), and a key window or more back gets nothing."""
     L = repeat_length
     T = 2 * L
-    even = [1.0 / (p + 1) for p in range(T)]
-    second_half = range(L, 2 * L - 1)
+    seen = causal_mask(T, T, window=window).double()  # (T, T)
+    spread = seen / seen.sum(1, keepdim=True)  # (T, T): each query's even weights over the keys it sees
+    queries, second_half = torch.arange(1, T), torch.arange(L, 2 * L - 1)
     return {
-        "previous token": sum(even[1:]) / (T - 1),
-        "induction": sum(even[p] for p in second_half) / len(second_half),
-        "duplicate token": sum(even[p] for p in second_half) / len(second_half),
-        "first token": sum(even[1:]) / (T - 1),
+        "previous token": float(spread[queries, queries - 1].mean()),
+        "induction": float(spread[second_half, second_half - L + 1].mean()),
+        "duplicate token": float(spread[second_half, second_half - L].mean()),
+        "first token": float(spread[queries, 0].mean()),
     }
 
 
@@ -162,7 +164,7 @@ def score_heads(model, sequences: int = DEFAULT_SEQUENCES, seed: int = 0) -> lis
     config = model.config
     tokens = probe_tokens(config.vocabulary_size, config.context_size, sequences, seed)
     L = tokens.size(1) // 2
-    chance = chance_levels(L)
+    chance = chance_levels(L, config.sliding_window)
     scores = []
     for layer, weights in enumerate(attention_patterns(model, tokens)):
         per_pattern = score_weights(weights.float().cpu(), L)
