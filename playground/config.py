@@ -92,9 +92,10 @@ class ModelConfig:
     eps), the SwiGLU MLP of width ``intermediate_size`` (``activation`` "silu"), ``kv_heads_num`` key/value heads each
     shared by heads_num / kv_heads_num query heads, and q/k/v biases where ``qkv_bias`` (Qwen2); no other bias
     (``use_bias`` false). SmolLM2-135M: embedding_dim 576, heads_num 9, kv_heads_num 3, intermediate_size 1536,
-    rope_theta 1e5, tie_embeddings. Those five fields keep their defaults in the GPT family (one K/V head per
-    query head, an MLP 4 × embedding_dim wide) and, like the GPT-2 fields, ``to_dict`` leaves them out at their
-    defaults, so a config.json written before them reads as it always did.
+    rope_theta 1e5, tie_embeddings. ``sliding_window`` W (Mistral's; None: none) lets query i see key j only where
+    j <= i and i - j < W, the W keys ending at its own. Those six fields keep their defaults in the GPT family (one
+    K/V head per query head, an MLP 4 × embedding_dim wide, no window) and, like the GPT-2 fields, ``to_dict`` leaves
+    them out at their defaults, so a config.json written before them reads as it always did.
     """
 
     vocabulary_size: int
@@ -113,6 +114,7 @@ class ModelConfig:
     rope_theta: float = DEFAULT_ROPE_THETA
     qkv_bias: bool = False
     intermediate_size: int | None = None  # None: 4 * embedding_dim
+    sliding_window: int | None = None  # Mistral's W: query i sees key j iff j <= i and i - j < W; None: no window
     head_bias: bool = False  # a bias on an untied LM head: only runs saved before use_bias followed nanoGPT
 
     def __post_init__(self) -> None:
@@ -160,12 +162,15 @@ class ModelConfig:
             _check_whole(self, "kv_heads_num")
         if self.intermediate_size is not None:
             _check_whole(self, "intermediate_size")
+        if self.sliding_window is not None:
+            _check_whole(self, "sliding_window")
         _check_real(self, "rope_theta")
         if not isinstance(self.qkv_bias, bool):
             raise ConfigError(f"qkv_bias must be true or false, got {shown(self.qkv_bias)}")
         if self.family != LLAMA_FAMILY:
             changed = [name for name, default in (("kv_heads_num", self.heads_num), ("rope_theta", DEFAULT_ROPE_THETA),
-                                                  ("qkv_bias", False), ("intermediate_size", 4 * self.embedding_dim))
+                                                  ("qkv_bias", False), ("intermediate_size", 4 * self.embedding_dim),
+                                                  ("sliding_window", None))
                        if getattr(self, name) is not None and getattr(self, name) != default]
             if changed:
                 raise ConfigError(f"{', '.join(changed)} belong{'s' * (len(changed) == 1)} to the family "
@@ -273,7 +278,7 @@ def _saved_head_bias(data: dict[str, Any]) -> bool:
 
 
 _OPTIONAL_FIELDS = ("activation", "layer_norm_eps", "tie_embeddings", "architecture", "family", "kv_heads_num",
-                    "rope_theta", "qkv_bias", "intermediate_size")
+                    "rope_theta", "qkv_bias", "intermediate_size", "sliding_window")
 
 
 @dataclass(frozen=True)

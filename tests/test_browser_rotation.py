@@ -78,3 +78,33 @@ def test_a_llama_head_steps_through_its_rotation_and_the_shift_proof(request, ll
     expect(shift).to_contain_text("Learned positions", timeout=WAIT_MS)
     expect(panel.get_by_role("heading", level=3).first).to_have_text(STEP_TITLES[2], timeout=WAIT_MS)
     expect_no_error(page)
+
+
+def test_a_mistral_folder_opens_and_its_mask_stage_shows_the_sliding_window(page, server):
+    """A tiny MistralForCausalLM (window 5, shorter than the text) in the weights folder: step 5 says the window and
+    greys exactly the cells outside it, those above the diagonal and those 5 or more keys back."""
+    from test_mistral import PROMPT, make_tiny_mistral
+
+    from playground.text.subword import BPETokenizer
+
+    folder = server.weights / "tiny-mistral"
+    if not folder.exists():
+        make_tiny_mistral(folder, "mistral-4over2-w5")
+    tokens = BPETokenizer.from_str((folder / "tokenizer.json").read_text(encoding="utf-8")).encode(PROMPT).numel()
+    panel = arrive(page)
+    choose_checkpoint(panel, "tiny-mistral")
+    expect(panel).to_contain_text("query heads 0 and 1 read K/V head 0", timeout=WAIT_MS)
+    panel.get_by_label("Text (not used by the presets)").fill(PROMPT)
+    expect(panel).to_contain_text(f"T = {tokens} tokens", timeout=WAIT_MS)
+    pick_step(panel, 5)
+    expect(panel).to_contain_text("Mistral's sliding window: each query sees at most 5 keys back", timeout=WAIT_MS)
+    chart = plot_titled(panel, "masked scores")
+    expect(chart).to_be_visible(timeout=WAIT_MS)
+    # the grey layer's cells (1 where masked): every row keeps at most 5 keys, the band ending at its diagonal
+    grey = chart.evaluate("plot => [...plot._fullData[1].z].map(row => [...row].map(cell => cell === 1))")
+    T = len(grey)
+    assert T == tokens > 10 and all(len(row) == T for row in grey)
+    for i, row in enumerate(grey):
+        assert [j for j, masked in enumerate(row) if not masked] == list(range(max(0, i - 4), i + 1)), i
+    expect_no_error(page)
+    screenshot(page, "attention-mistral-window", publish=False)

@@ -122,8 +122,8 @@ def test_a_name_neither_here_nor_on_the_hub_says_both(canonical_hub, tmp_path):
 
 def test_another_family_is_refused_by_its_model_type(canonical_hub, tiny_family, tmp_path):
     with pytest.raises(CheckpointError, match=r"^learner/tiny-neox: model_type gpt_neox: only the GPT-2 and "
-                                              r"Llama-family layouts \(gpt2, llama, qwen2\) and playground checkpoints "
-                                              "open here") as refused:
+                                              r"Llama-family layouts \(gpt2, llama, qwen2, mistral\) and playground "
+                                              "checkpoints open here") as refused:
         loading.open_checkpoint("learner/tiny-neox")
     assert "_commit_hash" not in str(refused.value) and "rotary_pct" not in str(refused.value)
     assert "model.safetensors" not in canonical_hub.requested_files()

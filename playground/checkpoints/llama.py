@@ -2,11 +2,13 @@
 
 A repo in that layout (HuggingFaceTB/SmolLM2-135M, Qwen/Qwen2.5-0.5B, TinyLlama/TinyLlama-1.1B-Chat-v1.0, a
 learner's fine-tune) holds
-  config.json        ``"model_type": "llama"`` or ``"qwen2"``: hidden_size, num_attention_heads,
+  config.json        ``"model_type": "llama"``, ``"qwen2"`` or ``"mistral"``: hidden_size, num_attention_heads,
                      num_key_value_heads, intermediate_size, rope_theta, rms_norm_eps, ...
-  model.safetensors  LlamaForCausalLM's (Qwen2ForCausalLM's) state dict, or shards named by its index
+  model.safetensors  LlamaForCausalLM's (Qwen2ForCausalLM's, MistralForCausalLM's) state dict, or shards named by
+                     its index
   tokenizer.json     its BPE tokenizer: byte-level (SmolLM2, Qwen2) or SentencePiece-style with ▁ (TinyLlama)
-Qwen2 is Llama with biases on q, k and v (never on o_proj) and, optionally, a sliding window, which is refused.
+Qwen2 is Llama with biases on q, k and v (never on o_proj) and, optionally, a sliding window, which is refused;
+Mistral is Llama with one ``sliding_window`` for every layer (ModelConfig.sliding_window).
 Weights are nn.Linear's (out, in) in both, so they map by name only:
 
     model.layers.3.self_attn.k_proj.weight  ->  blocks.3.attn.k_proj.weight
@@ -31,7 +33,7 @@ from playground import checks
 from playground.checkpoints.gpt2 import LayoutError, parameters_text
 from playground.config import LLAMA_FAMILY, ConfigError, ModelConfig
 
-MODEL_TYPES = ("llama", "qwen2")
+MODEL_TYPES = ("llama", "qwen2", "mistral")
 ACTIVATIONS = {"silu": "silu", "swish": "silu"}  # transformers' hidden_act -> ModelConfig.activation
 PREFIX = "model."
 TOP_NAMES = {"embed_tokens.weight": "token_embedding.weight", "norm.weight": "norm.weight"}
@@ -51,7 +53,7 @@ _BLOCK_KEY = re.compile(r"^layers\.(\d+)\.(.+)$")
 
 
 def is_llama_config(data: Any) -> bool:
-    """Whether a parsed config.json is in the Llama family's layout (``"model_type"`` llama or qwen2)."""
+    """Whether a parsed config.json is in the Llama family's layout (``"model_type"`` llama, qwen2 or mistral)."""
     return isinstance(data, dict) and data.get("model_type") in MODEL_TYPES
 
 
@@ -94,7 +96,7 @@ def rope_settings(data: dict[str, Any]) -> float:
 
 
 def model_config(data: dict[str, Any]) -> ModelConfig:
-    """A Llama or Qwen2 config.json -> ModelConfig of the family llama: hidden_size 576, num_attention_heads 9,
+    """A Llama, Qwen2 or Mistral config.json -> ModelConfig of the family llama: hidden_size 576, num_attention_heads 9,
     num_key_value_heads 3, num_hidden_layers 30, intermediate_size 1536, max_position_embeddings 8192, vocab_size
     49152, rope_theta 1e5, rms_norm_eps 1e-5, tie_word_embeddings true (SmolLM2-135M) -> embedding_dim 576, heads_num
     9, kv_heads_num 3, layers_num 30, intermediate_size 1536, context_size 8192, ... Dropout is 0: the playground runs
@@ -102,7 +104,7 @@ def model_config(data: dict[str, Any]) -> ModelConfig:
     if not is_llama_config(data):
         raise LayoutError(f"config.json is not in the Llama family's layout (its model_type is not "
                           f"{' or '.join(MODEL_TYPES)})")
-    qwen2 = data["model_type"] == "qwen2"
+    qwen2, mistral = data["model_type"] == "qwen2", data["model_type"] == "mistral"
     hidden = _whole(data, "hidden_size")
     heads = _whole(data, "num_attention_heads")
     head_dim = data.get("head_dim")
@@ -122,12 +124,17 @@ def model_config(data: dict[str, Any]) -> ModelConfig:
         raise LayoutError("config.json: use_sliding_window true: Qwen2's sliding-window attention is not implemented "
                           "here (each query would see only the last sliding_window keys)")
     layer_types = data.get("layer_types")
-    if isinstance(layer_types, list) and any(kind != "full_attention" for kind in layer_types):
+    if mistral and isinstance(layer_types, list) and len(set(layer_types)) > 1:
+        raise LayoutError("config.json: layer_types mixes full and sliding-window layers, which the playground does "
+                          "not implement (Mistral's one sliding_window, the same in every layer, it does)")
+    if not mistral and isinstance(layer_types, list) and any(kind != "full_attention" for kind in layer_types):
         raise LayoutError("config.json: layer_types names sliding_attention layers, and sliding-window attention is "
                           "not implemented here (each query would see only the last sliding_window keys)")
     if data.get("pretraining_tp", 1) not in (1, None):
         raise LayoutError(f"config.json: pretraining_tp {checks.shown(data['pretraining_tp'])} is not supported "
                           "(the playground computes each projection in one piece)")
+    # transformers' MistralConfig defaults sliding_window to 4096 where config.json leaves it out; null is no window
+    window = _whole(data, "sliding_window", 4096) if mistral and data.get("sliding_window", 4096) is not None else None
     tied = data.get("tie_word_embeddings", False)
     if not isinstance(tied, bool):
         raise LayoutError(f"config.json: tie_word_embeddings must be true or false, got {checks.shown(tied)}")
@@ -137,7 +144,8 @@ def model_config(data: dict[str, Any]) -> ModelConfig:
             embedding_dim=hidden, heads_num=heads, layers_num=_whole(data, "num_hidden_layers"), dropout_rate=0.0,
             use_bias=False, activation=ACTIVATIONS[function], layer_norm_eps=_number(data, "rms_norm_eps", 1e-6),
             tie_embeddings=tied, family=LLAMA_FAMILY, kv_heads_num=_whole(data, "num_key_value_heads", heads),
-            rope_theta=rope_settings(data), qkv_bias=qwen2, intermediate_size=_whole(data, "intermediate_size"))
+            rope_theta=rope_settings(data), qkv_bias=qwen2, intermediate_size=_whole(data, "intermediate_size"),
+            sliding_window=window)
     except ConfigError as exc:
         raise LayoutError(f"config.json: {exc}") from None
 
@@ -240,13 +248,18 @@ def map_state_dict(keys: Iterable[str], read: Callable[[str], torch.Tensor],
 def llama_config(config: ModelConfig, bos_token_id: int | None = None,
                  eos_token_id: int | None = None) -> dict[str, Any]:
     """The config.json ``transformers`` reads for a model of the family llama: "qwen2" where it has q/k/v biases,
-    "llama" otherwise."""
+    "mistral" where it has a sliding window, "llama" otherwise."""
     if not config.is_llama:
         raise LayoutError(f"a model of the family {config.family} has no Llama layout")
-    qwen2 = config.qkv_bias
+    qwen2, mistral = config.qkv_bias, config.sliding_window is not None
+    if qwen2 and mistral:
+        raise LayoutError("a model with q/k/v biases and a sliding window has no layout here: Qwen2's windows follow "
+                          "max_window_layers, which the playground does not implement, and Mistral has no biases")
+    kind = "qwen2" if qwen2 else "mistral" if mistral else "llama"
     data = {
-        "architectures": ["Qwen2ForCausalLM" if qwen2 else "LlamaForCausalLM"],
-        "model_type": "qwen2" if qwen2 else "llama",
+        "architectures": [{"qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM",
+                           "llama": "LlamaForCausalLM"}[kind]],
+        "model_type": kind,
         "vocab_size": config.vocabulary_size, "max_position_embeddings": config.context_size,
         "hidden_size": config.embedding_dim, "intermediate_size": config.mlp_width,
         "num_hidden_layers": config.layers_num, "num_attention_heads": config.heads_num,
@@ -257,6 +270,8 @@ def llama_config(config: ModelConfig, bos_token_id: int | None = None,
     }
     if qwen2:
         data.update({"use_sliding_window": False, "sliding_window": None, "max_window_layers": config.layers_num})
+    elif mistral:
+        data["sliding_window"] = config.sliding_window
     else:
         data.update({"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1})
     return data
@@ -282,8 +297,9 @@ def export_state_dict(state: dict[str, torch.Tensor], config: ModelConfig) -> di
 def describe(source: str, config: ModelConfig, tokenizer_description: str, parameters: int) -> str:
     """"Llama layout from owner/name: 9 query heads over 3 K/V heads, rotary positions (base 100,000), RMSNorm,
     SwiGLU; byte-level BPE tokenizer, 49,152 tokens, context 8192, 134.5M parameters"."""
-    kind = "Qwen2" if config.qkv_bias else "Llama"
+    kind = "Qwen2" if config.qkv_bias else "Mistral" if config.sliding_window is not None else "Llama"
+    window = f", a sliding window of {config.sliding_window} keys" if config.sliding_window is not None else ""
     return (f"{kind} layout from {source}: {config.heads_num} query heads over {config.kv_heads} K/V "
             f"head{'s' * (config.kv_heads != 1)}, rotary positions (base {config.rope_theta:,.0f}), RMSNorm, SwiGLU"
-            f"{', q/k/v biases' if config.qkv_bias else ''}; {tokenizer_description}, context {config.context_size}, "
-            f"{parameters_text(parameters)}")
+            f"{', q/k/v biases' if config.qkv_bias else ''}{window}; {tokenizer_description}, "
+            f"context {config.context_size}, {parameters_text(parameters)}")

@@ -30,6 +30,7 @@ import torch
 
 from playground.config import NOTEBOOK_004
 from playground.model.base import run_with_cache
+from playground.model.gpt import causal_mask
 from playground.model.modes import evaluating
 
 PATTERNS = ("previous token", "induction", "duplicate token", "first token")
@@ -123,17 +124,19 @@ def score_weights(weights: torch.Tensor, repeat_length: int) -> dict[str, torch.
     }
 
 
-def chance_levels(repeat_length: int) -> dict[str, float]:
-    """What a causal head spreading its weight evenly gets: position p sees p + 1 positions, weight 1 / (p + 1)."""
+def chance_levels(repeat_length: int, window: int | None = None) -> dict[str, float]:
+    """What a causal head spreading its weight evenly gets: position p sees p + 1 positions, weight 1 / (p + 1).
+    ``window`` (Mistral's sliding window): p sees min(p + 1, window), and a key window or more back gets nothing."""
     L = repeat_length
     T = 2 * L
-    even = [1.0 / (p + 1) for p in range(T)]
-    second_half = range(L, 2 * L - 1)
+    seen = causal_mask(T, T, window=window).double()  # (T, T)
+    spread = seen / seen.sum(1, keepdim=True)  # (T, T): each query's even weights over the keys it sees
+    queries, second_half = torch.arange(1, T), torch.arange(L, 2 * L - 1)
     return {
-        "previous token": sum(even[1:]) / (T - 1),
-        "induction": sum(even[p] for p in second_half) / len(second_half),
-        "duplicate token": sum(even[p] for p in second_half) / len(second_half),
-        "first token": sum(even[1:]) / (T - 1),
+        "previous token": float(spread[queries, queries - 1].mean()),
+        "induction": float(spread[second_half, second_half - L + 1].mean()),
+        "duplicate token": float(spread[second_half, second_half - L].mean()),
+        "first token": float(spread[queries, 0].mean()),
     }
 
 
@@ -161,7 +164,7 @@ def score_heads(model, sequences: int = DEFAULT_SEQUENCES, seed: int = 0) -> lis
     config = model.config
     tokens = probe_tokens(config.vocabulary_size, config.context_size, sequences, seed)
     L = tokens.size(1) // 2
-    chance = chance_levels(L)
+    chance = chance_levels(L, config.sliding_window)
     scores = []
     for layer, weights in enumerate(attention_patterns(model, tokens)):
         per_pattern = score_weights(weights.float().cpu(), L)
@@ -229,7 +232,8 @@ def word_numbers(characters: str) -> list[int]:
     return numbers
 
 
-def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor, words=None) -> list[Look]:
+def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor, words=None,
+                    window: int | None = None) -> list[Look]:
     """Where one head looks over a text, (T, T) causal attention weights (rows sum to 1) and the text's (T,) token
     ids -> every distance back up to FARTHEST_SCORED (and half the text), the first position, every token of the
     text and, given ``words`` (word_numbers of the text's characters), the query's own word, the word before it and
@@ -238,24 +242,26 @@ def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor, words=None) 
     The probes (score_heads) find heads that do a known pattern on random tokens; this reads a head on the
     learner's own text, where a head past the first layer may look for a character (a newline) or a place in the
     words (its own word, the word before) rather than a distance. An even spread scores every Look at exactly its
-    chance, so a lift is what the head adds.
+    chance, so a lift is what the head adds. ``window``: a sliding window (Mistral's) the head's mask kept, so query p
+    sees min(p + 1, window) positions, and no distance of window or more is scored.
     """
     weights = weights.detach().float().cpu()
     ids = torch.as_tensor(token_ids).view(-1).cpu()
     T = ids.numel()
     if weights.shape != (T, T):
         raise ValueError(f"weights {tuple(weights.shape)} do not match a text of {T} tokens")
-    even = 1.0 / torch.arange(1, T + 1, dtype=torch.float32)  # query p sees p + 1 positions
+    seen = causal_mask(T, T, window=window).float()  # (T, T) the keys each query may see
+    even = 1.0 / seen.sum(1)  # query p sees p + 1 positions (at most window)
     looks = []
     # a distance at least half the queries see: a head parked on position 0 is not "11 back" in a text of 12, where
     # one query sees that far
-    for distance in range(min(FARTHEST_SCORED, (T - 1) // 2) + 1):
+    farthest = min(FARTHEST_SCORED, (T - 1) // 2, T if window is None else window - 1)
+    for distance in range(farthest + 1):
         queries = torch.arange(distance, T)
         looks.append(Look("distance", distance, float(weights[queries, queries - distance].mean()),
                           float(even[distance:].mean())))
     if T > 1:
-        looks.append(Look("first", 0, float(weights[1:, 0].mean()), float(even[1:].mean())))
-    seen = torch.tril(torch.ones(T, T))
+        looks.append(Look("first", 0, float(weights[1:, 0].mean()), float((seen[1:, 0] * even[1:]).mean())))
     for token in dict.fromkeys(ids.tolist()):
         copies = (ids == token).float()  # (T,)
         if T > 1 and copies.sum() == 1 and copies[0] == 1:  # only at position 0: the "first" Look already
@@ -267,7 +273,7 @@ def looks_over_text(weights: torch.Tensor, token_ids: torch.Tensor, words=None) 
     return sorted(looks, key=lambda look: -look.lift)
 
 
-def strongest_look(weights: torch.Tensor) -> tuple[int, int, float] | None:
+def strongest_look(weights: torch.Tensor, window: int | None = None) -> tuple[int, int, float] | None:
     """(query, key, weight) of a text's (T, T) causal attention weights where a weight lies furthest beyond an even
     spread (1 / (query + 1)), position 0 left out (where a head parks weight it has no use for); None for a text of
     one token. One concrete look of a head that has no one place, which "no one place" alone leaves unsaid (the
@@ -279,8 +285,8 @@ def strongest_look(weights: torch.Tensor) -> tuple[int, int, float] | None:
     T = weights.size(0)
     if T < 2:
         return None
-    beyond = weights - 1.0 / torch.arange(1, T + 1, dtype=torch.float32)[:, None]
-    seen = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    seen = causal_mask(T, T, window=window)  # (T, T); ``window``: a sliding window's (Mistral's), as looks_over_text
+    beyond = weights - 1.0 / seen.sum(1, keepdim=True).float()
     seen[:, 0] = False
     query, key = divmod(int(beyond.masked_fill(~seen, float("-inf")).argmax()), T)
     return query, key, float(weights[query, key])

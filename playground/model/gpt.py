@@ -30,14 +30,20 @@ from playground.model.dropout import Dropout, dropout
 HEADS_OUTPUT_OVERRIDES: ContextVar[dict | None] = ContextVar("heads_output_overrides", default=None)
 
 
-def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> torch.Tensor:
+def causal_mask(query_len: int, key_len: int, device: torch.device | None = None,
+                window: int | None = None) -> torch.Tensor:
     """Boolean (query_len, key_len) mask, True where a query may look.
 
     The queries are the last ``query_len`` of ``key_len`` positions: 2 queries over 4 keys ->
-    [[T, T, T, F], [T, T, T, T]].
+    [[T, T, T, F], [T, T, T, T]]. ``window`` (Mistral's sliding window, None: none) keeps only the ``window`` keys
+    ending at the query's own: query i sees key j iff j <= i and i - j < window; window 2 over 4 -> the last row
+    [F, F, T, T].
     """
     offset = key_len - query_len
-    return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(diagonal=offset)
+    mask = torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(diagonal=offset)
+    if window is not None:
+        mask = mask.triu(diagonal=offset - window + 1)  # key j >= query i - window + 1
+    return mask
 
 
 @dataclass

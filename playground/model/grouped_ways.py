@@ -8,6 +8,7 @@ The ways (WAYS), each from the same rotated q (B, h, T, d) and grouped k, v (B, 
   sdpa, enable_gqa         torch's scaled_dot_product_attention reading the grouped K and V as they are
   sdpa after repeat_kv     the fused kernel on copied K and V (what llama.py runs without weights)
   grouped matmul           q viewed as (B, h_kv, n, T, d): each K/V head meets its n query heads in one matmul, no copy
+Each takes the model's sliding window (Mistral's; None: none) and masks with it as llama.py does.
 
     layer_ways(model, ids, 0).rows[1].max_abs_diff  -> about 1e-7 (sdpa, enable_gqa against repeat_kv, float32)
 """
@@ -32,36 +33,43 @@ from playground.model.modes import evaluating
 REPEATS = 5  # timed runs of each way (after one warm-up): the median is reported
 
 
-def _explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None) -> torch.Tensor:
     T, d = q.size(2), q.size(3)
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (B, h, T, T)
-    scores = scores.masked_fill(~causal_mask(T, T, q.device), float("-inf"))
+    scores = scores.masked_fill(~causal_mask(T, T, q.device, window), float("-inf"))
     return F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype) @ v  # (B, h, T, d)
 
 
-def repeat_then_matmul(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _sdpa_mask(q: torch.Tensor, window: int | None) -> dict:
+    """sdpa's keywords for the causal mask: is_causal, or with a sliding window the (T, T) mask itself."""
+    T = q.size(2)
+    return {"is_causal": True} if window is None else {"attn_mask": causal_mask(T, T, q.device, window)}
+
+
+def repeat_then_matmul(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None) -> torch.Tensor:
     """K/V head g copied for query heads g·n .. (g+1)·n − 1 (repeat_kv), then the explicit softmax."""
     n = q.size(1) // k.size(1)
-    return _explicit(q, repeat_kv(k, n), repeat_kv(v, n))  # (B, h, T, d)
+    return _explicit(q, repeat_kv(k, n), repeat_kv(v, n), window)  # (B, h, T, d)
 
 
-def sdpa_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def sdpa_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None) -> torch.Tensor:
     """torch's fused kernel told the K/V heads are grouped: it reads each one for its query heads, no copy."""
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # (B, h, T, d)
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **_sdpa_mask(q, window))  # (B, h, T, d)
 
 
-def sdpa_repeated(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def sdpa_repeated(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None) -> torch.Tensor:
     n = q.size(1) // k.size(1)
-    return F.scaled_dot_product_attention(q, repeat_kv(k, n), repeat_kv(v, n), is_causal=True)  # (B, h, T, d)
+    return F.scaled_dot_product_attention(q, repeat_kv(k, n), repeat_kv(v, n),
+                                          **_sdpa_mask(q, window))  # (B, h, T, d)
 
 
-def grouped_matmul(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def grouped_matmul(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None) -> torch.Tensor:
     """q viewed as (B, h_kv, n, T, d): the n query heads of a group share one K/V head in a broadcast matmul."""
     B, h, T, d = q.shape
     h_kv = k.size(1)
     grouped = q.view(B, h_kv, h // h_kv, T, d)  # query heads g·n .. (g+1)·n − 1 together, beside K/V head g
     scores = grouped @ k[:, :, None].transpose(-2, -1) / math.sqrt(d)  # (B, h_kv, n, T, T)
-    scores = scores.masked_fill(~causal_mask(T, T, q.device), float("-inf"))
+    scores = scores.masked_fill(~causal_mask(T, T, q.device, window), float("-inf"))
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
     return (weights @ v[:, :, None]).view(B, h, T, d)  # (B, h, T, d)
 
@@ -69,7 +77,7 @@ def grouped_matmul(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
 @dataclass(frozen=True)
 class Way:
     name: str
-    compute: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+    compute: Callable[..., torch.Tensor]  # (q, k, v, window=None) -> (B, h, T, d)
     copies_kv: bool  # K and V copied for every query head (h / h_kv times their size)
     keeps_weights: bool  # the (B, h, T, T) weights are made in memory
     what: str
@@ -141,13 +149,14 @@ def layer_ways(model, token_ids: torch.Tensor, layer: int, repeats: int = REPEAT
     B, h, T, d = q.shape
     itemsize = q.element_size()
     rows, reference = [], None
+    window = config.sliding_window
     with torch.no_grad():
         for way in WAYS:
-            out = way.compute(q, k, v)
+            out = way.compute(q, k, v, window)
             times = []
             for _ in range(repeats + 1):
                 started = clock()
-                way.compute(q, k, v)
+                way.compute(q, k, v, window)
                 times.append((clock() - started) * 1000)
             reference = out if reference is None else reference
             kv_heads = h if way.copies_kv else k.size(1)

@@ -10,6 +10,8 @@ blocks differ from GPT's in four places a learner asks about:
     taken;
   * RMSNorm (a scale, no centring, no bias) replaces LayerNorm;
   * the MLP is gated (SwiGLU): down(silu(gate(x)) * up(x)).
+Mistral is this layout with a ``sliding_window`` W: query i sees key j only where j <= i and i - j < W (the causal mask
+cut to the W keys ending at the query's own, transformers' ``sliding_window_overlay``: kv_idx > q_idx - W).
 Names are transformers' (``rotate_half``, ``apply_rotary_pos_emb``, ``repeat_kv``, ``input_layernorm``, ``q_proj``...,
 ``gate_proj``...), so its modeling_llama.py reads beside this file line for line; llama_layout.py maps its weights.
 
@@ -108,6 +110,7 @@ class LlamaAttention(nn.Module):
         self.o_proj = nn.Linear(self.heads_num * d, C, bias=False)
         self.dropout_rate = config.dropout_rate
         self.resid_dropout = Dropout(config.dropout_rate)
+        self.sliding_window = config.sliding_window  # Mistral's W, None: every earlier key
 
     def key_value_head(self, head: int) -> int:
         """The K/V head query head ``head`` reads: head // (heads_num / kv_heads_num), as repeat_kv copies it."""
@@ -151,18 +154,20 @@ class LlamaAttention(nn.Module):
         weights = None
         if need_weights or attention_is_explicit(dropout_p, x.device.type):  # budget.training_cost prices it
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)  # (B, h, T, T_keys)
-            scores = scores.masked_fill(~causal_mask(T, key_len, x.device), float("-inf"))
+            mask = causal_mask(T, key_len, x.device, self.sliding_window)  # (T, T_keys): queries at true positions
+            scores = scores.masked_fill(~mask, float("-inf"))
             record_point(recorder, layer, "attn.hook_attn_scores", scores)
             weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, h, T, T_keys)
             record_point(recorder, layer, "attn.hook_pattern", weights)
             y = dropout(weights, dropout_p, self.training) @ v  # (B, h, T, d)
             weights = weights if need_weights else None
-        elif key_len == T:
+        elif key_len == T and self.sliding_window is None:
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-        elif T == 1:
+        elif T == 1 and (self.sliding_window is None or key_len <= self.sliding_window):
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T, key_len, x.device),
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T, key_len, x.device,
+                                                                               self.sliding_window),
                                                dropout_p=dropout_p)
         record_point(recorder, layer, "attn.hook_z", y)
         y = y.transpose(1, 2).contiguous().view(B, T, h * d)  # (B, T, h·d): the heads side by side

@@ -277,9 +277,10 @@ def _best_keys(trace: walkthrough.HeadTrace, position: int) -> tuple[list[int], 
     """The keys query ``position`` matches best (largest q·k among the keys it may see; softmax keeps the order, so
     they are also those it takes most from), and its row of raw scores with the keys it may not see at -inf."""
     scores = trace.scores[position].clone()
-    if trace.mask:
-        scores[position + 1:] = float("-inf")  # the mask will hide later keys: they are not what it reads
-    best = torch.topk(scores, min(KEYS_BESIDE, position + 1 if trace.mask else trace.length)).indices.tolist()
+    if trace.mask:  # the mask will hide later keys (and a sliding window's older ones): they are not what it reads
+        scores[trace.masked[position]] = float("-inf")
+    seen = int((~trace.masked[position]).sum()) if trace.mask else trace.length
+    best = torch.topk(scores, min(KEYS_BESIDE, seen)).indices.tolist()
     return best, scores
 
 
@@ -464,6 +465,10 @@ def stage_views(ctx: AppContext, source, checkpoint, layer, head, seed, embeddin
             # the head named in sight (on a wide screen the heading stays at the top): opened from the Why tab, the
             # stages say whose they are
             whose = f" *({inputs.head})*" if inputs.head else ""
+            if trace.mask and trace.window is not None and key == "masked_scores":  # Mistral's sliding window
+                look_for = lessons.window_look_for(trace.window)
+            elif trace.mask and trace.window is not None and key == "weights":
+                whose += f" {lessons.window_sentence(trace.window)}"
             if key == "qkv" and (inputs.sharing or trace.rotary):  # what only the Llama family has
                 whose += "".join([f" K/V: {inputs.sharing}." if inputs.sharing else "",
                                   " Q and K here are turned by their positions (2½. Rotation, below)."

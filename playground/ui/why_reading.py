@@ -257,7 +257,8 @@ class Reading:
             words = None
             if isinstance(self.tokenizer, CharTokenizer):  # a BPE token's letters are not its word's
                 words = head_scores.word_numbers("".join(self.tokenizer.characters[i] for i in self.ids.tolist()))
-            return head_scores.looks_over_text(self.keys[(layer, which)][0], self.ids, words)
+            return head_scores.looks_over_text(self.keys[(layer, which)][0], self.ids, words,
+                                               self.model.config.sliding_window)
 
         return self.memo.get(("looks", *self.text_key, layer, which), self.model, read)
 

@@ -294,7 +294,7 @@ def no_one_place_more(reading: Reading, layer: int, which: int) -> str:
         return ""
     top = looks[0]
     nearest = NEAREST.get(top.kind) or look_name(reading, top).removeprefix("at ")
-    strongest = head_scores.strongest_look(reading.keys[(layer, which)][0])
+    strongest = head_scores.strongest_look(reading.keys[(layer, which)][0], reading.model.config.sliding_window)
     example = "" if strongest is None else (f"Its strongest look: {token_at(reading, strongest[0])} to "
                                             f"{token_at(reading, strongest[1])} ({strongest[2]:.2f}). ")
     return (f"{example}Nearest to one place: {nearest}, {top.share:.0%} of its weight (by chance: "

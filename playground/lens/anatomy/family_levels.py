@@ -107,10 +107,11 @@ def rotary_head(model, token_ids: torch.Tensor, layer: int, head: int, tokens: l
     T, d = q.shape
     scores = q @ k.T  # (T, T)
     scaled = scores / math.sqrt(d)
-    masked = scaled.masked_fill(~causal_mask(T, T), float("-inf"))
+    masked = scaled.masked_fill(~causal_mask(T, T, window=config.sliding_window), float("-inf"))  # Mistral's window
     trace = HeadTrace(point("ln1.hook_normalized"), q, k, v, scores, scaled, masked, point("attn.hook_pattern")[head],
                       point("attn.hook_z")[head], list(tokens) if tokens is not None else [str(i) for i in
-                                                                                           ids.tolist()])
+                                                                                           ids.tolist()],
+                      window=config.sliding_window)
     return RotaryHead(trace, point("attn.hook_q")[head], point("attn.hook_k")[kv_head],
                       rotary_angles(T, d, config.rope_theta), head, kv_head, heads_sharing(config, kv_head),
                       config.rope_theta)

@@ -113,6 +113,19 @@ class Stage(NamedTuple):
     explanation: str
 
 
+def window_sentence(window: int) -> str:
+    """The line a sliding-window head's mask stage shows: window_sentence(4) -> Mistral's sliding window: each query
+    sees at most 4 keys back (itself and the 3 before it); older keys are masked too."""
+    return (f"Mistral's sliding window: each query sees at most {window} keys back (itself and the {window - 1} "
+            "before it); older keys are masked too.")
+
+
+def window_look_for(window: int) -> str:
+    """Step 5's Look-for line where a sliding window masks too: the band of keys each row keeps, then the sentence."""
+    return (f"grey above the diagonal, and from row {window} on grey left of a band {window} keys wide. "
+            f"{window_sentence(window)}")
+
+
 def stages(trace: HeadTrace) -> list[Stage]:
     """The seven steps in order, with formulas and explanations that reflect this trace's switches."""
     T, C, d = trace.length, trace.embedding_dim, trace.head_size
@@ -155,6 +168,13 @@ def stages(trace: HeadTrace) -> list[Stage]:
             "diagonal becomes −∞. After softmax those entries are exactly 0: nothing flows back from the "
             "future. The diagonal is never masked, so every row keeps at least one score."
         )
+        if trace.window is not None:
+            W = trace.window
+            mask_formula = mask_formula.replace("wherever j > i", f"wherever j > i or i − j ≥ {W}")
+            mask_text = (f"{window_sentence(W)} Every score above the diagonal and every score {W} or more "
+                         "columns left of it becomes −∞, so each row keeps a band of at most "
+                         f"{W} keys ending at the diagonal; a word further back reaches the query only through "
+                         "earlier layers, which carried it forward.")
     else:
         mask_formula = "S_masked = S_scaled: no mask, every token sees every token"
         mask_text = (

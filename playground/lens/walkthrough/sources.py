@@ -45,13 +45,14 @@ class HeadInputs:
     rotation: tuple[torch.Tensor, torch.Tensor] | None = None  # (cos, sin) (T, d_k) each: a rotary head's angles
     rope_theta: float | None = None  # the base of those angles
     sharing: str = ""  # which K/V head it reads, shared with which query heads (a grouped model's)
+    window: int | None = None  # Mistral's sliding window: each query sees at most this many keys, itself included
 
     def as_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for trace_head, mask_leak and mask_order_difference."""
         return {
             "x": self.x, "w_query": self.w_query, "w_key": self.w_key, "w_value": self.w_value,
             "tokens": list(self.tokens), "b_query": self.b_query, "b_key": self.b_key, "b_value": self.b_value,
-            "rotation": self.rotation,
+            "rotation": self.rotation, "window": self.window,
         }
 
     def trace(self, **switches: Any) -> HeadTrace:
@@ -107,6 +108,7 @@ def checkpoint_head_inputs(model: GPT, token_ids: torch.Tensor, layer: int, head
         description=f"layer {layer}, head {head} of the model, on {checks.count(T, 'token')}",
         head=circuits.head_name(layer, head), rotation=rotation, rope_theta=rope_theta,
         sharing=kv_sharing(config.heads_num, config.kv_heads, head).sentence if config.is_llama else "",
+        window=config.sliding_window if config.is_llama else None,
     )
 
 

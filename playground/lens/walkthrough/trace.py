@@ -48,7 +48,7 @@ class HeadTrace:
     v: torch.Tensor  # (T, d_k)
     scores: torch.Tensor  # (T, T)  q @ k.T
     scaled_scores: torch.Tensor  # (T, T)  scores / sqrt(d_k) / temperature
-    masked_scores: torch.Tensor  # (T, T)  -inf above the diagonal when the mask is on
+    masked_scores: torch.Tensor  # (T, T)  -inf above the diagonal (and outside a sliding window) when the mask is on
     weights: torch.Tensor  # (T, T)  softmax of each row of masked_scores
     output: torch.Tensor  # (T, d_k)  weights @ v
     tokens: list[str]
@@ -58,6 +58,7 @@ class HeadTrace:
     mask_before_scaling: bool = False
     q_before: torch.Tensor | None = None  # (T, d_k) a rotary head's queries before the rotation; None without one
     k_before: torch.Tensor | None = None  # (T, d_k)
+    window: int | None = None  # Mistral's sliding window: the mask also hides keys this many or more back
 
     @property
     def rotary(self) -> bool:
@@ -149,11 +150,15 @@ def trace_head(
     b_key: torch.Tensor | None = None,
     b_value: torch.Tensor | None = None,
     rotation: tuple[torch.Tensor, torch.Tensor] | None = None,
+    window: int | None = None,
 ) -> HeadTrace:
     """Run one head on x (T, C) with weights (C, d_k) and keep every stage.
 
     ``rotation``: (cos, sin), each (T, d_k), the angles of each position (model.llama.rotary_cos_sin): q and k are
     turned by them before the scores, as a rotary model (Llama) turns them; q_before and k_before keep them unturned.
+
+    ``window`` (Mistral's sliding window, None: none): the mask hides key j from query i also where i - j >= window,
+    as model.llama masks it; with the mask off it goes too.
 
     ``temperature`` divides the (scaled) scores; ``mask_before_scaling`` puts −∞ into the raw scores and
     then scales, which gives the same weights because −∞ / √d_k is −∞.
@@ -178,6 +183,8 @@ def trace_head(
             raise ValueError(f"{name} must have shape ({d_k},), got {tuple(b.shape)}")
     if rotation is not None and any(tuple(part.shape) != (T, d_k) for part in rotation):
         raise ValueError(f"the rotation's cos and sin must each have shape ({T}, {d_k})")
+    if window is not None:
+        window = checks.whole_number(window, "the sliding window", 1)
     temperature = checks.real_number(temperature, "temperature")
     if temperature <= 0:
         raise ValueError(f"temperature must be above 0, got {temperature}")
@@ -208,7 +215,7 @@ def trace_head(
         if not mask:
             masked_scores = scaled_scores.clone()
         else:
-            hidden = ~causal_mask(T, T, x.device)  # (T, T) True above the diagonal
+            hidden = ~causal_mask(T, T, x.device, window)  # (T, T) True above the diagonal, and outside a window
             if mask_before_scaling:
                 masked_scores = scores.masked_fill(hidden, float("-inf")) / divisor
             else:
@@ -219,4 +226,5 @@ def trace_head(
         x=x, q=q, k=k, v=v, scores=scores, scaled_scores=scaled_scores, masked_scores=masked_scores,
         weights=weights, output=output, tokens=tokens, scale=bool(scale), mask=bool(mask),
         temperature=temperature, mask_before_scaling=bool(mask_before_scaling), q_before=q_before, k_before=k_before,
+        window=window,
     )
