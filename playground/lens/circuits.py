@@ -229,7 +229,7 @@ def _final_read(model, stream: torch.Tensor, targets: torch.Tensor,
 def _has_constant(model) -> bool:
     if _is_notebook(model):
         return model.output.bias is not None
-    return family.norm_bias(family.final_norm(model)) is not None or model.lm_head.bias is not None
+    return family.norm_bias(family.final_norm(model)) is not None or _unembedding(model).bias is not None
 
 
 def _checked_ids(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
@@ -327,7 +327,7 @@ def _readers(model, targets: torch.Tensor) -> torch.Tensor:
     if _is_notebook(model):
         return model.output.weight[targets]
     gain = family.gain(family.final_norm(model), model.config.embedding_dim, targets.device)
-    return model.lm_head.weight[targets] * gain
+    return _unembedding(model).weight[targets] * gain
 
 
 def every_key_contribution(model: GPT, token_ids: torch.Tensor, attributions: Sequence[LogitAttribution],
@@ -510,7 +510,7 @@ def ov_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = 
         if _is_notebook(model):  # straight into the output layer, without its bias (the same for every row)
             logits = written @ model.output.weight.T  # (n, V)
         else:
-            logits = model.lm_head(family.final_norm(model)(written))  # (n, V)
+            logits = _unembedding(model)(family.final_norm(model)(written))  # (n, V)
         return logits if tokens is None else logits[:, tokens]  # (n, n)
 
 

@@ -241,7 +241,7 @@ def _changed_forward(model: GPT, ids: torch.Tensor, layer: int, head: int, chang
     x = model.embed(ids)  # (1, T, C)
     found = None
     for index, block in enumerate(model.blocks):
-        normed = block.ln_1(x)  # (1, T, C)
+        normed = model.attention_norm(index)(x)  # (1, T, C)
         if index != layer:
             attended, _ = block.attn(normed)
         else:
@@ -265,7 +265,7 @@ def _changed_forward(model: GPT, ids: torch.Tensor, layer: int, head: int, chang
             found = (scores[0, head], weights[0, head], written)
         x = x + attended
         x = x + block.mlp(block.ln_2(x))
-    return (model.lm_head(model.ln_f(x))[0], *found)
+    return (model.unembed()(model.final_norm()(x))[0], *found)
 
 
 def change_head(model: GPT, token_ids: torch.Tensor, layer: int, head: int, change: str) -> HeadChange:
