@@ -83,7 +83,7 @@ def test_every_level_reads_transformers_numbers(ctx, weights, name):
         torch.testing.assert_close(torch.softmax(rotary.trace.masked_scores, -1), attentions[layer][0, head],
                                    atol=1e-5, rtol=0)
         # level 3: every head, joined and projected
-        heads = family_levels.heads_from_points(model, ids, layer)
+        heads = anatomy.all_heads(model, ids, layer)  # every family's, at its named points
         torch.testing.assert_close(heads.weights, attentions[layer][0], atol=1e-5, rtol=0)
         with torch.no_grad():
             projected = theirs.self_attn.o_proj(heads.concatenated[None])[0]
@@ -92,6 +92,7 @@ def test_every_level_reads_transformers_numbers(ctx, weights, name):
         walked = family_levels.gated_block_walk(model, ids, layer)
         points = {point.name: point.values for point in walked.walk.points}
         torch.testing.assert_close(points["block input"], hidden[layer][0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(anatomy.block_input(model, ids, layer), hidden[layer][0], atol=1e-5, rtol=0)
         torch.testing.assert_close(points["residual add 1"], hidden[layer][0] + heads.projected, atol=1e-5, rtol=0)
         with torch.no_grad():
             mlp_input = theirs.post_attention_layernorm(points["residual add 1"][None])

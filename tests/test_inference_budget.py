@@ -1,8 +1,9 @@
 """The estimates of requests that run the model without training bound the peak measured in a child process at the
 shipped model's shape (benchmarks/memory_sweep.py measures four shapes, PROCESSES children each), and stay within 2x
 of it so their refusals are honest: a forward pass with every head's maps (the Attention tab's source), sampling with
-the KV cache and without, the Model tab's levels (score and head, heads, block, the logit lens), the Attention tab's
-head table and the Why tab's reading. Each child measures every kind in
+the KV cache and without, the Model tab's levels (score and head, heads, block, the logit lens) of a GPT and of a
+Llama-family model of the same shape (4 query heads over 2 K/V heads), the Attention tab's head table and the Why
+tab's reading. Each child measures every kind in
 turn, each inside a memory cgroup whose limit is what it holds after that kind's warm-up plus the estimate, so an
 estimate below the true peak is an OOM kill, not a number; where no group can be made, it measures without one. One
 process a shape measures every kind: its imports (torch, and gradio for the Why tab) cost more than most requests.
@@ -27,6 +28,7 @@ from test_memory_sweep import CHILD_RSS, memory_group
 
 from playground import budget
 from playground.config import ModelConfig
+from playground.model.families import build_model
 from playground.model.sampling import sampling_cost
 
 MEASURE = """
@@ -37,14 +39,17 @@ from pathlib import Path
 torch.set_num_threads(1)
 """ + CHILD_RSS + """
 from playground.lens import anatomy
+from playground.lens.anatomy import family_levels
 from playground.lens import head_scores
 from playground.lens import walkthrough
 from playground.config import ModelConfig
+from playground.model.families import build_model
 from playground.model.gpt import GPT
 from playground.model.sampling import SamplingSettings, stream
 from playground.text.tokenizer import CharTokenizer
 L, h, C, T, V = map(int, sys.argv[1:6])
 group, kinds = Path(sys.argv[6]) if sys.argv[6] else None, json.loads(sys.argv[7])
+LLAMA = json.loads(sys.argv[8])
 if 'why' in kinds:  # the Why tab's reading lives in its UI module: gradio's import is the process's, not a request's
     from playground.ui import why_reading, why_tab, why_views
 torch.manual_seed(0)
@@ -76,6 +81,16 @@ def run(kind, model):
         return anatomy.block_walk(model.blocks[L - 1], anatomy.block_input(model, ids, L - 1), dropout_p=0.1)
     if kind == 'lens':  # the model level: the logit lens after every block
         return anatomy.logit_lens(model, ids)
+    # the same levels of a Llama-family model of the same shape, as model_family_views.checkpoint_views calls them
+    if kind == 'llama_score':  # the score and head levels: the head on the rotated q and k, the rotation kept
+        head = family_levels.rotary_head(model, ids, L - 1, h - 1)
+        return head, anatomy.one_score(head.trace.q[-1], head.trace.k[0])
+    if kind == 'llama_heads':
+        return anatomy.all_heads(model, ids, L - 1, forget_transpose=True)
+    if kind == 'llama_block':  # the block at its named points and the gated MLP's parts
+        return family_levels.gated_block_walk(model, ids, L - 1)
+    if kind == 'llama_lens':
+        return anatomy.logit_lens(model, ids)
     if kind == 'head_table':  # the Attention tab's head table: every head scored on the probes
         return head_scores.score_heads(model)
     if kind == 'why':  # the Why tab's reading of a text (every head ranked, means knocked out), then a head's circuits
@@ -83,7 +98,10 @@ def run(kind, model):
                                     'x', why_tab.ReadingCache(0))
         return reading, why_views.read_circuits(reading, L - 1, 0)  # its tables, where it looks, what it writes
     raise ValueError(kind)
-def gpt():
+def gpt(kind):
+    if kind.startswith('llama_'):  # the Llama family's blocks: rotary positions, h / 2 K/V heads, RMSNorm, SwiGLU
+        return build_model(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L,
+                                       **LLAMA)).eval()
     return GPT(ModelConfig(vocabulary_size=V, context_size=T, embedding_dim=C, heads_num=h, layers_num=L)).eval()
 def trim():
     gc.collect()
@@ -95,14 +113,14 @@ for kind, estimate in kinds.items():
         (group / 'memory.limit_in_bytes').write_text('-1')  # the warm-up runs outside the last request's limit
     # once first, on a model of its own: what torch keeps per shape (oneDNN's kernels, bounded by app.py's settings,
     # which the tests apply too) and a module's first call are the process's, not a request's
-    run(kind, gpt())
+    run(kind, gpt(kind))
     trim()  # what that run freed goes back, so this request's pages are counted anew, inside the limit
     if group is not None:
         base = int((group / 'memory.usage_in_bytes').read_text())
         (group / 'memory.limit_in_bytes').write_text(str(base + estimate))  # past it (page cache aside): killed
     own = rss()
     open('/proc/self/clear_refs', 'w').write('5')  # this process's peak from here on
-    model = gpt()
+    model = gpt(kind)
     result = run(kind, model)
     peaks[kind] = rss('VmHWM') - own
     del model, result
@@ -119,16 +137,21 @@ GUARD = (4, 4, 192, 128, 65)  # layers, heads, width, context, vocabulary: the s
 # the server's fixed threshold (budget.fix_heap, which MEASURE calls as app.py does) 35.8 to 37.2.
 
 
-KINDS = ("forward", "cached", "uncached", "score", "heads", "block", "lens", "head_table", "why")
+KINDS = ("forward", "cached", "uncached", "score", "heads", "block", "lens", "head_table", "why", "llama_score",
+         "llama_heads", "llama_block", "llama_lens")
+# the Llama family's settings at the guard's shape: 4 query heads over 2 K/V heads, SwiGLU of width 4C (GPT's MLP's)
+LLAMA = dict(family="llama", kv_heads_num=2, activation="silu", layer_norm_eps=1e-6)
 
 
 def _estimates(shape) -> dict[str, int]:
     """Every kind's estimate at ``shape``, as the server prices it (the views without their figures, which are priced
     by the cell from the Attention tab's measurement: tests/test_budget.py)."""
     from playground.lens import anatomy
-    from playground.ui import head_table, why_reading
+    from playground.ui import head_table, model_family_views, why_reading
 
     config = _config(shape)
+    llama = ModelConfig(**{**config.to_dict(), **LLAMA})
+    model = build_model(llama)  # what the price reads of it: whether it rotates and gates
     L, h, C, T, V = shape
     shapes = dict(parameters=config.parameter_count(), layers_num=L, heads_num=h, embedding_dim=C, context_size=T,
                   vocabulary_size=V)
@@ -145,6 +168,9 @@ def _estimates(shape) -> dict[str, int]:
         "lens": anatomy.view_cost("model", **view).bytes,
         "head_table": head_table.cost(config).bytes,
         "why": why.bytes - dict(why.parts)["figures"],
+        # the Llama family's levels as the Model tab prices them (model_family_views.view_cost), figures aside
+        **{f"llama_{kind}": model_family_views.view_cost(level, llama, T, 0, 0, kind == "heads", model).bytes
+           for kind, level in (("score", "score"), ("heads", "heads"), ("block", "block"), ("lens", "model"))},
     }
 
 
@@ -172,8 +198,8 @@ def _peaks_in_one_process(shape, estimates: dict[str, int]) -> dict[str, int]:
     with memory_group() as group:
         enter = None if group is None else lambda: (group / "cgroup.procs").write_text(str(os.getpid()))
         result = subprocess.run([sys.executable, "-c", MEASURE, *map(str, shape), str(group or ""),
-                                 json.dumps(estimates)], capture_output=True, text=True, cwd=REPO, timeout=600,
-                                check=False, preexec_fn=enter)
+                                 json.dumps(estimates), json.dumps(LLAMA)], capture_output=True, text=True, cwd=REPO,
+                                timeout=600, check=False, preexec_fn=enter)
     measuring = [line for line in result.stderr.splitlines() if line.startswith("measuring ")]
     assert result.returncode == 0, (f"{shape}, {measuring[-1] if measuring else 'starting'}: killed or failed "
                                     f"inside a limit of its estimate: {result.returncode} {result.stderr[-2000:]}")
@@ -191,7 +217,8 @@ def test_the_estimate_of_each_request_bounds_its_measured_peak(kind):
     """forward: a pass with every head's maps, as the Attention tab's source and the score and head levels need.
     cached, uncached: sampling from a full-context prompt past the context, with the KV cache (the default: the cache
     is full and rebuilt, the most cached sampling ever holds) and without it (a full window's pass for every token).
-    score, heads, block, lens: the Model tab's levels; head_table: the Attention tab's ranked heads; why: the Why
+    score, heads, block, lens: the Model tab's levels (llama_*: of a Llama-family model, priced as the tab prices
+    them, model_family_views.view_cost); head_table: the Attention tab's ranked heads; why: the Why
     tab's reading of a text and one head's circuits. One process at the guard shape: the sweep's two processes a
     shape (benchmarks/memory_sweep.py) hold every kind to the highest and twice the lowest of their peaks."""
     estimate = _estimates(GUARD)[kind]

@@ -52,6 +52,7 @@ from playground.lens import family
 from playground.lens.family import head_name
 from playground.lens.family import overriding as _overriding
 from playground.lens.family import recorder as _recorder
+from playground.model.base import run_with_cache
 from playground.model.gpt import GPT
 from playground.model.modes import evaluating
 
@@ -136,17 +137,26 @@ def _head_projections(model, layer: int, head: int) -> tuple:
 
 
 def _layer_input(model, layer: int, x: torch.Tensor) -> torch.Tensor:
-    """What a layer's heads read from ``x``: through its first LayerNorm (notebook 004's model has none)."""
-    return x if _is_notebook(model) else family.attention_norm(model, layer)(x)
+    """What a layer's heads read from ``x``: through its first norm (notebook 004's model has none: an identity)."""
+    return family.attention_norm(model, layer)(x)
 
 
 def _output_weight(model, layer: int) -> torch.Tensor:
     """(C, h·d): the weight that writes layer ``layer``'s heads, side by side, into the stream."""
-    return model.attn.proj.weight if _is_notebook(model) else family.output_projection(model, layer).weight
+    return family.output_projection(model, layer).weight
 
 
 def _unembedding(model) -> torch.nn.Linear:
-    return model.output if _is_notebook(model) else model.lm_head
+    return model.unembed()
+
+
+def _read_layers(model, ids: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """(what each layer's attention read (1, T, C), each layer's weights (1, h, T, T)), read at the named points
+    ln1.hook_normalized and attn.hook_pattern of every layer (model.base.run_with_cache), any family."""
+    _, points = run_with_cache(model, ids, {"ln1.hook_normalized", "attn.hook_pattern"})
+    layers = range(model.config.layers_num)
+    return ([points[f"blocks.{layer}.ln1.hook_normalized"] for layer in layers],
+            [points[f"blocks.{layer}.attn.hook_pattern"] for layer in layers])
 
 
 def _parts_of_the_stream(model: GPT, token_ids: torch.Tensor) -> tuple[list[str], list[str], torch.Tensor,
@@ -219,7 +229,7 @@ def _final_read(model, stream: torch.Tensor, targets: torch.Tensor,
 def _has_constant(model) -> bool:
     if _is_notebook(model):
         return model.output.bias is not None
-    return family.norm_bias(family.final_norm(model)) is not None or model.lm_head.bias is not None
+    return family.norm_bias(family.final_norm(model)) is not None or _unembedding(model).bias is not None
 
 
 def _checked_ids(model: GPT, token_ids: torch.Tensor) -> torch.Tensor:
@@ -292,9 +302,9 @@ def key_contributions(model: GPT, token_ids: torch.Tensor, position: int, target
         attribution = logit_attribution(model, ids, position, target_id)
     position = attribution.position
     with evaluating(model):
-        out = model(ids, return_attention=True)
-        x = out.attention_inputs[layer][0]  # (T, C): what the layer's attention read
-        weights = out.attention_weights[layer][0, head, position]  # (T,)
+        inputs, patterns = _read_layers(model, ids)
+        x = inputs[layer][0]  # (T, C): what the layer's attention read
+        weights = patterns[layer][0, head, position]  # (T,)
         _, _, w_value, _, _, b_value = _head_projections(model, layer, head)
         values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
         d = model.config.head_size
@@ -317,7 +327,7 @@ def _readers(model, targets: torch.Tensor) -> torch.Tensor:
     if _is_notebook(model):
         return model.output.weight[targets]
     gain = family.gain(family.final_norm(model), model.config.embedding_dim, targets.device)
-    return model.lm_head.weight[targets] * gain
+    return _unembedding(model).weight[targets] * gain
 
 
 def every_key_contribution(model: GPT, token_ids: torch.Tensor, attributions: Sequence[LogitAttribution],
@@ -380,7 +390,7 @@ def every_key_reading(model: GPT, token_ids: torch.Tensor, attributions: Sequenc
     shares = torch.zeros_like(weights)
     writes = torch.zeros_like(weights)
     with evaluating(model):
-        out = model(ids, return_attention=True)
+        inputs, patterns = _read_layers(model, ids)
         device = ids.device
         targets = torch.tensor([a.target_id for a in attributions], device=device)
         centred = not _is_notebook(model) and family.centres(model)
@@ -391,7 +401,7 @@ def every_key_reading(model: GPT, token_ids: torch.Tensor, attributions: Sequenc
             readers = readers - _readers(model, rivals)
         scales = torch.tensor([a.scale for a in attributions], device=device)  # (T,)
         for i, (layer, head) in enumerate(heads):
-            x = out.attention_inputs[layer][0]  # (T, C)
+            x = inputs[layer][0]  # (T, C)
             proj = _output_weight(model, layer)
             _, _, w_value, _, _, b_value = _head_projections(model, layer, head)
             values = x @ w_value + (b_value if b_value is not None else 0)  # (T, d)
@@ -399,7 +409,7 @@ def every_key_reading(model: GPT, token_ids: torch.Tensor, attributions: Sequenc
             if centred:
                 written = written - written.mean(dim=1, keepdim=True)
             push = written @ readers.T / scales  # (T keys, T queries)
-            attended = out.attention_weights[layer][0, head]  # (T queries, T keys)
+            attended = patterns[layer][0, head]  # (T queries, T keys)
             weights[i] = attended.float().cpu()
             writes[i] = push.T.float().cpu()  # (T queries, T keys)
             shares[i] = (attended * push.T).float().cpu()
@@ -500,7 +510,7 @@ def ov_circuit(model: GPT, layer: int, head: int, tokens: torch.Tensor | None = 
         if _is_notebook(model):  # straight into the output layer, without its bias (the same for every row)
             logits = written @ model.output.weight.T  # (n, V)
         else:
-            logits = model.lm_head(family.final_norm(model)(written))  # (n, V)
+            logits = _unembedding(model)(family.final_norm(model)(written))  # (n, V)
         return logits if tokens is None else logits[:, tokens]  # (n, n)
 
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from playground.model.base import Recorder
+from playground.model.base import run_with_cache
 from playground.model.gpt import HEADS_OUTPUT_OVERRIDES
 from playground.model.llama import rotary_cos_sin, rotate_half
 from playground.textbook.notebook_004 import MultiHeadAttention as NotebookAttention
@@ -44,18 +44,16 @@ def head_projections(model, layer: int, head: int) -> tuple:
 
 def output_projection(model, layer: int) -> nn.Linear:
     """The Linear that writes layer ``layer``'s heads, side by side, into the stream (GPT's proj, Llama's o_proj)."""
-    attention = model.blocks[layer].attn
-    return attention.o_proj if is_rotary(model) else attention.proj
+    return model.output_projection(layer)
 
 
 def attention_norm(model, layer: int) -> nn.Module:
     """The norm layer ``layer``'s heads read the stream through (GPT's ln_1, Llama's input_layernorm)."""
-    block = model.blocks[layer]
-    return block.input_layernorm if is_rotary(model) else block.ln_1
+    return model.attention_norm(layer)
 
 
 def final_norm(model) -> nn.Module:
-    return model.norm if is_rotary(model) else model.ln_f
+    return model.final_norm()
 
 
 def centres(model) -> bool:
@@ -139,21 +137,6 @@ def recorder(store: list):
     return record
 
 
-def _run_blocks(model, ids: torch.Tensor, count: int, points: Recorder) -> torch.Tensor:
-    """The first ``count`` blocks on ``ids`` (1, T) as the model's forward runs them, keeping ``points``: the
-    stream after them, (1, T, C)."""
-    x = model.embed(ids)  # (1, T, C)
-    if is_rotary(model):
-        positions = torch.arange(ids.size(1), device=ids.device)
-        cos, sin = rotary_cos_sin(positions, model.config.head_size, model.config.rope_theta, x.dtype)  # (T, d)
-        for layer, block in enumerate(model.blocks[:count]):
-            x = block(x, cos, sin, layer=layer, recorder=points)[0]
-    else:
-        for layer, block in enumerate(model.blocks[:count]):
-            x = block(x, layer=layer, recorder=points)[0]
-    return x
-
-
 def stream_parts(model, ids: torch.Tensor, below: int | None = None) -> tuple[list[str], list[str], torch.Tensor,
                                                                             torch.Tensor]:
     """(names, kinds, parts (P, T, C), stream (T, C)): every part's output at every position of the residual stream
@@ -165,9 +148,11 @@ def stream_parts(model, ids: torch.Tensor, below: int | None = None) -> tuple[li
     T = ids.size(1)
     count = len(model.blocks) if below is None else below
     joined: list[list[torch.Tensor]] = [[] for _ in range(count)]  # per layer: (1, T, h·d) before the projection
-    points = Recorder({"hook_mlp_out"}, layers=set(range(count)))
     with overriding({block.attn: recorder(joined[i]) for i, block in enumerate(model.blocks[:count])}):
-        stream = _run_blocks(model, ids, count, points)
+        # the first ``count`` blocks as the model's forward runs them (the blocks above are not run)
+        _, points = run_with_cache(model, ids, {"hook_mlp_out", "hook_resid_post"}, set(range(count)),
+                                   stop_when_kept=True)
+    stream = points[f"blocks.{count - 1}.hook_resid_post"] if count else model.embed(ids)  # (1, T, C)
     names, kinds, parts = ["token embedding"], ["embedding"], [model.token_embedding(ids[0])]  # (T, C)
     if not is_rotary(model):
         names.append("position embedding")

@@ -28,10 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.config import NOTEBOOK_004
 from playground.model.base import run_with_cache
 from playground.model.gpt import causal_mask
-from playground.model.modes import evaluating
 
 PATTERNS = ("previous token", "induction", "duplicate token", "first token")
 DEFAULT_SEQUENCES = 8
@@ -144,12 +142,9 @@ def chance_levels(repeat_length: int, window: int | None = None) -> dict[str, fl
 def attention_patterns(model, token_ids: torch.Tensor) -> list[torch.Tensor]:
     """Each layer's attention weights on ``token_ids`` (B, T): (B, h, T, T) per layer, read at the named point
     ``attn.hook_pattern`` (a GPT and the Llama family alike; a grouped head's row is its own, over the K/V head it
-    shares). Notebook 004's model keeps no named points: its one layer's weights come through ``return_attention``."""
+    shares; notebook 004's model keeps its one layer's)."""
     device = next(model.parameters()).device
     token_ids = token_ids.to(device)
-    if getattr(model.config, "architecture", None) == NOTEBOOK_004:
-        with evaluating(model):
-            return list(model(token_ids, return_attention=True).attention_weights)
     _, points = run_with_cache(model, token_ids, {"attn.hook_pattern"})
     return [points[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.config.layers_num)]
 

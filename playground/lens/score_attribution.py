@@ -132,13 +132,8 @@ def _own_scores(model, ids: torch.Tensor, layer: int, head: int) -> torch.Tensor
     """(T, T): the scaled scores (before the mask) the model's own forward pass gives: its attention's q and k at
     the layer's input."""
     d = model.config.head_size
-    if _is_notebook(model):
-        x = model.embed(ids.view(1, -1))[0]  # (T, C)
-        part = x[:, head * d:(head + 1) * d]
-        module = model.attn.heads[head]
-        q, k = module.query(part), module.key(part)  # (T, d)
-        return (q @ k.T) / math.sqrt(d)
-    # the q and k the scores are taken from, through the named points: turned by their positions in a rotary model
+    # the q and k the scores are taken from, through the named points (any family; notebook 004's each on its own
+    # slice of the features): turned by their positions in a rotary model
     names = ("attn.hook_rot_q", "attn.hook_rot_k") if family.is_rotary(model) else ("attn.hook_q", "attn.hook_k")
     _, points = run_with_cache(model, ids.view(1, -1), set(names), {layer})
     q, k = (points[f"blocks.{layer}.{name}"] for name in names)  # (1, h, T, d), (1, h_kv, T, d)

@@ -2,9 +2,15 @@
 points of a forward pass (TransformerLens's hook names), so a view written for one family reads the next.
 
 GPT, the Llama family and notebook 004's model mix ``CountsItsWeights`` in, so the budget, the cards and the
-views ask any of them ``parameter_count()`` and ``weights_bytes()`` alike. GPT and the Llama family take
-``capture=Recorder(...)`` in their forward and keep POINTS per layer (a point a family lacks, the rotation in GPT,
-is never kept); ``run_with_cache`` is TransformerLens's name for the whole of it.
+views ask any of them ``parameter_count()`` and ``weights_bytes()`` alike. All three take ``capture=Recorder(...)``
+in their forward and keep POINTS per layer (a point a family lacks is never kept: the rotation in GPT and notebook
+004's model, the MLP in notebook 004's); ``run_with_cache`` is TransformerLens's name for the whole of it. Beside
+the points each family names its modules alike:
+
+    model.attention_norm(layer)     the norm layer ``layer``'s heads read through (LayerNorm, RMSNorm; nb 004: none)
+    model.output_projection(layer)  the Linear writing the heads, side by side, into the stream (proj, o_proj)
+    model.final_norm()              the norm the unembedding reads through (ln_f, norm; nb 004: none)
+    model.unembed()                 the unembedding (lm_head; nb 004: output)
 """
 
 from __future__ import annotations

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from playground.config import LLAMA_FAMILY, NOTEBOOK_004, ModelConfig
-from playground.model.base import CountsItsWeights
+from playground.model.base import CountsItsWeights, Recorder, record_point
 from playground.model.gpt import GPT, GPTOutput, KVCache
 from playground.model.llama import Llama
 from playground.textbook.notebook_004 import SimpleLanguageModel
@@ -44,18 +45,61 @@ class NotebookLanguageModel(CountsItsWeights, SimpleLanguageModel):
         self.config = config
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
-                return_attention: bool = False, cache: KVCache | None = None) -> GPTOutput:
-        """idx (B, T <= context_size) -> logits (B, T, V); the loss with ``targets``; its weights if asked."""
+                return_attention: bool = False, cache: KVCache | None = None,
+                capture: Recorder | None = None) -> GPTOutput:
+        """idx (B, T <= context_size) -> logits (B, T, V); the loss with ``targets``; its weights if asked;
+        ``capture`` keeps the named points of its one layer (``_attend``)."""
         if cache is not None:
             raise ArchitectureError("notebook 004's model keeps no KV cache: it re-reads its whole window each step")
         x = self.embed(idx)  # (B, T, C)
-        logits = self.output(self.attn(x))  # (B, T, V)
+        logits = self.output(self.attn(x) if capture is None else self._attend(x, capture))  # (B, T, V)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
         if not return_attention:
             return GPTOutput(logits, loss)
         return GPTOutput(logits, loss, [self.attn.weights(x)], [x])
+
+
+    def _attend(self, x: torch.Tensor, recorder: Recorder) -> torch.Tensor:
+        """The notebook's ``self.attn(x)`` (B, T, C) -> (B, T, C), head by head as its Head computes it, keeping layer
+        0's named points (model.base.POINTS) under the names GPT's keep: the stream in is the embeddings, which
+        attention reads as they are (no norm: ln1.hook_normalized is the embeddings); q, k, v and the head outputs
+        are each head's on its own slice, (B, h, T, C_head); there is no residual and no MLP, so the stream out
+        (hook_resid_post) is what the output layer reads, the attention output itself."""
+        record_point(recorder, 0, "hook_resid_pre", x)
+        record_point(recorder, 0, "ln1.hook_normalized", x)
+        T = x.size(1)
+        mask = torch.tril(torch.ones(T, T, device=x.device))
+        parts = [(head.query(part), head.key(part), head.value(part))  # (B, T, C_head) each
+                 for head, part in zip(self.attn.heads, self.attn.slices(x))]
+        q, k, v = (torch.stack(tensors, dim=1) for tensors in zip(*parts))  # (B, h, T, C_head) each
+        record_point(recorder, 0, "attn.hook_q", q)
+        record_point(recorder, 0, "attn.hook_k", k)
+        record_point(recorder, 0, "attn.hook_v", v)
+        scores = (q @ k.transpose(-2, -1) / self.attn.C_head**0.5).masked_fill(mask == 0, float("-inf"))  # (B, h, T, T)
+        record_point(recorder, 0, "attn.hook_attn_scores", scores)
+        weights = F.softmax(scores, dim=-1)
+        record_point(recorder, 0, "attn.hook_pattern", weights)
+        z = weights @ v  # (B, h, T, C_head)
+        record_point(recorder, 0, "attn.hook_z", z)
+        attended = self.attn.proj(torch.cat(z.unbind(dim=1), dim=-1))  # (B, T, C): the heads side by side, mixed
+        record_point(recorder, 0, "hook_attn_out", attended)
+        record_point(recorder, 0, "hook_resid_post", attended)
+        return attended
+
+    # what every family answers alike (model.base): no norms here (identities), the heads' proj, the output layer
+    def attention_norm(self, layer: int) -> nn.Module:
+        return nn.Identity()
+
+    def output_projection(self, layer: int) -> nn.Linear:
+        return self.attn.proj
+
+    def final_norm(self) -> nn.Module:
+        return nn.Identity()
+
+    def unembed(self) -> nn.Linear:
+        return self.output
 
 
 def build_model(config: ModelConfig) -> GPT | Llama | NotebookLanguageModel:

@@ -226,6 +226,19 @@ class GPT(CountsItsWeights, nn.Module):
             if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
                 nn.init.normal_(parameter, mean=0.0, std=0.02 / math.sqrt(2 * config.layers_num))
 
+    # what every family answers alike (model.base): the norm a layer's heads read through, the Linear that writes its
+    # heads into the stream, the final norm and the unembedding
+    def attention_norm(self, layer: int) -> nn.Module:
+        return self.blocks[layer].ln_1
+
+    def output_projection(self, layer: int) -> nn.Linear:
+        return self.blocks[layer].attn.proj
+
+    def final_norm(self) -> nn.Module:
+        return self.ln_f
+
+    def unembed(self) -> nn.Linear:
+        return self.lm_head
 
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token + position embeddings for positions start..start+T-1: (B, T) -> (B, T, C)."""

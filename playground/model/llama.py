@@ -234,6 +234,19 @@ class Llama(CountsItsWeights, nn.Module):
             self.lm_head.weight = self.token_embedding.weight  # one (V, C) matrix reads tokens in and scores them out
         self.apply(init_weights)
 
+    # what every family answers alike (model.base): here RMSNorms, o_proj and the (tied or untied) head
+    def attention_norm(self, layer: int) -> nn.Module:
+        return self.blocks[layer].input_layernorm
+
+    def output_projection(self, layer: int) -> nn.Linear:
+        return self.blocks[layer].attn.o_proj
+
+    def final_norm(self) -> nn.Module:
+        return self.norm
+
+    def unembed(self) -> nn.Linear:
+        return self.lm_head
+
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token embeddings (B, T) -> (B, T, C); positions enter later, as a rotation of q and k. ``start`` is the
         first token's position, checked against context_size as GPT checks it."""

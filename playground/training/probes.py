@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.model.modes import evaluating
+from playground.model.base import run_with_cache
 from playground.training.requests import PreparedRun
 
 PROBE_TEXT = "ROMEO:\nBut soft, what light through yonder window breaks?"
@@ -38,9 +38,9 @@ def probe_attention(run: PreparedRun, text: str, step: int) -> ProbeSnapshot | N
     text = "".join(c for c in text if c not in left_out)[: run.model.config.context_size]
     if not text:
         return None
-    with evaluating(run.model):
-        ids = run.tokenizer.encode(text)[None].to(run.device)
-        weights = run.model(ids, return_attention=True).attention_weights
+    ids = run.tokenizer.encode(text)[None].to(run.device)
+    _, points = run_with_cache(run.model, ids, {"attn.hook_pattern"})  # any family, every layer's weights
+    weights = [points[f"blocks.{layer}.attn.hook_pattern"] for layer in range(run.model.config.layers_num)]
     return ProbeSnapshot(step, list(text), torch.stack([w[0] for w in weights]).float().cpu(), left_out)
 
 

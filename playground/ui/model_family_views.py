@@ -1,7 +1,8 @@
-"""The Model tab's views of a Llama-family checkpoint (rotary positions, grouped K/V heads, RMSNorm, SwiGLU): the five
-levels read through the model's named points (lens.anatomy.family_levels), drawn with model_views' figures, and what
-only this family has drawn as it is: the rotation at levels 1 and 2, the K/V head a query head reads, RMSNorm and the
-gated MLP at level 4. ``checkpoint_views`` is the tab's one entry for a checkpoint: other families go to model_views.
+"""The Model tab's views of a checkpoint, any family: ``checkpoint_views`` is the tab's one entry for a checkpoint.
+The five levels read every family through its named points (model.base.run_with_cache; lens.anatomy's levels),
+drawn with model_views' figures; what only one family has is drawn where it has it (lens.anatomy.family_levels): the
+rotation at levels 1 and 2, the K/V head a query head reads, RMSNorm and the gated MLP at level 4. A GPT's block
+level keeps its switches (post-norm, encoder, ReLU, dropout), what-ifs rebuilt from the block's own submodules.
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ import torch
 
 from playground import budget, checks
 from playground.checks import count
-from playground.lens import anatomy
+from playground.lens import anatomy, walkthrough
+from playground.lens import family as lens_family
 from playground.lens.anatomy import family_lessons, lessons
 from playground.lens.anatomy import family_levels as family
-from playground.ui import model_views, plots
+from playground.model.families import describe_architecture, require_gpt
+from playground.model.llama import RMSNorm
+from playground.ui import model_views, plots, transpose_picture
 from playground.ui.common import AppContext
 from playground.ui.model_views import (
     Settings,
@@ -37,14 +41,6 @@ DEFAULT_SWITCHES = ("pre", True, "gelu", 0.0)  # the block switches as the page 
 
 def checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings, part) -> View:
     return checkpoint_views(ctx, checkpoint, text, settings, part, [settings.query])[0]
-
-
-def checkpoint_views(ctx: AppContext, checkpoint, text: str, settings: Settings, part, queries: list) -> list[View]:
-    """model_views.checkpoint_views for every family: a Llama-family checkpoint's views are made here."""
-    loaded = ctx.checkpoint(checkpoint or "")
-    if not loaded.config.is_llama:
-        return model_views.checkpoint_views(ctx, checkpoint, text, settings, part, queries)
-    return _family_views(ctx, loaded, text, settings, part, queries)
 
 
 def _angles_figure(head: family.RotaryHead, tokens: list[str], query: int):
@@ -92,70 +88,82 @@ def _block_view(loaded, walked: family.GatedBlockWalk, tokens: list[str], settin
     names = [point.name for point in walk.points]
     means = plots.bar_chart(names, torch.stack([point.norms for point in walk.points]).mean(dim=1).tolist(),
                             "Mean ‖x‖ over the tokens at each point", "‖x‖", height=420)
-    notes.append(family_lessons.grouped_heads(config.heads_num, config.kv_heads) + ".")
     heading = _heading("block", family_lessons.GATED_LOOK_FOR, family_lessons.gated_formula(),
                        family_lessons.gated_text(walked, query), where, notes)
     return heading, reads, _mlp_figure(walked, query), guesses, means, ""
 
 
-def view_cost(level: str, config, length: int, cells: int, bars: int) -> budget.Cost:
-    """model_views' cost of the level, with what reading the named points adds: a whole forward to the logits
-    (T, V) and the points kept of one layer (or the stream after every block, at the model level)."""
+def view_cost(level: str, config, length: int, cells: int, bars: int, forget_transpose: bool = False,
+              model=None) -> budget.Cost:
+    """anatomy.view_cost of the level (every family's levels read alike), with what only one family's drawing keeps
+    beside it (``model``'s): a rotary head's q and k before and after the rotation and the angles (6 (T, C) at most),
+    a gated block's MLP parts (gate, SiLU(gate), up, their product, 4 (T, hidden), and its output (T, C)).
+    Measured against a Llama-family model's peak in tests/test_inference_budget.py."""
     T, C, h, V, L = length, config.embedding_dim, config.heads_num, config.vocabulary_size, config.layers_num
     base = anatomy.view_cost(level, length=T, embedding_dim=C, heads_num=h, layers_num=L, vocabulary_size=V,
-                             parameters=config.parameter_count(), heatmap_cells=cells, bars=bars)
-    f = budget.BYTES_PER_FLOAT
-    points = (L + 1) * T * C if level == "model" else 12 * T * C + 2 * h * T * T + 4 * T * config.mlp_width
-    return budget.combined(f"this {level} view", base,
-                           budget.Cost("", (("the logits", f * T * V), ("the named points", f * points))))
+                             parameters=config.parameter_count(), heatmap_cells=cells, bars=bars,
+                             forget_transpose=forget_transpose)
+    f, extra = budget.BYTES_PER_FLOAT, []
+    if model is not None and level in ("score", "head") and lens_family.is_rotary(model):
+        extra.append(("the rotation's q, k and angles", f * 6 * T * C))
+    if model is not None and level == "block" and family.is_gated(model, 0):
+        extra.append(("the gated MLP's parts", f * (4 * T * config.mlp_width + T * C)))
+    return budget.combined(f"this {level} view", base, budget.Cost("", tuple(extra)))
 
 
-def _family_views(ctx: AppContext, loaded, text: str, settings: Settings, part, queries: list) -> list[View]:
+def checkpoint_views(ctx: AppContext, checkpoint, text: str, settings: Settings, part, queries: list) -> list[View]:
+    """The view of ``settings`` at each query position of ``queries``, for a checkpoint of any family with blocks, the
+    model run once for all of them (a spare round of query positions costs their figures, not a forward pass each)
+    under one reservation for them all. Every level reads the model through its named points; what only one family
+    has is drawn where it has it: the rotation at levels 1-2, shared K/V heads, the gated MLP and RMSNorm."""
+    loaded = ctx.checkpoint(checkpoint or "")
     config = loaded.config
+    if not config.is_llama:
+        require_gpt(config, loaded.name, "the Model tab")  # notebook 004's model has no blocks to zoom into
     parts = lessons.map_parts(config.layers_num)
     prepared, refused = model_views.prepared_text(loaded, text, settings, part, parts, queries)
     if refused:
         return refused
     ids, tokens = prepared.ids, prepared.tokens
+    model = loaded.model
     T, C, h, d, L = len(tokens), config.embedding_dim, config.heads_num, config.head_size, config.layers_num
     level = settings.level
     layer = 0 if level == "model" else checks.index(settings.layer, "layer", L, "layers")
     forget = level == "heads" and settings.forget_transpose
+    grouped = config.kv_heads != h  # several query heads share a K/V head
     cells, bars = _figure_cells(level, T, C, h, d, L, anatomy.TOP, forget)
-    cost = view_cost(level, config, T, cells * len(queries), bars * len(queries))
-    where = (f"{loaded.name}: {family_lessons.FAMILY}, {L} blocks, {h} query heads over {config.kv_heads} K/V heads "
-             f"of {d} features, C = {C}, on your {count(T, 'token')}")
+    cost = view_cost(level, config, T, cells * len(queries), bars * len(queries), forget, model)
+    heads_text = f"{h} query heads over {config.kv_heads} K/V heads" if grouped else f"{h} heads"
+    named = describe_architecture(config).split(" (")[0]  # "Llama family"; a GPT: ""
+    where = (f"{loaded.name}: {named + ', ' if named else ''}{L} blocks, {heads_text} of {d} features, C = {C}, on "
+             f"your {count(T, 'token')}")
     notes = list(prepared.notices)
+    if grouped and level in ("heads", "block"):  # levels 1-2 say which K/V head their one head reads
+        notes.append(family_lessons.grouped_heads(h, config.kv_heads) + ".")
     with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
-        if level in ("score", "head"):
-            head = family.rotary_head(loaded.model, ids, layer, settings.head, tokens)
-            told = notes + [family_lessons.head_sharing(head), family_lessons.rotation(head)]
-            where_head = (f"layer {layer}, head {head.head} (K/V head {head.kv_head}) of {loaded.name} on your "
-                          f"{count(T, 'token')}")
+        if level in ("score", "head") and lens_family.is_rotary(model):
+            shown = _rotary_levels(model, ids, tokens, layer, settings, level, notes, loaded.name)
+        elif level in ("score", "head"):
+            head = checks.index(settings.head, "head", h, "heads per layer")
+            trace = walkthrough.checkpoint_head_inputs(model, ids, layer, head, tokens=tokens).trace()
+            where_head = f"layer {layer}, head {head} of {loaded.name} on your {count(T, 'token')}"
             if level == "score":
                 def shown(settings):
-                    query, _ = anatomy.position(settings.query, "query", T)
-                    key, _ = anatomy.position(settings.key, "key", T)
-                    heading, vectors, products, scores, _, table = _score_view(
-                        head.trace, settings, where_head, told + [family_lessons.score_rotation(head, query, key)])
-                    return heading, vectors, products, scores, _rotation_figure(head, query, key), table
+                    return _score_view(trace, settings, where_head, notes)
             else:
-                hint = (f"The scores read q and k after the rotation; K and V come from K/V head {head.kv_head}, "
-                        f"which heads {', '.join(str(n) for n in head.sharing)} share.")
+                hint = (f"**Open the Attention tab** (trained checkpoint, layer {layer}, head {head}) to step "
+                        "through this head's seven stages: X, Q K V, scores, scaling, mask, softmax, output.")
 
                 def shown(settings):
-                    query, _ = anatomy.position(settings.query, "query", T)
-                    heading, weights, output, *_ = _head_view(head.trace, settings, where_head, told, hint)
-                    return heading, weights, output, _angles_figure(head, tokens, query), None, ""
+                    return _head_view(trace, settings, where_head, notes, hint)
         elif level == "heads":
-            heads = family.heads_from_points(loaded.model, ids, layer, forget_transpose=forget)
+            heads = anatomy.all_heads(model, ids, layer, forget_transpose=forget)
             head = checks.index(settings.head, "head", h, "heads per layer")
-            grouped = family_lessons.grouped_heads(h, config.kv_heads) + "."
 
             def shown(settings):
                 query, clamped = anatomy.position(settings.query, "query", T)
                 grid, concatenated, projected = _heads_figures(heads, tokens, query, f"Layer {layer}", head)
-                told = notes + [grouped] + model_views._clamp_notes(clamped, settings.query, False, None, T)
+                told = notes + model_views._clamp_notes(clamped, settings.query, False, None, T)
                 if not forget:
                     return (_heading("heads", lessons.HEADS_LOOK_FOR, lessons.heads_formula(heads),
                                      lessons.heads_text(heads, query, tokens[query]), where, told),
@@ -165,20 +173,50 @@ def _family_views(ctx: AppContext, loaded, text: str, settings: Settings, part, 
                         grid, concatenated, projected,
                         model_views._forgotten_map(heads.forgotten, tokens, query, f"Layer {layer}"),
                         lessons.forgotten_table(heads.forgotten, tokens, model_views._table_start(query)))
-        elif level == "block":
-            walked = family.gated_block_walk(loaded.model, ids, layer)
+        elif level == "block" and family.is_gated(model, layer):
+            walked = family.gated_block_walk(model, ids, layer)
 
             def shown(settings):
-                return _block_view(loaded, walked, tokens, settings, f"layer {layer} of {where}",
-                                   list(notes))
-        else:
+                return _block_view(loaded, walked, tokens, settings, f"layer {layer} of {where}", list(notes))
+        elif level == "block":
+            x = anatomy.block_input(model, ids, layer)  # the switches rebuild the block from here (what-ifs)
+
             def shown(settings):
-                return _lens_view(loaded, ids, tokens, settings, part, where, notes + [family_lessons.FINAL_RMSNORM])
+                return model_views._block_view(model.blocks[layer], x, tokens, h, settings,
+                                               f"layer {layer} of {where}", notes, lessons.GPT_SWITCHES, loaded)
+        else:
+            told = notes + ([family_lessons.FINAL_RMSNORM] if isinstance(model.final_norm(), RMSNorm) else [])
+
+            def shown(settings):
+                return _lens_view(loaded, ids, tokens, settings, part, where, told)
         views = []
         for query in queries:
             figures = shown(settings._replace(query=query))
-            picture = ""
-            if level == "heads" and forget:
-                picture = model_views.transpose_picture.picture(heads.forgotten, tokens)
+            picture = transpose_picture.picture(heads.forgotten, tokens) if forget else ""
             views.append(View(_current_part(level, layer, part, parts), *figures, parts, picture))
     return views
+
+
+def _rotary_levels(model, ids, tokens: list[str], layer: int, settings: Settings, level: str, notes: list[str],
+                   name: str):
+    """Levels 1-2 of a rotary model: the head's trace on q and k after the rotation, the rotation drawn beside it."""
+    T = len(tokens)
+    head = family.rotary_head(model, ids, layer, settings.head, tokens)
+    told = notes + [family_lessons.head_sharing(head), family_lessons.rotation(head)]
+    where_head = f"layer {layer}, head {head.head} (K/V head {head.kv_head}) of {name} on your {count(T, 'token')}"
+    if level == "score":
+        def shown(settings):
+            query, _ = anatomy.position(settings.query, "query", T)
+            key, _ = anatomy.position(settings.key, "key", T)
+            heading, vectors, products, scores, _, table = _score_view(
+                head.trace, settings, where_head, told + [family_lessons.score_rotation(head, query, key)])
+            return heading, vectors, products, scores, _rotation_figure(head, query, key), table
+        return shown
+    hint = (f"The scores read q and k after the rotation; K and V come from K/V head {head.kv_head}, "
+            f"which heads {', '.join(str(n) for n in head.sharing)} share.")
+
+    def shown(settings):
+        query, _ = anatomy.position(settings.query, "query", T)
+        heading, weights, output, *_ = _head_view(head.trace, settings, where_head, told, hint)
+        return heading, weights, output, _angles_figure(head, tokens, query), None, ""
+    return shown

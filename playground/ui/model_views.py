@@ -1,5 +1,6 @@
-"""The Model tab's views: from one score to the whole model, each level's figures and texts for a trained checkpoint,
-the textbook inputs or a notebook's own model (no Gradio events: playground.ui.model_tab wires them).
+"""The Model tab's views: from one score to the whole model, each level's figures and texts (shared by every family's
+checkpoint: model_family_views.checkpoint_views makes a checkpoint's views with them), the textbook inputs or a
+notebook's own model (no Gradio events: playground.ui.model_tab wires them).
 """
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ import torch
 
 from playground import checks
 from playground.checkpoints import store as checkpoints
-from playground.checks import count
 from playground.lens import anatomy, walkthrough
 from playground.lens.anatomy import lessons
 from playground.lens.anatomy.lessons import LEVEL_TITLES, MODEL_PARTS
-from playground.model.families import require_gpt
 from playground.text.tokenizer import UnknownCharacterError, escape_char
 from playground.ui import plots, transpose_picture
-from playground.ui.common import AppContext, fold
+from playground.ui.common import fold
 
 BOOK_SOURCES = {title: notebook for notebook, title in anatomy.BOOK_MODELS.items()}  # source -> notebook
 SOURCES = ("trained checkpoint", "textbook inputs", *BOOK_SOURCES)
@@ -415,10 +414,6 @@ def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[s
 
 # --------------------------------------------------------------------------------------------- the sources
 
-def checkpoint_view(ctx: AppContext, checkpoint, text: str, settings: Settings, part) -> View:
-    return checkpoint_views(ctx, checkpoint, text, settings, part, [settings.query])[0]
-
-
 def prepared_text(loaded, text: str, settings: Settings, part, parts: list[str], queries: list):
     """(the checkpoint's tokens of ``text``, None), or (None, a view per query position saying which characters its
     tokenizer does not know): the text step every checkpoint's views start from."""
@@ -429,76 +424,6 @@ def prepared_text(loaded, text: str, settings: Settings, part, parts: list[str],
                    "the textbook inputs.")
         return None, [View(_current_part(settings.level, 0, part, parts), message, None, None, None, None, "", parts)
                       for _ in queries]
-
-
-def checkpoint_views(ctx: AppContext, checkpoint, text: str, settings: Settings, part, queries: list) -> list[View]:
-    """The view of ``settings`` at each query position of ``queries``, the model run once for all of them (a spare
-    round of query positions costs their figures, not a forward pass each) under one reservation for them all."""
-    loaded = ctx.checkpoint(checkpoint or "")
-    config = loaded.config
-    require_gpt(config, loaded.name, "the Model tab")
-    parts = lessons.map_parts(config.layers_num)
-    prepared, refused = prepared_text(loaded, text, settings, part, parts, queries)
-    if refused:
-        return refused
-    ids, tokens = prepared.ids, prepared.tokens
-    T, C, h, d, L = len(tokens), config.embedding_dim, config.heads_num, config.head_size, config.layers_num
-    level = settings.level
-    layer = 0 if level == "model" else checks.index(settings.layer, "layer", L, "layers")
-    forget = level == "heads" and settings.forget_transpose
-    cells, bars = _figure_cells(level, T, C, h, d, L, anatomy.TOP, forget)
-    cost = anatomy.view_cost(level, length=T, embedding_dim=C, heads_num=h, layers_num=L,
-                             vocabulary_size=config.vocabulary_size, parameters=config.parameter_count(),
-                             heatmap_cells=cells * len(queries), bars=bars * len(queries), forget_transpose=forget)
-    where = f"{loaded.name}: {L} blocks, {h} heads of {d} features, C = {C}, on your {count(T, 'token')}"
-    notes = list(prepared.notices)
-    with ctx.budget.reserve(cost, hint=f"use a shorter text (it is {T} tokens)"):
-        if level in ("score", "head"):
-            head = checks.index(settings.head, "head", h, "heads per layer")
-            trace = walkthrough.checkpoint_head_inputs(loaded.model, ids, layer, head, tokens=tokens).trace()
-            where_head = f"layer {layer}, head {head} of {loaded.name} on your {count(T, 'token')}"
-            if level == "score":
-                def shown(settings):
-                    return _score_view(trace, settings, where_head, notes), ""
-            else:
-                hint = (f"**Open the Attention tab** (trained checkpoint, layer {layer}, head {head}) to step "
-                        "through this head's seven stages: X, Q K V, scores, scaling, mask, softmax, output.")
-
-                def shown(settings):
-                    return _head_view(trace, settings, where_head, notes, hint), ""
-        elif level == "heads":
-            heads = anatomy.all_heads(loaded.model, ids, layer, forget_transpose=forget)
-            head = checks.index(settings.head, "head", h, "heads per layer")
-
-            def shown(settings):
-                query, clamped = anatomy.position(settings.query, "query", T)
-                grid, concatenated, projected = _heads_figures(heads, tokens, query, f"Layer {layer}", head)
-                told = notes + _clamp_notes(clamped, settings.query, False, None, T)
-                if not forget:
-                    text = lessons.heads_text(heads, query, tokens[query])
-                    return (_heading("heads", lessons.HEADS_LOOK_FOR, lessons.heads_formula(heads), text, where,
-                                     told), grid, concatenated, projected, None, ""), ""
-                return ((_heading("heads", lessons.FORGOTTEN_LOOK_FOR, lessons.forgotten_formula(heads),
-                                  lessons.forgotten_text(heads, query, tokens), f"layer {layer} of {where}", told),
-                         grid, concatenated, projected, _forgotten_map(heads.forgotten, tokens, query,
-                                                                       f"Layer {layer}"),
-                         lessons.forgotten_table(heads.forgotten, tokens, _table_start(query))),
-                        transpose_picture.picture(heads.forgotten, tokens))
-        elif level == "block":
-            x = anatomy.block_input(loaded.model, ids, layer)
-
-            def shown(settings):
-                return _block_view(loaded.model.blocks[layer], x, tokens, h, settings,
-                                   f"layer {layer} of {where}", notes, lessons.GPT_SWITCHES,
-                                   loaded), ""
-        else:
-            def shown(settings):
-                return _lens_view(loaded, ids, tokens, settings, part, where, notes), ""
-        views = []
-        for query in queries:
-            figures, picture = shown(settings._replace(query=query))
-            views.append(View(_current_part(level, layer, part, parts), *figures, parts, picture))
-    return views
 
 
 def textbook_view(settings: Settings, part) -> View:

@@ -26,6 +26,7 @@ from playground import budget, checks
 from playground.lens.circuits import head_name
 from playground.lens.score_attribution import ScoreAttribution, parse_head_name, score_attribution
 from playground.lens.walkthrough.whatifs import change_head
+from playground.model.base import run_with_cache
 from playground.model.families import require_gpt
 from playground.model.modes import evaluating
 from playground.text.tokenizer import escape_text
@@ -206,7 +207,8 @@ def why_score(ctx: AppContext, checkpoint: str, text: str, layer, head, query, k
     with ctx.budget.reserve(_cost(loaded.config, T), hint=f"use a shorter text (it is {T} tokens)"), \
             evaluating(model), torch.no_grad():
         device = next(model.parameters()).device
-        weights = model(ids.view(1, -1).to(device), return_attention=True).attention_weights[layer][0, head, query]
+        _, points = run_with_cache(model, ids.view(1, -1).to(device), {"attn.hook_pattern"})
+        weights = points[f"blocks.{layer}.attn.hook_pattern"][0, head, query]
         weights = weights.float().cpu()  # (T,)
         key = int(weights[:query + 1].argmax()) if chosen == -1 else _position(chosen, T, "key position")
         if key > query:

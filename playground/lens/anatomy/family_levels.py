@@ -4,8 +4,7 @@ names), for the Llama family: what it has that GPT has not is kept as it is, nev
   1-2. one score, one head   ``rotary_head(model, ids, layer, head)``: the head's HeadTrace on q and k after the
                  rotation (what its scores read), q and k before it, the angle each pair of features turns at each
                  position, and the K/V head it reads with the query heads that share it
-  3. all heads   ``heads_from_points(model, ids, layer)``: every head's weights and output, the join, the output
-                 projection (o_proj), as levels.AllHeads
+  3. all heads   levels.all_heads, which reads every family's heads at their named points (its o_proj here)
   4. the block   ``gated_block_walk(model, ids, layer)``: RMSNorm, attention, add, RMSNorm, the SwiGLU MLP (gate,
                  up, SiLU, their product, down), add: a levels.BlockWalk and the gated MLP's parts
   5. the model   levels.logit_lens, which reads the family's stream after each block at hook_resid_post
@@ -25,11 +24,9 @@ import torch
 
 from playground import checks
 from playground.lens.anatomy.levels import (
-    AllHeads,
     BlockWalk,
     StreamPoint,
     check_token_ids,
-    forgotten_join,
 )
 from playground.lens.walkthrough import HeadTrace
 from playground.model.base import run_with_cache
@@ -65,7 +62,7 @@ def heads_sharing(config, kv_head: int) -> list[int]:
 
 def _recorded(model, token_ids: torch.Tensor, layers: set[int], points) -> tuple[torch.Tensor, dict]:
     ids = check_token_ids(model, token_ids)
-    _, recorder = run_with_cache(model, ids[None], points=set(points), layers=layers)
+    _, recorder = run_with_cache(model, ids[None], points=set(points), layers=layers, stop_when_kept=True)
     return ids, {name: _cpu(tensor[0]) for name, tensor in recorder.values.items()}
 
 
@@ -117,30 +114,6 @@ def rotary_head(model, token_ids: torch.Tensor, layer: int, head: int, tokens: l
                       config.rope_theta)
 
 
-# --------------------------------------------------------------------------------------------- 3. all heads
-
-def heads_from_points(model, token_ids: torch.Tensor, layer: int, forget_transpose: bool = False) -> AllHeads:
-    """Every query head of layer ``layer``: the model's own weights and head outputs (hook_pattern, hook_z), joined
-    side by side and through o_proj (hook_attn_out); ``forget_transpose``: joined notebook 002's way instead."""
-    config = model.config
-    layer = checks.index(layer, "layer", config.layers_num, "layers")
-    _, points = _recorded(model, token_ids, {layer}, ("ln1.hook_normalized", "attn.hook_pattern", "attn.hook_z",
-                                                      "hook_attn_out"))
-    x, weights = points[f"blocks.{layer}.ln1.hook_normalized"], points[f"blocks.{layer}.attn.hook_pattern"]
-    head_outputs = points[f"blocks.{layer}.attn.hook_z"]  # (h, T, d)
-    h, T, d = head_outputs.shape
-    description = (f"layer {layer} of the model: {h} query heads over {config.kv_heads} K/V heads of {d} features on "
-                   f"{checks.count(T, 'token')}")
-    if forget_transpose:
-        projection = model.blocks[layer].attn.o_proj
-        forgotten = forgotten_join(head_outputs.to(projection.weight.device, projection.weight.dtype), projection)
-        return AllHeads(x, weights, head_outputs, forgotten.wrong_concatenated, forgotten.wrong_projected,
-                        description=description + ", joined without the transpose", forgotten=forgotten)
-    concatenated = head_outputs.transpose(0, 1).reshape(T, h * d)  # (T, h·d): head i on features i·d..(i+1)·d-1
-    return AllHeads(x, weights, head_outputs, concatenated, points[f"blocks.{layer}.hook_attn_out"],
-                    description=description)
-
-
 # --------------------------------------------------------------------------------------------- 4. the block
 
 @dataclass(eq=False)
@@ -158,6 +131,11 @@ class GatedMLP:
 class GatedBlockWalk:
     walk: BlockWalk  # the stream at each point (RMSNorm 1, attention, add, RMSNorm 2, SwiGLU, add), the weights
     mlp: GatedMLP
+
+
+def is_gated(model, layer: int) -> bool:
+    """Block ``layer``'s MLP is gated (SwiGLU: gate_proj, up_proj, down_proj), as the Llama family's are."""
+    return hasattr(model.blocks[layer].mlp, "gate_proj")
 
 
 def gated_block_walk(model, token_ids: torch.Tensor, layer: int) -> GatedBlockWalk:

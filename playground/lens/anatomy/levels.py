@@ -2,13 +2,18 @@
 
   1. one score   ``one_score(q_i, k_j)``: the products q_i[n]·k_j[n], their sum S[i, j] and S[i, j] / √d_k
   2. one head    walkthrough.checkpoint_head_inputs(...).trace() (the Attention tab's seven stages, unchanged)
-  3. all heads   ``all_heads(model, ids, layer)`` and ``textbook_heads(name)``: every head's weights and output,
-                 the concatenation and the output projection; with ``forget_transpose=True`` the heads are joined
-                 the way notebook 002's code joins them (``forgotten_join``: no transpose before the view)
+  3. all heads   ``all_heads(model, ids, layer)`` (read at the model's named points, any family) and
+                 ``textbook_heads(name)``: every head's weights and output, the concatenation and the output
+                 projection; with ``forget_transpose=True`` the heads are joined the way notebook 002's code
+                 joins them (``forgotten_join``: no transpose before the view)
   4. the block   ``block_walk(block, x, ...)``: LayerNorm, attention, residual add, LayerNorm, MLP, residual add,
                  rebuilt from the Block's own submodules with switches (post-norm, encoder, ReLU, dropout)
-  5. the model   ``logit_lens(model, ids)``: after each block, ln_f + lm_head -> the top next characters
+  5. the model   ``logit_lens(model, ids)``: after each block (hook_resid_post), the final norm and the unembedding ->
+                 the top next characters
 
+A model is read through the interface every family answers (model.base: run_with_cache's named points, final_norm,
+unembed, output_projection); only block_walk's what-ifs rebuild a GPT block from its own submodules, since the
+switches (post-norm, encoder, ReLU, dropout) change what the block computes.
 Knows nothing about lesson text (lessons.py), tokenizers, files, Gradio or Plotly. Every result is detached,
 float32 and on the CPU, whatever device the model runs on.
 
@@ -241,39 +246,42 @@ class AllHeads:
         return self.weights.size(1)
 
 
-def _stream_before(model: GPT, ids: torch.Tensor, layer: int) -> torch.Tensor:
-    """The residual stream entering block ``layer``: embeddings, then blocks 0..layer-1 as trained. (T, C)."""
-    x = model.embed(ids[None])  # (1, T, C)
-    for block in model.blocks[:layer]:
-        x = block(x)[0]
-    return x[0]
+def _points(model, ids: torch.Tensor, layer: int, names) -> dict[str, torch.Tensor]:
+    """Layer ``layer``'s named points ``names`` on ids (T,) (model.base.run_with_cache; the blocks above it are not
+    run), by point name, (B, ...) without the batch, float32 on the CPU."""
+    _, recorder = run_with_cache(model, ids[None], set(names), {layer}, stop_when_kept=True)
+    return {name: _cpu(recorder[f"blocks.{layer}.{name}"][0]) for name in names}
 
 
-def all_heads(model: GPT, token_ids: torch.Tensor, layer: int, forget_transpose: bool = False) -> AllHeads:
-    """Every head of GPT layer ``layer`` on token_ids (1-D, at most context_size), as the model computes them;
-    ``forget_transpose``: the heads joined notebook 002's way and the layer's own proj applied to that."""
+def heads_description(config, layer: int, length: int) -> str:
+    """'layer 0 of the model: 4 heads of 16 features on 12 tokens', or of a grouped layer '4 query heads over 2 K/V
+    heads of 16 features'."""
+    heads = f"{config.heads_num} heads"
+    if config.kv_heads != config.heads_num:  # grouped: several query heads share a K/V head
+        heads = f"{config.heads_num} query heads over {config.kv_heads} K/V heads"
+    return f"layer {layer} of the model: {heads} of {config.head_size} features on {checks.count(length, 'token')}"
+
+
+def all_heads(model, token_ids: torch.Tensor, layer: int, forget_transpose: bool = False) -> AllHeads:
+    """Every query head of layer ``layer`` on token_ids (1-D, at most context_size), read at the model's named points
+    (any family: what its heads read, their weights and outputs, the attention output), joined side by side;
+    ``forget_transpose``: joined notebook 002's way and the layer's own output projection applied to that."""
     config = model.config
     layer = checks.index(layer, "layer", config.layers_num, "layers")
     ids = check_token_ids(model, token_ids)
-    attn = model.blocks[layer].attn
-    with evaluating(model):
-        x = model.blocks[layer].ln_1(_stream_before(model, ids, layer))  # (T, C)
-        T, C = x.shape
-        q, k, v = (t[0] for t in attn.project_qkv(x[None]))  # (h, T, d) each
-        scores = q @ k.transpose(-2, -1) / math.sqrt(attn.head_size)  # (h, T, T)
-        weights = F.softmax(scores.masked_fill(~causal_mask(T, T, x.device), float("-inf")), dim=-1)
-        head_outputs = weights @ v  # (h, T, d)
-        concatenated = head_outputs.transpose(0, 1).reshape(T, C)  # (T, h·d): head i on features i·d..(i+1)·d-1
-        projected = attn.proj(concatenated)  # (T, C)
-        forgotten = forgotten_join(head_outputs, attn.proj) if forget_transpose else None
-    description = (f"layer {layer} of the model: {config.heads_num} heads of {config.head_size} features on "
-                   f"{checks.count(T, 'token')}")
-    if forgotten is not None:
-        return AllHeads(_cpu(x), _cpu(weights), _cpu(head_outputs), forgotten.wrong_concatenated,
-                        forgotten.wrong_projected, description=description + ", joined without the transpose",
-                        forgotten=forgotten)
-    return AllHeads(_cpu(x), _cpu(weights), _cpu(head_outputs), _cpu(concatenated), _cpu(projected),
-                    description=description)
+    points = _points(model, ids, layer, ("ln1.hook_normalized", "attn.hook_pattern", "attn.hook_z", "hook_attn_out"))
+    head_outputs = points["attn.hook_z"]  # (h, T, d)
+    h, T, d = head_outputs.shape
+    description = heads_description(config, layer, T)
+    if forget_transpose:
+        projection = model.output_projection(layer)
+        forgotten = forgotten_join(head_outputs.to(projection.weight.device, projection.weight.dtype), projection)
+        return AllHeads(points["ln1.hook_normalized"], points["attn.hook_pattern"], head_outputs,
+                        forgotten.wrong_concatenated, forgotten.wrong_projected,
+                        description=description + ", joined without the transpose", forgotten=forgotten)
+    concatenated = head_outputs.transpose(0, 1).reshape(T, h * d)  # (T, h·d): head i on features i·d..(i+1)·d-1
+    return AllHeads(points["ln1.hook_normalized"], points["attn.hook_pattern"], head_outputs, concatenated,
+                    points["hook_attn_out"], description=description)
 
 
 def textbook_inputs() -> tuple[torch.Tensor, list[str]]:
@@ -461,12 +469,11 @@ def block_walk(block: Block, x: torch.Tensor, *, norm_order: str = "pre", causal
                      kept.cpu(), _cpu(used), _cpu(hidden), norm_order, causal, activation, dropout_p, seed)
 
 
-def block_input(model: GPT, token_ids: torch.Tensor, layer: int) -> torch.Tensor:
-    """The residual stream entering GPT block ``layer`` (T, C): embeddings, then the blocks before it as trained."""
+def block_input(model, token_ids: torch.Tensor, layer: int) -> torch.Tensor:
+    """The residual stream entering block ``layer`` (T, C), read at its named point hook_resid_pre (any family)."""
     layer = checks.index(layer, "layer", model.config.layers_num, "layers")
     ids = check_token_ids(model, token_ids)
-    with evaluating(model):
-        return _cpu(_stream_before(model, ids, layer))
+    return _points(model, ids, layer, ("hook_resid_pre",))["hook_resid_pre"]
 
 
 def textbook_block(seed: int = TEXTBOOK_SEED) -> Block:
@@ -482,7 +489,8 @@ def textbook_block(seed: int = TEXTBOOK_SEED) -> Block:
 
 @dataclass(eq=False)
 class LensStage:
-    """What the model would predict if it stopped here: ln_f + lm_head on the residual stream at this point."""
+    """What the model would predict if it stopped here: the final norm and the unembedding on the residual stream
+    at this point."""
 
     name: str  # "embeddings", "layer 0", ...
     top_ids: torch.Tensor  # (T, top) the most likely next tokens, most likely first
@@ -500,24 +508,12 @@ class LogitLens:
         return self.stages[0].top_ids.size(0)
 
 
-def final_norm(model: GPT):
-    """The norm the LM head reads after the last block: GPT's ln_f (LayerNorm), the Llama family's norm (RMSNorm)."""
-    return model.norm if model.config.is_llama else model.ln_f
-
-
-def _streams(model: GPT, ids: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
-    """The residual stream (1, T, C) after the embeddings and after each block (in eval mode, without gradients):
-    GPT's blocks run one by one; the Llama family's read at hook_resid_post (its blocks need the rotation's angles)."""
-    x = model.embed(ids[None])  # (1, T, C)
-    streams = [("embeddings", x)]
-    if model.config.is_llama:
-        _, recorder = run_with_cache(model, ids[None], points={"hook_resid_post"})
-        return streams + [(f"layer {layer}", recorder[f"blocks.{layer}.hook_resid_post"])
-                          for layer in range(model.config.layers_num)]
-    for layer, block in enumerate(model.blocks):
-        x = block(x)[0]
-        streams.append((f"layer {layer}", x))
-    return streams
+def _streams(model, ids: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """The residual stream (1, T, C) after the embeddings and after each block (in eval mode, without gradients), the
+    blocks' read at their named point hook_resid_post (any family)."""
+    _, recorder = run_with_cache(model, ids[None], points={"hook_resid_post"})
+    return [("embeddings", model.embed(ids[None]))] + [
+        (f"layer {layer}", recorder[f"blocks.{layer}.hook_resid_post"]) for layer in range(model.config.layers_num)]
 
 
 def logit_lens(model: GPT, token_ids: torch.Tensor, top: int = TOP) -> LogitLens:
@@ -532,10 +528,10 @@ def logit_lens(model: GPT, token_ids: torch.Tensor, top: int = TOP) -> LogitLens
     T = ids.numel()
     with evaluating(model):
         streams = _streams(model, ids)
-        norm = final_norm(model)
+        norm, unembed = model.final_norm(), model.unembed()
 
         def probabilities(stream: torch.Tensor) -> torch.Tensor:
-            return F.softmax(model.lm_head(norm(stream))[0].float(), dim=-1)  # (T, V)
+            return F.softmax(unembed(norm(stream))[0].float(), dim=-1)  # (T, V)
 
         final = probabilities(streams[-1][1]).topk(1, dim=-1).indices[:, 0]  # (T,) the model's own top choice
         stages = []
@@ -570,7 +566,7 @@ def block_lens(model: GPT, walk: BlockWalk, position: int, top: int = BLOCK_TOP)
     parameter = next(model.parameters())
     rows = torch.stack([point.values[position] for point in points]).to(parameter.device, parameter.dtype)
     with evaluating(model):
-        probabilities = F.softmax(model.lm_head(final_norm(model)(rows[None]))[0].float(), dim=-1)  # (points, V)
+        probabilities = F.softmax(model.unembed()(model.final_norm()(rows[None]))[0].float(), dim=-1)  # (points, V)
     top_probs, top_ids = probabilities.topk(top, dim=-1)
     return BlockLens([point.name for point in points], top_ids.cpu(), _cpu(top_probs))
 
@@ -586,7 +582,8 @@ def view_cost(level: str, *, length: int, embedding_dim: int, heads_num: int, la
       score, head   a pass up to the layer's normed input, no maps, no LM head (checkpoint_head_inputs stops there:
                     run_with_cache's stop_when_kept), then one head's trace: the tensors of
                     budget.attention_view_cost (its working space is the pass's)
-      heads         the stream up to the layer, a pass without maps (_stream_before), then 4 (h, T, T) and 4 (T, C);
+      heads         a pass up to the layer, keeping its named points (run_with_cache, stop_when_kept), then
+                    4 (h, T, T) and 4 (T, C);
                     forgetting the transpose adds 6 (T, C) floats (both joins and projections, and their CPU copies)
                     and FORGOTTEN_MAP_BYTES per (T, C) entry for the maps
       block         the stream up to the block, a pass without maps, then 5 (h, T, T), 12 (T, C) and 2 (T, 4C):

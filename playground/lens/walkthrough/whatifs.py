@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from playground import checks
 from playground.lens.walkthrough import lessons
 from playground.lens.walkthrough.trace import HeadTrace, trace_head
+from playground.model.base import run_with_cache
 from playground.model.gpt import GPT, causal_mask
 from playground.model.modes import evaluating
 
@@ -240,7 +241,7 @@ def _changed_forward(model: GPT, ids: torch.Tensor, layer: int, head: int, chang
     x = model.embed(ids)  # (1, T, C)
     found = None
     for index, block in enumerate(model.blocks):
-        normed = block.ln_1(x)  # (1, T, C)
+        normed = model.attention_norm(index)(x)  # (1, T, C)
         if index != layer:
             attended, _ = block.attn(normed)
         else:
@@ -264,7 +265,7 @@ def _changed_forward(model: GPT, ids: torch.Tensor, layer: int, head: int, chang
             found = (scores[0, head], weights[0, head], written)
         x = x + attended
         x = x + block.mlp(block.ln_2(x))
-    return (model.lm_head(model.ln_f(x))[0], *found)
+    return (model.unembed()(model.final_norm()(x))[0], *found)
 
 
 def change_head(model: GPT, token_ids: torch.Tensor, layer: int, head: int, change: str) -> HeadChange:
@@ -286,13 +287,13 @@ def change_head(model: GPT, token_ids: torch.Tensor, layer: int, head: int, chan
         raise HeadChangeError(f"the text must be 2 to {config.context_size} tokens (one to read, one to predict), "
                               f"got {ids.size(1)}")
     with evaluating(model):
-        intact = model(ids, return_attention=True)
+        intact, points = run_with_cache(model, ids, {"attn.hook_pattern"})  # every layer's, as the model reads them
         logits, scores, weights, written = _changed_forward(model, ids, layer, head, change)
         original_loss = F.cross_entropy(intact.logits[0, :-1].float(), ids[0, 1:])
         loss = F.cross_entropy(logits[:-1].float(), ids[0, 1:])
     return HeadChange(change, layer, head, scores.float().cpu(), weights.float().cpu(),
-                      intact.attention_weights[layer][0, head].float().cpu(), written.float().cpu(), float(loss),
-                      float(original_loss))
+                      points[f"blocks.{layer}.attn.hook_pattern"][0, head].float().cpu(), written.float().cpu(),
+                      float(loss), float(original_loss))
 
 
 def tied_query_key(model: GPT, token_ids: torch.Tensor, layer: int, head: int) -> HeadChange:
