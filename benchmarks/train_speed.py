@@ -8,6 +8,8 @@ input/output embeddings, no torch.compile). Ours runs the same config through pl
     python benchmarks/train_speed.py                       # the train command against the baseline's loop, each
                                                            #   in its own process, alternating: ratio per pair
     python benchmarks/train_speed.py --in-process          # + both loops in this process: medians per step
+    python benchmarks/train_speed.py --interleaved         # + the command's run with a baseline step after each of
+                                                           #   its steps: both timed under the same load
     python benchmarks/train_speed.py --full                # + ours for 2000 steps, val loss at 2000
     python benchmarks/train_speed.py --tiny-preset         # the "tiny" preset: val loss reached in 60 s
     python benchmarks/train_speed.py --compile             # + the baseline through torch.compile (nanoGPT's
@@ -227,6 +229,51 @@ def baseline_tokens_per_second(data: TokenIdsDataset, vocab: int, steps: int) ->
     return steps * BABY_BATCH * BABY["context_size"] / (time.perf_counter() - started)
 
 
+def time_interleaved(steps: int, corpus: Path, extra: list[str]) -> None:
+    """The train command's run, prepared from its flags as the command prepares it (precision probe, probes every
+    probe_interval steps, the progress bar's callback), with one step of the baseline's loop inside each of its
+    on_step calls: step k of each runs right after step k of the other, so a machine shared with other work slows
+    both alike. Prints each loop's median and mean wall and CPU ms a step (the first 10 and each evaluation's step
+    dropped: the command's tokens/s leaves its evaluations out) and the ratios."""
+    from playground.cli.train import Progress, build_parser, request_from_args
+    from playground.training.run import prepare_run, run_training
+
+    with tempfile.TemporaryDirectory() as weights:
+        run = prepare_run(request_from_args(build_parser().parse_args([*command_flags(steps, corpus, Path(weights)),
+                                                                         *extra])))
+        model, optimizer = nanogpt_baseline(run.tokenizer.vocabulary_size)
+        generator = torch.Generator().manual_seed(1337)
+        ours, baseline = {"wall": [], "cpu": []}, {"wall": [], "cpu": []}
+        mark, evaluated = [time.perf_counter(), time.process_time()], set()
+        with Progress(steps, 0) as progress:
+            progress.bar.disable = True  # its callback runs, its drawing would only fill this script's output
+
+            def on_step(step, metrics):
+                progress(step, metrics)
+                if metrics.val_loss is not None:
+                    evaluated.add(step - 1)
+                started = time.perf_counter(), time.process_time()
+                nanogpt_step(model, optimizer, run.train_data, generator, step - 1)
+                ended = time.perf_counter(), time.process_time()
+                for times, first, last in ((ours, mark, started), (baseline, started, ended)):
+                    times["wall"].append(last[0] - first[0])
+                    times["cpu"].append(last[1] - first[1])
+                mark[:] = ended
+
+            run_training(run, on_step=on_step)
+    print(f"\nthe train command's run interleaved with the baseline's loop, a step of each in turn, {steps} steps "
+          f"(the first 10 and evaluations' dropped; {run.precision.reason}; probes every "
+          f"{run.request.train.probe_interval} steps):")
+    for clock in ("wall", "cpu"):
+        a, b = ([t for index, t in enumerate(times[clock]) if index >= 10 and index not in evaluated]
+                for times in (ours, baseline))
+        print(f"  {clock:4s} ms/step: ours median {statistics.median(a) * 1000:7.2f} mean "
+              f"{statistics.mean(a) * 1000:7.2f}, baseline median {statistics.median(b) * 1000:7.2f} mean "
+              f"{statistics.mean(b) * 1000:7.2f}; tokens/s "
+              f"ratio ours / baseline: median {statistics.median(b) / statistics.median(a):.3f}, mean "
+              f"{statistics.mean(b) / statistics.mean(a):.3f}")
+
+
 def command_flags(steps: int, corpus: Path, weights: Path) -> list[str]:
     """``python -m playground.train``'s flags for the baby config: nanoGPT's shape, batch, schedule and AdamW, one
     evaluation (at the end, outside the tokens/s), no checkpoint before the last."""
@@ -298,6 +345,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5, help="alternating pairs of the train command and the baseline")
     parser.add_argument("--in-process", action="store_true",
                         help="also time both loops in this process, step by step, with the matrix products' floor")
+    parser.add_argument("--interleaved", action="store_true",
+                        help="also run the command's run (as it prepares it) with a baseline step after each of its "
+                             "steps, in this process")
     parser.add_argument("--command-flag", action="append", default=[], dest="command_flags", metavar="FLAG",
                         help="a flag added to the train command's (repeatable), e.g. --command-flag=--precision="
                              "float32")
@@ -326,11 +376,13 @@ def main() -> None:
         return
     print(f"corpus {corpus.name} ({len(corpus.text):,} characters, {corpus.source}); {describe('cpu')}; "
           f"torch {torch.__version__}")
-    if args.pairs:
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "tinyshakespeare.txt"  # the text just loaded, wherever it came from
-            path.write_text(corpus.text, encoding="utf-8")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "tinyshakespeare.txt"  # the text just loaded, wherever it came from
+        path.write_text(corpus.text, encoding="utf-8")
+        if args.pairs:
             compare_command(args.pairs, args.steps, path, args.threads, args.command_flags, args.same_environment)
+        if args.interleaved:
+            time_interleaved(args.steps, path, args.command_flags)
     baby_config = TrainConfig(batch_size=BABY_BATCH, steps=BABY_STEPS, learning_rate=BABY_LR, warmup_steps=100,
                               min_learning_rate_ratio=0.1, weight_decay=0.1, grad_clip=1.0, eval_interval=250,
                               eval_batches=20, seed=1337, device="cpu")

@@ -57,6 +57,37 @@ def test_auto_takes_what_measures_faster(float32_ms, bfloat16_ms, expected):
                                     "measured faster")
 
 
+class PassClock:
+    """A clock under which the timed passes last the given ms in turn, float32's and bfloat16's alternating (the
+    untimed warm-up passes read no clock)."""
+
+    def __init__(self, float32_ms: list[float], bfloat16_ms: list[float]):
+        self.durations = iter([ms / 1000 for pair in zip(float32_ms, bfloat16_ms) for ms in pair])
+        self.now, self.reads = 0.0, 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        if self.reads % 2 == 0:
+            self.now += next(self.durations)
+        return self.now
+
+
+def test_passes_slowed_by_other_work_do_not_decide():
+    # float32 costs 10 ms, bfloat16 11; other processes slowed two of float32's three passes: the medians (25 against
+    # 11) chose bfloat16 on a loaded machine, the fastest passes (10 against 11) choose float32
+    choice = precision.resolve_precision(tiny_model(), "cpu", "auto", 4, clock=PassClock([25, 25, 10], [11, 11, 11]))
+    assert choice.dtype == torch.float32
+    assert (choice.float32_seconds, choice.bfloat16_seconds) == pytest.approx((0.010, 0.011))
+    assert "fastest of 3" in choice.reason
+
+
+@pytest.mark.parametrize("bfloat16_ms,expected", [(9.8, torch.float32), (9.6, torch.float32), (9.4, torch.bfloat16)])
+def test_bfloat16_must_win_by_the_margin(bfloat16_ms, expected):
+    assert precision.BFLOAT16_MARGIN == 0.05
+    clock = PassClock([10] * precision.PROBE_ROUNDS, [bfloat16_ms] * precision.PROBE_ROUNDS)
+    assert precision.resolve_precision(tiny_model(), "cpu", "auto", 4, clock=clock).dtype == expected
+
+
 def test_the_choice_is_remembered_per_shape_and_batch():
     first = precision.resolve_precision(tiny_model(), "cpu", "auto", 4, clock=ScriptedClock(20, 10))
     again = ScriptedClock(10, 20)

@@ -2,8 +2,10 @@
 
 "float32" and "bfloat16" are taken as asked (device.training_dtype refuses bfloat16 where it cannot run). "auto" is
 decided by measurement, not by what the CPU's flags promise: a few forward and backward passes of the run's own
-model at its own batch, in float32 and under bfloat16 autocast, alternating, and the faster median wins (on an AMD
-EPYC with AVX-512 BF16, nanoGPT's baby shape trained at 16.3k tokens/s in bfloat16 against 17.8k in float32). The
+model at its own batch, in float32 and under bfloat16 autocast, alternating; bfloat16 wins only when its fastest
+pass beats float32's by BFLOAT16_MARGIN (on an AMD EPYC with AVX-512 BF16, nanoGPT's baby shape trained at 16.3k
+tokens/s in bfloat16 against 17.8k in float32). The fastest pass, not the median: on a machine shared with other
+work a pass can only be slowed, never sped up, so the fastest of each is the nearest to what the kernels cost. The
 answer is remembered for the process, per device, model shape and batch size, so a run measures once and the loop
 (train.train) reads the same answer its run recorded.
 
@@ -12,7 +14,6 @@ Knows nothing of runs or files; run.py records the choice (``PrecisionChoice.rea
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections import OrderedDict
@@ -29,6 +30,9 @@ PROBE_ROUNDS = 3  # timed (float32, bfloat16) pairs after one untimed warm-up pa
 # backward pass), at least one window: nanoGPT's baby shape and the tiny preset probe their whole batch, a 19.8M-
 # parameter model at context 256 one window (its whole batch of 64 took 98 s to probe, eight passes, on 2 cores).
 PROBE_FLOPS = 2e10
+# bfloat16 autocast is taken only when its fastest pass is this share faster than float32's: it rounds the forward,
+# and the optimizer's step (float32 either way) dilutes what the pass gains, so a near tie stays float32
+BFLOAT16_MARGIN = 0.05
 REMEMBERED = 64  # choices kept per process (a server meets many shapes); the oldest is forgotten first
 
 _chosen: OrderedDict[tuple, PrecisionChoice] = OrderedDict()
@@ -41,7 +45,7 @@ class PrecisionChoice:
 
     dtype: torch.dtype
     reason: str
-    float32_seconds: float | None = None  # the measured medians of a forward and backward pass, where measured
+    float32_seconds: float | None = None  # the fastest measured forward and backward pass of each, where measured
     bfloat16_seconds: float | None = None
 
     @property
@@ -91,8 +95,9 @@ def measure_precision(model: nn.Module, device: torch.device, batch_size: int, *
                       clock: Callable[[], float] = time.perf_counter, rounds: int = PROBE_ROUNDS) -> PrecisionChoice:
     """Time forward and backward passes of ``model`` on random token windows (``batch_size`` of them, or fewer for a
     large model: ``probe_windows``) in float32 and under bfloat16 autocast: one untimed pass of each, then ``rounds``
-    pairs (float32 first), each pass read from ``clock`` before and after; bfloat16 when its median is lower, float32
-    on a tie.
+    pairs (float32 first), each pass read from ``clock`` before and after; bfloat16 when its fastest pass is at least
+    BFLOAT16_MARGIN faster than float32's, else float32. float32 passes of 25, 25, 10 ms against bfloat16's 11, 11, 11
+    (two float32 passes slowed by other work) -> float32.
 
     Leaves the model as it found it: its weights (no optimizer step), its gradients, its train/eval mode, and
     torch's random state (dropout draws from it), so a run draws the same masks measured or not.
@@ -130,9 +135,9 @@ def measure_precision(model: nn.Module, device: torch.device, batch_size: int, *
         model.train(was_training)
         for parameter, gradient in zip(parameters, gradients):
             parameter.grad = gradient
-    full, half = statistics.median(seconds[torch.float32]), statistics.median(seconds[torch.bfloat16])
-    dtype = torch.bfloat16 if half < full else torch.float32
+    full, half = min(seconds[torch.float32]), min(seconds[torch.bfloat16])
+    dtype = torch.bfloat16 if half <= full * (1 - BFLOAT16_MARGIN) else torch.float32
     faster = "bfloat16 autocast" if dtype == torch.bfloat16 else "float32"
     return PrecisionChoice(dtype, f"auto: {faster} measured faster on {describe(device)} (a forward and backward "
                                   f"pass of batch {windows}: float32 {full * 1000:.1f} ms, bfloat16 autocast "
-                                  f"{half * 1000:.1f} ms, medians of {rounds})", full, half)
+                                  f"{half * 1000:.1f} ms, the fastest of {rounds} each)", full, half)
