@@ -67,6 +67,11 @@ def test_a_llama_head_steps_through_its_rotation_and_the_shift_proof(request, ll
     expect(shift).to_contain_text("moved 7 positions on", timeout=WAIT_MS)
     expect(shift).to_contain_text("Rotary positions")
     pick_step(panel, 3)  # the scores the proof compared
+    # the Q, K and V what-ifs on a grouped head (issue 52): the change is its K/V group's, said on screen
+    panel.get_by_text("What if Q and K were one matrix, or V were X?").click()
+    panel.get_by_role("button", name="Run this what-if", exact=True).click()
+    expect(panel).to_contain_text("L0 H3 shares its K/V head with H2", timeout=WAIT_MS)
+    expect(panel).to_contain_text("Loss on the text:")
     expect_no_error(page)
     section.screenshot(path=str(SCREENSHOTS / f"attention-rotation-stage{'-phone' if viewport == 'phone' else ''}.png"))
     screenshot(page, f"attention-rotation{'-phone' if viewport == 'phone' else ''}", publish=False)  # back at the top

@@ -158,6 +158,43 @@ def test_step_through_then_the_textbook_preset_warns_of_nothing_the_learner_did_
     expect_no_error(page)
 
 
+@pytest.mark.parametrize("device", ["page", "phone"])
+def test_step_through_at_the_why_tabs_last_position_then_the_textbook_preset_warns_of_nothing(request, device):
+    """Issue 52, trip 7, the learner's own path: the Attention tab opened on its defaults, then the Why tab's head at
+    its last position (85) stepped through, then the textbook preset. On the code before the fix this warned "Query
+    position 85 is past the end" (desktop, with the fix reverted; the test above, from an Attention tab left on the
+    preset, warned of nothing either way). A position typed past the end is still said."""
+    page = request.getfixturevalue(device)
+    attention = open_tab(page, "Attention")
+    expect(attention.get_by_role("heading", level=3)).to_have_text(STEP_TITLES[0], timeout=WAIT_MS)
+    warnings_seen(page)
+    why = open_tab(page, "Why")
+    heading = why.get_by_role("heading", name=HEAD_HEADING)
+    expect(heading).to_be_visible(timeout=WAIT_MS)
+    position = int(re.search(r"at position (\d+)", heading.inner_text()).group(1))  # the text's last token
+    assert position > 5
+    why.get_by_role("button", name="Step through this head in the Attention tab").click()
+    tab = page.get_by_role("tab", name="Attention", exact=True)
+    expect(tab).to_have_attribute("aria-selected", "true", timeout=WAIT_MS)
+    attention = page.locator('[role="tabpanel"]:visible')
+    expect(plot_titled(attention, f"Softmax weights of query {position} (")).to_be_visible(timeout=WAIT_MS)
+    box = attention.get_by_label("query position (-1 = the last token)")
+    expect(box).to_have_value(str(position), timeout=WAIT_MS)
+    settled = f"() => !document.documentElement.hasAttribute('{chart_deck.WAITING_ATTR}')"
+    page.wait_for_function(settled, timeout=WAIT_MS)
+    attention.get_by_role("radio", name="textbook preset", exact=True).check()
+    expect(attention).to_contain_text("seed 123", timeout=WAIT_MS)
+    expect(plot_titled(attention, "Softmax weights of query 5 (")).to_be_visible(timeout=WAIT_MS)
+    expect(box).to_have_value("5", timeout=WAIT_MS)
+    page.wait_for_function(settled, timeout=WAIT_MS)
+    assert not [w for w in page.evaluate("() => window.seenWarnings") if "past the end" in w]
+    box.fill("9")  # typed past the preset's 6 tokens: said
+    box.press("Enter")
+    page.wait_for_function("() => window.seenWarnings.some(w => w.includes('Query position 9 is past the end'))",
+                           timeout=WAIT_MS)
+    expect_no_error(page)
+
+
 def test_on_a_phone_a_tap_on_an_earlier_heads_bar_selects_it(phone):
     panel = open_tab(phone, "Why")
     expect(panel.get_by_role("heading", name=HEAD_HEADING)).to_be_visible(timeout=WAIT_MS)

@@ -72,3 +72,22 @@ def test_the_shift_proof_keeps_the_rotary_scores_and_moves_the_gpts(ctx):
 def test_a_shift_past_the_context_is_refused_with_the_most_it_may_be(ctx):
     with pytest.raises(ValueError, match="shift it by at most 45"):
         rotation_views.shift_view(ctx, CHECKPOINT, "tiny-llama", 0, 0, TEXT, 46)
+
+
+def test_the_q_k_and_v_what_ifs_run_on_a_llama_head_and_say_what_its_shared_kv_head_changes(ctx):
+    """The what-ifs ran on GPT only ("the head changes run a GPT's blocks so far"); on a Llama head the change is its
+    K/V group's (one W_K, one V for query heads 2 and 3), said on screen with what V = X's width leaves out."""
+    from playground.lens.walkthrough.whatifs import change_head
+    from playground.ui import score_views
+
+    tie, copy = score_views.CHANGE_LABELS
+    tied = score_views.attention_change(ctx, CHECKPOINT, "tiny-llama", TEXT, 1, 3, tie)
+    loaded = ctx.checkpoint("tiny-llama")
+    expected = change_head(loaded.model, loaded.tokenizer.encode(TEXT), 1, 3, "tied query and key")
+    assert f"{expected.original_loss:.3f} → {expected.loss:.3f}" in tied[1]
+    assert "L1 H3 shares its K/V head with H2" in tied[1] and "one W_K" in tied[1] and "symmetric" in tied[1]
+    assert [a.text for a in tied[0].layout.annotations] == ["intact", "W_K = W_Q"]
+    copied = score_views.head_change_view(ctx, "tiny-llama", TEXT, 1, 3, copy)
+    assert copied.numbers["heads_changed"] == [2, 3]
+    assert "X is 32 wide and the head's values 8" in copied.text and "W_O left out" in copied.text
+    assert "the group has one V" in copied.text

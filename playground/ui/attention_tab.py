@@ -53,7 +53,7 @@ from playground.ui.attention_views import (
     switch_settings,
     weight_bar_args,
 )
-from playground.ui.common import AppContext, checkpoint_dropdown
+from playground.ui.common import AppContext, checkpoint_dropdown, checkpoint_loaded
 from playground.ui.events import once_shown, wire
 
 EXPORTS_FOLDER = "attention-exports"  # inside Gradio's temp space, one fresh folder per export
@@ -454,17 +454,10 @@ def build(ctx: AppContext) -> Opened:
     drawn = gr.Textbox(visible=False, label="query position drawn in the page")
     need = gr.Textbox(visible=False, label="query position asked of the server")
 
-    shown_checkpoint = gr.State(checkpoint.value)  # the checkpoint whose views are on screen
-
     def answer(event, name: str) -> None:
         """``event`` answers with the step on screen (drawn at once), then every other step (kept for stepping),
-        then the step on screen one switch away (kept for a what-if click). A refused checkpoint (`gpt2` offline)
-        goes back to the one on screen: its name had stayed in the box above the old model's charts."""
+        then the step on screen one switch away (kept for a what-if click)."""
         event.success(**draw_first, api_name=f"{name}_draw", api_visibility="private")
-        event.success(lambda value: value, checkpoint, shown_checkpoint, api_name=f"{name}_shown",
-                      api_visibility="private", show_progress="hidden", queue=False)
-        event.failure(lambda value: value, shown_checkpoint, checkpoint, api_name=f"{name}_checkpoint_back",
-                      api_visibility="private", show_progress="hidden", queue=False)
         event.failure(None, js=chart_deck.settle_js(DECK), api_name=f"{name}_settle", api_visibility="private",
                       show_progress="hidden", queue=False)
         drawn = wire(event.success, attention_deck, ctx, [*settings[:-1], query], deck, fixed=dict(heads=heads),
@@ -531,7 +524,9 @@ def build(ctx: AppContext) -> Opened:
                  trigger_mode="always_last", **ctx.fast_lane).then(
         **draw, api_name="attention_moved_deck_draw", api_visibility="private")
     keep_spares(moved.then, "attention_moved", every_position=False)  # the positions held are still right
-    input_changes = [text.change, source.change, checkpoint.change, layer.change, head.change, seed.change,
+    # a checkpoint that fails to load (`gpt2` offline) goes back to the one on screen (common.checkpoint_loaded)
+    loaded = checkpoint_loaded(ctx, checkpoint, "attention")
+    input_changes = [text.change, source.change, loaded.change, layer.change, head.change, seed.change,
                      embedding_dim.change, head_size.change, preset.change]
     answer(first(functools.partial(gr.on, input_changes), moved=True, api_name="attention_update_inputs",
                  api_visibility="private", js=chart_deck.wait_js(DECK), **quick), "attention_update_inputs")

@@ -345,6 +345,28 @@ def checkpoint_dropdown(ctx: AppContext, tab: str, **kwargs) -> gr.Dropdown:
     return dropdown
 
 
+def checkpoint_loaded(ctx: AppContext, checkpoint: gr.Dropdown, tab: str) -> gr.Textbox:
+    """The checkpoint a tab's views follow: ``checkpoint``'s name once it has loaded, in a hidden box whose change the
+    views listen to instead of the picker's. A name that fails to load (`gpt2` offline) is refused in a toast that
+    names no server folder (friendly), and the picker goes back to the name that last loaded: the box keeps it, so
+    nothing that follows it runs, and the views on screen stay as they were under their own name (a learner saw the
+    old model's charts under "gpt2", and the server's folder in the toast). A tab that follows its picker's change
+    keeps that name above another model's views; this is the one place that tells the two apart.
+    """
+    loaded = gr.Textbox(checkpoint.value, visible=False, label=f"{tab} checkpoint loaded")
+
+    def loads(name: str | None) -> str:
+        ctx.checkpoint(name or "")  # held in its cache for the views that follow
+        return name or ""
+
+    check = checkpoint.change(friendly(loads), checkpoint, loaded, api_name=f"{tab}_checkpoint_loads",
+                              api_visibility="private", show_progress="hidden", trigger_mode="always_last",
+                              **ctx.fast_lane)
+    check.failure(lambda name: name, loaded, checkpoint, api_name=f"{tab}_checkpoint_back", api_visibility="private",
+                  show_progress="hidden", queue=False)
+    return loaded
+
+
 def held_bytes(value) -> int:
     """About the bytes ``value`` holds: its tensors' storages (each once: a view counts the storage it keeps alive),
     numpy arrays, strings and bytes, walked through lists, tuples, sets, dicts and dataclasses' fields, plus 64 bytes

@@ -27,7 +27,7 @@ from playground.lens import anatomy, walkthrough
 from playground.lens.anatomy import lessons
 from playground.lens.anatomy.lessons import LEVEL_LABELS, LEVEL_TITLES, MODEL_PARTS
 from playground.ui import chart_deck
-from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown, fold
+from playground.ui.common import FAILURES, REFUSALS, AppContext, checkpoint_dropdown, checkpoint_loaded, fold
 from playground.ui.events import once_shown, wire
 from playground.ui.model_family_views import checkpoint_view, checkpoint_views
 from playground.ui.model_views import (
@@ -460,7 +460,8 @@ def build(ctx: AppContext) -> None:
                           js=_level_controls_js(), show_progress="hidden", queue=False, api_visibility="private")
     shown_controls(arrival.then, api_name="model_arrival_controls", api_visibility="private").then(
         **level_controls, api_name="model_arrival_level_controls")
-    shown_controls(functools.partial(gr.on, [source.change, checkpoint.change]), api_name="model_controls",
+    loaded = checkpoint_loaded(ctx, checkpoint, "model").change  # a name that fails to load goes back (common.py)
+    shown_controls(functools.partial(gr.on, [source.change, loaded]), api_name="model_controls",
                    api_visibility="private").then(**level_controls, api_name="model_controls_level")
     level.change(**level_controls, api_name="model_level_controls")
     # a level is drawn in the page from the deck already there (the server is not asked); on a phone, where it
@@ -477,12 +478,12 @@ def build(ctx: AppContext) -> None:
                 js=chart_deck.adopt_js(DECK, DECK_TEXTS, SPARE_LABEL_JS), show_progress="hidden", queue=False)
     # spares are made around every other setting on screen: a change to any of them makes them wrong (a spare's
     # label names its layer, head and query position: one is never drawn for another)
-    gr.on([source.change, checkpoint.change, text.change, key.change, norm_order.change,
+    gr.on([source.change, loaded, text.change, key.change, norm_order.change,
            attention.change, activation.change, dropout.change, dropout_seed.change, forget_transpose.change,
            book_inputs.change], None, None, None, js=chart_deck.forget_js(DECK), api_name="model_forget_spares",
           api_visibility="private", show_progress="hidden", queue=False)
     # layer also changes when the map is clicked: .input here, and the map's click answers once itself
-    answer(functools.partial(gr.on, [source.change, checkpoint.change, text.change, layer.input, head.change,
+    answer(functools.partial(gr.on, [source.change, loaded, text.change, layer.input, head.change,
                                      key.change, norm_order.change, attention.change, activation.change,
                                      dropout.change, dropout_seed.change, forget_transpose.change,
                                      book_inputs.change]), "model_update")

@@ -37,7 +37,7 @@ from playground.model.sampling import (
 )
 from playground.text.tokenizer import CharTokenizer, Tokenizer, escape_char, labels, list_unknown, without_unknown
 from playground.ui import bring_model, chart_deck, plots, publish
-from playground.ui.common import TAP_PX, AppContext, checkpoint_dropdown, fold, keep_on_refusal
+from playground.ui.common import TAP_PX, AppContext, checkpoint_dropdown, checkpoint_loaded, fold, keep_on_refusal
 from playground.ui.events import wire
 
 DEFAULT_PROMPT = "ROMEO:\n"
@@ -623,14 +623,15 @@ def build(ctx: AppContext) -> gr.Dropdown:
     picked = gr.Textbox(visible="hidden", label="character picked", elem_id=PICKED_ELEM_ID)
     need = gr.Textbox(visible=False, label="character the page asks the server for")
 
-    keep_on_refusal(wire(checkpoint.change, checkpoint_summary, ctx, checkpoint, summary, api_name="checkpoint_info"),
+    loaded = checkpoint_loaded(ctx, checkpoint, "sample")  # a name that fails to load goes back (common.py)
+    keep_on_refusal(wire(loaded.change, checkpoint_summary, ctx, checkpoint, summary, api_name="checkpoint_info"),
                     [summary], "checkpoint_info_refused")
-    wire(checkpoint.change, cache_box, ctx, checkpoint, use_cache, api_name="sample_cache_box",
+    wire(loaded.change, cache_box, ctx, checkpoint, use_cache, api_name="sample_cache_box",
          api_visibility="private", show_progress="hidden")
     offered = gr.State(DEFAULT_PROMPT)  # the prompt this page last put in the box (not one the learner typed)
     offer = gr.Textbox(visible=False)  # hidden, not State: the page's own script reads them
     replaced = gr.Textbox(visible=False)
-    wire(checkpoint.change, fitting_prompt, ctx, [checkpoint, prompt, offered], [offer, replaced, offered],
+    wire(loaded.change, fitting_prompt, ctx, [checkpoint, prompt, offered], [offer, replaced, offered],
          api_name="sample_prompt", api_visibility="private", show_progress="hidden").then(
         None, [offer, replaced, prompt], prompt, js=KEEP_TYPED_JS, api_name="sample_prompt_offer",
         api_visibility="private", show_progress="hidden")

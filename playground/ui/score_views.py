@@ -73,14 +73,15 @@ def _quoted(token: str) -> str:
     return "`" + escape_text(token).replace("`", "ˋ") + "`"
 
 
-def _read_text(ctx: AppContext, checkpoint: str, text: str, view: str):
-    """(the loaded GPT checkpoint, the text's ids, cut to what the view reads, the tokens' labels); a clear error for a
-    text it cannot read."""
+def _read_text(ctx: AppContext, checkpoint: str, text: str, view: str, llama: bool = False):
+    """(the loaded GPT checkpoint, or with ``llama`` a Llama-family one too, the text's ids, cut to what the view
+    reads, the tokens' labels); a clear error for a text it cannot read."""
     text = checks.text(text, "the text", ctx.limits.max_text_chars)
     if not text:
         raise ValueError("the text is empty: type a few characters for the model to read")
     loaded = ctx.checkpoint(checkpoint or "")
-    require_gpt(loaded.config, loaded.name, view)
+    if not (llama and loaded.config.is_llama):
+        require_gpt(loaded.config, loaded.name, view)
     unknown = loaded.tokenizer.find_unknown(text)
     if unknown:
         raise ValueError(f"the text has {len(unknown)} character(s) this model does not know; the first is "
@@ -233,7 +234,7 @@ def head_change_view(ctx: AppContext, checkpoint: str, text: str, layer, head, c
     """One of the two what-ifs (CHANGE_LABELS) on head ``head`` of ``layer`` over the text: its pattern before and
     after, the loss before and after, and a sentence on what broke."""
     change = CHANGE_LABELS[checks.choice(change, "what if", CHANGE_LABELS)]
-    loaded, ids, tokens = _read_text(ctx, checkpoint, text, "the Q, K and V what-ifs")
+    loaded, ids, tokens = _read_text(ctx, checkpoint, text, "the Q, K and V what-ifs", llama=True)
     layer, head = _head(loaded.config, layer, head)
     T = ids.numel()
     if T < 2:
@@ -259,12 +260,34 @@ def head_change_view(ctx: AppContext, checkpoint: str, text: str, layer, head, c
                   f"{_diagonal(before, -1):.2f} → {_diagonal(after, -1):.2f}.")
     else:
         detail = " The pattern is the intact head's (the scores are untouched): only what it passes on changed."
-    text = loss + detail + "\n\n" + CHANGE_BROKE[change]
-    numbers = {"change": change, "layer": layer, "head": head, "loss": changed.loss,
+    text = loss + detail + _what_changed(loaded.config, name, change, changed.heads) + "\n\n" + CHANGE_BROKE[change]
+    numbers = {"change": change, "layer": layer, "head": head, "heads_changed": list(changed.heads),
+               "loss": changed.loss,
                "original_loss": changed.original_loss, "largest_weight_moved": moved, "asymmetry": symmetric,
                "self_weight": [_diagonal(before, 0), _diagonal(after, 0)],
                "previous_weight": [_diagonal(before, -1), _diagonal(after, -1)]}
     return ChangeView(figure, text, numbers)
+
+
+def _what_changed(config, name: str, change: str, heads: tuple[int, ...]) -> str:
+    """What exactly was changed, where a family or a width makes it more than "W_K = W_Q" or "V = X": a K/V head
+    shared by a group of query heads (one W_K, one V for all of them), rotary positions, X wider than a head."""
+    others = ", ".join(f"H{h}" for h in heads if f"H{h}" != name.split()[-1])
+    words = []
+    if change == "tied query and key":
+        if config.is_llama:
+            words.append(" Rotary positions turn q and k by their positions; the scores stay symmetric, since the turn "
+                         "between positions i and j reads the same both ways.")
+        if others:
+            words.append(f" {name} shares its K/V head with {others}: the group has one W_K, so it became {name}'s "
+                         f"W_Q for all of them ({others} now match their queries against {name}'s).")
+    else:
+        words.append(f" X is {config.embedding_dim} wide and the head's values {config.head_size}: no W_O can read X, "
+                     "so the head's write is its weights times X, added to the stream as it is (W_O left out).")
+        if others:
+            words.append(f" {name} shares its K/V head with {others}: the group has one V, so it became X for all of "
+                         "them, and each writes its own weights times X.")
+    return "".join(words)
 
 
 # ------------------------------------------------------------------------------------------------ the tabs' controls

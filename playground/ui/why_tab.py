@@ -24,7 +24,7 @@ from playground.checkpoints import store as checkpoints
 from playground.lens import circuits
 from playground.ui import chain_plots, chart_deck, score_views, why_decks
 from playground.ui import why_page as script  # the page's own script: what the browser runs
-from playground.ui.common import AppContext, checkpoint_dropdown, fold, keep_on_refusal
+from playground.ui.common import AppContext, checkpoint_dropdown, checkpoint_loaded, fold, keep_on_refusal
 from playground.ui.events import wire
 from playground.ui.why_page import (
     CIRCUITS_DECK,
@@ -342,7 +342,8 @@ def build(ctx: AppContext) -> ToAttention:
     arrival = gr.on(None, None, api_name="why_arrival", api_visibility="private")
     answer(pickers(arrival.then, api_name="why_arrival_controls", api_visibility="private").then, "why_load")
     # a new checkpoint resets the head pickers first, so the view never reads another model's head names
-    refused = answer(pickers(checkpoint.change, api_name="why_controls", api_visibility="private").then,
+    loaded = checkpoint_loaded(ctx, checkpoint, "why")  # a name that fails to load goes back (common.py)
+    refused = answer(pickers(loaded.change, api_name="why_controls", api_visibility="private").then,
                      "why_checkpoint")
     # a checkpoint that cannot read the text: the old model's view is taken off, not left under the new name
     refused.failure(None, None, texts, js=script.STALE_JS, api_name="why_checkpoint_stale", api_visibility="private",

@@ -9,7 +9,10 @@ nothing about the UI.
 Why Q, K and V are three projections, on a model and a text: ``tied_query_key`` runs the model with one head's W_K
 set to its W_Q (its scores turn symmetric: a token can only look for what it offers), ``value_is_input`` with its
 values set to the normed input it reads (it can only copy, not choose what to pass); each returns the changed
-pattern and the loss on the text beside the intact model's.
+pattern and the loss on the text beside the intact model's. Either family: in the Llama family a K/V head is shared
+by a group of query heads, so the change is the group's (its one W_K becomes the picked head's W_Q, its one V is X)
+and every head of the group reads it; rotary positions keep tied scores symmetric (R_i q_i · R_j q_j depends on
+j - i through one orthogonal R_(j-i), the same both ways).
 
     mask_leak(**journey_preset().as_kwargs()).affected -> [(0, 'Your'), (1, 'journey'), ... (4, 'one')]
     whatif_traces("weights") -> 4        (the mask leak traces twice, saturation twice)
@@ -29,6 +32,7 @@ from playground.lens.walkthrough import lessons
 from playground.lens.walkthrough.trace import HeadTrace, trace_head
 from playground.model.base import run_with_cache
 from playground.model.gpt import GPT, causal_mask
+from playground.model.llama import apply_rotary_pos_emb, repeat_kv, rotary_cos_sin
 from playground.model.modes import evaluating
 
 TRACES_PER_NOTE = {"mask_leak": 2, "saturation": 2, "mask_order": 2}  # how often each analysis traces the head
@@ -222,6 +226,7 @@ class HeadChange:
     written: torch.Tensor  # (T, C) what the changed head adds to the residual stream at each position
     loss: float  # the mean next-token cross-entropy over the text with the change
     original_loss: float  # the intact model's
+    heads: tuple[int, ...] = ()  # the query heads the change reached: the head itself, or its K/V group's heads
 
     @property
     def loss_change(self) -> float:
@@ -268,15 +273,71 @@ def _changed_forward(model: GPT, ids: torch.Tensor, layer: int, head: int, chang
     return (model.unembed()(model.final_norm()(x))[0], *found)
 
 
+def changed_heads(config, head: int) -> tuple[int, ...]:
+    """The query heads a change of ``head`` reaches: itself in GPT; in the Llama family every head sharing its K/V
+    head (4 query heads over 2 K/V heads: a change of head 3 reaches heads 2 and 3)."""
+    if not getattr(config, "is_llama", False):
+        return (head,)
+    n = config.heads_num // config.kv_heads  # query heads per K/V head
+    return tuple(range(head // n * n, (head // n + 1) * n))
+
+
+def _changed_llama_forward(model, ids: torch.Tensor, layer: int, head: int, change: str | None):
+    """_changed_forward for the Llama family, as LlamaBlock.forward runs it, the K/V group of head ``head`` of
+    ``layer`` changed: tied, the group's keys are the head's queries before the rotation (W_K := W_Q, b_K := b_Q);
+    V = X, each head of the group writes its weights times the normed input into the stream, W_O left out (X is C
+    wide, the heads' values d wide: no W_O can read it)."""
+    T = ids.size(1)
+    attention0 = model.blocks[0].attn
+    h, h_kv, d, n = attention0.heads_num, attention0.num_key_value_heads, attention0.head_size, \
+        attention0.num_key_value_groups
+    group = head // n  # the K/V head the picked head shares with heads group*n .. group*n + n - 1
+    x = model.embed(ids)  # (1, T, C)
+    cos, sin = rotary_cos_sin(torch.arange(T, device=ids.device), d, model.config.rope_theta, x.dtype)
+    found = None
+    for index, block in enumerate(model.blocks):
+        normed = block.input_layernorm(x)  # (1, T, C)
+        if index != layer:
+            attended, _ = block.attn(normed, cos, sin)
+        else:
+            attention = block.attn
+            q = attention.q_proj(normed).view(1, T, h, d).transpose(1, 2)  # (1, h, T, d)
+            k = attention.k_proj(normed).view(1, T, h_kv, d).transpose(1, 2)  # (1, h_kv, T, d)
+            v = attention.v_proj(normed).view(1, T, h_kv, d).transpose(1, 2)  # (1, h_kv, T, d)
+            if change == "tied query and key":
+                k = k.clone()
+                k[:, group] = q[:, head]  # the group's one W_K := the head's W_Q: its keys are the head's queries
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)  # both turned at their positions, 0..T-1
+            k, v = repeat_kv(k, n), repeat_kv(v, n)  # (1, h, T, d): the group's heads read its K/V head
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(d)  # (1, h, T, T)
+            seen = causal_mask(T, T, x.device, window=model.config.sliding_window)  # Mistral's window where it has one
+            weights = F.softmax(scores.masked_fill(~seen, float("-inf")), dim=-1,
+                                dtype=torch.float32).to(q.dtype)
+            joined = (weights @ v).transpose(1, 2).reshape(1, T, h * d)  # (1, T, h·d)
+            features = slice(head * d, (head + 1) * d)
+            if change == "value is the input":  # V = X for the group: each of its heads writes weights @ X
+                members = slice(group * n * d, (group + 1) * n * d)
+                joined = joined.clone()
+                joined[..., members] = 0.0
+                copies = weights[0, group * n:(group + 1) * n] @ normed[0]  # (n, T, C)
+                written = copies[head - group * n]
+                attended = attention.o_proj(joined) + copies.sum(0)
+            else:
+                written = joined[0][:, features] @ attention.o_proj.weight[:, features].T  # (T, C)
+                attended = attention.o_proj(joined)
+            found = (scores[0, head], weights[0, head], written)
+        x = x + attended
+        x = x + block.mlp(block.post_attention_layernorm(x))
+    return (model.unembed()(model.final_norm()(x))[0], *found)
+
+
 def change_head(model: GPT, token_ids: torch.Tensor, layer: int, head: int, change: str) -> HeadChange:
     """Run ``model`` on ``token_ids`` (T,) with head ``head`` of ``layer`` changed (one of HEAD_CHANGES); the
     weights are untouched (the change is made in this pass alone)."""
     if change not in HEAD_CHANGES:
         raise HeadChangeError(f"the change must be one of {', '.join(HEAD_CHANGES)}, got {change!r}")
-    if getattr(model.config, "is_llama", False):  # _changed_forward runs GPT's blocks
-        raise HeadChangeError("the head changes run a GPT's blocks so far; this is a Llama-family model: try a GPT "
-                              "checkpoint")
-    if not getattr(model.config, "is_gpt", True):
+    llama = getattr(model.config, "is_llama", False)
+    if not llama and not getattr(model.config, "is_gpt", True):
         raise HeadChangeError("notebook 004's model has no residual stream to copy into; try a GPT checkpoint")
     config = model.config
     if not 0 <= layer < config.layers_num or not 0 <= head < config.heads_num:
@@ -288,12 +349,13 @@ def change_head(model: GPT, token_ids: torch.Tensor, layer: int, head: int, chan
                               f"got {ids.size(1)}")
     with evaluating(model):
         intact, points = run_with_cache(model, ids, {"attn.hook_pattern"})  # every layer's, as the model reads them
-        logits, scores, weights, written = _changed_forward(model, ids, layer, head, change)
+        forward = _changed_llama_forward if llama else _changed_forward
+        logits, scores, weights, written = forward(model, ids, layer, head, change)
         original_loss = F.cross_entropy(intact.logits[0, :-1].float(), ids[0, 1:])
         loss = F.cross_entropy(logits[:-1].float(), ids[0, 1:])
     return HeadChange(change, layer, head, scores.float().cpu(), weights.float().cpu(),
                       points[f"blocks.{layer}.attn.hook_pattern"][0, head].float().cpu(), written.float().cpu(),
-                      float(loss), float(original_loss))
+                      float(loss), float(original_loss), changed_heads(config, head))
 
 
 def tied_query_key(model: GPT, token_ids: torch.Tensor, layer: int, head: int) -> HeadChange:
