@@ -17,6 +17,7 @@ from playground.config import Limits
 from playground.lens import walkthrough
 from playground.lens.anatomy import family_levels
 from playground.lens.anatomy.lessons import LEVEL_TITLES
+from playground.lens.walkthrough.whatifs import HEAD_CHANGES, _changed_llama_forward, change_head
 from playground.model.gpt import causal_mask
 from playground.ui import attention_views, model_tab, why_reading, why_tab
 from playground.ui.common import AppContext
@@ -160,3 +161,18 @@ def test_the_probes_chance_levels_keep_to_the_window(mistral):
     scored = head_scores.score_heads(ctx.checkpoint("tiny-mistral").model, sequences=2)  # repeats of 32, window 5
     induction = [score for score in scored if score.pattern == "induction"]
     assert len(induction) == 2 * 4 and all(score.chance == 0.0 and score.score < 1e-6 for score in induction)
+
+
+def test_a_what_if_on_a_mistral_head_keeps_the_window(mistral):
+    """The Q, K, V what-ifs' own forward pass masks with the window: unchanged it is transformers' forward, and the
+    tied head's weights are zero outside the window."""
+    ctx, reference, tokenizer = mistral
+    model = ctx.checkpoint("tiny-mistral").model
+    ids = tokenizer.encode(PROMPT)[None]
+    T = ids.size(1)
+    with torch.no_grad():
+        expected = reference(ids).logits[0]
+        logits, _, _, _ = _changed_llama_forward(model, ids, 1, 3, None)
+        torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
+        tied = change_head(model, ids[0], 1, 3, HEAD_CHANGES[0])
+    assert tied.weights[~causal_mask(T, T, window=WINDOW)].abs().max() == 0
