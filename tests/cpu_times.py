@@ -9,7 +9,8 @@ A test's figure is its setup, call and teardown: the first test to use a session
 fixture's start (app.py's), the last its end. A process that ends unreaped by the test process (Chromium and
 Playwright's driver, closed at the session's end) takes the CPU counted for it while it lived out of the reading: the
 test whose teardown ends it shows a negative figure, flagged, and its file's sum is that much low. Linux only (it
-reads /proc); elsewhere the option says so.
+reads /proc); elsewhere the option says so. Under pytest-xdist each worker measures its own tests (its process tree)
+and the controller prints them all.
 """
 
 from __future__ import annotations
@@ -77,17 +78,35 @@ def pytest_configure(config):
 
 
 class CpuTimes:
+    """Each test's figure is taken where it runs (in a pytest-xdist worker, that worker's process tree) and rides on
+    its teardown report (``user_properties``), so the process that prints them, the controller under xdist, reads
+    every worker's."""
+
     def __init__(self, config):
         self.config = config
+        self.started: dict[str, tuple[float, float]] = {}  # nodeid -> (CPU s, wall s) when its setup began
         self.tests: dict[str, tuple[float, float]] = {}  # nodeid -> (CPU s, wall s)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
-        cpu, wall = tree_cpu_seconds(), time.monotonic()
+        self.started[item.nodeid] = (tree_cpu_seconds(), time.monotonic())
         yield
-        self.tests[item.nodeid] = (tree_cpu_seconds() - cpu, time.monotonic() - wall)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = (yield).get_result()
+        if call.when == "teardown" and item.nodeid in self.started:  # the teardown has ended: the test's whole cost
+            cpu, wall = self.started.pop(item.nodeid)
+            report.user_properties.append(("cpu_times", (tree_cpu_seconds() - cpu, time.monotonic() - wall)))
+
+    def pytest_runtest_logreport(self, report):
+        for name, value in report.user_properties if report.when == "teardown" else ():
+            if name == "cpu_times":
+                self.tests[report.nodeid] = tuple(value)
 
     def pytest_terminal_summary(self, terminalreporter):
+        if hasattr(self.config, "workerinput"):  # an xdist worker: its figures went to the controller
+            return
         files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
         for nodeid, (cpu, wall) in self.tests.items():
             row = files[nodeid.split("::")[0]]
@@ -100,6 +119,9 @@ class CpuTimes:
             write(f"{cpu:9.1f} CPU s {wall:9.1f} wall s  {count:4d} tests  {name}")
         total_cpu, total_wall = sum(r[0] for r in files.values()), sum(r[1] for r in files.values())
         write(f"{total_cpu:9.1f} CPU s {total_wall:9.1f} wall s  {len(self.tests):4d} tests  in all")
+        workers = getattr(self.config.option, "numprocesses", None)
+        if workers:
+            write(f"(-n {workers}: the tests ran side by side, so the wall seconds add up to more than the run took)")
         for nodeid, (cpu, _) in self.tests.items():
             if cpu < 0:
                 write(f"{nodeid}: {cpu:.1f} CPU s: processes ended in its teardown unreaped, the CPU counted for "
