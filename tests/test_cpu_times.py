@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,31 @@ def test_a_live_childs_cpu_seconds_count():
         child.communicate("", timeout=60)
     assert tree_cpu_seconds() - before >= 0.45  # reaped: counted in this process's children's times
 
+
+# a child that starts BURN as its own child, says its pid once it has spent its CPU, then waits for its stdin
+PARENT = ("import subprocess, sys\n"
+          f"burner = subprocess.Popen([sys.executable, '-c', {BURN!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, "
+          "text=True)\n"
+          "assert burner.stdout.readline() == 'spent\\n'\n"
+          "print(burner.pid, flush=True)\n"
+          "sys.stdin.read()")
+
+
+@pytest.mark.skipif(not list(Path("/proc/self/task").glob("*/children")), reason="the plugin reads /proc (Linux)")
+def test_a_grandchild_that_ends_orphaned_keeps_its_cpu_seconds():
+    """Chromium's processes end after Playwright's driver, their parent, so nothing in the tree reaps them: the test
+    whose teardown closed the session's browser read as much as -872 CPU s, and its file as much too low."""
+    before = tree_cpu_seconds()
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    burner = int(parent.stdout.readline())
+    assert tree_cpu_seconds() - before >= 0.45  # read while it lives
+    parent.kill()  # the burner's parent ends first: the burner is orphaned, and no process of this tree reaps it
+    parent.wait(60)
+    os.kill(burner, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{burner}").exists() and time.monotonic() < deadline:  # until init has reaped it
+        time.sleep(0.05)
+    assert tree_cpu_seconds() - before >= 0.45
 
 BURNING_TEST = '''
 import time
