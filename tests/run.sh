@@ -34,6 +34,13 @@ fi
 [ -x /usr/bin/chromium ] || { echo "Debian's chromium is needed for the browser tests (apt-get install chromium)"; exit 1; }
 
 .venv/bin/python -m ruff check .
-# the slowest 40 by wall time, and every file's and the costliest 40 tests' CPU seconds (tests/cpu_times.py): CI (.ci/run,
-# installs included) must stay within 15 minutes
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=40 --cpu-times=40 "$@"
+# Two workers (pytest-xdist), a test file at a time each (--dist loadfile: a file's module fixtures, app.py's among
+# them, start once): a browser file leaves a core idle while it waits on the page, and most other files use one.
+# Files go out in the order collected (--no-loadscope-reorder; xdist would send the files with the most tests first,
+# which leaves the browser files, few tests but most of the CPU, to the end, one worker busy, the other idle).
+# PLAYGROUND_TEST_WORKERS=0 runs them in this process, one after another.
+# The slowest 40 by wall time, and every file's and the costliest 40 tests' CPU seconds (tests/cpu_times.py): CI
+# (.ci/run, installs included) must stay within 15 minutes.
+workers=${PLAYGROUND_TEST_WORKERS:-2}
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile --no-loadscope-reorder \
+  --durations=40 --cpu-times=40 "$@"
