@@ -100,7 +100,7 @@ def test_a_call_waiting_past_its_wait_is_refused_as_busy():
 
 def test_every_fast_lane_event_holds_a_place_under_its_clients_name(tiny_weights):
     ctx = AppContext(limits=Limits(), weights=tiny_weights)
-    ctx.fast_places = FastLane(places=4, per_client=1, max_seconds=60, wait_seconds=0.2)
+    ctx.fast_places = FastLane(places=4, per_client=1, max_seconds=60, wait_seconds=0.2, own_wait_seconds=0.4)
     with gr.Blocks() as app:
         box = gr.Textbox()
         seen = []
@@ -124,8 +124,43 @@ def test_every_fast_lane_event_holds_a_place_under_its_clients_name(tiny_weights
 
     LocalContext.request.set(request)
     assert fns["view"]("hi", request) == "hi" and seen == [1]  # held under the request's client while it ran
-    with ctx.fast_places.place(ctx.client_of(request)):  # that client's share is taken: its next call is refused
+    # that client's share is taken and never given back: its next call is refused after own_wait_seconds
+    with ctx.fast_places.place(ctx.client_of(request)):
         with pytest.raises(gr.Error, match="busy"):
             fns["view"]("hi", request)
     assert list(fns["steps"]("a")) == ["a"] and ctx.fast_places.held() == 0
     assert FAST_LANE == ctx.fast_lane["concurrency_id"] and ctx.fast_lane["concurrency_limit"] > 4
+
+
+def test_a_call_waiting_behind_its_own_clients_calls_is_never_refused_for_it():
+    """The page's newest call waits behind its own older ones (one place per client) as long as they run: that wait
+    is the client's own, not a busy server, so it never counts against wait_seconds; a wait for other clients'
+    places still does."""
+    clock = Clock()
+    lane = FastLane(places=2, per_client=1, max_seconds=600, wait_seconds=30, clock=clock)
+    done, errors = threading.Event(), []
+    first, newest = threading.Event(), threading.Event()
+    threads = [hold(lane, "page", first, done, errors)]
+    assert first.wait(2)
+    threads.append(hold(lane, "page", newest, done, errors))
+    wait_for(lambda: len(lane._waiting) == 1)
+    clock.now = 100.0  # far past the wait, all of it behind the page's own first call
+    time.sleep(0.3)  # the waiting call looks at the clock at least every tenth of a second
+    assert not errors and not newest.is_set()
+    done.set()
+    assert newest.wait(2) and not errors  # it ran once its own first call ended
+    for thread in threads:
+        thread.join(5)
+    # another client's wait, with both places held by others, is still refused once it passes wait_seconds
+    done.clear()
+    threads = [hold(lane, name, started, done, errors) for name, started in (("a", threading.Event()),
+                                                                             ("b", threading.Event()))]
+    wait_for(lambda: lane.held() == 2)
+    threads.append(hold(lane, "c", threading.Event(), done, errors))
+    wait_for(lambda: len(lane._waiting) == 1)
+    clock.now = 200.0
+    threads[-1].join(5)
+    assert errors and "busy" in errors[0]
+    done.set()
+    for thread in threads:
+        thread.join(5)

@@ -66,3 +66,21 @@ def test_readings_keep_to_their_share_of_the_budget_and_never_outlive_their_mode
     gc.collect()
     cache.measure()
     assert cache.held == memory.kept_for("readings") == 0
+
+
+def test_the_attention_tabs_heads_are_held_from_the_budget_and_evicted_by_a_request(ctx):
+    """The walkthrough's head inputs kept between clicks are held as the Why tab's readings are: one mechanism."""
+    from playground.ui import attention_tab
+
+    heads = attention_tab.HeadCache(budget=ctx.budget)
+    settings = ["trained checkpoint", "shakespeare-char", 0, 1, 0, 16, 8, "journey", TEXT, True, True, 1.0, False]
+    attention_tab.attention_page(ctx, *settings, attention_tab.STEP_TITLES[0], -1, [], heads=heads)
+    attention_tab.attention_page(ctx, *settings[:2], 1, *settings[3:], attention_tab.STEP_TITLES[0], -1, [],
+                                 heads=heads)
+    held = ctx.budget.kept_for("the Attention tab's heads")
+    assert held == heads.held > 0 and len(heads._entries) == 2  # two heads' inputs, measured
+    assert ctx.budget.reserved == 0
+    free = ctx.budget.free
+    with ctx.budget.reserve(budget.Cost("a big request", (("maps", free + 1),))):  # one byte past what is free
+        assert ctx.budget.kept_for("the Attention tab's heads") == heads.held < held
+        assert len(heads._entries) == 1  # the least recently used head given back first

@@ -90,11 +90,22 @@ def test_character_pieces_and_dropping_unknown_characters():
     assert tokenizer.start_text == " " and CharTokenizer.train_from_text("a\n").start_text == "\n"
 
 
-@pytest.fixture(scope="module")
-def bpe():
+@pytest.fixture(scope="module", params=["built here", "built in a worker process"])
+def bpe(request):
+    """The same BPE built here and in a worker process (text/tokenizer_process.py): each test holds for both."""
     from test_gpt2 import train_bpe
 
-    return train_bpe()
+    from playground.text import tokenizer_process
+
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "built in a worker process":
+            patch.setattr(tokenizer_process, "IN_PROCESS_BYTES", 0)
+        tokenizer = train_bpe()
+    kind = tokenizer_process.ProcessTokenizer if "process" in request.param else tokenizer_process.LibraryTokenizer
+    assert type(tokenizer._tokenizer) is kind
+    yield tokenizer
+    if "process" in request.param:
+        tokenizer._tokenizer.close()
 
 
 def test_bpe_pieces_show_the_space_marker_and_round_trip_any_text(bpe):
@@ -146,9 +157,12 @@ def test_merges_replay_the_merge_list_and_end_at_the_librarys_tokens(bpe):
     assert len(bpe.word_merges(" to be")) == 2  # the pre-tokenizer splits words first
 
 
-def test_a_tokenizer_file_that_is_not_bpe_is_refused():
+@pytest.mark.parametrize("in_process_bytes", [2**20, 0], ids=["here", "in a worker process"])
+def test_a_tokenizer_file_that_is_not_bpe_is_refused(in_process_bytes, monkeypatch):
+    from playground.text import tokenizer_process
     from playground.text.subword import BPETokenizer, TokenizerFileError
 
+    monkeypatch.setattr(tokenizer_process, "IN_PROCESS_BYTES", in_process_bytes)
     with pytest.raises(TokenizerFileError, match="not a tokenizer.json the tokenizers library can read"):
         BPETokenizer.from_str("{not json")
     from tokenizers import Tokenizer, models

@@ -15,26 +15,23 @@ again, with the playground's "␣" for a space:
 from __future__ import annotations
 
 import codecs
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from playground import checks
 from playground.text.tokenizer import Piece, UnknownCharacter, UnknownCharacterError, VocabularySize, escape_text
+from playground.text.tokenizer_process import TokenizerFileError, library_tokenizer
+
+__all__ = ["BPETokenizer", "TokenizerFileError", "SPACE_MARKER_NOTE", "bytes_to_unicode"]
 
 SPACE_MARKER_NOTE = (
     "GPT-2's byte-level BPE works on bytes, not characters: it first writes each of the 256 byte values as a "
     "printable character, so a space (byte 0x20) becomes “Ġ” and a newline “Ċ”. A word with the space before it "
     "is one token: “Ġworld” is “ world”. The chips show that leading space as ␣.")
-
-
-class TokenizerFileError(ValueError):
-    """A tokenizer.json that the ``tokenizers`` library cannot read, or that is not a BPE tokenizer."""
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -52,16 +49,6 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 _BYTE_OF = {character: byte for byte, character in bytes_to_unicode().items()}
-
-
-def _has_byte_level(component: Any) -> bool:
-    """Whether a tokenizer.json component (decoder, pre-tokenizer), or one in its Sequence, is ByteLevel."""
-    if not isinstance(component, dict):
-        return False
-    if component.get("type") == "ByteLevel":
-        return True
-    parts = component.get("decoders") or component.get("pretokenizers") or []
-    return any(_has_byte_level(part) for part in parts)
 
 
 @dataclass(frozen=True)
@@ -123,32 +110,25 @@ class _TextStream:
 
 
 class BPETokenizer:
-    """A ``tokenizers.Tokenizer`` holding a BPE model, with the interface the app uses for CharTokenizer."""
+    """A ``tokenizers.Tokenizer`` holding a BPE model, with the interface the app uses for CharTokenizer. A large
+    one is built and kept in a worker process of its own (text/tokenizer_process.py: the library holds the GIL
+    while it builds), a small one here; both answer alike."""
 
     kind = "BPE"
     token_name = "token"
 
     def __init__(self, json_text: str):
-        from tokenizers import Tokenizer
-
-        try:
-            data = json.loads(json_text)
-            self._tokenizer = Tokenizer.from_str(json_text)
-        except Exception as exc:  # the Rust library raises plain Exceptions
-            raise TokenizerFileError("not a tokenizer.json the tokenizers library can read: "
-                                     f"{checks.shown(str(exc), quote=False)}") from None
-        model = data.get("model") if isinstance(data, dict) else None
-        if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "merges" not in model:
-            kind = model.get("type") if isinstance(model, dict) else None
-            raise TokenizerFileError(f"the tokenizer.json holds a {kind or 'unknown'} model, not BPE with merges")
+        self._tokenizer = library_tokenizer(json_text)
+        about = self._tokenizer.about()
         self._json = json_text
-        self._model = model
-        self.byte_level = _has_byte_level(data.get("decoder")) or _has_byte_level(data.get("pre_tokenizer"))
-        added = sorted(self._tokenizer.get_added_tokens_decoder().items(), key=lambda item: item[0])
-        self._added = {token.content: token_id for token_id, token in added}
-        unk = model.get("unk_token")
-        self._special = [token.content for _, token in added if token.special and token.content != unk]
-        self._unk_id = self._tokenizer.token_to_id(unk) if isinstance(unk, str) else None
+        self.byte_level = about["byte_level"]
+        self._added = {content: token_id for token_id, content, _ in about["added"]}
+        self._special = [content for _, content, special in about["added"]
+                         if special and content != about["unk_token"]]
+        self._unk_id = about["unk_id"]
+        self._ignore_merges = about["ignore_merges"]
+        self._size = VocabularySize(about["vocabulary_size"])
+        self._tokens: dict[int, str | None] = {}  # id -> token, as asked (a worker's answer is kept)
 
     @classmethod
     def from_file(cls, path: str | Path) -> BPETokenizer:
@@ -169,7 +149,7 @@ class BPETokenizer:
     @property
     def vocabulary_size(self) -> VocabularySize:
         """Every ID the tokenizer can give, added tokens (``<|endoftext|>``) included: 50,257 for GPT-2."""
-        return VocabularySize(self._tokenizer.get_vocab_size(with_added_tokens=True))
+        return self._size
 
     @property
     def start_text(self) -> str:
@@ -182,17 +162,14 @@ class BPETokenizer:
         unknown = self.find_unknown(text)
         if unknown:
             raise UnknownCharacterError(unknown)
-        return torch.tensor(self._encoding(text).ids, dtype=torch.long)
-
-    def _encoding(self, text: str):
-        return self._tokenizer.encode(text, add_special_tokens=False)
+        return torch.tensor(self._tokenizer.encode(text)[0], dtype=torch.long)
 
     def find_unknown(self, text: str) -> list[UnknownCharacter]:
         """The characters that become the unknown token; none for byte-level BPE (every byte has a token)."""
         if self._unk_id is None or not text:
             return []
-        encoding = self._encoding(text)
-        return [UnknownCharacter(i, text[i]) for token_id, (start, end) in zip(encoding.ids, encoding.offsets)
+        ids, _, offsets = self._tokenizer.encode(text)
+        return [UnknownCharacter(i, text[i]) for token_id, (start, end) in zip(ids, offsets)
                 if token_id == self._unk_id for i in range(start, end)]
 
     def decode(self, ids: Iterable[int] | torch.Tensor) -> str:
@@ -203,11 +180,14 @@ class BPETokenizer:
         for token_id in ids:
             if not 0 <= token_id < self.vocabulary_size:
                 raise ValueError(f"token id {token_id} is outside the vocabulary (0..{self.vocabulary_size - 1})")
-        return self._tokenizer.decode(ids, skip_special_tokens=False)
+        return self._tokenizer.decode(ids)
 
     def token(self, token_id: int) -> str:
         """The token as the vocabulary writes it: "Ġworld"."""
-        token = self._tokenizer.id_to_token(int(token_id))
+        token_id = int(token_id)
+        if token_id not in self._tokens:
+            self._tokens[token_id] = self._tokenizer.id_to_token(token_id)
+        token = self._tokens[token_id]
         if token is None:
             raise ValueError(f"token id {token_id} is outside the vocabulary (0..{self.vocabulary_size - 1})")
         return token
@@ -231,9 +211,8 @@ class BPETokenizer:
     def pieces(self, text: str) -> list[Piece]:
         """One piece per token, with where it sits in ``text``; a character split over several tokens gives them
         all its position."""
-        encoding = self._encoding(text)
         out = []
-        for token_id, token, (start, end) in zip(encoding.ids, encoding.tokens, encoding.offsets):
+        for token_id, token, (start, end) in zip(*self._tokenizer.encode(text)):
             unknown = token_id == self._unk_id
             detail = (f"characters {start}-{end - 1}: {text[start:end]!r} " +
                       ("is not in the vocabulary" if unknown else f"-> token {token_id}, written {token!r}"))
@@ -250,7 +229,7 @@ class BPETokenizer:
     @cached_property
     def _ranks(self) -> dict[tuple[str, str], int]:
         ranks = {}
-        for rank, merge in enumerate(self._model.get("merges") or []):
+        for rank, merge in enumerate(self._tokenizer.merges()):
             pair = tuple(merge.split(" ", 1)) if isinstance(merge, str) else tuple(merge)
             if len(pair) == 2:
                 ranks.setdefault(pair, rank)
@@ -265,14 +244,9 @@ class BPETokenizer:
         with options this replay does not follow) shows as such. "hello" in GPT-2: h e l l o -> he l l o ->
         he ll o -> hell o -> hello.
         """
-        normalizer, pre_tokenizer = self._tokenizer.normalizer, self._tokenizer.pre_tokenizer
-        text = normalizer.normalize_str(word) if normalizer is not None else word
-        pieces = [piece for piece, _ in pre_tokenizer.pre_tokenize_str(text)] if pre_tokenizer is not None else [text]
-        vocabulary = self._model.get("vocab") or {}
         results = []
-        for piece in pieces:
-            library = tuple(token.value for token in self._tokenizer.model.tokenize(piece))
-            if self._model.get("ignore_merges") and piece in vocabulary:
+        for piece, library in self._tokenizer.word_pieces(word):
+            if self._ignore_merges and self._tokenizer.token_to_id(piece) is not None:
                 results.append(WordMerges(piece, (piece,), [], library, whole_word=True))
                 continue
             symbols = list(piece)

@@ -428,7 +428,7 @@ def build(ctx: AppContext) -> Opened:
     settings = [source, checkpoint, layer, head, seed, embedding_dim, head_size, preset, text, scale, mask,
                 temperature, mask_before, step]
     outputs = [heading, plot_a, plot_b, plot_c, whatif, query_scores, query_weights, query_md, text_check]
-    heads = HeadCache()
+    heads = HeadCache(budget=ctx.budget)  # held from the server's budget, which evicts it
     draw = dict(fn=None, inputs=[deck, step], outputs=[heading, whatif, query_md], show_progress="hidden",
                 queue=False)
     # only a first answer replaces the deck the page holds, where it was made for the inputs on screen (attention_page

@@ -104,10 +104,11 @@ class HeadCache(RecentReadings):
     """The last HEAD_CACHE_SIZE checkpoint heads' inputs, keyed by the loaded checkpoint, the text's token ids,
     the layer and the head: stepping through a text or moving its query runs the model's forward pass once, not
     at every click (it was half of each answer's server time). Random heads and presets cost little to build and
-    are not kept."""
+    are not kept. Given the server's ``budget``, what is kept is held from it as the Why tab's readings are
+    (RecentReadings)."""
 
-    def __init__(self, size: int = HEAD_CACHE_SIZE) -> None:
-        super().__init__(size)
+    def __init__(self, size: int = HEAD_CACHE_SIZE, budget=None) -> None:
+        super().__init__(size, budget, what="the Attention tab's heads")
 
     def build(self, request: HeadRequest) -> walkthrough.HeadInputs:
         if request.identity is None:
