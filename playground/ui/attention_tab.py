@@ -129,7 +129,7 @@ def attention_page(ctx: AppContext, source, checkpoint, layer, head, seed, embed
     if moved and 0 <= view.query < asked:
         view = view._replace(warnings=[w for w in view.warnings if w != lessons.query_clamped(asked, view.query + 1)])
     deck = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[step_index(step)]: _deck_view(view)},
-                                settings=list(settings[:-1]))
+                                settings=[*settings[:-1], view.query])
     return deck, view.text_check, view.query, _warn(view.warnings, warned or ())
 
 
@@ -431,10 +431,11 @@ def build(ctx: AppContext) -> Opened:
     heads = HeadCache(budget=ctx.budget)  # held from the server's budget, which evicts it
     draw = dict(fn=None, inputs=[deck, step], outputs=[heading, whatif, query_md], show_progress="hidden",
                 queue=False)
-    # only a first answer replaces the deck the page holds, where it was made for the inputs on screen (attention_page
-    # names them); the rest (every step, a step picked) add to the views of its settings, so a slow answer for
-    # settings since changed is never drawn
-    draw_first = dict(draw, inputs=[deck, step, *settings[:-1]],
+    # only a first answer replaces the deck the page holds, where it was made for the inputs on screen and the query
+    # position it wrote to the box (attention_page names them: a position typed and drawn in the page meanwhile is
+    # not drawn over by the answer for the one before); the rest (every step, a step picked) add to the views of its
+    # settings, so a slow answer for settings since changed is never drawn
+    draw_first = dict(draw, inputs=[deck, step, *settings[:-1], query],
                       js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID, settings=True))
     draw = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID, more=True))
     # Hidden progress: a refused input leaves the previous figures as they were (no "Error" badge on each);
