@@ -1327,7 +1327,7 @@ def test_spare_decks_are_the_page_answer_one_switch_away(ctx):
         answer, warned = attention_tab.attention_switched(ctx, *settings[:9], scale, mask, 1.0, before,
                                                           STEP_TITLES[5], 3, [])
         answered = json.loads(answer)  # the page's answer names the inputs it was made for (chart_deck.late)
-        assert answered.pop("settings") == [*settings[:9], scale, mask, 1.0, before]
+        assert answered.pop("settings") == [*settings[:9], scale, mask, 1.0, before, 3]  # and the query it wrote
         assert answered == spare and list(spare["views"]) == [STEP_TITLES[5]] and warned == []
     assert spare["key"] != around["key"]
     empty = [*settings[:8], "", *settings[9:]]

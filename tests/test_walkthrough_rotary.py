@@ -124,8 +124,15 @@ def test_shifting_the_text_moves_a_gpt_heads_scores():
     assert walkthrough.shift_proof(model, ids, 1, 2, 0).max_abs_difference == 0.0
 
 
-def test_a_head_change_on_a_llama_says_it_runs_gpts_blocks_not_that_it_is_notebook_004(tiny):
+def test_a_head_change_on_a_llama_reaches_every_query_head_of_its_kv_group(tiny):
+    """Tying W_K to a head's W_Q changes its K/V head, which the group's other query heads read too (4 over 2: head 1
+    shares with head 0); the intact pattern is the model's own."""
     _, tokenizer, folder = tiny("llama-4over2")
     ids = torch.as_tensor(tokenizer.encode(TEXT))
-    with pytest.raises(walkthrough.HeadChangeError, match="Llama-family model: try a GPT checkpoint"):
-        walkthrough.tied_query_key(open_folder(folder).model, ids, 0, 0)
+    model = open_folder(folder).model
+    change = walkthrough.tied_query_key(model, ids, 0, 1)
+    assert change.heads == (0, 1)
+    with torch.no_grad():
+        intact = model(ids[None], return_attention=True).attention_weights[0][0, 1]
+    torch.testing.assert_close(change.original_weights, intact, atol=1e-6, rtol=0)
+    assert not torch.allclose(change.weights, change.original_weights)
