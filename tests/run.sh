@@ -34,13 +34,13 @@ fi
 [ -x /usr/bin/chromium ] || { echo "Debian's chromium is needed for the browser tests (apt-get install chromium)"; exit 1; }
 
 .venv/bin/python -m ruff check .
-# Two workers (pytest-xdist), a test file at a time each (--dist loadfile: a file's module fixtures, app.py's among
-# them, start once): a browser file leaves a core idle while it waits on the page, and most other files use one.
-# Files go out in the order collected (--no-loadscope-reorder; xdist would send the files with the most tests first,
-# which leaves the browser files, few tests but most of the CPU, to the end, one worker busy, the other idle).
-# PLAYGROUND_TEST_WORKERS=0 runs them in this process, one after another.
+# One process by default: on a fresh clone on a quiet 2-core machine, two workers (pytest-xdist, -n 2 --dist loadfile)
+# ran the suite in 22:25 against 22:55 in one process, as the browser files keep both cores busy alone (app.py and
+# Chromium), and the second worker's app.py and Chromium raised the load to 7-11 and let a browser test time out.
+# PLAYGROUND_TEST_WORKERS=2 runs two workers, a test file at a time each (--dist loadfile: a file's module fixtures,
+# app.py's among them, start once), files in the order collected (--no-loadscope-reorder).
 # The slowest 40 by wall time, and every file's and the costliest 40 tests' CPU seconds (tests/cpu_times.py): CI
 # (.ci/run, installs included) must stay within 15 minutes.
-workers=${PLAYGROUND_TEST_WORKERS:-2}
+workers=${PLAYGROUND_TEST_WORKERS:-0}
 .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile --no-loadscope-reorder \
   --durations=40 --cpu-times=40 "$@"
