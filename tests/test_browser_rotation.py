@@ -6,6 +6,8 @@ before and after their turn and each pair's angle; the shift proof keeps its sco
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from browser_support import SCREENSHOTS, WAIT_MS, cut_labels, expect_no_error, open_tab, plot_titled, screenshot
 from playwright.sync_api import expect
@@ -85,7 +87,7 @@ def test_a_llama_head_steps_through_its_rotation_and_the_shift_proof(request, ll
     expect_no_error(page)
 
 
-def test_a_mistral_folder_opens_and_its_mask_stage_shows_the_sliding_window(page, server):
+def test_a_mistral_folder_opens_and_its_mask_stage_shows_the_sliding_window(request, page, server):
     """A tiny MistralForCausalLM (window 5, shorter than the text) in the weights folder: step 5 says the window and
     greys exactly the cells outside it, those above the diagonal and those 5 or more keys back."""
     from test_mistral import PROMPT, make_tiny_mistral
@@ -95,6 +97,7 @@ def test_a_mistral_folder_opens_and_its_mask_stage_shows_the_sliding_window(page
     folder = server.weights / "tiny-mistral"
     if not folder.exists():
         make_tiny_mistral(folder, "mistral-4over2-w5")
+    request.addfinalizer(lambda: shutil.rmtree(folder, ignore_errors=True))  # the session's later tests never see it
     tokens = BPETokenizer.from_str((folder / "tokenizer.json").read_text(encoding="utf-8")).encode(PROMPT).numel()
     panel = arrive(page)
     choose_checkpoint(panel, "tiny-mistral")
