@@ -72,6 +72,16 @@ class StubHub:
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
                                        daemon=True)
 
+    def serve(self, monkeypatch, cache) -> StubHub:
+        """Start serving and point huggingface_hub at this stub, online, with its cache in ``cache``."""
+        self.thread.start()
+        monkeypatch.setenv("HF_ENDPOINT", self.url)
+        monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+        monkeypatch.delenv("PLAYGROUND_OFFLINE", raising=False)
+        monkeypatch.delenv("PLAYGROUND_HUB_ALLOW", raising=False)
+        monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+        return self
+
     def requested_files(self) -> list[str]:
         return [path.rsplit("/", 1)[-1] for method, path in self.requests if "/resolve/" in path]
 

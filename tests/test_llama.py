@@ -168,12 +168,7 @@ def test_one_opens_from_the_stub_hub_and_a_refusal_there_names_the_repo(tiny, tm
     scaled = {**json.loads(files["config.json"]), "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}
     stub = StubHub({"learner/tiny-qwen2": files, "learner/yarn-qwen2": {**files, "config.json":
                                                                          json.dumps(scaled).encode()}})
-    stub.thread.start()
-    monkeypatch.setenv("HF_ENDPOINT", stub.url)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.delenv("PLAYGROUND_OFFLINE", raising=False)
-    monkeypatch.delenv("PLAYGROUND_HUB_ALLOW", raising=False)
-    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    stub.serve(monkeypatch, tmp_path / "hf-cache")
     try:
         checkpoint = loading.open_checkpoint("learner/tiny-qwen2")
         ids = tokenizer.encode(PROMPT)[None]
@@ -393,12 +388,7 @@ def test_the_hub_refuses_before_the_weights_a_repo_too_large_or_holding_more_tha
     one_layer = {**json.loads(files["config.json"]), "num_hidden_layers": 1}
     stub = StubHub({"learner/tiny-llama": files,
                     "learner/short-config": {**files, "config.json": json.dumps(one_layer).encode()}})
-    stub.thread.start()
-    monkeypatch.setenv("HF_ENDPOINT", stub.url)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.delenv("PLAYGROUND_OFFLINE", raising=False)
-    monkeypatch.delenv("PLAYGROUND_HUB_ALLOW", raising=False)
-    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    stub.serve(monkeypatch, tmp_path / "hf-cache")
     try:
         parameters = open_folder(folder).config.parameter_count()
         with pytest.raises(CheckpointError, match=f"learner/tiny-llama has {parameters:,} parameters; this server's "

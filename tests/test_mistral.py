@@ -152,12 +152,7 @@ def test_one_opens_from_the_stub_hub_and_a_refusal_there_names_the_repo(tiny, tm
     mixed = {**json.loads(files["config.json"]), "layer_types": ["full_attention", "sliding_attention"]}
     stub = StubHub({"learner/tiny-mistral": files, "learner/mixed-mistral": {**files, "config.json":
                                                                               json.dumps(mixed).encode()}})
-    stub.thread.start()
-    monkeypatch.setenv("HF_ENDPOINT", stub.url)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.delenv("PLAYGROUND_OFFLINE", raising=False)
-    monkeypatch.delenv("PLAYGROUND_HUB_ALLOW", raising=False)
-    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    stub.serve(monkeypatch, tmp_path / "hf-cache")
     try:
         checkpoint = loading.open_checkpoint("learner/tiny-mistral")
         ids = tokenizer.encode(PROMPT)[None]
