@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 
 import pytest
@@ -485,6 +486,52 @@ def test_a_new_query_position_is_drawn_in_the_page_before_the_server_answers(pag
     page.wait_for_function(FULL_DECK, timeout=WAIT_MS)
     assert page.evaluate(DRAWN_HEATMAP_IS_THE_SERVERS, [STEP_TITLES[1], 3])
     screenshot(page, "attention-qkv", publish=False)
+    expect_no_error(page)
+
+
+# wraps the chart deck's draw: window.firstAnswers gets the query position each first answer names (its settings)
+RECORD_FIRST_ANSWERS = """() => { window.firstAnswers = []; const deck = window.chartDeck, draw = deck.drawEvent;
+    deck.drawEvent = (options, raw, ...rest) => {
+        const made = options.settings && raw ? JSON.parse(raw).settings : null;
+        if (made) window.firstAnswers.push(made[made.length - 1]);
+        return draw(options, raw, ...rest); }; }"""
+
+
+def test_an_answer_made_for_the_query_boxs_old_value_does_not_write_it_back(page):
+    """A head changed, and while its answer (made for the box's -1) is on the way the query box gets 30: the
+    answer for 30 is drawn, and the late one for -1 leaves the box at 30 and the view at query 30. When the answer
+    wrote the box itself, the Why tab's "Step through this head" (which writes the tab's head, then its query) ended
+    at the last token with -1 in the box under load."""
+    panel = arrive(page)
+    page.wait_for_function(f"() => !document.documentElement.hasAttribute('{chart_deck.WAITING_ATTR}')",
+                           timeout=WAIT_MS)
+    page.evaluate(RECORD_FIRST_ANSWERS)
+    names = page.evaluate("() => window.gradio_config.dependencies.map(d => d.api_name)")
+    inputs_changed = names.index("attention_update_inputs")
+    held = []
+
+    def hold_the_heads_answer(route):
+        if not held and (json.loads(route.request.post_data or "{}")).get("fn_index") == inputs_changed:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/queue/join**", hold_the_heads_answer)
+    set_number(panel, "head", 1)
+    page.wait_for_function(f"() => document.documentElement.hasAttribute('{chart_deck.WAITING_ATTR}')",
+                           timeout=WAIT_MS)
+    set_number(panel, "query position (-1 = the last token)", 30)
+    expect(panel).to_contain_text("layer 0, head 1 of the model", timeout=WAIT_MS)
+    expect(panel).to_contain_text("Query 30", timeout=WAIT_MS)
+    assert len(held) == 1
+    held[0].continue_()
+    page.unroute("**/queue/join**")
+    page.wait_for_function("() => window.firstAnswers.includes(-1)", timeout=WAIT_MS)  # the late one came back
+    page.evaluate("() => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)))")
+    expect(panel.get_by_label("query position (-1 = the last token)", exact=True)).to_have_value("30")
+    expect(panel).to_contain_text("Query 30")
+    expect(plot_titled(panel, "X")).to_be_visible()
+    assert page.evaluate(f"() => !document.documentElement.hasAttribute('{chart_deck.WAITING_ATTR}')")
     expect_no_error(page)
 
 

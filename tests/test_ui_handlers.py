@@ -741,6 +741,9 @@ def test_attention_query_past_the_end_is_clamped_framed_and_said_once(ctx, monke
     deck, _, box, sent = attention_tab.attention_page(ctx, *settings, STEP_TITLES[5], 500, [])
     shown = json.loads(deck)["views"][STEP_TITLES[5]]
     assert box == 7 and said == [lessons.query_clamped(500, 8)] and sent == said
+    # the deck names the box's value it was made for (500), so the page draws it while the box holds 500 and only
+    # then writes the position shown (7): an answer for a value the box has left writes nothing (attention.js)
+    assert json.loads(deck)["settings"] == [*settings, 500]
     assert "Query **7**" in shown["texts"][2] and shown["figures"][0]["layout"]["shapes"][0]["y0"] == 6.5
     attention_tab.attention_page(ctx, *settings, STEP_TITLES[4], 500, sent)
     assert len(said) == 1  # the next keystroke does not repeat it
@@ -1327,7 +1330,7 @@ def test_spare_decks_are_the_page_answer_one_switch_away(ctx):
         answer, warned = attention_tab.attention_switched(ctx, *settings[:9], scale, mask, 1.0, before,
                                                           STEP_TITLES[5], 3, [])
         answered = json.loads(answer)  # the page's answer names the inputs it was made for (chart_deck.late)
-        assert answered.pop("settings") == [*settings[:9], scale, mask, 1.0, before, 3]  # and the query it wrote
+        assert answered.pop("settings") == [*settings[:9], scale, mask, 1.0, before, 3]  # the query asked too
         assert answered == spare and list(spare["views"]) == [STEP_TITLES[5]] and warned == []
     assert spare["key"] != around["key"]
     empty = [*settings[:8], "", *settings[9:]]

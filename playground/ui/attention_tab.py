@@ -117,8 +117,9 @@ def attention_page(ctx: AppContext, source, checkpoint, layer, head, seed, embed
                    scale, mask, temperature, mask_before_scaling, step, query, warned, *,
                    heads: HeadCache | None = None, moved: bool = False):
     """The page's first answer to a change: (a deck holding the step on screen, the input check HTML, the query
-    box's value (clamped to the text), the warnings sent). The page draws the deck, where its inputs (all but the
-    query, which this answer writes) are still the ones it was made for; attention_deck follows. ``moved``: the text
+    position it shows (clamped to the text), the warnings sent). The page draws the deck where its inputs, the query
+    box among them, are still the ones it was made for, and only then writes the position shown into the box
+    (attention.js's drawFirst); attention_deck follows. ``moved``: the text
     under the query changed (a source, preset, text, checkpoint or head), so a position past its end was not asked
     for here: it goes to the last token without a warning (the Why tab's "Step through" left position 85 in the box,
     and the textbook preset then warned that 85 was past the end of its 6 tokens)."""
@@ -129,7 +130,7 @@ def attention_page(ctx: AppContext, source, checkpoint, layer, head, seed, embed
     if moved and 0 <= view.query < asked:
         view = view._replace(warnings=[w for w in view.warnings if w != lessons.query_clamped(asked, view.query + 1)])
     deck = chart_deck.deck_json(_deck_key(*settings), {STEP_TITLES[step_index(step)]: _deck_view(view)},
-                                settings=[*settings[:-1], view.query])
+                                settings=list(settings))
     return deck, view.text_check, view.query, _warn(view.warnings, warned or ())
 
 
@@ -435,13 +436,18 @@ def build(ctx: AppContext) -> Opened:
     # position it wrote to the box (attention_page names them: a position typed and drawn in the page meanwhile is
     # not drawn over by the answer for the one before); the rest (every step, a step picked) add to the views of its
     # settings, so a slow answer for settings since changed is never drawn
-    draw_first = dict(draw, inputs=[deck, step, *settings[:-1], query],
-                      js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID, settings=True))
+    # the query position the answer shows goes to the box only where the answer is drawn (attention.js's drawFirst):
+    # written by the answer itself, an answer made for -1 before the Why tab's step-through wrote 30 put -1 back
+    shown_query = gr.Number(-1, visible=False, label="query position the answer shows")
+    draw_first = dict(draw, inputs=[deck, step, *settings[:-1], query, shown_query],
+                      outputs=[heading, whatif, query_md, query],
+                      js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID, settings=True,
+                                            call="window.attentionPage.drawFirst"))
     draw = dict(draw, js=chart_deck.draw_js(DECK, DECK_TEXTS, reveal=STAGE_ELEM_ID, more=True))
     # Hidden progress: a refused input leaves the previous figures as they were (no "Error" badge on each);
     # the toast says why. always_last: while one view computes, only the latest edit waits behind it.
     quick = dict(show_progress="hidden", trigger_mode="always_last", **ctx.fast_lane)
-    first_io = dict(inputs=[*settings, query, warned], outputs=[deck, text_check, query, warned])
+    first_io = dict(inputs=[*settings, query, warned], outputs=[deck, text_check, shown_query, warned])
 
     def first(listener, moved: bool = False, **options):
         """``listener`` answers with the step on screen and what the page holds beside it (attention_page);

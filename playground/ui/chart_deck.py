@@ -49,7 +49,8 @@ PHONE_WIDTH = 640  # px: below this the page is a phone's, where an answer can l
 REVEAL_BELOW = 0.4
 
 
-def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, settings: bool = False) -> str:
+def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, settings: bool = False,
+            call: str = "window.chartDeck.drawEvent") -> str:
     """A ``js=`` function (deck textbox, view name) -> ``texts`` Markdown values: draws that view of ``deck``.
     ``more``: the textbox holds more views for the settings of the last first answer, and is ignored where the
     settings have changed since (a slow answer for the old settings arriving after the new ones' first answer).
@@ -59,11 +60,12 @@ def draw_js(deck: str, texts: int, reveal: str = "", more: bool = False, setting
     second, could come back last and be drawn over the second's.
     ``reveal``: the id of the element that starts the answer; on a phone, where it lands low on the screen
     (REVEAL_BELOW) or below it, the page scrolls it to the top (never up, away from a control the visitor is using
-    further down, nor while they type)."""
+    further down, nor while they type).
+    ``call``: the page's function that draws (a tab's own wraps chartDeck.drawEvent to write more outputs)."""
     options = json.dumps({"deck": deck, "texts": texts, "reveal": reveal, "more": more, "settings": settings})
     if settings:
-        return f"async (raw, view, ...now) => window.chartDeck.drawEvent({options}, raw, view, now)"
-    return f"async (raw, view) => window.chartDeck.drawEvent({options}, raw, view)"
+        return f"async (raw, view, ...now) => {call}({options}, raw, view, now)"
+    return f"async (raw, view) => {call}({options}, raw, view)"
 
 
 HOST_MIN_WIDTH = 300  # px: hosts in a row stand side by side on a desktop and one under another on a phone

@@ -78,6 +78,16 @@ window.attentionPage = window.attentionPage || (() => {
   // (queryShown, or opening(false) on a refusal): the tab's first view, held until the tab is shown
   // (events.once_shown), waits for them too (whenOpened), else it could read the defaults and draw last
   let openingSince = 0;
+  // A first answer (attention_page) drawn where it was made for the inputs on screen, the query box among them, and
+  // only then the position it shows written to the box (the last value of ``values``: -1 stays -1, a position past
+  // the text's end comes back as its last token). An answer made for the box's value before the Why tab's
+  // step-through (or a click on a row) wrote a new one leaves the box as it is.
+  async function drawFirst(options, raw, view, values) {
+    const now = values.slice(0, -1), shown = values[values.length - 1];
+    const late = window.chartDeck.late(raw, now);
+    const texts = await window.chartDeck.drawEvent(options, raw, view, now);
+    return [...texts, late ? undefined : shown];
+  }
   function opening(on) {
     openingSince = on ? Date.now() : 0;
   }
@@ -207,7 +217,9 @@ window.attentionPage = window.attentionPage || (() => {
   // (query box, step) -> (heading, what-if notes, query sentence, asked of the server, drawn in the page): one of the
   // last two stamped, so the server is asked for the view, or for the rest of it (the other steps, the spare decks)
   async function query(value, step) {
-    const shown = await window.attentionPositions.move(value, step);
+    // while the server makes the view of new settings (a head changed, the Why tab's step-through), the positions
+    // held are the old settings': the server answers the new position with them
+    const shown = window.chartDeck.isWaiting(DECK) ? null : await window.attentionPositions.move(value, step);
     const stamp = ' #' + Date.now();
     if (shown) return [...shown.texts, undefined, value + stamp];
     window.chartDeck.forget(DECK);  // its spares are of the query leaving
@@ -232,5 +244,5 @@ window.attentionPage = window.attentionPage || (() => {
     return `${v[0] ? 1 : 0}${v[1] ? 1 : 0}${v[2] ? 1 : 0}|${Number(v[3]).toFixed(2)}`;
   }
 
-  return {opening, whenOpened, queryShown, listen, listenForRowPicks, listenUnderHeading, query, moveStep, switchLabel};
+  return {drawFirst, opening, whenOpened, queryShown, listen, listenForRowPicks, listenUnderHeading, query, moveStep, switchLabel};
 })();

@@ -403,6 +403,9 @@ window.chartDeck = window.chartDeck || (() => {
     if (names.size) root.setAttribute(WAITING_ATTR, [...names].join(' '));
     else root.removeAttribute(WAITING_ATTR);
   }
+  function isWaiting(name) {  // the server is making ``name``'s view of settings the page has moved to
+    return (document.documentElement.getAttribute(WAITING_ATTR) || '').split(' ').includes(name);
+  }
   // a js= event that asks the server for a deck's view of new settings: the deck waits, the inputs pass on (wait_js)
   function waitEvent(name, values) {
     waiting(name, true);
@@ -502,6 +505,6 @@ window.chartDeck = window.chartDeck || (() => {
     const shown = await adopt(deck, label(values.slice(0, -1)), values[values.length - 1]);
     return shown ? shown.texts : unchanged(texts);
   }
-  return {take, draw, redraw, decks, keep, forget, waiting, adopt, merge, held, late, pointAt, picked, revealing,
+  return {take, draw, redraw, decks, keep, forget, waiting, isWaiting, adopt, merge, held, late, pointAt, picked, revealing,
           fits, touch, drawEvent, adoptEvent, waitEvent, heldJson};
 })();
