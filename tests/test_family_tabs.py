@@ -15,7 +15,7 @@ from test_llama import PROMPT, make_tiny
 
 from playground.config import Limits
 from playground.lens import anatomy, walkthrough
-from playground.lens.anatomy import family_levels
+from playground.lens.anatomy import family_levels, lessons
 from playground.lens.anatomy.lessons import LEVEL_TITLES
 from playground.model.gpt import KVCache
 from playground.ui import model_tab, sample_tab
@@ -155,6 +155,10 @@ def test_the_model_tab_draws_every_level_of_a_llama_with_what_the_family_has(ctx
     assert "rebuild a GPT block" in switched.heading  # the switches are said not to apply, never silently ignored
     lens = view(ctx, "llama-4over2", 5)
     assert "RMSNorm (`norm`)" in lens.heading and lens.plot_a is not None
+    clicked = model_tab.model_view(ctx, "trained checkpoint", "llama-4over2", PROMPT, LEVEL_TITLES[4], 0, 3, -1, 0,
+                                   "pre", "decoder", "gelu", 0.0, 0, part="Final norm")
+    assert "**Final norm** (RMSNorm `norm`)" in clicked.heading  # it said LayerNorm ln_f for every family
+    assert "**Final norm** (LayerNorm `ln_f`)" in lessons.lens_look_for("Final norm")  # a GPT's
     alone = view(ctx, "llama-4over1-tied", 1, head=2)
     assert "K/V head 0, shared with heads 0, 1, 3" in alone.heading
 

@@ -407,8 +407,8 @@ def _lens_view(loaded: checkpoints.Checkpoint, ids: torch.Tensor, tokens: list[s
     bars = plots.bar_chart(stage_names, [float(stage.final_choice_probs[query]) for stage in lens.stages],
                            f"Probability of the final guess '{choice}' after each part", "probability")
     text = lessons.lens_text(lens, query, labels, tokens)
-    heading = _heading("model", lessons.lens_look_for(part), lessons.lens_formula(loaded.config.layers_num), text,
-                       where, notes)
+    heading = _heading("model", lessons.lens_look_for(part, loaded.config.is_llama),
+                       lessons.lens_formula(loaded.config.layers_num), text, where, notes)
     return heading, lens_figure, top10, changes, bars, ""
 
 

@@ -473,13 +473,17 @@ def lens_text(lens: LogitLens, position: int, labels: Mapping[int, str] | Sequen
 LENS_LOOK_FOR_BY_PART = {
     EMBEDDINGS: "**Embeddings** are the left chart's first column: the token and position embeddings alone, read "
                 "through the final norm and LM head, guess from the current character only.",
-    FINAL_NORM: "**Final norm** (LayerNorm ln_f) comes before every reading in the left chart: each column is the "
+    FINAL_NORM: "**Final norm** ({norm}) comes before every reading in the left chart: each column is the "
                 "stream after a part, normalised, then scored by the LM head.",
     LM_HEAD: "**LM head** turns the normalised stream into one logit per character; softmax makes them the "
              "probabilities coloured here, the model's own in the right chart.",
 }
 
 
-def lens_look_for(part: str) -> str:
-    """The model level's Look-for line for the part of the map clicked (the probabilities, or none: LENS_LOOK_FOR)."""
-    return LENS_LOOK_FOR_BY_PART.get(part, LENS_LOOK_FOR)
+FINAL_NORMS = {False: "LayerNorm `ln_f`", True: "RMSNorm `norm`"}  # a GPT's, the Llama family's: class, state_dict name
+
+
+def lens_look_for(part: str, rms_norm: bool = False) -> str:
+    """The model level's Look-for line for the part of the map clicked (the probabilities, or none: LENS_LOOK_FOR);
+    ``rms_norm``: the model's final norm is the Llama family's RMSNorm, not a GPT's LayerNorm."""
+    return LENS_LOOK_FOR_BY_PART.get(part, LENS_LOOK_FOR).format(norm=FINAL_NORMS[rms_norm])
