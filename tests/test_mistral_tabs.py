@@ -109,6 +109,18 @@ def test_the_why_tab_explains_a_mistral_with_transformers_logit(mistral):
     assert len(view.ranking.data[0].x) == 2 * 4
 
 
+def test_the_why_tabs_qk_table_past_the_window_says_the_mask_hides_it(mistral):
+    """A QK table at a distance of the window or more is what the head would score there, never what it uses: the
+    heading and the table's title say so; within the window they say nothing of it."""
+    ctx, _, _ = mistral
+    inside, outside = (why_tab.explain(ctx, "tiny-mistral", PROMPT, -1, "", "L1 H2", [], "mean over the text",
+                                       why_reading.ALONE, distance) for distance in (WINDOW - 1, WINDOW))
+    said = f"the sliding window masks keys {WINDOW} or more back, so at distance {WINDOW}"
+    titles = [view.qk.layout.title.text.replace("<br>", " ") for view in (inside, outside)]
+    assert said in outside.circuits_heading and "masked by the window" in titles[1]
+    assert "Outside the window" not in inside.circuits_heading and "masked by the window" not in titles[0]
+
+
 def test_the_compare_tabs_grouped_ways_mask_with_the_window(mistral):
     from playground.model import grouped_ways
     from playground.ui import compare_tab

@@ -339,6 +339,17 @@ def ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
+def outside_window(reading: Reading) -> str:
+    """For a sliding-window model (Mistral) whose QK tables' distance reaches past the window, the sentence that says
+    the mask hides that key: the table is what the head would score there, never what it uses; else ""."""
+    window = reading.model.config.sliding_window
+    if reading.distance is None or window is None or reading.distance < window:
+        return ""
+    return (f"\n\n**Outside the window:** the sliding window masks keys {window} or more back, so at distance "
+            f"{reading.distance} the QK table is what the head would score, never what it uses: set a distance below "
+            f"{window}.")
+
+
 def key_back(distance: int) -> str:
     """Where a rotary QK table's key sits: "key 1 back", "key 3 back", "key at the query" (distance 0)."""
     return "key at the query" if distance == 0 else f"key {distance} back"
@@ -386,7 +397,8 @@ def circuits_heading(reading: Reading, layer: int, which: int) -> str:
                   if by_position(reading.looks(layer, which)) else "")
     direct_pairs = ("Like the tables, the pairs below read the characters alone, not what the layers before wrote; the "
                     "chain above is what the head did. " if layer > 0 else "")
-    return (f"### What {circuits.head_name(layer, which)} does over your text{looks_line(reading, layer, which)}{HERE}"
+    return (f"### What {circuits.head_name(layer, which)} does over your text{looks_line(reading, layer, which)}"
+            f"{outside_window(reading)}{HERE}"
             f"\n\n<details><summary>more</summary>\n\n{looks_more(reading, layer, which)}"
             f"{positional}{direct_pairs}The strongest pairs among your text's characters: "
             f"{'; '.join(looks)}; {'; '.join(promotes)}.{shown_of}\n\n"
