@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from playground.config import Limits
+from playground.lens import head_scores
 from playground.lens.head_forming import PREVIOUS_TOKEN_HEAD
 from playground.server.jobs import JobStatus
 from playground.training.probes import ProbeSnapshot
@@ -58,6 +59,17 @@ def test_every_heads_scores_are_lines_over_the_steps_and_the_step_a_head_formed_
     assert len([s for s in figure.layout.shapes if s.x0 == s.x1 == 200 and s.line.width == 6]) == 4  # every panel
     assert figure.layout.meta["forming"]["formed"] == [{"layer": 0, "head": 0, "step": 200},
                                                        {"layer": 1, "head": 1, "step": 300}]
+
+
+def test_the_induction_panels_even_spread_keeps_to_a_sliding_window():
+    """The dotted line is the weight an even spread puts on the induction key: over a sliding window's keys for a
+    model with one (head_scores.chance_levels), not over every key before."""
+    def chance(window=None) -> float:
+        figure = forming_plots.forming_chart(SNAPSHOTS, repeat_length=32, window=window)
+        return next(s.y0 for s in figure.layout.shapes if s.type == "line" and s.y0 == s.y1
+                    and s.y0 != PREVIOUS_TOKEN_HEAD)
+    assert chance() == pytest.approx(head_scores.chance_levels(32)["induction"])
+    assert chance(40) == pytest.approx(head_scores.chance_levels(32, 40)["induction"]) and chance(40) > chance()
 
 
 def test_no_head_formed_yet_is_said_and_no_scores_draw_nothing():

@@ -48,11 +48,12 @@ def formed_title(snapshots: Sequence[dict]) -> str:
 
 
 def forming_chart(snapshots: Sequence[dict], chosen: tuple[int, int] | None = None, shown_step: int | None = None,
-                  repeat_length: int | None = None) -> go.Figure | None:
+                  repeat_length: int | None = None, window: int | None = None) -> go.Figure | None:
     """One panel per FORMING_PANELS pattern, one line per head over the snapshots' steps (one colour per head in
     every panel; ``chosen`` (layer, head), the probe heatmap's, drawn bold); a ★ and a dotted line where a head became
     a previous-character head (PREVIOUS_TOKEN_HEAD, drawn dashed); ``shown_step``, the heatmap's snapshot, a grey
-    line; ``repeat_length`` (the induction probe's L), the weight an even spread puts on the induction key, dotted.
+    line; ``repeat_length`` (the induction probe's L), the weight an even spread puts on the induction key, dotted
+    (over the keys a sliding ``window`` leaves each query, for a model with one).
     None for no snapshot with scores."""
     snapshots = sorted((s for s in snapshots if s), key=lambda s: s["step"])
     if not snapshots:
@@ -91,7 +92,7 @@ def forming_chart(snapshots: Sequence[dict], chosen: tuple[int, int] | None = No
             figure.add_vline(x=step, line=dict(color=colour, width=1, dash="dot"), row=previous_row, col=1)
     induction_row = next((row for row, (key, _) in enumerate(panels, start=1) if key == "induction"), None)
     if induction_row is not None and repeat_length and repeat_length >= 2:
-        chance = head_scores.chance_levels(repeat_length)["induction"]
+        chance = head_scores.chance_levels(repeat_length, window)["induction"]
         figure.add_hline(y=chance, line=dict(color="#555", width=1, dash="dot"), row=induction_row, col=1,
                          annotation_text=f"an even spread: {chance:.3f}", annotation_position="top left",
                          annotation_font=dict(size=10, color="#555"))

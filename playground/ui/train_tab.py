@@ -458,7 +458,7 @@ def render_status(status: JobStatus, layer: int = 0, head: int = 0, snapshot: in
             f"Probe attention at step {probe.step} · layer {layer} head {head}{unshown}")
         forming_figure = forming_plots.forming_chart(
             [p.scores for p in status.probes], (layer, head), probe.step,
-            _repeat_length(status.settings.get("context_size")))
+            _repeat_length(status.settings.get("context_size")), status.settings.get("sliding_window"))
     # a resumed run's snapshots are this session's (they live in memory, not in the checkpoint), unlike its curve
     since = f" since resuming at step {status.start_step}" if status.start_step else ""
     every = _probe_every(status.settings.get("probe_interval"), status.steps)
