@@ -339,12 +339,18 @@ def ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def outside_window(reading: Reading) -> str:
-    """For a sliding-window model (Mistral) whose QK tables' distance reaches past the window, the sentence that says
-    the mask hides that key: the table is what the head would score there, never what it uses; else ""."""
+def past_window(reading: Reading) -> bool:
+    """Whether a sliding-window model's (Mistral's) QK tables are read at a distance the window masks."""
     window = reading.model.config.sliding_window
-    if reading.distance is None or window is None or reading.distance < window:
+    return reading.distance is not None and window is not None and reading.distance >= window
+
+
+def outside_window(reading: Reading) -> str:
+    """Where past_window, the sentence that says the mask hides that key: the table is what the head would score
+    there, never what it uses; else ""."""
+    if not past_window(reading):
         return ""
+    window = reading.model.config.sliding_window
     return (f"\n\n**Outside the window:** the sliding window masks keys {window} or more back, so at distance "
             f"{reading.distance} the QK table is what the head would score, never what it uses: set a distance below "
             f"{window}.")

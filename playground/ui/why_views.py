@@ -11,9 +11,9 @@ from playground.ui.why_reading import Reading
 from playground.ui.why_sentences import (
     circuits_heading,
     key_back,
-    outside_window,
     parts_axis,
     parts_title,
+    past_window,
     who_decides,
 )
 
@@ -121,7 +121,7 @@ def read_circuits(reading: Reading, layer: int, which: int) -> tuple[str, object
     qk, ov = reading.tables(layer, which)
     direct = " (direct path: embeddings only)" if layer > 0 else ""  # on the tables themselves; more: CIRCUIT_MORE
     apart = "" if reading.distance is None else f", {key_back(reading.distance)}"  # a rotary model's: one distance
-    if outside_window(reading):
+    if past_window(reading):
         apart += ", masked by the window"
     qk_map = plots.vocabulary_heatmap(qk, vocabulary, f"QK of {chosen}{apart}{direct}: query (row) → key character",
                                       x_title="key", y_title="query", hover="query %{y} → key %{x}: score %{z:.3f}")
