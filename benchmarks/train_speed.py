@@ -41,7 +41,7 @@ from torch import nn
 from playground.config import ModelConfig, TrainConfig
 from playground.device import describe
 from playground.model.gpt import GPT
-from playground.settings import PROCESS_DEFAULTS
+from playground.settings import PROCESS_DEFAULTS, TRAINING_DEFAULTS
 from playground.text.data import Corpus, TokenIdsDataset, load_corpus, split_train_val
 from playground.text.tokenizer import CharTokenizer
 from playground.training.loop import evaluate, train
@@ -300,11 +300,11 @@ def run_command(steps: int, corpus: Path, extra: list[str]) -> tuple[float, str]
 
 def run_baseline(steps: int, corpus: Path, threads: int | None, same_environment: bool) -> float:
     """The baseline's loop in a fresh process with the environment nanoGPT's train.py gets: none of the app's
-    process defaults (PROCESS_DEFAULTS) set; or, ``same_environment``, the train command's (its OpenMP threads
-    sleeping when idle), so that only the loops differ."""
-    env = {key: value for key, value in os.environ.items() if key not in PROCESS_DEFAULTS}
+    process defaults (PROCESS_DEFAULTS, TRAINING_DEFAULTS) set; or, ``same_environment``, the train command's (its
+    OpenMP threads' short spin), so that only the loops differ."""
+    env = {key: value for key, value in os.environ.items() if key not in {**PROCESS_DEFAULTS, **TRAINING_DEFAULTS}}
     if same_environment:
-        env.update(PROCESS_DEFAULTS)
+        env.update(TRAINING_DEFAULTS)
     threads_flag = ["--threads", str(threads)] if threads else []
     done = subprocess.run([sys.executable, __file__, "--baseline-worker", "--steps", str(steps), "--data",
                            str(corpus), *threads_flag], capture_output=True, text=True, env=env, timeout=3600)

@@ -3,9 +3,9 @@ playground/training/. Kept so the documented command keeps working; import nothi
 """
 
 if __name__ == "__main__":
-    from playground.settings import apply_process_defaults
+    from playground.settings import apply_process_defaults, training_defaults
 
-    apply_process_defaults()  # before torch loads (settings.PROCESS_DEFAULTS)
+    apply_process_defaults(training_defaults())  # before torch loads (settings.training_defaults)
     from playground.cli.train import main
 
     raise SystemExit(main())

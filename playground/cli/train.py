@@ -8,9 +8,9 @@ input). The run itself is run.py's ``run_training``, the same code path the Trai
 from __future__ import annotations
 
 if __name__ == "__main__":  # python -m playground.cli.train: torch's native libraries read these once, as torch loads
-    from playground.settings import apply_process_defaults
+    from playground.settings import apply_process_defaults, training_defaults
 
-    apply_process_defaults()
+    apply_process_defaults(training_defaults())
 
 import argparse
 import contextlib
