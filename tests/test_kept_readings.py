@@ -5,16 +5,19 @@ one memory budget, at most a share of it, and given back when a request needs th
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 
 import pytest
 import torch
 
 from playground import budget
 from playground.config import Limits
-from playground.ui import why_tab
+from playground.ui import why_reading, why_tab
 from playground.ui.common import AppContext, RecentReadings, held_bytes
+from playground.ui.why_reading import DEFAULT_TEXT
 
 TEXT = "To be, or not to be: that is"
+REPO = Path(__file__).resolve().parents[1]
 READINGS = "the Why tab's readings"
 
 
@@ -52,6 +55,42 @@ def test_a_request_needing_the_room_evicts_the_readings(ctx):
     past = ctx.budget.total - ctx.budget.kept_for("loaded checkpoints") + 1  # more than every reading gives back
     with pytest.raises(budget.BudgetError, match="loaded models"):  # what no cache can give back still refuses
         ctx.budget.acquire(budget.Cost("too big", (("maps", past),)))
+
+
+class CountingCache(why_tab.ReadingCache):
+    """A ReadingCache that notes the kind of every piece it had to read (a miss)."""
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self.read: list[str] = []
+
+    def get(self, key, model, compute):
+        def counted():
+            self.read.append(key[0])
+            return compute()
+        return super().get(key, model, counted)
+
+
+def test_a_second_visitors_first_why_view_reads_nothing_again():
+    """Every page load asks the Why tab's first views (why_page, then why_deck, then the other split's) of the shipped
+    checkpoint and its default text. Their pieces (a head's looks at every position, the every-position passes) kept
+    under a count of 24 evicted each other on the 4 x 4 shipped model, so each visitor's load read about half of them
+    again: 2.05 CPU s of app.py a page load, 1.03 with them all kept (benchmarks/page_load_cpu.py's loads)."""
+    ctx = AppContext(limits=Limits(), weights=REPO / "weights", budget=budget.MemoryBudget(2048 * budget.MIB, "test"))
+    memo = CountingCache(budget=ctx.budget)
+
+    def page_load():
+        why_tab.why_page(ctx, "shakespeare-char", DEFAULT_TEXT, -1, "", memo=memo)
+        why_tab.why_deck(ctx, "shakespeare-char", DEFAULT_TEXT, "", memo=memo)
+        why_tab.why_split_spare(ctx, "shakespeare-char", DEFAULT_TEXT, "", memo=memo)
+
+    page_load()
+    first = list(memo.read)
+    assert len(first) > why_reading.READING_CACHE_SIZE // 10  # the first visitor's load reads the text
+    memo.read.clear()
+    page_load()
+    assert memo.read == [], f"read again: {memo.read}"
+    assert 0 < ctx.budget.kept_for(READINGS) <= 0.25 * ctx.budget.total
 
 
 def test_readings_keep_to_their_share_of_the_budget_and_never_outlive_their_model():

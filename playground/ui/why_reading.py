@@ -335,7 +335,9 @@ class Reading:
         return {heads_named(knock.heads): knock for knock in near}
 
 
-READING_CACHE_SIZE = 24  # pieces of readings kept: a text's every-position pass, its ranking, a few heads' circuits
+# pieces of readings kept (a text's every-position passes, its ranking, each head's looks and circuits): enough for
+# several texts on a model of many heads; what they may hold in bytes is bounded by the budget's share (RecentReadings)
+READING_CACHE_SIZE = 256
 
 
 class ReadingCache(RecentReadings):
