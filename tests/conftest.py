@@ -71,6 +71,25 @@ def tiny_weights(tmp_path_factory, shakespeare_text) -> Path:
     return folder
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist loadfile`` (tests/run.sh's two workers): every browser file and the Docker tests as one unit, so
+    one worker runs them all on one app.py and one Chromium while the other runs every other file, a file at a time
+    (its module fixtures start once). The Docker build waits for the last browser test (docker_support.py), which
+    only the worker running the browser files sees. (xdist's own ``xdist_group`` marks group nothing under pytest
+    9.2: they work by renaming the tests' node ids, which pytest no longer takes; pytest-xdist issue 1386.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class BrowserFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            name = file.rsplit("/", 1)[-1]
+            return "browser files" if name.startswith("test_browser_") or name == "test_docker.py" else file
+
+    return BrowserFilesTogether(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """Drop an endpoint's quick fuzz run when its full run is selected too: the quick run's 20 inputs are the full
     run's first 20 (the same seeded generator), so it would only repeat them."""

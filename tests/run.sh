@@ -34,13 +34,12 @@ fi
 [ -x /usr/bin/chromium ] || { echo "Debian's chromium is needed for the browser tests (apt-get install chromium)"; exit 1; }
 
 .venv/bin/python -m ruff check .
-# One process by default: on a fresh clone on a quiet 2-core machine, two workers (pytest-xdist, -n 2 --dist loadfile)
-# ran the suite in 22:25 against 22:55 in one process, as the browser files keep both cores busy alone (app.py and
-# Chromium), and the second worker's app.py and Chromium raised the load to 7-11 and let a browser test time out.
-# PLAYGROUND_TEST_WORKERS=2 runs two workers, a test file at a time each (--dist loadfile: a file's module fixtures,
-# app.py's among them, start once), files in the order collected (--no-loadscope-reorder).
+# Two workers (pytest-xdist): one runs every browser test and the Docker tests (one app.py, one Chromium: they keep
+# about 1.7 cores busy alone), the other every other file, a file at a time (--dist loadfile, with conftest.py's
+# scheduler keeping the browser files together). The two halves' CPU seconds (about 2,100 and 900 on CI's 2 cores) then overlap instead of
+# following each other. PLAYGROUND_TEST_WORKERS=0 runs everything in this one process.
 # The slowest 40 by wall time, and every file's and the costliest 40 tests' CPU seconds (tests/cpu_times.py): CI
 # (.ci/run, installs included) must stay within 15 minutes.
-workers=${PLAYGROUND_TEST_WORKERS:-0}
-.venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile --no-loadscope-reorder \
+workers=${PLAYGROUND_TEST_WORKERS:-2}
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile \
   --durations=40 --cpu-times=40 "$@"
