@@ -42,9 +42,12 @@ README_SCREENSHOTS = REPO / "assets" / "screenshots"
 STARTUP_SECONDS = 90  # CPU seconds of app.py's own to start in (its imports and build_app), where Linux says them
 STARTUP_WALL_SECONDS = 900  # and wall seconds in any case: two busy loops beside the shared machine's other work
 # (load 10-17) kept app.py from answering within 90 wall seconds in every hostile test (28 errors)
-WAIT_MS = 30_000  # for anything the server computes; the machine may be busy
+WAIT_MS = 60_000  # for anything the server computes or the page draws; the machine may be busy
 # every expect waits as long, not Playwright's 5 s: many checks without a timeout of their own read text drawn with an
-# answer just awaited, which a busy machine can draw seconds later
+# answer just awaited, which a busy machine can draw seconds later. So does every action and page load (open_page):
+# with two busy loops beside the suite (load 13-16) a phone's page load and a radio's click each took longer than
+# Playwright's own 30 s (test_browser_hub's phone test, two of test_browser_trips' steps). Waits are on the page's
+# state, so a passing test waits no longer for it; only a failing one fails later.
 expect.set_options(timeout=WAIT_MS)
 DESKTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -220,6 +223,7 @@ def reload(page: Page) -> None:
 
 def open_page(browser, server: AppServer, viewport: dict, **context_options) -> Iterator[Page]:
     context = browser.new_context(viewport=viewport, accept_downloads=True, **context_options)
+    context.set_default_timeout(WAIT_MS)  # actions and navigations, as the expects above
     page = context.new_page()
     problems = watch(page)
     page.goto(server.url)

@@ -109,9 +109,10 @@ def pytest_runtest_makereport(item, call):
     alone left a flaky test's cause unknown: were the server's answers made, late, or refused?)."""
     outcome = yield
     report = outcome.get_result()
-    server = item.funcargs.get("server") if report.when == "call" and report.failed else None
-    if server is not None and hasattr(server, "log_tail"):
-        report.sections.append(("app.py's log, its end", server.log_tail(4000)))
+    if report.failed and report.when in ("call", "teardown"):  # any app.py the test used: the shared one, the Hub's...
+        servers = {id(value): value for value in getattr(item, "funcargs", {}).values() if hasattr(value, "log_tail")}
+        for server in servers.values():
+            report.sections.append(("app.py's log, its end", server.log_tail(4000)))
 
 
 @pytest.fixture(scope="module")
