@@ -375,3 +375,14 @@ def test_refusals_never_show_the_servers_paths(monkeypatch, tmp_path):
     message = message_for(ValueError(f"no config.json in {tmp_path}/weights/my-run; see https://huggingface.co/a/b, "
                                      f"1/2 of /srv/secret/upload/ckpt.pt"))
     assert message == "No config.json in weights/my-run; see https://huggingface.co/a/b, 1/2 of ckpt.pt"
+
+
+def test_a_chunked_body_past_the_size_cap_is_answered_413_even_where_the_app_answers_its_failed_read():
+    """FastAPI answers 400 when reading a body fails, and the cap fails the read: the 413 must go instead. On a fresh
+    clone (two workers) test_server_limits' chunked 6 MB body got FastAPI's 400 through."""
+    from playground.server.http import BodySizeLimit
+
+    app = BodySizeLimit(gradio, max_bytes=1000)
+    status, answer = run(call(app, scope(), Body([b"x" * 400] * 4)))  # 1,600 bytes, none declared
+    assert status == 413 and "larger than this server's limit" in json.loads(answer)["error"]
+    assert run(call(app, scope(), Body([b"x" * 400] * 2))) == (200, b"800")

@@ -88,24 +88,21 @@ class BodySizeLimit:
 
         async def tracked_send(message):
             nonlocal started
+            if refused:  # the app answering its failed read (FastAPI's 400): the 413 goes instead
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
         try:
             await self.app(scope, counted_receive, tracked_send)
-        except _BodyTooLargeError:
-            if not started:
-                if not complete:
-                    await _discard_rest(receive, received, 2 * self.max_bytes)
-                await self._refuse(send)
         except Exception:
             if not refused:
                 raise
-            if not started:
-                if not complete:
-                    await _discard_rest(receive, received, 2 * self.max_bytes)
-                await self._refuse(send)
+        if refused and not started:
+            if not complete:
+                await _discard_rest(receive, received, 2 * self.max_bytes)
+            await self._refuse(send)
 
     async def _refuse(self, send):
         body = json.dumps({"error": f"The request is larger than this server's limit of {self.max_bytes:,} bytes; "
